@@ -1,0 +1,15 @@
+/*
+ * embedded.h - files compiled into the binary by cmake/embed.cmake.
+ */
+#ifndef MG_EMBEDDED_H
+#define MG_EMBEDDED_H
+
+#include <stddef.h>
+
+struct mg_embedded {
+    const char *name;           /* base file name, e.g. "001_init.sql" */
+    const unsigned char *data;  /* bytes, followed by a NUL */
+    size_t len;                 /* bytes, without the NUL */
+};
+
+#endif

@@ -1,0 +1,336 @@
+/*
+ * util.c - see util.h.
+ */
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+enum mg_code mg_fail(struct mg_error *err, enum mg_code code, const char *field, const char *fmt,
+                     ...)
+{
+    va_list ap;
+
+    if (err == NULL)
+        return code;
+    err->code = code;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
+    return code;
+}
+
+void mg_error_clear(struct mg_error *err)
+{
+    if (err == NULL)
+        return;
+    err->code = MG_OK;
+    err->message[0] = '\0';
+    err->field[0] = '\0';
+}
+
+void mg_buf_init(struct mg_buf *b, size_t max)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+    b->max = max;
+}
+
+enum mg_code mg_buf_append(struct mg_buf *b, const void *p, size_t n)
+{
+    size_t need;
+    char *nd;
+
+    if (n > b->max || b->len > b->max - n)
+        return MG_ETOOBIG;
+    need = b->len + n + 1;
+    if (need > b->cap) {
+        size_t ncap = b->cap ? b->cap : 256;
+        while (ncap < need)
+            ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+        nd = realloc(b->data, ncap);
+        if (nd == NULL)
+            return MG_ENOMEM;
+        b->data = nd;
+        b->cap = ncap;
+    }
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return MG_OK;
+}
+
+enum mg_code mg_buf_puts(struct mg_buf *b, const char *s)
+{
+    return mg_buf_append(b, s, strlen(s));
+}
+
+void mg_buf_release(struct mg_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+}
+
+void mg_hex_encode(const uint8_t *in, size_t n, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        out[2 * i] = hex[in[i] >> 4];
+        out[2 * i + 1] = hex[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+bool mg_hex_decode(const char *hex, size_t n, uint8_t *out)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return false;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return true;
+}
+
+void mg_sha256_hex(const void *data, size_t n, char out[65])
+{
+    uint8_t md[SHA256_DIGEST_LENGTH];
+
+    SHA256(data, n, md);
+    mg_hex_encode(md, sizeof(md), out);
+}
+
+char *mg_base64_encode(const uint8_t *in, size_t n)
+{
+    size_t olen;
+    char *out;
+
+    if (n > (SIZE_MAX / 4) * 3 - 3)
+        return NULL;
+    olen = 4 * ((n + 2) / 3);
+    out = malloc(olen + 1);
+    if (out == NULL)
+        return NULL;
+    if (n > INT32_MAX) {
+        free(out);
+        return NULL;
+    }
+    EVP_EncodeBlock((unsigned char *)out, in, (int)n);
+    out[olen] = '\0';
+    return out;
+}
+
+uint8_t *mg_base64_decode(const char *in, size_t in_len, size_t *out_len)
+{
+    uint8_t *out;
+    int r;
+    size_t pad = 0;
+
+    if (in_len % 4 != 0 || in_len > INT32_MAX)
+        return NULL;
+    out = malloc(in_len / 4 * 3 + 1);
+    if (out == NULL)
+        return NULL;
+    r = EVP_DecodeBlock(out, (const unsigned char *)in, (int)in_len);
+    if (r < 0) {
+        free(out);
+        return NULL;
+    }
+    if (in_len >= 1 && in[in_len - 1] == '=')
+        pad++;
+    if (in_len >= 2 && in[in_len - 2] == '=')
+        pad++;
+    *out_len = (size_t)r - pad;
+    return out;
+}
+
+bool mg_random_bytes(void *out, size_t n)
+{
+    if (n > INT32_MAX)
+        return false;
+    return RAND_bytes(out, (int)n) == 1;
+}
+
+int64_t mg_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t mg_mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void mg_time_format(int64_t ms, char out[32])
+{
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+
+    size_t n;
+
+    gmtime_r(&secs, &tm);
+    n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
+}
+
+static bool is_lower_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* ^[a-z0-9][a-z0-9<extra>]{0,max_rest}$ */
+static bool valid_name(const char *s, size_t n, const char *extra, size_t max_rest, bool alpha_first)
+{
+    size_t i;
+
+    if (s == NULL || n == 0 || n > max_rest + 1)
+        return false;
+    if (alpha_first ? !(s[0] >= 'a' && s[0] <= 'z') : !is_lower_alnum(s[0]))
+        return false;
+    for (i = 1; i < n; i++) {
+        if (s[i] == '\0' || !(is_lower_alnum(s[i]) || strchr(extra, s[i]) != NULL))
+            return false;
+    }
+    return true;
+}
+
+bool mg_valid_model_name(const char *s, size_t n)
+{
+    return valid_name(s, n, "._-", 62, false);
+}
+
+bool mg_valid_alias_name(const char *s, size_t n)
+{
+    return valid_name(s, n, "-", 31, true);
+}
+
+bool mg_valid_gateway_name(const char *s, size_t n)
+{
+    return valid_name(s, n, "_-", 62, false);
+}
+
+static bool is_lower_hex(const char *s, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    }
+    return true;
+}
+
+bool mg_valid_digest(const char *s, size_t n)
+{
+    return s != NULL && n == 71 && memcmp(s, "sha256:", 7) == 0 && is_lower_hex(s + 7, 64);
+}
+
+bool mg_valid_image_ref(const char *s, size_t n)
+{
+    size_t i, at;
+
+    if (s == NULL || n < 72 || n > 512)
+        return false;
+    at = n - 71;
+    if (s[at - 1] != '@' || !mg_valid_digest(s + at, 71))
+        return false;
+    if (at - 1 == 0)
+        return false;
+    /* repository[:tag]: printable, no whitespace, no second '@' */
+    for (i = 0; i < at - 1; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 0x20 || c >= 0x7f || c == '@')
+            return false;
+    }
+    return s[0] != ':' && s[0] != '/';
+}
+
+bool mg_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    char *end;
+    long long v;
+
+    if (s == NULL || *s == '\0' || *s == ' ' || *s == '+')
+        return false;
+    if (s[0] == '0' && s[1] != '\0')
+        return false; /* no leading zeros: "007" does not name version 7 */
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool mg_parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+    unsigned shift = 0;
+
+    if (s == NULL || !(*s >= '0' && *s <= '9'))
+        return false;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0)
+        return false;
+    switch (*end) {
+    case '\0':
+        break;
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    case 'T': case 't': shift = 40; end++; break;
+    default:
+        return false;
+    }
+    if (*end == 'i' || *end == 'B')
+        end++;
+    if (*end == 'B')
+        end++;
+    if (*end != '\0')
+        return false;
+    if (shift && v > (UINT64_MAX >> shift))
+        return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
+bool mg_ct_equal(const void *a, const void *b, size_t n)
+{
+    return CRYPTO_memcmp(a, b, n) == 0;
+}

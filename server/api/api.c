@@ -1,0 +1,149 @@
+/*
+ * api.c - see api.h.
+ */
+#include "api.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../../common/util.h"
+
+static bool no_controls(const char *s, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+bool api_object(struct srv_req *r, const json_t *body, const char *const *allowed)
+{
+    const char *key;
+    json_t *v;
+    size_t i;
+
+    if (!json_is_object(body)) {
+        srv_fail(r, MG_EINVAL, NULL, "the body must be a JSON object");
+        return false;
+    }
+    json_object_foreach((json_t *)body, key, v)
+    {
+        bool ok = false;
+        for (i = 0; allowed[i] && !ok; i++)
+            ok = strcmp(key, allowed[i]) == 0;
+        if (!ok) {
+            srv_fail(r, MG_EINVAL, key, "unknown field '%.64s'; remove it", key);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool api_string(struct srv_req *r, const json_t *obj, const char *key, const char *field,
+                bool required, size_t maxlen, const char **out)
+{
+    json_t *v = json_object_get(obj, key);
+    const char *s;
+    size_t n;
+
+    *out = NULL;
+    if (v == NULL || (json_is_null(v) && !required)) {
+        if (!required)
+            return true;
+        srv_fail(r, MG_EINVAL, field, "'%s' is required", field);
+        return false;
+    }
+    if (!json_is_string(v)) {
+        srv_fail(r, MG_EINVAL, field, "'%s' must be a string", field);
+        return false;
+    }
+    s = json_string_value(v);
+    n = json_string_length(v);
+    if (n > maxlen || strlen(s) != n || !no_controls(s, n)) {
+        srv_fail(r, MG_EINVAL, field,
+                 "'%s' must be at most %zu bytes of text without control characters", field,
+                 maxlen);
+        return false;
+    }
+    *out = s;
+    return true;
+}
+
+bool api_tags(struct srv_req *r, const json_t *v, const char *field)
+{
+    const char *k;
+    json_t *val;
+
+    if (!json_is_object(v) || json_object_size(v) > 64) {
+        srv_fail(r, MG_EINVAL, field, "'%s' must be an object of at most 64 string values",
+                 field);
+        return false;
+    }
+    json_object_foreach((json_t *)v, k, val)
+    {
+        size_t kl = strlen(k);
+        if (kl == 0 || kl > 128 || strchr(k, ':') || !no_controls(k, kl)) {
+            srv_fail(r, MG_EINVAL, field,
+                     "tag keys are 1 to 128 bytes without ':' or control characters");
+            return false;
+        }
+        if (!json_is_string(val) || json_string_length(val) > 1024 ||
+            strlen(json_string_value(val)) != json_string_length(val)) {
+            srv_fail(r, MG_EINVAL, field, "tag '%.64s' must have a string value of at most 1024 bytes", k);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool api_metric_name_ok(const char *s, size_t n)
+{
+    size_t i;
+
+    if (n == 0 || n > 128)
+        return false;
+    for (i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              strchr("_.:/-", c) != NULL) || c == '\0')
+            return false;
+    }
+    return true;
+}
+
+bool api_metrics(struct srv_req *r, const json_t *v, const char *field)
+{
+    const char *k;
+    json_t *val;
+
+    if (!json_is_object(v) || json_object_size(v) > 1000) {
+        srv_fail(r, MG_EINVAL, field, "'%s' must be an object of at most 1000 numbers", field);
+        return false;
+    }
+    json_object_foreach((json_t *)v, k, val)
+    {
+        if (!api_metric_name_ok(k, strlen(k))) {
+            srv_fail(r, MG_EINVAL, field,
+                     "metric names match ^[A-Za-z0-9_.:/-]{1,128}$; '%.64s' does not", k);
+            return false;
+        }
+        if (!json_is_number(val) || !isfinite(json_number_value(val))) {
+            srv_fail(r, MG_EINVAL, field, "metric '%.64s' must be a finite number", k);
+            return false;
+        }
+    }
+    return true;
+}
+
+void api_reply_result(struct srv_req *r, enum mg_code rc, unsigned status, json_t *out,
+                      const struct mg_error *err)
+{
+    if (rc != MG_OK)
+        srv_reply_error(r, err);
+    else
+        srv_reply_json(r, status, out);
+}

@@ -1,0 +1,43 @@
+/*
+ * api.h - request-body validation shared by the resource files in
+ * server/api/. Each check sets a 400 reply naming the field and returns
+ * false when the input is wrong.
+ */
+#ifndef SRV_API_H
+#define SRV_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "../http.h"
+
+/* The body must be a JSON object whose keys are all in `allowed` (NULL-ended). */
+bool api_object(struct srv_req *r, const json_t *body, const char *const *allowed);
+
+/* Optional (or required) string member of at most maxlen bytes, no control
+ * characters. *out is borrowed from obj, NULL when absent. */
+bool api_string(struct srv_req *r, const json_t *obj, const char *key, const char *field,
+                bool required, size_t maxlen, const char **out);
+
+/* Tags: an object of at most 64 string → string pairs (keys ≤ 128 bytes and
+ * without ':' so ?tag=k:v is unambiguous, values ≤ 1024 bytes). */
+bool api_tags(struct srv_req *r, const json_t *v, const char *field);
+
+/* Metrics: an object of name → finite number; names match
+ * ^[A-Za-z0-9_.:/-]{1,128}$ (so ?metric=name>=x parses), at most 1000. */
+bool api_metrics(struct srv_req *r, const json_t *v, const char *field);
+
+/* A metric name as above. */
+bool api_metric_name_ok(const char *s, size_t n);
+
+/* Serve a stored blob's bytes (Range, ETag, If-None-Match); used by
+ * GET /api/v1/blobs/{digest} and the version artifact route. */
+void api_serve_blob(struct srv_req *r, const char *digest);
+
+/* Reply with a store result: 200 with the value, or the error. */
+void api_reply_result(struct srv_req *r, enum mg_code rc, unsigned status, json_t *out,
+                      const struct mg_error *err);
+
+#endif

@@ -1,0 +1,167 @@
+/*
+ * blobs.c - POST /api/v1/blobs (streamed), HEAD and GET (with Range, ETag).
+ */
+#include "api.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../common/util.h"
+
+struct upload {
+    struct store_blob_upload *up;
+    char expected[72];
+    bool has_expected;
+};
+
+static enum mg_code upload_begin(struct srv_req *r)
+{
+    const char *d = srv_header(r, "X-Content-Digest");
+    struct upload *u = calloc(1, sizeof(*u));
+
+    if (u == NULL)
+        return mg_fail(&r->err, MG_ENOMEM, NULL, "out of memory");
+    r->stream = u;
+    if (d != NULL) {
+        if (!mg_valid_digest(d, strlen(d)))
+            return mg_fail(&r->err, MG_EINVAL, "X-Content-Digest",
+                           "X-Content-Digest must be sha256: followed by 64 lowercase hex");
+        snprintf(u->expected, sizeof(u->expected), "%s", d);
+        u->has_expected = true;
+    }
+    return store_blob_upload_begin(r->srv->store, r->srv->cfg->max_blob_bytes, &u->up, &r->err);
+}
+
+static enum mg_code upload_data(struct srv_req *r, const char *p, size_t n)
+{
+    struct upload *u = r->stream;
+
+    return store_blob_upload_write(u->up, p, n, &r->err);
+}
+
+static void upload_cleanup(struct srv_req *r)
+{
+    struct upload *u = r->stream;
+
+    if (u == NULL)
+        return;
+    store_blob_upload_abort(&u->up);
+    free(u);
+    r->stream = NULL;
+}
+
+static void upload_finish(struct srv_req *r)
+{
+    struct upload *u = r->stream;
+    json_t *blob = NULL;
+    bool created = false;
+    struct mg_error err;
+
+    if (store_blob_upload_commit(&u->up, r->who.name, u->has_expected ? u->expected : NULL,
+                                 &blob, &created, &err) != MG_OK) {
+        srv_reply_error(r, &err);
+        return;
+    }
+    srv_reply_json(r, created ? 201 : 200, blob);
+}
+
+/* Parse "bytes=a-b", "bytes=a-" or "bytes=-n" against size. Returns false if
+ * unsatisfiable or malformed (multiple ranges are not supported). */
+static bool parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
+{
+    unsigned long long a, b;
+    char tail;
+
+    if (strncmp(h, "bytes=", 6) != 0 || strchr(h, ',') != NULL || size == 0)
+        return false;
+    h += 6;
+    if (*h == '-') {
+        if (sscanf(h + 1, "%llu%c", &a, &tail) != 1 || a == 0)
+            return false;
+        if (a > size)
+            a = size;
+        *off = size - a;
+        *len = a;
+        return true;
+    }
+    if (sscanf(h, "%llu-%c", &a, &tail) == 1 && h[strlen(h) - 1] == '-') {
+        if (a >= size)
+            return false;
+        *off = a;
+        *len = size - a;
+        return true;
+    }
+    if (sscanf(h, "%llu-%llu%c", &a, &b, &tail) != 2 || b < a || a >= size)
+        return false;
+    if (b >= size)
+        b = size - 1;
+    *off = a;
+    *len = b - a + 1;
+    return true;
+}
+
+void api_serve_blob(struct srv_req *r, const char *digest)
+{
+    const char *range = srv_header(r, MHD_HTTP_HEADER_RANGE);
+    const char *inm = srv_header(r, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    char etag[80], cr[96];
+    json_t *meta = NULL;
+    uint64_t size, off = 0, len;
+    struct mg_error err;
+    int fd;
+
+    if (store_blob_get(r->srv->store, digest, &meta, &err) != MG_OK ||
+        store_blob_open(r->srv->store, digest, &fd, &size, &err) != MG_OK) {
+        json_decref(meta);
+        srv_reply_error(r, &err);
+        return;
+    }
+    snprintf(etag, sizeof(etag), "\"%s\"", digest);
+    if (inm && strstr(inm, etag) != NULL) {
+        close(fd);
+        json_decref(meta);
+        srv_reply_empty(r, 304);
+        srv_reply_header(r, MHD_HTTP_HEADER_ETAG, etag);
+        return;
+    }
+    len = size;
+    if (range && strcmp(r->method, "GET") == 0) {
+        if (!parse_range(range, size, &off, &len)) {
+            close(fd);
+            json_decref(meta);
+            srv_fail(r, MG_ERANGE, "Range",
+                     "the Range header asks for bytes outside the blob's %" PRIu64
+                     " bytes or uses multiple ranges",
+                     size);
+            snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
+            srv_reply_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+            return;
+        }
+        srv_reply_fd(r, 206, json_string_value(json_object_get(meta, "media_type")), fd, off,
+                     len);
+        snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, off, off + len - 1,
+                 size);
+        srv_reply_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+    } else {
+        srv_reply_fd(r, 200, json_string_value(json_object_get(meta, "media_type")), fd, 0, len);
+    }
+    srv_reply_header(r, MHD_HTTP_HEADER_ETAG, etag);
+    srv_reply_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
+    srv_reply_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "public, max-age=31536000, immutable");
+    json_decref(meta);
+}
+
+static void get(struct srv_req *r)
+{
+    api_serve_blob(r, srv_param(r, "digest"));
+}
+
+const struct srv_route srv_routes_blobs[] = {
+    {"POST", "/api/v1/blobs", STORE_ROLE_PUBLISHER, SRV_BODY_STREAM, upload_finish, upload_begin,
+     upload_data, upload_cleanup},
+    {"GET", "/api/v1/blobs/{digest}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
+    {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
+};

@@ -1,0 +1,32 @@
+/*
+ * health.c - liveness, readiness and identity.
+ */
+#include "../http.h"
+
+static void healthz(struct srv_req *r)
+{
+    srv_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static void readyz(struct srv_req *r)
+{
+    if (store_ready(r->srv->store))
+        srv_reply_json(r, 200, json_pack("{s:s}", "status", "ready"));
+    else
+        srv_fail(r, MG_EUNAVAIL, NULL,
+                 "the database or the blob directory is not writable; check disk space and "
+                 "permissions of the data directory");
+}
+
+static void whoami(struct srv_req *r)
+{
+    srv_reply_json(r, 200, json_pack("{s:s, s:s, s:o}", "id", r->who.id, "name", r->who.name,
+                                     "roles", store_roles_to_json(r->who.roles)));
+}
+
+const struct srv_route srv_routes_health[] = {
+    {"GET", "/healthz", SRV_PUBLIC, SRV_BODY_NONE, healthz, NULL, NULL, NULL},
+    {"GET", "/readyz", SRV_PUBLIC, SRV_BODY_NONE, readyz, NULL, NULL, NULL},
+    {"GET", "/api/v1/whoami", SRV_ANY_ROLE, SRV_BODY_NONE, whoami, NULL, NULL, NULL},
+    {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
+};

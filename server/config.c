@@ -1,0 +1,225 @@
+/*
+ * config.c - flags and config file. A config file line is "key = value"
+ * (or "key value"), '#' starts a comment, keys are the long flag names.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+
+#define CONFIG_LINE_MAX 4096
+#define CONFIG_DEPTH_MAX 4
+
+void srv_config_init(struct srv_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->listen = strdup("127.0.0.1:8470");
+    cfg->data_dir = strdup("./var");
+    cfg->max_blob_bytes = 64ull << 30;
+    cfg->max_json_bytes = 1u << 20;
+    cfg->threads = 8;
+    cfg->conn_limit = 1024;
+    cfg->per_ip_limit = 256;
+    cfg->timeout_s = 60;
+    cfg->conn_memory = 256u << 10;
+    cfg->read_conns = 4;
+}
+
+void srv_config_release(struct srv_config *cfg)
+{
+    free(cfg->listen);
+    free(cfg->data_dir);
+    free(cfg->port_file);
+    memset(cfg, 0, sizeof(*cfg));
+}
+
+const char *srv_config_usage(void)
+{
+    return "usage: modelgated [options]\n"
+           "  --listen HOST:PORT       address to serve on (default 127.0.0.1:8470; port 0 "
+           "picks one)\n"
+           "  --data-dir DIR           database, blobs and keys (default ./var)\n"
+           "  --config FILE            read options from FILE (key = value, keys are these "
+           "flag names)\n"
+           "  --max-blob-bytes SIZE    largest upload (default 64G)\n"
+           "  --max-json-bytes SIZE    largest JSON body (default 1M)\n"
+           "  --log-format text|json   request log format on stderr (default text)\n"
+           "  --sync full|normal       SQLite synchronous mode (default full)\n"
+           "  --threads N              HTTP worker threads (default 8)\n"
+           "  --max-connections N      connection limit (default 1024)\n"
+           "  --max-connections-per-ip N  (default 256)\n"
+           "  --timeout SECONDS        idle connection timeout (default 60)\n"
+           "  --port-file FILE         write the bound port to FILE once listening\n";
+}
+
+static enum mg_code set_uint(unsigned *dst, const char *key, const char *v, int64_t min,
+                             int64_t max, struct mg_error *err)
+{
+    int64_t n;
+
+    if (!mg_parse_i64(v, min, max, &n))
+        return mg_fail(err, MG_EINVAL, key, "--%s needs a number between %lld and %lld, not '%s'",
+                       key, (long long)min, (long long)max, v);
+    *dst = (unsigned)n;
+    return MG_OK;
+}
+
+static enum mg_code set_size(uint64_t *dst, const char *key, const char *v, struct mg_error *err)
+{
+    if (!mg_parse_size(v, dst) || *dst == 0)
+        return mg_fail(err, MG_EINVAL, key,
+                       "--%s needs a positive size such as 1048576, 512K, 1M or 64G, not '%s'",
+                       key, v);
+    return MG_OK;
+}
+
+static enum mg_code set_str(char **dst, const char *v, struct mg_error *err)
+{
+    char *s = strdup(v);
+
+    if (s == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    free(*dst);
+    *dst = s;
+    return MG_OK;
+}
+
+static enum mg_code read_file(struct srv_config *cfg, const char *path, int depth,
+                              struct mg_error *err);
+
+/* Apply one key/value. */
+static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v, int depth,
+                          struct mg_error *err)
+{
+    if (strcmp(key, "listen") == 0)
+        return set_str(&cfg->listen, v, err);
+    if (strcmp(key, "data-dir") == 0)
+        return set_str(&cfg->data_dir, v, err);
+    if (strcmp(key, "port-file") == 0)
+        return set_str(&cfg->port_file, v, err);
+    if (strcmp(key, "config") == 0)
+        return read_file(cfg, v, depth + 1, err);
+    if (strcmp(key, "max-blob-bytes") == 0)
+        return set_size(&cfg->max_blob_bytes, key, v, err);
+    if (strcmp(key, "max-json-bytes") == 0)
+        return set_size(&cfg->max_json_bytes, key, v, err);
+    if (strcmp(key, "log-format") == 0) {
+        if (strcmp(v, "text") != 0 && strcmp(v, "json") != 0)
+            return mg_fail(err, MG_EINVAL, key, "--log-format is text or json, not '%s'", v);
+        cfg->log_json = strcmp(v, "json") == 0;
+        return MG_OK;
+    }
+    if (strcmp(key, "sync") == 0) {
+        if (strcmp(v, "full") != 0 && strcmp(v, "normal") != 0)
+            return mg_fail(err, MG_EINVAL, key, "--sync is full or normal, not '%s'", v);
+        cfg->sync_normal = strcmp(v, "normal") == 0;
+        return MG_OK;
+    }
+    if (strcmp(key, "threads") == 0)
+        return set_uint(&cfg->threads, key, v, 1, 256, err);
+    if (strcmp(key, "max-connections") == 0)
+        return set_uint(&cfg->conn_limit, key, v, 1, 65536, err);
+    if (strcmp(key, "max-connections-per-ip") == 0)
+        return set_uint(&cfg->per_ip_limit, key, v, 1, 65536, err);
+    if (strcmp(key, "timeout") == 0)
+        return set_uint(&cfg->timeout_s, key, v, 1, 3600, err);
+    if (strcmp(key, "read-connections") == 0)
+        return set_uint(&cfg->read_conns, key, v, 1, 64, err);
+    return mg_fail(err, MG_EINVAL, key, "unknown option '%s'; see modelgated --help", key);
+}
+
+static char *trim(char *s)
+{
+    char *e;
+
+    while (isspace((unsigned char)*s))
+        s++;
+    e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
+static enum mg_code read_file(struct srv_config *cfg, const char *path, int depth,
+                              struct mg_error *err)
+{
+    FILE *f;
+    char line[CONFIG_LINE_MAX];
+    unsigned lineno = 0;
+    enum mg_code rc = MG_OK;
+
+    if (depth > CONFIG_DEPTH_MAX)
+        return mg_fail(err, MG_EINVAL, "config", "config files include each other too deeply");
+    f = fopen(path, "re");
+    if (f == NULL)
+        return mg_fail(err, MG_EINVAL, "config", "cannot read config file %s: %s", path,
+                       strerror(errno));
+    while (rc == MG_OK && fgets(line, sizeof(line), f) != NULL) {
+        char *k, *v, *sep;
+
+        lineno++;
+        if (strchr(line, '\n') == NULL && !feof(f)) {
+            rc = mg_fail(err, MG_EINVAL, "config", "%s:%u: line too long", path, lineno);
+            break;
+        }
+        if ((sep = strchr(line, '#')) != NULL)
+            *sep = '\0';
+        k = trim(line);
+        if (*k == '\0')
+            continue;
+        sep = k + strcspn(k, "= \t");
+        if (*sep == '\0') {
+            rc = mg_fail(err, MG_EINVAL, "config", "%s:%u: expected 'key = value'", path,
+                         lineno);
+            break;
+        }
+        *sep = '\0';
+        v = trim(sep + 1);
+        if (*v == '=')
+            v = trim(v + 1);
+        if (apply(cfg, k, v, depth, err) != MG_OK) {
+            char msg[MG_ERR_MSG_MAX];
+            snprintf(msg, sizeof(msg), "%s", err->message);
+            rc = mg_fail(err, MG_EINVAL, "config", "%s:%u: %s", path, lineno, msg);
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+enum mg_code srv_config_parse(struct srv_config *cfg, int argc, char **argv,
+                              struct mg_error *err)
+{
+    int i;
+
+    for (i = 0; i < argc; i++) {
+        const char *a = argv[i], *eq, *v;
+        char key[64];
+        size_t klen;
+
+        if (strncmp(a, "--", 2) != 0)
+            return mg_fail(err, MG_EINVAL, NULL, "unexpected argument '%s'; see --help", a);
+        a += 2;
+        eq = strchr(a, '=');
+        klen = eq ? (size_t)(eq - a) : strlen(a);
+        if (klen >= sizeof(key))
+            return mg_fail(err, MG_EINVAL, NULL, "unknown option '--%s'", a);
+        memcpy(key, a, klen);
+        key[klen] = '\0';
+        if (eq) {
+            v = eq + 1;
+        } else {
+            if (i + 1 >= argc)
+                return mg_fail(err, MG_EINVAL, key, "--%s needs a value", key);
+            v = argv[++i];
+        }
+        if (apply(cfg, key, v, 0, err) != MG_OK)
+            return err->code;
+    }
+    return MG_OK;
+}

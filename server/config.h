@@ -1,0 +1,42 @@
+/*
+ * config.h - modelgated's settings, from flags and an optional config file
+ * whose keys are the long flag names ("listen = 127.0.0.1:8470").
+ */
+#ifndef SRV_CONFIG_H
+#define SRV_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/mg.h"
+
+struct srv_config {
+    char *listen;    /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8470 */
+    char *data_dir;  /* default ./var */
+    char *port_file; /* write the bound port here once listening */
+    uint64_t max_blob_bytes;
+    uint64_t max_json_bytes;
+    bool log_json;
+    bool sync_normal;
+    unsigned threads;       /* libmicrohttpd thread pool */
+    unsigned conn_limit;    /* total connections */
+    unsigned per_ip_limit;  /* connections per client address */
+    unsigned timeout_s;     /* idle connection timeout */
+    uint64_t conn_memory;   /* per-connection memory pool */
+    unsigned read_conns;    /* SQLite read pool */
+};
+
+/* Defaults. */
+void srv_config_init(struct srv_config *cfg);
+
+/* Parse argv (after the subcommand, if any). --config FILE is read where it
+ * appears; later flags override it. MG_EINVAL with a message on bad input. */
+enum mg_code srv_config_parse(struct srv_config *cfg, int argc, char **argv,
+                              struct mg_error *err);
+
+void srv_config_release(struct srv_config *cfg);
+
+/* Usage text for --help. */
+const char *srv_config_usage(void);
+
+#endif

@@ -1,0 +1,561 @@
+/*
+ * http.c - libmicrohttpd glue: daemon setup, the access handler state
+ * machine, authentication, body handling, replies and the request log.
+ */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+
+/* Bytes of an oversize chunked body we drain before closing the connection. */
+#define DRAIN_MAX (16u << 20)
+
+/* ---- errors → HTTP: the only place ------------------------------------ */
+
+static const struct {
+    enum mg_code code;
+    unsigned status;
+    const char *name;
+} error_map[] = {
+    {MG_EINVAL, 400, "invalid_argument"},
+    {MG_EDIGEST, 400, "digest_mismatch"},
+    {MG_EUNAUTH, 401, "unauthenticated"},
+    {MG_EFORBIDDEN, 403, "forbidden"},
+    {MG_ESELFAPPROVAL, 403, "self_approval"},
+    {MG_ENOTFOUND, 404, "not_found"},
+    {MG_EMETHOD, 405, "method_not_allowed"},
+    {MG_ECONFLICT, 409, "conflict"},
+    {MG_EPROTECTED, 409, "alias_protected"},
+    {MG_EINPROGRESS, 409, "promotion_in_progress"},
+    {MG_ENOKNOWNGOOD, 409, "no_known_good"},
+    {MG_ETOOBIG, 413, "payload_too_large"},
+    {MG_ERANGE, 416, "range_not_satisfiable"},
+    {MG_EMEDIA, 415, "unsupported_media_type"},
+    {MG_ENOSPC, 507, "insufficient_storage"},
+    {MG_EUNAVAIL, 503, "unavailable"},
+};
+
+void srv_reply_error(struct srv_req *r, const struct mg_error *err)
+{
+    unsigned status = 500;
+    const char *name = "internal";
+    size_t i;
+    json_t *e;
+
+    for (i = 0; i < sizeof(error_map) / sizeof(error_map[0]); i++) {
+        if (error_map[i].code == err->code) {
+            status = error_map[i].status;
+            name = error_map[i].name;
+            break;
+        }
+    }
+    /* The no-known-good read is a 404 (API.md: LKG "404 no_known_good"). */
+    e = json_pack("{s:{s:s, s:s}}", "error", "code", name, "message",
+                  err->message[0] ? err->message : "internal error");
+    if (e && err->field[0])
+        json_object_set_new(json_object_get(e, "error"), "field", json_string(err->field));
+    if (status >= 500)
+        fprintf(stderr, "error: %s %s: %s\n", r->method, r->path ? r->path : "",
+                err->message);
+    srv_reply_json(r, status, e);
+}
+
+void srv_fail(struct srv_req *r, enum mg_code code, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+
+    r->err.code = code;
+    va_start(ap, fmt);
+    vsnprintf(r->err.message, sizeof(r->err.message), fmt, ap);
+    va_end(ap);
+    snprintf(r->err.field, sizeof(r->err.field), "%s", field ? field : "");
+    srv_reply_error(r, &r->err);
+}
+
+/* ---- replies ---------------------------------------------------------- */
+
+static void set_response(struct srv_req *r, unsigned status, struct MHD_Response *resp,
+                         uint64_t bytes)
+{
+    if (r->resp)
+        MHD_destroy_response(r->resp);
+    r->resp = resp;
+    r->status = status;
+    r->resp_bytes = bytes;
+}
+
+void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_type,
+                     const void *data, size_t len)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+
+    if (resp == NULL) {
+        set_response(r, 500, NULL, 0);
+        return;
+    }
+    if (content_type)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    set_response(r, status, resp, len);
+}
+
+void srv_reply_json(struct srv_req *r, unsigned status, json_t *v)
+{
+    char *text;
+
+    if (v == NULL) {
+        static const char oom[] =
+            "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+        srv_reply_bytes(r, 500, "application/json; charset=utf-8", oom, sizeof(oom) - 1);
+        return;
+    }
+    text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
+    json_decref(v);
+    if (text == NULL) {
+        srv_reply_json(r, 500, NULL);
+        return;
+    }
+    srv_reply_bytes(r, status, "application/json; charset=utf-8", text, strlen(text));
+    free(text);
+}
+
+void srv_reply_empty(struct srv_req *r, unsigned status)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+
+    set_response(r, resp ? status : 500, resp, 0);
+}
+
+void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, int fd,
+                  uint64_t offset, uint64_t len)
+{
+    struct MHD_Response *resp = MHD_create_response_from_fd_at_offset64(len, fd, offset);
+
+    if (resp == NULL) {
+        close(fd);
+        srv_fail(r, MG_EIO, NULL, "cannot stream the file");
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    set_response(r, status, resp, len);
+}
+
+void srv_reply_header(struct srv_req *r, const char *key, const char *value)
+{
+    if (r->resp)
+        MHD_add_response_header(r->resp, key, value);
+}
+
+/* ---- request accessors ------------------------------------------------ */
+
+const char *srv_query(const struct srv_req *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *srv_header(const struct srv_req *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
+}
+
+bool srv_page(struct srv_req *r, struct store_page *page)
+{
+    const char *l = srv_query(r, "limit"), *t = srv_query(r, "page_token");
+    int64_t n = 50;
+
+    if (l && !mg_parse_i64(l, 1, 1000, &n)) {
+        srv_fail(r, MG_EINVAL, "limit", "limit must be an integer from 1 to 1000");
+        return false;
+    }
+    if (t && (strlen(t) == 0 || strlen(t) > 256)) {
+        srv_fail(r, MG_EINVAL, "page_token", "page_token is not one this server issued");
+        return false;
+    }
+    page->limit = (unsigned)n;
+    page->page_token = t;
+    return true;
+}
+
+/* ---- the request state machine ---------------------------------------- */
+
+static void req_free(struct srv_req *r)
+{
+    unsigned i;
+
+    if (r->route && r->route->stream_cleanup)
+        r->route->stream_cleanup(r);
+    for (i = 0; i < r->nparams; i++)
+        free(r->params[i].value);
+    if (r->resp)
+        MHD_destroy_response(r->resp);
+    json_decref(r->body);
+    mg_buf_release(&r->raw);
+    free(r->path);
+    free(r);
+}
+
+static bool has_role(const struct srv_req *r, unsigned need)
+{
+    if (need == SRV_PUBLIC)
+        return true;
+    if (r->who.roles & STORE_ROLE_ADMIN)
+        return true;
+    if (need == SRV_ANY_ROLE)
+        return r->who.roles != 0;
+    return (r->who.roles & need) != 0;
+}
+
+/* Authenticate and authorise; on failure an error reply is set. */
+static bool check_access(struct srv_req *r)
+{
+    const char *h = srv_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+
+    if (r->route->roles == SRV_PUBLIC)
+        return true;
+    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) {
+        srv_fail(r, MG_EUNAUTH, NULL,
+                 "this endpoint needs an 'Authorization: Bearer <token>' header");
+        return false;
+    }
+    h += 7;
+    while (*h == ' ')
+        h++;
+    if (store_token_authenticate(r->srv->store, h, strlen(h), &r->who) != MG_OK) {
+        srv_fail(r, MG_EUNAUTH, NULL, "the bearer token is unknown or was revoked");
+        return false;
+    }
+    r->authenticated = true;
+    if (!has_role(r, r->route->roles)) {
+        json_t *roles = store_roles_to_json(r->route->roles & 0xff);
+        char *need = json_dumps(roles, JSON_COMPACT);
+        srv_fail(r, MG_EFORBIDDEN, NULL, "token '%s' lacks the role this needs (one of %s)",
+                 r->who.name, need ? need : "?");
+        free(need);
+        json_decref(roles);
+        return false;
+    }
+    return true;
+}
+
+static bool is_json_type(const char *ct)
+{
+    size_t n = strlen("application/json");
+
+    if (ct == NULL || strncasecmp(ct, "application/json", n) != 0)
+        return false;
+    return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
+}
+
+/* First call for a request: route, auth, headers. Returns false when a reply
+ * is already set and the body (if any) should not be read. */
+static bool req_begin(struct srv_req *r, const char *method)
+{
+    const char *cl = srv_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    uint64_t len = 0, cap;
+    enum mg_code rc;
+
+    rc = srv_route_match(r, method, r->path);
+    if (rc == MG_ENOTFOUND) {
+        srv_fail(r, MG_ENOTFOUND, NULL, "no such endpoint: %s %s", method, r->path);
+        return false;
+    }
+    if (rc == MG_EMETHOD) {
+        srv_fail(r, MG_EMETHOD, NULL, "%s is not allowed on %s", method, r->path);
+        return false;
+    }
+    /* Authentication comes before parameter validation: no oracle for callers
+     * without a token. */
+    if (!check_access(r))
+        return false;
+    if (rc == MG_EINVAL) {
+        srv_reply_error(r, &r->err);
+        return false;
+    }
+    if (cl && !mg_parse_size(cl, &len)) {
+        srv_fail(r, MG_EINVAL, NULL, "malformed Content-Length");
+        return false;
+    }
+    if (r->route->body == SRV_BODY_JSON) {
+        cap = r->srv->cfg->max_json_bytes;
+        if (len > 0 && !is_json_type(srv_header(r, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+            srv_fail(r, MG_EMEDIA, NULL, "send the body as Content-Type: application/json");
+            return false;
+        }
+        if (len > cap) {
+            srv_fail(r, MG_ETOOBIG, NULL, "the JSON body is larger than the limit of %llu bytes",
+                     (unsigned long long)cap);
+            return false;
+        }
+        mg_buf_init(&r->raw, (size_t)cap);
+    } else if (r->route->body == SRV_BODY_STREAM) {
+        cap = r->srv->cfg->max_blob_bytes;
+        if (len > cap) {
+            srv_fail(r, MG_ETOOBIG, NULL, "the body is larger than the limit of %llu bytes",
+                     (unsigned long long)cap);
+            return false;
+        }
+        if (r->route->stream_begin(r) != MG_OK) {
+            srv_reply_error(r, &r->err);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A body chunk. Errors are remembered and answered once the body ends. */
+static void req_body(struct srv_req *r, const char *data, size_t n)
+{
+    r->body_bytes += n;
+    if (r->failed)
+        return;
+    if (r->route->body == SRV_BODY_JSON) {
+        if (r->raw.max > 0 && mg_buf_append(&r->raw, data, n) != MG_OK) {
+            mg_fail(&r->err, MG_ETOOBIG, NULL,
+                    "the JSON body is larger than the limit of %llu bytes",
+                    (unsigned long long)r->raw.max);
+            r->failed = true;
+        }
+    } else if (r->route->body == SRV_BODY_STREAM) {
+        if (r->route->stream_data(r, data, n) != MG_OK)
+            r->failed = true;
+    }
+}
+
+/* The whole body is in: parse JSON if needed and call the handler. */
+static void req_finish(struct srv_req *r)
+{
+    json_error_t jerr;
+
+    if (r->failed) {
+        srv_reply_error(r, &r->err);
+        return;
+    }
+    if (r->route->body == SRV_BODY_JSON && r->raw.len > 0) {
+        if (!is_json_type(srv_header(r, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+            srv_fail(r, MG_EMEDIA, NULL, "send the body as Content-Type: application/json");
+            return;
+        }
+        r->body = json_loadb(r->raw.data, r->raw.len, JSON_REJECT_DUPLICATES, &jerr);
+        if (r->body == NULL) {
+            srv_fail(r, MG_EINVAL, NULL, "the body is not valid JSON (line %d, column %d: %s)",
+                     jerr.line, jerr.column, jerr.text);
+            return;
+        }
+        mg_buf_release(&r->raw);
+    }
+    r->route->handle(r);
+    if (r->resp == NULL)
+        srv_fail(r, MG_EIO, NULL, "the handler produced no response");
+}
+
+static enum MHD_Result queue(struct srv_req *r)
+{
+    enum MHD_Result ret;
+
+    if (r->resp == NULL)
+        return MHD_NO;
+    ret = MHD_queue_response(r->conn, r->status, r->resp);
+    return ret;
+}
+
+static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                                      const char *method, const char *version,
+                                      const char *upload_data, size_t *upload_data_size,
+                                      void **con_cls)
+{
+    struct srv *srv = cls;
+    struct srv_req *r = *con_cls;
+
+    (void)version;
+    if (r == NULL) {
+        r = calloc(1, sizeof(*r));
+        if (r == NULL)
+            return MHD_NO;
+        r->srv = srv;
+        r->conn = conn;
+        r->method = method;
+        r->start_ms = mg_mono_ms();
+        r->path = strdup(url);
+        *con_cls = r;
+        __atomic_add_fetch(&srv->inflight, 1, __ATOMIC_SEQ_CST);
+        if (r->path == NULL)
+            return MHD_NO;
+        if (!req_begin(r, method))
+            return queue(r); /* reply now; the body is not read */
+        return MHD_YES;
+    }
+    if (r->resp != NULL) {
+        /* A reply was set but could not be queued mid-body: drain, bounded. */
+        if (r->body_bytes > DRAIN_MAX)
+            return MHD_NO;
+        r->body_bytes += *upload_data_size;
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        req_body(r, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        if (r->failed && r->route->body == SRV_BODY_STREAM) {
+            /* Answer as soon as libmicrohttpd lets us; the rest is drained. */
+            srv_reply_error(r, &r->err);
+            if (MHD_queue_response(conn, r->status, r->resp) == MHD_YES)
+                return MHD_YES;
+        }
+        return MHD_YES;
+    }
+    req_finish(r);
+    return queue(r);
+}
+
+static void log_request(const struct srv *srv, const struct srv_req *r)
+{
+    double ms = (double)(mg_mono_ms() - r->start_ms);
+    char ts[32];
+    const char *who = r->authenticated ? r->who.name : "-";
+
+    mg_time_format(mg_now_ms(), ts);
+    if (srv->cfg->log_json) {
+        json_t *l = json_pack("{s:s, s:s, s:s, s:i, s:I, s:f, s:s}", "ts", ts, "method",
+                              r->method, "path", r->path ? r->path : "", "status",
+                              (int)r->status, "bytes", (json_int_t)r->resp_bytes, "duration_ms",
+                              ms, "token", who);
+        char *text = l ? json_dumps(l, JSON_COMPACT) : NULL;
+        if (text)
+            fprintf(stderr, "%s\n", text);
+        free(text);
+        json_decref(l);
+    } else {
+        fprintf(stderr, "%s %s %s %u %lluB %.1fms token=%s\n", ts, r->method,
+                r->path ? r->path : "", r->status, (unsigned long long)r->resp_bytes, ms, who);
+    }
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    struct srv *srv = cls;
+    struct srv_req *r = *con_cls;
+
+    (void)conn;
+    if (r == NULL)
+        return;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && r->status == 0)
+        r->status = 499; /* client went away or timed out before a reply */
+    log_request(srv, r);
+    req_free(r);
+    *con_cls = NULL;
+    __atomic_sub_fetch(&srv->inflight, 1, __ATOMIC_SEQ_CST);
+}
+
+/* ---- daemon ----------------------------------------------------------- */
+
+static enum mg_code parse_listen(const char *s, struct sockaddr_storage *ss, bool *v6,
+                                 struct mg_error *err)
+{
+    char host[128];
+    const char *colon;
+    int64_t port;
+    size_t hl;
+
+    memset(ss, 0, sizeof(*ss));
+    if (s[0] == '[') {
+        const char *e = strchr(s, ']');
+        if (e == NULL || e[1] != ':')
+            goto bad;
+        hl = (size_t)(e - s - 1);
+        colon = e + 1;
+        if (hl >= sizeof(host))
+            goto bad;
+        memcpy(host, s + 1, hl);
+    } else {
+        colon = strrchr(s, ':');
+        if (colon == NULL)
+            goto bad;
+        hl = (size_t)(colon - s);
+        if (hl >= sizeof(host))
+            goto bad;
+        memcpy(host, s, hl);
+    }
+    host[hl] = '\0';
+    if (!mg_parse_i64(colon + 1, 0, 65535, &port))
+        goto bad;
+    if (inet_pton(AF_INET, host, &((struct sockaddr_in *)ss)->sin_addr) == 1) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons((uint16_t)port);
+        *v6 = false;
+        return MG_OK;
+    }
+    if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)ss)->sin6_addr) == 1) {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons((uint16_t)port);
+        *v6 = true;
+        return MG_OK;
+    }
+bad:
+    return mg_fail(err, MG_EINVAL, "listen",
+                   "--listen wants HOST:PORT with a numeric address, e.g. 127.0.0.1:8470 or "
+                   "[::1]:8470, not '%s'",
+                   s);
+}
+
+enum mg_code srv_start(struct srv *srv, struct mg_error *err)
+{
+    struct sockaddr_storage ss;
+    const union MHD_DaemonInfo *info;
+    bool v6 = false;
+    unsigned flags;
+
+    if (parse_listen(srv->cfg->listen, &ss, &v6, err) != MG_OK)
+        return err->code;
+    flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+            MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
+    srv->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, access_handler, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv->cfg->threads,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)srv->cfg->conn_memory,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg->conn_limit,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->per_ip_limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->cfg->timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, srv, MHD_OPTION_END);
+    if (srv->daemon == NULL)
+        return mg_fail(err, MG_EIO, "listen", "cannot listen on %s (in use, or not permitted)",
+                       srv->cfg->listen);
+    info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    srv->port = info ? info->port : 0;
+    return MG_OK;
+}
+
+void srv_stop(struct srv *srv, int grace_ms)
+{
+    int64_t deadline = mg_mono_ms() + grace_ms;
+    struct timespec ts = {0, 20 * 1000 * 1000};
+
+    if (srv->daemon == NULL)
+        return;
+    /* Stop accepting; in-flight requests go on. */
+    {
+    MHD_socket lfd = MHD_quiesce_daemon(srv->daemon);
+
+    if (lfd != MHD_INVALID_SOCKET)
+        close(lfd);
+    }
+    while (__atomic_load_n(&srv->inflight, __ATOMIC_SEQ_CST) > 0 && mg_mono_ms() < deadline)
+        nanosleep(&ts, NULL);
+    MHD_stop_daemon(srv->daemon);
+    srv->daemon = NULL;
+}

@@ -1,0 +1,162 @@
+/*
+ * http.h - modelgated's HTTP plumbing on libmicrohttpd: the server context,
+ * the per-request record, route tables, body handling and responses.
+ *
+ * A request goes: match a route → authenticate → check the role → validate
+ * path parameters → read the body (JSON, capped and buffered; or streamed to
+ * the route) → call the handler, which sets exactly one response with
+ * srv_reply_*(). Errors become HTTP statuses only in srv_reply_error().
+ *
+ * Handlers run on libmicrohttpd's worker threads and must not block on slow
+ * work. They may call any store function (thread-safe).
+ */
+#ifndef SRV_HTTP_H
+#define SRV_HTTP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "../common/mg.h"
+#include "../common/util.h"
+#include "../store/store.h"
+#include "config.h"
+
+struct srv;
+struct srv_req;
+
+enum srv_body {
+    SRV_BODY_NONE,   /* a body, if any, is ignored */
+    SRV_BODY_JSON,   /* buffered up to max_json_bytes, parsed; Content-Type checked */
+    SRV_BODY_STREAM, /* handed to stream_data() chunk by chunk */
+};
+
+/* Role requirement of a route: a store_role bit set (any of them, admin
+ * always passes), or one of these. */
+#define SRV_PUBLIC 0u
+#define SRV_ANY_ROLE 0x100u
+
+struct srv_route {
+    const char *method;
+    /* "/api/v1/models/{model}/versions/{n}": placeholders are validated by
+     * name: {model} model name, {alias} alias name, {name} gateway name, {n}
+     * version number, {digest} sha256 digest, {id} identifier. */
+    const char *pattern;
+    unsigned roles;
+    enum srv_body body;
+    void (*handle)(struct srv_req *r);
+    /* SRV_BODY_STREAM only: called before the first chunk and per chunk.
+     * Returning an error stops the upload and answers with r's error. */
+    enum mg_code (*stream_begin)(struct srv_req *r);
+    enum mg_code (*stream_data)(struct srv_req *r, const char *p, size_t n);
+    /* SRV_BODY_STREAM only: release per-request state (always called). */
+    void (*stream_cleanup)(struct srv_req *r);
+};
+
+#define SRV_MAX_PARAMS 4
+
+struct srv_req {
+    struct srv *srv;
+    struct MHD_Connection *conn;
+    const struct srv_route *route;
+    const char *method;
+    char *path;
+    struct {
+        const char *name; /* placeholder name, e.g. "model" */
+        char *value;
+    } params[SRV_MAX_PARAMS];
+    unsigned nparams;
+
+    struct store_principal who; /* valid when authenticated */
+    bool authenticated;
+
+    json_t *body;        /* parsed JSON body (SRV_BODY_JSON), NULL when empty */
+    struct mg_buf raw;   /* JSON body bytes while reading */
+    uint64_t body_bytes; /* bytes received */
+    void *stream;        /* route-private state for SRV_BODY_STREAM */
+
+    struct mg_error err; /* error being answered, if any */
+    bool failed;         /* an error was recorded while reading the body */
+
+    struct MHD_Response *resp; /* set by srv_reply_*() */
+    unsigned status;
+    uint64_t resp_bytes;
+    int64_t start_ms;
+};
+
+struct srv {
+    struct srv_config *cfg;
+    struct store *store;
+    struct MHD_Daemon *daemon;
+    uint16_t port;
+    volatile int inflight; /* requests not yet completed (atomic ops) */
+};
+
+/* Start listening; srv->port receives the bound port. */
+enum mg_code srv_start(struct srv *srv, struct mg_error *err);
+
+/* Stop accepting, let in-flight requests finish for up to grace_ms, stop. */
+void srv_stop(struct srv *srv, int grace_ms);
+
+/* ---- inside handlers -------------------------------------------------- */
+
+/* Path parameter value by placeholder name (validated), or NULL. */
+const char *srv_param(const struct srv_req *r, const char *name);
+
+/* Version number parameter {n}. */
+int64_t srv_param_version(const struct srv_req *r);
+
+/* Query argument, or NULL. */
+const char *srv_query(const struct srv_req *r, const char *key);
+
+/* Request header, or NULL. */
+const char *srv_header(const struct srv_req *r, const char *key);
+
+/* Parse ?limit= and ?page_token=. false → an error reply was set. */
+bool srv_page(struct srv_req *r, struct store_page *page);
+
+/* Reply with JSON (the value is STOLEN). */
+void srv_reply_json(struct srv_req *r, unsigned status, json_t *v);
+
+/* Reply with an empty body (204, or 200 for HEAD). */
+void srv_reply_empty(struct srv_req *r, unsigned status);
+
+/* Reply with pre-encoded bytes (copied). */
+void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_type,
+                     const void *data, size_t len);
+
+/* Reply with len bytes of fd from offset (sendfile); fd is closed by MHD. */
+void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, int fd,
+                  uint64_t offset, uint64_t len);
+
+/* Add a header to the reply set last. */
+void srv_reply_header(struct srv_req *r, const char *key, const char *value);
+
+/* The one place errors become statuses: {"error":{"code","message","field"?}}. */
+void srv_reply_error(struct srv_req *r, const struct mg_error *err);
+
+/* Format and reply with an error. */
+void srv_fail(struct srv_req *r, enum mg_code code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Route tables, one per resource file (server/api/<resource>.c), each ended
+ * by an entry with method NULL. */
+extern const struct srv_route srv_routes_health[];
+extern const struct srv_route srv_routes_tokens[];
+extern const struct srv_route srv_routes_blobs[];
+extern const struct srv_route srv_routes_models[];
+extern const struct srv_route srv_routes_versions[];
+extern const struct srv_route srv_routes_datasets[];
+extern const struct srv_route srv_routes_audit[];
+
+/* Find the route for (method, path) and capture its parameters into r.
+ * Returns MG_ENOTFOUND (no such path), MG_EMETHOD (path exists, method does
+ * not), or MG_EINVAL (a parameter is malformed; r->err says which). */
+enum mg_code srv_route_match(struct srv_req *r, const char *method, const char *path);
+
+/* Every registered route, for the OpenAPI cross-check: calls fn per route. */
+void srv_route_foreach(void (*fn)(const struct srv_route *route, void *arg), void *arg);
+
+#endif

@@ -1,0 +1,145 @@
+/*
+ * main.c - modelgated: parse settings, open the store, create the first
+ * admin token, serve until SIGTERM/SIGINT, then shut down gracefully.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "../common/util.h"
+#include "config.h"
+#include "http.h"
+
+/* How long in-flight requests may take to finish after a stop signal. */
+#define SHUTDOWN_GRACE_MS 10000
+
+/* Write data to path atomically (temp + fsync + rename) with mode. */
+static int write_file_atomic(const char *path, const char *data, mode_t mode)
+{
+    char tmp[PATH_MAX];
+    size_t n = strlen(data);
+    int fd, rc = -1;
+
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+        return -1;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0)
+        return -1;
+    if (fchmod(fd, mode) == 0 && write(fd, data, n) == (ssize_t)n && fsync(fd) == 0)
+        rc = 0;
+    close(fd);
+    if (rc == 0)
+        rc = rename(tmp, path);
+    if (rc != 0)
+        unlink(tmp);
+    return rc;
+}
+
+static int bootstrap_admin(struct store *st, const char *data_dir)
+{
+    char secret[STORE_TOKEN_SECRET_LEN + 1], line[STORE_TOKEN_SECRET_LEN + 2], path[PATH_MAX];
+    bool created = false;
+    struct mg_error err;
+
+    if (store_token_bootstrap(st, secret, &created, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: cannot create the admin token: %s\n", err.message);
+        return -1;
+    }
+    if (!created)
+        return 0;
+    snprintf(path, sizeof(path), "%s/admin.token", data_dir);
+    snprintf(line, sizeof(line), "%s\n", secret);
+    OPENSSL_cleanse(secret, sizeof(secret));
+    if (write_file_atomic(path, line, 0600) != 0) {
+        fprintf(stderr, "modelgated: cannot write %s: %s\n", path, strerror(errno));
+        OPENSSL_cleanse(line, sizeof(line));
+        return -1;
+    }
+    OPENSSL_cleanse(line, sizeof(line));
+    fprintf(stderr, "modelgated: created the first admin token; it is in %s (mode 0600)\n",
+            path);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct srv_config cfg;
+    struct store_options sopt = {0};
+    struct store *st = NULL;
+    struct srv srv = {0};
+    struct mg_error err = {0};
+    sigset_t sigs;
+    int sig = 0, rc = 1, i;
+    char portbuf[16];
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(srv_config_usage(), stdout);
+            return 0;
+        }
+    }
+    srv_config_init(&cfg);
+    if (srv_config_parse(&cfg, argc - 1, argv + 1, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        srv_config_release(&cfg);
+        return 2;
+    }
+
+    /* Signals are taken synchronously by this thread; workers never see them. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    sopt.data_dir = cfg.data_dir;
+    sopt.sync_normal = cfg.sync_normal;
+    sopt.read_conns = cfg.read_conns;
+    store_archive_limits_default(&sopt.archive);
+    if (store_open(&sopt, &st, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: cannot open data directory %s: %s\n", cfg.data_dir,
+                err.message);
+        goto out;
+    }
+    if (bootstrap_admin(st, cfg.data_dir) != 0)
+        goto out;
+
+    srv.cfg = &cfg;
+    srv.store = st;
+    if (srv_start(&srv, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
+    fprintf(stderr, "modelgated: serving on %s (port %u), data in %s\n", cfg.listen,
+            (unsigned)srv.port, cfg.data_dir);
+    if (cfg.port_file) {
+        snprintf(portbuf, sizeof(portbuf), "%u\n", (unsigned)srv.port);
+        if (write_file_atomic(cfg.port_file, portbuf, 0644) != 0) {
+            fprintf(stderr, "modelgated: cannot write %s: %s\n", cfg.port_file,
+                    strerror(errno));
+            goto out;
+        }
+    }
+
+    while (sigwait(&sigs, &sig) != 0 || (sig != SIGTERM && sig != SIGINT))
+        ;
+    fprintf(stderr, "modelgated: %s received, finishing in-flight requests\n",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    rc = 0;
+out:
+    srv_stop(&srv, SHUTDOWN_GRACE_MS);
+    store_close(&st);
+    srv_config_release(&cfg);
+    if (rc == 0)
+        fprintf(stderr, "modelgated: stopped\n");
+    return rc;
+}

@@ -1,0 +1,331 @@
+/*
+ * blobs.c - content-addressed blob files.
+ *
+ * An upload streams into <data>/blobs/tmp/upload-XXXXXX while SHA-256 is
+ * computed. Commit: fsync the file, check the digest, inspect archives,
+ * rename to blobs/sha256/<2 hex>/<hex>, fsync both directories, and only then
+ * insert the row. A crash at any point leaves either no row, or a row whose
+ * file is complete; stray temp files are swept by store_open().
+ */
+#include "store_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "../common/util.h"
+
+struct store_blob_upload {
+    struct store *st;
+    int fd;
+    char path[PATH_MAX];
+    EVP_MD_CTX *md;
+    uint64_t size;
+    uint64_t max;
+    uint8_t head[512]; /* first bytes, for media type detection */
+    size_t head_len;
+};
+
+void store_blob_path(const struct store *st, const char *digest, char *out, size_t outsz)
+{
+    const char *hex = digest + 7; /* after "sha256:" */
+
+    snprintf(out, outsz, "%s/%.2s/%s", st->blob_dir, hex, hex);
+}
+
+enum mg_code store_blob_upload_begin(struct store *st, uint64_t max_bytes,
+                                     struct store_blob_upload **out, struct mg_error *err)
+{
+    struct store_blob_upload *up = calloc(1, sizeof(*up));
+
+    if (up == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    up->st = st;
+    up->max = max_bytes;
+    snprintf(up->path, sizeof(up->path), "%s/upload-XXXXXX", st->tmp_dir);
+    up->fd = mkostemp(up->path, O_CLOEXEC);
+    if (up->fd < 0) {
+        enum mg_code code = errno == ENOSPC ? MG_ENOSPC : MG_EIO;
+        mg_fail(err, code, NULL, "cannot create an upload file: %s", strerror(errno));
+        free(up);
+        return code;
+    }
+    up->md = EVP_MD_CTX_new();
+    if (up->md == NULL || EVP_DigestInit_ex(up->md, EVP_sha256(), NULL) != 1) {
+        store_blob_upload_abort(&up);
+        return mg_fail(err, MG_ENOMEM, NULL, "cannot start SHA-256");
+    }
+    *out = up;
+    return MG_OK;
+}
+
+static enum mg_code write_all(int fd, const uint8_t *p, size_t n, struct mg_error *err)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)
+                return mg_fail(err, MG_ENOSPC, NULL,
+                               "the server ran out of disk space while storing the upload");
+            return mg_fail(err, MG_EIO, NULL, "cannot write the upload: %s", strerror(errno));
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return MG_OK;
+}
+
+enum mg_code store_blob_upload_write(struct store_blob_upload *up, const void *p, size_t n,
+                                     struct mg_error *err)
+{
+    if (n > up->max || up->size > up->max - n)
+        return mg_fail(err, MG_ETOOBIG, NULL,
+                       "the blob is larger than the server's limit of %llu bytes",
+                       (unsigned long long)up->max);
+    if (up->head_len < sizeof(up->head)) {
+        size_t k = sizeof(up->head) - up->head_len;
+        if (k > n)
+            k = n;
+        memcpy(up->head + up->head_len, p, k);
+        up->head_len += k;
+    }
+    if (EVP_DigestUpdate(up->md, p, n) != 1)
+        return mg_fail(err, MG_EIO, NULL, "SHA-256 update failed");
+    if (write_all(up->fd, p, n, err) != MG_OK)
+        return err->code;
+    up->size += n;
+    return MG_OK;
+}
+
+void store_blob_upload_abort(struct store_blob_upload **upp)
+{
+    struct store_blob_upload *up = *upp;
+
+    if (up == NULL)
+        return;
+    if (up->fd >= 0) {
+        close(up->fd);
+        unlink(up->path);
+    }
+    EVP_MD_CTX_free(up->md);
+    free(up);
+    *upp = NULL;
+}
+
+static enum mg_code fsync_dir(const char *dir, struct mg_error *err)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+    if (fd < 0 || fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return mg_fail(err, MG_EIO, NULL, "cannot fsync %s: %s", dir, strerror(e));
+    }
+    close(fd);
+    return MG_OK;
+}
+
+static json_t *blob_json(const char *digest, uint64_t size, const char *media, int64_t files)
+{
+    return json_pack("{s:s, s:I, s:s, s:o}", "digest", digest, "size", (json_int_t)size,
+                     "media_type", media, "files", files >= 0 ? json_integer(files) : json_null());
+}
+
+static enum mg_code blob_insert(struct store *st, const char *actor, const char *digest,
+                                uint64_t size, const char *media,
+                                const struct store_archive_manifest *m, bool is_archive,
+                                bool *created, struct mg_error *err)
+{
+    static const char sql_blob[] = "INSERT INTO blobs (digest, size, media_type, files, "
+                                   "created_at, created_by) VALUES (?, ?, ?, ?, ?, ?) "
+                                   "ON CONFLICT (digest) DO NOTHING";
+    static const char sql_file[] =
+        "INSERT INTO blob_files (digest, path, size, sha256) VALUES (?, ?, ?, ?)";
+    struct store_conn *c = store_write_begin(st, err);
+    sqlite3_stmt *s;
+    char at[32];
+    enum mg_code rc = MG_OK;
+    size_t i;
+    json_t *detail;
+
+    if (c == NULL)
+        return err->code;
+    if ((s = store_stmt(c, sql_blob, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    store_now(at);
+    store_bind_text(s, 1, digest);
+    sqlite3_bind_int64(s, 2, (int64_t)size);
+    store_bind_text(s, 3, media);
+    if (is_archive)
+        sqlite3_bind_int64(s, 4, (int64_t)m->n);
+    store_bind_text(s, 5, at);
+    store_bind_text(s, 6, actor);
+    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+        goto out;
+    *created = sqlite3_changes(c->db) > 0;
+    if (!*created)
+        goto out; /* a concurrent upload of the same bytes won */
+    for (i = 0; is_archive && i < m->n; i++) {
+        if ((s = store_stmt(c, sql_file, err)) == NULL) {
+            rc = err->code;
+            goto out;
+        }
+        store_bind_text(s, 1, digest);
+        store_bind_text(s, 2, m->files[i].path);
+        sqlite3_bind_int64(s, 3, (int64_t)m->files[i].size);
+        store_bind_text(s, 4, m->files[i].sha256);
+        if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+            goto out;
+    }
+    detail = json_pack("{s:I, s:s}", "size", (json_int_t)size, "media_type", media);
+    rc = store_audit_append(c, actor, "blob.create", digest, detail, err);
+    json_decref(detail);
+out:
+    return store_write_end(st, c, rc, err);
+}
+
+enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char *actor,
+                                      const char *expected, json_t **blob, bool *created,
+                                      struct mg_error *err)
+{
+    struct store_blob_upload *up = *upp;
+    struct store *st = up->st;
+    struct store_archive_manifest m = {0};
+    unsigned char md[32];
+    unsigned mdlen = 0;
+    char digest[72], final[PATH_MAX], dir[PATH_MAX];
+    const char *media;
+    bool is_archive = false;
+    enum mg_code rc;
+    json_t *existing = NULL;
+
+    memcpy(digest, "sha256:", 7);
+    if (EVP_DigestFinal_ex(up->md, md, &mdlen) != 1 || mdlen != 32) {
+        rc = mg_fail(err, MG_EIO, NULL, "SHA-256 failed");
+        goto out;
+    }
+    mg_hex_encode(md, 32, digest + 7);
+    if (expected && strcmp(expected, digest) != 0) {
+        rc = mg_fail(err, MG_EDIGEST, NULL,
+                     "the body hashes to %s but X-Content-Digest says %s; nothing was stored",
+                     digest, expected);
+        goto out;
+    }
+    /* Already stored: idempotent, the temp file goes. */
+    if (store_blob_get(st, digest, &existing, NULL) == MG_OK) {
+        *blob = existing;
+        *created = false;
+        rc = MG_OK;
+        json_object_del(existing, "created_at");
+        json_object_del(existing, "created_by");
+        goto out;
+    }
+    if (fsync(up->fd) != 0) {
+        rc = mg_fail(err, errno == ENOSPC ? MG_ENOSPC : MG_EIO, NULL,
+                     "cannot fsync the upload: %s", strerror(errno));
+        goto out;
+    }
+    media = store_media_type_detect(up->head, up->head_len);
+    rc = store_archive_inspect(up->path, media, &st->archive, &m, &is_archive, err);
+    if (rc != MG_OK)
+        goto out;
+
+    snprintf(dir, sizeof(dir), "%s/%.2s", st->blob_dir, digest + 7);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", dir, strerror(errno));
+        goto out;
+    }
+    store_blob_path(st, digest, final, sizeof(final));
+    if (rename(up->path, final) != 0) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot move the upload into place: %s",
+                     strerror(errno));
+        goto out;
+    }
+    close(up->fd);
+    up->fd = -1;
+    if ((rc = fsync_dir(dir, err)) != MG_OK || (rc = fsync_dir(st->tmp_dir, err)) != MG_OK ||
+        (rc = fsync_dir(st->blob_dir, err)) != MG_OK)
+        goto out;
+    rc = blob_insert(st, actor, digest, up->size, media, &m, is_archive, created, err);
+    if (rc == MG_OK) {
+        *blob = blob_json(digest, up->size, media, is_archive ? (int64_t)m.n : -1);
+        if (*blob == NULL)
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+    /* On failure the renamed file stays: same bytes under the same name, and a
+     * retry of the upload simply commits the row. */
+out:
+    store_archive_manifest_release(&m);
+    store_blob_upload_abort(upp);
+    return rc;
+}
+
+enum mg_code store_blob_get(struct store *st, const char *digest, json_t **out,
+                            struct mg_error *err)
+{
+    static const char sql[] = "SELECT size, media_type, files, created_at, created_by "
+                              "FROM blobs WHERE digest = ?";
+    struct store_conn *c = store_read_begin(st);
+    sqlite3_stmt *s;
+    enum mg_code rc;
+    int r;
+
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err ? err->code : MG_EDB;
+        goto out;
+    }
+    store_bind_text(s, 1, digest);
+    r = sqlite3_step(s);
+    if (r == SQLITE_ROW) {
+        int64_t files = sqlite3_column_type(s, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 2);
+        *out = blob_json(digest, (uint64_t)sqlite3_column_int64(s, 0),
+                         (const char *)sqlite3_column_text(s, 1), files);
+        json_object_set_new(*out, "created_at", store_col_json_string(s, 3));
+        json_object_set_new(*out, "created_by", store_col_json_string(s, 4));
+        rc = MG_OK;
+    } else if (r == SQLITE_DONE) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "blob %s does not exist", digest);
+    } else {
+        rc = store_db_error(c, r, err);
+    }
+    sqlite3_reset(s);
+out:
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_blob_open(struct store *st, const char *digest, int *fd, uint64_t *size,
+                             struct mg_error *err)
+{
+    json_t *b = NULL;
+    char path[PATH_MAX];
+    struct stat sb;
+    int f;
+
+    if (store_blob_get(st, digest, &b, err) != MG_OK)
+        return err->code;
+    json_decref(b);
+    store_blob_path(st, digest, path, sizeof(path));
+    f = open(path, O_RDONLY | O_CLOEXEC);
+    if (f < 0 || fstat(f, &sb) != 0) {
+        if (f >= 0)
+            close(f);
+        return mg_fail(err, MG_EIO, NULL, "blob %s is recorded but its file is unreadable",
+                       digest);
+    }
+    *fd = f;
+    *size = (uint64_t)sb.st_size;
+    return MG_OK;
+}

@@ -1,0 +1,281 @@
+/*
+ * datasets.c - registered datasets and their lineage (a DAG: a dataset's
+ * parents must be registered before it, and a digest's record never changes).
+ */
+#include "store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+
+/* Longest lineage walk we answer; deeper graphs are cut (and say so). */
+#define LINEAGE_MAX_ROWS 100000
+
+static enum mg_code string_list(struct store_conn *c, const char *sql, const char *digest,
+                                json_t **out, struct mg_error *err)
+{
+    sqlite3_stmt *s = store_stmt(c, sql, err);
+    json_t *a;
+    int r;
+
+    if (s == NULL)
+        return err->code;
+    a = json_array();
+    store_bind_text(s, 1, digest);
+    while ((r = sqlite3_step(s)) == SQLITE_ROW)
+        json_array_append_new(a, store_col_json_string(s, 0));
+    sqlite3_reset(s);
+    if (r != SQLITE_DONE) {
+        json_decref(a);
+        return store_db_error(c, r, err);
+    }
+    *out = a;
+    return MG_OK;
+}
+
+static enum mg_code dataset_read(struct store_conn *c, const char *digest, json_t **out,
+                                 struct mg_error *err)
+{
+    static const char sql[] = "SELECT name, uri, description, created_at, created_by "
+                              "FROM datasets WHERE digest = ?";
+    static const char sql_parents[] =
+        "SELECT parent FROM dataset_parents WHERE child = ? ORDER BY parent";
+    static const char sql_children[] =
+        "SELECT child FROM dataset_parents WHERE parent = ? ORDER BY child";
+    sqlite3_stmt *s = store_stmt(c, sql, err);
+    json_t *d = NULL, *parents = NULL, *children = NULL;
+    enum mg_code rc;
+    int r;
+
+    if (s == NULL)
+        return err->code;
+    store_bind_text(s, 1, digest);
+    r = sqlite3_step(s);
+    if (r == SQLITE_ROW)
+        d = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o}", "digest", digest, "name",
+                      store_col_json_string(s, 0), "uri", store_col_json_string(s, 1),
+                      "description", store_col_json_string(s, 2), "created_at",
+                      store_col_json_string(s, 3), "created_by", store_col_json_string(s, 4));
+    sqlite3_reset(s);
+    if (r == SQLITE_DONE)
+        return mg_fail(err, MG_ENOTFOUND, NULL, "dataset %s is not registered", digest);
+    if (r != SQLITE_ROW)
+        return store_db_error(c, r, err);
+    if (d == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    if ((rc = string_list(c, sql_parents, digest, &parents, err)) != MG_OK ||
+        (rc = string_list(c, sql_children, digest, &children, err)) != MG_OK) {
+        json_decref(parents);
+        json_decref(d);
+        return rc;
+    }
+    json_object_set_new(d, "parents", parents);
+    json_object_set_new(d, "children", children);
+    *out = d;
+    return MG_OK;
+}
+
+/* Same record? Compares name, uri, description and the parent set. */
+static bool same_dataset(const json_t *have, const json_t *req)
+{
+    static const char *keys[] = {"name", "uri", "description"};
+    json_t *want_parents = json_object_get(req, "parents");
+    json_t *have_parents = json_object_get(have, "parents");
+    size_t i, j;
+    json_t *p;
+
+    for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        json_t *a = json_object_get(have, keys[i]), *b = json_object_get(req, keys[i]);
+        if (b == NULL)
+            b = json_null();
+        if (!json_equal(a ? a : json_null(), b))
+            return false;
+    }
+    if (json_array_size(want_parents) != json_array_size(have_parents))
+        return false;
+    json_array_foreach(want_parents, i, p)
+    {
+        bool found = false;
+        for (j = 0; j < json_array_size(have_parents); j++)
+            found = found || json_equal(p, json_array_get(have_parents, j));
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+enum mg_code store_dataset_create(struct store *st, const char *actor, const json_t *req,
+                                  json_t **out, bool *created, struct mg_error *err)
+{
+    static const char sql[] = "INSERT INTO datasets (digest, name, uri, description, "
+                              "created_at, created_by) VALUES (?, ?, ?, ?, ?, ?)";
+    static const char sql_parent[] =
+        "INSERT OR IGNORE INTO dataset_parents (child, parent) VALUES (?, ?)";
+    static const char sql_exists[] = "SELECT 1 FROM datasets WHERE digest = ?";
+    const char *digest = json_string_value(json_object_get(req, "digest"));
+    json_t *parents = json_object_get(req, "parents"), *p, *have = NULL;
+    struct store_conn *c = store_write_begin(st, err);
+    sqlite3_stmt *s;
+    char at[32];
+    size_t i;
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    rc = dataset_read(c, digest, &have, err);
+    if (rc == MG_OK) {
+        if (same_dataset(have, req)) {
+            *created = false;
+            goto out;
+        }
+        rc = mg_fail(err, MG_ECONFLICT, "digest",
+                     "dataset %s is already registered with different name, uri, "
+                     "description or parents; a digest's record cannot change",
+                     digest);
+        goto out;
+    }
+    if (rc != MG_ENOTFOUND)
+        goto out;
+    json_array_foreach(parents, i, p)
+    {
+        int r;
+        if ((s = store_stmt(c, sql_exists, err)) == NULL) {
+            rc = err->code;
+            goto out;
+        }
+        store_bind_text(s, 1, json_string_value(p));
+        r = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (r != SQLITE_ROW) {
+            rc = mg_fail(err, MG_EINVAL, "parents",
+                         "parent dataset %s is not registered; register it first",
+                         json_string_value(p));
+            goto out;
+        }
+        if (strcmp(json_string_value(p), digest) == 0) {
+            rc = mg_fail(err, MG_EINVAL, "parents", "a dataset cannot be its own parent");
+            goto out;
+        }
+    }
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    store_now(at);
+    store_bind_text(s, 1, digest);
+    store_bind_text(s, 2, json_string_value(json_object_get(req, "name")));
+    store_bind_text(s, 3, json_string_value(json_object_get(req, "uri")));
+    store_bind_text(s, 4, json_string_value(json_object_get(req, "description")));
+    store_bind_text(s, 5, at);
+    store_bind_text(s, 6, actor);
+    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+        goto out;
+    json_array_foreach(parents, i, p)
+    {
+        if ((s = store_stmt(c, sql_parent, err)) == NULL) {
+            rc = err->code;
+            goto out;
+        }
+        store_bind_text(s, 1, digest);
+        store_bind_text(s, 2, json_string_value(p));
+        if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+            goto out;
+    }
+    if ((rc = store_audit_append(c, actor, "dataset.create", digest, req, err)) != MG_OK)
+        goto out;
+    json_decref(have);
+    have = NULL;
+    rc = dataset_read(c, digest, &have, err);
+    *created = true;
+out:
+    rc = store_write_end(st, c, rc, err);
+    if (rc == MG_OK)
+        *out = have;
+    else
+        json_decref(have);
+    return rc;
+}
+
+enum mg_code store_dataset_get(struct store *st, const char *digest, json_t **out,
+                               struct mg_error *err)
+{
+    struct store_conn *c = store_read_begin(st);
+    enum mg_code rc = dataset_read(c, digest, out, err);
+
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t **out,
+                                    struct mg_error *err)
+{
+    /* Breadth-first over descendants; `via` is the JSON path of digests walked.
+     * UNION (not UNION ALL) plus the depth bound keep diamonds finite. */
+    static const char sql[] =
+        "WITH RECURSIVE d(digest, via, depth) AS ("
+        "  SELECT ?1, json_array(), 0"
+        "  UNION"
+        "  SELECT p.child, json_insert(d.via, '$[#]', p.child), d.depth + 1"
+        "  FROM dataset_parents p JOIN d ON p.parent = d.digest WHERE d.depth < 64"
+        "  LIMIT 100000"
+        ") "
+        "SELECT m.name, v.version, vd.role, d.via FROM d "
+        "JOIN version_datasets vd ON vd.digest = d.digest "
+        "JOIN versions v ON v.id = vd.version_id JOIN models m ON m.id = v.model_id "
+        "ORDER BY d.depth, m.name, v.version, vd.role";
+    struct store_conn *c = store_read_begin(st);
+    sqlite3_stmt *s;
+    json_t *items = json_array(), *seen = json_object(), *probe = NULL;
+    enum mg_code rc;
+    int r, rows = 0;
+
+    /* Registered, or at least used directly by a version: otherwise 404. */
+    rc = dataset_read(c, digest, &probe, err);
+    json_decref(probe);
+    if (rc == MG_ENOTFOUND) {
+        static const char sql_used[] = "SELECT 1 FROM version_datasets WHERE digest = ?";
+        if ((s = store_stmt(c, sql_used, err)) == NULL) {
+            rc = err->code;
+            goto out;
+        }
+        store_bind_text(s, 1, digest);
+        r = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (r != SQLITE_ROW)
+            goto out;
+        rc = MG_OK;
+    }
+    if (rc != MG_OK)
+        goto out;
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    store_bind_text(s, 1, digest);
+    while ((r = sqlite3_step(s)) == SQLITE_ROW && rows++ < LINEAGE_MAX_ROWS) {
+        char key[256];
+        const char *model = (const char *)sqlite3_column_text(s, 0);
+        const char *role = (const char *)sqlite3_column_text(s, 2);
+        int64_t ver = sqlite3_column_int64(s, 1);
+
+        /* Keep the shortest path to each (model, version, role). */
+        snprintf(key, sizeof(key), "%s\n%lld\n%s", model, (long long)ver, role);
+        if (json_object_get(seen, key))
+            continue;
+        json_object_set_new(seen, key, json_true());
+        json_array_append_new(items, json_pack("{s:s, s:I, s:s, s:o}", "model", model,
+                                               "version", (json_int_t)ver, "role", role, "via",
+                                               store_col_json(s, 3)));
+    }
+    if (r != SQLITE_ROW && r != SQLITE_DONE)
+        rc = store_db_error(c, r, err);
+    sqlite3_reset(s);
+    if (rc == MG_OK)
+        *out = json_pack("{s:O}", "items", items);
+out:
+    json_decref(items);
+    json_decref(seen);
+    store_read_end(st, c);
+    return rc;
+}

@@ -1,0 +1,480 @@
+/*
+ * db.c - opening the store: data directory layout, SQLite connections
+ * (one writer, a pool of readers), migrations, transactions and the small
+ * helpers every store file uses.
+ */
+#include "store_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/embedded.h"
+#include "../common/util.h"
+
+extern const struct mg_embedded store_migrations[];
+extern const unsigned store_migrations_count;
+
+#define BUSY_TIMEOUT_MS 10000
+
+int store_schema_version(void)
+{
+    return (int)store_migrations_count;
+}
+
+void store_now(char out[32])
+{
+    mg_time_format(mg_now_ms(), out);
+}
+
+enum mg_code store_db_error(struct store_conn *c, int rc, struct mg_error *err)
+{
+    const char *msg = c && c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc);
+
+    switch (rc & 0xff) {
+    case SQLITE_FULL:
+        return mg_fail(err, MG_ENOSPC, NULL, "the server's disk is full; free space and retry");
+    case SQLITE_CONSTRAINT:
+        return mg_fail(err, MG_ECONFLICT, NULL, "conflicting record: %s", msg);
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return mg_fail(err, MG_EUNAVAIL, NULL, "the database is busy; retry shortly");
+    default:
+        return mg_fail(err, MG_EDB, NULL, "database error: %s", msg);
+    }
+}
+
+sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql, struct mg_error *err)
+{
+    sqlite3_stmt *s = NULL;
+    unsigned i;
+    int rc;
+
+    for (i = 0; i < c->ncache; i++) {
+        if (c->cache[i].sql == sql) {
+            s = c->cache[i].stmt;
+            sqlite3_reset(s);
+            sqlite3_clear_bindings(s);
+            return s;
+        }
+    }
+    rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL);
+    if (rc != SQLITE_OK) {
+        store_db_error(c, rc, err);
+        return NULL;
+    }
+    if (c->ncache < STORE_STMT_CACHE) {
+        c->cache[c->ncache].sql = sql;
+        c->cache[c->ncache].stmt = s;
+        c->ncache++;
+    } else {
+        /* Should not happen: the cache is sized above the number of statements. */
+        sqlite3_finalize(c->cache[0].stmt);
+        c->cache[0].sql = sql;
+        c->cache[0].stmt = s;
+    }
+    return s;
+}
+
+enum mg_code store_exec_stmt(struct store_conn *c, sqlite3_stmt *s, struct mg_error *err)
+{
+    int rc = sqlite3_step(s);
+
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW) {
+        sqlite3_reset(s);
+        return MG_OK;
+    }
+    store_db_error(c, rc, err);
+    sqlite3_reset(s);
+    return err ? err->code : MG_EDB;
+}
+
+int store_bind_text(sqlite3_stmt *s, int i, const char *text)
+{
+    if (text == NULL)
+        return sqlite3_bind_null(s, i);
+    return sqlite3_bind_text(s, i, text, -1, SQLITE_TRANSIENT);
+}
+
+json_t *store_col_json_string(sqlite3_stmt *s, int i)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+
+    if (t == NULL)
+        return json_null();
+    return json_stringn((const char *)t, (size_t)sqlite3_column_bytes(s, i));
+}
+
+json_t *store_col_json(sqlite3_stmt *s, int i)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+    json_t *v;
+
+    if (t == NULL)
+        return json_null();
+    v = json_loadb((const char *)t, (size_t)sqlite3_column_bytes(s, i), JSON_DECODE_ANY, NULL);
+    return v ? v : json_null();
+}
+
+char *store_json_text(const json_t *v)
+{
+    return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+}
+
+bool store_page_cursor(const struct store_page *page, int64_t *cursor)
+{
+    if (page == NULL || page->page_token == NULL) {
+        *cursor = INT64_MAX;
+        return true;
+    }
+    return mg_parse_i64(page->page_token, 1, INT64_MAX, cursor);
+}
+
+static enum mg_code exec_sql(struct store_conn *c, const char *sql, struct mg_error *err)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(c->db, sql, NULL, NULL, &msg);
+
+    if (rc != SQLITE_OK) {
+        enum mg_code code = store_db_error(c, rc, err);
+        sqlite3_free(msg);
+        return code;
+    }
+    return MG_OK;
+}
+
+static enum mg_code conn_open(struct store *st, struct store_conn *c, bool writer, bool sync_normal,
+                              struct mg_error *err)
+{
+    int flags = writer ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+    int rc;
+
+    memset(c, 0, sizeof(*c));
+    rc = sqlite3_open_v2(st->db_path, &c->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK)
+        return mg_fail(err, MG_EDB, NULL, "cannot open database %s: %s", st->db_path,
+                       c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+    sqlite3_busy_timeout(c->db, BUSY_TIMEOUT_MS);
+    sqlite3_extended_result_codes(c->db, 1);
+    if (writer) {
+        if (exec_sql(c, "PRAGMA journal_mode=WAL", err) != MG_OK)
+            return err->code;
+        if (exec_sql(c, sync_normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL",
+                     err) != MG_OK)
+            return err->code;
+    }
+    return exec_sql(c, "PRAGMA foreign_keys=ON", err);
+}
+
+static void conn_close(struct store_conn *c)
+{
+    unsigned i;
+
+    for (i = 0; i < c->ncache; i++)
+        sqlite3_finalize(c->cache[i].stmt);
+    c->ncache = 0;
+    if (c->db)
+        sqlite3_close(c->db);
+    c->db = NULL;
+}
+
+static enum mg_code migrate(struct store_conn *c, struct mg_error *err)
+{
+    static const char sql_create[] =
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+        "name TEXT NOT NULL, applied_at TEXT NOT NULL)";
+    static const char sql_max[] = "SELECT coalesce(max(version), 0) FROM schema_migrations";
+    static const char sql_record[] =
+        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)";
+    sqlite3_stmt *s;
+    int64_t have = 0;
+    unsigned i;
+    char now[32];
+
+    if (exec_sql(c, sql_create, err) != MG_OK)
+        return err->code;
+    s = store_stmt(c, sql_max, err);
+    if (s == NULL)
+        return err->code;
+    if (sqlite3_step(s) == SQLITE_ROW)
+        have = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    if (have > (int64_t)store_migrations_count)
+        return mg_fail(err, MG_EINVAL, NULL,
+                       "the database is at schema version %lld but this modelgated knows only "
+                       "up to %u; run a newer modelgated or restore a backup",
+                       (long long)have, store_migrations_count);
+    for (i = (unsigned)have; i < store_migrations_count; i++) {
+        const struct mg_embedded *m = &store_migrations[i];
+        enum mg_code rc;
+
+        if (exec_sql(c, "BEGIN IMMEDIATE", err) != MG_OK)
+            return err->code;
+        rc = exec_sql(c, (const char *)m->data, err);
+        if (rc == MG_OK) {
+            s = store_stmt(c, sql_record, err);
+            if (s == NULL) {
+                rc = err->code;
+            } else {
+                store_now(now);
+                sqlite3_bind_int64(s, 1, (int64_t)i + 1);
+                store_bind_text(s, 2, m->name);
+                store_bind_text(s, 3, now);
+                rc = store_exec_stmt(c, s, err);
+            }
+        }
+        if (rc != MG_OK) {
+            exec_sql(c, "ROLLBACK", NULL);
+            return mg_fail(err, rc, NULL, "migration %s failed: %s", m->name, err->message);
+        }
+        if (exec_sql(c, "COMMIT", err) != MG_OK)
+            return err->code;
+    }
+    return MG_OK;
+}
+
+static enum mg_code make_dir(const char *path, struct mg_error *err)
+{
+    if (mkdir(path, 0700) != 0 && errno != EEXIST)
+        return mg_fail(err, MG_EIO, NULL, "cannot create directory %s: %s", path,
+                       strerror(errno));
+    return MG_OK;
+}
+
+/* Interrupted uploads leave temp files; none is referenced by a row. */
+static void sweep_tmp(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "upload-", 7) == 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
+static char *path_join(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+
+    if (p)
+        snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+enum mg_code store_open(const struct store_options *opt, struct store **out, struct mg_error *err)
+{
+    struct store *st;
+    char *blobs = NULL;
+    enum mg_code rc = MG_ENOMEM;
+    unsigned i;
+
+    st = calloc(1, sizeof(*st));
+    if (st == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    pthread_mutex_init(&st->wlock, NULL);
+    pthread_mutex_init(&st->rlock, NULL);
+    pthread_cond_init(&st->rcond, NULL);
+    st->archive = opt->archive;
+    st->nreaders = opt->read_conns ? opt->read_conns : 4;
+    st->data_dir = strdup(opt->data_dir);
+    st->db_path = path_join(opt->data_dir, "modelgate.db");
+    blobs = path_join(opt->data_dir, "blobs");
+    if (!st->data_dir || !st->db_path || !blobs)
+        goto fail;
+    st->blob_dir = path_join(blobs, "sha256");
+    st->tmp_dir = path_join(blobs, "tmp");
+    st->readers = calloc(st->nreaders, sizeof(*st->readers));
+    st->rbusy = calloc(st->nreaders, 1);
+    if (!st->blob_dir || !st->tmp_dir || !st->readers || !st->rbusy) {
+        mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto fail;
+    }
+    if ((rc = make_dir(st->data_dir, err)) != MG_OK || (rc = make_dir(blobs, err)) != MG_OK ||
+        (rc = make_dir(st->blob_dir, err)) != MG_OK || (rc = make_dir(st->tmp_dir, err)) != MG_OK)
+        goto fail;
+    sweep_tmp(st->tmp_dir);
+
+    if ((rc = conn_open(st, &st->writer, true, opt->sync_normal, err)) != MG_OK)
+        goto fail;
+    if ((rc = migrate(&st->writer, err)) != MG_OK)
+        goto fail;
+    for (i = 0; i < st->nreaders; i++) {
+        if ((rc = conn_open(st, &st->readers[i], false, false, err)) != MG_OK)
+            goto fail;
+    }
+    free(blobs);
+    *out = st;
+    return MG_OK;
+fail:
+    free(blobs);
+    store_close(&st);
+    return rc == MG_ENOMEM ? mg_fail(err, rc, NULL, "out of memory") : rc;
+}
+
+void store_close(struct store **stp)
+{
+    struct store *st = *stp;
+    unsigned i;
+
+    if (st == NULL)
+        return;
+    for (i = 0; st->readers && i < st->nreaders; i++)
+        conn_close(&st->readers[i]);
+    if (st->writer.db) {
+        /* Fold the WAL back so the database is one file at rest. */
+        sqlite3_wal_checkpoint_v2(st->writer.db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        conn_close(&st->writer);
+    }
+    pthread_mutex_destroy(&st->wlock);
+    pthread_mutex_destroy(&st->rlock);
+    pthread_cond_destroy(&st->rcond);
+    free(st->readers);
+    free(st->rbusy);
+    free(st->data_dir);
+    free(st->db_path);
+    free(st->blob_dir);
+    free(st->tmp_dir);
+    free(st);
+    *stp = NULL;
+}
+
+struct store_conn *store_read_begin(struct store *st)
+{
+    unsigned i;
+    struct store_conn *c = NULL;
+
+    pthread_mutex_lock(&st->rlock);
+    while (c == NULL) {
+        for (i = 0; i < st->nreaders; i++) {
+            if (!st->rbusy[i]) {
+                st->rbusy[i] = 1;
+                c = &st->readers[i];
+                break;
+            }
+        }
+        if (c == NULL)
+            pthread_cond_wait(&st->rcond, &st->rlock);
+    }
+    pthread_mutex_unlock(&st->rlock);
+    sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
+    return c;
+}
+
+void store_read_end(struct store *st, struct store_conn *c)
+{
+    unsigned i = (unsigned)(c - st->readers);
+
+    if (!sqlite3_get_autocommit(c->db))
+        sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    pthread_mutex_lock(&st->rlock);
+    st->rbusy[i] = 0;
+    pthread_cond_signal(&st->rcond);
+    pthread_mutex_unlock(&st->rlock);
+}
+
+struct store_conn *store_write_begin(struct store *st, struct mg_error *err)
+{
+    pthread_mutex_lock(&st->wlock);
+    if (exec_sql(&st->writer, "BEGIN IMMEDIATE", err) != MG_OK) {
+        pthread_mutex_unlock(&st->wlock);
+        return NULL;
+    }
+    return &st->writer;
+}
+
+enum mg_code store_write_end(struct store *st, struct store_conn *c, enum mg_code rc,
+                             struct mg_error *err)
+{
+    if (rc == MG_OK)
+        rc = exec_sql(c, "COMMIT", err);
+    if (rc != MG_OK && !sqlite3_get_autocommit(c->db))
+        exec_sql(c, "ROLLBACK", NULL);
+    pthread_mutex_unlock(&st->wlock);
+    return rc;
+}
+
+bool store_ready(struct store *st)
+{
+    struct mg_error err;
+    struct store_conn *c;
+    char path[PATH_MAX];
+    int fd;
+    bool ok;
+
+    c = store_write_begin(st, &err);
+    if (c == NULL)
+        return false;
+    ok = exec_sql(c, "CREATE TEMP TABLE IF NOT EXISTS readyz_probe (x); "
+                     "INSERT INTO readyz_probe VALUES (1); DELETE FROM readyz_probe",
+                  &err) == MG_OK;
+    store_write_end(st, c, MG_EIO, &err); /* roll back: the probe leaves nothing */
+    snprintf(path, sizeof(path), "%s/readyz-XXXXXX", st->tmp_dir);
+    fd = mkstemp(path);
+    if (fd < 0)
+        return false;
+    close(fd);
+    unlink(path);
+    return ok;
+}
+
+enum mg_code store_model_id(struct store_conn *c, const char *name, int64_t *id,
+                            struct mg_error *err)
+{
+    static const char sql[] = "SELECT id FROM models WHERE name = ?";
+    sqlite3_stmt *s = store_stmt(c, sql, err);
+    int rc;
+
+    if (s == NULL)
+        return err->code;
+    store_bind_text(s, 1, name);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+        return MG_OK;
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE)
+        return store_db_error(c, rc, err);
+    return mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", name);
+}
+
+enum mg_code store_version_id(struct store_conn *c, const char *model, int64_t n, int64_t *id,
+                              struct mg_error *err)
+{
+    static const char sql[] = "SELECT v.id FROM versions v JOIN models m ON m.id = v.model_id "
+                              "WHERE m.name = ? AND v.version = ?";
+    sqlite3_stmt *s;
+    int64_t mid;
+    int rc;
+
+    if (store_model_id(c, model, &mid, err) != MG_OK)
+        return err->code;
+    s = store_stmt(c, sql, err);
+    if (s == NULL)
+        return err->code;
+    store_bind_text(s, 1, model);
+    sqlite3_bind_int64(s, 2, n);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+        return MG_OK;
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE)
+        return store_db_error(c, rc, err);
+    return mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has no version %lld", model,
+                   (long long)n);
+}

@@ -1,0 +1,250 @@
+/*
+ * tokens.c - bearer tokens. Only SHA-256 of a secret is stored; a secret is
+ * "mgt_" + 43 base64url characters (32 random bytes).
+ */
+#include "store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
+#include "../common/util.h"
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} role_names[] = {
+    {"admin", STORE_ROLE_ADMIN},       {"publisher", STORE_ROLE_PUBLISHER},
+    {"reviewer", STORE_ROLE_REVIEWER}, {"deployer", STORE_ROLE_DEPLOYER},
+    {"reader", STORE_ROLE_READER},
+};
+
+unsigned store_role_from_name(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof(role_names) / sizeof(role_names[0]); i++) {
+        if (strcmp(name, role_names[i].name) == 0)
+            return role_names[i].bit;
+    }
+    return 0;
+}
+
+json_t *store_roles_to_json(unsigned roles)
+{
+    json_t *a = json_array();
+    size_t i;
+
+    for (i = 0; a && i < sizeof(role_names) / sizeof(role_names[0]); i++) {
+        if (roles & role_names[i].bit)
+            json_array_append_new(a, json_string(role_names[i].name));
+    }
+    return a;
+}
+
+static bool new_secret(char out[STORE_TOKEN_SECRET_LEN + 1], uint8_t hash[32])
+{
+    static const char b64url[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    uint8_t raw[33];
+    size_t i;
+
+    if (!mg_random_bytes(raw, 32))
+        return false;
+    raw[32] = 0;
+    memcpy(out, "mgt_", 4);
+    /* 32 bytes → 43 base64url chars (the last holds 4 bits). */
+    for (i = 0; i < 43; i++) {
+        size_t bit = i * 6, byte = bit / 8, off = bit % 8;
+        unsigned v = ((unsigned)raw[byte] << 8 | (byte + 1 < 33 ? raw[byte + 1] : 0));
+        out[4 + i] = b64url[(v >> (10 - off)) & 63];
+    }
+    out[STORE_TOKEN_SECRET_LEN] = '\0';
+    SHA256((const unsigned char *)out, STORE_TOKEN_SECRET_LEN, hash);
+    return true;
+}
+
+static enum mg_code insert_token(struct store_conn *c, const char *actor, const char *name,
+                                 unsigned roles, char secret[STORE_TOKEN_SECRET_LEN + 1],
+                                 char id[24], char at[32], struct mg_error *err)
+{
+    static const char sql[] = "INSERT INTO tokens (id, name, roles, secret_hash, created_at, "
+                              "created_by) VALUES (?, ?, ?, ?, ?, ?)";
+    sqlite3_stmt *s;
+    uint8_t hash[32], rid[8];
+    json_t *detail;
+    enum mg_code rc;
+
+    if (!new_secret(secret, hash) || !mg_random_bytes(rid, sizeof(rid)))
+        return mg_fail(err, MG_EIO, NULL, "the random number generator failed");
+    memcpy(id, "tok_", 4);
+    mg_hex_encode(rid, sizeof(rid), id + 4);
+    store_now(at);
+    if ((s = store_stmt(c, sql, err)) == NULL)
+        return err->code;
+    store_bind_text(s, 1, id);
+    store_bind_text(s, 2, name);
+    sqlite3_bind_int(s, 3, (int)roles);
+    sqlite3_bind_blob(s, 4, hash, sizeof(hash), SQLITE_TRANSIENT);
+    store_bind_text(s, 5, at);
+    store_bind_text(s, 6, actor);
+    rc = store_exec_stmt(c, s, err);
+    if (rc == MG_ECONFLICT)
+        return mg_fail(err, MG_ECONFLICT, "name",
+                       "a live token named '%s' already exists; delete it or pick another name",
+                       name);
+    if (rc != MG_OK)
+        return rc;
+    detail = json_pack("{s:s, s:o}", "name", name, "roles", store_roles_to_json(roles));
+    rc = store_audit_append(c, actor, "token.create", id, detail, err);
+    json_decref(detail);
+    return rc;
+}
+
+enum mg_code store_token_bootstrap(struct store *st, char secret_out[STORE_TOKEN_SECRET_LEN + 1],
+                                   bool *created, struct mg_error *err)
+{
+    static const char sql[] = "SELECT count(*) FROM tokens";
+    struct store_conn *c = store_write_begin(st, err);
+    sqlite3_stmt *s;
+    char id[24], at[32];
+    enum mg_code rc = MG_OK;
+    int64_t n = 0;
+
+    if (c == NULL)
+        return err->code;
+    *created = false;
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    if (sqlite3_step(s) == SQLITE_ROW)
+        n = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    if (n == 0) {
+        rc = insert_token(c, "modelgated", "admin", STORE_ROLE_ADMIN, secret_out, id, at, err);
+        *created = rc == MG_OK;
+    }
+out:
+    return store_write_end(st, c, rc, err);
+}
+
+enum mg_code store_token_create(struct store *st, const char *actor, const char *name,
+                                unsigned roles, json_t **out, struct mg_error *err)
+{
+    struct store_conn *c = store_write_begin(st, err);
+    char secret[STORE_TOKEN_SECRET_LEN + 1], id[24], at[32];
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    rc = insert_token(c, actor, name, roles, secret, id, at, err);
+    rc = store_write_end(st, c, rc, err);
+    if (rc == MG_OK) {
+        *out = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "id", id, "name", name, "roles",
+                         store_roles_to_json(roles), "token", secret, "created_at", at,
+                         "created_by", actor);
+        if (*out == NULL)
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+    OPENSSL_cleanse(secret, sizeof(secret));
+    return rc;
+}
+
+enum mg_code store_token_list(struct store *st, json_t **out, struct mg_error *err)
+{
+    static const char sql[] = "SELECT id, name, roles, created_at, created_by FROM tokens "
+                              "WHERE revoked_at IS NULL ORDER BY created_at, id";
+    struct store_conn *c = store_read_begin(st);
+    sqlite3_stmt *s;
+    json_t *items = json_array();
+    enum mg_code rc = MG_OK;
+    int r;
+
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+        json_array_append_new(
+            items, json_pack("{s:o, s:o, s:o, s:o, s:o}", "id", store_col_json_string(s, 0),
+                             "name", store_col_json_string(s, 1), "roles",
+                             store_roles_to_json((unsigned)sqlite3_column_int(s, 2)),
+                             "created_at", store_col_json_string(s, 3), "created_by",
+                             store_col_json_string(s, 4)));
+    }
+    if (r != SQLITE_DONE)
+        rc = store_db_error(c, r, err);
+    sqlite3_reset(s);
+    if (rc == MG_OK)
+        *out = json_pack("{s:O, s:n}", "items", items, "next_page_token");
+out:
+    json_decref(items);
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_token_delete(struct store *st, const char *actor, const char *id,
+                                struct mg_error *err)
+{
+    static const char sql[] =
+        "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL";
+    struct store_conn *c = store_write_begin(st, err);
+    sqlite3_stmt *s;
+    char at[32];
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    store_now(at);
+    store_bind_text(s, 1, at);
+    store_bind_text(s, 2, id);
+    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+        goto out;
+    if (sqlite3_changes(c->db) == 0) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "token '%s' does not exist", id);
+        goto out;
+    }
+    rc = store_audit_append(c, actor, "token.delete", id, NULL, err);
+out:
+    return store_write_end(st, c, rc, err);
+}
+
+enum mg_code store_token_authenticate(struct store *st, const char *secret, size_t n,
+                                      struct store_principal *out)
+{
+    static const char sql[] = "SELECT id, name, roles, secret_hash FROM tokens "
+                              "WHERE secret_hash = ? AND revoked_at IS NULL";
+    struct store_conn *c;
+    sqlite3_stmt *s;
+    uint8_t hash[32];
+    enum mg_code rc = MG_EUNAUTH;
+
+    if (n == 0 || n > 256)
+        return MG_EUNAUTH;
+    SHA256((const unsigned char *)secret, n, hash);
+    c = store_read_begin(st);
+    if ((s = store_stmt(c, sql, NULL)) == NULL) {
+        rc = MG_EDB;
+        goto out;
+    }
+    sqlite3_bind_blob(s, 1, hash, sizeof(hash), SQLITE_TRANSIENT);
+    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_bytes(s, 3) == 32 &&
+        mg_ct_equal(sqlite3_column_blob(s, 3), hash, 32)) {
+        snprintf(out->id, sizeof(out->id), "%s", (const char *)sqlite3_column_text(s, 0));
+        snprintf(out->name, sizeof(out->name), "%s", (const char *)sqlite3_column_text(s, 1));
+        out->roles = (unsigned)sqlite3_column_int(s, 2);
+        rc = MG_OK;
+    }
+    sqlite3_reset(s);
+out:
+    store_read_end(st, c);
+    return rc;
+}
