@@ -1,0 +1,924 @@
+/*
+ * archive.c - see archive.h.
+ *
+ * libarchive runs under a thread-local C.UTF-8 locale (uselocale), so UTF-8
+ * entry names decode the same way whatever the process locale is, without
+ * touching process-wide state.
+ *
+ * Zip archives are read through their central directory, which is what
+ * unzip and most extractors obey, while libarchive takes each entry's name
+ * from its local header. So before libarchive runs, the central directory is
+ * walked here: that caps how many records libarchive would load into memory,
+ * applies the path and type rules to the names extractors will use, and lets
+ * the names libarchive reports be compared with them afterwards, so that an
+ * archive cannot show one name to this check and another to an extractor.
+ */
+#include "archive.h"
+#include "../common/util.h"
+
+#include <errno.h>
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <openssl/evp.h>
+
+#define MT_TAR "application/x-tar"
+#define MT_GZIP "application/gzip"
+#define MT_ZIP "application/zip"
+#define MT_ZSTD "application/zstd"
+#define MT_XZ "application/x-xz"
+#define MT_OCTET "application/octet-stream"
+
+#define READ_BLOCK 65536 /* libarchive's read size */
+/* libarchive's ARCHIVE_ERRNO_FILE_FORMAT (private): EFTYPE where it exists, else EILSEQ. */
+#ifdef EFTYPE
+#define LA_ERRNO_FILE_FORMAT EFTYPE
+#else
+#define LA_ERRNO_FILE_FORMAT EILSEQ
+#endif
+#define SHOW_MAX 160 /* bytes of a name quoted in an error message */
+#define SHOW_BUF (SHOW_MAX + 8)
+
+/* Zip record layouts (APPNOTE.TXT 4.3). */
+#define ZIP_EOCD_LEN 22
+#define ZIP_EOCD_SEARCH 16384 /* libarchive's seekable reader looks no further back */
+#define ZIP_CDH_LEN 46
+#define ZIP64_LOCATOR_LEN 20
+#define ZIP64_EOCD_MIN 56
+#define ZIP64_EOCD_MAX 16384
+#define ZIP_SYSTEM_UNIX 3
+
+struct name_list {
+    char **v;
+    size_t n, cap;
+};
+
+struct inspect {
+    const struct store_archive_limits *lim;
+    struct mg_error *err;
+    EVP_MD_CTX *md;
+    struct store_archive_file *files;
+    size_t nfiles, files_cap;
+    bool is_zip;
+    struct name_list cd;   /* zip: names from the central directory */
+    struct name_list seen; /* zip: names libarchive reported */
+    uint64_t entries;
+    uint64_t total;      /* regular-file bytes read so far, <= lim->max_total_bytes */
+    char show[SHOW_BUF]; /* the current entry's name, printable */
+};
+
+void store_archive_limits_default(struct store_archive_limits *lim)
+{
+    lim->max_total_bytes = (uint64_t)256 << 30;
+    lim->max_entries = 1000000;
+    lim->max_path_len = 1024;
+}
+
+const char *store_media_type_detect(const uint8_t *head, size_t n)
+{
+    static const uint8_t xz[] = {0xfd, '7', 'z', 'X', 'Z', 0x00};
+    static const uint8_t zstd[] = {0x28, 0xb5, 0x2f, 0xfd};
+
+    if (head == NULL)
+        return MT_OCTET;
+    /* "ustar\0" (POSIX) or "ustar  " (GNU) at offset 257 */
+    if (n >= 263 && memcmp(head + 257, "ustar", 5) == 0 && (head[262] == '\0' || head[262] == ' '))
+        return MT_TAR;
+    if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b)
+        return MT_GZIP;
+    if (n >= 4 && (memcmp(head, "PK\003\004", 4) == 0 || memcmp(head, "PK\005\006", 4) == 0))
+        return MT_ZIP;
+    if (n >= sizeof(zstd) && memcmp(head, zstd, sizeof(zstd)) == 0)
+        return MT_ZSTD;
+    if (n >= sizeof(xz) && memcmp(head, xz, sizeof(xz)) == 0)
+        return MT_XZ;
+    return MT_OCTET;
+}
+
+void store_archive_manifest_release(struct store_archive_manifest *m)
+{
+    size_t i;
+
+    if (m == NULL)
+        return;
+    for (i = 0; i < m->n; i++)
+        free(m->files[i].path);
+    free(m->files);
+    m->files = NULL;
+    m->n = 0;
+}
+
+/* ---- names ---------------------------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at p (at most n bytes), or 0. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+    size_t len, i;
+    uint32_t cp;
+
+    if (p[0] < 0x80)
+        return 1;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+        len = 2;
+        cp = p[0] & 0x1f;
+    } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+        len = 3;
+        cp = p[0] & 0x0f;
+    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+        len = 4;
+        cp = p[0] & 0x07;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3f);
+    }
+    /* overlong forms, UTF-16 surrogates, beyond U+10FFFF */
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/*
+ * A printable rendering of n bytes for error messages: valid UTF-8 is kept,
+ * other bytes become \xNN, and long names are cut with "...".
+ */
+static void name_show(const char *s, size_t n, char out[SHOW_BUF])
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, o = 0;
+
+    while (i < n) {
+        size_t len = utf8_len(p + i, n - i);
+        if (len == 1 && (p[i] < 0x20 || p[i] == 0x7f))
+            len = 0;
+        if (o + (len ? len : 4) > SHOW_MAX) {
+            memcpy(out + o, "...", 3);
+            o += 3;
+            break;
+        }
+        if (len) {
+            memcpy(out + o, p + i, len);
+            o += len;
+            i += len;
+        } else {
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[p[i] >> 4];
+            out[o++] = hex[p[i] & 15];
+            i++;
+        }
+    }
+    out[o] = '\0';
+}
+
+/* Why the entry name raw[0..n) cannot be accepted, or NULL when it can. */
+static const char *path_problem(const char *raw, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)raw;
+    size_t i, len, start;
+
+    if (n == 0)
+        return "has an empty path; remove it from the archive";
+    for (i = 0; i < n; i += len) {
+        len = utf8_len(p + i, n - i);
+        if (len == 0)
+            return "has a path that is not valid UTF-8; rename it";
+        if (p[i] < 0x20 || p[i] == 0x7f)
+            return "has a control character in its path; rename it";
+        if (p[i] == '\\')
+            return "has a backslash in its path; use '/' as the separator";
+    }
+    if (raw[0] == '/')
+        return "has an absolute path; store paths relative to the archive root";
+    for (i = 0; i < n; i++) {
+        start = i;
+        while (i < n && raw[i] != '/')
+            i++;
+        if (i - start == 2 && raw[start] == '.' && raw[start + 1] == '.')
+            return "escapes the archive root; remove it from the archive";
+    }
+    return NULL;
+}
+
+/*
+ * Check the entry name raw[0..n) and return its normalised form in *norm
+ * (malloc'd; "" for the archive root itself). Leading "./", "//", "/./" and a
+ * trailing "/" go away; anything that could land outside the extraction
+ * directory, or could not be carried in JSON, is refused.
+ */
+static enum mg_code path_normalise(const char *raw, size_t n,
+                                   const struct store_archive_limits *lim, char **norm,
+                                   struct mg_error *err)
+{
+    char show[SHOW_BUF];
+    const char *why = path_problem(raw, n);
+    size_t i, len, start, o = 0;
+    char *out;
+
+    *norm = NULL;
+    name_show(raw, n, show);
+    if (why != NULL) {
+        mg_fail(err, MG_EINVAL, NULL, "archive entry '%s' %s", show, why);
+        return MG_EINVAL;
+    }
+    out = malloc(n + 1);
+    if (out == NULL) {
+        mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        return MG_ENOMEM;
+    }
+    for (i = 0; i <= n; i++) {
+        start = i;
+        while (i < n && raw[i] != '/')
+            i++;
+        len = i - start;
+        if (len == 0 || (len == 1 && raw[start] == '.'))
+            continue;
+        if (o > 0)
+            out[o++] = '/';
+        memcpy(out + o, raw + start, len);
+        o += len;
+    }
+    out[o] = '\0';
+    if (o > lim->max_path_len) {
+        free(out);
+        mg_fail(err, MG_EINVAL, NULL,
+                "archive entry '%s' has a path longer than %zu bytes; shorten it", show,
+                lim->max_path_len);
+        return MG_EINVAL;
+    }
+    *norm = out;
+    return MG_OK;
+}
+
+/* What an entry of this AE_IFMT type is called, or NULL for a file or directory. */
+static const char *special_type_name(unsigned type)
+{
+    switch (type) {
+    case AE_IFREG:
+    case AE_IFDIR:
+        return NULL;
+    case AE_IFLNK:
+        return "a symbolic link";
+    case AE_IFCHR:
+        return "a character device";
+    case AE_IFBLK:
+        return "a block device";
+    case AE_IFIFO:
+        return "a FIFO";
+    case AE_IFSOCK:
+        return "a socket";
+    default:
+        return "of an unsupported type";
+    }
+}
+
+static enum mg_code reject_type(const char *show, unsigned type, struct mg_error *err)
+{
+    if (type == AE_IFLNK)
+        return mg_fail(err, MG_EINVAL, NULL,
+                       "archive entry '%s' is a symbolic link; links are not allowed, store the "
+                       "file it points to instead",
+                       show);
+    return mg_fail(err, MG_EINVAL, NULL,
+                   "archive entry '%s' is %s; only regular files and directories are allowed, "
+                   "remove it from the archive",
+                   show, special_type_name(type));
+}
+
+static void name_list_release(struct name_list *l)
+{
+    size_t i;
+
+    for (i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = l->cap = 0;
+}
+
+/* Append s (taking ownership; freed on failure). */
+static enum mg_code name_list_push(struct name_list *l, char *s, struct mg_error *err)
+{
+    char **nv;
+    size_t ncap;
+
+    if (l->n == l->cap) {
+        ncap = l->cap ? l->cap * 2 : 64;
+        if (ncap > SIZE_MAX / sizeof(*nv) || (nv = realloc(l->v, ncap * sizeof(*nv))) == NULL) {
+            free(s);
+            return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        }
+        l->v = nv;
+        l->cap = ncap;
+    }
+    l->v[l->n++] = s;
+    return MG_OK;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmp_file(const void *a, const void *b)
+{
+    return strcmp(((const struct store_archive_file *)a)->path,
+                  ((const struct store_archive_file *)b)->path);
+}
+
+/* ---- zip central directory ------------------------------------------------------------ */
+
+static uint16_t le16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t le64(const unsigned char *p)
+{
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+static bool read_at(FILE *f, uint64_t off, void *buf, size_t n)
+{
+    if (off > INT64_MAX || fseeko(f, (off_t)off, SEEK_SET) != 0)
+        return false;
+    return fread(buf, 1, n, f) == n;
+}
+
+static enum mg_code zip_corrupt(struct mg_error *err, const char *why)
+{
+    return mg_fail(err, MG_EINVAL, NULL, "zip archive is corrupt: %s; re-create it", why);
+}
+
+/*
+ * Where the central directory starts, found the way libarchive's seekable
+ * reader finds it (last end record in the final 16 KiB, Zip64 locator just
+ * before it), but refusing what it would quietly work around.
+ */
+static enum mg_code zip_find_cd(FILE *f, uint64_t size, uint64_t *cd_start, struct mg_error *err)
+{
+    unsigned char *buf = NULL, e64[ZIP64_EOCD_MIN];
+    const unsigned char *eocd = NULL, *loc;
+    size_t tail, i;
+    uint64_t eocd_pos, cd_size, cd_off, e64_off, e64_size;
+    bool sane, have64 = false;
+    enum mg_code rc = MG_OK;
+
+    if (size < ZIP_EOCD_LEN)
+        return zip_corrupt(err, "it is too short to hold an end-of-central-directory record");
+    tail = size < ZIP_EOCD_SEARCH ? (size_t)size : ZIP_EOCD_SEARCH;
+    buf = malloc(tail);
+    if (buf == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    if (!read_at(f, size - tail, buf, tail)) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot read the zip end record: %s", strerror(errno));
+        goto out;
+    }
+    for (i = tail - ZIP_EOCD_LEN + 1; i-- > 0;) {
+        if (memcmp(buf + i, "PK\005\006", 4) == 0) {
+            eocd = buf + i;
+            break;
+        }
+    }
+    if (eocd == NULL) {
+        rc = zip_corrupt(err, "no end-of-central-directory record in its last 16 KiB");
+        goto out;
+    }
+    eocd_pos = size - tail + i;
+    cd_size = le32(eocd + 12);
+    cd_off = le32(eocd + 16);
+    sane = le16(eocd + 4) == 0 && le16(eocd + 6) == 0 && le16(eocd + 8) == le16(eocd + 10) &&
+           cd_off + cd_size <= eocd_pos;
+    if (i >= ZIP64_LOCATOR_LEN && memcmp(eocd - ZIP64_LOCATOR_LEN, "PK\006\007", 4) == 0) {
+        loc = eocd - ZIP64_LOCATOR_LEN;
+        e64_off = le64(loc + 8);
+        if (le32(loc + 4) == 0 && le32(loc + 16) == 1 && e64_off < size &&
+            size - e64_off >= sizeof(e64) && read_at(f, e64_off, e64, sizeof(e64))) {
+            e64_size = le64(e64 + 4);
+            have64 = e64_size >= ZIP64_EOCD_MIN - 12 && e64_size <= ZIP64_EOCD_MAX - 12 &&
+                     le32(e64 + 16) == 0 && le32(e64 + 20) == 0 && le64(e64 + 24) == le64(e64 + 32);
+        }
+        if (have64 && memcmp(e64, "PK\006\006", 4) != 0) {
+            rc = zip_corrupt(err, "its Zip64 end record is damaged");
+            goto out;
+        }
+    }
+    if (have64)
+        *cd_start = le64(e64 + 48);
+    else if (sane)
+        *cd_start = eocd_pos - cd_size;
+    else
+        rc = zip_corrupt(err, "its end record is damaged or names several volumes");
+out:
+    free(buf);
+    return rc;
+}
+
+/* Check one central directory record (header h, name read into `name`). */
+static enum mg_code zip_cd_entry(struct inspect *in, const unsigned char *h, const char *name,
+                                 size_t name_len)
+{
+    char *norm = NULL;
+    unsigned type;
+    enum mg_code rc;
+
+    name_show(name, name_len, in->show);
+    in->entries++;
+    if (in->entries > in->lim->max_entries)
+        return mg_fail(in->err, MG_EINVAL, NULL,
+                       "archive has more than %llu entries (at entry '%s'); pack fewer files",
+                       (unsigned long long)in->lim->max_entries, in->show);
+    if (memchr(name, '\0', name_len) != NULL)
+        return mg_fail(in->err, MG_EINVAL, NULL,
+                       "archive entry '%s' has a NUL byte in its path; rename it", in->show);
+    rc = path_normalise(name, name_len, in->lim, &norm, in->err);
+    if (rc != MG_OK)
+        return rc;
+    /* Unix external attributes carry st_mode: links and devices show here. */
+    type = (le32(h + 38) >> 16) & AE_IFMT;
+    if (h[5] == ZIP_SYSTEM_UNIX && type != 0 && special_type_name(type) != NULL) {
+        free(norm);
+        return reject_type(in->show, type, in->err);
+    }
+    if (norm[0] == '\0') {
+        free(norm);
+        return MG_OK;
+    }
+    return name_list_push(&in->cd, norm, in->err);
+}
+
+/*
+ * Walk the zip central directory of `path` into in->cd (sorted), applying
+ * the entry cap and the path and type rules to every record.
+ */
+static enum mg_code zip_scan_cd(const char *path, struct inspect *in)
+{
+    FILE *f;
+    unsigned char h[ZIP_CDH_LEN];
+    char *name = NULL;
+    off_t end;
+    uint64_t cd_start = 0;
+    size_t name_len, skip;
+    enum mg_code rc;
+
+    f = fopen(path, "rbe");
+    if (f == NULL)
+        return mg_fail(in->err, MG_EIO, NULL, "cannot open '%s': %s", path, strerror(errno));
+    name = malloc(UINT16_MAX + 1);
+    if (name == NULL) {
+        rc = mg_fail(in->err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if (setvbuf(f, NULL, _IOFBF, READ_BLOCK) != 0 || fseeko(f, 0, SEEK_END) != 0 ||
+        (end = ftello(f)) < 0) {
+        rc = mg_fail(in->err, MG_EIO, NULL, "cannot read '%s': %s", path, strerror(errno));
+        goto out;
+    }
+    rc = zip_find_cd(f, (uint64_t)end, &cd_start, in->err);
+    if (rc != MG_OK)
+        goto out;
+    if (cd_start > INT64_MAX || fseeko(f, (off_t)cd_start, SEEK_SET) != 0) {
+        rc = zip_corrupt(in->err, "its central directory lies outside the file");
+        goto out;
+    }
+    for (;;) {
+        if (fread(h, 1, 4, f) != 4) {
+            rc = zip_corrupt(in->err, "its central directory is truncated");
+            goto out;
+        }
+        if (memcmp(h, "PK\005\006", 4) == 0 || memcmp(h, "PK\006\006", 4) == 0)
+            break;
+        if (memcmp(h, "PK\001\002", 4) != 0 ||
+            fread(h + 4, 1, ZIP_CDH_LEN - 4, f) != ZIP_CDH_LEN - 4) {
+            rc = zip_corrupt(in->err, "its central directory holds a damaged record");
+            goto out;
+        }
+        name_len = le16(h + 28);
+        skip = (size_t)le16(h + 30) + le16(h + 32); /* extra field and comment */
+        if (fread(name, 1, name_len, f) != name_len || fseeko(f, (off_t)skip, SEEK_CUR) != 0) {
+            rc = zip_corrupt(in->err, "its central directory is truncated");
+            goto out;
+        }
+        rc = zip_cd_entry(in, h, name, name_len);
+        if (rc != MG_OK)
+            goto out;
+    }
+    if (in->cd.n > 0)
+        qsort(in->cd.v, in->cd.n, sizeof(*in->cd.v), cmp_str);
+out:
+    free(name);
+    if (fclose(f) != 0 && rc == MG_OK)
+        rc = mg_fail(in->err, MG_EIO, NULL, "cannot read '%s': %s", path, strerror(errno));
+    return rc;
+}
+
+/* After libarchive's pass: the local headers must name what the central directory names. */
+static enum mg_code zip_cross_check(struct inspect *in)
+{
+    size_t i;
+    const char *name;
+
+    if (in->seen.n > 0)
+        qsort(in->seen.v, in->seen.n, sizeof(*in->seen.v), cmp_str);
+    for (i = 0; i < in->cd.n && i < in->seen.n; i++) {
+        if (strcmp(in->cd.v[i], in->seen.v[i]) != 0)
+            break;
+    }
+    if (i == in->cd.n && i == in->seen.n)
+        return MG_OK;
+    name = i < in->cd.n ? in->cd.v[i] : in->seen.v[i];
+    name_show(name, strlen(name), in->show);
+    return mg_fail(in->err, MG_EINVAL, NULL,
+                   "zip archive is inconsistent at entry '%s': its central directory and local "
+                   "file headers disagree; re-create it",
+                   in->show);
+}
+
+/* ---- libarchive pass ------------------------------------------------------------------ */
+
+static bool is_io_errno(int e)
+{
+    return e == EIO || e == ENOENT || e == EACCES || e == EPERM || e == EISDIR || e == ENOTDIR ||
+           e == ELOOP || e == ENAMETOOLONG || e == EMFILE || e == ENFILE || e == ENXIO ||
+           e == ESTALE;
+}
+
+/* Turn a libarchive failure into an error; `where` is "at" or "after" the current entry. */
+static enum mg_code archive_failure(struct archive *a, struct inspect *in, const char *where)
+{
+    const char *msg = archive_error_string(a);
+    char why[SHOW_BUF];
+    int e = archive_errno(a);
+
+    name_show(msg ? msg : "unknown error", strlen(msg ? msg : "unknown error"), why);
+    if (e == ENOMEM)
+        return mg_fail(in->err, MG_ENOMEM, NULL, "out of memory reading the archive");
+    if (is_io_errno(e))
+        return mg_fail(in->err, MG_EIO, NULL, "cannot read the archive: %s", why);
+    if (where == NULL)
+        return mg_fail(in->err, MG_EINVAL, NULL, "archive is corrupt: %s; re-create it", why);
+    return mg_fail(in->err, MG_EINVAL, NULL, "archive is corrupt %s entry '%s': %s; re-create it",
+                   where, in->show, why);
+}
+
+/* Count n more bytes of file data against the cap. */
+static enum mg_code account(struct inspect *in, uint64_t n)
+{
+    if (n > in->lim->max_total_bytes - in->total)
+        return mg_fail(in->err, MG_EINVAL, NULL,
+                       "archive files hold more than %llu bytes in all (limit reached at entry "
+                       "'%s'); upload a smaller archive",
+                       (unsigned long long)in->lim->max_total_bytes, in->show);
+    in->total += n;
+    return MG_OK;
+}
+
+/* Count, and hash when `hash`, n bytes of a sparse hole. */
+static enum mg_code hash_zeros(struct inspect *in, bool hash, uint64_t n)
+{
+    static const unsigned char zeros[4096];
+    size_t chunk;
+    enum mg_code rc = account(in, n);
+
+    for (; rc == MG_OK && hash && n > 0; n -= chunk) {
+        chunk = n < sizeof(zeros) ? (size_t)n : sizeof(zeros);
+        if (EVP_DigestUpdate(in->md, zeros, chunk) != 1)
+            rc = mg_fail(in->err, MG_EIO, NULL, "SHA-256 failed");
+    }
+    return rc;
+}
+
+/*
+ * Stream the data of entry e: count it, and when `file` is given hash it into
+ * file->size and file->sha256. Sparse holes, including a trailing one, are
+ * hashed as the zeros an extractor would write.
+ */
+static enum mg_code read_data(struct archive *a, struct archive_entry *e, struct inspect *in,
+                              struct store_archive_file *file)
+{
+    uint8_t md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+    const void *buf;
+    size_t len;
+    la_int64_t off;
+    uint64_t pos = 0;
+    enum mg_code rc;
+    int r;
+
+    if (file != NULL && EVP_DigestInit_ex(in->md, EVP_sha256(), NULL) != 1)
+        return mg_fail(in->err, MG_EIO, NULL, "cannot start SHA-256");
+    for (;;) {
+        r = archive_read_data_block(a, &buf, &len, &off);
+        if (r == ARCHIVE_EOF)
+            break;
+        if (r != ARCHIVE_OK)
+            return archive_failure(a, in, "at");
+        if (off < 0 || (uint64_t)off < pos)
+            return mg_fail(in->err, MG_EINVAL, NULL,
+                           "archive is corrupt at entry '%s': its data blocks overlap; re-create "
+                           "it",
+                           in->show);
+        if ((rc = hash_zeros(in, file != NULL, (uint64_t)off - pos)) != MG_OK ||
+            (rc = account(in, len)) != MG_OK)
+            return rc;
+        if (file != NULL && len > 0 && EVP_DigestUpdate(in->md, buf, len) != 1)
+            return mg_fail(in->err, MG_EIO, NULL, "SHA-256 failed");
+        pos = (uint64_t)off + len;
+    }
+    if (archive_entry_sparse_count(e) > 0 && archive_entry_size_is_set(e) &&
+        archive_entry_size(e) > 0 && (uint64_t)archive_entry_size(e) > pos) {
+        rc = hash_zeros(in, file != NULL, (uint64_t)archive_entry_size(e) - pos);
+        if (rc != MG_OK)
+            return rc;
+        pos = (uint64_t)archive_entry_size(e);
+    }
+    if (file == NULL)
+        return MG_OK;
+    if (EVP_DigestFinal_ex(in->md, md, &md_len) != 1 || md_len != 32)
+        return mg_fail(in->err, MG_EIO, NULL, "SHA-256 failed");
+    mg_hex_encode(md, md_len, file->sha256);
+    file->size = pos;
+    return MG_OK;
+}
+
+static enum mg_code files_push(struct inspect *in, char *path, struct store_archive_file **f)
+{
+    struct store_archive_file *nf;
+    size_t ncap;
+
+    if (in->nfiles == in->files_cap) {
+        ncap = in->files_cap ? in->files_cap * 2 : 64;
+        if (ncap > SIZE_MAX / sizeof(*nf) ||
+            (nf = realloc(in->files, ncap * sizeof(*nf))) == NULL) {
+            free(path);
+            return mg_fail(in->err, MG_ENOMEM, NULL, "out of memory");
+        }
+        in->files = nf;
+        in->files_cap = ncap;
+    }
+    *f = &in->files[in->nfiles++];
+    memset(*f, 0, sizeof(**f));
+    (*f)->path = path;
+    return MG_OK;
+}
+
+/* Check one entry libarchive returned and read its data. */
+static enum mg_code inspect_entry(struct archive *a, struct archive_entry *e, struct inspect *in)
+{
+    const char *raw;
+    char *norm = NULL, *copy;
+    struct store_archive_file *file = NULL;
+    unsigned type = archive_entry_filetype(e);
+    enum mg_code rc;
+
+    in->entries++;
+    raw = archive_entry_pathname(e);
+    if (raw == NULL)
+        raw = archive_entry_pathname_utf8(e);
+    if (raw == NULL)
+        return mg_fail(in->err, MG_EINVAL, NULL,
+                       "archive entry #%llu has a path that cannot be decoded; rename it",
+                       (unsigned long long)in->entries);
+    name_show(raw, strlen(raw), in->show);
+    if (in->entries > in->lim->max_entries)
+        return mg_fail(in->err, MG_EINVAL, NULL,
+                       "archive has more than %llu entries (at entry '%s'); pack fewer files",
+                       (unsigned long long)in->lim->max_entries, in->show);
+    rc = path_normalise(raw, strlen(raw), in->lim, &norm, in->err);
+    if (rc != MG_OK)
+        return rc;
+    if (archive_entry_hardlink(e) != NULL || archive_entry_hardlink_w(e) != NULL) {
+        rc = mg_fail(in->err, MG_EINVAL, NULL,
+                     "archive entry '%s' is a hard link; links are not allowed, store a copy of "
+                     "the file instead",
+                     in->show);
+        goto out;
+    }
+    if (archive_entry_symlink(e) != NULL || archive_entry_symlink_w(e) != NULL)
+        type = AE_IFLNK;
+    if (special_type_name(type) != NULL) {
+        rc = reject_type(in->show, type, in->err);
+        goto out;
+    }
+    if (type == AE_IFREG && norm[0] == '\0') {
+        rc = mg_fail(in->err, MG_EINVAL, NULL,
+                     "archive entry '%s' is a file without a name; remove it from the archive",
+                     in->show);
+        goto out;
+    }
+    if (in->is_zip && norm[0] != '\0') {
+        copy = strdup(norm);
+        if (copy == NULL) {
+            rc = mg_fail(in->err, MG_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        if ((rc = name_list_push(&in->seen, copy, in->err)) != MG_OK)
+            goto out;
+    }
+    if (type == AE_IFREG) {
+        rc = files_push(in, norm, &file);
+        norm = NULL; /* owned by the manifest now */
+        if (rc != MG_OK)
+            goto out;
+    }
+    rc = read_data(a, e, in, file);
+out:
+    free(norm);
+    return rc;
+}
+
+/*
+ * Set up a reader for the media type. A compressed stream gets the raw format
+ * besides tar: it wins whenever the data does not start with a tar header.
+ */
+static enum mg_code reader_new(const char *media_type, struct archive **out, bool *compressed,
+                               struct mg_error *err)
+{
+    struct archive *a;
+    int r = ARCHIVE_OK;
+
+    *out = NULL;
+    *compressed = false;
+    a = archive_read_new();
+    if (a == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    if (strcmp(media_type, MT_ZIP) == 0) {
+        r = archive_read_support_format_zip_seekable(a);
+    } else {
+        /* Built-in decoders only: ARCHIVE_WARN would mean an external program. */
+        if (strcmp(media_type, MT_GZIP) == 0)
+            r = archive_read_support_filter_gzip(a);
+        else if (strcmp(media_type, MT_ZSTD) == 0)
+            r = archive_read_support_filter_zstd(a);
+        else if (strcmp(media_type, MT_XZ) == 0)
+            r = archive_read_support_filter_xz(a);
+        *compressed = strcmp(media_type, MT_TAR) != 0;
+        if (r == ARCHIVE_OK)
+            r = archive_read_support_format_tar(a);
+        if (r == ARCHIVE_OK && *compressed)
+            r = archive_read_support_format_raw(a);
+    }
+    if (r != ARCHIVE_OK) {
+        mg_fail(err, MG_EIO, NULL, "libarchive cannot read %s: %s", media_type,
+                archive_error_string(a) ? archive_error_string(a) : "no built-in support");
+        (void)archive_read_free(a); /* already failing; nothing more to report */
+        return MG_EIO;
+    }
+    *out = a;
+    return MG_OK;
+}
+
+/*
+ * The libarchive pass over `path`. A compressed stream is "not an archive"
+ * (*is_archive cleared) when it decompresses to nothing, to data that is not
+ * tar, or to a tar with no entries. A stream that fails to decompress is
+ * corrupt, not "not an archive": the tar it may hold could not be checked.
+ */
+static enum mg_code read_archive(const char *path, const char *media_type, struct inspect *in,
+                                 bool *is_archive)
+{
+    struct archive *a = NULL;
+    struct archive_entry *e;
+    bool compressed;
+    enum mg_code rc;
+    int r;
+
+    rc = reader_new(media_type, &a, &compressed, in->err);
+    if (rc != MG_OK)
+        return rc;
+    if (archive_read_open_filename(a, path, READ_BLOCK) != ARCHIVE_OK) {
+        /* With the raw format present only an empty stream leaves no format to choose. */
+        if (compressed && archive_errno(a) == LA_ERRNO_FILE_FORMAT)
+            *is_archive = false;
+        else
+            rc = archive_failure(a, in, NULL);
+        goto out;
+    }
+    for (;;) {
+        r = archive_read_next_header(a, &e);
+        if (r == ARCHIVE_OK && archive_format(a) == ARCHIVE_FORMAT_RAW) {
+            *is_archive = false;
+            goto out;
+        }
+        if (r == ARCHIVE_OK) {
+            rc = inspect_entry(a, e, in);
+            if (rc != MG_OK)
+                goto out;
+            continue;
+        }
+        if (r == ARCHIVE_EOF && compressed && in->entries == 0) {
+            *is_archive = false;
+            goto out;
+        }
+        if (r != ARCHIVE_EOF)
+            rc = archive_failure(a, in, in->entries > 0 ? "after" : NULL);
+        goto out;
+    }
+out:
+    if (archive_read_free(a) != ARCHIVE_OK && rc == MG_OK)
+        rc = mg_fail(in->err, MG_EIO, NULL, "cannot close the archive reader");
+    return rc;
+}
+
+static enum mg_code inspect_run(const char *path, const char *media_type, struct inspect *in,
+                                bool *is_archive)
+{
+    enum mg_code rc;
+
+    *is_archive = true;
+    if (in->is_zip) {
+        rc = zip_scan_cd(path, in);
+        if (rc != MG_OK || in->entries == 0)
+            return rc;
+        in->entries = 0; /* libarchive's pass counts them again */
+    }
+    rc = read_archive(path, media_type, in, is_archive);
+    if (rc != MG_OK || !*is_archive)
+        return rc;
+    if (in->is_zip && (rc = zip_cross_check(in)) != MG_OK)
+        return rc;
+    if (in->nfiles > 0)
+        qsort(in->files, in->nfiles, sizeof(*in->files), cmp_file);
+    for (size_t i = 1; i < in->nfiles; i++) {
+        if (strcmp(in->files[i - 1].path, in->files[i].path) == 0) {
+            name_show(in->files[i].path, strlen(in->files[i].path), in->show);
+            return mg_fail(in->err, MG_EINVAL, NULL,
+                           "archive entry '%s' appears more than once; keep one copy", in->show);
+        }
+    }
+    return MG_OK;
+}
+
+enum mg_code store_archive_inspect(const char *path, const char *media_type,
+                                   const struct store_archive_limits *lim,
+                                   struct store_archive_manifest *out, bool *is_archive,
+                                   struct mg_error *err)
+{
+    struct inspect in;
+    struct store_archive_manifest tmp;
+    struct store_archive_limits def;
+    locale_t utf8, prev = (locale_t)0;
+    bool archive = false;
+    enum mg_code rc;
+
+    out->files = NULL;
+    out->n = 0;
+    *is_archive = false;
+    if (media_type == NULL ||
+        (strcmp(media_type, MT_TAR) != 0 && strcmp(media_type, MT_GZIP) != 0 &&
+         strcmp(media_type, MT_ZIP) != 0 && strcmp(media_type, MT_ZSTD) != 0 &&
+         strcmp(media_type, MT_XZ) != 0))
+        return MG_OK;
+
+    if (lim == NULL) {
+        store_archive_limits_default(&def);
+        lim = &def;
+    }
+    memset(&in, 0, sizeof(in));
+    in.lim = lim;
+    in.err = err;
+    in.is_zip = strcmp(media_type, MT_ZIP) == 0;
+    in.md = EVP_MD_CTX_new();
+    if (in.md == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    /* Thread-local, so other threads keep their locale. */
+    utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+    if (utf8 != (locale_t)0)
+        prev = uselocale(utf8);
+
+    rc = inspect_run(path, media_type, &in, &archive);
+
+    if (prev != (locale_t)0)
+        uselocale(prev);
+    if (utf8 != (locale_t)0)
+        freelocale(utf8);
+    EVP_MD_CTX_free(in.md);
+    name_list_release(&in.cd);
+    name_list_release(&in.seen);
+    tmp.files = in.files;
+    tmp.n = in.nfiles;
+    if (rc != MG_OK || !archive) {
+        store_archive_manifest_release(&tmp);
+        return rc;
+    }
+    *out = tmp;
+    *is_archive = true;
+    return MG_OK;
+}
