@@ -35,6 +35,7 @@ void srv_config_release(struct srv_config *cfg)
     free(cfg->listen);
     free(cfg->data_dir);
     free(cfg->port_file);
+    free(cfg->signing_key);
     memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -54,7 +55,11 @@ const char *srv_config_usage(void)
            "  --max-connections N      connection limit (default 1024)\n"
            "  --max-connections-per-ip N  (default 256)\n"
            "  --timeout SECONDS        idle connection timeout (default 60)\n"
-           "  --port-file FILE         write the bound port to FILE once listening\n";
+           "  --port-file FILE         write the bound port to FILE once listening\n"
+           "  --signing-key FILE       sign with this P-256 key (PEM, PKCS#8, mode 0600)\n"
+           "\n"
+           "usage: modelgated keys rotate --data-dir DIR\n"
+           "  make a new active signing key; old public keys stay published\n";
 }
 
 static enum mg_code set_uint(unsigned *dst, const char *key, const char *v, int64_t min,
@@ -102,6 +107,8 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
         return set_str(&cfg->data_dir, v, err);
     if (strcmp(key, "port-file") == 0)
         return set_str(&cfg->port_file, v, err);
+    if (strcmp(key, "signing-key") == 0)
+        return set_str(&cfg->signing_key, v, err);
     if (strcmp(key, "config") == 0)
         return read_file(cfg, v, depth + 1, err);
     if (strcmp(key, "max-blob-bytes") == 0)

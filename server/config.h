@@ -14,6 +14,7 @@ struct srv_config {
     char *listen;    /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8470 */
     char *data_dir;  /* default ./var */
     char *port_file; /* write the bound port here once listening */
+    char *signing_key; /* PEM (PKCS#8) of the active signing key, or NULL */
     uint64_t max_blob_bytes;
     uint64_t max_json_bytes;
     bool log_json;

@@ -48,7 +48,7 @@ static const struct {
 void srv_reply_error(struct srv_req *r, const struct mg_error *err)
 {
     unsigned status = 500;
-    const char *name = "internal";
+    const char *name = "internal", *msg;
     size_t i;
     json_t *e;
 
@@ -59,14 +59,17 @@ void srv_reply_error(struct srv_req *r, const struct mg_error *err)
             break;
         }
     }
-    /* The no-known-good read is a 404 (API.md: LKG "404 no_known_good"). */
-    e = json_pack("{s:{s:s, s:s}}", "error", "code", name, "message",
-                  err->message[0] ? err->message : "internal error");
-    if (e && err->field[0])
-        json_object_set_new(json_object_get(e, "error"), "field", json_string(err->field));
-    if (status >= 500)
+    /* Internal errors may name server paths: log them, tell the client less. */
+    if (status == 500) {
         fprintf(stderr, "error: %s %s: %s\n", r->method, r->path ? r->path : "",
                 err->message);
+        msg = "internal error; the server log has the details";
+    } else {
+        msg = err->message[0] ? err->message : "request failed";
+    }
+    e = json_pack("{s:{s:s, s:s}}", "error", "code", name, "message", msg);
+    if (e && err->field[0])
+        json_object_set_new(json_object_get(e, "error"), "field", json_string(err->field));
     srv_reply_json(r, status, e);
 }
 
@@ -259,6 +262,18 @@ static bool is_json_type(const char *ct)
     return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
 }
 
+static bool has_dot_segment(const char *p)
+{
+    while (*p == '/') {
+        size_t n = strcspn(p + 1, "/");
+        if ((n == 0 && p[1] == '/') || (n == 1 && p[1] == '.') ||
+            (n == 2 && p[1] == '.' && p[2] == '.'))
+            return true;
+        p += 1 + n;
+    }
+    return false;
+}
+
 /* First call for a request: route, auth, headers. Returns false when a reply
  * is already set and the body (if any) should not be read. */
 static bool req_begin(struct srv_req *r, const char *method)
@@ -267,6 +282,13 @@ static bool req_begin(struct srv_req *r, const char *method)
     uint64_t len = 0, cap;
     enum mg_code rc;
 
+    /* "." / ".." / empty segments never name anything: refuse them instead of
+     * guessing what a normalising proxy would have meant. */
+    if (has_dot_segment(r->path)) {
+        srv_fail(r, MG_EINVAL, NULL,
+                 "the path has an empty, '.' or '..' segment; name resources directly");
+        return false;
+    }
     rc = srv_route_match(r, method, r->path);
     if (rc == MG_ENOTFOUND) {
         srv_fail(r, MG_ENOTFOUND, NULL, "no such endpoint: %s %s", method, r->path);
@@ -363,12 +385,10 @@ static void req_finish(struct srv_req *r)
 
 static enum MHD_Result queue(struct srv_req *r)
 {
-    enum MHD_Result ret;
-
     if (r->resp == NULL)
         return MHD_NO;
-    ret = MHD_queue_response(r->conn, r->status, r->resp);
-    return ret;
+    r->queued = true;
+    return MHD_queue_response(r->conn, r->status, r->resp);
 }
 
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
@@ -397,22 +417,26 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
             return queue(r); /* reply now; the body is not read */
         return MHD_YES;
     }
+    if (r->queued) {
+        *upload_data_size = 0; /* already answered; discard the rest */
+        return MHD_YES;
+    }
     if (r->resp != NULL) {
-        /* A reply was set but could not be queued mid-body: drain, bounded. */
-        if (r->body_bytes > DRAIN_MAX)
-            return MHD_NO;
+        /* Decided mid-body but not yet queued: drain (bounded), then answer. */
+        if (*upload_data_size == 0)
+            return queue(r);
         r->body_bytes += *upload_data_size;
         *upload_data_size = 0;
-        return MHD_YES;
+        return r->body_bytes > DRAIN_MAX ? MHD_NO : MHD_YES;
     }
     if (*upload_data_size > 0) {
         req_body(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
-        if (r->failed && r->route->body == SRV_BODY_STREAM) {
-            /* Answer as soon as libmicrohttpd lets us; the rest is drained. */
+        if (r->failed) {
+            /* Answer as soon as libmicrohttpd lets us; otherwise after draining. */
             srv_reply_error(r, &r->err);
             if (MHD_queue_response(conn, r->status, r->resp) == MHD_YES)
-                return MHD_YES;
+                r->queued = true;
         }
         return MHD_YES;
     }

@@ -81,6 +81,7 @@ struct srv_req {
     bool failed;         /* an error was recorded while reading the body */
 
     struct MHD_Response *resp; /* set by srv_reply_*() */
+    bool queued;               /* resp handed to libmicrohttpd */
     unsigned status;
     uint64_t resp_bytes;
     int64_t start_ms;
@@ -89,6 +90,7 @@ struct srv_req {
 struct srv {
     struct srv_config *cfg;
     struct store *store;
+    const struct sign_keyring *keys;
     struct MHD_Daemon *daemon;
     uint16_t port;
     volatile int inflight; /* requests not yet completed (atomic ops) */
@@ -150,6 +152,7 @@ extern const struct srv_route srv_routes_models[];
 extern const struct srv_route srv_routes_versions[];
 extern const struct srv_route srv_routes_datasets[];
 extern const struct srv_route srv_routes_audit[];
+extern const struct srv_route srv_routes_keys[];
 
 /* Find the route for (method, path) and capture its parameters into r.
  * Returns MG_ENOTFOUND (no such path), MG_EMETHOD (path exists, method does

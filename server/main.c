@@ -70,17 +70,51 @@ static int bootstrap_admin(struct store *st, const char *data_dir)
     return 0;
 }
 
+/* modelgated keys rotate --data-dir DIR */
+static int keys_command(int argc, char **argv)
+{
+    struct srv_config cfg;
+    struct mg_error err = {0};
+    char keyid[65];
+    int rc = 2;
+
+    srv_config_init(&cfg);
+    if (argc < 1 || strcmp(argv[0], "rotate") != 0) {
+        fprintf(stderr, "usage: modelgated keys rotate --data-dir DIR\n");
+        goto out;
+    }
+    if (srv_config_parse(&cfg, argc - 1, argv + 1, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
+    if (sign_keyring_rotate(cfg.data_dir, keyid, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: cannot rotate the signing key: %s\n", err.message);
+        rc = 1;
+        goto out;
+    }
+    printf("%s\n", keyid);
+    fprintf(stderr, "modelgated: new active signing key %s; restart modelgated to sign with it\n",
+            keyid);
+    rc = 0;
+out:
+    srv_config_release(&cfg);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct srv_config cfg;
     struct store_options sopt = {0};
     struct store *st = NULL;
+    struct sign_keyring *keys = NULL;
     struct srv srv = {0};
     struct mg_error err = {0};
     sigset_t sigs;
     int sig = 0, rc = 1, i;
     char portbuf[16];
 
+    if (argc > 1 && strcmp(argv[1], "keys") == 0)
+        return keys_command(argc - 2, argv + 2);
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(srv_config_usage(), stdout);
@@ -105,6 +139,16 @@ int main(int argc, char **argv)
     sopt.sync_normal = cfg.sync_normal;
     sopt.read_conns = cfg.read_conns;
     store_archive_limits_default(&sopt.archive);
+    if (mkdir(cfg.data_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "modelgated: cannot create data directory %s: %s\n", cfg.data_dir,
+                strerror(errno));
+        goto out;
+    }
+    if (sign_keyring_load(cfg.data_dir, cfg.signing_key, true, &keys, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: signing key: %s\n", err.message);
+        goto out;
+    }
+    sopt.keys = keys;
     if (store_open(&sopt, &st, &err) != MG_OK) {
         fprintf(stderr, "modelgated: cannot open data directory %s: %s\n", cfg.data_dir,
                 err.message);
@@ -115,6 +159,7 @@ int main(int argc, char **argv)
 
     srv.cfg = &cfg;
     srv.store = st;
+    srv.keys = keys;
     if (srv_start(&srv, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
@@ -138,6 +183,7 @@ int main(int argc, char **argv)
 out:
     srv_stop(&srv, SHUTDOWN_GRACE_MS);
     store_close(&st);
+    sign_keyring_free(&keys);
     srv_config_release(&cfg);
     if (rc == 0)
         fprintf(stderr, "modelgated: stopped\n");

@@ -11,7 +11,7 @@
 
 static const struct srv_route *const tables[] = {
     srv_routes_health,  srv_routes_tokens,   srv_routes_blobs, srv_routes_models,
-    srv_routes_versions, srv_routes_datasets, srv_routes_audit,
+    srv_routes_versions, srv_routes_datasets, srv_routes_audit, srv_routes_keys,
 };
 
 void srv_route_foreach(void (*fn)(const struct srv_route *route, void *arg), void *arg)

@@ -286,6 +286,7 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     pthread_mutex_init(&st->rlock, NULL);
     pthread_cond_init(&st->rcond, NULL);
     st->archive = opt->archive;
+    st->keys = opt->keys;
     st->nreaders = opt->read_conns ? opt->read_conns : 4;
     st->data_dir = strdup(opt->data_dir);
     st->db_path = path_join(opt->data_dir, "modelgate.db");

@@ -27,6 +27,7 @@
 
 #include "../common/mg.h"
 #include "archive.h"
+#include "sign.h"
 
 struct store;
 
@@ -35,6 +36,7 @@ struct store_options {
     bool sync_normal;         /* synchronous=NORMAL instead of FULL */
     unsigned read_conns;      /* read connection pool size (>= 1) */
     struct store_archive_limits archive;
+    const struct sign_keyring *keys; /* signs new versions; BORROWED, outlives the store */
 };
 
 /* Open (creating and migrating if needed). A database written by a newer
@@ -198,6 +200,10 @@ enum mg_code store_version_add_metrics(struct store *st, const char *actor, cons
 /* *out = {"items":[{"path","size","digest"}]} of the version's artifact. */
 enum mg_code store_version_files(struct store *st, const char *model, int64_t version,
                                  json_t **out, struct mg_error *err);
+
+/* The version's model-signing bundle, exactly as stored (malloc'd text). */
+enum mg_code store_version_signature(struct store *st, const char *model, int64_t version,
+                                     char **bundle, size_t *len, struct mg_error *err);
 
 /* ---- datasets --------------------------------------------------------- */
 

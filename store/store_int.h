@@ -29,6 +29,7 @@ struct store {
     char *blob_dir; /* <data>/blobs/sha256 */
     char *tmp_dir;  /* <data>/blobs/tmp */
     struct store_archive_limits archive;
+    const struct sign_keyring *keys;
 
     pthread_mutex_t wlock; /* serialises writers */
     struct store_conn writer;

@@ -15,8 +15,9 @@
 #define VERSION_SELECT                                                                         \
     "SELECT v.id, m.name, v.version, v.artifact, b.size, b.media_type, b.files, v.image, "     \
     "v.run_id, v.source, v.params, v.tags, v.smoke, v.resources, v.description, "              \
-    "v.created_at, v.created_by "                                                              \
-    "FROM versions v JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "
+    "v.created_at, v.created_by, sg.keyid "                                                    \
+    "FROM versions v JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact " \
+    "LEFT JOIN version_signatures sg ON sg.version_id = v.id "
 
 static void set_json_or_skip(json_t *obj, const char *key, json_t *v)
 {
@@ -104,6 +105,13 @@ static json_t *version_row(sqlite3_stmt *s)
     set_json_or_skip(v, "source", store_col_json(s, 9));
     set_json_or_skip(v, "smoke", store_col_json(s, 12));
     set_json_or_skip(v, "resources", store_col_json(s, 13));
+    if (sqlite3_column_type(s, 17) != SQLITE_NULL) {
+        char url[256];
+        snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature",
+                 (const char *)sqlite3_column_text(s, 1), (long long)sqlite3_column_int64(s, 2));
+        json_object_set_new(v, "signature", json_pack("{s:o, s:s}", "keyid",
+                                                      store_col_json_string(s, 17), "url", url));
+    }
     return v;
 }
 
@@ -235,12 +243,134 @@ static enum mg_code blob_exists(struct store_conn *c, const char *digest, struct
                    digest);
 }
 
+/* Whether a stored blob was recognised as an archive (files is not NULL). */
+static bool blob_is_archive(struct store_conn *c, const char *digest)
+{
+    static const char sql[] = "SELECT files IS NOT NULL FROM blobs WHERE digest = ?";
+    sqlite3_stmt *s = store_stmt(c, sql, NULL);
+    bool yes = false;
+
+    if (s == NULL)
+        return false;
+    store_bind_text(s, 1, digest);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        yes = sqlite3_column_int(s, 0) != 0;
+    sqlite3_reset(s);
+    return yes;
+}
+
 /* JSON text of an optional member, or NULL when absent. */
 static char *member_text(const json_t *req, const char *key)
 {
     json_t *v = json_object_get(req, key);
 
     return v && !json_is_null(v) ? store_json_text(v) : NULL;
+}
+
+/* The statement's "modelgate" predicate: the version's metadata at creation. */
+static json_t *sign_meta(const char *model, int64_t n, const char *artifact, const json_t *req,
+                         const char *at, const char *actor)
+{
+    static const char *const copy[] = {"image", "datasets", "metrics", "run_id", "source"};
+    json_t *m = json_pack("{s:s, s:I, s:s}", "model", model, "version", (json_int_t)n,
+                          "artifact", artifact);
+    size_t i;
+
+    if (m == NULL)
+        return NULL;
+    for (i = 0; i < sizeof(copy) / sizeof(copy[0]); i++) {
+        json_t *v = json_object_get(req, copy[i]);
+        json_object_set_new(m, copy[i], v ? json_deep_copy(v) : json_null());
+    }
+    json_object_set_new(m, "created_at", json_string(at));
+    json_object_set_new(m, "created_by", json_string(actor));
+    return m;
+}
+
+/* Sign the new version with the active key and store the bundle, inside the
+ * version's transaction: a version never exists unsigned. */
+static enum mg_code sign_version(struct store *st, struct store_conn *c, int64_t vid,
+                                 const char *model, int64_t n, const char *artifact,
+                                 const json_t *req, const char *at, const char *actor,
+                                 struct mg_error *err)
+{
+    static const char sql_files[] =
+        "SELECT path, sha256 FROM blob_files WHERE digest = ? ORDER BY path";
+    static const char sql_ins[] =
+        "INSERT INTO version_signatures (version_id, keyid, bundle) VALUES (?, ?, ?)";
+    struct sign_resource *res = NULL;
+    size_t nres = 0, cap = 0, i;
+    char subject[128], *bundle = NULL;
+    json_t *meta = NULL;
+    sqlite3_stmt *s;
+    enum mg_code rc = MG_OK;
+    int r;
+
+    if (st->keys == NULL || st->keys->active == NULL)
+        return MG_OK; /* a store opened without keys (tools, tests) signs nothing */
+    if ((s = store_stmt(c, sql_files, err)) == NULL)
+        return err->code;
+    store_bind_text(s, 1, artifact);
+    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *hex = (const char *)sqlite3_column_text(s, 1);
+        if (nres == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            struct sign_resource *nr = realloc(res, ncap * sizeof(*res));
+            if (nr == NULL) {
+                rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+                break;
+            }
+            res = nr;
+            cap = ncap;
+        }
+        res[nres].name = strdup((const char *)sqlite3_column_text(s, 0));
+        if (res[nres].name == NULL || hex == NULL || !mg_hex_decode(hex, 32, res[nres].digest)) {
+            free((char *)res[nres].name);
+            rc = mg_fail(err, MG_EDB, NULL, "corrupt file manifest of %s", artifact);
+            break;
+        }
+        nres++;
+    }
+    sqlite3_reset(s);
+    if (rc != MG_OK)
+        goto out;
+    if (r != SQLITE_DONE && r != SQLITE_ROW) {
+        rc = store_db_error(c, r, err);
+        goto out;
+    }
+    if (nres == 0 && !blob_is_archive(c, artifact)) {
+        res = calloc(1, sizeof(*res));
+        if (res == NULL || (res[0].name = strdup(".")) == NULL) {
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        mg_hex_decode(artifact + 7, 32, res[0].digest);
+        nres = 1;
+    }
+    snprintf(subject, sizeof(subject), "%s-v%lld", model, (long long)n);
+    meta = sign_meta(model, n, artifact, req, at, actor);
+    if (meta == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if ((rc = sign_bundle_create(st->keys->active, subject, res, nres, meta, &bundle, err)) !=
+        MG_OK)
+        goto out;
+    if ((s = store_stmt(c, sql_ins, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    sqlite3_bind_int64(s, 1, vid);
+    store_bind_text(s, 2, st->keys->active->keyid);
+    store_bind_text(s, 3, bundle);
+    rc = store_exec_stmt(c, s, err);
+out:
+    for (i = 0; i < nres; i++)
+        free((char *)res[i].name);
+    free(res);
+    free(bundle);
+    json_decref(meta);
+    return rc;
 }
 
 enum mg_code store_version_create(struct store *st, const char *actor, const char *model,
@@ -320,6 +450,8 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
     sqlite3_bind_int64(s, 1, n);
     sqlite3_bind_int64(s, 2, mid);
     if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+        goto out;
+    if ((rc = sign_version(st, c, vid, model, n, artifact, req, at, actor, err)) != MG_OK)
         goto out;
     snprintf(target, sizeof(target), "%s/v%lld", model, (long long)n);
     detail = json_pack("{s:s}", "artifact", artifact);
@@ -534,6 +666,47 @@ enum mg_code store_version_files(struct store *st, const char *model, int64_t ve
         *out = json_pack("{s:O}", "items", items);
 out:
     json_decref(items);
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_version_signature(struct store *st, const char *model, int64_t version,
+                                     char **bundle, size_t *len, struct mg_error *err)
+{
+    static const char sql[] = "SELECT bundle FROM version_signatures WHERE version_id = ?";
+    struct store_conn *c = store_read_begin(st);
+    sqlite3_stmt *s;
+    int64_t vid;
+    enum mg_code rc;
+    int r;
+
+    if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
+        goto out;
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    sqlite3_bind_int64(s, 1, vid);
+    r = sqlite3_step(s);
+    if (r == SQLITE_ROW) {
+        size_t n = (size_t)sqlite3_column_bytes(s, 0);
+        char *b = malloc(n + 1);
+        if (b == NULL) {
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        } else {
+            memcpy(b, sqlite3_column_text(s, 0), n);
+            b[n] = '\0';
+            *bundle = b;
+            *len = n;
+        }
+    } else if (r == SQLITE_DONE) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "version %lld of '%s' has no signature",
+                     (long long)version, model);
+    } else {
+        rc = store_db_error(c, r, err);
+    }
+    sqlite3_reset(s);
+out:
     store_read_end(st, c);
     return rc;
 }

@@ -370,6 +370,21 @@ static void files(struct srv_req *r)
     api_reply_result(r, rc, 200, out, &err);
 }
 
+static void signature(struct srv_req *r)
+{
+    char *bundle = NULL;
+    size_t len = 0;
+    struct mg_error err;
+
+    if (store_version_signature(r->srv->store, srv_param(r, "model"), srv_param_version(r),
+                                &bundle, &len, &err) != MG_OK) {
+        srv_reply_error(r, &err);
+        return;
+    }
+    srv_reply_bytes(r, 200, "application/json", bundle, len);
+    free(bundle);
+}
+
 #define V "/api/v1/models/{model}/versions"
 const struct srv_route srv_routes_versions[] = {
     {"POST", V, STORE_ROLE_PUBLISHER, SRV_BODY_JSON, create, NULL, NULL, NULL},
@@ -380,5 +395,6 @@ const struct srv_route srv_routes_versions[] = {
      NULL},
     {"GET", V "/{n}/artifact", STORE_ROLE_READER, SRV_BODY_NONE, artifact, NULL, NULL, NULL},
     {"GET", V "/{n}/files", STORE_ROLE_READER, SRV_BODY_NONE, files, NULL, NULL, NULL},
+    {"GET", V "/{n}/signature", STORE_ROLE_READER, SRV_BODY_NONE, signature, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -1,0 +1,1196 @@
+/*
+ * sign.c - OpenSSF model-signing v1.0 bundles and the server's signing keys.
+ *
+ * Keys: <data-dir>/keys/<keyid>.pem (PKCS#8, 0600) and "active". Every file
+ * is written to a temp name opened with O_EXCL, fsync'd, renamed, and the
+ * directory fsync'd, so a crash leaves either the old state or the new one.
+ *
+ * Bundles follow DESIGN.md "Signing" byte for byte: the statement is built
+ * with jansson in the documented key order (insertion order, never
+ * JSON_SORT_KEYS) and dumped compact; those exact bytes are what is signed.
+ */
+#include "sign.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/bio.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "../common/util.h"
+
+#define SIGN_MEDIA_TYPE "application/vnd.dev.sigstore.bundle.v0.3+json"
+#define SIGN_PAYLOAD_TYPE "application/vnd.in-toto+json"
+#define SIGN_STATEMENT_TYPE "https://in-toto.io/Statement/v1"
+#define SIGN_PREDICATE_TYPE "https://model_signing/signature/v1.0"
+#define SIGN_ALGORITHM "ecdsa-p256-sha256"
+
+#define SIGN_BUNDLE_MAX ((size_t)64 << 20) /* bigger is not a bundle we wrote */
+#define SIGN_KEY_FILE_MAX ((size_t)64 << 10)
+#define SIGN_ACTIVE_MAX 128
+#define SIGN_MAX_KEYS 4096
+#define SIGN_MAX_SIGNATURES 16
+
+/* ---- small helpers ---------------------------------------------------- */
+
+/* Never prompt on a terminal for an encrypted key: refuse it instead. */
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+    (void)buf;
+    (void)size;
+    (void)rwflag;
+    (void)u;
+    return -1;
+}
+
+static enum mg_code path_join(char out[PATH_MAX], const char *dir, const char *name,
+                              struct mg_error *err)
+{
+    int n = snprintf(out, PATH_MAX, "%s/%s", dir, name);
+
+    if (n < 0 || n >= PATH_MAX)
+        return mg_fail(err, MG_EINVAL, NULL, "path %s/%s is too long", dir, name);
+    return MG_OK;
+}
+
+static enum mg_code fsync_dir(const char *dir, struct mg_error *err)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int e;
+
+    if (fd < 0 || fsync(fd) != 0) {
+        e = errno;
+        if (fd >= 0)
+            close(fd);
+        return mg_fail(err, MG_EIO, NULL, "cannot fsync %s: %s", dir, strerror(e));
+    }
+    close(fd);
+    return MG_OK;
+}
+
+static enum mg_code write_all(int fd, const void *data, size_t n, const char *path,
+                              struct mg_error *err)
+{
+    const char *p = data;
+
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return mg_fail(err, errno == ENOSPC ? MG_ENOSPC : MG_EIO, NULL, "cannot write %s: %s",
+                           path, strerror(errno));
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return MG_OK;
+}
+
+/* Write dir/name atomically, mode 0600: O_EXCL temp file, fsync, rename,
+ * fsync dir. The temp name starts with '.' and does not end in ".pem", so a
+ * leftover is never loaded as a key. */
+static enum mg_code write_file_atomic(const char *dir, const char *name, const void *data, size_t n,
+                                      struct mg_error *err)
+{
+    char tmp[PATH_MAX], final[PATH_MAX], tmpname[NAME_MAX + 1], rnd_hex[17];
+    uint8_t rnd[8];
+    enum mg_code rc;
+    int fd = -1, r;
+
+    if (!mg_random_bytes(rnd, sizeof(rnd)))
+        return mg_fail(err, MG_EIO, NULL, "the random number generator failed");
+    mg_hex_encode(rnd, sizeof(rnd), rnd_hex);
+    r = snprintf(tmpname, sizeof(tmpname), ".%s.tmp-%s", name, rnd_hex);
+    if (r < 0 || (size_t)r >= sizeof(tmpname))
+        return mg_fail(err, MG_EINVAL, NULL, "file name %s is too long", name);
+    tmp[0] = '\0';
+    if ((rc = path_join(tmp, dir, tmpname, err)) != MG_OK ||
+        (rc = path_join(final, dir, name, err)) != MG_OK) {
+        tmp[0] = '\0';
+        goto out;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        rc = mg_fail(err, errno == ENOSPC ? MG_ENOSPC : MG_EIO, NULL, "cannot create %s: %s", tmp,
+                     strerror(errno));
+        tmp[0] = '\0'; /* not ours: do not unlink */
+        goto out;
+    }
+    /* 0600 whatever the umask: the loader refuses anything wider or narrower for group/other */
+    if (fchmod(fd, 0600) != 0) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot chmod %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if ((rc = write_all(fd, data, n, tmp, err)) != MG_OK)
+        goto out;
+    if (fsync(fd) != 0) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot fsync %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    r = close(fd);
+    fd = -1;
+    if (r != 0) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot close %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (rename(tmp, final) != 0) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+        goto out;
+    }
+    tmp[0] = '\0';
+    rc = fsync_dir(dir, err);
+out:
+    if (fd >= 0)
+        close(fd);
+    if (tmp[0] != '\0')
+        unlink(tmp);
+    return rc;
+}
+
+/* Read a whole small file from an open descriptor (st from fstat). */
+static enum mg_code read_fd(int fd, const struct stat *st, size_t max, const char *path, char **out,
+                            size_t *out_len, struct mg_error *err)
+{
+    char *buf;
+    size_t len = 0, cap;
+
+    *out = NULL;
+    *out_len = 0;
+    if (st->st_size < 0 || (uint64_t)st->st_size > max)
+        return mg_fail(err, MG_EINVAL, NULL, "%s is larger than %zu bytes; it is not a key file",
+                       path, max);
+    cap = (size_t)st->st_size + 1; /* +1 notices a file that grew since fstat */
+    buf = malloc(cap + 1);
+    if (buf == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    while (len < cap) {
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            OPENSSL_cleanse(buf, len);
+            free(buf);
+            return mg_fail(err, MG_EIO, NULL, "cannot read %s: %s", path, strerror(e));
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+    }
+    if (len > max) {
+        OPENSSL_cleanse(buf, len);
+        free(buf);
+        return mg_fail(err, MG_EINVAL, NULL, "%s is larger than %zu bytes; it is not a key file",
+                       path, max);
+    }
+    buf[len] = '\0';
+    *out = buf;
+    *out_len = len;
+    return MG_OK;
+}
+
+static enum mg_code check_curve(EVP_PKEY *pkey, const char *what, struct mg_error *err)
+{
+    char group[80];
+    size_t glen = 0;
+    const char *type;
+
+    if (EVP_PKEY_get_base_id(pkey) != EVP_PKEY_EC) {
+        type = EVP_PKEY_get0_type_name(pkey);
+        return mg_fail(err, MG_EINVAL, NULL,
+                       "%s holds a %s key; modelgate signs with ECDSA P-256 keys only "
+                       "(openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256)",
+                       what, type ? type : "non-EC");
+    }
+    if (EVP_PKEY_get_group_name(pkey, group, sizeof(group), &glen) != 1) {
+        ERR_clear_error();
+        return mg_fail(err, MG_EINVAL, NULL,
+                       "%s holds an EC key without a named curve; use a P-256 (prime256v1) key",
+                       what);
+    }
+    if (strcmp(group, "prime256v1") != 0)
+        return mg_fail(err, MG_EINVAL, NULL,
+                       "%s holds a key on curve %s; modelgate signs with P-256 (prime256v1) "
+                       "keys only",
+                       what, group);
+    return MG_OK;
+}
+
+/* keyid, public_pem and hint from k->pkey. */
+static enum mg_code key_fill_public(struct sign_key *k, const char *what, struct mg_error *err)
+{
+    unsigned char *der = NULL;
+    BIO *bio = NULL;
+    char *data = NULL;
+    long n;
+    int dlen;
+    enum mg_code rc = MG_OK;
+
+    dlen = i2d_PUBKEY(k->pkey, &der);
+    if (dlen <= 0) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "cannot encode the public key of %s", what);
+        goto out;
+    }
+    mg_sha256_hex(der, (size_t)dlen, k->keyid);
+    bio = BIO_new(BIO_s_mem());
+    if (bio == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if (PEM_write_bio_PUBKEY(bio, k->pkey) != 1) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "cannot write the public key of %s as PEM", what);
+        goto out;
+    }
+    n = BIO_get_mem_data(bio, &data);
+    if (n <= 0 || data == NULL) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot write the public key of %s as PEM", what);
+        goto out;
+    }
+    mg_sha256_hex(data, (size_t)n, k->hint);
+    k->public_pem = malloc((size_t)n + 1);
+    if (k->public_pem == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    memcpy(k->public_pem, data, (size_t)n);
+    k->public_pem[n] = '\0';
+out:
+    if (rc != MG_OK)
+        ERR_clear_error();
+    OPENSSL_free(der);
+    BIO_free(bio);
+    return rc;
+}
+
+/* Load a PKCS#8 private key file, refusing loose permissions and other curves. */
+static enum mg_code load_private_key(const char *path, struct sign_key *out, struct mg_error *err)
+{
+    struct stat st;
+    char *buf = NULL;
+    size_t len = 0;
+    BIO *bio = NULL;
+    EVP_PKEY *pkey = NULL;
+    enum mg_code rc;
+    int fd;
+
+    memset(out, 0, sizeof(*out));
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        rc = mg_fail(err, errno == ENOENT ? MG_ENOTFOUND : MG_EIO, NULL,
+                     "cannot open key file %s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (fstat(fd, &st) != 0) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot stat key file %s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "key file %s is not a regular file", path);
+        goto out;
+    }
+    if ((st.st_mode & 077) != 0) {
+        rc = mg_fail(err, MG_EINVAL, NULL,
+                     "key file %s is readable by group or others; chmod 600 %s", path, path);
+        goto out;
+    }
+    if ((rc = read_fd(fd, &st, SIGN_KEY_FILE_MAX, path, &buf, &len, err)) != MG_OK)
+        goto out;
+    bio = BIO_new_mem_buf(buf, (int)len);
+    if (bio == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    pkey = PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL);
+    if (pkey == NULL) {
+        rc = mg_fail(err, MG_EINVAL, NULL,
+                     "key file %s does not hold an unencrypted PEM private key (PKCS#8)", path);
+        goto out;
+    }
+    if ((rc = check_curve(pkey, path, err)) != MG_OK)
+        goto out;
+    out->pkey = pkey;
+    pkey = NULL;
+    if ((rc = key_fill_public(out, path, err)) != MG_OK)
+        goto out;
+    out->created_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+out:
+    if (rc != MG_OK) {
+        sign_key_release(out);
+        ERR_clear_error();
+    }
+    EVP_PKEY_free(pkey);
+    BIO_free(bio);
+    if (buf != NULL) {
+        OPENSSL_cleanse(buf, len);
+        free(buf);
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* ---- keyring ---------------------------------------------------------- */
+
+static enum mg_code ring_add(struct sign_keyring *kr, struct sign_key *k, struct mg_error *err)
+{
+    struct sign_key *nk;
+
+    if (kr->n >= SIGN_MAX_KEYS)
+        return mg_fail(err, MG_EINVAL, NULL, "more than %d signing keys; remove unused ones",
+                       SIGN_MAX_KEYS);
+    nk = realloc(kr->keys, (kr->n + 1) * sizeof(*nk));
+    if (nk == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    kr->keys = nk;
+    kr->keys[kr->n++] = *k;
+    memset(k, 0, sizeof(*k));
+    return MG_OK;
+}
+
+static struct sign_key *ring_find(struct sign_keyring *kr, const char *keyid)
+{
+    size_t i;
+
+    for (i = 0; i < kr->n; i++) {
+        if (strcmp(kr->keys[i].keyid, keyid) == 0)
+            return &kr->keys[i];
+    }
+    return NULL;
+}
+
+/* Newest first; equal mtimes (same clock tick) put the active key first. */
+static int key_order(const void *a, const void *b)
+{
+    const struct sign_key *x = a, *y = b;
+
+    if (x->created_ms != y->created_ms)
+        return x->created_ms > y->created_ms ? -1 : 1;
+    if (x->active != y->active)
+        return x->active ? -1 : 1;
+    return strcmp(x->keyid, y->keyid);
+}
+
+/* The keys directory must not be open to others. Returns MG_ENOTFOUND when
+ * it does not exist. */
+static enum mg_code open_keys_dir(const char *dir, DIR **out, struct mg_error *err)
+{
+    struct stat st;
+    enum mg_code rc = MG_OK;
+    int fd;
+
+    *out = NULL;
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return MG_ENOTFOUND;
+        return mg_fail(err, MG_EIO, NULL, "cannot open keys directory %s: %s", dir,
+                       strerror(errno));
+    }
+    if (fstat(fd, &st) != 0) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot stat %s: %s", dir, strerror(errno));
+        goto out;
+    }
+    if ((st.st_mode & 007) != 0) {
+        rc = mg_fail(err, MG_EINVAL, NULL,
+                     "keys directory %s is open to others (mode %03o); chmod 700 %s", dir,
+                     (unsigned)(st.st_mode & 0777), dir);
+        goto out;
+    }
+    *out = fdopendir(fd);
+    if (*out == NULL) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot read keys directory %s: %s", dir, strerror(errno));
+        goto out;
+    }
+    fd = -1; /* owned by the DIR now */
+out:
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+static bool is_pem_name(const char *name)
+{
+    size_t n = strlen(name);
+
+    return name[0] != '.' && n > 4 && strcmp(name + n - 4, ".pem") == 0;
+}
+
+/* Add every *.pem of dir to kr. MG_ENOTFOUND when dir does not exist. */
+static enum mg_code scan_keys_dir(struct sign_keyring *kr, const char *dir, struct mg_error *err)
+{
+    DIR *d = NULL;
+    struct dirent *de;
+    struct sign_key k = {0};
+    char path[PATH_MAX];
+    enum mg_code rc;
+
+    if ((rc = open_keys_dir(dir, &d, err)) != MG_OK || d == NULL)
+        goto out;
+    for (;;) {
+        errno = 0;
+        de = readdir(d);
+        if (de == NULL) {
+            if (errno != 0)
+                rc = mg_fail(err, MG_EIO, NULL, "cannot read keys directory %s: %s", dir,
+                             strerror(errno));
+            break;
+        }
+        if (!is_pem_name(de->d_name))
+            continue;
+        if ((rc = path_join(path, dir, de->d_name, err)) != MG_OK ||
+            (rc = load_private_key(path, &k, err)) != MG_OK)
+            break;
+        if (ring_find(kr, k.keyid) != NULL) {
+            sign_key_release(&k); /* the same key under two names */
+            continue;
+        }
+        if ((rc = ring_add(kr, &k, err)) != MG_OK)
+            break;
+    }
+out:
+    sign_key_release(&k);
+    if (d != NULL)
+        closedir(d);
+    return rc;
+}
+
+/* Read keys/active: a keyid and a newline. *found false when absent. */
+static enum mg_code read_active(const char *dir, char keyid[65], bool *found, struct mg_error *err)
+{
+    char path[PATH_MAX], *buf = NULL;
+    size_t len = 0, i;
+    struct stat st;
+    enum mg_code rc;
+    int fd = -1;
+
+    *found = false;
+    if ((rc = path_join(path, dir, "active", err)) != MG_OK)
+        goto out;
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        if (errno != ENOENT)
+            rc = mg_fail(err, MG_EIO, NULL, "cannot open %s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (fstat(fd, &st) != 0) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot stat %s: %s", path, strerror(errno));
+        goto out;
+    }
+    if ((rc = read_fd(fd, &st, SIGN_ACTIVE_MAX, path, &buf, &len, err)) != MG_OK)
+        goto out;
+    for (i = 64; i < len; i++) {
+        if (buf[i] != '\n' && buf[i] != '\r' && buf[i] != ' ' && buf[i] != '\t')
+            break;
+    }
+    if (len < 64 || i != len) {
+        rc = mg_fail(err, MG_EINVAL, NULL,
+                     "%s does not hold a keyid (64 hex characters); write the active key's "
+                     "keyid into it or run 'modelgated keys rotate'",
+                     path);
+        goto out;
+    }
+    for (i = 0; i < 64; i++) {
+        char c = buf[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            rc = mg_fail(err, MG_EINVAL, NULL,
+                         "%s does not hold a keyid (64 lowercase hex characters)", path);
+            goto out;
+        }
+    }
+    memcpy(keyid, buf, 64);
+    keyid[64] = '\0';
+    *found = true;
+out:
+    free(buf);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* mkdir keys (0700) if needed and check it is not open to others. */
+static enum mg_code ensure_keys_dir(const char *dir, struct mg_error *err)
+{
+    DIR *d = NULL;
+    enum mg_code rc;
+
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return mg_fail(err, MG_EIO, NULL, "cannot create keys directory %s: %s", dir,
+                       strerror(errno));
+    rc = open_keys_dir(dir, &d, err);
+    if (rc == MG_ENOTFOUND)
+        rc = mg_fail(err, MG_EIO, NULL, "keys directory %s vanished", dir);
+    if (d != NULL)
+        closedir(d);
+    return rc;
+}
+
+/* Generate a P-256 key into dir/<keyid>.pem and make it active. */
+static enum mg_code key_generate(const char *dir, char keyid_out[65], struct mg_error *err)
+{
+    struct sign_key k = {0};
+    BIO *bio = NULL;
+    char *data = NULL, name[80], active[66];
+    long n = 0;
+    enum mg_code rc;
+
+    k.pkey = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+    if (k.pkey == NULL) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot generate a P-256 key");
+        goto out;
+    }
+    if ((rc = key_fill_public(&k, "the new key", err)) != MG_OK)
+        goto out;
+    bio = BIO_new(BIO_s_mem());
+    if (bio == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if (PEM_write_bio_PKCS8PrivateKey(bio, k.pkey, NULL, NULL, 0, NULL, NULL) != 1) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot encode the new key as PKCS#8 PEM");
+        goto out;
+    }
+    n = BIO_get_mem_data(bio, &data);
+    if (n <= 0 || data == NULL) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot encode the new key as PKCS#8 PEM");
+        goto out;
+    }
+    snprintf(name, sizeof(name), "%s.pem", k.keyid);
+    if ((rc = write_file_atomic(dir, name, data, (size_t)n, err)) != MG_OK)
+        goto out;
+    snprintf(active, sizeof(active), "%s\n", k.keyid);
+    if ((rc = write_file_atomic(dir, "active", active, 65, err)) != MG_OK)
+        goto out;
+    memcpy(keyid_out, k.keyid, 65);
+out:
+    if (rc != MG_OK)
+        ERR_clear_error();
+    if (data != NULL && n > 0)
+        OPENSSL_cleanse(data, (size_t)n);
+    BIO_free(bio);
+    sign_key_release(&k);
+    return rc;
+}
+
+enum mg_code sign_keyring_load(const char *data_dir, const char *key_file, bool create,
+                               struct sign_keyring **out, struct mg_error *err)
+{
+    struct sign_keyring *kr = NULL;
+    struct sign_key k = {0};
+    struct sign_key *found;
+    char dir[PATH_MAX] = "", want[65] = "";
+    bool have_active = false;
+    enum mg_code rc = MG_OK;
+    size_t i;
+
+    *out = NULL;
+    if (data_dir == NULL && key_file == NULL)
+        return mg_fail(err, MG_EINVAL, NULL, "no data directory and no key file given");
+    kr = calloc(1, sizeof(*kr));
+    if (kr == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    if (data_dir != NULL) {
+        if ((rc = path_join(dir, data_dir, "keys", err)) != MG_OK)
+            goto out;
+        rc = scan_keys_dir(kr, dir, err);
+        if (rc != MG_OK && rc != MG_ENOTFOUND)
+            goto out;
+        rc = MG_OK;
+        if (kr->n == 0 && key_file == NULL) {
+            if (!create) {
+                rc = mg_fail(err, MG_ENOTFOUND, NULL,
+                             "no signing key in %s; start modelgated once to generate one, or "
+                             "give a key file",
+                             dir);
+                goto out;
+            }
+            if ((rc = ensure_keys_dir(dir, err)) != MG_OK ||
+                (rc = key_generate(dir, want, err)) != MG_OK ||
+                (rc = scan_keys_dir(kr, dir, err)) != MG_OK)
+                goto out;
+        }
+        if (key_file == NULL && kr->n > 0 &&
+            (rc = read_active(dir, want, &have_active, err)) != MG_OK)
+            goto out;
+    }
+    if (key_file != NULL) {
+        if ((rc = load_private_key(key_file, &k, err)) != MG_OK)
+            goto out;
+        memcpy(want, k.keyid, sizeof(want));
+        have_active = true;
+        if (ring_find(kr, k.keyid) == NULL && (rc = ring_add(kr, &k, err)) != MG_OK)
+            goto out;
+    }
+    if (have_active) {
+        found = ring_find(kr, want);
+        if (found == NULL) {
+            rc = mg_fail(err, MG_EINVAL, NULL,
+                         "%s/active names key %s but no %s/*.pem holds it; restore that key "
+                         "file or run 'modelgated keys rotate'",
+                         dir, want, dir);
+            goto out;
+        }
+        found->active = true;
+    }
+    if (kr->n > 1)
+        qsort(kr->keys, kr->n, sizeof(*kr->keys), key_order);
+    if (!have_active && kr->n > 0)
+        kr->keys[0].active = true; /* crash before "active" was first written: newest */
+    for (i = 0; i < kr->n; i++) {
+        if (kr->keys[i].active)
+            kr->active = &kr->keys[i];
+    }
+    if (kr->active == NULL) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "no signing key found");
+        goto out;
+    }
+    *out = kr;
+    kr = NULL;
+out:
+    sign_key_release(&k);
+    sign_keyring_free(&kr);
+    return rc;
+}
+
+enum mg_code sign_keyring_rotate(const char *data_dir, char keyid_out[65], struct mg_error *err)
+{
+    char dir[PATH_MAX], keyid[65];
+    enum mg_code rc;
+
+    if (data_dir == NULL)
+        return mg_fail(err, MG_EINVAL, NULL, "no data directory given");
+    if ((rc = path_join(dir, data_dir, "keys", err)) != MG_OK ||
+        (rc = ensure_keys_dir(dir, err)) != MG_OK || (rc = key_generate(dir, keyid, err)) != MG_OK)
+        return rc;
+    if (keyid_out != NULL)
+        memcpy(keyid_out, keyid, sizeof(keyid));
+    return MG_OK;
+}
+
+void sign_keyring_free(struct sign_keyring **kr)
+{
+    size_t i;
+
+    if (kr == NULL || *kr == NULL)
+        return;
+    for (i = 0; i < (*kr)->n; i++)
+        sign_key_release(&(*kr)->keys[i]);
+    free((*kr)->keys);
+    free(*kr);
+    *kr = NULL;
+}
+
+json_t *sign_keyring_json(const struct sign_keyring *kr)
+{
+    json_t *items = json_array(), *o = NULL; /* items: NEW */
+    char at[32];
+    size_t i;
+
+    if (items == NULL)
+        return NULL;
+    for (i = 0; kr != NULL && i < kr->n; i++) {
+        const struct sign_key *k = &kr->keys[i];
+        mg_time_format(k->created_ms, at);
+        if (json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:s, s:b}", "keyid", k->keyid,
+                                                   "algorithm", SIGN_ALGORITHM, "public_key_pem",
+                                                   k->public_pem, "created_at", at, "active",
+                                                   k->active ? 1 : 0)) != 0)
+            goto out;
+    }
+    o = json_pack("{s:O}", "items", items);
+out:
+    json_decref(items);
+    return o;
+}
+
+const struct sign_key *sign_keyring_by_hint(const struct sign_keyring *kr, const char *hint)
+{
+    size_t i;
+
+    if (kr == NULL || hint == NULL)
+        return NULL;
+    for (i = 0; i < kr->n; i++) {
+        if (strcmp(kr->keys[i].hint, hint) == 0)
+            return &kr->keys[i];
+    }
+    return NULL;
+}
+
+enum mg_code sign_key_from_public_pem(const char *pem, size_t len, struct sign_key *out,
+                                      struct mg_error *err)
+{
+    BIO *bio = NULL;
+    enum mg_code rc;
+
+    memset(out, 0, sizeof(*out));
+    if (pem == NULL || len == 0 || len > SIGN_KEY_FILE_MAX) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "public key PEM is empty or too large");
+        goto out;
+    }
+    bio = BIO_new_mem_buf(pem, (int)len);
+    if (bio == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    out->pkey = PEM_read_bio_PUBKEY(bio, NULL, no_passphrase, NULL);
+    if (out->pkey == NULL) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "not a PEM public key (-----BEGIN PUBLIC KEY-----)");
+        goto out;
+    }
+    /* Re-encoded, so the hint is the same whatever line endings the PEM had. */
+    if ((rc = check_curve(out->pkey, "the public key", err)) != MG_OK ||
+        (rc = key_fill_public(out, "the public key", err)) != MG_OK)
+        goto out;
+out:
+    if (rc != MG_OK) {
+        sign_key_release(out);
+        ERR_clear_error();
+    }
+    BIO_free(bio);
+    return rc;
+}
+
+void sign_key_release(struct sign_key *k)
+{
+    if (k == NULL)
+        return;
+    EVP_PKEY_free(k->pkey);
+    free(k->public_pem);
+    memset(k, 0, sizeof(*k));
+}
+
+/* ---- bundles ---------------------------------------------------------- */
+
+void sign_root(const struct sign_resource *res, size_t n, char out[65])
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    uint8_t dg[EVP_MAX_MD_SIZE];
+    unsigned int dlen = 0;
+    size_t i;
+
+    out[0] = '\0'; /* stays empty if OpenSSL fails; callers treat that as an error */
+    if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
+        goto out;
+    for (i = 0; i < n; i++) {
+        if (EVP_DigestUpdate(md, res[i].digest, sizeof(res[i].digest)) != 1)
+            goto out;
+    }
+    if (EVP_DigestFinal_ex(md, dg, &dlen) != 1 || dlen != 32)
+        goto out;
+    mg_hex_encode(dg, 32, out);
+out:
+    EVP_MD_CTX_free(md);
+}
+
+uint8_t *sign_pae(const char *body, size_t len, size_t *pae_len)
+{
+    char head[96];
+    uint8_t *p;
+    int h;
+
+    if (body == NULL && len > 0)
+        return NULL;
+    h = snprintf(head, sizeof(head), "DSSEv1 28 %s %zu ", SIGN_PAYLOAD_TYPE, len);
+    if (h < 0 || (size_t)h >= sizeof(head) || len > SIZE_MAX - (size_t)h - 1)
+        return NULL;
+    p = malloc((size_t)h + len + 1);
+    if (p == NULL)
+        return NULL;
+    memcpy(p, head, (size_t)h);
+    if (len > 0)
+        memcpy(p + h, body, len);
+    p[(size_t)h + len] = '\0';
+    *pae_len = (size_t)h + len;
+    return p;
+}
+
+/* The statement's resources array into *out (NEW reference). */
+static enum mg_code resources_json(const struct sign_resource *res, size_t n, json_t **out,
+                                   struct mg_error *err)
+{
+    json_t *arr = json_array(), *name = NULL; /* NEW */
+    char hex[65];
+    enum mg_code rc = MG_OK;
+    size_t i;
+
+    *out = NULL;
+    if (arr == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        if (res[i].name == NULL || res[i].name[0] == '\0') {
+            rc = mg_fail(err, MG_EINVAL, NULL, "resource #%zu has no name", i);
+            goto out;
+        }
+        if (i > 0 && strcmp(res[i - 1].name, res[i].name) >= 0) {
+            rc = mg_fail(err, MG_EINVAL, NULL,
+                         "resources must be sorted by name without duplicates ('%.200s' then "
+                         "'%.200s')",
+                         res[i - 1].name, res[i].name);
+            goto out;
+        }
+        name = json_string(res[i].name); /* NULL for invalid UTF-8 */
+        if (name == NULL) {
+            rc = mg_fail(err, MG_EINVAL, NULL, "resource name '%.200s' is not valid UTF-8",
+                         res[i].name);
+            goto out;
+        }
+        mg_hex_encode(res[i].digest, sizeof(res[i].digest), hex);
+        if (json_array_append_new(arr, json_pack("{s:O, s:s, s:s}", "name", name, "algorithm",
+                                                 "sha256", "digest", hex)) != 0) {
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        json_decref(name);
+        name = NULL;
+    }
+    *out = arr;
+    arr = NULL;
+out:
+    json_decref(name);
+    json_decref(arr);
+    return rc;
+}
+
+enum mg_code sign_bundle_create(const struct sign_key *key, const char *subject,
+                                const struct sign_resource *res, size_t n, const json_t *meta,
+                                char **bundle, struct mg_error *err)
+{
+    json_t *resources = NULL, *meta_copy = NULL, *statement = NULL, *jb = NULL; /* all NEW */
+    char root[65], *body = NULL, *b64_body = NULL, *b64_sig = NULL;
+    uint8_t *pae = NULL;
+    unsigned char *sig = NULL;
+    size_t body_len, pae_len = 0, sig_len = 0;
+    EVP_MD_CTX *md = NULL;
+    enum mg_code rc = MG_OK;
+
+    if (bundle == NULL)
+        return mg_fail(err, MG_EINVAL, NULL, "no place for the bundle");
+    *bundle = NULL;
+    if (key == NULL || key->pkey == NULL)
+        return mg_fail(err, MG_EINVAL, NULL, "no signing key");
+    if (subject == NULL || subject[0] == '\0' || (res == NULL && n > 0) || !json_is_object(meta))
+        return mg_fail(err, MG_EINVAL, NULL,
+                       "a bundle needs a subject, resources and a metadata object");
+    if ((rc = resources_json(res, n, &resources, err)) != MG_OK)
+        goto out;
+    sign_root(res, n, root);
+    meta_copy = json_deep_copy(meta);
+    if (root[0] == '\0' || meta_copy == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    /* Key order is the byte recipe of DESIGN.md; "O" takes its own reference. */
+    statement = json_pack("{s:s, s:[{s:s, s:{s:s}}], s:s, s:{s:{s:s, s:s, s:b}, s:O, s:O}}",
+                          "_type", SIGN_STATEMENT_TYPE, "subject", "name", subject, "digest",
+                          "sha256", root, "predicateType", SIGN_PREDICATE_TYPE, "predicate",
+                          "serialization", "method", "files", "hash_type", "sha256",
+                          "allow_symlinks", 0, "resources", resources, "modelgate", meta_copy);
+    if (statement == NULL) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "cannot build the statement (subject not UTF-8?)");
+        goto out;
+    }
+    body = json_dumps(statement, JSON_COMPACT);
+    if (body == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "cannot serialize the statement");
+        goto out;
+    }
+    body_len = strlen(body);
+    if ((pae = sign_pae(body, body_len, &pae_len)) == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if ((md = EVP_MD_CTX_new()) == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if (EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, key->pkey) != 1 ||
+        EVP_DigestSign(md, NULL, &sig_len, pae, pae_len) != 1) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "the key %s cannot sign (no private key?)", key->keyid);
+        goto out;
+    }
+    if ((sig = OPENSSL_malloc(sig_len)) == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if (EVP_DigestSign(md, sig, &sig_len, pae, pae_len) != 1) {
+        rc = mg_fail(err, MG_EIO, NULL, "signing with key %s failed", key->keyid);
+        goto out;
+    }
+    b64_body = mg_base64_encode((const uint8_t *)body, body_len);
+    b64_sig = mg_base64_encode(sig, sig_len);
+    if (b64_body == NULL || b64_sig == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    jb = json_pack("{s:s, s:{s:{s:s}, s:[]}, s:{s:s, s:s, s:[{s:s, s:s}]}}", "mediaType",
+                   SIGN_MEDIA_TYPE, "verificationMaterial", "publicKey", "hint", key->hint,
+                   "tlogEntries", "dsseEnvelope", "payload", b64_body, "payloadType",
+                   SIGN_PAYLOAD_TYPE, "signatures", "sig", b64_sig, "keyid", "");
+    if (jb == NULL || (*bundle = json_dumps(jb, JSON_COMPACT)) == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "cannot serialize the bundle");
+        goto out;
+    }
+out:
+    if (rc != MG_OK)
+        ERR_clear_error();
+    EVP_MD_CTX_free(md);
+    OPENSSL_free(sig);
+    free(pae);
+    free(body);
+    free(b64_body);
+    free(b64_sig);
+    json_decref(jb);
+    json_decref(statement);
+    json_decref(meta_copy);
+    json_decref(resources);
+    return rc;
+}
+
+/* A string member, or NULL. */
+static const char *str_member(const json_t *obj, const char *key, size_t *len)
+{
+    json_t *v = json_object_get(obj, key); /* BORROWED */
+
+    if (!json_is_string(v))
+        return NULL;
+    if (len != NULL)
+        *len = json_string_length(v);
+    return json_string_value(v);
+}
+
+/* -1, 0, 1 like strcmp, for a length-delimited signed name and a C string. */
+static int name_cmp(const char *a, size_t alen, const char *b)
+{
+    size_t blen = strlen(b), m = alen < blen ? alen : blen;
+    int c = memcmp(a, b, m);
+
+    if (c != 0)
+        return c;
+    return alen == blen ? 0 : (alen < blen ? -1 : 1);
+}
+
+/* The statement's resources equal `actual` one for one. */
+static enum mg_code compare_resources(const json_t *resources, const struct sign_resource *actual,
+                                      size_t n, struct mg_error *err)
+{
+    size_t m = json_array_size(resources), i, nlen = 0, dlen = 0;
+    const char *name, *digest, *alg;
+    uint8_t d[32];
+    json_t *r;
+    int c;
+
+    for (i = 0; i < m || i < n; i++) {
+        if (i >= m)
+            return mg_fail(err, MG_EINVAL, NULL,
+                           "file '%.200s' is not in the signed manifest (added after signing)",
+                           actual[i].name);
+        r = json_array_get(resources, i); /* BORROWED */
+        name = str_member(r, "name", &nlen);
+        digest = str_member(r, "digest", &dlen);
+        alg = str_member(r, "algorithm", NULL);
+        if (name == NULL || digest == NULL || alg == NULL)
+            return mg_fail(err, MG_EINVAL, NULL, "signed resource #%zu is malformed", i);
+        if (strcmp(alg, "sha256") != 0)
+            return mg_fail(err, MG_EINVAL, NULL,
+                           "signed resource '%.200s' uses algorithm '%.32s'; expected sha256", name,
+                           alg);
+        if (dlen != 64 || !mg_hex_decode(digest, 32, d))
+            return mg_fail(err, MG_EINVAL, NULL, "signed resource '%.200s' has a malformed digest",
+                           name);
+        c = i < n ? name_cmp(name, nlen, actual[i].name) : -1;
+        if (c < 0)
+            return mg_fail(err, MG_EINVAL, NULL,
+                           "signed file '%.200s' is missing from the artifact", name);
+        if (c > 0)
+            return mg_fail(err, MG_EINVAL, NULL,
+                           "file '%.200s' is not in the signed manifest (added after signing)",
+                           actual[i].name);
+        if (memcmp(d, actual[i].digest, sizeof(d)) != 0)
+            return mg_fail(err, MG_EINVAL, NULL,
+                           "file '%.200s' does not match its signed sha256 digest", name);
+    }
+    return MG_OK;
+}
+
+/* Check the statement (parsed from the verified payload) against actual. */
+static enum mg_code check_statement(const json_t *st, const struct sign_resource *actual, size_t n,
+                                    struct mg_error *err)
+{
+    const char *type = str_member(st, "_type", NULL);
+    const char *ptype = str_member(st, "predicateType", NULL);
+    json_t *subject = json_object_get(st, "subject");                        /* BORROWED */
+    json_t *predicate = json_object_get(st, "predicate");                    /* BORROWED */
+    json_t *resources = json_object_get(predicate, "resources");             /* BORROWED */
+    json_t *sdigest = json_object_get(json_array_get(subject, 0), "digest"); /* BORROWED */
+    const char *sroot = str_member(sdigest, "sha256", NULL);
+    char root[65];
+    enum mg_code rc;
+
+    if (type == NULL || strcmp(type, SIGN_STATEMENT_TYPE) != 0)
+        return mg_fail(err, MG_EINVAL, NULL, "statement _type is not %s", SIGN_STATEMENT_TYPE);
+    if (ptype == NULL || strcmp(ptype, SIGN_PREDICATE_TYPE) != 0)
+        return mg_fail(err, MG_EINVAL, NULL, "statement predicateType is not %s",
+                       SIGN_PREDICATE_TYPE);
+    if (json_array_size(subject) != 1 || sroot == NULL)
+        return mg_fail(err, MG_EINVAL, NULL,
+                       "statement needs exactly one subject with a sha256 digest");
+    if (!json_is_array(resources))
+        return mg_fail(err, MG_EINVAL, NULL, "statement has no predicate.resources array");
+    if ((rc = compare_resources(resources, actual, n, err)) != MG_OK)
+        return rc;
+    sign_root(actual, n, root);
+    if (root[0] == '\0')
+        return mg_fail(err, MG_ENOMEM, NULL, "cannot compute the root digest");
+    if (strcmp(root, sroot) != 0)
+        return mg_fail(err, MG_EINVAL, NULL,
+                       "subject digest %.64s does not match the files' root digest %s", sroot,
+                       root);
+    return MG_OK;
+}
+
+/* True when one of the envelope's signatures verifies over pae. */
+static enum mg_code check_signatures(const json_t *sigs, const struct sign_key *pub,
+                                     const uint8_t *pae, size_t pae_len, struct mg_error *err)
+{
+    EVP_MD_CTX *md = NULL;
+    uint8_t *sig = NULL;
+    size_t i, n = json_array_size(sigs), slen = 0, sig_len = 0;
+    const char *s;
+    enum mg_code rc = MG_OK;
+    bool ok = false;
+
+    if (n == 0 || n > SIGN_MAX_SIGNATURES) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "bundle has %zu signatures; expected 1 to %d", n,
+                     SIGN_MAX_SIGNATURES);
+        goto out;
+    }
+    if ((md = EVP_MD_CTX_new()) == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < n && !ok; i++) {
+        s = str_member(json_array_get(sigs, i), "sig", &slen);
+        if (s == NULL) {
+            rc = mg_fail(err, MG_EINVAL, NULL, "dsseEnvelope.signatures[%zu].sig is missing", i);
+            goto out;
+        }
+        free(sig);
+        sig = mg_base64_decode(s, slen, &sig_len);
+        if (sig == NULL) {
+            rc = mg_fail(err, MG_EINVAL, NULL,
+                         "dsseEnvelope.signatures[%zu].sig is not valid base64", i);
+            goto out;
+        }
+        if (EVP_MD_CTX_reset(md) != 1 ||
+            EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, pub->pkey) != 1) {
+            rc = mg_fail(err, MG_EIO, NULL, "cannot start ECDSA verification");
+            goto out;
+        }
+        ok = EVP_DigestVerify(md, sig, sig_len, pae, pae_len) == 1;
+    }
+    if (!ok)
+        rc = mg_fail(err, MG_EINVAL, NULL,
+                     "the signature does not verify with key %s: the bundle was altered or "
+                     "signed by another key",
+                     pub->keyid);
+out:
+    ERR_clear_error(); /* a failed verification leaves DER/ECDSA errors queued */
+    EVP_MD_CTX_free(md);
+    free(sig);
+    return rc;
+}
+
+enum mg_code sign_bundle_verify(const char *bundle, size_t len, const struct sign_key *pub,
+                                const struct sign_resource *actual, size_t n, json_t **statement,
+                                struct mg_error *err)
+{
+    json_t *jb = NULL, *st = NULL; /* NEW */
+    json_t *env, *vm;              /* BORROWED */
+    json_error_t jerr;
+    const char *s, *hint;
+    size_t slen = 0, body_len = 0, pae_len = 0;
+    uint8_t *body = NULL, *pae = NULL;
+    enum mg_code rc;
+
+    if (statement != NULL)
+        *statement = NULL;
+    if (bundle == NULL || pub == NULL || pub->pkey == NULL || (actual == NULL && n > 0)) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "no bundle, key or resources to verify");
+        goto out;
+    }
+    if (len > SIGN_BUNDLE_MAX) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "bundle is %zu bytes; the limit is %zu", len,
+                     SIGN_BUNDLE_MAX);
+        goto out;
+    }
+    jb = json_loadb(bundle, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (jb == NULL) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "bundle is not valid JSON: %s (line %d)", jerr.text,
+                     jerr.line);
+        goto out;
+    }
+    s = str_member(jb, "mediaType", NULL);
+    if (s == NULL || strcmp(s, SIGN_MEDIA_TYPE) != 0) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "bundle mediaType is not %s", SIGN_MEDIA_TYPE);
+        goto out;
+    }
+    vm = json_object_get(jb, "verificationMaterial");
+    hint = str_member(json_object_get(vm, "publicKey"), "hint", &slen);
+    if (hint == NULL) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "bundle has no verificationMaterial.publicKey.hint");
+        goto out;
+    }
+    if (slen != 64 || !mg_ct_equal(hint, pub->hint, 64)) {
+        rc = mg_fail(err, MG_EINVAL, NULL,
+                     "bundle was signed by the key with hint %.64s, not by key %s (hint %s)", hint,
+                     pub->keyid, pub->hint);
+        goto out;
+    }
+    env = json_object_get(jb, "dsseEnvelope");
+    s = str_member(env, "payloadType", NULL);
+    if (s == NULL || strcmp(s, SIGN_PAYLOAD_TYPE) != 0) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "dsseEnvelope.payloadType is not %s", SIGN_PAYLOAD_TYPE);
+        goto out;
+    }
+    s = str_member(env, "payload", &slen);
+    if (s == NULL || (body = mg_base64_decode(s, slen, &body_len)) == NULL) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "dsseEnvelope.payload is missing or not base64");
+        goto out;
+    }
+    if ((pae = sign_pae((const char *)body, body_len, &pae_len)) == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if ((rc = check_signatures(json_object_get(env, "signatures"), pub, pae, pae_len, err)) !=
+        MG_OK)
+        goto out;
+    st = json_loadb((const char *)body, body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(st)) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "signed statement is not a JSON object");
+        goto out;
+    }
+    if ((rc = check_statement(st, actual, n, err)) != MG_OK)
+        goto out;
+    if (statement != NULL) {
+        *statement = st;
+        st = NULL;
+    }
+out:
+    free(body);
+    free(pae);
+    json_decref(st);
+    json_decref(jb);
+    return rc;
+}
