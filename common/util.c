@@ -148,14 +148,29 @@ char *mg_base64_encode(const uint8_t *in, size_t n)
     return out;
 }
 
+static bool b64_char(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           c == '+' || c == '/';
+}
+
 uint8_t *mg_base64_decode(const char *in, size_t in_len, size_t *out_len)
 {
     uint8_t *out;
     int r;
-    size_t pad = 0;
+    size_t pad = 0, i;
 
     if (in_len % 4 != 0 || in_len > INT32_MAX)
         return NULL;
+    /* Only the alphabet, with '=' allowed as the last one or two characters. */
+    for (i = 0; i < in_len; i++) {
+        if (b64_char(in[i]))
+            continue;
+        if (in[i] == '=' && i >= in_len - 2 && i >= 2 &&
+            (i == in_len - 1 || in[in_len - 1] == '='))
+            continue;
+        return NULL;
+    }
     out = malloc(in_len / 4 * 3 + 1);
     if (out == NULL)
         return NULL;
@@ -197,14 +212,17 @@ int64_t mg_mono_ms(void)
 
 void mg_time_format(int64_t ms, char out[32])
 {
-    time_t secs = (time_t)(ms / 1000);
+    int64_t rem = ms % 1000;
+    time_t secs;
     struct tm tm;
-
     size_t n;
 
+    if (rem < 0)
+        rem += 1000; /* floor, for times before the epoch */
+    secs = (time_t)((ms - rem) / 1000);
     gmtime_r(&secs, &tm);
     n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
+    snprintf(out + n, 32 - n, ".%03dZ", (int)rem);
 }
 
 static bool is_lower_alnum(char c)
@@ -284,9 +302,15 @@ bool mg_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
     char *end;
     long long v;
 
-    if (s == NULL || *s == '\0' || *s == ' ' || *s == '+')
+    const char *d = s;
+
+    if (s == NULL || *s == '\0')
         return false;
-    if (s[0] == '0' && s[1] != '\0')
+    if (*d == '-')
+        d++;
+    if (!(*d >= '0' && *d <= '9'))
+        return false; /* no whitespace, no '+' */
+    if (d[0] == '0' && d[1] != '\0')
         return false; /* no leading zeros: "007" does not name version 7 */
     errno = 0;
     v = strtoll(s, &end, 10);

@@ -76,10 +76,13 @@ static enum mg_code set_uint(unsigned *dst, const char *key, const char *v, int6
 
 static enum mg_code set_size(uint64_t *dst, const char *key, const char *v, struct mg_error *err)
 {
-    if (!mg_parse_size(v, dst) || *dst == 0)
+    uint64_t n;
+
+    if (!mg_parse_size(v, &n) || n == 0)
         return mg_fail(err, MG_EINVAL, key,
                        "--%s needs a positive size such as 1048576, 512K, 1M or 64G, not '%s'",
                        key, v);
+    *dst = n;
     return MG_OK;
 }
 

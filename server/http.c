@@ -280,6 +280,7 @@ static bool req_begin(struct srv_req *r, const char *method)
 {
     const char *cl = srv_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
     uint64_t len = 0, cap;
+    int64_t cl_n = 0;
     enum mg_code rc;
 
     /* "." / ".." / empty segments never name anything: refuse them instead of
@@ -306,10 +307,11 @@ static bool req_begin(struct srv_req *r, const char *method)
         srv_reply_error(r, &r->err);
         return false;
     }
-    if (cl && !mg_parse_size(cl, &len)) {
+    if (cl && !mg_parse_i64(cl, 0, INT64_MAX, &cl_n)) {
         srv_fail(r, MG_EINVAL, NULL, "malformed Content-Length");
         return false;
     }
+    len = (uint64_t)cl_n;
     if (r->route->body == SRV_BODY_JSON) {
         cap = r->srv->cfg->max_json_bytes;
         if (len > 0 && !is_json_type(srv_header(r, MHD_HTTP_HEADER_CONTENT_TYPE))) {

@@ -92,13 +92,20 @@ static bool same_dataset(const json_t *have, const json_t *req)
         if (!json_equal(a ? a : json_null(), b))
             return false;
     }
-    if (json_array_size(want_parents) != json_array_size(have_parents))
-        return false;
+    /* Set equality: every wanted parent is had, and every had parent wanted. */
     json_array_foreach(want_parents, i, p)
     {
         bool found = false;
         for (j = 0; j < json_array_size(have_parents); j++)
             found = found || json_equal(p, json_array_get(have_parents, j));
+        if (!found)
+            return false;
+    }
+    json_array_foreach(have_parents, i, p)
+    {
+        bool found = false;
+        for (j = 0; j < json_array_size(want_parents); j++)
+            found = found || json_equal(p, json_array_get(want_parents, j));
         if (!found)
             return false;
     }

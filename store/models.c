@@ -61,7 +61,7 @@ enum mg_code store_model_create(struct store *st, const char *actor, const json_
     json_t *m = NULL;
     enum mg_code rc;
 
-    tags_text = store_json_text(tags && json_is_object(tags) ? tags : json_object());
+    tags_text = tags && json_is_object(tags) ? store_json_text(tags) : strdup("{}");
     if (tags_text == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     if ((c = store_write_begin(st, err)) == NULL) {

@@ -389,8 +389,8 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
     json_t *metrics = json_object_get(req, "metrics"), *ds = json_object_get(req, "datasets");
     char *source = member_text(req, "source"), *smoke = member_text(req, "smoke");
     char *resources = member_text(req, "resources");
-    char *params_t = store_json_text(params ? params : json_object());
-    char *tags_t = store_json_text(tags ? tags : json_object());
+    char *params_t = params ? store_json_text(params) : strdup("{}");
+    char *tags_t = tags ? store_json_text(tags) : strdup("{}");
     struct store_conn *c = NULL;
     sqlite3_stmt *s;
     int64_t mid, n = 0, vid = 0;

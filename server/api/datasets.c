@@ -38,11 +38,19 @@ static void create(struct srv_req *r)
     }
     json_array_foreach(parents, i, p)
     {
+        size_t j;
+        snprintf(field, sizeof(field), "parents[%zu]", i);
         if (!json_is_string(p) || !mg_valid_digest(json_string_value(p), json_string_length(p))) {
-            snprintf(field, sizeof(field), "parents[%zu]", i);
             srv_fail(r, MG_EINVAL, field, "%s must be sha256: followed by 64 lowercase hex",
                      field);
             return;
+        }
+        for (j = 0; j < i; j++) {
+            if (json_equal(p, json_array_get(parents, j))) {
+                srv_fail(r, MG_EINVAL, field, "%s repeats parents[%zu]; list each parent once",
+                         field, j);
+                return;
+            }
         }
     }
     rc = store_dataset_create(r->srv->store, r->who.name, r->body, &out, &created, &err);
