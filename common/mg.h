@@ -24,9 +24,11 @@ enum mg_code {
     MG_ENOTFOUND,     /* not_found, 404 */
     MG_EMETHOD,       /* method_not_allowed, 405 */
     MG_ECONFLICT,     /* conflict, 409 */
+    MG_ESTALE,        /* conflict, 409: a decision was made on state that changed (retry) */
     MG_EPROTECTED,    /* alias_protected, 409 */
     MG_EINPROGRESS,   /* promotion_in_progress, 409 */
-    MG_ENOKNOWNGOOD,  /* no_known_good, 409 (404 on the LKG read) */
+    MG_ENOKNOWNGOOD,  /* no_known_good, 409: nowhere to roll back to */
+    MG_ENOLKG,        /* no_known_good, 404: the LKG read found none */
     MG_ETOOBIG,       /* payload_too_large, 413 */
     MG_ERANGE,        /* range_not_satisfiable, 416 */
     MG_EMEDIA,        /* unsupported_media_type, 415 */

@@ -91,6 +91,7 @@ struct srv {
     struct srv_config *cfg;
     struct store *store;
     const struct sign_keyring *keys;
+    struct rel_timer *timer; /* the promotion clock (release.c) */
     struct MHD_Daemon *daemon;
     uint16_t port;
     volatile int inflight; /* requests not yet completed (atomic ops) */
@@ -153,6 +154,9 @@ extern const struct srv_route srv_routes_versions[];
 extern const struct srv_route srv_routes_datasets[];
 extern const struct srv_route srv_routes_audit[];
 extern const struct srv_route srv_routes_keys[];
+extern const struct srv_route srv_routes_aliases[];
+extern const struct srv_route srv_routes_policies[];
+extern const struct srv_route srv_routes_promotions[];
 
 /* Find the route for (method, path) and capture its parameters into r.
  * Returns MG_ENOTFOUND (no such path), MG_EMETHOD (path exists, method does

@@ -18,6 +18,7 @@
 #include "../common/util.h"
 #include "config.h"
 #include "http.h"
+#include "release.h"
 
 /* How long in-flight requests may take to finish after a stop signal. */
 #define SHUTDOWN_GRACE_MS 10000
@@ -164,6 +165,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
+    if (rel_timer_start(&srv, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
     fprintf(stderr, "modelgated: serving on %s (port %u), data in %s\n", cfg.listen,
             (unsigned)srv.port, cfg.data_dir);
     if (cfg.port_file) {
@@ -182,6 +187,7 @@ int main(int argc, char **argv)
     rc = 0;
 out:
     srv_stop(&srv, SHUTDOWN_GRACE_MS);
+    rel_timer_stop(&srv);
     store_close(&st);
     sign_keyring_free(&keys);
     srv_config_release(&cfg);

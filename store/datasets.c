@@ -286,3 +286,35 @@ out:
     store_read_end(st, c);
     return rc;
 }
+
+enum mg_code store_datasets_unregistered(struct store *st, const json_t *digests,
+                                         size_t *unregistered, json_t **first,
+                                         struct mg_error *err)
+{
+    static const char sql[] = "SELECT 1 FROM datasets WHERE digest = ?";
+    struct store_conn *c = store_read_begin(st);
+    json_t *d;
+    size_t i, n = 0;
+    enum mg_code rc = MG_OK;
+
+    *first = NULL;
+    json_array_foreach(digests, i, d)
+    {
+        sqlite3_stmt *s = store_stmt(c, sql, err);
+        int r;
+        if (s == NULL) {
+            rc = err->code;
+            break;
+        }
+        store_bind_text(s, 1, json_string_value(d));
+        r = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (r != SQLITE_ROW) {
+            if (n++ == 0)
+                *first = json_copy(d);
+        }
+    }
+    *unregistered = n;
+    store_read_end(st, c);
+    return rc;
+}

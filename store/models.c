@@ -23,6 +23,25 @@ static json_t *model_row(sqlite3_stmt *s)
                      "aliases");
 }
 
+/* [{"alias","routes"}] of the model's live aliases. */
+static json_t *model_aliases(struct store_conn *c, const char *name)
+{
+    static const char sql[] = "SELECT a.name, a.routes FROM aliases a JOIN models m "
+                              "ON m.id = a.model_id WHERE m.name = ? AND a.deleted = 0 "
+                              "ORDER BY a.name";
+    sqlite3_stmt *s = store_stmt(c, sql, NULL);
+    json_t *out = json_array();
+
+    if (s == NULL)
+        return out;
+    store_bind_text(s, 1, name);
+    while (sqlite3_step(s) == SQLITE_ROW)
+        json_array_append_new(out, json_pack("{s:o, s:o}", "alias", store_col_json_string(s, 0),
+                                             "routes", store_col_json(s, 1)));
+    sqlite3_reset(s);
+    return out;
+}
+
 static enum mg_code model_read(struct store_conn *c, const char *name, json_t **out,
                                struct mg_error *err)
 {
@@ -38,6 +57,8 @@ static enum mg_code model_read(struct store_conn *c, const char *name, json_t **
     if (r == SQLITE_ROW) {
         *out = model_row(s);
         rc = *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        if (*out)
+            json_object_set_new(*out, "aliases", model_aliases(c, name));
     } else if (r == SQLITE_DONE) {
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", name);
     } else {
@@ -134,7 +155,11 @@ enum mg_code store_model_list(struct store *st, const char *q, const struct stor
             next = json_copy(json_object_get(last, "name"));
             break;
         }
-        json_array_append_new(items, model_row(s));
+        json_t *m = model_row(s);
+        if (m)
+            json_object_set_new(m, "aliases",
+                                model_aliases(c, (const char *)sqlite3_column_text(s, 0)));
+        json_array_append_new(items, m);
         n++;
     }
     if (r != SQLITE_ROW && r != SQLITE_DONE)

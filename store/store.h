@@ -222,6 +222,122 @@ enum mg_code store_dataset_get(struct store *st, const char *digest, json_t **ou
 enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t **out,
                                     struct mg_error *err);
 
+/* ---- aliases, policies, promotions ------------------------------------ */
+
+/* Alias (API.md shape): {"model","alias","generation","routes":[{"version","weight",
+ * "artifact","image"}],"protected","promotion","last_known_good"?,"updated_at",
+ * "deliveries"}. last_known_good is left for the caller (a decision, gates/).
+ * MG_ENOTFOUND when the alias does not exist or was deleted. */
+enum mg_code store_alias_get(struct store *st, const char *model, const char *alias,
+                             json_t **out, struct mg_error *err);
+
+/* {"items":[Alias]} of a model's live aliases. */
+enum mg_code store_alias_list(struct store *st, const char *model, json_t **out,
+                              struct mg_error *err);
+
+/* {"items":[{"generation","routes","at","by","reason","promotion","kind"}],
+ *  "next_page_token"}, newest first. */
+enum mg_code store_alias_history(struct store *st, const char *model, const char *alias,
+                                 const struct store_page *page, json_t **out,
+                                 struct mg_error *err);
+
+/*
+ * What decisions about an alias need, read in one snapshot:
+ * {"exists","deleted","generation","routes","protected","promotion",
+ *  "history":[{"generation","kind","routes","at"}] (newest first, complete),
+ *  "bad":[version…]}. The model must exist (MG_ENOTFOUND); a missing alias
+ * gives exists:false, generation 0.
+ */
+enum mg_code store_alias_facts(struct store *st, const char *model, const char *alias,
+                               json_t **out, struct mg_error *err);
+
+/* One change to an alias, decided by the caller on the state it read. */
+struct store_alias_change {
+    const char *model;
+    const char *alias;
+    int64_t expected_generation; /* the generation the decision was made on */
+    const json_t *routes;        /* [{"version","weight"}], [] when deleting */
+    const char *kind;            /* set, step, promoted, rollback, abort, delete */
+    const char *reason;          /* may be NULL */
+    const char *promotion;       /* promotion id, or NULL */
+    int64_t mark_bad;            /* version to mark bad for the alias, 0 for none */
+    bool require_unprotected;    /* MG_EPROTECTED when a policy protects the alias */
+};
+
+/* One change to a promotion, decided on the revision it read. */
+struct store_promotion_change {
+    const char *id;
+    int64_t expected_rev;
+    const char *state;
+    int step_index;
+    int weight;
+    int64_t next_step_at; /* ms since epoch, 0 for none */
+    const json_t *gates;  /* new gate list, or NULL to keep */
+    const char *event_type, *event_detail; /* appended when event_type != NULL */
+    const char *approval_by, *approval_decision, *approval_comment; /* when approval_by */
+};
+
+/*
+ * Commit an alias change and/or a promotion change in one transaction, with
+ * the alias history, an outbox row per gateway that hears the alias, and the
+ * audit entry. MG_ECONFLICT when expected_generation or expected_rev no
+ * longer hold (someone else changed it: read again and decide again), or
+ * when the approver already decided. *alias_out (may be NULL) receives the
+ * alias after the change.
+ */
+enum mg_code store_release_commit(struct store *st, const char *actor,
+                                  const struct store_alias_change *a,
+                                  const struct store_promotion_change *p, json_t **alias_out,
+                                  struct mg_error *err);
+
+/* Policies: the canonical policy JSON (validated by gates/). */
+enum mg_code store_policy_put(struct store *st, const char *actor, const char *model,
+                              const char *alias, const json_t *policy, json_t **out,
+                              struct mg_error *err);
+enum mg_code store_policy_get(struct store *st, const char *model, const char *alias,
+                              json_t **out, struct mg_error *err);
+enum mg_code store_policy_delete(struct store *st, const char *actor, const char *model,
+                                 const char *alias, struct mg_error *err);
+
+/*
+ * Create a promotion. rec: {"id","model","alias","version","baseline_version",
+ * "state","reason","policy","gates","step_index","weight","next_step_at_ms"}.
+ * The first event is recorded; `a` (may be NULL) is applied in the same
+ * transaction (the first rollout step when no gate waits). MG_EINPROGRESS
+ * when the alias already has an active promotion.
+ */
+enum mg_code store_promotion_create(struct store *st, const char *actor, const json_t *rec,
+                                    const char *event_type, const char *event_detail,
+                                    const struct store_alias_change *a, json_t **out,
+                                    struct mg_error *err);
+
+/* Promotion (API.md shape) plus "_rev" and "_next_step_at_ms" for callers
+ * that change it (strip them before replying). */
+enum mg_code store_promotion_get(struct store *st, const char *id, json_t **out,
+                                 struct mg_error *err);
+
+/* Newest first; filters may be NULL. */
+enum mg_code store_promotion_list(struct store *st, const char *state, const char *model,
+                                  const char *alias, const struct store_page *page,
+                                  json_t **out, struct mg_error *err);
+
+/* Ids of promotions that need the clock: rolling out with a step due at or
+ * before now_ms, and all evaluating ones (they wait on the runner).
+ * {"due":[id…],"evaluating":[id…],"next_at_ms":earliest future step or 0}. */
+enum mg_code store_promotion_pending(struct store *st, int64_t now_ms, json_t **out,
+                                     struct mg_error *err);
+
+/* The active promotion of an alias, or MG_ENOTFOUND. */
+enum mg_code store_promotion_active(struct store *st, const char *model, const char *alias,
+                                    json_t **out, struct mg_error *err);
+
+/* Which of these dataset digests are registered: *unregistered gets the
+ * count of those that are not and *first the first of them (NEW json string
+ * or NULL). */
+enum mg_code store_datasets_unregistered(struct store *st, const json_t *digests,
+                                         size_t *unregistered, json_t **first,
+                                         struct mg_error *err);
+
 /* ---- audit ------------------------------------------------------------ */
 
 /* {"items":[{"seq","at","actor","action","target","detail","prev_hash","hash"}],

@@ -93,6 +93,11 @@ enum mg_code store_model_id(struct store_conn *c, const char *name, int64_t *id,
 enum mg_code store_version_id(struct store_conn *c, const char *model, int64_t n, int64_t *id,
                               struct mg_error *err);
 
+/* Apply an alias change inside the writer's open transaction (release.c). */
+enum mg_code store_release_apply_alias(struct store_conn *c, const char *actor,
+                                       const struct store_alias_change *a, const char *at,
+                                       struct mg_error *err);
+
 /* Path of a blob file: <blob_dir>/<2 hex>/<64 hex>. out must hold PATH_MAX. */
 void store_blob_path(const struct store *st, const char *digest, char *out, size_t outsz);
 

@@ -83,6 +83,30 @@ static enum mg_code load_metrics(struct store_conn *c, int64_t vid, json_t *ver,
     return r == SQLITE_DONE ? MG_OK : store_db_error(c, r, err);
 }
 
+/* The aliases this version was rolled back from. */
+static enum mg_code load_bad_for(struct store_conn *c, int64_t vid, json_t *ver,
+                                 struct mg_error *err)
+{
+    static const char sql[] = "SELECT a.name FROM versions v "
+                              "JOIN aliases a ON a.model_id = v.model_id "
+                              "JOIN alias_bad b ON b.alias_id = a.id AND b.version = v.version "
+                              "WHERE v.id = ? ORDER BY a.name";
+    sqlite3_stmt *s = store_stmt(c, sql, err);
+    json_t *arr = json_array();
+    int r;
+
+    if (s == NULL) {
+        json_decref(arr);
+        return err->code;
+    }
+    sqlite3_bind_int64(s, 1, vid);
+    while ((r = sqlite3_step(s)) == SQLITE_ROW)
+        json_array_append_new(arr, store_col_json_string(s, 0));
+    sqlite3_reset(s);
+    json_object_set_new(ver, "bad_for", arr);
+    return r == SQLITE_DONE ? MG_OK : store_db_error(c, r, err);
+}
+
 /* Build the Version object from the current row of a VERSION_SELECT statement. */
 static json_t *version_row(sqlite3_stmt *s)
 {
@@ -138,7 +162,8 @@ static enum mg_code version_load(struct store_conn *c, int64_t vid, json_t **out
     if (v == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     if ((rc = load_datasets(c, vid, v, err)) != MG_OK ||
-        (rc = load_metrics(c, vid, v, err)) != MG_OK) {
+        (rc = load_metrics(c, vid, v, err)) != MG_OK ||
+        (rc = load_bad_for(c, vid, v, err)) != MG_OK) {
         json_decref(v);
         return rc;
     }

@@ -10,6 +10,7 @@
 
 #include "../../common/util.h"
 #include "../../gates/vram.h"
+#include "../release.h"
 
 static const char *const dataset_roles[] = {"train", "validation", "test", "eval", NULL};
 
@@ -385,6 +386,21 @@ static void signature(struct srv_req *r)
     free(bundle);
 }
 
+static void gates(struct srv_req *r)
+{
+    const char *alias = srv_query(r, "alias");
+    json_t *out = NULL;
+    struct mg_error err;
+    enum mg_code rc;
+
+    if (alias == NULL || !mg_valid_alias_name(alias, strlen(alias))) {
+        srv_fail(r, MG_EINVAL, "alias", "give ?alias=NAME (^[a-z][a-z0-9-]{0,31}$)");
+        return;
+    }
+    rc = rel_gates_dry_run(r->srv, srv_param(r, "model"), srv_param_version(r), alias, &out, &err);
+    api_reply_result(r, rc, 200, out, &err);
+}
+
 #define V "/api/v1/models/{model}/versions"
 const struct srv_route srv_routes_versions[] = {
     {"POST", V, STORE_ROLE_PUBLISHER, SRV_BODY_JSON, create, NULL, NULL, NULL},
@@ -395,6 +411,7 @@ const struct srv_route srv_routes_versions[] = {
      NULL},
     {"GET", V "/{n}/artifact", STORE_ROLE_READER, SRV_BODY_NONE, artifact, NULL, NULL, NULL},
     {"GET", V "/{n}/files", STORE_ROLE_READER, SRV_BODY_NONE, files, NULL, NULL, NULL},
+    {"GET", V "/{n}/gates", STORE_ROLE_READER, SRV_BODY_NONE, gates, NULL, NULL, NULL},
     {"GET", V "/{n}/signature", STORE_ROLE_READER, SRV_BODY_NONE, signature, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -1,0 +1,584 @@
+/*
+ * policy.c - see policy.h.
+ */
+#include "policy.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* gates/ has no dependency on common/util.c: a local error setter. */
+static enum mg_code fail(struct mg_error *err, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static enum mg_code fail(struct mg_error *err, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL)
+        return MG_EINVAL;
+    err->code = MG_EINVAL;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
+    return MG_EINVAL;
+}
+
+static const char *const op_names[] = {">=", ">", "<=", "<", "="};
+
+const char *gate_op_name(enum gate_op op)
+{
+    return op_names[op];
+}
+
+bool gate_op_parse(const char *s, enum gate_op *op)
+{
+    size_t i;
+
+    for (i = 0; s && i < sizeof(op_names) / sizeof(op_names[0]); i++) {
+        if (strcmp(s, op_names[i]) == 0) {
+            *op = (enum gate_op)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+void gate_policy_empty(struct gate_policy *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->steps[0] = 100;
+    p->nsteps = 1;
+    p->auto_advance = true;
+    p->gpu = GATE_GPU_NONE;
+}
+
+static bool only_keys(const json_t *o, const char *const *allowed, const char **bad)
+{
+    const char *k;
+    json_t *v;
+    size_t i;
+
+    json_object_foreach((json_t *)o, k, v)
+    {
+        bool ok = false;
+        for (i = 0; allowed[i] && !ok; i++)
+            ok = strcmp(k, allowed[i]) == 0;
+        if (!ok) {
+            *bad = k;
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool metric_name_ok(const char *s)
+{
+    size_t n = strlen(s), i;
+
+    if (n == 0 || n > 128)
+        return false;
+    for (i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              strchr("_.:/-", c) != NULL))
+            return false;
+    }
+    return true;
+}
+
+static enum mg_code parse_threshold(const json_t *t, size_t i, struct gate_threshold *out,
+                                    struct mg_error *err)
+{
+    static const char *const keys[] = {"metric",         "op",       "value", "baseline",
+                                       "max_regression", "max_regression_pct", NULL};
+    char field[64];
+    const char *bad, *metric, *op;
+    json_t *v;
+
+    memset(out, 0, sizeof(*out));
+    snprintf(field, sizeof(field), "thresholds[%zu]", i);
+    if (!json_is_object(t))
+        return fail(err, field, "%s must be an object", field);
+    if (!only_keys(t, keys, &bad))
+        return fail(err, field, "%s has an unknown field '%.64s'", field, bad);
+    metric = json_string_value(json_object_get(t, "metric"));
+    if (metric == NULL || !metric_name_ok(metric))
+        return fail(err, field, "%s.metric must name a metric (^[A-Za-z0-9_.:/-]{1,128}$)",
+                    field);
+    snprintf(out->metric, sizeof(out->metric), "%s", metric);
+    op = json_string_value(json_object_get(t, "op"));
+    if (!gate_op_parse(op, &out->op))
+        return fail(err, field, "%s.op must be one of >= > <= < =", field);
+    v = json_object_get(t, "baseline");
+    if (v && !json_is_boolean(v))
+        return fail(err, field, "%s.baseline must be true or false", field);
+    out->baseline = json_is_true(v);
+    v = json_object_get(t, "value");
+    if (!out->baseline) {
+        if (!json_is_number(v) || !isfinite(json_number_value(v)))
+            return fail(err, field, "%s.value must be a finite number (or set baseline: true)",
+                        field);
+        if (json_object_get(t, "max_regression") || json_object_get(t, "max_regression_pct"))
+            return fail(err, field,
+                        "%s: max_regression and max_regression_pct apply only with "
+                        "baseline: true",
+                        field);
+        out->value = json_number_value(v);
+        return MG_OK;
+    }
+    if (v)
+        return fail(err, field, "%s: a baseline threshold takes max_regression or "
+                    "max_regression_pct, not value", field);
+    v = json_object_get(t, "max_regression");
+    if (v) {
+        if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0)
+            return fail(err, field, "%s.max_regression must be a number >= 0", field);
+        out->has_regression = true;
+        out->max_regression = json_number_value(v);
+    }
+    v = json_object_get(t, "max_regression_pct");
+    if (v) {
+        if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0 ||
+            json_number_value(v) > 100)
+            return fail(err, field, "%s.max_regression_pct must be a number from 0 to 100",
+                        field);
+        out->has_regression_pct = true;
+        out->max_regression_pct = json_number_value(v);
+    }
+    if (out->has_regression && out->has_regression_pct)
+        return fail(err, field, "%s: give max_regression or max_regression_pct, not both",
+                    field);
+    return MG_OK;
+}
+
+static enum mg_code parse_rollout(const json_t *r, struct gate_policy *out, struct mg_error *err)
+{
+    static const char *const keys[] = {"steps", "bake_seconds", "auto_advance", NULL};
+    const char *bad;
+    json_t *steps, *v;
+    size_t i;
+
+    if (!json_is_object(r))
+        return fail(err, "rollout", "rollout must be an object");
+    if (!only_keys(r, keys, &bad))
+        return fail(err, "rollout", "rollout has an unknown field '%.64s'", bad);
+    steps = json_object_get(r, "steps");
+    if (steps) {
+        if (!json_is_array(steps) || json_array_size(steps) == 0 ||
+            json_array_size(steps) > GATE_MAX_STEPS)
+            return fail(err, "rollout.steps",
+                        "rollout.steps must be 1 to %d increasing percentages ending at 100",
+                        GATE_MAX_STEPS);
+        out->nsteps = json_array_size(steps);
+        json_array_foreach(steps, i, v)
+        {
+            json_int_t w = json_is_integer(v) ? json_integer_value(v) : -1;
+            if (w < 1 || w > 100 || (i > 0 && w <= out->steps[i - 1]))
+                return fail(err, "rollout.steps",
+                            "rollout.steps must be increasing integers from 1 to 100");
+            out->steps[i] = (int)w;
+        }
+        if (out->steps[out->nsteps - 1] != 100)
+            return fail(err, "rollout.steps", "rollout.steps must end at 100");
+    }
+    v = json_object_get(r, "bake_seconds");
+    if (v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > 7 * 24 * 3600)
+            return fail(err, "rollout.bake_seconds",
+                        "rollout.bake_seconds must be an integer from 0 to 604800");
+        out->bake_seconds = json_integer_value(v);
+    }
+    v = json_object_get(r, "auto_advance");
+    if (v) {
+        if (!json_is_boolean(v))
+            return fail(err, "rollout.auto_advance", "rollout.auto_advance must be a boolean");
+        out->auto_advance = json_is_true(v);
+    }
+    return MG_OK;
+}
+
+static enum mg_code parse_bool(const json_t *j, const char *key, bool *out, struct mg_error *err)
+{
+    json_t *v = json_object_get(j, key);
+
+    if (v == NULL)
+        return MG_OK;
+    if (!json_is_boolean(v))
+        return fail(err, key, "%s must be true or false", key);
+    *out = json_is_true(v);
+    return MG_OK;
+}
+
+enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct mg_error *err)
+{
+    static const char *const keys[] = {"thresholds",
+                                       "approvals",
+                                       "require_signature",
+                                       "require_pinned_image",
+                                       "require_registered_datasets",
+                                       "smoke",
+                                       "rollout",
+                                       NULL};
+    struct gate_policy p;
+    const char *bad;
+    json_t *v, *t;
+    size_t i;
+    enum mg_code rc;
+
+    gate_policy_empty(&p);
+    if (!json_is_object(j))
+        return fail(err, NULL, "the policy must be a JSON object");
+    if (!only_keys(j, keys, &bad))
+        return fail(err, bad, "unknown policy field '%.64s'", bad);
+    v = json_object_get(j, "thresholds");
+    if (v) {
+        if (!json_is_array(v) || json_array_size(v) > GATE_MAX_THRESHOLDS)
+            return fail(err, "thresholds", "thresholds must be an array of at most %d",
+                        GATE_MAX_THRESHOLDS);
+        json_array_foreach(v, i, t)
+        {
+            if ((rc = parse_threshold(t, i, &p.thresholds[i], err)) != MG_OK)
+                return rc;
+        }
+        p.nthresholds = json_array_size(v);
+    }
+    v = json_object_get(j, "approvals");
+    if (v) {
+        json_t *req = json_object_get(v, "required");
+        if (!json_is_object(v) || json_object_size(v) != 1 || !json_is_integer(req) ||
+            json_integer_value(req) < 0 || json_integer_value(req) > GATE_MAX_APPROVALS)
+            return fail(err, "approvals.required",
+                        "approvals must be {\"required\": N} with N from 0 to %d",
+                        GATE_MAX_APPROVALS);
+        p.approvals_required = (int)json_integer_value(req);
+    }
+    if ((rc = parse_bool(j, "require_signature", &p.require_signature, err)) != MG_OK ||
+        (rc = parse_bool(j, "require_pinned_image", &p.require_pinned_image, err)) != MG_OK ||
+        (rc = parse_bool(j, "require_registered_datasets", &p.require_registered_datasets,
+                         err)) != MG_OK)
+        return rc;
+    v = json_object_get(j, "smoke");
+    if (v) {
+        static const char *const skeys[] = {"required", "gpu", NULL};
+        const char *gpu;
+        if (!json_is_object(v) || !only_keys(v, skeys, &bad))
+            return fail(err, "smoke", "smoke must be {\"required\": bool, \"gpu\": "
+                        "\"required|preferred|none\"}");
+        if ((rc = parse_bool(v, "required", &p.smoke_required, err)) != MG_OK)
+            return fail(err, "smoke.required", "smoke.required must be true or false");
+        gpu = json_string_value(json_object_get(v, "gpu"));
+        if (json_object_get(v, "gpu")) {
+            if (gpu && strcmp(gpu, "required") == 0)
+                p.gpu = GATE_GPU_REQUIRED;
+            else if (gpu && strcmp(gpu, "preferred") == 0)
+                p.gpu = GATE_GPU_PREFERRED;
+            else if (gpu && strcmp(gpu, "none") == 0)
+                p.gpu = GATE_GPU_NONE;
+            else
+                return fail(err, "smoke.gpu", "smoke.gpu must be required, preferred or none");
+        }
+    }
+    v = json_object_get(j, "rollout");
+    if (v && (rc = parse_rollout(v, &p, err)) != MG_OK)
+        return rc;
+    *out = p;
+    return MG_OK;
+}
+
+json_t *gate_policy_to_json(const struct gate_policy *p)
+{
+    static const char *const gpu[] = {"none", "preferred", "required"};
+    json_t *th = json_array(), *steps = json_array(), *t;
+    size_t i;
+
+    for (i = 0; th && i < p->nthresholds; i++) {
+        const struct gate_threshold *x = &p->thresholds[i];
+        t = json_pack("{s:s, s:s}", "metric", x->metric, "op", gate_op_name(x->op));
+        if (t == NULL)
+            continue;
+        if (x->baseline) {
+            json_object_set_new(t, "baseline", json_true());
+            if (x->has_regression)
+                json_object_set_new(t, "max_regression", json_real(x->max_regression));
+            if (x->has_regression_pct)
+                json_object_set_new(t, "max_regression_pct", json_real(x->max_regression_pct));
+        } else {
+            json_object_set_new(t, "value", json_real(x->value));
+        }
+        json_array_append_new(th, t);
+    }
+    for (i = 0; steps && i < p->nsteps; i++)
+        json_array_append_new(steps, json_integer(p->steps[i]));
+    return json_pack("{s:o, s:{s:i}, s:b, s:b, s:b, s:{s:b, s:s}, s:{s:o, s:I, s:b}}",
+                     "thresholds", th, "approvals", "required", p->approvals_required,
+                     "require_signature", p->require_signature, "require_pinned_image",
+                     p->require_pinned_image, "require_registered_datasets",
+                     p->require_registered_datasets, "smoke", "required", p->smoke_required,
+                     "gpu", gpu[p->gpu], "rollout", "steps", steps, "bake_seconds",
+                     (json_int_t)p->bake_seconds, "auto_advance", p->auto_advance);
+}
+
+/* ---- evaluation ------------------------------------------------------- */
+
+static json_t *gate(const char *name, const char *kind, const char *status, json_t *observed,
+                    json_t *expected, const char *detail)
+{
+    json_t *g = json_pack("{s:s, s:s, s:s}", "name", name, "kind", kind, "status", status);
+
+    if (g == NULL) {
+        json_decref(observed);
+        json_decref(expected);
+        return NULL;
+    }
+    json_object_set_new(g, "observed", observed ? observed : json_null());
+    json_object_set_new(g, "expected", expected ? expected : json_null());
+    json_object_set_new(g, "detail", detail ? json_string(detail) : json_null());
+    return g;
+}
+
+static bool compare(double a, enum gate_op op, double b)
+{
+    switch (op) {
+    case GATE_OP_GE:
+        return a >= b;
+    case GATE_OP_GT:
+        return a > b;
+    case GATE_OP_LE:
+        return a <= b;
+    case GATE_OP_LT:
+        return a < b;
+    case GATE_OP_EQ:
+        return a == b;
+    }
+    return false;
+}
+
+/* A metric as a finite double. */
+static bool metric_of(const json_t *metrics, const char *name, double *out)
+{
+    json_t *v = json_object_get(metrics, name);
+
+    if (!json_is_number(v))
+        return false;
+    *out = json_number_value(v);
+    return true;
+}
+
+static json_t *threshold_gate(const struct gate_input *in, const struct gate_threshold *t)
+{
+    char name[160], expected[96], detail[256];
+    double cand, base, bound;
+
+    snprintf(name, sizeof(name), "%s %s %s", t->metric, gate_op_name(t->op),
+             t->baseline ? "baseline" : "value");
+    if (!t->baseline)
+        snprintf(name, sizeof(name), "%s %s %.6g", t->metric, gate_op_name(t->op), t->value);
+    if (!metric_of(in->candidate_metrics, t->metric, &cand)) {
+        snprintf(detail, sizeof(detail), "the candidate has no metric '%s'", t->metric);
+        return gate(name, "threshold", "failed", NULL, NULL, detail);
+    }
+    if (!isfinite(cand)) {
+        snprintf(detail, sizeof(detail), "metric '%s' is not a finite number", t->metric);
+        return gate(name, "threshold", "failed", json_real(0), NULL, detail);
+    }
+    if (!t->baseline) {
+        bool ok = compare(cand, t->op, t->value);
+        snprintf(expected, sizeof(expected), "%s %.15g", gate_op_name(t->op), t->value);
+        return gate(name, "threshold", ok ? "passed" : "failed", json_real(cand),
+                    json_string(expected), NULL);
+    }
+    if (in->baseline_metrics == NULL || !metric_of(in->baseline_metrics, t->metric, &base) ||
+        !isfinite(base))
+        return gate(name, "threshold", "passed", json_real(cand), NULL, "no baseline");
+    /* Higher-is-better ops allow the candidate to fall by the regression;
+     * lower-is-better ops allow it to rise; '=' allows either, by that much. */
+    if (t->op == GATE_OP_GE || t->op == GATE_OP_GT) {
+        bound = t->has_regression_pct ? base * (1 - t->max_regression_pct / 100)
+                                      : base - (t->has_regression ? t->max_regression : 0);
+    } else if (t->op == GATE_OP_LE || t->op == GATE_OP_LT) {
+        bound = t->has_regression_pct ? base * (1 + t->max_regression_pct / 100)
+                                      : base + (t->has_regression ? t->max_regression : 0);
+    } else {
+        double tol = t->has_regression_pct ? fabs(base) * t->max_regression_pct / 100
+                                           : (t->has_regression ? t->max_regression : 0);
+        bool ok = fabs(cand - base) <= tol;
+        snprintf(expected, sizeof(expected), "within %.15g of baseline v%lld (%.15g)", tol,
+                 (long long)in->baseline_version, base);
+        return gate(name, "threshold", ok ? "passed" : "failed", json_real(cand),
+                    json_string(expected), NULL);
+    }
+    snprintf(expected, sizeof(expected), "%s %.15g", gate_op_name(t->op), bound);
+    snprintf(detail, sizeof(detail), "baseline v%lld has %.15g", (long long)in->baseline_version,
+             base);
+    return gate(name, "threshold", compare(cand, t->op, bound) ? "passed" : "failed",
+                json_real(cand), json_string(expected), detail);
+}
+
+void gate_approval_tally(const struct gate_policy *p, const struct gate_approval *a, size_t n,
+                         bool *rejected, bool *satisfied, int *approved)
+{
+    size_t i;
+
+    *rejected = false;
+    *approved = 0;
+    for (i = 0; i < n; i++) {
+        if (a[i].approve)
+            (*approved)++;
+        else
+            *rejected = true;
+    }
+    *satisfied = !*rejected && *approved >= p->approvals_required;
+}
+
+enum mg_code gate_approval_check(const char *by, const char *version_author,
+                                 const char *promotion_creator,
+                                 const struct gate_approval *existing, size_t n,
+                                 struct mg_error *err)
+{
+    size_t i;
+
+    if (version_author && strcmp(by, version_author) == 0) {
+        fail(err, NULL, "'%s' registered this version and cannot approve its promotion; ask "
+             "another reviewer", by);
+        err->code = MG_ESELFAPPROVAL;
+        return MG_ESELFAPPROVAL;
+    }
+    if (promotion_creator && strcmp(by, promotion_creator) == 0) {
+        fail(err, NULL, "'%s' started this promotion and cannot approve it; ask another "
+             "reviewer", by);
+        err->code = MG_ESELFAPPROVAL;
+        return MG_ESELFAPPROVAL;
+    }
+    for (i = 0; i < n; i++) {
+        if (strcmp(existing[i].by, by) == 0) {
+            fail(err, NULL, "'%s' already decided on this promotion", by);
+            err->code = MG_ECONFLICT;
+            return MG_ECONFLICT;
+        }
+    }
+    return MG_OK;
+}
+
+static json_t *approval_gate(const struct gate_input *in)
+{
+    char obs[64], exp[64];
+    bool rejected, satisfied;
+    int approved;
+
+    gate_approval_tally(in->policy, in->approvals, in->napprovals, &rejected, &satisfied,
+                        &approved);
+    snprintf(obs, sizeof(obs), "%d approved", approved);
+    snprintf(exp, sizeof(exp), "%d approvals", in->policy->approvals_required);
+    if (rejected)
+        return gate("approvals", "approval", "failed", json_string(obs), json_string(exp),
+                    "a reviewer rejected the promotion");
+    return gate("approvals", "approval", satisfied ? "passed" : "pending", json_string(obs),
+                json_string(exp), satisfied ? NULL : "waiting for reviewers");
+}
+
+static json_t *signature_gate(const struct gate_input *in)
+{
+    switch (in->signature) {
+    case GATE_SIG_VALID:
+        return gate("signature", "signature", "passed", json_string("valid"),
+                    json_string("valid"), NULL);
+    case GATE_SIG_INVALID:
+        return gate("signature", "signature", "failed", json_string("invalid"),
+                    json_string("valid"), in->signature_detail);
+    case GATE_SIG_MISSING:
+        break;
+    }
+    return gate("signature", "signature", "failed", json_string("missing"), json_string("valid"),
+                "the version has no signature bundle");
+}
+
+static json_t *image_gate(const struct gate_input *in)
+{
+    if (in->image == NULL)
+        return gate("pinned image", "image", "failed", json_null(),
+                    json_string("image pinned by digest"), "the version names no image");
+    return gate("pinned image", "image", in->image_pinned ? "passed" : "failed",
+                json_string(in->image), json_string("image pinned by digest"),
+                in->image_pinned ? NULL : "the image is not pinned by a sha256 digest");
+}
+
+static json_t *datasets_gate(const struct gate_input *in)
+{
+    char obs[64], detail[160];
+
+    snprintf(obs, sizeof(obs), "%zu of %zu registered",
+             in->datasets_total - in->datasets_unregistered, in->datasets_total);
+    if (in->datasets_unregistered == 0)
+        return gate("registered datasets", "datasets", "passed", json_string(obs),
+                    json_string("all registered"), NULL);
+    snprintf(detail, sizeof(detail), "dataset %s is not registered",
+             in->first_unregistered ? in->first_unregistered : "?");
+    return gate("registered datasets", "datasets", "failed", json_string(obs),
+                json_string("all registered"), detail);
+}
+
+static json_t *fit_gate(const struct gate_input *in)
+{
+    char exp[64], detail[160];
+
+    if (!in->has_vram)
+        return gate("fits GPU", "fit", "skipped", NULL, NULL,
+                    "the version declares no resources.parameters/precision");
+    if (in->largest_gpu_gib < 0)
+        return gate("fits GPU", "fit", "failed", json_real(in->vram_gib), NULL,
+                    "the policy requires a GPU and the runner reports none");
+    snprintf(exp, sizeof(exp), "<= %.3f GiB", in->largest_gpu_gib);
+    snprintf(detail, sizeof(detail), "estimated %.3f GiB against the largest GPU's %.3f GiB",
+             in->vram_gib, in->largest_gpu_gib);
+    return gate("fits GPU", "fit", in->vram_gib <= in->largest_gpu_gib ? "passed" : "failed",
+                json_real(in->vram_gib), json_string(exp), detail);
+}
+
+static json_t *smoke_gate(const struct gate_input *in)
+{
+    static const char *const st[] = {"pending", "pending", "running", "passed", "failed"};
+    static const char *const obs[] = {"not run", "queued", "running", "passed", "failed"};
+
+    return gate("smoke test", "smoke", st[in->smoke], json_string(obs[in->smoke]),
+                json_string("passed"),
+                in->smoke_detail ? in->smoke_detail
+                                 : (in->smoke == GATE_SMOKE_NONE ? "waiting for the smoke-test runner"
+                                                                 : NULL));
+}
+
+json_t *gate_evaluate(const struct gate_input *in, bool include_approvals)
+{
+    const struct gate_policy *p = in->policy;
+    json_t *gates = json_array(), *g, *report;
+    bool failed = false, pending = false;
+    size_t i;
+
+    if (gates == NULL)
+        return NULL;
+    for (i = 0; i < p->nthresholds; i++)
+        json_array_append_new(gates, threshold_gate(in, &p->thresholds[i]));
+    if (p->require_signature)
+        json_array_append_new(gates, signature_gate(in));
+    if (p->require_pinned_image)
+        json_array_append_new(gates, image_gate(in));
+    if (p->require_registered_datasets)
+        json_array_append_new(gates, datasets_gate(in));
+    if (p->gpu == GATE_GPU_REQUIRED)
+        json_array_append_new(gates, fit_gate(in));
+    if (p->smoke_required)
+        json_array_append_new(gates, smoke_gate(in));
+    if (include_approvals && p->approvals_required > 0)
+        json_array_append_new(gates, approval_gate(in));
+    json_array_foreach(gates, i, g)
+    {
+        const char *s = json_string_value(json_object_get(g, "status"));
+        failed = failed || (s && strcmp(s, "failed") == 0);
+        pending = pending || (s && (strcmp(s, "pending") == 0 || strcmp(s, "running") == 0));
+    }
+    report = json_pack("{s:b, s:b, s:o}", "passed", !failed && !pending, "pending",
+                       !failed && pending, "gates", gates);
+    return report;
+}

@@ -1,0 +1,132 @@
+/*
+ * policy.h - promotion policies: parsing and validation, and the pure gate
+ * evaluation that turns a policy plus facts about a candidate into a
+ * GateReport (API.md "Policies").
+ *
+ * No I/O, no clock, no database: every fact is an argument. Uses jansson for
+ * the JSON shapes it parses and produces. Thread-safe.
+ */
+#ifndef GATE_POLICY_H
+#define GATE_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "../common/mg.h"
+
+#define GATE_MAX_THRESHOLDS 64
+#define GATE_MAX_STEPS 16
+#define GATE_MAX_APPROVALS 16
+
+enum gate_op { GATE_OP_GE, GATE_OP_GT, GATE_OP_LE, GATE_OP_LT, GATE_OP_EQ };
+
+struct gate_threshold {
+    char metric[129];
+    enum gate_op op;
+    bool baseline; /* relative to the baseline's value */
+    double value;  /* absolute threshold (baseline == false) */
+    bool has_regression, has_regression_pct;
+    double max_regression, max_regression_pct;
+};
+
+enum gate_gpu { GATE_GPU_NONE, GATE_GPU_PREFERRED, GATE_GPU_REQUIRED };
+
+struct gate_policy {
+    struct gate_threshold thresholds[GATE_MAX_THRESHOLDS];
+    size_t nthresholds;
+    int approvals_required;
+    bool require_signature;
+    bool require_pinned_image;
+    bool require_registered_datasets;
+    bool smoke_required;
+    enum gate_gpu gpu;
+    int steps[GATE_MAX_STEPS]; /* increasing, ending at 100 */
+    size_t nsteps;
+    int64_t bake_seconds;
+    bool auto_advance;
+};
+
+/* The empty policy: no gates, one step to 100%, auto-advance. */
+void gate_policy_empty(struct gate_policy *p);
+
+/* Parse and validate a Policy body. MG_EINVAL with the JSON path in
+ * err->field and a sentence saying what to fix. */
+enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct mg_error *err);
+
+/* The canonical JSON of a policy (every field present). NEW reference. */
+json_t *gate_policy_to_json(const struct gate_policy *p);
+
+/* "auc>=0.9"-style operator text, and back. */
+const char *gate_op_name(enum gate_op op);
+bool gate_op_parse(const char *s, enum gate_op *op);
+
+/* ---- evaluation ------------------------------------------------------- */
+
+enum gate_sig { GATE_SIG_MISSING, GATE_SIG_INVALID, GATE_SIG_VALID };
+
+enum gate_smoke {
+    GATE_SMOKE_NONE,   /* no test recorded yet */
+    GATE_SMOKE_QUEUED,
+    GATE_SMOKE_RUNNING,
+    GATE_SMOKE_PASSED,
+    GATE_SMOKE_FAILED,
+};
+
+struct gate_approval {
+    const char *by;
+    bool approve;
+};
+
+/* Everything the gates look at; metrics are JSON objects name → number. */
+struct gate_input {
+    const struct gate_policy *policy;
+    const json_t *candidate_metrics;
+    const json_t *baseline_metrics; /* NULL when there is no baseline */
+    int64_t baseline_version;       /* 0 when none */
+
+    enum gate_sig signature;
+    const char *signature_detail; /* why invalid, or NULL */
+
+    const char *image; /* NULL when the version names none */
+    bool image_pinned;
+
+    size_t datasets_total;
+    size_t datasets_unregistered;
+    const char *first_unregistered; /* a digest, or NULL */
+
+    bool has_vram;
+    double vram_gib;
+    double largest_gpu_gib; /* < 0 when the runner reports no GPU */
+
+    enum gate_smoke smoke;
+    const char *smoke_detail;
+
+    const struct gate_approval *approvals;
+    size_t napprovals;
+};
+
+/*
+ * Evaluate every gate of the policy. Returns a NEW GateReport:
+ * {"passed","pending","gates":[{"name","kind","status","observed","expected","detail"}]}.
+ * passed: no gate failed and none is pending. pending: none failed, some
+ * pending (approvals not yet given, smoke not yet run). With
+ * include_approvals false the approval gate is left out (the dry run for CI
+ * and the pre-approval phase).
+ */
+json_t *gate_evaluate(const struct gate_input *in, bool include_approvals);
+
+/* Can `by` decide on a promotion? MG_ESELFAPPROVAL when by is the version's
+ * author or the promotion's creator; MG_ECONFLICT when by already decided. */
+enum mg_code gate_approval_check(const char *by, const char *version_author,
+                                 const char *promotion_creator,
+                                 const struct gate_approval *existing, size_t n,
+                                 struct mg_error *err);
+
+/* Approval tally: rejected (any reject), satisfied (>= required approvals). */
+void gate_approval_tally(const struct gate_policy *p, const struct gate_approval *a, size_t n,
+                         bool *rejected, bool *satisfied, int *approved);
+
+#endif

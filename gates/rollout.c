@@ -1,0 +1,281 @@
+/*
+ * rollout.c - see rollout.h.
+ */
+#include "rollout.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const state_names[] = {
+    "evaluating", "awaiting_approval", "rolling_out", "succeeded",
+    "rejected",   "aborted",           "rolled_back",
+};
+
+const char *promo_state_name(enum promo_state s)
+{
+    return state_names[s];
+}
+
+bool promo_state_parse(const char *s, enum promo_state *out)
+{
+    size_t i;
+
+    for (i = 0; s && i < sizeof(state_names) / sizeof(state_names[0]); i++) {
+        if (strcmp(s, state_names[i]) == 0) {
+            *out = (enum promo_state)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool promo_state_active(enum promo_state s)
+{
+    return s == PROMO_EVALUATING || s == PROMO_AWAITING_APPROVAL || s == PROMO_ROLLING_OUT;
+}
+
+void promo_init(struct promo *p, const struct gate_policy *pol, int64_t candidate,
+                int64_t baseline)
+{
+    memset(p, 0, sizeof(*p));
+    p->state = PROMO_EVALUATING;
+    p->candidate = candidate;
+    p->baseline = baseline;
+    memcpy(p->steps, pol->steps, sizeof(p->steps));
+    p->nsteps = pol->nsteps;
+    p->bake_ms = pol->bake_seconds * 1000;
+    p->auto_advance = pol->auto_advance;
+    p->approvals_required = pol->approvals_required;
+    p->step_index = -1;
+}
+
+static enum mg_code conflict(struct mg_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static enum mg_code conflict(struct mg_error *err, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err) {
+        err->code = MG_ECONFLICT;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof(err->message), fmt, ap);
+        va_end(ap);
+        err->field[0] = '\0';
+    }
+    return MG_ECONFLICT;
+}
+
+static void note(struct promo_actions *a, const char *event, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void note(struct promo_actions *a, const char *event, const char *fmt, ...)
+{
+    va_list ap;
+
+    snprintf(a->event, sizeof(a->event), "%s", event);
+    va_start(ap, fmt);
+    vsnprintf(a->detail, sizeof(a->detail), fmt, ap);
+    va_end(ap);
+}
+
+/* Take step i: routes [{baseline, 100-w}, {candidate, w}] (or just the
+ * candidate), then either finish or set the bake timer. */
+static void take_step(struct promo *n, struct promo_actions *a, int i, int64_t now)
+{
+    int w = n->steps[i];
+
+    n->state = PROMO_ROLLING_OUT;
+    n->step_index = i;
+    n->weight = w;
+    a->set_routes = true;
+    a->nroutes = 0;
+    if (n->baseline != 0 && w < 100)
+        a->routes[a->nroutes++] = (struct promo_route){n->baseline, 100 - w};
+    a->routes[a->nroutes++] = (struct promo_route){n->candidate, w};
+    if (w == 100) {
+        n->state = PROMO_SUCCEEDED;
+        n->next_step_at = 0;
+        note(a, "succeeded", "v%lld holds 100%% of the alias", (long long)n->candidate);
+        return;
+    }
+    n->next_step_at = now + n->bake_ms;
+    note(a, "step", "step %d of %zu: v%lld at %d%%", i + 1, n->nsteps, (long long)n->candidate,
+         w);
+}
+
+/* Back to the baseline (or to the alias's state before the promotion). */
+static void restore(struct promo *n, struct promo_actions *a, enum promo_state to)
+{
+    bool touched = n->step_index >= 0;
+
+    n->state = to;
+    n->next_step_at = 0;
+    if (!touched)
+        return; /* no route was ever changed */
+    a->restore = true;
+    a->set_routes = true;
+    a->nroutes = 0;
+    if (n->baseline != 0)
+        a->routes[a->nroutes++] = (struct promo_route){n->baseline, 100};
+}
+
+/* After gates and approvals are settled: start rolling out. */
+static void start_rollout(struct promo *n, struct promo_actions *a, int64_t now)
+{
+    take_step(n, a, 0, now);
+}
+
+enum mg_code promo_step(const struct promo *cur, const struct promo_event *ev, int64_t now,
+                        struct promo *next, struct promo_actions *acts, struct mg_error *err)
+{
+    struct promo n = *cur;
+    struct promo_actions a;
+    const char *why = ev->reason ? ev->reason : "";
+
+    memset(&a, 0, sizeof(a));
+    if (!promo_state_active(cur->state))
+        return conflict(err, "the promotion is already %s", promo_state_name(cur->state));
+
+    switch (ev->kind) {
+    case PROMO_EV_GATES:
+        if (cur->state != PROMO_EVALUATING)
+            return conflict(err, "gates are evaluated only while evaluating, not %s",
+                            promo_state_name(cur->state));
+        if (ev->gates_failed) {
+            n.state = PROMO_REJECTED;
+            note(&a, "rejected", "a gate failed%s%s", *why ? ": " : "", why);
+        } else if (ev->gates_pending) {
+            note(&a, "evaluating", "waiting for %s", *why ? why : "pending gates");
+        } else if (cur->approvals_required > 0) {
+            n.state = PROMO_AWAITING_APPROVAL;
+            note(&a, "gates_passed", "gates passed; %d approval(s) needed",
+                 cur->approvals_required);
+        } else {
+            start_rollout(&n, &a, now);
+        }
+        break;
+    case PROMO_EV_APPROVALS:
+        if (cur->state != PROMO_AWAITING_APPROVAL)
+            return conflict(err, "the promotion is %s, not awaiting approval",
+                            promo_state_name(cur->state));
+        if (ev->rejected) {
+            n.state = PROMO_REJECTED;
+            note(&a, "rejected", "a reviewer rejected it%s%s", *why ? ": " : "", why);
+        } else if (ev->satisfied) {
+            start_rollout(&n, &a, now);
+        }
+        break;
+    case PROMO_EV_TICK:
+        if (cur->state != PROMO_ROLLING_OUT || !cur->auto_advance || cur->next_step_at == 0 ||
+            now < cur->next_step_at)
+            break; /* nothing due */
+        take_step(&n, &a, cur->step_index + 1, now);
+        break;
+    case PROMO_EV_ADVANCE:
+        if (cur->state != PROMO_ROLLING_OUT)
+            return conflict(err, "only a rolling-out promotion can advance; this one is %s",
+                            promo_state_name(cur->state));
+        take_step(&n, &a, cur->step_index + 1, now);
+        break;
+    case PROMO_EV_ABORT:
+        restore(&n, &a, PROMO_ABORTED);
+        note(&a, "aborted", "%s", *why ? why : "aborted by a deployer");
+        break;
+    case PROMO_EV_ROLLBACK:
+        n.state = PROMO_ROLLED_BACK;
+        n.next_step_at = 0;
+        note(&a, "rolled_back", "%s", *why ? why : "the alias was rolled back");
+        break;
+    case PROMO_EV_SMOKE_FAILED:
+    case PROMO_EV_DELIVERY_FAILED:
+        if (cur->state == PROMO_ROLLING_OUT) {
+            restore(&n, &a, PROMO_ROLLED_BACK);
+            note(&a, "rolled_back", "automatic rollback: %s",
+                 *why ? why : (ev->kind == PROMO_EV_SMOKE_FAILED ? "smoke test failed"
+                                                                 : "delivery failed"));
+        } else {
+            n.state = PROMO_REJECTED;
+            note(&a, "rejected", "%s",
+                 *why ? why : (ev->kind == PROMO_EV_SMOKE_FAILED ? "smoke test failed"
+                                                                 : "delivery failed"));
+        }
+        break;
+    }
+    *next = n;
+    *acts = a;
+    return MG_OK;
+}
+
+/* ---- last-known-good -------------------------------------------------- */
+
+static bool contains(const int64_t *v, size_t n, int64_t x)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (v[i] == x)
+            return true;
+    }
+    return false;
+}
+
+int64_t lkg_select(const struct lkg_entry *hist, size_t n, const int64_t *bad, size_t nbad,
+                   int64_t exclude, size_t *entry_index)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        const struct lkg_entry *e = &hist[i];
+        int64_t v;
+
+        if (e->kind != LKG_SET && e->kind != LKG_PROMOTED)
+            continue;
+        if (e->nroutes != 1 || e->routes[0].weight != 100)
+            continue;
+        v = e->routes[0].version;
+        if (v == exclude || contains(bad, nbad, v))
+            continue;
+        if (entry_index)
+            *entry_index = i;
+        return v;
+    }
+    return 0;
+}
+
+static int weight_of(const struct lkg_entry *e, int64_t v)
+{
+    size_t i;
+
+    for (i = 0; i < e->nroutes; i++) {
+        if (e->routes[i].version == v)
+            return e->routes[i].weight;
+    }
+    return 0;
+}
+
+int64_t lkg_newest_routed(const struct lkg_entry *hist, size_t n)
+{
+    int64_t best = 0;
+    size_t best_since = SIZE_MAX, i, k;
+
+    if (n == 0)
+        return 0;
+    for (i = 0; i < hist[0].nroutes; i++) {
+        int64_t v = hist[0].routes[i].version;
+        size_t since = 0;
+
+        if (hist[0].routes[i].weight <= 0)
+            continue;
+        /* How far back has v held weight without a break? */
+        for (k = 1; k < n && weight_of(&hist[k], v) > 0; k++)
+            since = k;
+        /* Smaller `since` = gained weight more recently; ties → higher version. */
+        if (since < best_since || (since == best_since && v > best)) {
+            best = v;
+            best_since = since;
+        }
+    }
+    return best;
+}

@@ -1,0 +1,185 @@
+/*
+ * aliases.c - /api/v1/models/{model}/aliases: read, direct set and delete of
+ * unprotected aliases, history, last-known-good and rollback.
+ */
+#include "api.h"
+
+#include <string.h>
+
+#include "../../common/util.h"
+#include "../release.h"
+
+/* ?wait=SECONDS (0..60). Deliveries are acknowledged by the push worker; the
+ * reply's `deliveries` show what is still pending. */
+static bool wait_param(struct srv_req *r, int64_t *secs)
+{
+    const char *w = srv_query(r, "wait");
+
+    *secs = 0;
+    if (w && !mg_parse_i64(w, 0, 60, secs)) {
+        srv_fail(r, MG_EINVAL, "wait", "wait is a number of seconds from 0 to 60");
+        return false;
+    }
+    return true;
+}
+
+/* Validate {"version":n} or {"routes":[{"version","weight"}]}; *routes NEW. */
+static bool parse_routes(struct srv_req *r, json_t **routes)
+{
+    static const char *const allowed[] = {"version", "routes", NULL};
+    json_t *v, *list, *x;
+    size_t i, j;
+    int64_t sum = 0;
+    char field[48];
+
+    *routes = NULL;
+    if (!api_object(r, r->body, allowed))
+        return false;
+    v = json_object_get(r->body, "version");
+    list = json_object_get(r->body, "routes");
+    if ((v == NULL) == (list == NULL)) {
+        srv_fail(r, MG_EINVAL, NULL, "give either {\"version\": n} or {\"routes\": [...]}");
+        return false;
+    }
+    if (v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1) {
+            srv_fail(r, MG_EINVAL, "version", "version must be an integer >= 1");
+            return false;
+        }
+        *routes = json_pack("[{s:O, s:i}]", "version", v, "weight", 100);
+        return *routes != NULL;
+    }
+    if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > 16) {
+        srv_fail(r, MG_EINVAL, "routes", "routes must be an array of 1 to 16 {version, weight}");
+        return false;
+    }
+    json_array_foreach(list, i, x)
+    {
+        static const char *const rkeys[] = {"version", "weight", NULL};
+        json_t *ver = json_object_get(x, "version"), *w = json_object_get(x, "weight");
+        snprintf(field, sizeof(field), "routes[%zu]", i);
+        if (!json_is_object(x) || !api_object(r, x, rkeys))
+            return false;
+        if (!json_is_integer(ver) || json_integer_value(ver) < 1 || !json_is_integer(w) ||
+            json_integer_value(w) < 0 || json_integer_value(w) > 100) {
+            srv_fail(r, MG_EINVAL, field,
+                     "%s needs an integer version >= 1 and an integer weight from 0 to 100", field);
+            return false;
+        }
+        for (j = 0; j < i; j++) {
+            if (json_equal(ver, json_object_get(json_array_get(list, j), "version"))) {
+                srv_fail(r, MG_EINVAL, field, "%s repeats version %lld; versions must be distinct",
+                         field, (long long)json_integer_value(ver));
+                return false;
+            }
+        }
+        sum += json_integer_value(w);
+    }
+    if (sum != 100) {
+        srv_fail(r, MG_EINVAL, "routes", "route weights must sum to 100, not %lld", (long long)sum);
+        return false;
+    }
+    *routes = json_deep_copy(list);
+    return *routes != NULL;
+}
+
+static void list(struct srv_req *r)
+{
+    json_t *out = NULL;
+    struct mg_error err;
+    enum mg_code rc = rel_alias_list(r->srv, srv_param(r, "model"), &out, &err);
+
+    api_reply_result(r, rc, 200, out, &err);
+}
+
+static void get(struct srv_req *r)
+{
+    json_t *out = NULL;
+    struct mg_error err;
+    enum mg_code rc = rel_alias_get(r->srv, srv_param(r, "model"), srv_param(r, "alias"), &out,
+                                    &err);
+
+    api_reply_result(r, rc, 200, out, &err);
+}
+
+static void put(struct srv_req *r)
+{
+    json_t *routes = NULL, *out = NULL;
+    struct mg_error err;
+    int64_t wait;
+    enum mg_code rc;
+
+    if (!wait_param(r, &wait) || !parse_routes(r, &routes))
+        return;
+    rc = rel_alias_set(r->srv, r->who.name, srv_param(r, "model"), srv_param(r, "alias"), routes,
+                       &out, &err);
+    json_decref(routes);
+    api_reply_result(r, rc, 200, out, &err);
+}
+
+static void delete(struct srv_req *r)
+{
+    struct mg_error err;
+
+    if (rel_alias_delete(r->srv, r->who.name, srv_param(r, "model"), srv_param(r, "alias"),
+                         &err) != MG_OK)
+        srv_reply_error(r, &err);
+    else
+        srv_reply_empty(r, 204);
+}
+
+static void history(struct srv_req *r)
+{
+    struct store_page page;
+    json_t *out = NULL;
+    struct mg_error err;
+    enum mg_code rc;
+
+    if (!srv_page(r, &page))
+        return;
+    rc = store_alias_history(r->srv->store, srv_param(r, "model"), srv_param(r, "alias"), &page,
+                             &out, &err);
+    api_reply_result(r, rc, 200, out, &err);
+}
+
+static void lkg(struct srv_req *r)
+{
+    json_t *out = NULL;
+    struct mg_error err;
+    enum mg_code rc = rel_lkg(r->srv, srv_param(r, "model"), srv_param(r, "alias"), &out, &err);
+
+    api_reply_result(r, rc, 200, out, &err);
+}
+
+static void rollback(struct srv_req *r)
+{
+    static const char *const allowed[] = {"reason", NULL};
+    const char *reason = NULL;
+    json_t *out = NULL;
+    struct mg_error err;
+    int64_t wait;
+    enum mg_code rc;
+
+    if (!wait_param(r, &wait))
+        return;
+    if (r->body && (!api_object(r, r->body, allowed) ||
+                    !api_string(r, r->body, "reason", "reason", false, 1024, &reason)))
+        return;
+    rc = rel_rollback(r->srv, r->who.name, srv_param(r, "model"), srv_param(r, "alias"),
+                      reason ? reason : "rollback requested", &out, &err);
+    api_reply_result(r, rc, 200, out, &err);
+}
+
+#define A "/api/v1/models/{model}/aliases"
+const struct srv_route srv_routes_aliases[] = {
+    {"GET", A, STORE_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
+    {"GET", A "/{alias}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
+    {"PUT", A "/{alias}", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, put, NULL, NULL, NULL},
+    {"DELETE", A "/{alias}", STORE_ROLE_DEPLOYER, SRV_BODY_NONE, delete, NULL, NULL, NULL},
+    {"GET", A "/{alias}/history", STORE_ROLE_READER, SRV_BODY_NONE, history, NULL, NULL, NULL},
+    {"GET", A "/{alias}/last-known-good", STORE_ROLE_READER, SRV_BODY_NONE, lkg, NULL, NULL,
+     NULL},
+    {"POST", A "/{alias}/rollback", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, rollback, NULL, NULL,
+     NULL},
+    {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
+};

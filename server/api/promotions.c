@@ -1,0 +1,163 @@
+/*
+ * promotions.c - /api/v1/promotions: create, list, read, approve or reject,
+ * advance, abort.
+ */
+#include "api.h"
+
+#include <string.h>
+
+#include "../../common/util.h"
+#include "../../gates/rollout.h"
+#include "../release.h"
+
+static bool wait_ok(struct srv_req *r)
+{
+    const char *w = srv_query(r, "wait");
+    int64_t secs;
+
+    if (w && !mg_parse_i64(w, 0, 60, &secs)) {
+        srv_fail(r, MG_EINVAL, "wait", "wait is a number of seconds from 0 to 60");
+        return false;
+    }
+    return true;
+}
+
+static void create(struct srv_req *r)
+{
+    static const char *const allowed[] = {"model", "version", "alias", "reason", NULL};
+    const char *model, *alias, *reason;
+    json_t *v, *out = NULL;
+    struct mg_error err;
+    enum mg_code rc;
+
+    if (!wait_ok(r) || !api_object(r, r->body, allowed) ||
+        !api_string(r, r->body, "model", "model", true, 63, &model) ||
+        !api_string(r, r->body, "alias", "alias", true, 32, &alias) ||
+        !api_string(r, r->body, "reason", "reason", false, 1024, &reason))
+        return;
+    if (!mg_valid_model_name(model, strlen(model))) {
+        srv_fail(r, MG_EINVAL, "model", "model names match ^[a-z0-9][a-z0-9._-]{0,62}$");
+        return;
+    }
+    if (!mg_valid_alias_name(alias, strlen(alias))) {
+        srv_fail(r, MG_EINVAL, "alias", "alias names match ^[a-z][a-z0-9-]{0,31}$");
+        return;
+    }
+    v = json_object_get(r->body, "version");
+    if (!json_is_integer(v) || json_integer_value(v) < 1) {
+        srv_fail(r, MG_EINVAL, "version", "version must be an integer >= 1");
+        return;
+    }
+    rc = rel_promotion_create(r->srv, r->who.name, model, json_integer_value(v), alias, reason,
+                              &out, &err);
+    api_reply_result(r, rc, 201, out, &err);
+}
+
+static void list(struct srv_req *r)
+{
+    const char *state = srv_query(r, "state"), *model = srv_query(r, "model");
+    const char *alias = srv_query(r, "alias");
+    enum promo_state s;
+    struct store_page page;
+    json_t *out = NULL;
+    struct mg_error err;
+    enum mg_code rc;
+
+    if (!srv_page(r, &page))
+        return;
+    if (state && !promo_state_parse(state, &s)) {
+        srv_fail(r, MG_EINVAL, "state",
+                 "state is one of evaluating, awaiting_approval, rolling_out, succeeded, "
+                 "rejected, aborted, rolled_back");
+        return;
+    }
+    if (model && !mg_valid_model_name(model, strlen(model))) {
+        srv_fail(r, MG_EINVAL, "model", "model names match ^[a-z0-9][a-z0-9._-]{0,62}$");
+        return;
+    }
+    if (alias && !mg_valid_alias_name(alias, strlen(alias))) {
+        srv_fail(r, MG_EINVAL, "alias", "alias names match ^[a-z][a-z0-9-]{0,31}$");
+        return;
+    }
+    rc = store_promotion_list(r->srv->store, state, model, alias, &page, &out, &err);
+    api_reply_result(r, rc, 200, out, &err);
+}
+
+static void get(struct srv_req *r)
+{
+    json_t *out = NULL;
+    struct mg_error err;
+    enum mg_code rc = rel_promotion_get(r->srv, srv_param(r, "id"), &out, &err);
+
+    api_reply_result(r, rc, 200, out, &err);
+}
+
+static void decide(struct srv_req *r)
+{
+    static const char *const allowed[] = {"decision", "comment", NULL};
+    const char *decision, *comment;
+    json_t *out = NULL;
+    struct mg_error err;
+    bool approve;
+    enum mg_code rc;
+
+    if (!wait_ok(r) || !api_object(r, r->body, allowed) ||
+        !api_string(r, r->body, "decision", "decision", true, 16, &decision) ||
+        !api_string(r, r->body, "comment", "comment", false, 4096, &comment))
+        return;
+    if (strcmp(decision, "approve") != 0 && strcmp(decision, "reject") != 0) {
+        srv_fail(r, MG_EINVAL, "decision", "decision is approve or reject");
+        return;
+    }
+    approve = strcmp(decision, "approve") == 0;
+    if (!approve && (comment == NULL || *comment == '\0')) {
+        srv_fail(r, MG_EINVAL, "comment", "a rejection needs a comment saying why");
+        return;
+    }
+    rc = rel_promotion_decide(r->srv, r->who.name, srv_param(r, "id"), approve, comment, &out,
+                              &err);
+    api_reply_result(r, rc, 200, out, &err);
+}
+
+static void advance(struct srv_req *r)
+{
+    json_t *out = NULL;
+    struct mg_error err;
+    enum mg_code rc;
+
+    if (!wait_ok(r))
+        return;
+    rc = rel_promotion_advance(r->srv, r->who.name, srv_param(r, "id"), &out, &err);
+    api_reply_result(r, rc, 200, out, &err);
+}
+
+static void abort_(struct srv_req *r)
+{
+    static const char *const allowed[] = {"reason", NULL};
+    const char *reason = NULL;
+    json_t *out = NULL;
+    struct mg_error err;
+    enum mg_code rc;
+
+    if (!wait_ok(r))
+        return;
+    if (r->body && (!api_object(r, r->body, allowed) ||
+                    !api_string(r, r->body, "reason", "reason", false, 1024, &reason)))
+        return;
+    rc = rel_promotion_abort(r->srv, r->who.name, srv_param(r, "id"),
+                             reason ? reason : "aborted by a deployer", &out, &err);
+    api_reply_result(r, rc, 200, out, &err);
+}
+
+const struct srv_route srv_routes_promotions[] = {
+    {"POST", "/api/v1/promotions", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, create, NULL, NULL, NULL},
+    {"GET", "/api/v1/promotions", STORE_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
+    {"GET", "/api/v1/promotions/{id}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
+    {"POST", "/api/v1/promotions/{id}/approvals", STORE_ROLE_REVIEWER, SRV_BODY_JSON, decide,
+     NULL, NULL, NULL},
+    {"POST", "/api/v1/promotions/{id}/advance", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, advance,
+     NULL, NULL, NULL},
+    {"POST", "/api/v1/promotions/{id}/abort", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, abort_, NULL,
+     NULL, NULL},
+    {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
+};

@@ -1,0 +1,84 @@
+/*
+ * release.h - the release engine: reads facts from the store, asks gates/
+ * for decisions, and commits them with optimistic concurrency (a change is
+ * decided on a generation/revision and committed only if it still holds;
+ * otherwise it is decided again). Used by the alias and promotion handlers
+ * and by the timer thread.
+ *
+ * Every function is thread-safe and returns MG_OK or an error in err.
+ * json_t results are NEW references.
+ */
+#ifndef SRV_RELEASE_H
+#define SRV_RELEASE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "http.h"
+
+/* Alias with last_known_good filled in. */
+enum mg_code rel_alias_get(struct srv *srv, const char *model, const char *alias, json_t **out,
+                           struct mg_error *err);
+
+/* {"items":[Alias]} with last_known_good filled in. */
+enum mg_code rel_alias_list(struct srv *srv, const char *model, json_t **out,
+                            struct mg_error *err);
+
+/* Direct set of an unprotected alias; routes [{version, weight}] validated. */
+enum mg_code rel_alias_set(struct srv *srv, const char *actor, const char *model,
+                           const char *alias, const json_t *routes, json_t **out,
+                           struct mg_error *err);
+
+enum mg_code rel_alias_delete(struct srv *srv, const char *actor, const char *model,
+                              const char *alias, struct mg_error *err);
+
+/* {"model","alias","version","artifact","image","signature_url","since","generation"};
+ * MG_ENOKNOWNGOOD when none. */
+enum mg_code rel_lkg(struct srv *srv, const char *model, const char *alias, json_t **out,
+                     struct mg_error *err);
+
+/* 100% to the last-known-good other than the newest routed version, which is
+ * marked bad; ends an active promotion as rolled_back. */
+enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model,
+                          const char *alias, const char *reason, json_t **out,
+                          struct mg_error *err);
+
+/* The GateReport `version` would get for `alias` now (dry run). */
+enum mg_code rel_gates_dry_run(struct srv *srv, const char *model, int64_t version,
+                               const char *alias, json_t **out, struct mg_error *err);
+
+/* POST /promotions. */
+enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char *model,
+                                  int64_t version, const char *alias, const char *reason,
+                                  json_t **out, struct mg_error *err);
+
+/* POST /promotions/{id}/approvals: decision "approve" or "reject". */
+enum mg_code rel_promotion_decide(struct srv *srv, const char *actor, const char *id,
+                                  bool approve, const char *comment, json_t **out,
+                                  struct mg_error *err);
+
+/* POST /promotions/{id}/advance. */
+enum mg_code rel_promotion_advance(struct srv *srv, const char *actor, const char *id,
+                                   json_t **out, struct mg_error *err);
+
+/* POST /promotions/{id}/abort. */
+enum mg_code rel_promotion_abort(struct srv *srv, const char *actor, const char *id,
+                                 const char *reason, json_t **out, struct mg_error *err);
+
+/* GET /promotions/{id} (internal fields removed). */
+enum mg_code rel_promotion_get(struct srv *srv, const char *id, json_t **out,
+                               struct mg_error *err);
+
+/* One pass of the clock: take due rollout steps, re-evaluate waiting gates.
+ * Returns the ms time of the next due step (0 when none). */
+int64_t rel_tick(struct srv *srv, int64_t now_ms);
+
+/* The timer thread: ticks when a step is due (and at least every second). */
+enum mg_code rel_timer_start(struct srv *srv, struct mg_error *err);
+void rel_timer_stop(struct srv *srv);
+/* Wake the timer (a promotion changed). */
+void rel_timer_kick(struct srv *srv);
+
+#endif
