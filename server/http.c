@@ -550,7 +550,12 @@ enum mg_code srv_start(struct srv *srv, struct mg_error *err)
 
     if (parse_listen(srv->cfg->listen, &ss, &v6, err) != MG_OK)
         return err->code;
-    flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+    /* poll(), not epoll: libmicrohttpd 0.9.75 (Debian 12) in epoll mode misses
+     * a client's FIN that arrives with the last bytes of a request body, so an
+     * aborted upload holds its connection and temp file until the idle
+     * timeout (tests/integration/test_blobs.c, aborted upload). Each pool
+     * thread polls only its own connections. */
+    flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
             MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
     srv->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, access_handler, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,

@@ -1,0 +1,1161 @@
+/*
+ * harness.c - see harness.h.
+ */
+#include "harness.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <sqlite3.h>
+
+#include "common/util.h"
+
+#define IT_BODY_MAX (256u << 20) /* responses we buffer; blobs in tests are small */
+#define IT_POLL_NS (5 * 1000 * 1000)
+
+/* curl_global_init/cleanup pairing across servers of one test program. */
+static int it_curl_users;
+
+bool it_sanitized(void)
+{
+    const char *v = getenv("MG_SANITIZE");
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
+static int64_t it_deadline_ms(void)
+{
+    return it_sanitized() ? 60000 : 20000;
+}
+
+static void it_poll_pause(void)
+{
+    struct timespec ts = {0, IT_POLL_NS};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- daemon lifecycle ----------------------------------------------- */
+
+static const char *it_binary(void)
+{
+    const char *b = getenv("MODELGATED");
+
+    if (b == NULL || *b == '\0')
+        fail_msg("MODELGATED is not set: run under ctest, or export "
+                 "MODELGATED=/path/to/modelgated");
+    if (access(b, X_OK) != 0)
+        fail_msg("MODELGATED=%s is not an executable file: %s", b, strerror(errno));
+    return b;
+}
+
+void it_server_dump_log(const struct mg_server *s, size_t max)
+{
+    char *buf;
+    ssize_t n;
+    off_t size;
+    int fd = open(s->log_path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0) {
+        print_error("(no server log at %s)\n", s->log_path);
+        return;
+    }
+    size = lseek(fd, 0, SEEK_END);
+    if (size > (off_t)max)
+        lseek(fd, size - (off_t)max, SEEK_SET);
+    else
+        lseek(fd, 0, SEEK_SET);
+    buf = malloc(max + 1);
+    if (buf != NULL) {
+        n = read(fd, buf, max);
+        if (n > 0) {
+            buf[n] = '\0';
+            print_error("---- server log (%s, last %zd bytes) ----\n%s\n---- end of log ----\n",
+                        s->log_path, n, buf);
+        }
+        free(buf);
+    }
+    close(fd);
+}
+
+/* Read a small file whole; NULL if missing. Strips one trailing newline. */
+static char *it_read_small(const char *path, bool *complete)
+{
+    char buf[512];
+    ssize_t n;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    *complete = false;
+    if (fd < 0)
+        return NULL;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return NULL;
+    buf[n] = '\0';
+    if (buf[n - 1] == '\n') {
+        *complete = true;
+        buf[n - 1] = '\0';
+    }
+    return strdup(buf);
+}
+
+static void it_spawn(struct mg_server *s)
+{
+    const char *bin = it_binary();
+    const char *argv[8 + IT_MAX_ARGS];
+    size_t argc = 0;
+    int64_t deadline;
+    pid_t pid;
+    char *text;
+    bool complete;
+
+    argv[argc++] = bin;
+    argv[argc++] = "--listen";
+    argv[argc++] = "127.0.0.1:0";
+    argv[argc++] = "--data-dir";
+    argv[argc++] = s->data_dir;
+    argv[argc++] = "--port-file";
+    argv[argc++] = s->port_file;
+    for (size_t i = 0; s->args[i] != NULL; i++)
+        argv[argc++] = s->args[i];
+    argv[argc] = NULL;
+
+    if (unlink(s->port_file) != 0 && errno != ENOENT)
+        fail_msg("unlink %s: %s", s->port_file, strerror(errno));
+
+    pid = fork();
+    if (pid < 0)
+        fail_msg("fork: %s", strerror(errno));
+    if (pid == 0) {
+        int log = open(s->log_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        int nul = open("/dev/null", O_RDONLY);
+
+        /* A crashed test program must not leave daemons behind. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (log < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
+            _exit(126);
+        execv(bin, (char *const *)argv);
+        dprintf(2, "harness: exec %s: %s\n", bin, strerror(errno));
+        _exit(127);
+    }
+    s->pid = pid;
+
+    /* The port file appears (atomically) once the server accepts connections. */
+    deadline = mg_mono_ms() + it_deadline_ms();
+    for (;;) {
+        int status;
+        pid_t w;
+
+        text = it_read_small(s->port_file, &complete);
+        if (text != NULL && complete)
+            break;
+        free(text);
+        w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) {
+            s->pid = 0;
+            it_server_dump_log(s, 8192);
+            fail_msg("modelgated exited during start-up (status 0x%x); see the log above", status);
+        }
+        if (mg_mono_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            s->pid = 0;
+            it_server_dump_log(s, 8192);
+            fail_msg("modelgated wrote no port file %s within %lld ms", s->port_file,
+                     (long long)it_deadline_ms());
+        }
+        it_poll_pause();
+    }
+    {
+        int64_t port;
+
+        if (!mg_parse_i64(text, 1, 65535, &port))
+            fail_msg("port file %s holds '%s', not a port number", s->port_file, text);
+        s->port = (int)port;
+    }
+    free(text);
+    snprintf(s->base_url, sizeof(s->base_url), "http://127.0.0.1:%d", s->port);
+
+    /* The admin token is written on first start, before serving; poll anyway. */
+    {
+        char path[IT_PATH_MAX];
+
+        it_data_path(s, "admin.token", path);
+        for (;;) {
+            text = it_read_small(path, &complete);
+            if (text != NULL && complete)
+                break;
+            free(text);
+            if (mg_mono_ms() > deadline) {
+                it_server_dump_log(s, 8192);
+                fail_msg("no complete admin token in %s", path);
+            }
+            it_poll_pause();
+        }
+        if (strlen(text) >= sizeof(s->admin_token))
+            fail_msg("admin token in %s is %zu bytes long", path, strlen(text));
+        snprintf(s->admin_token, sizeof(s->admin_token), "%s", text);
+        free(text);
+    }
+}
+
+struct mg_server *it_server_start(const char *const *extra_args)
+{
+    struct mg_server *s = calloc(1, sizeof(*s));
+    const char *tmp = getenv("TMPDIR");
+    size_t n = 0;
+
+    it_binary(); /* fail before making anything to clean up */
+    if (s == NULL)
+        fail_msg("out of memory");
+    if (extra_args != NULL) {
+        for (; extra_args[n] != NULL; n++) {
+            if (n + 1 >= IT_MAX_ARGS)
+                fail_msg("too many extra arguments");
+            s->args[n] = strdup(extra_args[n]);
+        }
+    }
+    s->args[n] = NULL;
+
+    snprintf(s->root, sizeof(s->root), "%s/mg-it.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(s->root) == NULL)
+        fail_msg("mkdtemp %s: %s", s->root, strerror(errno));
+    if (snprintf(s->data_dir, sizeof(s->data_dir), "%s/data", s->root) >= IT_PATH_MAX ||
+        snprintf(s->port_file, sizeof(s->port_file), "%s/port", s->root) >= IT_PATH_MAX ||
+        snprintf(s->log_path, sizeof(s->log_path), "%s/server.log", s->root) >= IT_PATH_MAX)
+        fail_msg("TMPDIR is too long");
+    if (mkdir(s->data_dir, 0700) != 0)
+        fail_msg("mkdir %s: %s", s->data_dir, strerror(errno));
+
+    if (it_curl_users++ == 0 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        fail_msg("curl_global_init failed");
+    s->curl = curl_easy_init();
+    if (s->curl == NULL)
+        fail_msg("curl_easy_init failed");
+
+    it_spawn(s);
+    return s;
+}
+
+void it_server_stop(struct mg_server *s)
+{
+    int64_t deadline;
+    int status = 0;
+    pid_t pid = s->pid;
+
+    if (pid == 0)
+        return;
+    /* Connections kept alive by curl would only delay a graceful shutdown. */
+    curl_easy_cleanup(s->curl);
+    s->curl = curl_easy_init();
+    if (s->curl == NULL)
+        fail_msg("curl_easy_init failed");
+
+    if (kill(pid, SIGTERM) != 0)
+        fail_msg("kill(%d, SIGTERM): %s", (int)pid, strerror(errno));
+    deadline = mg_mono_ms() + it_deadline_ms();
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+
+        if (w == pid)
+            break;
+        if (w < 0)
+            fail_msg("waitpid: %s", strerror(errno));
+        if (mg_mono_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            s->pid = 0;
+            it_server_dump_log(s, 8192);
+            fail_msg("modelgated did not exit within %lld ms of SIGTERM; killed",
+                     (long long)it_deadline_ms());
+        }
+        it_poll_pause();
+    }
+    s->pid = 0;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        it_server_dump_log(s, 8192);
+        if (WIFSIGNALED(status))
+            fail_msg("modelgated died of signal %d after SIGTERM", WTERMSIG(status));
+        fail_msg("modelgated exited with status %d after SIGTERM, want 0", WEXITSTATUS(status));
+    }
+}
+
+void it_server_restart(struct mg_server *s)
+{
+    it_server_stop(s);
+    it_spawn(s);
+}
+
+static int it_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void it_server_free(struct mg_server **sp)
+{
+    struct mg_server *s = *sp;
+    const char *keep = getenv("MG_KEEP_DATA");
+
+    if (s == NULL)
+        return;
+    if (s->pid != 0) {
+        int status;
+
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, &status, 0);
+        s->pid = 0;
+    }
+    it_release(s);
+    if (s->curl != NULL)
+        curl_easy_cleanup(s->curl);
+    if (--it_curl_users == 0)
+        curl_global_cleanup();
+    if (keep != NULL && strcmp(keep, "1") == 0)
+        print_message("keeping %s (MG_KEEP_DATA=1)\n", s->root);
+    else
+        nftw(s->root, it_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    for (size_t i = 0; s->args[i] != NULL; i++)
+        free(s->args[i]);
+    free(s);
+    *sp = NULL;
+}
+
+long it_server_peak_rss_kib(const struct mg_server *s)
+{
+    char path[64];
+    char line[256];
+    long kib = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)s->pid);
+    f = fopen(path, "re");
+    if (f == NULL)
+        fail_msg("open %s: %s", path, strerror(errno));
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, "VmHWM:", 6) == 0) {
+            kib = strtol(line + 6, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    if (kib < 0)
+        fail_msg("no VmHWM in %s", path);
+    return kib;
+}
+
+/* ---- cmocka glue ---------------------------------------------------- */
+
+int it_group_setup(void **state)
+{
+    *state = it_server_start(NULL);
+    return 0;
+}
+
+int it_group_teardown(void **state)
+{
+    struct mg_server *s = *state;
+
+    if (s != NULL)
+        it_server_stop(s);
+    it_server_free(&s);
+    *state = NULL;
+    return 0;
+}
+
+int it_test_teardown(void **state)
+{
+    struct mg_server *s = *state;
+
+    if (s != NULL)
+        it_release(s);
+    return 0;
+}
+
+/* ---- HTTP ----------------------------------------------------------- */
+
+static size_t it_on_body(char *p, size_t size, size_t nmemb, void *ud)
+{
+    struct it_resp *r = ud;
+    size_t n = size * nmemb;
+    char *nb;
+
+    if (n > IT_BODY_MAX || r->len > IT_BODY_MAX - n)
+        return 0;
+    nb = realloc(r->body, r->len + n + 1);
+    if (nb == NULL)
+        return 0;
+    memcpy(nb + r->len, p, n);
+    r->body = nb;
+    r->len += n;
+    r->body[r->len] = '\0';
+    return n;
+}
+
+static void it_headers_clear(struct it_resp *r)
+{
+    for (size_t i = 0; i < r->n_headers; i++) {
+        free(r->headers[i].name);
+        free(r->headers[i].value);
+    }
+    r->n_headers = 0;
+}
+
+static size_t it_on_header(char *p, size_t size, size_t nmemb, void *ud)
+{
+    struct it_resp *r = ud;
+    size_t n = size * nmemb;
+    size_t end = n;
+    const char *colon;
+    size_t vstart;
+
+    /* An interim response (100 Continue) precedes the final one. */
+    if (n >= 5 && memcmp(p, "HTTP/", 5) == 0) {
+        it_headers_clear(r);
+        return n;
+    }
+    while (end > 0 && (p[end - 1] == '\r' || p[end - 1] == '\n'))
+        end--;
+    colon = memchr(p, ':', end);
+    if (colon == NULL || r->n_headers >= IT_MAX_HEADERS)
+        return n;
+    vstart = (size_t)(colon - p) + 1;
+    while (vstart < end && (p[vstart] == ' ' || p[vstart] == '\t'))
+        vstart++;
+    r->headers[r->n_headers].name = strndup(p, (size_t)(colon - p));
+    r->headers[r->n_headers].value = strndup(p + vstart, end - vstart);
+    r->n_headers++;
+    return n;
+}
+
+const char *it_header(const struct it_resp *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_headers; i++)
+        if (r->headers[i].name != NULL && strcasecmp(r->headers[i].name, name) == 0)
+            return r->headers[i].value;
+    return NULL;
+}
+
+static struct it_resp *it_resp_new(struct mg_server *s, const char *method, const char *path)
+{
+    struct it_resp *r = calloc(1, sizeof(*r));
+
+    if (r == NULL)
+        fail_msg("out of memory");
+    snprintf(r->desc, sizeof(r->desc), "%s %s", method, path);
+    r->next = s->resps;
+    s->resps = r;
+    return r;
+}
+
+static void it_resp_destroy(struct it_resp *r)
+{
+    it_headers_clear(r);
+    free(r->body);
+    json_decref(r->json);
+    free(r);
+}
+
+void it_resp_free(struct mg_server *s, struct it_resp **rp)
+{
+    struct it_resp **pp;
+
+    if (*rp == NULL)
+        return;
+    for (pp = &s->resps; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == *rp) {
+            *pp = (*rp)->next;
+            break;
+        }
+    }
+    it_resp_destroy(*rp);
+    *rp = NULL;
+}
+
+void it_release(struct mg_server *s)
+{
+    while (s->resps != NULL) {
+        struct it_resp *r = s->resps;
+
+        s->resps = r->next;
+        it_resp_destroy(r);
+    }
+}
+
+static struct curl_slist *it_slist_add(struct curl_slist *l, const char *line)
+{
+    struct curl_slist *n = curl_slist_append(l, line);
+
+    if (n == NULL)
+        fail_msg("curl_slist_append failed");
+    return n;
+}
+
+static void it_prepare(struct mg_server *s, CURL *c, struct it_resp *r, const char *path,
+                       long timeout)
+{
+    char url[IT_PATH_MAX + 64];
+
+    if (s->pid == 0)
+        fail_msg("%s: the server is not running", r->desc);
+    if (strlen(path) > IT_PATH_MAX)
+        fail_msg("path too long for the harness");
+    snprintf(url, sizeof(url), "%s%s", s->base_url, path);
+    curl_easy_reset(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, it_on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, it_on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+}
+
+static void it_finish(struct mg_server *s, CURL *c, struct it_resp *r, CURLcode rc)
+{
+    const char *ct;
+
+    if (rc != CURLE_OK) {
+        it_server_dump_log(s, 4096);
+        fail_msg("%s: transfer failed: %s", r->desc, curl_easy_strerror(rc));
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    if (r->body == NULL) {
+        r->body = calloc(1, 1);
+        if (r->body == NULL)
+            fail_msg("out of memory");
+    }
+    ct = it_header(r, "Content-Type");
+    if (ct != NULL && strncasecmp(ct, "application/json", 16) == 0 && r->len > 0) {
+        json_error_t jerr;
+
+        r->json = json_loadb(r->body, r->len, JSON_DECODE_ANY, &jerr);
+        if (r->json == NULL)
+            fail_msg("%s: status %ld, Content-Type %s but the body is not JSON (%s): %.400s",
+                     r->desc, r->status, ct, jerr.text, r->body);
+    }
+}
+
+/* Headers, method and body of one request on handle c; returns the header
+ * list, which the caller frees after the transfer. */
+static struct curl_slist *it_setup(CURL *c, const struct it_spec *q, const char *const *headers)
+{
+    struct curl_slist *hl = NULL;
+    char line[512];
+
+    if (q->token != NULL) {
+        snprintf(line, sizeof(line), "Authorization: Bearer %s", q->token);
+        hl = it_slist_add(hl, line);
+    }
+    if (q->content_type != NULL) {
+        snprintf(line, sizeof(line), "Content-Type: %s", q->content_type);
+        hl = it_slist_add(hl, line);
+    } else {
+        hl = it_slist_add(hl, "Content-Type:"); /* no curl default */
+    }
+    for (size_t i = 0; headers != NULL && headers[i] != NULL; i++)
+        hl = it_slist_add(hl, headers[i]);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+
+    if (strcmp(q->method, "HEAD") == 0) {
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    } else if (strcmp(q->method, "GET") == 0 && q->body == NULL) {
+        curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    } else if (strcmp(q->method, "DELETE") == 0 && q->body == NULL) {
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
+    } else {
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->len);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, q->body != NULL ? q->body : "");
+        if (strcmp(q->method, "POST") != 0)
+            curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, q->method);
+    }
+    return hl;
+}
+
+struct it_resp *it_request_h(struct mg_server *s, const char *method, const char *path,
+                             const char *token, const char *content_type, const void *body,
+                             size_t len, const char *const *headers)
+{
+    const struct it_spec q = {method, path, token, content_type, body, len};
+    struct it_resp *r = it_resp_new(s, method, path);
+    struct curl_slist *hl;
+    CURLcode rc;
+
+    it_prepare(s, s->curl, r, path, 120);
+    hl = it_setup(s->curl, &q, headers);
+    rc = curl_easy_perform(s->curl);
+    curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(hl);
+    it_finish(s, s->curl, r, rc);
+    return r;
+}
+
+void it_request_parallel(struct mg_server *s, size_t n, const struct it_spec *specs,
+                         struct it_resp **out)
+{
+    CURLM *m = curl_multi_init();
+    CURL **handles = calloc(n, sizeof(*handles));
+    struct curl_slist **lists = calloc(n, sizeof(*lists));
+    int running = 1;
+
+    if (m == NULL || handles == NULL || lists == NULL)
+        fail_msg("out of memory");
+    for (size_t i = 0; i < n; i++) {
+        handles[i] = curl_easy_init();
+        if (handles[i] == NULL)
+            fail_msg("curl_easy_init failed");
+        out[i] = it_resp_new(s, specs[i].method, specs[i].path);
+        it_prepare(s, handles[i], out[i], specs[i].path, 120);
+        lists[i] = it_setup(handles[i], &specs[i], NULL);
+        /* A connection each: the requests must really be in flight together. */
+        curl_easy_setopt(handles[i], CURLOPT_FRESH_CONNECT, 1L);
+        curl_multi_add_handle(m, handles[i]);
+    }
+    while (running > 0) {
+        if (curl_multi_perform(m, &running) != CURLM_OK)
+            fail_msg("curl_multi_perform failed");
+        if (running > 0 && curl_multi_poll(m, NULL, 0, 1000, NULL) != CURLM_OK)
+            fail_msg("curl_multi_poll failed");
+    }
+    for (;;) {
+        int left;
+        CURLMsg *msg = curl_multi_info_read(m, &left);
+
+        if (msg == NULL)
+            break;
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        for (size_t i = 0; i < n; i++)
+            if (handles[i] == msg->easy_handle)
+                it_finish(s, handles[i], out[i], msg->data.result);
+    }
+    for (size_t i = 0; i < n; i++) {
+        curl_multi_remove_handle(m, handles[i]);
+        curl_easy_cleanup(handles[i]);
+        curl_slist_free_all(lists[i]);
+    }
+    curl_multi_cleanup(m);
+    free(handles);
+    free(lists);
+}
+
+struct it_resp *it_request(struct mg_server *s, const char *method, const char *path,
+                           const char *token, const char *content_type, const void *body,
+                           size_t len)
+{
+    return it_request_h(s, method, path, token, content_type, body, len, NULL);
+}
+
+struct it_resp *it_jreq(struct mg_server *s, const char *method, const char *path,
+                        const char *token, const char *json_text)
+{
+    return it_request(s, method, path, token, json_text ? "application/json" : NULL, json_text,
+                      json_text ? strlen(json_text) : 0);
+}
+
+struct it_resp *it_treq(struct mg_server *s, const char *method, const char *path,
+                        const char *token, const char *content_type, const char *text)
+{
+    return it_request(s, method, path, token, content_type, text, strlen(text));
+}
+
+struct it_resp *it_jreq_v(struct mg_server *s, const char *method, const char *path,
+                          const char *token, json_t *body)
+{
+    char *text;
+    struct it_resp *r;
+
+    if (body == NULL)
+        fail_msg("%s %s: the test built no JSON body (json_pack failed?)", method, path);
+    text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    if (text == NULL)
+        fail_msg("json_dumps failed");
+    r = it_jreq(s, method, path, token, text);
+    free(text);
+    return r;
+}
+
+struct it_resp *it_get(struct mg_server *s, const char *path, const char *token)
+{
+    return it_request(s, "GET", path, token, NULL, NULL, 0);
+}
+
+char *it_urlencode(const char *in)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(in);
+    char *out = malloc(3 * n + 1);
+    size_t o = 0;
+
+    if (out == NULL)
+        fail_msg("out of memory");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)in[i];
+
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '.' || c == '_' || c == '~') {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* ---- blobs ---------------------------------------------------------- */
+
+static uint64_t it_mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+void it_pattern(uint32_t seed, uint64_t offset, void *buf, size_t n)
+{
+    uint8_t *p = buf;
+
+    while (n > 0) {
+        uint64_t v = it_mix(((uint64_t)seed << 40) ^ (offset / 8));
+        size_t k = offset % 8;
+        size_t take = 8 - k < n ? 8 - k : n;
+        uint8_t b[8];
+
+        memcpy(b, &v, sizeof(b));
+        memcpy(p, b + k, take);
+        p += take;
+        offset += take;
+        n -= take;
+    }
+}
+
+struct it_gen {
+    uint32_t seed;
+    uint64_t size;
+    uint64_t off;
+    uint64_t abort_at; /* fail the transfer once this many bytes were sent */
+    EVP_MD_CTX *md;
+};
+
+static size_t it_on_read(char *buf, size_t size, size_t nmemb, void *ud)
+{
+    struct it_gen *g = ud;
+    size_t n = size * nmemb;
+
+    if (g->off >= g->abort_at)
+        return CURL_READFUNC_ABORT;
+    if (n > g->size - g->off)
+        n = (size_t)(g->size - g->off);
+    it_pattern(g->seed, g->off, buf, n);
+    if (EVP_DigestUpdate(g->md, buf, n) != 1)
+        return CURL_READFUNC_ABORT;
+    g->off += n;
+    return n;
+}
+
+static struct it_resp *it_stream(struct mg_server *s, const char *token, uint64_t size,
+                                 uint32_t seed, bool chunked, const char *const *headers,
+                                 char digest_out[IT_DIGEST_LEN + 1], uint64_t abort_at,
+                                 CURLcode *rc)
+{
+    struct it_resp *r = it_resp_new(s, "POST", "/api/v1/blobs");
+    struct it_gen g = {seed, size, 0, abort_at, EVP_MD_CTX_new()};
+    const struct it_spec q = {"POST", "/api/v1/blobs", token, "application/octet-stream", NULL, 0};
+    const char *extra[IT_MAX_HEADERS + 2];
+    struct curl_slist *hl;
+    size_t n = 0;
+
+    if (g.md == NULL || EVP_DigestInit_ex(g.md, EVP_sha256(), NULL) != 1)
+        fail_msg("EVP sha256 init failed");
+    snprintf(r->desc, sizeof(r->desc), "POST /api/v1/blobs (%llu streamed bytes%s)",
+             (unsigned long long)size, chunked ? ", chunked" : "");
+    if (chunked)
+        extra[n++] = "Transfer-Encoding: chunked";
+    for (size_t i = 0; headers != NULL && headers[i] != NULL && n < IT_MAX_HEADERS; i++)
+        extra[n++] = headers[i];
+    extra[n] = NULL;
+    it_prepare(s, s->curl, r, "/api/v1/blobs", 600);
+    hl = it_setup(s->curl, &q, extra);
+    curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, NULL);
+    curl_easy_setopt(s->curl, CURLOPT_READFUNCTION, it_on_read);
+    curl_easy_setopt(s->curl, CURLOPT_READDATA, &g);
+    curl_easy_setopt(s->curl, CURLOPT_UPLOAD_BUFFERSIZE, 1L << 20);
+    curl_easy_setopt(s->curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                     chunked ? (curl_off_t)-1 : (curl_off_t)size);
+    *rc = curl_easy_perform(s->curl);
+    curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(hl);
+
+    if (digest_out != NULL) {
+        uint8_t md[32];
+        unsigned mdlen = 0;
+
+        if (EVP_DigestFinal_ex(g.md, md, &mdlen) != 1 || mdlen != 32)
+            fail_msg("EVP sha256 final failed");
+        memcpy(digest_out, "sha256:", 7);
+        mg_hex_encode(md, 32, digest_out + 7);
+    }
+    EVP_MD_CTX_free(g.md);
+    return r;
+}
+
+struct it_resp *it_upload_stream(struct mg_server *s, const char *token, uint64_t size,
+                                 uint32_t seed, bool chunked, const char *const *headers,
+                                 char digest_out[IT_DIGEST_LEN + 1])
+{
+    CURLcode rc;
+    struct it_resp *r =
+        it_stream(s, token, size, seed, chunked, headers, digest_out, UINT64_MAX, &rc);
+
+    it_finish(s, s->curl, r, rc);
+    return r;
+}
+
+void it_upload_abort(struct mg_server *s, const char *token, uint64_t size, uint64_t abort_at)
+{
+    CURLcode rc;
+    struct it_resp *r = it_stream(s, token, size, 5, false, NULL, NULL, abort_at, &rc);
+
+    if (rc != CURLE_ABORTED_BY_CALLBACK)
+        fail_msg("%s: the upload was to be cut off after %llu bytes, but the transfer ended "
+                 "with: %s (status %ld)",
+                 r->desc, (unsigned long long)abort_at, curl_easy_strerror(rc), r->status);
+    it_resp_free(s, &r);
+    /* The handle's connection is gone; start the next request on a fresh one. */
+    curl_easy_cleanup(s->curl);
+    s->curl = curl_easy_init();
+    if (s->curl == NULL)
+        fail_msg("curl_easy_init failed");
+}
+
+void it_digest(const void *data, size_t len, char out[IT_DIGEST_LEN + 1])
+{
+    memcpy(out, "sha256:", 7);
+    mg_sha256_hex(data, len, out + 7);
+}
+
+struct it_resp *it_upload(struct mg_server *s, const void *data, size_t len,
+                          char digest_out[IT_DIGEST_LEN + 1])
+{
+    char want[IT_DIGEST_LEN + 1];
+    struct it_resp *r;
+    const char *got;
+
+    it_digest(data, len, want);
+    r = it_request(s, "POST", "/api/v1/blobs", s->admin_token, "application/octet-stream", data,
+                   len);
+    if (r->status != 200 && r->status != 201)
+        fail_msg("%s: %zu bytes: status %ld, want 201 or 200: %.400s", r->desc, len, r->status,
+                 r->body);
+    if (!json_is_object(r->json))
+        fail_msg("%s: no JSON object in the answer: %.400s", r->desc, r->body);
+    got = json_string_value(json_object_get(r->json, "digest"));
+    if (got == NULL || strcmp(got, want) != 0)
+        fail_msg("%s: digest %s, want %s", r->desc, got ? got : "(none)", want);
+    if (digest_out != NULL)
+        memcpy(digest_out, want, sizeof(want));
+    return r;
+}
+
+/* ---- tokens --------------------------------------------------------- */
+
+char *it_token_create(struct mg_server *s, const char *name, const char *roles, char *id_out)
+{
+    json_t *body = json_object();
+    json_t *arr = json_array();
+    char *copy = strdup(roles);
+    char *save = NULL;
+    struct it_resp *r;
+    const char *secret;
+    json_t *id;
+    char *out;
+
+    if (body == NULL || arr == NULL || copy == NULL)
+        fail_msg("out of memory");
+    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save))
+        json_array_append_new(arr, json_string(t));
+    free(copy);
+    json_object_set_new(body, "name", json_string(name));
+    json_object_set_new(body, "roles", arr);
+    r = it_jreq_v(s, "POST", "/api/v1/tokens", s->admin_token, body);
+    if (r->status != 201 || !json_is_object(r->json))
+        fail_msg("%s: creating token '%s' (%s): status %ld, want 201: %.400s", r->desc, name, roles,
+                 r->status, r->body);
+    secret = json_string_value(json_object_get(r->json, "token"));
+    if (secret == NULL || *secret == '\0')
+        fail_msg("%s: no \"token\" secret in %.400s", r->desc, r->body);
+    out = strdup(secret);
+    if (out == NULL)
+        fail_msg("out of memory");
+    id = json_object_get(r->json, "id");
+    if (id_out != NULL) {
+        if (json_is_string(id))
+            snprintf(id_out, 64, "%s", json_string_value(id));
+        else if (json_is_integer(id))
+            snprintf(id_out, 64, "%" JSON_INTEGER_FORMAT, json_integer_value(id));
+        else
+            fail_msg("%s: token \"id\" is neither a string nor an integer: %.400s", r->desc,
+                     r->body);
+    }
+    it_resp_free(s, &r);
+    return out;
+}
+
+/* ---- assertions ----------------------------------------------------- */
+
+static void it_show(const struct mg_server *s, const struct it_resp *r)
+{
+    print_error("request: %s\nstatus: %ld\nbody: %.2000s\n", r->desc, r->status,
+                r->body ? r->body : "");
+    if (s != NULL && r->status >= 500)
+        it_server_dump_log(s, 4096);
+}
+
+void it_expect_status_at(const struct mg_server *s, const struct it_resp *r, long status,
+                         const char *file, int line)
+{
+    if (r->status == status)
+        return;
+    print_error("expected status %ld, got %ld\n", status, r->status);
+    it_show(s, r);
+    _fail(file, line);
+}
+
+void it_expect_status_not_at(const struct it_resp *r, long bad1, long bad2, const char *file,
+                             int line)
+{
+    if (r->status != bad1 && r->status != bad2)
+        return;
+    print_error("expected a status other than %ld and %ld\n", bad1, bad2);
+    it_show(NULL, r);
+    _fail(file, line);
+}
+
+static const char *it_error_member(const struct it_resp *r, const char *key)
+{
+    json_t *e = json_object_get(r->json, "error");
+
+    return json_string_value(json_object_get(e, key));
+}
+
+void it_expect_error_at(const struct mg_server *s, const struct it_resp *r, long status,
+                        const char *code, const char *file, int line)
+{
+    const char *ct = it_header(r, "Content-Type");
+    json_t *e, *f;
+    const char *why = NULL;
+
+    if (r->status != status)
+        why = "wrong status";
+    else if (ct == NULL || strncasecmp(ct, "application/json", 16) != 0)
+        why = "error body is not application/json";
+    else if (!json_is_object(r->json) || !json_is_object(e = json_object_get(r->json, "error")))
+        why = "body is not {\"error\":{...}}";
+    else if (!json_is_string(json_object_get(e, "code")))
+        why = "error.code is not a string";
+    else if (strcmp(json_string_value(json_object_get(e, "code")), code) != 0)
+        why = "wrong error.code";
+    else if (!json_is_string(json_object_get(e, "message")) ||
+             json_string_length(json_object_get(e, "message")) == 0)
+        why = "error.message is not a non-empty string";
+    else if ((f = json_object_get(e, "field")) != NULL && !json_is_string(f) && !json_is_null(f))
+        why = "error.field is present but not a string";
+    if (why == NULL)
+        return;
+    print_error("%s: expected %ld {\"error\":{\"code\":\"%s\",...}}\n", why, status, code);
+    it_show(s, r);
+    _fail(file, line);
+}
+
+void it_expect_error_field_at(const struct mg_server *s, const struct it_resp *r, long status,
+                              const char *code, const char *field_part, const char *file, int line)
+{
+    const char *field;
+
+    it_expect_error_at(s, r, status, code, file, line);
+    field = it_error_member(r, "field");
+    if (field != NULL && strstr(field, field_part) != NULL)
+        return;
+    print_error("expected error.field naming '%s', got %s\n", field_part,
+                field ? field : "(no field)");
+    it_show(s, r);
+    _fail(file, line);
+}
+
+const char *it_error_code(const struct it_resp *r)
+{
+    return it_error_member(r, "code");
+}
+
+static json_t *it_member(const json_t *obj, const char *key, const char *file, int line)
+{
+    json_t *v = json_object_get(obj, key);
+
+    if (v == NULL) {
+        char *dump = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+
+        print_error("no member \"%s\" in %.1500s\n", key, dump ? dump : "(not an object)");
+        free(dump);
+        _fail(file, line);
+    }
+    return v;
+}
+
+static void it_type_fail(const json_t *v, const char *key, const char *type, const char *file,
+                         int line)
+{
+    char *dump = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+
+    print_error("member \"%s\" is not %s: %.500s\n", key, type, dump ? dump : "?");
+    free(dump);
+    _fail(file, line);
+}
+
+const char *it_jstr_at(const json_t *obj, const char *key, const char *file, int line)
+{
+    json_t *v = it_member(obj, key, file, line);
+
+    if (!json_is_string(v))
+        it_type_fail(v, key, "a string", file, line);
+    return json_string_value(v);
+}
+
+json_int_t it_jint_at(const json_t *obj, const char *key, const char *file, int line)
+{
+    json_t *v = it_member(obj, key, file, line);
+
+    if (!json_is_integer(v))
+        it_type_fail(v, key, "an integer", file, line);
+    return json_integer_value(v);
+}
+
+double it_jnum_at(const json_t *obj, const char *key, const char *file, int line)
+{
+    json_t *v = it_member(obj, key, file, line);
+
+    if (!json_is_number(v))
+        it_type_fail(v, key, "a number", file, line);
+    return json_number_value(v);
+}
+
+json_t *it_jobj_at(const json_t *obj, const char *key, const char *file, int line)
+{
+    json_t *v = it_member(obj, key, file, line);
+
+    if (!json_is_object(v))
+        it_type_fail(v, key, "an object", file, line);
+    return v;
+}
+
+json_t *it_jarr_at(const json_t *obj, const char *key, const char *file, int line)
+{
+    json_t *v = it_member(obj, key, file, line);
+
+    if (!json_is_array(v))
+        it_type_fail(v, key, "an array", file, line);
+    return v;
+}
+
+void it_expect_rfc3339_at(const char *s, const char *file, int line)
+{
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd";
+    size_t n = s ? strlen(s) : 0;
+    size_t i;
+    bool ok = n >= sizeof(shape) && s[n - 1] == 'Z';
+
+    for (i = 0; ok && i < sizeof(shape) - 1; i++)
+        ok = shape[i] == 'd' ? (s[i] >= '0' && s[i] <= '9') : s[i] == shape[i];
+    if (ok && i < n - 1) {
+        ok = s[i] == '.' && n - 1 > i + 1;
+        for (i++; ok && i < n - 1; i++)
+            ok = s[i] >= '0' && s[i] <= '9';
+    }
+    if (ok)
+        return;
+    print_error("'%s' is not an RFC 3339 UTC time like 2026-11-21T10:00:00.123Z\n",
+                s ? s : "(null)");
+    _fail(file, line);
+}
+
+/* ---- files of the data directory -------------------------------------- */
+
+void it_data_path(const struct mg_server *s, const char *rel, char out[IT_PATH_MAX])
+{
+    int n = snprintf(out, IT_PATH_MAX, "%s/%s", s->data_dir, rel);
+
+    if (n < 0 || n >= IT_PATH_MAX)
+        fail_msg("data path too long: %s/%s", s->data_dir, rel);
+}
+
+bool it_data_exists(const struct mg_server *s, const char *rel)
+{
+    char path[IT_PATH_MAX];
+    struct stat st;
+
+    it_data_path(s, rel, path);
+    return lstat(path, &st) == 0;
+}
+
+size_t it_data_dir_count(const struct mg_server *s, const char *rel)
+{
+    char path[IT_PATH_MAX];
+    struct dirent *de;
+    size_t n = 0;
+    DIR *d;
+
+    it_data_path(s, rel, path);
+    d = opendir(path);
+    if (d == NULL)
+        return 0;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+int it_sql_exec(struct mg_server *s, const char *sql)
+{
+    char path[IT_PATH_MAX];
+    sqlite3 *db = NULL;
+    char *msg = NULL;
+    int changes;
+
+    if (s->pid != 0)
+        fail_msg("it_sql_exec: stop the server first");
+    it_data_path(s, "modelgate.db", path);
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK)
+        fail_msg("sqlite3_open_v2 %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        print_error("sqlite3_exec '%s': %s\n", sql, msg ? msg : "?");
+        sqlite3_free(msg);
+        sqlite3_close(db);
+        fail();
+    }
+    changes = sqlite3_changes(db);
+    sqlite3_close(db);
+    return changes;
+}

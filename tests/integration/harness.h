@@ -1,0 +1,266 @@
+/*
+ * harness.h - what the integration tests need to drive a real modelgated:
+ * start it on an ephemeral port with a fresh data directory, stop and restart
+ * it, talk HTTP to it with libcurl, and check answers against API.md.
+ *
+ * Layout of one server's scratch space (a mkdtemp directory):
+ *   ROOT/data/         the --data-dir (modelgate.db, blobs/, admin.token)
+ *   ROOT/server.log    the daemon's stdout and stderr, appended across restarts
+ *   ROOT/port          the --port-file
+ * ROOT is removed by it_server_free() unless MG_KEEP_DATA=1 is set.
+ *
+ * Responses are owned by the server object that made them: they stay valid
+ * until it_resp_free(), it_release() or it_server_free(), whichever comes
+ * first. That keeps tests short and leak-free even when an assertion jumps
+ * out of a test half-way.
+ *
+ * Every function asserts (cmocka) instead of returning errors: a harness
+ * failure is a test failure, with a message that says what went wrong.
+ * Single-threaded use only.
+ */
+#ifndef MG_IT_HARNESS_H
+#define MG_IT_HARNESS_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <sys/types.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#define IT_PATH_MAX 512
+#define IT_MAX_ARGS 16
+#define IT_MAX_HEADERS 48
+#define IT_DIGEST_LEN 71 /* "sha256:" + 64 hex */
+
+struct it_header {
+    char *name; /* as sent by the server */
+    char *value;
+};
+
+struct it_resp {
+    struct it_resp *next; /* the owning server's list */
+    char desc[256];       /* "METHOD PATH", for messages */
+    long status;
+    char *body; /* NUL-terminated (the NUL is not counted in len) */
+    size_t len;
+    json_t *json; /* parsed body when Content-Type is application/json, else NULL */
+    struct it_header headers[IT_MAX_HEADERS];
+    size_t n_headers;
+};
+
+struct mg_server {
+    pid_t pid; /* 0 when not running */
+    int port;
+    char root[IT_PATH_MAX];
+    char data_dir[IT_PATH_MAX];
+    char port_file[IT_PATH_MAX];
+    char log_path[IT_PATH_MAX];
+    char base_url[64];
+    char admin_token[128];
+    char *args[IT_MAX_ARGS]; /* extra command-line arguments, NULL-terminated */
+    void *curl;              /* one easy handle, so connections are reused */
+    struct it_resp *resps;   /* responses not yet freed */
+};
+
+/* ---- daemon lifecycle ----------------------------------------------- */
+
+/*
+ * Start modelgated (path from $MODELGATED) on 127.0.0.1:0 with a fresh data
+ * directory. extra_args: more arguments (NULL-terminated array), or NULL.
+ * Returns once the port file exists and admin.token has been read.
+ */
+struct mg_server *it_server_start(const char *const *extra_args);
+
+/* SIGTERM, wait (deadline, then SIGKILL) and assert a clean exit 0. */
+void it_server_stop(struct mg_server *s);
+
+/* Stop if running, then start again on the same data directory and args. */
+void it_server_restart(struct mg_server *s);
+
+/* Kill if still running, free responses, remove ROOT; sets *s to NULL. */
+void it_server_free(struct mg_server **s);
+
+/* Peak resident set (VmHWM) of the running daemon in KiB. */
+long it_server_peak_rss_kib(const struct mg_server *s);
+
+/* Print the last `max` bytes of the server log to stderr. */
+void it_server_dump_log(const struct mg_server *s, size_t max);
+
+/* ---- cmocka glue ---------------------------------------------------- */
+
+/* Group setup/teardown for a file whose tests share one default server. */
+int it_group_setup(void **state);
+int it_group_teardown(void **state);
+
+/* Per-test teardown: frees the responses the test made. */
+int it_test_teardown(void **state);
+
+/* True when MG_SANITIZE=1 (sanitizer build: slower, RSS meaningless). */
+bool it_sanitized(void);
+
+/* ---- HTTP ----------------------------------------------------------- */
+
+/* One request, for it_request_parallel(). */
+struct it_spec {
+    const char *method;
+    const char *path;
+    const char *token;        /* NULL: no Authorization */
+    const char *content_type; /* NULL: no Content-Type */
+    const void *body;         /* NULL when len is 0 */
+    size_t len;
+};
+
+/*
+ * One request. path is sent as is (no dot-segment removal). token: bearer
+ * secret or NULL for none. content_type: NULL sends no Content-Type header.
+ * body may be NULL when len is 0. headers: extra "Name: value" lines,
+ * NULL-terminated, or NULL.
+ */
+struct it_resp *it_request_h(struct mg_server *s, const char *method, const char *path,
+                             const char *token, const char *content_type, const void *body,
+                             size_t len, const char *const *headers);
+
+struct it_resp *it_request(struct mg_server *s, const char *method, const char *path,
+                           const char *token, const char *content_type, const void *body,
+                           size_t len);
+
+/*
+ * n requests at once, each on its own connection (curl multi); out[i] gets
+ * the answer to specs[i]. For checking that concurrent calls stay consistent.
+ */
+void it_request_parallel(struct mg_server *s, size_t n, const struct it_spec *specs,
+                         struct it_resp **out);
+
+/* A JSON body given as text (NULL for none), Content-Type application/json. */
+struct it_resp *it_jreq(struct mg_server *s, const char *method, const char *path,
+                        const char *token, const char *json_text);
+
+/* A text body (strlen) sent with the given Content-Type. */
+struct it_resp *it_treq(struct mg_server *s, const char *method, const char *path,
+                        const char *token, const char *content_type, const char *text);
+
+/* A JSON body as a jansson value, which this STEALS (decref'd here). */
+struct it_resp *it_jreq_v(struct mg_server *s, const char *method, const char *path,
+                          const char *token, json_t *body);
+
+/* GET with the given token. */
+struct it_resp *it_get(struct mg_server *s, const char *path, const char *token);
+
+/* Percent-encode everything but unreserved characters. Caller frees. */
+char *it_urlencode(const char *s);
+
+/* Free one response now (it is unlinked from its server). Sets *r to NULL. */
+void it_resp_free(struct mg_server *s, struct it_resp **r);
+
+/* Free every response of the server. */
+void it_release(struct mg_server *s);
+
+/* Value of a response header (case-insensitive name), or NULL. */
+const char *it_header(const struct it_resp *r, const char *name);
+
+/*
+ * Streamed POST /api/v1/blobs of `size` bytes of it_pattern(seed) produced
+ * by a read callback (nothing is buffered or written to disk). chunked:
+ * Transfer-Encoding: chunked instead of Content-Length. digest_out (may be
+ * NULL) receives "sha256:<hex>" of the bytes sent.
+ */
+struct it_resp *it_upload_stream(struct mg_server *s, const char *token, uint64_t size,
+                                 uint32_t seed, bool chunked, const char *const *headers,
+                                 char digest_out[IT_DIGEST_LEN + 1]);
+
+/* Start a streamed upload of `size` bytes (with Content-Length) and drop the
+ * connection after about `abort_at` bytes; asserts the transfer was cut. */
+void it_upload_abort(struct mg_server *s, const char *token, uint64_t size, uint64_t abort_at);
+
+/* Fill buf with the bytes at [offset, offset+n) of the pattern for seed. */
+void it_pattern(uint32_t seed, uint64_t offset, void *buf, size_t n);
+
+/* POST the bytes as a blob with the admin token; asserts 200/201 and that the
+ * returned digest is the bytes' sha256. digest_out may be NULL. Returns the
+ * response (its json is the blob record). */
+struct it_resp *it_upload(struct mg_server *s, const void *data, size_t len,
+                          char digest_out[IT_DIGEST_LEN + 1]);
+
+/* "sha256:<hex>" of a buffer. */
+void it_digest(const void *data, size_t len, char out[IT_DIGEST_LEN + 1]);
+
+/* ---- tokens --------------------------------------------------------- */
+
+/*
+ * Create a token with the admin token. roles: comma-separated names
+ * ("publisher,reader"), or "" for none. Returns the secret (malloc'd, caller
+ * frees); id_out (may be NULL, 64 bytes) receives the token's id.
+ */
+char *it_token_create(struct mg_server *s, const char *name, const char *roles, char *id_out);
+
+/* ---- assertions ----------------------------------------------------- */
+/*
+ * These report the caller's file and line. On failure they print the request,
+ * the status and the body (and the server log's tail for a 5xx).
+ */
+
+/* Assert the status. */
+#define it_expect_status(s, r, status) it_expect_status_at(s, r, status, __FILE__, __LINE__)
+
+/* Assert the status is neither bad1 nor bad2 (e.g. 401 and 403). */
+#define it_expect_status_not(r, bad1, bad2)                                                        \
+    it_expect_status_not_at(r, bad1, bad2, __FILE__, __LINE__)
+
+/*
+ * Assert an API.md error: the status, Content-Type application/json and a
+ * body {"error":{"code":code,"message":"<non-empty>","field"?:string}}.
+ */
+#define it_expect_error(s, r, status, code)                                                        \
+    it_expect_error_at(s, r, status, code, __FILE__, __LINE__)
+
+/* it_expect_error plus: "field" is present and contains `field_part`. */
+#define it_expect_error_field(s, r, status, code, field_part)                                      \
+    it_expect_error_field_at(s, r, status, code, field_part, __FILE__, __LINE__)
+
+/* error.code of an error response, or NULL. Borrowed. */
+const char *it_error_code(const struct it_resp *r);
+
+/* Members of a JSON object, asserting presence and type; borrowed. */
+#define it_jstr(obj, key) it_jstr_at(obj, key, __FILE__, __LINE__)
+#define it_jint(obj, key) it_jint_at(obj, key, __FILE__, __LINE__)
+#define it_jnum(obj, key) it_jnum_at(obj, key, __FILE__, __LINE__)
+#define it_jobj(obj, key) it_jobj_at(obj, key, __FILE__, __LINE__)
+#define it_jarr(obj, key) it_jarr_at(obj, key, __FILE__, __LINE__)
+
+/* Assert s looks like RFC 3339 UTC: "YYYY-MM-DDTHH:MM:SS[.fff]Z". */
+#define it_expect_rfc3339(str) it_expect_rfc3339_at(str, __FILE__, __LINE__)
+
+void it_expect_status_at(const struct mg_server *s, const struct it_resp *r, long status,
+                         const char *file, int line);
+void it_expect_status_not_at(const struct it_resp *r, long bad1, long bad2, const char *file,
+                             int line);
+void it_expect_error_at(const struct mg_server *s, const struct it_resp *r, long status,
+                        const char *code, const char *file, int line);
+void it_expect_error_field_at(const struct mg_server *s, const struct it_resp *r, long status,
+                              const char *code, const char *field_part, const char *file, int line);
+const char *it_jstr_at(const json_t *obj, const char *key, const char *file, int line);
+json_int_t it_jint_at(const json_t *obj, const char *key, const char *file, int line);
+double it_jnum_at(const json_t *obj, const char *key, const char *file, int line);
+json_t *it_jobj_at(const json_t *obj, const char *key, const char *file, int line);
+json_t *it_jarr_at(const json_t *obj, const char *key, const char *file, int line);
+void it_expect_rfc3339_at(const char *s, const char *file, int line);
+
+/* ---- files of the data directory -------------------------------------- */
+
+/* ROOT/data/<rel> into out. */
+void it_data_path(const struct mg_server *s, const char *rel, char out[IT_PATH_MAX]);
+
+bool it_data_exists(const struct mg_server *s, const char *rel);
+
+/* Entries (other than . and ..) of a data directory, 0 when it is missing. */
+size_t it_data_dir_count(const struct mg_server *s, const char *rel);
+
+/* Run SQL on DIR/modelgate.db with the SQLite C API; the server must be
+ * stopped. Returns sqlite3_changes(). */
+int it_sql_exec(struct mg_server *s, const char *sql);
+
+#endif
