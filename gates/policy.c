@@ -339,6 +339,27 @@ static json_t *gate(const char *name, const char *kind, const char *status, json
     return g;
 }
 
+/* A bound computed from a baseline carries binary rounding (100 * 1.13 is
+ * 113.00000000000001): values on the bound as a person writes it pass. */
+static bool compare_bound(double a, enum gate_op op, double bound)
+{
+    double tol = 1e-9 * fmax(1.0, fabs(bound));
+
+    switch (op) {
+    case GATE_OP_GE:
+        return a >= bound - tol;
+    case GATE_OP_GT:
+        return a > bound + tol; /* strict: on the bound is not past it */
+    case GATE_OP_LE:
+        return a <= bound + tol;
+    case GATE_OP_LT:
+        return a < bound - tol;
+    case GATE_OP_EQ:
+        return fabs(a - bound) <= tol;
+    }
+    return false;
+}
+
 static bool compare(double a, enum gate_op op, double b)
 {
     switch (op) {
@@ -404,7 +425,7 @@ static json_t *threshold_gate(const struct gate_input *in, const struct gate_thr
     } else {
         double tol = t->has_regression_pct ? fabs(base) * t->max_regression_pct / 100
                                            : (t->has_regression ? t->max_regression : 0);
-        bool ok = fabs(cand - base) <= tol;
+        bool ok = fabs(cand - base) <= tol + 1e-9 * fmax(1.0, fabs(base));
         snprintf(expected, sizeof(expected), "within %.15g of baseline v%lld (%.15g)", tol,
                  (long long)in->baseline_version, base);
         return gate(name, "threshold", ok ? "passed" : "failed", json_real(cand),
@@ -413,18 +434,23 @@ static json_t *threshold_gate(const struct gate_input *in, const struct gate_thr
     snprintf(expected, sizeof(expected), "%s %.15g", gate_op_name(t->op), bound);
     snprintf(detail, sizeof(detail), "baseline v%lld has %.15g", (long long)in->baseline_version,
              base);
-    return gate(name, "threshold", compare(cand, t->op, bound) ? "passed" : "failed",
+    return gate(name, "threshold", compare_bound(cand, t->op, bound) ? "passed" : "failed",
                 json_real(cand), json_string(expected), detail);
 }
 
 void gate_approval_tally(const struct gate_policy *p, const struct gate_approval *a, size_t n,
                          bool *rejected, bool *satisfied, int *approved)
 {
-    size_t i;
+    size_t i, j;
 
     *rejected = false;
     *approved = 0;
     for (i = 0; i < n; i++) {
+        bool repeat = false;
+        for (j = 0; j < i && !repeat; j++)
+            repeat = strcmp(a[i].by, a[j].by) == 0;
+        if (repeat)
+            continue; /* N distinct reviewers, whatever the input holds */
         if (a[i].approve)
             (*approved)++;
         else
@@ -443,19 +469,22 @@ enum mg_code gate_approval_check(const char *by, const char *version_author,
     if (version_author && strcmp(by, version_author) == 0) {
         fail(err, NULL, "'%s' registered this version and cannot approve its promotion; ask "
              "another reviewer", by);
-        err->code = MG_ESELFAPPROVAL;
+        if (err)
+            err->code = MG_ESELFAPPROVAL;
         return MG_ESELFAPPROVAL;
     }
     if (promotion_creator && strcmp(by, promotion_creator) == 0) {
         fail(err, NULL, "'%s' started this promotion and cannot approve it; ask another "
              "reviewer", by);
-        err->code = MG_ESELFAPPROVAL;
+        if (err)
+            err->code = MG_ESELFAPPROVAL;
         return MG_ESELFAPPROVAL;
     }
     for (i = 0; i < n; i++) {
         if (strcmp(existing[i].by, by) == 0) {
             fail(err, NULL, "'%s' already decided on this promotion", by);
-            err->code = MG_ECONFLICT;
+            if (err)
+                err->code = MG_ECONFLICT;
             return MG_ECONFLICT;
         }
     }

@@ -84,23 +84,32 @@ static void note(struct promo_actions *a, const char *event, const char *fmt, ..
  * candidate), then either finish or set the bake timer. */
 static void take_step(struct promo *n, struct promo_actions *a, int i, int64_t now)
 {
-    int w = n->steps[i];
+    int w;
 
+    if (i < 0 || (size_t)i >= n->nsteps)
+        i = (int)n->nsteps - 1; /* past the end: the last step (100) */
+    w = n->steps[i];
     n->state = PROMO_ROLLING_OUT;
     n->step_index = i;
-    n->weight = w;
     a->set_routes = true;
     a->nroutes = 0;
-    if (n->baseline != 0 && w < 100)
+    if (n->baseline != 0 && w < 100) {
         a->routes[a->nroutes++] = (struct promo_route){n->baseline, 100 - w};
-    a->routes[a->nroutes++] = (struct promo_route){n->candidate, w};
+        a->routes[a->nroutes++] = (struct promo_route){n->candidate, w};
+        n->weight = w;
+    } else {
+        /* Nothing to split with: the candidate takes everything, and the steps
+         * still pace the rollout (bake time, smoke tests) before success. */
+        a->routes[a->nroutes++] = (struct promo_route){n->candidate, 100};
+        n->weight = 100;
+    }
     if (w == 100) {
         n->state = PROMO_SUCCEEDED;
         n->next_step_at = 0;
         note(a, "succeeded", "v%lld holds 100%% of the alias", (long long)n->candidate);
         return;
     }
-    n->next_step_at = now + n->bake_ms;
+    n->next_step_at = n->auto_advance ? now + n->bake_ms : 0;
     note(a, "step", "step %d of %zu: v%lld at %d%%", i + 1, n->nsteps, (long long)n->candidate,
          w);
 }
@@ -112,6 +121,7 @@ static void restore(struct promo *n, struct promo_actions *a, enum promo_state t
 
     n->state = to;
     n->next_step_at = 0;
+    n->weight = 0;
     if (!touched)
         return; /* no route was ever changed */
     a->restore = true;
@@ -186,6 +196,7 @@ enum mg_code promo_step(const struct promo *cur, const struct promo_event *ev, i
     case PROMO_EV_ROLLBACK:
         n.state = PROMO_ROLLED_BACK;
         n.next_step_at = 0;
+        n.weight = 0;
         note(&a, "rolled_back", "%s", *why ? why : "the alias was rolled back");
         break;
     case PROMO_EV_SMOKE_FAILED:
@@ -210,19 +221,20 @@ enum mg_code promo_step(const struct promo *cur, const struct promo_event *ev, i
 
 /* ---- last-known-good -------------------------------------------------- */
 
-static bool contains(const int64_t *v, size_t n, int64_t x)
+/* Was v rolled back after generation gen? */
+static bool bad_since(const struct lkg_bad *bad, size_t n, int64_t v, int64_t gen)
 {
     size_t i;
 
     for (i = 0; i < n; i++) {
-        if (v[i] == x)
+        if (bad[i].version == v && bad[i].generation > gen)
             return true;
     }
     return false;
 }
 
-int64_t lkg_select(const struct lkg_entry *hist, size_t n, const int64_t *bad, size_t nbad,
-                   int64_t exclude, size_t *entry_index)
+int64_t lkg_select(const struct lkg_entry *hist, size_t n, const struct lkg_bad *bad,
+                   size_t nbad, int64_t exclude, size_t *entry_index)
 {
     size_t i;
 
@@ -235,7 +247,7 @@ int64_t lkg_select(const struct lkg_entry *hist, size_t n, const int64_t *bad, s
         if (e->nroutes != 1 || e->routes[0].weight != 100)
             continue;
         v = e->routes[0].version;
-        if (v == exclude || contains(bad, nbad, v))
+        if (v == exclude || bad_since(bad, nbad, v, e->generation))
             continue;
         if (entry_index)
             *entry_index = i;

@@ -112,15 +112,22 @@ struct lkg_entry {
     size_t nroutes;
 };
 
+/* A version rolled back from the alias at `generation`. */
+struct lkg_bad {
+    int64_t version;
+    int64_t generation;
+};
+
 /*
  * The last-known-good version: walking history newest first, the first
  * entry that is a direct set or a succeeded promotion putting one version at
- * 100%, whose version is not bad for the alias. `exclude` (0 for none) is
- * skipped too (rollback looks for a target other than the newest routed
- * version). Returns the version and the index of its entry, or 0.
+ * 100%, whose version has not been rolled back since (no bad mark with a
+ * later generation than the entry). `exclude` (0 for none) is skipped too
+ * (rollback looks for a target other than the newest routed version).
+ * Returns the version and the index of its entry, or 0.
  */
-int64_t lkg_select(const struct lkg_entry *hist, size_t n, const int64_t *bad, size_t nbad,
-                   int64_t exclude, size_t *entry_index);
+int64_t lkg_select(const struct lkg_entry *hist, size_t n, const struct lkg_bad *bad,
+                   size_t nbad, int64_t exclude, size_t *entry_index);
 
 /* The newest routed version: of the versions routed now (entry 0, newest
  * first), the one that most recently gained weight. 0 when nothing is routed. */

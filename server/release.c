@@ -28,7 +28,7 @@ struct lkg_view {
     struct lkg_entry *e;
     struct promo_route *r;
     size_t n;
-    int64_t *bad;
+    struct lkg_bad *bad;
     size_t nbad;
 };
 
@@ -88,8 +88,11 @@ static bool lkg_view_init(struct lkg_view *v, const json_t *facts)
             k++;
         }
     }
-    for (i = 0; i < v->nbad; i++)
-        v->bad[i] = json_integer_value(json_array_get(bad, i));
+    for (i = 0; i < v->nbad; i++) {
+        json_t *b = json_array_get(bad, i);
+        v->bad[i].version = json_integer_value(json_object_get(b, "version"));
+        v->bad[i].generation = json_integer_value(json_object_get(b, "generation"));
+    }
     return true;
 }
 
@@ -475,10 +478,9 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
     struct promo_event ev = {0};
     struct store_alias_change a;
     json_t *ver = NULL, *facts = NULL, *snapshot = NULL, *report = NULL, *rec = NULL;
-    json_t *routes = NULL, *bad;
+    json_t *routes = NULL;
     int64_t baseline;
     char id[24];
-    size_t i;
     enum mg_code rc;
 
     if ((rc = store_version_get(srv->store, model, version, &ver, err)) != MG_OK)
@@ -490,15 +492,6 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
                      "alias '%s' already has promotion %s in progress; wait for it or abort it",
                      alias, json_string_value(json_object_get(facts, "promotion")));
         goto out;
-    }
-    json_array_foreach(json_object_get(facts, "bad"), i, bad)
-    {
-        if (json_integer_value(bad) == version) {
-            rc = mg_fail(err, MG_ECONFLICT, "version",
-                         "version %lld was rolled back from alias '%s'; promote a new version",
-                         (long long)version, alias);
-            goto out;
-        }
     }
     baseline = facts_lkg(facts, 0, NULL);
     if (baseline == version) {

@@ -274,7 +274,7 @@ enum mg_code store_alias_facts(struct store *st, const char *model, const char *
         "SELECT id, generation, routes, deleted FROM aliases WHERE model_id = ? AND name = ?";
     static const char sql_hist[] = "SELECT generation, kind, routes, at FROM alias_history "
                                    "WHERE alias_id = ? ORDER BY generation DESC LIMIT ?";
-    static const char sql_bad[] = "SELECT version FROM alias_bad WHERE alias_id = ?";
+    static const char sql_bad[] = "SELECT version, generation FROM alias_bad WHERE alias_id = ?";
     struct store_conn *c = store_read_begin(st);
     sqlite3_stmt *s;
     int64_t mid, aid = 0, gen = 0;
@@ -317,7 +317,10 @@ enum mg_code store_alias_facts(struct store *st, const char *model, const char *
         }
         sqlite3_bind_int64(s, 1, aid);
         while (sqlite3_step(s) == SQLITE_ROW)
-            json_array_append_new(bad, json_integer(sqlite3_column_int64(s, 0)));
+            json_array_append_new(bad, json_pack("{s:I, s:I}", "version",
+                                                 (json_int_t)sqlite3_column_int64(s, 0),
+                                                 "generation",
+                                                 (json_int_t)sqlite3_column_int64(s, 1)));
         sqlite3_reset(s);
     }
     *out = json_pack("{s:b, s:b, s:I, s:o, s:b, s:o, s:O, s:O}", "exists", aid != 0 && !deleted,
@@ -408,8 +411,11 @@ static enum mg_code apply_alias(struct store_conn *c, const char *actor,
     static const char sql_hist[] =
         "INSERT INTO alias_history (alias_id, generation, routes, kind, reason, promotion, at, "
         "by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
-    static const char sql_bad[] = "INSERT OR IGNORE INTO alias_bad (alias_id, version, at, by, "
-                                  "reason) VALUES (?, ?, ?, ?, ?)";
+    static const char sql_bad[] =
+        "INSERT INTO alias_bad (alias_id, version, generation, at, by, reason) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (alias_id, version) DO UPDATE SET "
+        "generation = excluded.generation, at = excluded.at, by = excluded.by, "
+        "reason = excluded.reason";
     bool deleting = strcmp(a->kind, "delete") == 0;
     int64_t mid, aid = 0, gen = 0;
     sqlite3_stmt *s;
@@ -490,9 +496,10 @@ static enum mg_code apply_alias(struct store_conn *c, const char *actor,
         }
         sqlite3_bind_int64(s, 1, aid);
         sqlite3_bind_int64(s, 2, a->mark_bad);
-        store_bind_text(s, 3, at);
-        store_bind_text(s, 4, actor);
-        store_bind_text(s, 5, a->reason);
+        sqlite3_bind_int64(s, 3, gen);
+        store_bind_text(s, 4, at);
+        store_bind_text(s, 5, actor);
+        store_bind_text(s, 6, a->reason);
         if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
             goto out;
     }

@@ -245,7 +245,7 @@ enum mg_code store_alias_history(struct store *st, const char *model, const char
  * What decisions about an alias need, read in one snapshot:
  * {"exists","deleted","generation","routes","protected","promotion",
  *  "history":[{"generation","kind","routes","at"}] (newest first, complete),
- *  "bad":[version…]}. The model must exist (MG_ENOTFOUND); a missing alias
+ *  "bad":[{"version","generation"}]}. The model must exist (MG_ENOTFOUND); a missing alias
  * gives exists:false, generation 0.
  */
 enum mg_code store_alias_facts(struct store *st, const char *model, const char *alias,

@@ -28,10 +28,12 @@ CREATE TABLE alias_history (
     PRIMARY KEY (alias_id, generation)
 ) WITHOUT ROWID;
 
--- Versions rolled back from an alias: never its last-known-good again.
+-- Versions rolled back from an alias, with the generation of the (latest)
+-- rollback: a version is not last-known-good through entries older than it.
 CREATE TABLE alias_bad (
-    alias_id INTEGER NOT NULL REFERENCES aliases(id),
-    version  INTEGER NOT NULL,
+    alias_id   INTEGER NOT NULL REFERENCES aliases(id),
+    version    INTEGER NOT NULL,
+    generation INTEGER NOT NULL,
     at       TEXT NOT NULL,
     by       TEXT NOT NULL,
     reason   TEXT,

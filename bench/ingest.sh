@@ -1,0 +1,399 @@
+#!/usr/bin/env bash
+# Blob ingest and download benchmark for modelgated. Not part of the test suite.
+#
+# Everything is measured in one run, on one machine, on one filesystem, and reported as a
+# ratio against what that machine can physically do, so the numbers mean the same on a
+# laptop and on a server:
+#   upload   / min(openssl sha256 rate, dd conv=fsync write rate)   target >= 0.75
+#   download / nginx sendfile download of the same file             target >= 0.90
+#
+# Usage: bench/ingest.sh [--size-mib N] [--keep-going] [--tmp-dir DIR]
+# See bench/README.md.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+usage() {
+    cat <<EOF
+usage: $0 [--size-mib N] [--keep-going] [--tmp-dir DIR]
+  --size-mib N   size of the random test file in MiB (default 1024)
+  --keep-going   record a failed step as ERROR and go on instead of stopping
+  --tmp-dir DIR  where the test file, the data dir and nginx live (default
+                 $root/build/bench-tmp); must be on the disk you want to measure
+Environment: MODELGATED (default $root/build/modelgated), NGINX (default nginx).
+Exit status: 0 when every step ran (a WARN is not a failure), 1 when a step failed, 2 on
+bad usage.
+EOF
+}
+
+size_mib=1024
+keep_going=0
+tmp_parent="$root/build/bench-tmp"
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+    --size-mib)
+        [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { usage >&2; exit 2; }
+        size_mib=$2
+        shift 2
+        ;;
+    --keep-going)
+        keep_going=1
+        shift
+        ;;
+    --tmp-dir)
+        [[ $# -ge 2 ]] || { usage >&2; exit 2; }
+        tmp_parent=$2
+        shift 2
+        ;;
+    -h | --help)
+        usage
+        exit 0
+        ;;
+    *)
+        usage >&2
+        exit 2
+        ;;
+    esac
+done
+
+modelgated=${MODELGATED:-$root/build/modelgated}
+nginx_bin=${NGINX:-nginx}
+size_bytes=$((size_mib * 1024 * 1024))
+ready_timeout_s=30
+
+for tool in openssl dd curl awk timeout "$nginx_bin"; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "ingest: $tool not found (run scripts/install-deps.sh)" >&2; exit 1; }
+done
+[[ -x "$modelgated" ]] || { echo "ingest: $modelgated is not built (run scripts/build.sh)" >&2; exit 1; }
+
+# --- state and cleanup -------------------------------------------------------------------
+
+work=""
+server_pid=""
+nginx_pid=""
+
+# Stop what we started, by pid, and wait so the ports and files are really released before
+# the temp dir goes away. Runs on every exit, including Ctrl-C and failures.
+cleanup() {
+    local pid
+    for pid in "$server_pid" "$nginx_pid"; do
+        if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+            kill -TERM "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
+    if [[ -n "$work" && -d "$work" ]]; then
+        rm -rf -- "$work"
+    fi
+    # Leave build/bench-tmp itself only if something else lives there.
+    rmdir -- "$tmp_parent" 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+mkdir -p -- "$tmp_parent"
+work=$(mktemp -d "$tmp_parent/ingest.XXXXXX")
+
+# Three copies can exist at once: the test file, the dd copy (removed right after), and the
+# upload's temp file before it is renamed into the blob store.
+avail_kib=$(df -Pk -- "$work" | awk 'NR == 2 { print $4 }')
+need_kib=$((size_mib * 1024 * 3 + 64 * 1024))
+if [[ "$avail_kib" -lt "$need_kib" ]]; then
+    echo "ingest: $work has $((avail_kib / 1024)) MiB free, needs about $((need_kib / 1024)) MiB" >&2
+    exit 1
+fi
+
+# --- results table -----------------------------------------------------------------------
+
+load_at_start=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?")
+declare -A rate=()  # metric -> MB/s, or ERROR / skipped
+errors=0
+
+now() { date +%s.%N; }
+
+# MB/s with MB = 10^6 bytes, like dd and curl print.
+mb_per_s() {
+    awk -v b="$1" -v t0="$2" -v t1="$3" 'BEGIN { d = t1 - t0; if (d <= 0) d = 1e-9; printf "%.1f", b / d / 1e6 }'
+}
+
+is_number() { [[ "${1:-}" =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
+
+print_row() {
+    printf '%-28s %10s %7s %7s  %s\n' "$@"
+}
+
+# ratio_row LABEL METRIC DENOMINATOR TARGET: METRIC's rate against DENOMINATOR.
+ratio_row() {
+    local label=$1 metric=$2 den=$3 target=$4 num ratio verdict
+    num=${rate[$metric]:-}
+    ratio="-"
+    if is_number "$num" && is_number "$den"; then
+        ratio=$(awk -v n="$num" -v d="$den" 'BEGIN { printf "%.2f", (d > 0) ? n / d : 0 }')
+        verdict=$(awk -v r="$ratio" -v t="$target" 'BEGIN { print (r >= t) ? "PASS" : "WARN" }')
+    elif [[ -z "$num" || "$num" == skipped ]]; then
+        verdict="SKIP"
+    else
+        verdict="ERROR"
+    fi
+    print_row "$label" "${num:-skipped}" "$ratio" ">=$target" "$verdict"
+}
+
+print_table() {
+    local floor=""
+    if is_number "${rate[sha256]:-}" && is_number "${rate[disk_write]:-}"; then
+        floor=$(awk -v a="${rate[sha256]}" -v b="${rate[disk_write]}" 'BEGIN { print (a < b) ? a : b }')
+    fi
+    echo
+    # The load average at the start tells whether something else shared the CPUs.
+    echo "modelgate ingest benchmark: ${size_mib} MiB file on $(df -P -- "$work" | awk 'NR == 2 { print $1 }'), $(nproc) CPUs, load average $load_at_start at start"
+    print_row metric MB/s ratio target result
+    # upload is compared with the slower of hashing and durable writing, the two things an
+    # upload must do; download with nginx sendfile of the same bytes.
+    print_row "sha256 (openssl dgst)" "${rate[sha256]:-skipped}" - - -
+    print_row "disk write (dd fsync)" "${rate[disk_write]:-skipped}" - - -
+    ratio_row "upload modelgated" upload "$floor" 0.75
+    print_row "download nginx (sendfile)" "${rate[download_nginx]:-skipped}" - - -
+    ratio_row "download modelgated" download "${rate[download_nginx]:-}" 0.90
+    if [[ -n "${server_peak_rss_kib:-}" ]]; then
+        echo "modelgated peak RSS after upload and downloads: $((server_peak_rss_kib / 1024)) MiB"
+    fi
+}
+
+# A step that cannot produce its number: record it, and stop unless --keep-going.
+step_error() {
+    local metric=$1
+    shift
+    echo "ingest: $metric: $*" >&2
+    rate[$metric]=ERROR
+    errors=$((errors + 1))
+    if [[ $keep_going -eq 0 ]]; then
+        print_table
+        exit 1
+    fi
+}
+
+# wait_for DESCRIPTION PID COMMAND...: polls COMMAND until it succeeds, PID dies, or the
+# deadline passes. Polling, not a fixed sleep: start-up takes milliseconds on a fast machine
+# and seconds under a sanitizer or a loaded CI runner.
+wait_for() {
+    local what=$1 pid=$2 deadline
+    shift 2
+    deadline=$((SECONDS + ready_timeout_s))
+    while ! "$@"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "ingest: $what exited before it was ready" >&2
+            return 1
+        fi
+        if [[ $SECONDS -ge $deadline ]]; then
+            echo "ingest: $what not ready after ${ready_timeout_s}s" >&2
+            return 1
+        fi
+        sleep 0.05
+    done
+}
+
+# --- 1. the test file --------------------------------------------------------------------
+
+file="$work/random.bin"
+echo "ingest: writing ${size_mib} MiB of random bytes to $file"
+# Random, so neither the disk, a compressing filesystem nor modelgated's archive detection
+# gets an easy ride. head on /dev/urandom handles any size; openssl rand caps at INT_MAX.
+head -c "$size_bytes" /dev/urandom >"$file"
+# Warm the page cache for every reader alike: each step below then reads the file from
+# memory, so it is the hashing, writing or serving that is measured, not the first read.
+cat -- "$file" >/dev/null
+
+# --- 2. sha256 rate ----------------------------------------------------------------------
+
+t0=$(now)
+expected_hex=$(openssl dgst -sha256 -r -- "$file" | awk '{ print $1 }')
+t1=$(now)
+rate[sha256]=$(mb_per_s "$size_bytes" "$t0" "$t1")
+echo "ingest: sha256 ${rate[sha256]} MB/s"
+
+# --- 3. fsync'd disk write rate ----------------------------------------------------------
+
+copy="$work/dd.out"
+t0=$(now)
+if dd if="$file" of="$copy" bs=1M conv=fsync status=none; then
+    t1=$(now)
+    rate[disk_write]=$(mb_per_s "$size_bytes" "$t0" "$t1")
+    echo "ingest: disk write ${rate[disk_write]} MB/s"
+else
+    step_error disk_write "dd failed"
+fi
+rm -f -- "$copy"
+
+# --- 4. modelgated upload ----------------------------------------------------------------
+
+data_dir="$work/data"
+port_file="$work/modelgated.port"
+server_log="$work/modelgated.log"
+mkdir -p -- "$data_dir"
+
+port_ready() {
+    [[ -s "$port_file" && -s "$data_dir/admin.token" ]] || return 1
+    [[ "$(<"$port_file")" =~ ^[[:space:]]*[0-9]+[[:space:]]*$ ]] || return 1
+    curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(tr -d '[:space:]' <"$port_file")/healthz" 2>/dev/null
+}
+
+server_args=(--listen 127.0.0.1:0 --port-file "$port_file" --data-dir "$data_dir")
+# The default blob size cap may be below the benchmark size; raise it when the flag exists.
+# timeout: a binary that ignored --help would otherwise start serving and never return.
+if timeout 5 "$modelgated" --help 2>&1 | grep -q -- '--max-blob-bytes'; then
+    server_args+=(--max-blob-bytes "$((size_bytes * 2))")
+fi
+"$modelgated" "${server_args[@]}" >"$server_log" 2>&1 &
+server_pid=$!
+
+digest=""
+if ! wait_for modelgated "$server_pid" port_ready; then
+    tail -n 20 -- "$server_log" >&2 || true
+    step_error upload "modelgated did not start"
+else
+    port=$(tr -d '[:space:]' <"$port_file")
+    token=$(tr -d '[:space:]' <"$data_dir/admin.token")
+    base="http://127.0.0.1:$port"
+    echo "ingest: modelgated listening on $base"
+
+    # -T streams the file from disk (curl never holds it in memory) and sends its length;
+    # -X POST turns the default PUT into the API's POST. curl's time_total runs until the
+    # response arrives, i.e. after the server has hashed, fsynced and renamed the blob.
+    out=$(curl -sS -T "$file" -X POST -o "$work/upload.json" -w '%{http_code} %{time_total}' \
+        -H "Authorization: Bearer $token" -H 'Content-Type: application/octet-stream' \
+        "$base/api/v1/blobs") || out="curl-error 0"
+    read -r code secs <<<"$out"
+    if [[ "$code" != 201 && "$code" != 200 ]]; then
+        tail -n 5 -- "$server_log" >&2 || true
+        step_error upload "POST /api/v1/blobs returned $code: $(head -c 500 "$work/upload.json" 2>/dev/null || true)"
+    elif ! grep -q "sha256:$expected_hex" "$work/upload.json"; then
+        step_error upload "server digest differs from openssl's sha256:$expected_hex: $(head -c 500 "$work/upload.json")"
+    else
+        digest="sha256:$expected_hex"
+        rate[upload]=$(mb_per_s "$size_bytes" 0 "$secs")
+        echo "ingest: upload ${rate[upload]} MB/s"
+    fi
+fi
+
+if [[ -n "$digest" ]]; then
+    rate[download]=""
+else
+    rate[download]=skipped
+fi
+
+# --- 5. nginx serving the same bytes -----------------------------------------------------
+
+# nginx from a throw-away prefix: its own pid, logs and temp dirs, so it needs no root and
+# never touches the system nginx. The workers read the test file through sendfile(2).
+ngx="$work/nginx"
+mkdir -p -- "$ngx/html" "$ngx/tmp"
+ln -- "$file" "$ngx/html/random.bin" 2>/dev/null || cp -- "$file" "$ngx/html/random.bin"
+# As root, nginx would drop its workers to 'nobody', who may not be able to walk into the
+# repository (e.g. under /root); the workers keep our user instead. Non-root ignores 'user'.
+ngx_user=""
+if [[ $(id -u) -eq 0 ]]; then
+    ngx_user="user root;"
+fi
+
+write_nginx_conf() {
+    cat >"$ngx/nginx.conf" <<CONF
+$ngx_user
+worker_processes 1;
+daemon off;
+pid $ngx/nginx.pid;
+error_log $ngx/error.log;
+events { worker_connections 64; }
+http {
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    default_type application/octet-stream;
+    client_body_temp_path $ngx/tmp/body;
+    proxy_temp_path $ngx/tmp/proxy;
+    fastcgi_temp_path $ngx/tmp/fastcgi;
+    uwsgi_temp_path $ngx/tmp/uwsgi;
+    scgi_temp_path $ngx/tmp/scgi;
+    server {
+        listen 127.0.0.1:$1;
+        root $ngx/html;
+    }
+}
+CONF
+}
+
+nginx_ready() {
+    local len
+    len=$(curl -fsS -I --max-time 2 "http://127.0.0.1:$ngx_port/random.bin" 2>/dev/null |
+        awk 'tolower($1) == "content-length:" { print $2 + 0 }') || return 1
+    [[ "$len" == "$size_bytes" ]]
+}
+
+# nginx cannot report an ephemeral port, so try random high ports until one binds; on a
+# taken port nginx exits after its bind retries, which wait_for notices.
+ngx_port=""
+for attempt in 1 2 3 4 5 6 7 8 9 10; do
+    try_port=$((20000 + RANDOM % 40000))
+    write_nginx_conf "$try_port"
+    "$nginx_bin" -p "$ngx" -c "$ngx/nginx.conf" -e "$ngx/error.log" >>"$ngx/stdout.log" 2>&1 &
+    nginx_pid=$!
+    ngx_port=$try_port
+    if wait_for nginx "$nginx_pid" nginx_ready 2>/dev/null; then
+        break
+    fi
+    kill -TERM "$nginx_pid" 2>/dev/null || true
+    wait "$nginx_pid" 2>/dev/null || true
+    nginx_pid=""
+    ngx_port=""
+    echo "ingest: nginx could not use port $try_port (attempt $attempt)" >&2
+done
+if [[ -z "$ngx_port" ]]; then
+    tail -n 5 -- "$ngx/error.log" >&2 2>/dev/null || true
+    step_error download_nginx "nginx did not start"
+else
+    echo "ingest: nginx listening on 127.0.0.1:$ngx_port"
+    rate[download_nginx]=""
+fi
+
+# --- 6. downloads: modelgated vs nginx, interleaved --------------------------------------
+
+# download_once METRIC ROUND URL [CURL ARGS...]: one GET to /dev/null, keeping the best rate
+# in rate[METRIC]. Timed by curl itself, so curl's start-up does not count against small
+# --size-mib runs.
+download_once() {
+    local metric=$1 round=$2 url=$3 out code got secs r
+    shift 3
+    out=$(curl -sS -o /dev/null -w '%{http_code} %{size_download} %{time_total}' "$@" "$url") ||
+        out="curl-error 0 0"
+    read -r code got secs <<<"$out"
+    if [[ "$code" != 200 || "$got" != "$size_bytes" ]]; then
+        step_error "$metric" "GET $url round $round: status $code, $got of $size_bytes bytes"
+        return 0
+    fi
+    r=$(mb_per_s "$size_bytes" 0 "$secs")
+    echo "ingest: $metric round $round: $r MB/s"
+    if [[ -z "${rate[$metric]}" ]] || awk -v a="$r" -v b="${rate[$metric]}" 'BEGIN { exit !(a > b) }'; then
+        rate[$metric]=$r
+    fi
+}
+
+# Three rounds, each one download from each server, best kept: alternating spreads any
+# drift of a shared VM (a noisy neighbour, CPU boost) over both sides instead of one, and
+# the best run drops cold caches and TCP warm-up that say nothing about the server.
+for round in 1 2 3; do
+    if [[ "${rate[download]}" != skipped && "${rate[download]}" != ERROR ]]; then
+        download_once download "$round" "$base/api/v1/blobs/$digest" -H "Authorization: Bearer $token"
+    fi
+    if [[ -n "$ngx_port" && "${rate[download_nginx]:-}" != ERROR ]]; then
+        download_once download_nginx "$round" "http://127.0.0.1:$ngx_port/random.bin"
+    fi
+done
+
+if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
+    server_peak_rss_kib=$(awk '/^VmHWM:/ { print $2 }' "/proc/$server_pid/status" 2>/dev/null || true)
+fi
+
+print_table
+if [[ $errors -gt 0 ]]; then
+    exit 1
+fi

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The README's test command: installs dependencies, then runs the whole suite twice, on the
+# normal build and on the ASan/UBSan build. Exits non-zero if either fails.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+# A failing build stops the script (set -e); say which step it was, since the compiler
+# output above it can be long.
+stage="installing dependencies"
+report_stage() {
+    local rc=$?
+    if [[ $rc -ne 0 && -n "$stage" ]]; then
+        echo "test.sh: FAILED while $stage" >&2
+    fi
+}
+trap report_stage EXIT
+
+scripts/install-deps.sh
+
+# Tests run one at a time unless CTEST_PARALLEL_LEVEL says otherwise (ctest reads it).
+# One ctest run per build; remember the outcome instead of stopping at the first failure so
+# the summary always tells whether the sanitizer build would also have failed.
+normal_rc=0
+sanitize_rc=0
+
+echo "=== normal build ==="
+stage="building (normal)"
+scripts/build.sh normal
+stage=""
+echo "=== normal tests ==="
+(cd build && ctest --output-on-failure) || normal_rc=$?
+
+echo "=== sanitizer build ==="
+stage="building (sanitize)"
+scripts/build.sh sanitize
+stage=""
+echo "=== sanitizer tests ==="
+# MG_SANITIZE=1 tells the tests they run instrumented code: slower, and with ASan's own
+# memory overhead, so time and memory limits must be read accordingly.
+(cd build-asan && MG_SANITIZE=1 ctest --output-on-failure) || sanitize_rc=$?
+
+verdict() { if [[ $1 -eq 0 ]]; then echo "PASS"; else echo "FAIL (ctest exit $1)"; fi; }
+echo
+echo "=== summary ==="
+echo "normal build:    $(verdict "$normal_rc")"
+echo "sanitizer build: $(verdict "$sanitize_rc")"
+
+if [[ $normal_rc -ne 0 || $sanitize_rc -ne 0 ]]; then
+    exit 1
+fi
+echo "all tests passed"
