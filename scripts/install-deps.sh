@@ -11,7 +11,7 @@ packages=(
     libmicrohttpd-dev libsqlite3-dev libssl-dev libjansson-dev libarchive-dev
     libcurl4-openssl-dev libcmocka-dev
     # tools the tests and benchmarks drive: real sqlite3, openssl, nginx, archivers
-    sqlite3 openssl jq curl zstd xz-utils zip unzip xxd nginx-light procps coreutils
+    sqlite3 openssl jq curl zstd xz-utils zip unzip xxd nginx-light haproxy procps coreutils
 )
 
 # A package counts as present only when dpkg says "install ok installed"; half-installed or

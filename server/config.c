@@ -28,6 +28,9 @@ void srv_config_init(struct srv_config *cfg)
     cfg->timeout_s = 60;
     cfg->conn_memory = 256u << 10;
     cfg->read_conns = 4;
+    cfg->push_workers = 2;
+    cfg->push_backoff_base_ms = 1000;
+    cfg->push_backoff_max_ms = 300000;
 }
 
 void srv_config_release(struct srv_config *cfg)
@@ -36,6 +39,8 @@ void srv_config_release(struct srv_config *cfg)
     free(cfg->data_dir);
     free(cfg->port_file);
     free(cfg->signing_key);
+    while (cfg->nwebhook_allow > 0)
+        free(cfg->webhook_allow[--cfg->nwebhook_allow]);
     memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -57,6 +62,11 @@ const char *srv_config_usage(void)
            "  --timeout SECONDS        idle connection timeout (default 60)\n"
            "  --port-file FILE         write the bound port to FILE once listening\n"
            "  --signing-key FILE       sign with this P-256 key (PEM, PKCS#8, mode 0600)\n"
+           "  --push-workers N         gateway delivery threads (default 2)\n"
+           "  --push-backoff-base-ms N first retry delay bound (default 1000, doubling)\n"
+           "  --push-backoff-max-ms N  longest retry delay (default 300000)\n"
+           "  --webhook-allow CIDR     a network webhooks may reach (repeatable; loopback is\n"
+           "                           allowed when modelgated itself listens on loopback)\n"
            "\n"
            "usage: modelgated keys rotate --data-dir DIR\n"
            "  make a new active signing key; old public keys stay published\n";
@@ -138,6 +148,27 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
         return set_uint(&cfg->per_ip_limit, key, v, 1, 65536, err);
     if (strcmp(key, "timeout") == 0)
         return set_uint(&cfg->timeout_s, key, v, 1, 3600, err);
+    if (strcmp(key, "push-workers") == 0)
+        return set_uint(&cfg->push_workers, key, v, 1, 64, err);
+    if (strcmp(key, "push-backoff-base-ms") == 0 || strcmp(key, "push-backoff-max-ms") == 0) {
+        int64_t n;
+        if (!mg_parse_i64(v, 1, 86400000, &n))
+            return mg_fail(err, MG_EINVAL, key, "--%s needs milliseconds from 1 to 86400000", key);
+        if (strcmp(key, "push-backoff-base-ms") == 0)
+            cfg->push_backoff_base_ms = (uint64_t)n;
+        else
+            cfg->push_backoff_max_ms = (uint64_t)n;
+        return MG_OK;
+    }
+    if (strcmp(key, "webhook-allow") == 0) {
+        char *s;
+        if (cfg->nwebhook_allow >= sizeof(cfg->webhook_allow) / sizeof(cfg->webhook_allow[0]))
+            return mg_fail(err, MG_EINVAL, key, "at most 32 --webhook-allow networks");
+        if ((s = strdup(v)) == NULL)
+            return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        cfg->webhook_allow[cfg->nwebhook_allow++] = s;
+        return MG_OK;
+    }
     if (strcmp(key, "read-connections") == 0)
         return set_uint(&cfg->read_conns, key, v, 1, 64, err);
     return mg_fail(err, MG_EINVAL, key, "unknown option '%s'; see modelgated --help", key);

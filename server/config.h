@@ -25,6 +25,11 @@ struct srv_config {
     unsigned timeout_s;     /* idle connection timeout */
     uint64_t conn_memory;   /* per-connection memory pool */
     unsigned read_conns;    /* SQLite read pool */
+    unsigned push_workers;  /* delivery threads */
+    uint64_t push_backoff_base_ms;
+    uint64_t push_backoff_max_ms;
+    char *webhook_allow[32]; /* extra CIDRs webhooks may reach */
+    unsigned nwebhook_allow;
 };
 
 /* Defaults. */

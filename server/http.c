@@ -164,6 +164,21 @@ void srv_reply_header(struct srv_req *r, const char *key, const char *value)
         MHD_add_response_header(r->resp, key, value);
 }
 
+void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t gen,
+               int64_t wait_s, const char *id, unsigned status,
+               void (*on_resume)(struct srv_req *r))
+{
+    set_response(r, 0, NULL, 0);
+    r->deferred = true;
+    r->on_resume = on_resume;
+    snprintf(r->wait_model, sizeof(r->wait_model), "%s", model);
+    snprintf(r->wait_alias, sizeof(r->wait_alias), "%s", alias);
+    snprintf(r->wait_id, sizeof(r->wait_id), "%s", id ? id : "");
+    r->wait_gen = gen;
+    r->wait_status = status;
+    r->wait_deadline = mg_now_ms() + wait_s * 1000;
+}
+
 /* ---- request accessors ------------------------------------------------ */
 
 const char *srv_query(const struct srv_req *r, const char *key)
@@ -383,7 +398,7 @@ static void req_finish(struct srv_req *r)
         mg_buf_release(&r->raw);
     }
     r->route->handle(r);
-    if (r->resp == NULL)
+    if (r->resp == NULL && !r->deferred)
         srv_fail(r, MG_EIO, NULL, "the handler produced no response");
 }
 
@@ -421,6 +436,14 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
             return queue(r); /* reply now; the body is not read */
         return MHD_YES;
     }
+    if (r->deferred) {
+        /* Resumed after ?wait: make the reply now. */
+        r->deferred = false;
+        r->on_resume(r);
+        if (r->resp == NULL)
+            srv_fail(r, MG_EIO, NULL, "the handler produced no response");
+        return queue(r);
+    }
     if (r->queued) {
         *upload_data_size = 0; /* already answered; discard the rest */
         return MHD_YES;
@@ -445,6 +468,12 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         return MHD_YES;
     }
     req_finish(r);
+    if (r->deferred) {
+        /* Suspend first, then register: a resume can never come before. */
+        MHD_suspend_connection(conn);
+        push_wait(srv, r, r->wait_model, r->wait_alias, r->wait_gen, r->wait_deadline);
+        return MHD_YES;
+    }
     return queue(r);
 }
 

@@ -23,6 +23,7 @@
 #include "../common/util.h"
 #include "../store/store.h"
 #include "config.h"
+#include "push/push.h"
 
 struct srv;
 struct srv_req;
@@ -82,6 +83,14 @@ struct srv_req {
 
     struct MHD_Response *resp; /* set by srv_reply_*() */
     bool queued;               /* resp handed to libmicrohttpd */
+
+    /* ?wait: the reply is made by on_resume once the alias's gateways
+     * acknowledged wait_gen, or at wait_deadline (srv_defer). */
+    bool deferred;
+    void (*on_resume)(struct srv_req *r);
+    char wait_model[64], wait_alias[33], wait_id[32];
+    int64_t wait_gen, wait_deadline;
+    unsigned wait_status;
     unsigned status;
     uint64_t resp_bytes;
     int64_t start_ms;
@@ -92,6 +101,8 @@ struct srv {
     struct store *store;
     const struct sign_keyring *keys;
     struct rel_timer *timer; /* the promotion clock (release.c) */
+    struct push *push;       /* delivery workers (push/push.c) */
+    struct push_allow push_allow; /* where webhooks may connect */
     struct MHD_Daemon *daemon;
     uint16_t port;
     volatile int inflight; /* requests not yet completed (atomic ops) */
@@ -134,6 +145,16 @@ void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_typ
 void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, int fd,
                   uint64_t offset, uint64_t len);
 
+/*
+ * Answer later: suspend the request (no libmicrohttpd thread is held) until
+ * every gateway of (model, alias) acknowledged generation gen or wait_s
+ * seconds passed, then call on_resume(r), which sets the reply. A reply set
+ * before is dropped. id/status are kept for on_resume (r->wait_id, r->wait_status).
+ */
+void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t gen,
+               int64_t wait_s, const char *id, unsigned status,
+               void (*on_resume)(struct srv_req *r));
+
 /* Add a header to the reply set last. */
 void srv_reply_header(struct srv_req *r, const char *key, const char *value);
 
@@ -157,6 +178,7 @@ extern const struct srv_route srv_routes_keys[];
 extern const struct srv_route srv_routes_aliases[];
 extern const struct srv_route srv_routes_policies[];
 extern const struct srv_route srv_routes_promotions[];
+extern const struct srv_route srv_routes_gateways[];
 
 /* Find the route for (method, path) and capture its parameters into r.
  * Returns MG_ENOTFOUND (no such path), MG_EMETHOD (path exists, method does

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
 #include <openssl/crypto.h>
 
 #include "../common/util.h"
@@ -102,6 +103,32 @@ out:
     return rc;
 }
 
+/* Push options from the config; webhooks may reach loopback when we listen
+ * on loopback (a test or single-host setup), and --webhook-allow networks. */
+static enum mg_code push_setup(const struct srv_config *cfg, struct push_options *o,
+                               struct push_allow *allow, struct mg_error *err)
+{
+    unsigned i;
+
+    memset(o, 0, sizeof(*o));
+    memset(allow, 0, sizeof(*allow));
+    o->workers = cfg->push_workers;
+    o->backoff_base_ms = (int64_t)cfg->push_backoff_base_ms;
+    o->backoff_max_ms = (int64_t)cfg->push_backoff_max_ms;
+    if (strncmp(cfg->listen, "127.", 4) == 0 || strncmp(cfg->listen, "[::1]", 5) == 0 ||
+        strncmp(cfg->listen, "localhost:", 10) == 0) {
+        if (push_allow_add(allow, "127.0.0.0/8", err) != MG_OK ||
+            push_allow_add(allow, "::1/128", err) != MG_OK)
+            return err->code;
+    }
+    for (i = 0; i < cfg->nwebhook_allow; i++) {
+        if (push_allow_add(allow, cfg->webhook_allow[i], err) != MG_OK)
+            return err->code;
+    }
+    o->allow = *allow;
+    return MG_OK;
+}
+
 int main(int argc, char **argv)
 {
     struct srv_config cfg;
@@ -109,6 +136,7 @@ int main(int argc, char **argv)
     struct store *st = NULL;
     struct sign_keyring *keys = NULL;
     struct srv srv = {0};
+    struct push_options popt;
     struct mg_error err = {0};
     sigset_t sigs;
     int sig = 0, rc = 1, i;
@@ -136,6 +164,14 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "modelgated: cannot initialise libcurl\n");
+        goto out;
+    }
+    if (push_setup(&cfg, &popt, &srv.push_allow, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
     sopt.data_dir = cfg.data_dir;
     sopt.sync_normal = cfg.sync_normal;
     sopt.read_conns = cfg.read_conns;
@@ -165,6 +201,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
+    if (push_start(&srv, &popt, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
     if (rel_timer_start(&srv, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
@@ -186,11 +226,14 @@ int main(int argc, char **argv)
             sig == SIGTERM ? "SIGTERM" : "SIGINT");
     rc = 0;
 out:
+    push_stop(&srv); /* resumes ?wait requests so they can finish */
     srv_stop(&srv, SHUTDOWN_GRACE_MS);
     rel_timer_stop(&srv);
+    push_free(&srv);
     store_close(&st);
     sign_keyring_free(&keys);
     srv_config_release(&cfg);
+    curl_global_cleanup();
     if (rc == 0)
         fprintf(stderr, "modelgated: stopped\n");
     return rc;

@@ -17,6 +17,7 @@
 #include "../gates/rollout.h"
 #include "../gates/vram.h"
 #include "../store/sign.h"
+#include "push/push.h"
 
 /* Attempts at a decision when others keep changing the same alias/promotion. */
 #define RETRIES 5
@@ -358,6 +359,8 @@ static enum mg_code alias_change(struct srv *srv, const char *actor, const char 
         a.require_unprotected = true;
         rc = store_release_commit(srv->store, actor, &a, NULL, NULL, err);
     }
+    if (rc == MG_OK)
+        push_kick(srv);
     if (rc == MG_OK && out)
         rc = rel_alias_get(srv, model, alias, out, err);
     json_decref(facts);
@@ -537,6 +540,7 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
     if (rc == MG_OK) {
         strip_internal(*out);
         rel_timer_kick(srv);
+        push_kick(srv);
     }
 out:
     json_decref(ver);
@@ -645,8 +649,10 @@ static enum mg_code apply_event(struct srv *srv, const char *actor, const char *
         if (rc == MG_OK)
             strip_internal(*out);
     }
-    if (rc == MG_OK)
+    if (rc == MG_OK) {
         rel_timer_kick(srv);
+        push_kick(srv);
+    }
     return rc;
 }
 
@@ -791,6 +797,7 @@ enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model,
     }
     if (rc == MG_OK) {
         rel_timer_kick(srv);
+        push_kick(srv);
         rc = rel_alias_get(srv, model, alias, out, err);
     }
     return rc;

@@ -372,13 +372,14 @@ static enum mg_code outbox_write(struct store_conn *c, const char *model, const 
 {
     static const char sql[] =
         "INSERT INTO outbox (gateway, model, alias, generation, payload, state, attempts, "
-        "last_error, next_attempt_at, written_at, acked_at) "
-        "SELECT g.name, ?1, ?2, ?3, ?4, 'pending', 0, NULL, 0, ?5, NULL FROM gateways g "
+        "last_error, next_attempt_at, written_ms, written_at, acked_at) "
+        "SELECT g.name, ?1, ?2, ?3, ?4, 'pending', 0, NULL, 0, ?6, ?5, NULL FROM gateways g "
         "WHERE (g.models IS NULL OR EXISTS (SELECT 1 FROM json_each(g.models) WHERE value = ?1)) "
         "AND (g.aliases IS NULL OR EXISTS (SELECT 1 FROM json_each(g.aliases) WHERE value = ?2)) "
         "ON CONFLICT (gateway, model, alias) DO UPDATE SET generation = excluded.generation, "
         "payload = excluded.payload, state = 'pending', attempts = 0, last_error = NULL, "
-        "next_attempt_at = 0, written_at = excluded.written_at, acked_at = NULL";
+        "next_attempt_at = 0, written_ms = excluded.written_ms, written_at = excluded.written_at, "
+        "acked_at = NULL";
     sqlite3_stmt *s = store_stmt(c, sql, err);
     char *text = store_json_text(payload);
     enum mg_code rc;
@@ -392,6 +393,7 @@ static enum mg_code outbox_write(struct store_conn *c, const char *model, const 
     sqlite3_bind_int64(s, 3, gen);
     store_bind_text(s, 4, text);
     store_bind_text(s, 5, at);
+    sqlite3_bind_int64(s, 6, mg_now_ms());
     rc = store_exec_stmt(c, s, err);
     free(text);
     return rc;

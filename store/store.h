@@ -338,6 +338,72 @@ enum mg_code store_datasets_unregistered(struct store *st, const json_t *digests
                                          size_t *unregistered, json_t **first,
                                          struct mg_error *err);
 
+/* ---- gateways and the outbox ------------------------------------------ */
+
+/*
+ * Create or replace a gateway. config is the kind's settings without the
+ * secret (validated by the caller); models/aliases are JSON arrays or NULL
+ * (all). Clears a disabled gateway's reason. The gateway is given the
+ * current state of every live alias it hears, in the same transaction.
+ * *out is the Gateway; *created tells 201 from 200. The built-in "runner"
+ * cannot be replaced (MG_ECONFLICT).
+ */
+enum mg_code store_gateway_put(struct store *st, const char *actor, const char *name,
+                               const char *kind, const json_t *config, const char *secret,
+                               const json_t *models, const json_t *aliases, json_t **out,
+                               bool *created, struct mg_error *err);
+
+/* Gateway: {"name","kind","config","models","aliases","disabled","disabled_reason",
+ * "created_at","updated_at","deliveries":[{"model","alias","generation","state",
+ * "attempts","last_error","next_attempt_at","acked_at"}]} — never the secret. */
+enum mg_code store_gateway_get(struct store *st, const char *name, json_t **out,
+                               struct mg_error *err);
+enum mg_code store_gateway_list(struct store *st, json_t **out, struct mg_error *err);
+enum mg_code store_gateway_delete(struct store *st, const char *actor, const char *name,
+                                  struct mg_error *err);
+
+/* Stop delivering to a gateway (e.g. a webhook answered 410), with a reason. */
+enum mg_code store_gateway_disable(struct store *st, const char *name, const char *reason,
+                                   struct mg_error *err);
+
+/* One outbox row claimed by a worker. */
+struct store_delivery {
+    char gateway[64];
+    char kind[16];
+    json_t *config;  /* NEW reference */
+    char *secret;    /* malloc'd, or NULL */
+    char model[64];
+    char alias[33];
+    int64_t generation;
+    json_t *payload; /* {"routes":[…],"promotion"} NEW reference */
+    int attempts;    /* before this one */
+    int64_t written_ms;
+};
+
+void store_delivery_release(struct store_delivery *d);
+
+/*
+ * Claim the oldest due row (not in sync, next attempt due, no live lease,
+ * gateway enabled) for lease_ms. *found false when none is due.
+ */
+enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_ms,
+                                struct store_delivery *out, bool *found, struct mg_error *err);
+
+/*
+ * Record a delivery's outcome and release the lease. If a newer generation
+ * was written meanwhile the row stays pending for it (superseded). ok →
+ * in_sync; otherwise failing with error and the next attempt time.
+ */
+enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d, bool ok,
+                               const char *error, int64_t next_attempt_ms, struct mg_error *err);
+
+/* Earliest time a row becomes due (ms), or 0 when nothing waits. */
+enum mg_code store_outbox_next_due(struct store *st, int64_t *next_ms, struct mg_error *err);
+
+/* Has every gateway of (model, alias) acknowledged generation >= gen? */
+enum mg_code store_outbox_synced(struct store *st, const char *model, const char *alias,
+                                 int64_t gen, bool *synced, struct mg_error *err);
+
 /* ---- audit ------------------------------------------------------------ */
 
 /* {"items":[{"seq","at","actor","action","target","detail","prev_hash","hash"}],

@@ -93,10 +93,12 @@ CREATE TABLE promotion_events (
 CREATE INDEX promotion_events_promotion ON promotion_events(promotion_id, seq);
 
 -- Push targets. models/aliases: JSON arrays filtering what a gateway hears (NULL = all).
+-- secret: the webhook HMAC key (needed in clear to sign; never returned by the API).
 CREATE TABLE gateways (
     name            TEXT PRIMARY KEY,
     kind            TEXT NOT NULL,
     config          TEXT NOT NULL,
+    secret          TEXT,
     models          TEXT,
     aliases         TEXT,
     disabled_reason TEXT,
@@ -120,6 +122,8 @@ CREATE TABLE outbox (
     attempts        INTEGER NOT NULL DEFAULT 0,
     last_error      TEXT,
     next_attempt_at INTEGER NOT NULL DEFAULT 0,
+    lease_until     INTEGER NOT NULL DEFAULT 0, -- a worker holds the row until then (ms)
+    written_ms      INTEGER NOT NULL DEFAULT 0, -- for delivery lag
     written_at      TEXT NOT NULL,
     acked_at        TEXT,
     PRIMARY KEY (gateway, model, alias)

@@ -9,8 +9,8 @@
 #include "../../common/util.h"
 #include "../release.h"
 
-/* ?wait=SECONDS (0..60). Deliveries are acknowledged by the push worker; the
- * reply's `deliveries` show what is still pending. */
+/* ?wait=SECONDS (0..60): reply once every gateway of the alias acknowledged
+ * the change, or at the deadline with `deliveries` showing what is pending. */
 static bool wait_param(struct srv_req *r, int64_t *secs)
 {
     const char *w = srv_query(r, "wait");
@@ -83,6 +83,29 @@ static bool parse_routes(struct srv_req *r, json_t **routes)
     return *routes != NULL;
 }
 
+static void resume_alias(struct srv_req *r)
+{
+    json_t *out = NULL;
+    struct mg_error err;
+    enum mg_code rc = rel_alias_get(r->srv, r->wait_model, r->wait_alias, &out, &err);
+
+    api_reply_result(r, rc, 200, out, &err);
+}
+
+/* Reply with the alias now, or once its gateways caught up (?wait). */
+static void reply_alias(struct srv_req *r, enum mg_code rc, json_t *out,
+                        const struct mg_error *err, int64_t wait)
+{
+    if (rc == MG_OK && wait > 0) {
+        srv_defer(r, srv_param(r, "model"), srv_param(r, "alias"),
+                  json_integer_value(json_object_get(out, "generation")), wait, NULL, 200,
+                  resume_alias);
+        json_decref(out);
+        return;
+    }
+    api_reply_result(r, rc, 200, out, err);
+}
+
 static void list(struct srv_req *r)
 {
     json_t *out = NULL;
@@ -114,7 +137,7 @@ static void put(struct srv_req *r)
     rc = rel_alias_set(r->srv, r->who.name, srv_param(r, "model"), srv_param(r, "alias"), routes,
                        &out, &err);
     json_decref(routes);
-    api_reply_result(r, rc, 200, out, &err);
+    reply_alias(r, rc, out, &err, wait);
 }
 
 static void delete(struct srv_req *r)
@@ -167,7 +190,7 @@ static void rollback(struct srv_req *r)
         return;
     rc = rel_rollback(r->srv, r->who.name, srv_param(r, "model"), srv_param(r, "alias"),
                       reason ? reason : "rollback requested", &out, &err);
-    api_reply_result(r, rc, 200, out, &err);
+    reply_alias(r, rc, out, &err, wait);
 }
 
 #define A "/api/v1/models/{model}/aliases"

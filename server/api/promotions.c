@@ -10,16 +10,44 @@
 #include "../../gates/rollout.h"
 #include "../release.h"
 
-static bool wait_ok(struct srv_req *r)
+static bool wait_ok(struct srv_req *r, int64_t *secs)
 {
     const char *w = srv_query(r, "wait");
-    int64_t secs;
 
-    if (w && !mg_parse_i64(w, 0, 60, &secs)) {
+    *secs = 0;
+    if (w && !mg_parse_i64(w, 0, 60, secs)) {
         srv_fail(r, MG_EINVAL, "wait", "wait is a number of seconds from 0 to 60");
         return false;
     }
     return true;
+}
+
+static void resume_promotion(struct srv_req *r)
+{
+    json_t *out = NULL;
+    struct mg_error err;
+    enum mg_code rc = rel_promotion_get(r->srv, r->wait_id, &out, &err);
+
+    api_reply_result(r, rc, r->wait_status, out, &err);
+}
+
+/* Reply with the promotion now, or once its alias's gateways caught up. */
+static void reply_promotion(struct srv_req *r, enum mg_code rc, unsigned status, json_t *p,
+                            const struct mg_error *err, int64_t wait)
+{
+    const char *model = json_string_value(json_object_get(p, "model"));
+    const char *alias = json_string_value(json_object_get(p, "alias"));
+    json_t *a = NULL;
+    struct mg_error aerr;
+
+    if (rc == MG_OK && wait > 0 && rel_alias_get(r->srv, model, alias, &a, &aerr) == MG_OK) {
+        srv_defer(r, model, alias, json_integer_value(json_object_get(a, "generation")), wait,
+                  json_string_value(json_object_get(p, "id")), status, resume_promotion);
+        json_decref(a);
+        json_decref(p);
+        return;
+    }
+    api_reply_result(r, rc, status, p, err);
 }
 
 static void create(struct srv_req *r)
@@ -28,9 +56,10 @@ static void create(struct srv_req *r)
     const char *model, *alias, *reason;
     json_t *v, *out = NULL;
     struct mg_error err;
+    int64_t wait;
     enum mg_code rc;
 
-    if (!wait_ok(r) || !api_object(r, r->body, allowed) ||
+    if (!wait_ok(r, &wait) || !api_object(r, r->body, allowed) ||
         !api_string(r, r->body, "model", "model", true, 63, &model) ||
         !api_string(r, r->body, "alias", "alias", true, 32, &alias) ||
         !api_string(r, r->body, "reason", "reason", false, 1024, &reason))
@@ -50,7 +79,7 @@ static void create(struct srv_req *r)
     }
     rc = rel_promotion_create(r->srv, r->who.name, model, json_integer_value(v), alias, reason,
                               &out, &err);
-    api_reply_result(r, rc, 201, out, &err);
+    reply_promotion(r, rc, 201, out, &err, wait);
 }
 
 static void list(struct srv_req *r)
@@ -98,10 +127,11 @@ static void decide(struct srv_req *r)
     const char *decision, *comment;
     json_t *out = NULL;
     struct mg_error err;
+    int64_t wait;
     bool approve;
     enum mg_code rc;
 
-    if (!wait_ok(r) || !api_object(r, r->body, allowed) ||
+    if (!wait_ok(r, &wait) || !api_object(r, r->body, allowed) ||
         !api_string(r, r->body, "decision", "decision", true, 16, &decision) ||
         !api_string(r, r->body, "comment", "comment", false, 4096, &comment))
         return;
@@ -116,19 +146,20 @@ static void decide(struct srv_req *r)
     }
     rc = rel_promotion_decide(r->srv, r->who.name, srv_param(r, "id"), approve, comment, &out,
                               &err);
-    api_reply_result(r, rc, 200, out, &err);
+    reply_promotion(r, rc, 200, out, &err, wait);
 }
 
 static void advance(struct srv_req *r)
 {
     json_t *out = NULL;
     struct mg_error err;
+    int64_t wait;
     enum mg_code rc;
 
-    if (!wait_ok(r))
+    if (!wait_ok(r, &wait))
         return;
     rc = rel_promotion_advance(r->srv, r->who.name, srv_param(r, "id"), &out, &err);
-    api_reply_result(r, rc, 200, out, &err);
+    reply_promotion(r, rc, 200, out, &err, wait);
 }
 
 static void abort_(struct srv_req *r)
@@ -137,16 +168,17 @@ static void abort_(struct srv_req *r)
     const char *reason = NULL;
     json_t *out = NULL;
     struct mg_error err;
+    int64_t wait;
     enum mg_code rc;
 
-    if (!wait_ok(r))
+    if (!wait_ok(r, &wait))
         return;
     if (r->body && (!api_object(r, r->body, allowed) ||
                     !api_string(r, r->body, "reason", "reason", false, 1024, &reason)))
         return;
     rc = rel_promotion_abort(r->srv, r->who.name, srv_param(r, "id"),
                              reason ? reason : "aborted by a deployer", &out, &err);
-    api_reply_result(r, rc, 200, out, &err);
+    reply_promotion(r, rc, 200, out, &err, wait);
 }
 
 const struct srv_route srv_routes_promotions[] = {

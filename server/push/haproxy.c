@@ -1,0 +1,316 @@
+/*
+ * haproxy.c - apply routes through HAProxy's runtime API (TCP "host:port" or
+ * "unix:/path"): `set weight <backend>/<server> <w>` for each routed version,
+ * weight 0 for every other server of the backend (`show servers state`),
+ * then `get weight` to confirm. HAProxy's own error text ("No such
+ * server.") becomes the delivery's error.
+ */
+#include "push.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../../common/util.h"
+
+#define HAPROXY_IO_MS 3000
+#define HAPROXY_REPLY_MAX (256 * 1024)
+#define NAME_MAX_LEN 128
+
+enum mg_code push_haproxy_validate(const json_t *body, json_t **config, struct mg_error *err);
+
+static bool name_template_ok(const char *t)
+{
+    char probe[NAME_MAX_LEN + 64];
+    size_t i;
+
+    for (i = 0; t[i]; i++) {
+        char c = t[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              strchr("_-.:{}", c)))
+            return false;
+    }
+    return push_expand(t, "m", "a", 1, probe, sizeof(probe));
+}
+
+enum mg_code push_haproxy_validate(const json_t *body, json_t **config, struct mg_error *err)
+{
+    const char *addr = json_string_value(json_object_get(body, "address"));
+    const char *be = json_string_value(json_object_get(body, "backend"));
+    const char *srv = json_string_value(json_object_get(body, "server"));
+    const char *k;
+    json_t *v;
+
+    json_object_foreach((json_t *)body, k, v)
+    {
+        if (strcmp(k, "kind") && strcmp(k, "address") && strcmp(k, "backend") &&
+            strcmp(k, "server") && strcmp(k, "models") && strcmp(k, "aliases"))
+            return mg_fail(err, MG_EINVAL, k, "unknown field '%.64s' for an haproxy gateway", k);
+    }
+    if (addr == NULL || strlen(addr) > 200 ||
+        (strncmp(addr, "unix:/", 6) != 0 && strchr(addr, ':') == NULL))
+        return mg_fail(err, MG_EINVAL, "address",
+                       "address is the runtime API as host:port or unix:/path/to/socket");
+    if (be == NULL || !name_template_ok(be))
+        return mg_fail(err, MG_EINVAL, "backend",
+                       "backend is a name template such as be_{model}_{alias}");
+    if (srv == NULL || !name_template_ok(srv) || strstr(srv, "{version}") == NULL)
+        return mg_fail(err, MG_EINVAL, "server",
+                       "server is a name template with {version}, such as v{version}");
+    *config = json_pack("{s:s, s:s, s:s}", "address", addr, "backend", be, "server", srv);
+    return *config ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+}
+
+static int connect_to(const char *addr, char *err, size_t errsz)
+{
+    int fd = -1, rc;
+    struct pollfd pfd;
+
+    if (strncmp(addr, "unix:", 5) == 0) {
+        struct sockaddr_un sun;
+        memset(&sun, 0, sizeof(sun));
+        sun.sun_family = AF_UNIX;
+        if (strlen(addr + 5) >= sizeof(sun.sun_path)) {
+            snprintf(err, errsz, "unix socket path too long");
+            return -1;
+        }
+        memcpy(sun.sun_path, addr + 5, strlen(addr + 5) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+            snprintf(err, errsz, "cannot connect to %s: %s", addr, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        return fd;
+    } else {
+        char host[128];
+        const char *colon = strrchr(addr, ':');
+        struct sockaddr_storage ss;
+        socklen_t sl;
+        int64_t port;
+        size_t hl = (size_t)(colon - addr);
+
+        memset(&ss, 0, sizeof(ss));
+        if (hl >= sizeof(host) || !mg_parse_i64(colon + 1, 1, 65535, &port)) {
+            snprintf(err, errsz, "bad runtime API address %s", addr);
+            return -1;
+        }
+        memcpy(host, addr, hl);
+        host[hl] = '\0';
+        if (host[0] == '[' && hl > 2) {
+            memmove(host, host + 1, hl - 2);
+            host[hl - 2] = '\0';
+        }
+        if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+            ((struct sockaddr_in *)&ss)->sin_family = AF_INET;
+            ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
+            sl = sizeof(struct sockaddr_in);
+        } else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+            ((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
+            ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+            sl = sizeof(struct sockaddr_in6);
+        } else {
+            snprintf(err, errsz, "runtime API address must be numeric: %s", addr);
+            return -1;
+        }
+        fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            snprintf(err, errsz, "socket: %s", strerror(errno));
+            return -1;
+        }
+        rc = connect(fd, (struct sockaddr *)&ss, sl);
+        if (rc != 0 && errno == EINPROGRESS) {
+            int soerr = 0;
+            socklen_t len = sizeof(soerr);
+            pfd.fd = fd;
+            pfd.events = POLLOUT;
+            if (poll(&pfd, 1, HAPROXY_IO_MS) == 1 &&
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0)
+                rc = 0;
+            else
+                errno = soerr ? soerr : ETIMEDOUT;
+        }
+        if (rc != 0) {
+            snprintf(err, errsz, "cannot connect to HAProxy at %s: %s", addr, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        return fd;
+    }
+}
+
+/* One runtime API command (non-interactive: HAProxy answers and closes).
+ * The reply goes to *out (malloc'd). Returns false on transport errors. */
+static bool command(const char *addr, const char *cmd, char **out, char *err, size_t errsz)
+{
+    struct mg_buf b;
+    int fd = connect_to(addr, err, errsz);
+    size_t n = strlen(cmd), off = 0;
+    struct pollfd pfd;
+    char buf[4096];
+
+    *out = NULL;
+    if (fd < 0)
+        return false;
+    while (off < n) {
+        ssize_t w = send(fd, cmd + off, n - off, MSG_NOSIGNAL);
+        if (w <= 0) {
+            snprintf(err, errsz, "cannot send to HAProxy: %s", strerror(errno));
+            close(fd);
+            return false;
+        }
+        off += (size_t)w;
+    }
+    mg_buf_init(&b, HAPROXY_REPLY_MAX);
+    pfd.fd = fd;
+    pfd.events = POLLIN;
+    for (;;) {
+        ssize_t r;
+        if (poll(&pfd, 1, HAPROXY_IO_MS) != 1) {
+            snprintf(err, errsz, "HAProxy did not answer '%.*s' in time", (int)strcspn(cmd, "\n"),
+                     cmd);
+            close(fd);
+            mg_buf_release(&b);
+            return false;
+        }
+        r = recv(fd, buf, sizeof(buf), 0);
+        if (r == 0)
+            break;
+        if (r < 0 || mg_buf_append(&b, buf, (size_t)r) != MG_OK) {
+            snprintf(err, errsz, "reading HAProxy's answer failed");
+            close(fd);
+            mg_buf_release(&b);
+            return false;
+        }
+    }
+    close(fd);
+    if (mg_buf_append(&b, "", 0) != MG_OK) {
+        mg_buf_release(&b);
+        return false;
+    }
+    *out = b.data ? b.data : strdup("");
+    return *out != NULL;
+}
+
+/* HAProxy answers a successful `set weight` with an empty line. */
+static bool blank(const char *s)
+{
+    while (*s == '\n' || *s == '\r' || *s == ' ')
+        s++;
+    return *s == '\0';
+}
+
+static void trim_copy(char *dst, size_t n, const char *src)
+{
+    size_t len = strcspn(src, "\n");
+
+    snprintf(dst, n, "%.*s", (int)len, src);
+}
+
+void push_haproxy_deliver(const struct push_env *env, const struct store_delivery *d,
+                          struct push_result *res)
+{
+    const char *addr = json_string_value(json_object_get(d->config, "address"));
+    const char *bet = json_string_value(json_object_get(d->config, "backend"));
+    const char *srvt = json_string_value(json_object_get(d->config, "server"));
+    json_t *routes = json_object_get(d->payload, "routes"), *r;
+    char be[NAME_MAX_LEN], name[NAME_MAX_LEN], cmd[512], *reply = NULL, *line, *save = NULL;
+    char err[256] = "";
+    size_t i;
+
+    (void)env;
+    if (!addr || !bet || !srvt || !push_expand(bet, d->model, d->alias, 0, be, sizeof(be))) {
+        snprintf(res->error, sizeof(res->error), "gateway misconfigured");
+        return;
+    }
+    /* 1. the routed servers get their weights */
+    json_array_foreach(routes, i, r)
+    {
+        int64_t v = json_integer_value(json_object_get(r, "version"));
+        int w = (int)json_integer_value(json_object_get(r, "weight"));
+        push_expand(srvt, d->model, d->alias, v, name, sizeof(name));
+        snprintf(cmd, sizeof(cmd), "set weight %s/%s %d\n", be, name, w);
+        if (!command(addr, cmd, &reply, err, sizeof(err))) {
+            snprintf(res->error, sizeof(res->error), "%s", err);
+            return;
+        }
+        if (!blank(reply)) {
+            trim_copy(err, sizeof(err), reply);
+            snprintf(res->error, sizeof(res->error), "set weight %s/%s: %s", be, name, err);
+            free(reply);
+            return;
+        }
+        free(reply);
+    }
+    /* 2. every other server of the backend gets 0 */
+    snprintf(cmd, sizeof(cmd), "show servers state %s\n", be);
+    if (!command(addr, cmd, &reply, err, sizeof(err))) {
+        snprintf(res->error, sizeof(res->error), "%s", err);
+        return;
+    }
+    for (line = strtok_r(reply, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char f_be_id[32], f_be[NAME_MAX_LEN], f_id[32], f_srv[NAME_MAX_LEN];
+        bool routed = false;
+
+        if (line[0] == '#' || strcmp(line, "1") == 0)
+            continue;
+        if (strstr(line, "Can't find backend") || strstr(line, "No such backend")) {
+            snprintf(res->error, sizeof(res->error), "show servers state %s: %s", be, line);
+            free(reply);
+            return;
+        }
+        if (sscanf(line, "%31s %127s %31s %127s", f_be_id, f_be, f_id, f_srv) != 4)
+            continue;
+        json_array_foreach(routes, i, r)
+        {
+            push_expand(srvt, d->model, d->alias, json_integer_value(json_object_get(r, "version")),
+                        name, sizeof(name));
+            routed = routed || strcmp(name, f_srv) == 0;
+        }
+        if (!routed) {
+            char *rep = NULL;
+            snprintf(cmd, sizeof(cmd), "set weight %s/%s 0\n", be, f_srv);
+            if (!command(addr, cmd, &rep, err, sizeof(err)) || !blank(rep)) {
+                if (rep)
+                    trim_copy(err, sizeof(err), rep);
+                snprintf(res->error, sizeof(res->error), "set weight %s/%s 0: %s", be, f_srv, err);
+                free(rep);
+                free(reply);
+                return;
+            }
+            free(rep);
+        }
+    }
+    free(reply);
+    /* 3. read back what HAProxy now has */
+    json_array_foreach(routes, i, r)
+    {
+        int w = (int)json_integer_value(json_object_get(r, "weight")), got = -1;
+        push_expand(srvt, d->model, d->alias, json_integer_value(json_object_get(r, "version")),
+                    name, sizeof(name));
+        snprintf(cmd, sizeof(cmd), "get weight %s/%s\n", be, name);
+        if (!command(addr, cmd, &reply, err, sizeof(err))) {
+            snprintf(res->error, sizeof(res->error), "%s", err);
+            return;
+        }
+        if (sscanf(reply, "%d", &got) != 1 || got != w) {
+            trim_copy(err, sizeof(err), reply);
+            snprintf(res->error, sizeof(res->error), "get weight %s/%s says '%s', expected %d", be,
+                     name, err, w);
+            free(reply);
+            return;
+        }
+        free(reply);
+    }
+    res->ok = true;
+}

@@ -1,0 +1,246 @@
+/*
+ * nginx.c - apply routes to nginx: write an include file holding a
+ * split_clients block (temp + fsync + rename), run the test command
+ * (`nginx -t`), restore the previous file if the test fails, then run the
+ * reload command.
+ *
+ * The block sets $modelgate_<model>_<alias> (non-alphanumerics become '_')
+ * to the upstream name of the chosen version; the site's own config uses it,
+ * e.g. `proxy_pass http://$modelgate_fraud_production;`.
+ */
+#include "push.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../common/util.h"
+#include "../proc.h"
+
+#define NGINX_FILE_MAX (64 * 1024)
+#define COMMAND_TIMEOUT_MS 30000
+#define ARGV_MAX 32
+
+enum mg_code push_nginx_validate(const json_t *body, json_t **config, struct mg_error *err);
+
+static bool argv_ok(const json_t *a)
+{
+    json_t *x;
+    size_t i;
+
+    if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) >= ARGV_MAX)
+        return false;
+    json_array_foreach(a, i, x)
+    {
+        if (!json_is_string(x) || json_string_length(x) == 0 || json_string_length(x) > 1024 ||
+            strlen(json_string_value(x)) != json_string_length(x))
+            return false;
+    }
+    return true;
+}
+
+enum mg_code push_nginx_validate(const json_t *body, json_t **config, struct mg_error *err)
+{
+    const char *file = json_string_value(json_object_get(body, "file"));
+    const char *up = json_string_value(json_object_get(body, "upstream"));
+    json_t *test = json_object_get(body, "test_command"), *reload = json_object_get(body, "reload_command");
+    char probe[PATH_MAX];
+    const char *k;
+    json_t *v;
+
+    json_object_foreach((json_t *)body, k, v)
+    {
+        if (strcmp(k, "kind") && strcmp(k, "file") && strcmp(k, "upstream") &&
+            strcmp(k, "test_command") && strcmp(k, "reload_command") && strcmp(k, "models") &&
+            strcmp(k, "aliases"))
+            return mg_fail(err, MG_EINVAL, k, "unknown field '%.64s' for an nginx gateway", k);
+    }
+    if (file == NULL || file[0] != '/' || strstr(file, "/../") || strlen(file) > 1024 ||
+        !push_expand(file, "m", "a", 1, probe, sizeof(probe)))
+        return mg_fail(err, MG_EINVAL, "file",
+                       "file is an absolute path template such as "
+                       "/etc/nginx/modelgate/{model}_{alias}.conf");
+    /* After expansion the name goes into nginx syntax: nothing that could
+     * end the statement or open a variable. */
+    if (up == NULL || strstr(up, "{version}") == NULL || strlen(up) > 200 ||
+        !push_expand(up, "m", "a", 1, probe, sizeof(probe)) || strpbrk(probe, " ;{}\"'\n\t\\$#"))
+        return mg_fail(err, MG_EINVAL, "upstream",
+                       "upstream is a name template with {version}, such as {model}_v{version}");
+    if (test && !argv_ok(test))
+        return mg_fail(err, MG_EINVAL, "test_command",
+                       "test_command is an argv array such as [\"nginx\",\"-t\"]");
+    if (reload && !argv_ok(reload))
+        return mg_fail(err, MG_EINVAL, "reload_command",
+                       "reload_command is an argv array such as [\"nginx\",\"-s\",\"reload\"]");
+    *config = json_pack("{s:s, s:s, s:O, s:O}", "file", file, "upstream", up, "test_command",
+                        test ? test : json_pack("[s,s]", "nginx", "-t"), "reload_command",
+                        reload ? reload : json_pack("[s,s,s]", "nginx", "-s", "reload"));
+    return *config ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+}
+
+/* The split_clients block for the routes. */
+static bool render(const struct store_delivery *d, const char *up_tmpl, struct mg_buf *b)
+{
+    json_t *routes = json_object_get(d->payload, "routes"), *r;
+    char var[160], name[256], line[400];
+    size_t i, last = SIZE_MAX, k = 0;
+    const char *p;
+
+    for (p = d->model; *p && k < 70; p++)
+        var[k++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ? *p : '_');
+    var[k] = '\0';
+    snprintf(line, sizeof(line),
+             "# Managed by modelgate: model %s, alias %s, generation %lld. Do not edit.\n"
+             "split_clients \"${request_id}\" $modelgate_%s_",
+             d->model, d->alias, (long long)d->generation, var);
+    k = 0;
+    for (p = d->alias; *p; p++)
+        var[k++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ? *p : '_');
+    var[k] = '\0';
+    if (mg_buf_puts(b, line) != MG_OK || mg_buf_puts(b, var) != MG_OK ||
+        mg_buf_puts(b, " {\n") != MG_OK)
+        return false;
+    json_array_foreach(routes, i, r)
+    {
+        if (json_integer_value(json_object_get(r, "weight")) > 0)
+            last = i;
+    }
+    json_array_foreach(routes, i, r)
+    {
+        json_int_t w = json_integer_value(json_object_get(r, "weight"));
+        if (w <= 0)
+            continue;
+        if (!push_expand(up_tmpl, d->model, d->alias, json_integer_value(json_object_get(r, "version")),
+                         name, sizeof(name)))
+            return false;
+        /* The last share is "*": percentages then always cover everyone. */
+        if (i == last)
+            snprintf(line, sizeof(line), "    * %s;\n", name);
+        else
+            snprintf(line, sizeof(line), "    %lld%% %s;\n", (long long)w, name);
+        if (mg_buf_puts(b, line) != MG_OK)
+            return false;
+    }
+    if (last == SIZE_MAX && mg_buf_puts(b, "    * \"\";\n") != MG_OK)
+        return false; /* no routes (alias deleted): an empty value */
+    return mg_buf_puts(b, "}\n") == MG_OK;
+}
+
+static int write_atomic(const char *path, const char *data, size_t n, char *err, size_t errsz)
+{
+    char tmp[PATH_MAX], dir[PATH_MAX];
+    int fd, dfd, rc = -1;
+
+    snprintf(tmp, sizeof(tmp), "%s.modelgate-tmp", path);
+    snprintf(dir, sizeof(dir), "%s", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errsz, "cannot write %.300s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    if (write(fd, data, n) == (ssize_t)n && fsync(fd) == 0)
+        rc = 0;
+    close(fd);
+    if (rc == 0 && rename(tmp, path) == 0) {
+        dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+        return 0;
+    }
+    snprintf(err, errsz, "cannot replace %.300s: %s", path, strerror(errno));
+    unlink(tmp);
+    return -1;
+}
+
+/* Read the current file (to restore it); *data NULL when there is none. */
+static bool read_old(const char *path, char **data, size_t *n)
+{
+    FILE *f = fopen(path, "re");
+    struct mg_buf b;
+    char buf[4096];
+    size_t r;
+
+    *data = NULL;
+    *n = 0;
+    if (f == NULL)
+        return errno == ENOENT;
+    mg_buf_init(&b, NGINX_FILE_MAX);
+    while ((r = fread(buf, 1, sizeof(buf), f)) > 0) {
+        if (mg_buf_append(&b, buf, r) != MG_OK) {
+            fclose(f);
+            mg_buf_release(&b);
+            return false;
+        }
+    }
+    fclose(f);
+    *data = b.data ? b.data : strdup("");
+    *n = b.len;
+    return *data != NULL;
+}
+
+static bool run(const json_t *argvj, struct srv_proc_result *res)
+{
+    const char *argv[ARGV_MAX + 1];
+    struct srv_proc_opts o = {COMMAND_TIMEOUT_MS, NULL, NULL, NULL, NULL};
+    size_t i;
+
+    for (i = 0; i < json_array_size(argvj) && i < ARGV_MAX; i++)
+        argv[i] = json_string_value(json_array_get(argvj, i));
+    argv[i] = NULL;
+    return srv_proc_run(argv, &o, res) && !res->timed_out && res->exit_code == 0;
+}
+
+void push_nginx_deliver(const struct push_env *env, const struct store_delivery *d,
+                        struct push_result *res)
+{
+    const char *ft = json_string_value(json_object_get(d->config, "file"));
+    const char *up = json_string_value(json_object_get(d->config, "upstream"));
+    char path[PATH_MAX], err[512] = "", *old = NULL;
+    struct srv_proc_result pr;
+    struct mg_buf b;
+    size_t oldn = 0;
+
+    (void)env;
+    mg_buf_init(&b, NGINX_FILE_MAX);
+    if (!ft || !up || !push_expand(ft, d->model, d->alias, 0, path, sizeof(path)) ||
+        !render(d, up, &b)) {
+        snprintf(res->error, sizeof(res->error), "gateway misconfigured");
+        goto out;
+    }
+    if (!read_old(path, &old, &oldn)) {
+        snprintf(res->error, sizeof(res->error), "cannot read the current %.300s", path);
+        goto out;
+    }
+    if (write_atomic(path, b.data, b.len, err, sizeof(err)) != 0) {
+        snprintf(res->error, sizeof(res->error), "%s", err);
+        goto out;
+    }
+    if (!run(json_object_get(d->config, "test_command"), &pr)) {
+        /* Keep nginx on the config it had: put the old file back. */
+        if (old)
+            write_atomic(path, old, oldn, err, sizeof(err));
+        else
+            unlink(path);
+        snprintf(res->error, sizeof(res->error),
+                 "the nginx config test failed (exit %d%s); the previous file was kept: %.300s",
+                 pr.exit_code, pr.timed_out ? ", timed out" : "", pr.tail);
+        goto out;
+    }
+    if (!run(json_object_get(d->config, "reload_command"), &pr)) {
+        snprintf(res->error, sizeof(res->error), "the nginx reload failed (exit %d%s): %.300s",
+                 pr.exit_code, pr.timed_out ? ", timed out" : "", pr.tail);
+        goto out;
+    }
+    res->ok = true;
+out:
+    free(old);
+    mg_buf_release(&b);
+}

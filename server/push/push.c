@@ -1,0 +1,454 @@
+/*
+ * push.c - the delivery pool, backoff, the SSRF allowlist, and ?wait.
+ */
+#include "push.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../common/util.h"
+#include "../http.h"
+
+/* A worker holds a claimed row this long; deliveries time out well before. */
+#define LEASE_MS 120000
+/* Waiters are checked at least this often (deadlines). */
+#define WAIT_TICK_MS 100
+
+/* ---- allowlist --------------------------------------------------------- */
+
+enum mg_code push_allow_add(struct push_allow *a, const char *cidr, struct mg_error *err)
+{
+    char host[64];
+    const char *slash = strchr(cidr, '/');
+    size_t hl = slash ? (size_t)(slash - cidr) : strlen(cidr);
+    struct push_net *n;
+    int64_t prefix;
+
+    if (a->n >= PUSH_ALLOW_MAX)
+        return mg_fail(err, MG_EINVAL, "webhook-allow", "at most %d --webhook-allow networks",
+                       PUSH_ALLOW_MAX);
+    if (hl == 0 || hl >= sizeof(host))
+        goto bad;
+    memcpy(host, cidr, hl);
+    host[hl] = '\0';
+    n = &a->nets[a->n];
+    memset(n, 0, sizeof(*n));
+    if (inet_pton(AF_INET, host, n->addr) == 1) {
+        n->family = AF_INET;
+        prefix = 32;
+    } else if (inet_pton(AF_INET6, host, n->addr) == 1) {
+        n->family = AF_INET6;
+        prefix = 128;
+    } else {
+        goto bad;
+    }
+    if (slash && !mg_parse_i64(slash + 1, 0, prefix, &prefix))
+        goto bad;
+    n->prefix = (unsigned)prefix;
+    a->n++;
+    return MG_OK;
+bad:
+    return mg_fail(err, MG_EINVAL, "webhook-allow",
+                   "--webhook-allow wants a network such as 10.0.0.0/8 or fd00::/8, not '%s'",
+                   cidr);
+}
+
+static bool in_net(const uint8_t *addr, const uint8_t *net, unsigned prefix)
+{
+    unsigned full = prefix / 8, rest = prefix % 8;
+
+    if (memcmp(addr, net, full) != 0)
+        return false;
+    if (rest == 0)
+        return true;
+    return ((addr[full] ^ net[full]) & (uint8_t)(0xff << (8 - rest))) == 0;
+}
+
+bool push_allow_check(const struct push_allow *a, const struct sockaddr *sa)
+{
+    static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    uint8_t addr[16];
+    int family = sa->sa_family;
+    unsigned i;
+
+    if (family == AF_INET) {
+        memcpy(addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else if (family == AF_INET6) {
+        memcpy(addr, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+        if (memcmp(addr, v4mapped, 12) == 0) {
+            memmove(addr, addr + 12, 4);
+            family = AF_INET;
+        }
+    } else {
+        return false;
+    }
+    if (family == AF_INET) {
+        if (addr[0] == 169 && addr[1] == 254)
+            return false; /* link-local: cloud metadata lives here */
+        if (addr[0] == 0 || addr[0] >= 224)
+            return false; /* unspecified, multicast, reserved */
+    } else {
+        if (addr[0] == 0xfe && (addr[1] & 0xc0) == 0x80)
+            return false; /* fe80::/10 */
+        if (addr[0] == 0xff)
+            return false; /* multicast */
+        static const uint8_t zero[16] = {0};
+        if (memcmp(addr, zero, 16) == 0)
+            return false;
+    }
+    for (i = 0; i < a->n; i++) {
+        if (a->nets[i].family == family && in_net(addr, a->nets[i].addr, a->nets[i].prefix))
+            return true;
+    }
+    return false;
+}
+
+/* ---- backoff ----------------------------------------------------------- */
+
+int64_t push_backoff_ms(const struct push_options *o, int attempts, double rnd)
+{
+    double cap = (double)o->backoff_base_ms * pow(2.0, attempts > 1 ? attempts - 1 : 0);
+    int64_t d;
+
+    if (cap > (double)o->backoff_max_ms)
+        cap = (double)o->backoff_max_ms;
+    d = (int64_t)(cap * rnd);
+    return d < 50 ? 50 : d;
+}
+
+static double random_unit(void)
+{
+    uint32_t r = 0;
+
+    mg_random_bytes(&r, sizeof(r));
+    return (double)r / 4294967296.0;
+}
+
+/* ---- the pool ---------------------------------------------------------- */
+
+struct waiter {
+    struct srv_req *r;
+    char model[64];
+    char alias[33];
+    int64_t gen;
+    int64_t deadline;
+    struct waiter *next;
+};
+
+struct push {
+    struct srv *srv;
+    struct push_options opt;
+    struct push_env env;
+    pthread_t *threads;
+    unsigned nthreads;
+    pthread_t clock;
+    bool clock_started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool stop;
+    unsigned kicks;
+    struct waiter *waiters;
+};
+
+/* Resume waiters whose alias is in sync or whose deadline passed. */
+static void check_waiters(struct push *p, bool all)
+{
+    struct waiter **w, *done = NULL, *x;
+    int64_t now = mg_now_ms();
+
+    pthread_mutex_lock(&p->lock);
+    w = &p->waiters;
+    while (*w) {
+        bool synced = false;
+        struct mg_error err;
+
+        x = *w;
+        if (!all && now < x->deadline)
+            store_outbox_synced(p->srv->store, x->model, x->alias, x->gen, &synced, &err);
+        if (all || synced || now >= x->deadline) {
+            *w = x->next;
+            x->next = done;
+            done = x;
+        } else {
+            w = &x->next;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    while (done) {
+        x = done;
+        done = x->next;
+        MHD_resume_connection(x->r->conn);
+        free(x);
+    }
+}
+
+static void deliver(struct push *p, struct store_delivery *d)
+{
+    struct push_result res;
+    struct mg_error err;
+    int64_t next = 0;
+
+    memset(&res, 0, sizeof(res));
+    if (strcmp(d->kind, "webhook") == 0) {
+        push_webhook_deliver(&p->env, d, &res);
+    } else if (strcmp(d->kind, "haproxy") == 0) {
+        push_haproxy_deliver(&p->env, d, &res);
+    } else if (strcmp(d->kind, "nginx") == 0) {
+        push_nginx_deliver(&p->env, d, &res);
+    } else if (strcmp(d->kind, "runner") == 0) {
+        res.ok = true; /* the smoke-test runner (M5) consumes these; until then: ack */
+    } else {
+        snprintf(res.error, sizeof(res.error), "unknown gateway kind '%s'", d->kind);
+    }
+    if (!res.ok) {
+        next = push_backoff_ms(&p->opt, d->attempts + 1, random_unit());
+        if (res.retry_after_ms > next)
+            next = res.retry_after_ms;
+        next += mg_now_ms();
+    }
+    if (store_outbox_done(p->srv->store, d, res.ok, res.error, next, &err) != MG_OK)
+        fprintf(stderr, "modelgated: push %s %s/%s: cannot record the outcome: %s\n",
+                d->gateway, d->model, d->alias, err.message);
+    if (res.gone) {
+        char reason[600];
+        snprintf(reason, sizeof(reason), "disabled after the gateway answered 410 Gone: %s",
+                 res.error);
+        store_gateway_disable(p->srv->store, d->gateway, reason, &err);
+    }
+    if (!res.ok)
+        fprintf(stderr, "modelgated: push %s %s/%s generation %lld failed (attempt %d): %s\n",
+                d->gateway, d->model, d->alias, (long long)d->generation, d->attempts + 1,
+                res.error);
+    check_waiters(p, false);
+}
+
+static void sleep_until(struct push *p, int64_t until_ms)
+{
+    struct timespec ts;
+
+    ts.tv_sec = until_ms / 1000;
+    ts.tv_nsec = (until_ms % 1000) * 1000000;
+    while (!p->stop && p->kicks == 0 &&
+           pthread_cond_timedwait(&p->cond, &p->lock, &ts) != ETIMEDOUT)
+        ;
+}
+
+static void *worker_main(void *arg)
+{
+    struct push *p = arg;
+
+    pthread_mutex_lock(&p->lock);
+    while (!p->stop) {
+        struct store_delivery d;
+        struct mg_error err;
+        bool found = false;
+        int64_t next = 0, now;
+
+        if (p->kicks > 0)
+            p->kicks--;
+        pthread_mutex_unlock(&p->lock);
+        now = mg_now_ms();
+        if (store_outbox_claim(p->srv->store, now, LEASE_MS, &d, &found, &err) == MG_OK &&
+            found) {
+            deliver(p, &d);
+            store_delivery_release(&d);
+            pthread_mutex_lock(&p->lock);
+            continue;
+        }
+        store_outbox_next_due(p->srv->store, &next, &err);
+        pthread_mutex_lock(&p->lock);
+        if (p->stop || p->kicks > 0)
+            continue;
+        /* Until the next due row, a kick, or a second (rows written by other
+         * replicas, expired leases). */
+        if (next <= now || next > now + 1000)
+            next = now + 1000;
+        sleep_until(p, next);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+static void *clock_main(void *arg)
+{
+    struct push *p = arg;
+
+    pthread_mutex_lock(&p->lock);
+    while (!p->stop) {
+        struct timespec ts = {0, WAIT_TICK_MS * 1000000L};
+        bool any = p->waiters != NULL;
+
+        pthread_mutex_unlock(&p->lock);
+        if (any)
+            check_waiters(p, false);
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&p->lock);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+enum mg_code push_start(struct srv *srv, const struct push_options *o, struct mg_error *err)
+{
+    struct push *p = calloc(1, sizeof(*p));
+    unsigned i;
+
+    if (p == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    p->srv = srv;
+    p->opt = *o;
+    p->env.allow = &p->opt.allow;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->cond, NULL);
+    p->threads = calloc(o->workers ? o->workers : 1, sizeof(*p->threads));
+    if (p->threads == NULL) {
+        free(p);
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+    srv->push = p;
+    for (i = 0; i < (o->workers ? o->workers : 1); i++) {
+        if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0)
+            break;
+        p->nthreads++;
+    }
+    if (pthread_create(&p->clock, NULL, clock_main, p) == 0)
+        p->clock_started = true;
+    if (p->nthreads == 0 || !p->clock_started) {
+        push_free(srv);
+        return mg_fail(err, MG_EIO, NULL, "cannot start the push workers");
+    }
+    return MG_OK;
+}
+
+void push_stop(struct srv *srv)
+{
+    struct push *p = srv->push;
+    unsigned i;
+
+    if (p == NULL)
+        return;
+    check_waiters(p, true);
+    pthread_mutex_lock(&p->lock);
+    p->stop = true;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    for (i = 0; i < p->nthreads; i++)
+        pthread_join(p->threads[i], NULL);
+    if (p->clock_started)
+        pthread_join(p->clock, NULL);
+    p->nthreads = 0;
+    p->clock_started = false;
+}
+
+void push_free(struct srv *srv)
+{
+    struct push *p = srv->push;
+
+    if (p == NULL)
+        return;
+    push_stop(srv);
+    check_waiters(p, true);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->cond);
+    free(p->threads);
+    free(p);
+    srv->push = NULL;
+}
+
+void push_kick(struct srv *srv)
+{
+    struct push *p = srv->push;
+
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->kicks++;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void push_wait(struct srv *srv, struct srv_req *r, const char *model, const char *alias,
+               int64_t gen, int64_t deadline_ms)
+{
+    struct push *p = srv->push;
+    struct waiter *w = calloc(1, sizeof(*w));
+
+    if (p == NULL || w == NULL || p->stop) {
+        free(w);
+        MHD_resume_connection(r->conn);
+        return;
+    }
+    w->r = r;
+    snprintf(w->model, sizeof(w->model), "%s", model);
+    snprintf(w->alias, sizeof(w->alias), "%s", alias);
+    w->gen = gen;
+    w->deadline = deadline_ms;
+    pthread_mutex_lock(&p->lock);
+    w->next = p->waiters;
+    p->waiters = w;
+    pthread_mutex_unlock(&p->lock);
+    check_waiters(p, false); /* maybe already in sync */
+}
+
+/* ---- configuration ----------------------------------------------------- */
+
+enum mg_code push_webhook_validate(const struct push_env *env, const json_t *body,
+                                   json_t **config, char **secret, struct mg_error *err);
+enum mg_code push_haproxy_validate(const json_t *body, json_t **config, struct mg_error *err);
+enum mg_code push_nginx_validate(const json_t *body, json_t **config, struct mg_error *err);
+
+enum mg_code push_config_validate(const struct push_env *env, const char *kind,
+                                  const json_t *body, json_t **config, char **secret,
+                                  struct mg_error *err)
+{
+    *secret = NULL;
+    if (strcmp(kind, "webhook") == 0)
+        return push_webhook_validate(env, body, config, secret, err);
+    if (strcmp(kind, "haproxy") == 0)
+        return push_haproxy_validate(body, config, err);
+    if (strcmp(kind, "nginx") == 0)
+        return push_nginx_validate(body, config, err);
+    return mg_fail(err, MG_EINVAL, "kind", "kind is webhook, haproxy or nginx");
+}
+
+bool push_expand(const char *tmpl, const char *model, const char *alias, int64_t version,
+                 char *out, size_t outsz)
+{
+    struct mg_buf b;
+    const char *p = tmpl;
+    bool ok = true;
+
+    mg_buf_init(&b, outsz - 1);
+    while (*p && ok) {
+        if (*p == '{') {
+            const char *e = strchr(p, '}');
+            char num[24];
+            if (e == NULL)
+                return mg_buf_release(&b), false;
+            if ((size_t)(e - p) == 6 && strncmp(p, "{model", 6) == 0) {
+                ok = mg_buf_puts(&b, model) == MG_OK;
+            } else if ((size_t)(e - p) == 6 && strncmp(p, "{alias", 6) == 0) {
+                ok = mg_buf_puts(&b, alias) == MG_OK;
+            } else if ((size_t)(e - p) == 8 && strncmp(p, "{version", 8) == 0) {
+                snprintf(num, sizeof(num), "%lld", (long long)version);
+                ok = mg_buf_puts(&b, num) == MG_OK;
+            } else {
+                ok = false;
+            }
+            p = e + 1;
+        } else {
+            ok = mg_buf_append(&b, p++, 1) == MG_OK;
+        }
+    }
+    if (ok)
+        snprintf(out, outsz, "%s", b.data ? b.data : "");
+    mg_buf_release(&b);
+    return ok;
+}

@@ -1,0 +1,116 @@
+/*
+ * push.h - delivering alias changes from the outbox to gateways: a pool of
+ * worker threads, retries with exponential backoff and full jitter, the
+ * adapters (webhook, HAProxy runtime API, nginx include file, the built-in
+ * runner), and the waiters of ?wait=SECONDS.
+ *
+ * Workers never hold a database transaction while talking to a gateway: a
+ * row is claimed with a lease, delivered, then settled for the generation
+ * that was delivered (store/push.c).
+ */
+#ifndef PUSH_H
+#define PUSH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <jansson.h>
+
+#include "../../common/mg.h"
+#include "../../store/store.h"
+
+struct srv;
+struct srv_req;
+
+/* ---- destination allowlist (SSRF guard) -------------------------------- */
+
+#define PUSH_ALLOW_MAX 32
+
+struct push_net {
+    int family; /* AF_INET or AF_INET6 */
+    uint8_t addr[16];
+    unsigned prefix;
+};
+
+struct push_allow {
+    struct push_net nets[PUSH_ALLOW_MAX];
+    unsigned n;
+};
+
+/* Parse "10.0.0.0/8", "fd00::/8" or a single address; MG_EINVAL otherwise. */
+enum mg_code push_allow_add(struct push_allow *a, const char *cidr, struct mg_error *err);
+
+/* May a webhook connect to this address? Link-local (169.254.0.0/16,
+ * fe80::/10), unspecified and multicast addresses never; IPv4-mapped IPv6 is
+ * judged as IPv4. */
+bool push_allow_check(const struct push_allow *a, const struct sockaddr *sa);
+
+/* ---- adapters ---------------------------------------------------------- */
+
+struct push_result {
+    bool ok;
+    bool gone;              /* the gateway asked to be disabled (HTTP 410) */
+    int64_t retry_after_ms; /* > 0 when the gateway said when to retry */
+    char error[512];
+};
+
+struct push_env {
+    const struct push_allow *allow;
+};
+
+/* Validate a GatewayConfig body of each kind. On success *config receives
+ * the stored config (NEW; secrets removed) and *secret the secret (NEW
+ * malloc'd string or NULL). MG_EINVAL with a field otherwise. */
+enum mg_code push_config_validate(const struct push_env *env, const char *kind,
+                                  const json_t *body, json_t **config, char **secret,
+                                  struct mg_error *err);
+
+void push_webhook_deliver(const struct push_env *env, const struct store_delivery *d,
+                          struct push_result *res);
+void push_haproxy_deliver(const struct push_env *env, const struct store_delivery *d,
+                          struct push_result *res);
+void push_nginx_deliver(const struct push_env *env, const struct store_delivery *d,
+                        struct push_result *res);
+
+/* The webhook body for a delivery at time now_ms (malloc'd JSON text). */
+char *push_webhook_body(const struct store_delivery *d, int64_t now_ms);
+
+/* Expand {model}, {alias}, {version} in a template into out. false when it
+ * does not fit or names an unknown placeholder. */
+bool push_expand(const char *tmpl, const char *model, const char *alias, int64_t version,
+                 char *out, size_t outsz);
+
+/* ---- the pool ---------------------------------------------------------- */
+
+struct push_options {
+    unsigned workers;
+    int64_t backoff_base_ms;
+    int64_t backoff_max_ms;
+    struct push_allow allow;
+};
+
+/* Backoff before attempt n+1 after n failed attempts (n >= 1): full jitter
+ * over min(max, base * 2^(n-1)), at least 50 ms; rnd in [0, 1). */
+int64_t push_backoff_ms(const struct push_options *o, int attempts, double rnd);
+
+/* Start the workers and the waiter clock; srv->push is set. */
+enum mg_code push_start(struct srv *srv, const struct push_options *o, struct mg_error *err);
+
+/* Resume every waiting request and stop the threads (later waits resume at
+ * once); push_free() then releases everything. */
+void push_stop(struct srv *srv);
+void push_free(struct srv *srv);
+
+/* The outbox was written: wake a worker. */
+void push_kick(struct srv *srv);
+
+/*
+ * ?wait: suspend r until every gateway of (model, alias) acknowledged
+ * generation gen, or deadline_ms. The caller has already suspended the
+ * connection; the request is resumed (and its on_resume runs) then.
+ */
+void push_wait(struct srv *srv, struct srv_req *r, const char *model, const char *alias,
+               int64_t gen, int64_t deadline_ms);
+
+#endif
