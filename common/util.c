@@ -225,6 +225,33 @@ void mg_time_format(int64_t ms, char out[32])
     snprintf(out + n, 32 - n, ".%03dZ", (int)rem);
 }
 
+bool mg_time_parse(const char *s, int64_t *ms)
+{
+    struct tm tm;
+    const char *p;
+    int frac = 0, digits = 0;
+
+    memset(&tm, 0, sizeof(tm));
+    if (s == NULL || (p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm)) == NULL)
+        return false;
+    if (*p == '.') {
+        for (p++; *p >= '0' && *p <= '9'; p++) {
+            if (digits < 3) {
+                frac = frac * 10 + (*p - '0');
+                digits++;
+            }
+        }
+        while (digits < 3) {
+            frac *= 10;
+            digits++;
+        }
+    }
+    if (*p != 'Z' || p[1] != '\0')
+        return false;
+    *ms = (int64_t)timegm(&tm) * 1000 + frac;
+    return true;
+}
+
 static bool is_lower_alnum(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');

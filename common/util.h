@@ -65,6 +65,9 @@ int64_t mg_mono_ms(void);
 /* Format ms since epoch as "2026-11-21T10:00:00.123Z" into out (at least 32 bytes). */
 void mg_time_format(int64_t ms, char out[32]);
 
+/* Parse "2026-11-21T10:00:00.123Z" (what mg_time_format writes). */
+bool mg_time_parse(const char *s, int64_t *ms);
+
 /* Validators of API.md's names. They take length-delimited input. */
 bool mg_valid_model_name(const char *s, size_t n);
 bool mg_valid_alias_name(const char *s, size_t n);

@@ -31,6 +31,10 @@ void srv_config_init(struct srv_config *cfg)
     cfg->push_workers = 2;
     cfg->push_backoff_base_ms = 1000;
     cfg->push_backoff_max_ms = 300000;
+    cfg->runner_workers = 1;
+    cfg->smoke_interval_s = 300;
+    cfg->smoke_timeout_s = 300;
+    cfg->smoke_memory_mib = 16384;
 }
 
 void srv_config_release(struct srv_config *cfg)
@@ -41,6 +45,9 @@ void srv_config_release(struct srv_config *cfg)
     free(cfg->signing_key);
     while (cfg->nwebhook_allow > 0)
         free(cfg->webhook_allow[--cfg->nwebhook_allow]);
+    while (cfg->nsmoke_profiles > 0)
+        free(cfg->smoke_profiles[--cfg->nsmoke_profiles]);
+    free(cfg->nvml_library);
     memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -67,6 +74,13 @@ const char *srv_config_usage(void)
            "  --push-backoff-max-ms N  longest retry delay (default 300000)\n"
            "  --webhook-allow CIDR     a network webhooks may reach (repeatable; loopback is\n"
            "                           allowed when modelgated itself listens on loopback)\n"
+           "  --smoke-profile NAME=CMD a smoke-test command template with {model_dir} and\n"
+           "                           {output} (repeatable; no shell runs it)\n"
+           "  --runner-workers N       smoke tests run at once (default 1)\n"
+           "  --smoke-interval S       re-test routed versions every S seconds (default 300, 0 off)\n"
+           "  --smoke-timeout S        kill a test's process group after S seconds (default 300)\n"
+           "  --smoke-memory-mib N     address-space limit of CPU test runs (default 16384)\n"
+           "  --nvml-library PATH      NVML to load (default libnvidia-ml.so.1)\n"
            "\n"
            "usage: modelgated keys rotate --data-dir DIR\n"
            "  make a new active signing key; old public keys stay published\n";
@@ -167,6 +181,30 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
         if ((s = strdup(v)) == NULL)
             return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         cfg->webhook_allow[cfg->nwebhook_allow++] = s;
+        return MG_OK;
+    }
+    if (strcmp(key, "runner-workers") == 0)
+        return set_uint(&cfg->runner_workers, key, v, 1, 16, err);
+    if (strcmp(key, "smoke-interval") == 0)
+        return set_uint(&cfg->smoke_interval_s, key, v, 0, 86400, err);
+    if (strcmp(key, "smoke-timeout") == 0)
+        return set_uint(&cfg->smoke_timeout_s, key, v, 1, 86400, err);
+    if (strcmp(key, "smoke-memory-mib") == 0) {
+        int64_t n;
+        if (!mg_parse_i64(v, 64, 1 << 24, &n))
+            return mg_fail(err, MG_EINVAL, key, "--smoke-memory-mib is 64 to 16777216");
+        cfg->smoke_memory_mib = (uint64_t)n;
+        return MG_OK;
+    }
+    if (strcmp(key, "nvml-library") == 0)
+        return set_str(&cfg->nvml_library, v, err);
+    if (strcmp(key, "smoke-profile") == 0) {
+        char *s;
+        if (cfg->nsmoke_profiles >= sizeof(cfg->smoke_profiles) / sizeof(cfg->smoke_profiles[0]))
+            return mg_fail(err, MG_EINVAL, key, "at most 32 --smoke-profile entries");
+        if ((s = strdup(v)) == NULL)
+            return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        cfg->smoke_profiles[cfg->nsmoke_profiles++] = s;
         return MG_OK;
     }
     if (strcmp(key, "read-connections") == 0)

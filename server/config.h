@@ -30,6 +30,13 @@ struct srv_config {
     uint64_t push_backoff_max_ms;
     char *webhook_allow[32]; /* extra CIDRs webhooks may reach */
     unsigned nwebhook_allow;
+    unsigned runner_workers;
+    unsigned smoke_interval_s;  /* 0 disables periodic re-tests */
+    unsigned smoke_timeout_s;
+    uint64_t smoke_memory_mib;  /* RLIMIT_AS of CPU runs */
+    char *nvml_library;
+    char *smoke_profiles[32];   /* "NAME=COMMAND" */
+    unsigned nsmoke_profiles;
 };
 
 /* Defaults. */

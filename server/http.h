@@ -102,6 +102,7 @@ struct srv {
     const struct sign_keyring *keys;
     struct rel_timer *timer; /* the promotion clock (release.c) */
     struct push *push;       /* delivery workers (push/push.c) */
+    struct runner *runner;   /* smoke-test runner (runner/runner.c) */
     struct push_allow push_allow; /* where webhooks may connect */
     struct MHD_Daemon *daemon;
     uint16_t port;
@@ -179,6 +180,7 @@ extern const struct srv_route srv_routes_aliases[];
 extern const struct srv_route srv_routes_policies[];
 extern const struct srv_route srv_routes_promotions[];
 extern const struct srv_route srv_routes_gateways[];
+extern const struct srv_route srv_routes_runner[];
 
 /* Find the route for (method, path) and capture its parameters into r.
  * Returns MG_ENOTFOUND (no such path), MG_EMETHOD (path exists, method does

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "http.h"
 #include "release.h"
+#include "runner/runner.h"
 
 /* How long in-flight requests may take to finish after a stop signal. */
 #define SHUTDOWN_GRACE_MS 10000
@@ -129,6 +130,27 @@ static enum mg_code push_setup(const struct srv_config *cfg, struct push_options
     return MG_OK;
 }
 
+static enum mg_code runner_setup(const struct srv_config *cfg, struct runner_options *o,
+                                 char *dir, size_t dirsz, struct mg_error *err)
+{
+    unsigned i;
+
+    o->workers = cfg->runner_workers;
+    o->interval_s = cfg->smoke_interval_s;
+    o->timeout_ms = (int64_t)cfg->smoke_timeout_s * 1000;
+    o->memory_limit_mib = cfg->smoke_memory_mib;
+    o->nvml_library = cfg->nvml_library;
+    snprintf(dir, dirsz, "%s/runner", cfg->data_dir);
+    o->work_dir = dir;
+    for (i = 0; i < cfg->nsmoke_profiles; i++) {
+        if (runner_profile_parse(cfg->smoke_profiles[i], &o->profiles[o->nprofiles], err) !=
+            MG_OK)
+            return err->code;
+        o->nprofiles++;
+    }
+    return MG_OK;
+}
+
 int main(int argc, char **argv)
 {
     struct srv_config cfg;
@@ -137,6 +159,8 @@ int main(int argc, char **argv)
     struct sign_keyring *keys = NULL;
     struct srv srv = {0};
     struct push_options popt;
+    struct runner_options ropt = {0};
+    char runner_dir[PATH_MAX];
     struct mg_error err = {0};
     sigset_t sigs;
     int sig = 0, rc = 1, i;
@@ -205,6 +229,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
+    if (runner_setup(&cfg, &ropt, runner_dir, sizeof(runner_dir), &err) != MG_OK ||
+        runner_start(&srv, &ropt, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
     if (rel_timer_start(&srv, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
@@ -229,7 +258,10 @@ out:
     push_stop(&srv); /* resumes ?wait requests so they can finish */
     srv_stop(&srv, SHUTDOWN_GRACE_MS);
     rel_timer_stop(&srv);
+    runner_stop(&srv);
     push_free(&srv);
+    for (i = 0; i < (int)ropt.nprofiles; i++)
+        runner_profile_release(&ropt.profiles[i]);
     store_close(&st);
     sign_keyring_free(&keys);
     srv_config_release(&cfg);

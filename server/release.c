@@ -18,6 +18,7 @@
 #include "../gates/vram.h"
 #include "../store/sign.h"
 #include "push/push.h"
+#include "runner/runner.h"
 
 /* Attempts at a decision when others keep changing the same alias/promotion. */
 #define RETRIES 5
@@ -228,11 +229,43 @@ static size_t approvals_of(const json_t *list, struct gate_approval *a, size_t m
  * version `baseline` (0 for none). approvals (may be NULL) feed the approval
  * gate when include_approvals.
  */
+/* The smoke gate's view of the newest test since since_ms. */
+static enum gate_smoke smoke_state(struct srv *srv, const char *model, int64_t version,
+                                   int64_t since_ms, bool need_gpu, char *detail, size_t dlen)
+{
+    json_t *t = NULL;
+    struct mg_error err;
+    const char *s, *reason;
+    enum gate_smoke out = GATE_SMOKE_NONE;
+
+    if (store_smoke_latest(srv->store, model, version, since_ms, &t, &err) != MG_OK)
+        return GATE_SMOKE_NONE;
+    s = json_string_value(json_object_get(t, "state"));
+    reason = json_string_value(json_object_get(t, "reason"));
+    if (s && strcmp(s, "queued") == 0)
+        out = GATE_SMOKE_QUEUED;
+    else if (s && strcmp(s, "running") == 0)
+        out = GATE_SMOKE_RUNNING;
+    else if (s && strcmp(s, "passed") == 0)
+        out = GATE_SMOKE_PASSED;
+    else
+        out = GATE_SMOKE_FAILED; /* failed, or error (unknown profile, …) */
+    if (out == GATE_SMOKE_PASSED && need_gpu && json_is_null(json_object_get(t, "gpu"))) {
+        out = GATE_SMOKE_FAILED;
+        reason = "it ran without a GPU and the policy requires one";
+    }
+    snprintf(detail, dlen, "test %s%s%s", json_string_value(json_object_get(t, "id")),
+             reason ? ": " : "", reason ? reason : "");
+    json_decref(t);
+    return out;
+}
+
 static enum mg_code evaluate(struct srv *srv, const char *model, const json_t *ver,
                              int64_t baseline, const struct gate_policy *pol,
-                             const json_t *approvals, bool include_approvals, json_t **report,
-                             struct mg_error *err)
+                             const json_t *approvals, bool include_approvals, int64_t since_ms,
+                             json_t **report, struct mg_error *err)
 {
+    char smokedetail[MG_ERR_MSG_MAX] = "";
     struct gate_input in;
     struct gate_approval appr[64];
     json_t *base = NULL, *digests = json_array(), *first = NULL, *d;
@@ -267,8 +300,13 @@ static enum mg_code evaluate(struct srv *srv, const char *model, const json_t *v
         json_integer_value(json_object_get(res, "parameters")),
         json_string_value(json_object_get(res, "precision")), &in.vram_gib) &&
         json_is_integer(json_object_get(res, "parameters"));
-    in.largest_gpu_gib = -1; /* the runner (M5) reports GPUs */
-    in.smoke = GATE_SMOKE_NONE;
+    in.largest_gpu_gib = runner_largest_gpu_gib(srv);
+    if (pol->smoke_required) {
+        in.smoke = smoke_state(srv, model, json_integer_value(json_object_get(ver, "version")),
+                               since_ms, pol->gpu == GATE_GPU_REQUIRED, smokedetail,
+                               sizeof(smokedetail));
+        in.smoke_detail = smokedetail[0] ? smokedetail : NULL;
+    }
     in.approvals = appr;
     in.napprovals = approvals ? approvals_of(approvals, appr, 64) : 0;
     *report = gate_evaluate(&in, include_approvals);
@@ -505,7 +543,8 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
     }
     if ((rc = load_policy(srv, model, alias, &pol, &snapshot, err)) != MG_OK)
         goto out;
-    if ((rc = evaluate(srv, model, ver, baseline, &pol, NULL, false, &report, err)) != MG_OK)
+    if ((rc = evaluate(srv, model, ver, baseline, &pol, NULL, false, mg_now_ms(), &report,
+                       err)) != MG_OK)
         goto out;
     promo_init(&cur, &pol, version, baseline);
     ev.kind = PROMO_EV_GATES;
@@ -541,6 +580,15 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
         strip_internal(*out);
         rel_timer_kick(srv);
         push_kick(srv);
+        /* The runner tests every candidate before its first step. */
+        if (pol.smoke_required || json_object_get(json_object_get(ver, "smoke"), "profile")) {
+            struct mg_error e2;
+            runner_enqueue(srv, model, version, "promotion",
+                           pol.gpu == GATE_GPU_REQUIRED    ? "required"
+                           : pol.gpu == GATE_GPU_PREFERRED ? "preferred"
+                                                           : "none",
+                           NULL, &e2);
+        }
     }
 out:
     json_decref(ver);
@@ -584,23 +632,32 @@ static enum mg_code apply_event(struct srv *srv, const char *actor, const char *
         alias = json_string_value(json_object_get(p, "alias"));
         if ((rc = promo_of(p, &cur, &pol, err)) != MG_OK)
             goto next;
-        if ((rc = promo_step(&cur, &d->ev, mg_now_ms(), &next, &acts, err)) != MG_OK)
-            goto next;
-        if (d->ev.kind == PROMO_EV_TICK && !acts.set_routes && !acts.event[0]) {
-            rc = MG_OK; /* nothing due */
-            goto next;
-        }
         if (d->refresh_gates) {
             json_t *appr = json_deep_copy(json_object_get(p, "approvals"));
+            int64_t since = 0;
+            mg_time_parse(json_string_value(json_object_get(p, "created_at")), &since);
             if (d->approval_by)
                 json_array_append_new(appr, json_pack("{s:s, s:s}", "by", d->approval_by,
                                                       "decision", d->approval_decision));
             rc = store_version_get(srv->store, model, cur.candidate, &ver, err);
             if (rc == MG_OK)
-                rc = evaluate(srv, model, ver, cur.baseline, &pol, appr, true, &report, err);
+                rc = evaluate(srv, model, ver, cur.baseline, &pol, appr,
+                              cur.state != PROMO_EVALUATING, since, &report, err);
             json_decref(appr);
             if (rc != MG_OK)
                 goto next;
+            if (d->ev.kind == PROMO_EV_GATES) {
+                d->ev.gates_pending = json_is_true(json_object_get(report, "pending"));
+                d->ev.gates_failed =
+                    !d->ev.gates_pending && !json_is_true(json_object_get(report, "passed"));
+            }
+        }
+        if ((rc = promo_step(&cur, &d->ev, mg_now_ms(), &next, &acts, err)) != MG_OK)
+            goto next;
+        if ((d->ev.kind == PROMO_EV_TICK && !acts.set_routes && !acts.event[0]) ||
+            (d->ev.kind == PROMO_EV_GATES && next.state == cur.state)) {
+            rc = MG_OK; /* nothing due, or still waiting: no event to record */
+            goto next;
         }
         memset(&pc, 0, sizeof(pc));
         pc.id = id;
@@ -814,11 +871,43 @@ enum mg_code rel_gates_dry_run(struct srv *srv, const char *model, int64_t versi
         (rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK ||
         (rc = load_policy(srv, model, alias, &pol, NULL, err)) != MG_OK)
         goto out;
-    rc = evaluate(srv, model, ver, facts_lkg(facts, 0, NULL), &pol, NULL, true, out, err);
+    rc = evaluate(srv, model, ver, facts_lkg(facts, 0, NULL), &pol, NULL, true, 0, out, err);
 out:
     json_decref(ver);
     json_decref(facts);
     return rc;
+}
+
+void rel_smoke_finished(struct srv *srv, const char *model, int64_t version, const char *state,
+                        const char *reason)
+{
+    struct store_page page = {100, NULL};
+    json_t *list = NULL, *p;
+    struct mg_error err;
+    size_t i;
+
+    rel_timer_kick(srv); /* evaluating promotions look at the result */
+    if (state == NULL || strcmp(state, "failed") != 0)
+        return;
+    if (store_promotion_list(srv->store, "rolling_out", model, NULL, &page, &list, &err) != MG_OK)
+        return;
+    json_array_foreach(json_object_get(list, "items"), i, p)
+    {
+        struct decision d;
+        char why[MG_ERR_MSG_MAX];
+        if (json_integer_value(json_object_get(p, "version")) != version)
+            continue;
+        snprintf(why, sizeof(why), "smoke test of v%lld failed: %s", (long long)version,
+                 reason ? reason : "no reason given");
+        memset(&d, 0, sizeof(d));
+        d.ev.kind = PROMO_EV_SMOKE_FAILED;
+        d.ev.reason = why;
+        if (apply_event(srv, "modelgated", json_string_value(json_object_get(p, "id")), &d, NULL,
+                        &err) != MG_OK)
+            fprintf(stderr, "modelgated: automatic rollback of %s failed: %s\n",
+                    json_string_value(json_object_get(p, "id")), err.message);
+    }
+    json_decref(list);
 }
 
 /* ---- the clock -------------------------------------------------------- */
@@ -842,8 +931,18 @@ int64_t rel_tick(struct srv *srv, int64_t now_ms)
             fprintf(stderr, "modelgated: promotion %s: %s\n", json_string_value(id),
                     err.message);
     }
-    /* Evaluating promotions wait on the smoke-test runner (M5): nothing to
-     * re-evaluate until it reports. */
+    /* Evaluating promotions wait on gates (the smoke test): look again. */
+    json_array_foreach(json_object_get(pending, "evaluating"), i, id)
+    {
+        memset(&d, 0, sizeof(d));
+        d.ev.kind = PROMO_EV_GATES;
+        d.ev.reason = "smoke test";
+        d.refresh_gates = true;
+        if (apply_event(srv, "modelgated", json_string_value(id), &d, NULL, &err) != MG_OK &&
+            err.code != MG_ECONFLICT)
+            fprintf(stderr, "modelgated: promotion %s: %s\n", json_string_value(id),
+                    err.message);
+    }
     next = json_integer_value(json_object_get(pending, "next_at_ms"));
     json_decref(pending);
     return next;

@@ -71,6 +71,13 @@ enum mg_code rel_promotion_abort(struct srv *srv, const char *actor, const char 
 enum mg_code rel_promotion_get(struct srv *srv, const char *id, json_t **out,
                                struct mg_error *err);
 
+/* A smoke test of (model, version) finished in `state` (passed, failed,
+ * error): re-evaluate waiting gates, and roll back a rolling-out promotion
+ * whose candidate failed. An error (no such profile, the runner's own
+ * trouble) says nothing about the model and rolls nothing back. */
+void rel_smoke_finished(struct srv *srv, const char *model, int64_t version, const char *state,
+                        const char *reason);
+
 /* One pass of the clock: take due rollout steps, re-evaluate waiting gates.
  * Returns the ms time of the next due step (0 when none). */
 int64_t rel_tick(struct srv *srv, int64_t now_ms);

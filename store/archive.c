@@ -16,12 +16,16 @@
 #include "archive.h"
 #include "../common/util.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -58,6 +62,18 @@ struct name_list {
     size_t n, cap;
 };
 
+/*
+ * Extraction state: everything is created relative to dest_fd with openat()
+ * and friends, so no path is resolved against the process's working
+ * directory and no symbolic link is ever followed.
+ */
+struct extract {
+    int dest_fd;           /* the destination directory */
+    int dir_fd;            /* the parent directory of the last file, or -1 */
+    char *dir_path;        /* dir_fd's path relative to dest ("" for dest itself) */
+    struct name_list made; /* what was created, in order: "d<path>" or "f<path>" */
+};
+
 struct inspect {
     const struct store_archive_limits *lim;
     struct mg_error *err;
@@ -70,6 +86,7 @@ struct inspect {
     uint64_t entries;
     uint64_t total;      /* regular-file bytes read so far, <= lim->max_total_bytes */
     char show[SHOW_BUF]; /* the current entry's name, printable */
+    struct extract *x;   /* extracting: where to write; NULL when only inspecting */
 };
 
 void store_archive_limits_default(struct store_archive_limits *lim)
@@ -605,13 +622,37 @@ static enum mg_code hash_zeros(struct inspect *in, bool hash, uint64_t n)
     return rc;
 }
 
+/* Write all n bytes of buf at offset off of the file being extracted. */
+static enum mg_code write_at(struct inspect *in, int fd, const void *buf, size_t n, uint64_t off)
+{
+    const char *p = buf;
+    ssize_t w;
+
+    while (n > 0) {
+        if (off > INT64_MAX)
+            return mg_fail(in->err, MG_EINVAL, NULL, "archive entry '%s' is too large", in->show);
+        w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return mg_fail(in->err, errno == ENOSPC || errno == EDQUOT ? MG_ENOSPC : MG_EIO, NULL,
+                           "cannot write '%s' while extracting: %s", in->show,
+                           w < 0 ? strerror(errno) : "short write");
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return MG_OK;
+}
+
 /*
  * Stream the data of entry e: count it, and when `file` is given hash it into
  * file->size and file->sha256. Sparse holes, including a trailing one, are
- * hashed as the zeros an extractor would write.
+ * hashed as the zeros an extractor would write. With fd >= 0 (extracting) the
+ * data is written there at its offsets, so holes stay holes.
  */
 static enum mg_code read_data(struct archive *a, struct archive_entry *e, struct inspect *in,
-                              struct store_archive_file *file)
+                              struct store_archive_file *file, int fd)
 {
     uint8_t md[EVP_MAX_MD_SIZE];
     unsigned int md_len = 0;
@@ -640,6 +681,8 @@ static enum mg_code read_data(struct archive *a, struct archive_entry *e, struct
             return rc;
         if (file != NULL && len > 0 && EVP_DigestUpdate(in->md, buf, len) != 1)
             return mg_fail(in->err, MG_EIO, NULL, "SHA-256 failed");
+        if (fd >= 0 && len > 0 && (rc = write_at(in, fd, buf, len, (uint64_t)off)) != MG_OK)
+            return rc;
         pos = (uint64_t)off + len;
     }
     if (archive_entry_sparse_count(e) > 0 && archive_entry_size_is_set(e) &&
@@ -649,6 +692,10 @@ static enum mg_code read_data(struct archive *a, struct archive_entry *e, struct
             return rc;
         pos = (uint64_t)archive_entry_size(e);
     }
+    /* A hole at the end: set the length (pos <= max_total_bytes, checked above). */
+    if (fd >= 0 && ftruncate(fd, (off_t)pos) != 0)
+        return mg_fail(in->err, MG_EIO, NULL, "cannot write '%s' while extracting: %s", in->show,
+                       strerror(errno));
     if (file == NULL)
         return MG_OK;
     if (EVP_DigestFinal_ex(in->md, md, &md_len) != 1 || md_len != 32)
@@ -679,6 +726,195 @@ static enum mg_code files_push(struct inspect *in, char *path, struct store_arch
     return MG_OK;
 }
 
+/* ---- extraction ------------------------------------------------------------------------ */
+
+/* Remember that `path` (n bytes) was created, as a directory (kind 'd') or a file ('f'). */
+static enum mg_code x_record(struct inspect *in, char kind, const char *path, size_t n)
+{
+    char *s = malloc(n + 2);
+
+    if (s == NULL)
+        return mg_fail(in->err, MG_ENOMEM, NULL, "out of memory");
+    s[0] = kind;
+    memcpy(s + 1, path, n);
+    s[n + 1] = '\0';
+    return name_list_push(&in->x->made, s, in->err);
+}
+
+static enum mg_code x_fail(struct inspect *in, const char *what, int e)
+{
+    return mg_fail(in->err, e == ENOSPC || e == EDQUOT ? MG_ENOSPC : MG_EIO, NULL,
+                   "cannot %s '%s' while extracting: %s", what, in->show, strerror(e));
+}
+
+/*
+ * Open (making what is missing) the directory path[0..n) below dest, one
+ * component at a time: mkdirat() 0755, then openat() with O_DIRECTORY |
+ * O_NOFOLLOW, so an existing component must be a real directory. *out gets a
+ * new O_CLOEXEC descriptor.
+ */
+static enum mg_code x_mkdirs(struct inspect *in, const char *path, size_t n, int *out)
+{
+    char *copy = NULL, *comp;
+    size_t i;
+    int fd, next;
+    enum mg_code rc = MG_OK;
+
+    *out = -1;
+    fd = fcntl(in->x->dest_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+        return x_fail(in, "open the directory of", errno);
+    if (n == 0)
+        goto done;
+    if ((copy = malloc(n + 1)) == NULL) {
+        rc = mg_fail(in->err, MG_ENOMEM, NULL, "out of memory");
+        goto done;
+    }
+    memcpy(copy, path, n);
+    copy[n] = '\0';
+    for (i = 0, comp = copy; i <= n; i++) {
+        if (i < n && copy[i] != '/')
+            continue;
+        copy[i] = '\0';
+        if (mkdirat(fd, comp, 0755) == 0) {
+            if ((rc = x_record(in, 'd', path, i)) != MG_OK)
+                goto done;
+        } else if (errno != EEXIST) {
+            rc = x_fail(in, "make a directory for", errno);
+            goto done;
+        }
+        next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0) {
+            if (errno == ENOTDIR || errno == ELOOP)
+                rc = mg_fail(in->err, MG_EINVAL, NULL,
+                             "archive entry '%s' needs '%.*s' to be a directory, but the archive "
+                             "also holds it as a file; remove one of them",
+                             in->show, (int)i, path);
+            else
+                rc = x_fail(in, "open a directory for", errno);
+            goto done;
+        }
+        close(fd);
+        fd = next;
+        comp = copy + i + 1;
+    }
+done:
+    free(copy);
+    if (rc != MG_OK) {
+        close(fd);
+        return rc;
+    }
+    *out = fd;
+    return MG_OK;
+}
+
+/* Make the parent of `path` the cached directory (files of one directory usually come
+ * together, so this saves walking the path again for each). */
+static enum mg_code x_parent(struct inspect *in, const char *path, const char **base)
+{
+    struct extract *x = in->x;
+    const char *slash = strrchr(path, '/');
+    size_t plen = slash ? (size_t)(slash - path) : 0;
+    enum mg_code rc;
+    int fd;
+
+    *base = slash ? slash + 1 : path;
+    if (x->dir_fd >= 0 && strlen(x->dir_path) == plen && memcmp(x->dir_path, path, plen) == 0)
+        return MG_OK;
+    if ((rc = x_mkdirs(in, path, plen, &fd)) != MG_OK)
+        return rc;
+    if (x->dir_fd >= 0)
+        close(x->dir_fd);
+    free(x->dir_path);
+    x->dir_fd = fd;
+    x->dir_path = strndup(path, plen);
+    if (x->dir_path == NULL) {
+        close(x->dir_fd);
+        x->dir_fd = -1;
+        return mg_fail(in->err, MG_ENOMEM, NULL, "out of memory");
+    }
+    return MG_OK;
+}
+
+/*
+ * Create the regular file `path` for writing: O_CREAT | O_EXCL | O_NOFOLLOW, so
+ * a second entry of the same name fails instead of replacing the first. Only
+ * the owner's execute bit of the archive's mode is kept (0755, else 0644);
+ * owners and every other bit are ignored.
+ */
+static enum mg_code x_create(struct inspect *in, const char *path, struct archive_entry *e,
+                             int *out)
+{
+    mode_t mode = (archive_entry_perm(e) & 0100) ? 0755 : 0644;
+    const char *base;
+    enum mg_code rc;
+    int fd;
+
+    *out = -1;
+    if ((rc = x_parent(in, path, &base)) != MG_OK)
+        return rc;
+    fd = openat(in->x->dir_fd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd < 0) {
+        if (errno == EEXIST)
+            return mg_fail(in->err, MG_EINVAL, NULL,
+                           "archive entry '%s' appears more than once; keep one copy", in->show);
+        return x_fail(in, "create", errno);
+    }
+    if ((rc = x_record(in, 'f', path, strlen(path))) != MG_OK) {
+        close(fd);
+        (void)unlinkat(in->x->dir_fd, base, 0);
+        return rc;
+    }
+    *out = fd;
+    return MG_OK;
+}
+
+/* Remove what extraction created, newest first (children before parents). */
+static void x_undo(struct extract *x)
+{
+    size_t i;
+
+    for (i = x->made.n; i-- > 0;) {
+        const char *s = x->made.v[i];
+        (void)unlinkat(x->dest_fd, s + 1, s[0] == 'd' ? AT_REMOVEDIR : 0);
+    }
+}
+
+/* The destination must be an existing, empty directory (not a link to one). */
+static enum mg_code x_open_dest(const char *dest, int *out, struct mg_error *err)
+{
+    struct dirent *d;
+    DIR *dir;
+    int fd, dup_fd;
+    bool empty = true;
+
+    *out = -1;
+    fd = open(dest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return mg_fail(err, MG_EIO, NULL, "cannot open the extraction directory '%s': %s", dest,
+                       strerror(errno));
+    dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (dir == NULL) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        close(fd);
+        return mg_fail(err, MG_EIO, NULL, "cannot read the extraction directory '%s': %s", dest,
+                       strerror(errno));
+    }
+    while (empty && (d = readdir(dir)) != NULL)
+        empty = strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0;
+    closedir(dir);
+    if (!empty) {
+        close(fd);
+        return mg_fail(err, MG_EINVAL, NULL,
+                       "the extraction directory '%s' is not empty; extract into a fresh one",
+                       dest);
+    }
+    *out = fd;
+    return MG_OK;
+}
+
 /* Check one entry libarchive returned and read its data. */
 static enum mg_code inspect_entry(struct archive *a, struct archive_entry *e, struct inspect *in)
 {
@@ -687,6 +923,7 @@ static enum mg_code inspect_entry(struct archive *a, struct archive_entry *e, st
     struct store_archive_file *file = NULL;
     unsigned type = archive_entry_filetype(e);
     enum mg_code rc;
+    int fd = -1;
 
     in->entries++;
     raw = archive_entry_pathname(e);
@@ -737,9 +974,21 @@ static enum mg_code inspect_entry(struct archive *a, struct archive_entry *e, st
         norm = NULL; /* owned by the manifest now */
         if (rc != MG_OK)
             goto out;
+        if (in->x != NULL && (rc = x_create(in, file->path, e, &fd)) != MG_OK)
+            goto out;
+    } else if (in->x != NULL && norm[0] != '\0') {
+        if ((rc = x_mkdirs(in, norm, strlen(norm), &fd)) != MG_OK)
+            goto out;
+        close(fd);
+        fd = -1;
     }
-    rc = read_data(a, e, in, file);
+    rc = read_data(a, e, in, file, fd);
+    if (fd >= 0 && close(fd) != 0 && rc == MG_OK)
+        rc = x_fail(in, "write", errno);
+    fd = -1;
 out:
+    if (fd >= 0)
+        close(fd);
     free(norm);
     return rc;
 }
@@ -866,10 +1115,23 @@ static enum mg_code inspect_run(const char *path, const char *media_type, struct
     return MG_OK;
 }
 
-enum mg_code store_archive_inspect(const char *path, const char *media_type,
-                                   const struct store_archive_limits *lim,
-                                   struct store_archive_manifest *out, bool *is_archive,
-                                   struct mg_error *err)
+static bool is_archive_type(const char *media_type)
+{
+    return media_type != NULL &&
+           (strcmp(media_type, MT_TAR) == 0 || strcmp(media_type, MT_GZIP) == 0 ||
+            strcmp(media_type, MT_ZIP) == 0 || strcmp(media_type, MT_ZSTD) == 0 ||
+            strcmp(media_type, MT_XZ) == 0);
+}
+
+/*
+ * The pass both public functions share: inspect `path`, and when x is given
+ * also write what it holds below x->dest_fd. On success *out receives the
+ * manifest (empty unless *is_archive).
+ */
+static enum mg_code archive_run(const char *path, const char *media_type,
+                                const struct store_archive_limits *lim, struct extract *x,
+                                struct store_archive_manifest *out, bool *is_archive,
+                                struct mg_error *err)
 {
     struct inspect in;
     struct store_archive_manifest tmp;
@@ -878,15 +1140,6 @@ enum mg_code store_archive_inspect(const char *path, const char *media_type,
     bool archive = false;
     enum mg_code rc;
 
-    out->files = NULL;
-    out->n = 0;
-    *is_archive = false;
-    if (media_type == NULL ||
-        (strcmp(media_type, MT_TAR) != 0 && strcmp(media_type, MT_GZIP) != 0 &&
-         strcmp(media_type, MT_ZIP) != 0 && strcmp(media_type, MT_ZSTD) != 0 &&
-         strcmp(media_type, MT_XZ) != 0))
-        return MG_OK;
-
     if (lim == NULL) {
         store_archive_limits_default(&def);
         lim = &def;
@@ -894,6 +1147,7 @@ enum mg_code store_archive_inspect(const char *path, const char *media_type,
     memset(&in, 0, sizeof(in));
     in.lim = lim;
     in.err = err;
+    in.x = x;
     in.is_zip = strcmp(media_type, MT_ZIP) == 0;
     in.md = EVP_MD_CTX_new();
     if (in.md == NULL)
@@ -920,5 +1174,59 @@ enum mg_code store_archive_inspect(const char *path, const char *media_type,
     }
     *out = tmp;
     *is_archive = true;
+    return MG_OK;
+}
+
+enum mg_code store_archive_inspect(const char *path, const char *media_type,
+                                   const struct store_archive_limits *lim,
+                                   struct store_archive_manifest *out, bool *is_archive,
+                                   struct mg_error *err)
+{
+    out->files = NULL;
+    out->n = 0;
+    *is_archive = false;
+    if (!is_archive_type(media_type))
+        return MG_OK;
+    return archive_run(path, media_type, lim, NULL, out, is_archive, err);
+}
+
+enum mg_code store_archive_extract(const char *path, const char *media_type, const char *dest,
+                                   const struct store_archive_limits *lim,
+                                   struct store_archive_manifest *out, struct mg_error *err)
+{
+    struct store_archive_manifest m = {NULL, 0};
+    struct extract x;
+    bool archive = false;
+    enum mg_code rc;
+
+    if (out != NULL) {
+        out->files = NULL;
+        out->n = 0;
+    }
+    if (!is_archive_type(media_type))
+        return mg_fail(err, MG_EINVAL, NULL,
+                       "a %s blob is not an archive; only tar (optionally gzip, zstd or xz "
+                       "compressed) and zip can be extracted",
+                       media_type ? media_type : "untyped");
+    memset(&x, 0, sizeof(x));
+    x.dir_fd = -1;
+    if ((rc = x_open_dest(dest, &x.dest_fd, err)) != MG_OK)
+        return rc;
+    rc = archive_run(path, media_type, lim, &x, &m, &archive, err);
+    if (rc == MG_OK && !archive)
+        rc = mg_fail(err, MG_EINVAL, NULL,
+                     "the %s stream does not hold a tar archive; nothing to extract", media_type);
+    if (x.dir_fd >= 0)
+        close(x.dir_fd);
+    if (rc != MG_OK)
+        x_undo(&x);
+    close(x.dest_fd);
+    free(x.dir_path);
+    name_list_release(&x.made);
+    if (rc != MG_OK || out == NULL) {
+        store_archive_manifest_release(&m);
+        return rc;
+    }
+    *out = m;
     return MG_OK;
 }

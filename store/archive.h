@@ -5,9 +5,11 @@
  * Inspection only reads: it never writes a file anywhere. It lists every
  * regular file with its size and SHA-256 and rejects archives that could not
  * be extracted safely (absolute paths, "..", links, devices, FIFOs, sockets,
- * duplicate paths) or that exceed the caps.
+ * duplicate paths) or that exceed the caps. Extraction applies the same rules
+ * while it writes.
  *
- * Thread-safe: no shared state.
+ * Thread-safe: no shared state, no globals, no chdir(); every descriptor is
+ * opened O_CLOEXEC, so a thread that forks (the smoke runner) leaks none.
  */
 #ifndef STORE_ARCHIVE_H
 #define STORE_ARCHIVE_H
@@ -66,6 +68,40 @@ enum mg_code store_archive_inspect(const char *path, const char *media_type,
                                    const struct store_archive_limits *lim,
                                    struct store_archive_manifest *out, bool *is_archive,
                                    struct mg_error *err);
+
+/*
+ * Extract the archive at `path` (media type as for store_archive_inspect)
+ * into `dest`, an existing EMPTY directory made for this purpose (mkdtemp);
+ * a symbolic link as `dest`, or a directory with anything in it, is refused.
+ *
+ * Safety (what libarchive's ARCHIVE_EXTRACT_SECURE_NODOTDOT,
+ * _SECURE_SYMLINKS and _SECURE_NOABSOLUTEPATHS give, done here with openat()
+ * relative to `dest` because archive_write_disk resolves paths against the
+ * process's working directory, which a threaded caller cannot change):
+ * - every entry passes the inspection rules first: absolute paths, "..",
+ *   control characters, invalid UTF-8, hard and symbolic links, devices,
+ *   FIFOs and sockets are refused, and so is a zip whose central directory
+ *   and local headers disagree;
+ * - only regular files and directories are created, component by component
+ *   with O_NOFOLLOW / O_DIRECTORY, files with O_CREAT | O_EXCL, so nothing is
+ *   followed or replaced and a repeated path fails;
+ * - modes are 0755 for directories, and 0755 or 0644 for files (the owner's
+ *   execute bit is all that is taken from the archive), less the umask;
+ *   owners, times, ACLs, xattrs and setuid/setgid/sticky bits are ignored;
+ * - `lim` caps the entries, the bytes written (sparse holes count) and each
+ *   path's length (NULL = store_archive_limits_default).
+ *
+ * Returns MG_OK and, when out is not NULL, the manifest of the files as
+ * written (sorted; the SHA-256 of the bytes that went to disk), which the
+ * caller releases with store_archive_manifest_release(). Errors: MG_EINVAL
+ * for an unsafe, over-cap, corrupt or non-archive input (message names the
+ * entry), MG_ENOSPC when the disk is full, MG_EIO for other I/O failures,
+ * MG_ENOMEM. On failure everything extraction created is removed again (dest
+ * itself stays, empty) and `out` is empty.
+ */
+enum mg_code store_archive_extract(const char *path, const char *media_type, const char *dest,
+                                   const struct store_archive_limits *lim,
+                                   struct store_archive_manifest *out, struct mg_error *err);
 
 /* Free the manifest's storage and empty it. Safe on an empty manifest. */
 void store_archive_manifest_release(struct store_archive_manifest *m);

@@ -329,3 +329,56 @@ enum mg_code store_blob_open(struct store *st, const char *digest, int *fd, uint
     *size = (uint64_t)sb.st_size;
     return MG_OK;
 }
+
+enum mg_code store_blob_materialize(struct store *st, const char *digest, const char *dest,
+                                    const char *single_name, struct mg_error *err)
+{
+    json_t *meta = NULL;
+    char path[PATH_MAX], out[PATH_MAX], hex[65];
+    const char *media;
+    unsigned char md[32], buf[65536];
+    unsigned mdlen = 0;
+    EVP_MD_CTX *ctx = NULL;
+    int in = -1, fd = -1;
+    ssize_t r;
+    enum mg_code rc;
+
+    if ((rc = store_blob_get(st, digest, &meta, err)) != MG_OK)
+        return rc;
+    media = json_string_value(json_object_get(meta, "media_type"));
+    store_blob_path(st, digest, path, sizeof(path));
+    if (!json_is_null(json_object_get(meta, "files"))) {
+        rc = store_archive_extract(path, media, dest, &st->archive, NULL, err);
+        goto out;
+    }
+    snprintf(out, sizeof(out), "%.3000s/%.200s", dest, single_name);
+    in = open(path, O_RDONLY | O_CLOEXEC);
+    fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    ctx = EVP_MD_CTX_new();
+    if (in < 0 || fd < 0 || ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot copy blob %s: %s", digest, strerror(errno));
+        goto out;
+    }
+    while ((r = read(in, buf, sizeof(buf))) > 0) {
+        if (EVP_DigestUpdate(ctx, buf, (size_t)r) != 1 ||
+            write_all(fd, buf, (size_t)r, err) != MG_OK) {
+            rc = err->code != MG_OK ? err->code : MG_EIO;
+            goto out;
+        }
+    }
+    if (r < 0 || EVP_DigestFinal_ex(ctx, md, &mdlen) != 1) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot read blob %s", digest);
+        goto out;
+    }
+    mg_hex_encode(md, 32, hex);
+    if (strcmp(hex, digest + 7) != 0)
+        rc = mg_fail(err, MG_EIO, NULL, "blob %s no longer matches its digest on disk", digest);
+out:
+    EVP_MD_CTX_free(ctx);
+    if (in >= 0)
+        close(in);
+    if (fd >= 0)
+        close(fd);
+    json_decref(meta);
+    return rc;
+}

@@ -138,6 +138,15 @@ enum mg_code store_blob_get(struct store *st, const char *digest, json_t **out,
 enum mg_code store_blob_open(struct store *st, const char *digest, int *fd, uint64_t *size,
                              struct mg_error *err);
 
+/*
+ * Lay a blob out in dest (an existing empty directory): an archive is
+ * extracted safely (store_archive_extract), any other blob is copied to
+ * dest/<single_name>. Checks the file's bytes against the digest as it goes
+ * (MG_EIO on a mismatch: the blob file was altered on disk).
+ */
+enum mg_code store_blob_materialize(struct store *st, const char *digest, const char *dest,
+                                    const char *single_name, struct mg_error *err);
+
 /* ---- models ----------------------------------------------------------- */
 
 struct store_page {
@@ -397,12 +406,55 @@ enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_
 enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d, bool ok,
                                const char *error, int64_t next_attempt_ms, struct mg_error *err);
 
+/* At start: leases held by a previous run of this server (which owns the
+ * embedded store alone) are void; their rows are due again at once. */
+enum mg_code store_outbox_recover(struct store *st, struct mg_error *err);
+
 /* Earliest time a row becomes due (ms), or 0 when nothing waits. */
 enum mg_code store_outbox_next_due(struct store *st, int64_t *next_ms, struct mg_error *err);
 
 /* Has every gateway of (model, alias) acknowledged generation >= gen? */
 enum mg_code store_outbox_synced(struct store *st, const char *model, const char *alias,
                                  int64_t gen, bool *synced, struct mg_error *err);
+
+/* ---- smoke tests --------------------------------------------------------- */
+
+/*
+ * Queue a smoke test of a version unless one is already queued or running
+ * (then *out is that one and *created false). trigger: route, promotion,
+ * periodic, manual; gpu_mode: required, preferred, none. *out = SmokeTest.
+ */
+enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t version,
+                                 const char *trigger, const char *gpu_mode, json_t **out,
+                                 bool *created, struct mg_error *err);
+
+/* Take the oldest queued test (it becomes running). *job = {"id","model","version",
+ * "profile","gpu_mode","artifact":{"digest","media_type","files"},"smoke","resources"}. */
+enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found,
+                               struct mg_error *err);
+
+/* Record the outcome: result = {"state","gpu","exit_code","latency_ms","checks","log_tail",
+ * "reason","duration_ms","peak_gpu_memory_mib"} (missing members stay NULL). */
+enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *result,
+                                struct mg_error *err);
+
+/* {"items":[SmokeTest]} of a version, newest first (at most 100). */
+enum mg_code store_smoke_list(struct store *st, const char *model, int64_t version,
+                              json_t **out, struct mg_error *err);
+
+/* The newest test of a version not finished before since_ms (queued, running,
+ * or finished since); MG_ENOTFOUND if none. */
+enum mg_code store_smoke_latest(struct store *st, const char *model, int64_t version,
+                                int64_t since_ms, json_t **out, struct mg_error *err);
+
+enum mg_code store_smoke_counts(struct store *st, int64_t *queued, int64_t *running,
+                                struct mg_error *err);
+
+/* At start: tests left running by a crash go back to the queue. */
+enum mg_code store_smoke_recover(struct store *st, struct mg_error *err);
+
+/* [{"model","version"}] of every version routed with weight > 0 by a live alias. */
+enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_error *err);
 
 /* ---- audit ------------------------------------------------------------ */
 

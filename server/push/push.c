@@ -15,6 +15,7 @@
 
 #include "../../common/util.h"
 #include "../http.h"
+#include "../runner/runner.h"
 
 /* A worker holds a claimed row this long; deliveries time out well before. */
 #define LEASE_MS 120000
@@ -203,7 +204,12 @@ static void deliver(struct push *p, struct store_delivery *d)
     } else if (strcmp(d->kind, "nginx") == 0) {
         push_nginx_deliver(&p->env, d, &res);
     } else if (strcmp(d->kind, "runner") == 0) {
-        res.ok = true; /* the smoke-test runner (M5) consumes these; until then: ack */
+        /* Acknowledged once the implied tests are queued, never waiting for
+         * them: ?wait does not wait for a smoke test. */
+        res.ok = runner_enqueue_routes(p->srv, d->model, d->alias,
+                                       json_object_get(d->payload, "routes"), &err) == MG_OK;
+        if (!res.ok)
+            snprintf(res.error, sizeof(res.error), "%s", err.message);
     } else {
         snprintf(res.error, sizeof(res.error), "unknown gateway kind '%s'", d->kind);
     }
@@ -313,6 +319,10 @@ enum mg_code push_start(struct srv *srv, const struct push_options *o, struct mg
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
     srv->push = p;
+    if (store_outbox_recover(srv->store, err) != MG_OK) {
+        push_free(srv);
+        return err->code;
+    }
     for (i = 0; i < (o->workers ? o->workers : 1); i++) {
         if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0)
             break;

@@ -1,0 +1,325 @@
+/*
+ * config.c - where the CLI finds its server and token, and `modelgate login`.
+ *
+ * The config file is $XDG_CONFIG_HOME/modelgate/config.json (else
+ * ~/.config/modelgate/config.json): {"url": "...", "token": "..."}, mode 0600
+ * in a 0700 directory, written to a temp file and renamed. MODELGATE_URL and
+ * MODELGATE_TOKEN override it. The token is never printed.
+ */
+#include "mgc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CONFIG_MAX ((size_t)64 << 10)
+#define TOKEN_MAX 4096
+
+/* The config directory and file paths. false with a message when no home is known. */
+static bool config_paths(char dir[PATH_MAX], char file[PATH_MAX])
+{
+    const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+    int n;
+
+    if (xdg != NULL && xdg[0] == '/')
+        n = snprintf(dir, PATH_MAX, "%s/modelgate", xdg);
+    else if (home != NULL && home[0] != '\0')
+        n = snprintf(dir, PATH_MAX, "%s/.config/modelgate", home);
+    else {
+        mgc_fail("neither XDG_CONFIG_HOME nor HOME is set; set one, or use MODELGATE_URL and "
+                 "MODELGATE_TOKEN");
+        return false;
+    }
+    if (n < 0 || n >= PATH_MAX || snprintf(file, PATH_MAX, "%s/config.json", dir) >= PATH_MAX) {
+        mgc_fail("the config path is too long");
+        return false;
+    }
+    return true;
+}
+
+char *mgc_read_file(const char *path, size_t max, size_t *len)
+{
+    char *buf = NULL, *nb;
+    size_t n = 0, cap = 0;
+    ssize_t r;
+    int fd;
+
+    fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        mgc_fail("cannot open '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    for (;;) {
+        if (n + 1 >= cap) {
+            cap = cap ? cap * 2 : 4096;
+            if (cap > max + 2)
+                cap = max + 2;
+            if ((nb = realloc(buf, cap)) == NULL) {
+                mgc_fail("out of memory");
+                goto fail;
+            }
+            buf = nb;
+        }
+        r = read(fd, buf + n, cap - n - 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            mgc_fail("cannot read '%s': %s", path, strerror(errno));
+            goto fail;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+        if (n > max) {
+            mgc_fail("'%s' is larger than %zu bytes", path, max);
+            goto fail;
+        }
+    }
+    if (buf == NULL && (buf = malloc(1)) == NULL) {
+        mgc_fail("out of memory");
+        goto fail;
+    }
+    buf[n] = '\0';
+    if (fd != STDIN_FILENO)
+        close(fd);
+    if (len != NULL)
+        *len = n;
+    return buf;
+fail:
+    if (fd != STDIN_FILENO)
+        close(fd);
+    free(buf);
+    return NULL;
+}
+
+char *mgc_url_clean(const char *url)
+{
+    size_t n = strlen(url), i;
+    char *out;
+
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+        mgc_fail("the server URL must start with http:// or https://, not '%s'", url);
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)url[i];
+        if (ch <= 0x20 || ch == 0x7f || ch == '?' || ch == '#') {
+            mgc_fail("the server URL must not hold spaces, control characters, '?' or '#'");
+            return NULL;
+        }
+    }
+    while (n > 0 && url[n - 1] == '/')
+        n--;
+    if ((out = strndup(url, n)) == NULL)
+        mgc_fail("out of memory");
+    return out;
+}
+
+/* Trim surrounding whitespace in place and check what a token may hold. */
+static bool token_clean(char *t)
+{
+    size_t n = strlen(t), s = 0, i;
+
+    while (n > 0 && (t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == ' ' || t[n - 1] == '\t'))
+        n--;
+    while (s < n && (t[s] == ' ' || t[s] == '\t'))
+        s++;
+    memmove(t, t + s, n - s);
+    t[n - s] = '\0';
+    if (t[0] == '\0' || strlen(t) > TOKEN_MAX)
+        return false;
+    for (i = 0; t[i]; i++) {
+        if ((unsigned char)t[i] <= 0x20 || (unsigned char)t[i] == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+int mgc_config_load(struct mgc *c)
+{
+    const char *env_url = getenv("MODELGATE_URL"), *env_token = getenv("MODELGATE_TOKEN");
+    char dir[PATH_MAX], file[PATH_MAX];
+    json_t *cfg = NULL; /* NEW */
+    json_error_t jerr;
+    const char *s;
+    struct stat st;
+    char *text = NULL;
+    int rc = MGC_ERR;
+
+    if (env_url != NULL && env_url[0] != '\0' && env_token != NULL && env_token[0] != '\0')
+        goto env;
+    if (!config_paths(dir, file))
+        return MGC_ERR;
+    if (stat(file, &st) != 0) {
+        if (errno != ENOENT)
+            return mgc_fail("cannot read '%s': %s", file, strerror(errno));
+        if (env_url == NULL || env_url[0] == '\0')
+            return mgc_fail("no server configured: run `modelgate login --url URL --token-file "
+                            "FILE`, or set MODELGATE_URL and MODELGATE_TOKEN");
+        return mgc_fail("no token: set MODELGATE_TOKEN, or run `modelgate login`");
+    }
+    if ((st.st_mode & 077) != 0)
+        fprintf(stderr, "modelgate: warning: '%s' is readable by others; chmod 600 it\n", file);
+    if ((text = mgc_read_file(file, CONFIG_MAX, NULL)) == NULL)
+        return MGC_ERR;
+    cfg = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(cfg)) {
+        mgc_fail("'%s' is not a JSON object; run `modelgate login` again", file);
+        goto out;
+    }
+    if ((s = mgc_str(cfg, "url", NULL)) != NULL && (c->url = mgc_url_clean(s)) == NULL)
+        goto out;
+    if ((s = mgc_str(cfg, "token", NULL)) != NULL && (c->token = strdup(s)) == NULL) {
+        mgc_fail("out of memory");
+        goto out;
+    }
+env:
+    if (env_url != NULL && env_url[0] != '\0') {
+        free(c->url);
+        if ((c->url = mgc_url_clean(env_url)) == NULL)
+            goto out;
+    }
+    if (env_token != NULL && env_token[0] != '\0') {
+        if (c->token != NULL)
+            memset(c->token, 0, strlen(c->token));
+        free(c->token);
+        if ((c->token = strdup(env_token)) == NULL) {
+            mgc_fail("out of memory");
+            goto out;
+        }
+    }
+    if (c->url == NULL || c->token == NULL) {
+        mgc_fail("no %s configured: run `modelgate login`, or set %s", c->url ? "token" : "server",
+                 c->url ? "MODELGATE_TOKEN" : "MODELGATE_URL");
+        goto out;
+    }
+    if (!token_clean(c->token)) {
+        mgc_fail("the token is empty or holds spaces or control characters");
+        goto out;
+    }
+    rc = MGC_OK;
+out:
+    json_decref(cfg);
+    if (text != NULL) {
+        memset(text, 0, strlen(text));
+        free(text);
+    }
+    return rc;
+}
+
+/* Write the config atomically: temp file 0600 (O_EXCL), fsync, rename. */
+static int config_save(const char *url, const char *token, char file_out[PATH_MAX])
+{
+    char dir[PATH_MAX], tmp[PATH_MAX + 16];
+    json_t *cfg = NULL; /* NEW */
+    char *text = NULL;
+    size_t len, off = 0;
+    ssize_t w;
+    int fd = -1, rc = MGC_ERR;
+
+    if (!config_paths(dir, file_out))
+        return MGC_ERR;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        /* the parent (~/.config) may be missing too */
+        char parent[PATH_MAX];
+        char *slash;
+        snprintf(parent, sizeof(parent), "%s", dir);
+        slash = strrchr(parent, '/');
+        if (slash != NULL && slash != parent)
+            *slash = '\0';
+        if (errno != ENOENT || (mkdir(parent, 0700) != 0 && errno != EEXIST) ||
+            mkdir(dir, 0700) != 0)
+            return mgc_fail("cannot create '%s': %s", dir, strerror(errno));
+    }
+    cfg = json_pack("{s:s, s:s}", "url", url, "token", token);
+    text = cfg ? json_dumps(cfg, JSON_INDENT(2)) : NULL;
+    if (text == NULL) {
+        mgc_fail("out of memory");
+        goto out;
+    }
+    len = strlen(text);
+    snprintf(tmp, sizeof(tmp), "%s.tmp%ld", file_out, (long)getpid());
+    (void)unlink(tmp);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        mgc_fail("cannot create '%s': %s", tmp, strerror(errno));
+        goto out;
+    }
+    while (off < len) {
+        w = write(fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            mgc_fail("cannot write '%s': %s", tmp, strerror(errno));
+            goto out;
+        }
+        off += (size_t)w;
+    }
+    if (write(fd, "\n", 1) != 1 || fchmod(fd, 0600) != 0 || fsync(fd) != 0) {
+        mgc_fail("cannot write '%s': %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        mgc_fail("cannot write '%s': %s", tmp, strerror(errno));
+        goto out;
+    }
+    fd = -1;
+    if (rename(tmp, file_out) != 0) {
+        mgc_fail("cannot replace '%s': %s", file_out, strerror(errno));
+        goto out;
+    }
+    rc = MGC_OK;
+out:
+    if (fd >= 0)
+        close(fd);
+    if (rc != MGC_OK)
+        (void)unlink(tmp);
+    json_decref(cfg);
+    if (text != NULL) {
+        memset(text, 0, strlen(text));
+        free(text);
+    }
+    return rc;
+}
+
+int mgc_cmd_login(struct mgc *c, const struct mgc_args *a)
+{
+    const char *url = mgc_opt(a, "url"), *token_file = mgc_opt(a, "token-file");
+    char file[PATH_MAX];
+    json_t *who = NULL, *roles; /* NEW, BORROWED */
+    size_t i;
+    int rc;
+
+    if (url == NULL || token_file == NULL)
+        return mgc_usage(c, "login needs --url URL and --token-file FILE");
+    if ((c->url = mgc_url_clean(url)) == NULL)
+        return MGC_ERR;
+    if ((c->token = mgc_read_file(token_file, TOKEN_MAX + 64, NULL)) == NULL)
+        return MGC_ERR;
+    if (!token_clean(c->token))
+        return mgc_fail("'%s' does not hold a token (one line, no spaces)", token_file);
+    if ((rc = mgc_http_init(c)) != MGC_OK)
+        return rc;
+    if ((rc = mgc_call(c, "GET", "/api/v1/whoami", NULL, &who)) != MGC_OK)
+        return rc;
+    if ((rc = config_save(c->url, c->token, file)) != MGC_OK)
+        goto out;
+    if (c->json) {
+        rc = mgc_print_json(who);
+        goto out;
+    }
+    printf("logged in to %s as %s (", c->url, mgc_str(who, "name", "?"));
+    roles = json_object_get(who, "roles");
+    for (i = 0; i < json_array_size(roles); i++)
+        printf("%s%s", i ? ", " : "", json_string_value(json_array_get(roles, i)));
+    printf("); saved in %s\n", file);
+out:
+    json_decref(who);
+    return rc;
+}

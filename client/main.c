@@ -1,0 +1,400 @@
+/*
+ * main.c - `modelgate`, the command-line client of modelgated's REST API:
+ * the command table, option parsing, --help, and dispatch.
+ */
+#include "mgc.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+
+#define EXIT_CODES                                                                                 \
+    "\nExit codes: 0 ok; 1 error (message on stderr); 2 usage; 3 gate failed, promotion\n"         \
+    "rejected, aborted or rolled back; 4 timed out waiting.\n"
+
+static const struct mgc_optdef login_opts[] = {
+    {"url", 0, true}, {"token-file", 0, true}, {NULL, 0, false}};
+static const struct mgc_optdef push_opts[] = {
+    {"image", 0, true},   {"metrics", 0, true},       {"metric", 0, true},
+    {"dataset", 0, true}, {"run-id", 0, true},        {"source-commit", 0, true},
+    {"meta", 0, true},    {"create-model", 0, false}, {NULL, 0, false}};
+static const struct mgc_optdef versions_opts[] = {{"limit", 0, true}, {NULL, 0, false}};
+static const struct mgc_optdef no_opts[] = {{NULL, 0, false}};
+static const struct mgc_optdef gates_opts[] = {{"alias", 0, true}, {NULL, 0, false}};
+static const struct mgc_optdef promote_opts[] = {{"alias", 0, true},
+                                                 {"reason", 0, true},
+                                                 {"wait", 0, false},
+                                                 {"timeout", 0, true},
+                                                 {NULL, 0, false}};
+static const struct mgc_optdef status_opts[] = {
+    {"wait", 0, false}, {"timeout", 0, true}, {NULL, 0, false}};
+static const struct mgc_optdef comment_opts[] = {{"comment", 0, true}, {NULL, 0, false}};
+static const struct mgc_optdef abort_opts[] = {{"reason", 0, true}, {NULL, 0, false}};
+static const struct mgc_optdef lkg_opts[] = {
+    {"alias", 0, true}, {"format", 0, true}, {NULL, 0, false}};
+static const struct mgc_optdef rollback_opts[] = {
+    {"alias", 0, true}, {"reason", 0, true}, {"wait", 0, true}, {NULL, 0, false}};
+static const struct mgc_optdef pull_opts[] = {
+    {"output", 'o', true}, {"key", 0, true}, {NULL, 0, false}};
+static const struct mgc_optdef verify_opts[] = {{"key", 0, true}, {NULL, 0, false}};
+
+static const struct mgc_cmd commands[] = {
+    {"login", "--url URL --token-file FILE",
+     "Check the token against the server (GET /api/v1/whoami) and save URL and token in\n"
+     "$XDG_CONFIG_HOME/modelgate/config.json (mode 0600). FILE may be '-' for stdin.\n"
+     "MODELGATE_URL and MODELGATE_TOKEN override the saved values in every command.\n",
+     login_opts, 0, 0, mgc_cmd_login},
+    {"push",
+     "MODEL PATH [--image REF] [--metrics FILE.json | --metric k=v ...]\n"
+     "       [--dataset sha256:HEX:NAME:ROLE ...] [--run-id ID] [--source-commit SHA]\n"
+     "       [--meta FILE.json] [--create-model]",
+     "Upload PATH and register it as a new version of MODEL. A directory is packed as a\n"
+     "reproducible tar (sorted names, fixed times, owners and modes), so the same tree\n"
+     "always gives the same digest; a file is sent as it is. A progress bar shows on a\n"
+     "terminal. Prints the new version number (--json: the Version).\n\n"
+     "  --image REF          serving image pinned by digest (repo[:tag]@sha256:HEX)\n"
+     "  --metrics FILE.json  {\"name\": number, ...}; or repeat --metric name=value\n"
+     "  --dataset D:N:R      dataset digest, name and role (train|validation|test|eval)\n"
+     "  --run-id ID, --source-commit SHA\n"
+     "  --meta FILE.json     more VersionCreate fields (params, tags, description, smoke,\n"
+     "                       resources, source.repo); the options above win\n"
+     "  --create-model       create MODEL first when it does not exist\n",
+     push_opts, 2, 2, mgc_cmd_push},
+    {"versions", "MODEL [--limit N]", "List MODEL's versions, newest first (default 50).\n",
+     versions_opts, 1, 1, mgc_cmd_versions},
+    {"show", "MODEL N", "Show one version: artifact, image, datasets, metrics, signature.\n",
+     no_opts, 2, 2, mgc_cmd_show},
+    {"gates", "MODEL N --alias A",
+     "Dry-run the gates version N would face for alias A now. Exits 3 when a gate fails.\n",
+     gates_opts, 2, 2, mgc_cmd_gates},
+    {"promote", "MODEL N --alias A [--reason TEXT] [--wait [--timeout S]]",
+     "Start a promotion of version N to alias A and print its id. With --wait, follow it\n"
+     "until it ends (default timeout 3600 s): exits 0 when it succeeded, 3 when it was\n"
+     "rejected, aborted or rolled back, 4 on timeout.\n",
+     promote_opts, 2, 2, mgc_cmd_promote},
+    {"status", "ID [--wait [--timeout S]]",
+     "Show a promotion: state, gates, approvals, rollout. Exits 3 when it was rejected,\n"
+     "aborted or rolled back; with --wait, follows it until it ends (4 on timeout).\n",
+     status_opts, 1, 1, mgc_cmd_status},
+    {"approve", "ID [--comment TEXT]", "Approve a promotion awaiting approval.\n", comment_opts, 1,
+     1, mgc_cmd_approve},
+    {"reject", "ID --comment TEXT", "Reject a promotion awaiting approval, saying why.\n",
+     comment_opts, 1, 1, mgc_cmd_reject},
+    {"abort", "ID [--reason TEXT]", "Abort a promotion; the alias goes back to its baseline.\n",
+     abort_opts, 1, 1, mgc_cmd_abort},
+    {"lkg", "MODEL --alias A [--format json|env|version]",
+     "Print the last-known-good version of MODEL on alias A. --format env prints\n"
+     "MODEL_VERSION=, MODEL_ARTIFACT= and MODEL_IMAGE= lines, quoted for the shell:\n"
+     "  eval \"$(modelgate lkg fraud --alias production --format env)\"\n"
+     "--format version prints the number alone.\n",
+     lkg_opts, 1, 1, mgc_cmd_lkg},
+    {"rollback", "MODEL --alias A --reason TEXT [--wait S]",
+     "Move alias A back to its last-known-good version (no gates). With --wait S, wait up\n"
+     "to S seconds for every gateway to apply it: exits 4 if some have not.\n",
+     rollback_opts, 1, 1, mgc_cmd_rollback},
+    {"pull", "MODEL (N|@ALIAS) -o DIR [--key pub.pem]",
+     "Download a version (or the version holding most of ALIAS's traffic), verify its\n"
+     "artifact digest and its signature (with the server's published key, or --key\n"
+     "offline) and every file's digest, then extract it safely into DIR, which must not\n"
+     "exist or be empty. Nothing lands in DIR unless everything verified. A single-file\n"
+     "artifact is written as DIR/artifact.\n",
+     pull_opts, 2, 2, mgc_cmd_pull},
+    {"verify", "BUNDLE --key pub.pem PATH",
+     "Verify a signature bundle offline against PATH: a directory (the extracted model),\n"
+     "an archive, or a single-file artifact. No server is contacted.\n",
+     verify_opts, 1, 2, mgc_cmd_verify},
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const struct mgc_optdef common_opts[] = {
+    {"json", 0, false}, {"help", 'h', false}, {NULL, 0, false}};
+
+/* ---- messages ----------------------------------------------------------------------------- */
+
+int mgc_fail(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("modelgate: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return MGC_ERR;
+}
+
+int mgc_usage(const struct mgc *c, const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("modelgate: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    if (c != NULL && c->cmd != NULL)
+        fprintf(stderr, "usage: modelgate %s %s\n(see modelgate %s --help)\n", c->cmd->name,
+                c->cmd->synopsis, c->cmd->name);
+    else
+        fputs("see modelgate --help\n", stderr);
+    return MGC_USAGE;
+}
+
+bool mgc_parse_int(const struct mgc *c, const char *what, const char *s, int64_t min, int64_t max,
+                   int64_t *out)
+{
+    if (s != NULL && mg_parse_i64(s, min, max, out))
+        return true;
+    mgc_usage(c, "%s must be a whole number from %lld to %lld, not '%s'", what, (long long)min,
+              (long long)max, s ? s : "");
+    return false;
+}
+
+bool mgc_check_model(const struct mgc *c, const char *model)
+{
+    if (mg_valid_model_name(model, strlen(model)))
+        return true;
+    mgc_usage(c, "'%s' is not a model name (^[a-z0-9][a-z0-9._-]{0,62}$)", model);
+    return false;
+}
+
+bool mgc_check_alias(const struct mgc *c, const char *alias)
+{
+    if (alias == NULL) {
+        mgc_usage(c, "give the alias with --alias NAME");
+        return false;
+    }
+    if (mg_valid_alias_name(alias, strlen(alias)))
+        return true;
+    mgc_usage(c, "'%s' is not an alias name (^[a-z][a-z0-9-]{0,31}$)", alias);
+    return false;
+}
+
+bool mgc_check_promotion_id(const struct mgc *c, const char *id)
+{
+    size_t i, n = strlen(id);
+
+    for (i = 0; i < n; i++) {
+        char ch = id[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '_' || ch == '-'))
+            break;
+    }
+    if (n > 0 && n <= 64 && i == n)
+        return true;
+    mgc_usage(c, "'%s' is not a promotion id", id);
+    return false;
+}
+
+void mgc_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+static const struct mgc_optdef *find_long(const struct mgc_optdef *defs, const char *name,
+                                          size_t len)
+{
+    for (; defs->name; defs++) {
+        if (strlen(defs->name) == len && strncmp(defs->name, name, len) == 0)
+            return defs;
+    }
+    return NULL;
+}
+
+static const struct mgc_optdef *find_short(const struct mgc_optdef *defs, char ch)
+{
+    for (; defs->name; defs++) {
+        if (defs->short_name == ch)
+            return defs;
+    }
+    return NULL;
+}
+
+int mgc_args_parse(const struct mgc_cmd *cmd, int argc, char **argv, struct mgc_args *a)
+{
+    struct mgc fake = {.cmd = cmd};
+    const struct mgc_optdef *d;
+    const char *arg, *eq, *val;
+    bool only_pos = false;
+    int i;
+
+    memset(a, 0, sizeof(*a));
+    a->pos = calloc((size_t)argc + 1, sizeof(*a->pos));
+    a->given = calloc((size_t)argc + 1, sizeof(*a->given));
+    if (a->pos == NULL || a->given == NULL)
+        return mgc_fail("out of memory");
+    for (i = 0; i < argc; i++) {
+        arg = argv[i];
+        if (only_pos || arg[0] != '-' || arg[1] == '\0') {
+            a->pos[a->npos++] = arg;
+            continue;
+        }
+        if (strcmp(arg, "--") == 0) {
+            only_pos = true;
+            continue;
+        }
+        val = NULL;
+        if (arg[1] == '-') {
+            eq = strchr(arg + 2, '=');
+            size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+            d = find_long(cmd->opts, arg + 2, len);
+            if (d == NULL)
+                d = find_long(common_opts, arg + 2, len);
+            if (d == NULL)
+                return mgc_usage(&fake, "unknown option '%.*s'", (int)(len + 2), arg);
+            if (eq != NULL && !d->has_arg)
+                return mgc_usage(&fake, "option '--%s' takes no value", d->name);
+            if (eq != NULL)
+                val = eq + 1;
+        } else {
+            d = arg[2] == '\0' ? find_short(cmd->opts, arg[1]) : NULL;
+            if (d == NULL && arg[2] == '\0')
+                d = find_short(common_opts, arg[1]);
+            if (d == NULL)
+                return mgc_usage(&fake, "unknown option '%s'", arg);
+        }
+        if (d->has_arg && val == NULL) {
+            if (i + 1 >= argc)
+                return mgc_usage(&fake, "option '--%s' needs a value", d->name);
+            val = argv[++i];
+        }
+        a->given[a->ngiven].def = d;
+        a->given[a->ngiven].val = val ? val : "";
+        a->ngiven++;
+    }
+    if (mgc_flag(a, "help"))
+        return MGC_OK;
+    if (a->npos < cmd->min_pos || a->npos > cmd->max_pos)
+        return mgc_usage(&fake, "%s arguments", a->npos < cmd->min_pos ? "missing" : "too many");
+    return MGC_OK;
+}
+
+void mgc_args_release(struct mgc_args *a)
+{
+    free(a->pos);
+    free(a->given);
+    memset(a, 0, sizeof(*a));
+}
+
+const char *mgc_opt_nth(const struct mgc_args *a, const char *name, int n)
+{
+    int i;
+
+    for (i = 0; i < a->ngiven; i++) {
+        if (strcmp(a->given[i].def->name, name) == 0 && n-- == 0)
+            return a->given[i].val;
+    }
+    return NULL;
+}
+
+const char *mgc_opt(const struct mgc_args *a, const char *name)
+{
+    const char *v = NULL;
+    int i;
+
+    for (i = 0; i < a->ngiven; i++) {
+        if (strcmp(a->given[i].def->name, name) == 0)
+            v = a->given[i].val;
+    }
+    return v;
+}
+
+bool mgc_flag(const struct mgc_args *a, const char *name)
+{
+    return mgc_opt(a, name) != NULL;
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+
+int mgc_connect(struct mgc *c)
+{
+    int rc = mgc_config_load(c);
+
+    return rc == MGC_OK ? mgc_http_init(c) : rc;
+}
+
+static void print_overview(FILE *f)
+{
+    size_t i;
+
+    fputs("modelgate - command-line client for the modelgate model registry\n\n"
+          "usage: modelgate COMMAND [ARGS] [--json] [--help]\n\ncommands:\n",
+          f);
+    for (i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].synopsis);
+    fputs("\n--json prints machine-readable JSON on stdout; otherwise output is for people.\n"
+          "The server and token come from `modelgate login`, or MODELGATE_URL and\n"
+          "MODELGATE_TOKEN.\n" EXIT_CODES,
+          f);
+}
+
+static void print_help(const struct mgc_cmd *cmd)
+{
+    printf("usage: modelgate %s %s\n\n%s\n  --json  machine-readable output\n  --help  this text\n"
+           "%s",
+           cmd->name, cmd->synopsis, cmd->help, EXIT_CODES);
+}
+
+int main(int argc, char **argv)
+{
+    struct mgc c;
+    struct mgc_args a;
+    const struct mgc_cmd *cmd = NULL;
+    size_t i;
+    int rc;
+
+    if (argc < 2) {
+        print_overview(stderr);
+        return MGC_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        print_overview(stdout);
+        return MGC_OK;
+    }
+    for (i = 0; i < NCOMMANDS; i++) {
+        if (strcmp(argv[1], commands[i].name) == 0)
+            cmd = &commands[i];
+    }
+    if (cmd == NULL) {
+        fprintf(stderr, "modelgate: unknown command '%s'\n\n", argv[1]);
+        print_overview(stderr);
+        return MGC_USAGE;
+    }
+    memset(&c, 0, sizeof(c));
+    c.cmd = cmd;
+    rc = mgc_args_parse(cmd, argc - 2, argv + 2, &a);
+    if (rc == MGC_OK && mgc_flag(&a, "help")) {
+        print_help(cmd);
+    } else if (rc == MGC_OK) {
+        c.json = mgc_flag(&a, "json");
+        c.tty = isatty(STDERR_FILENO) == 1;
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+            rc = mgc_fail("cannot initialise libcurl");
+        } else {
+            rc = cmd->run(&c, &a);
+            mgc_http_release(&c);
+            curl_global_cleanup();
+        }
+    }
+    mgc_args_release(&a);
+    free(c.url);
+    if (c.token != NULL) {
+        memset(c.token, 0, strlen(c.token));
+        free(c.token);
+    }
+    if (fflush(stdout) != 0 && rc == MGC_OK)
+        rc = mgc_fail("cannot write the output");
+    return rc;
+}

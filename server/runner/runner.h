@@ -1,0 +1,71 @@
+/*
+ * runner.h - the embedded smoke-test runner: a queue (in the store) and
+ * worker threads that extract a version's artifact into a private
+ * directory, pick a GPU through NVML, run an admin-configured profile
+ * command in its own process group with a clean environment, rlimits and a
+ * timeout, and record latencies and checks. Results feed the smoke gate; a
+ * failure of a rolling-out candidate rolls the promotion back.
+ */
+#ifndef RUNNER_H
+#define RUNNER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "../../common/mg.h"
+
+struct srv;
+
+#define RUNNER_PROFILE_MAX 32
+#define RUNNER_ARGV_MAX 64
+
+/* A named command template: argv with {model_dir} and {output} placeholders. */
+struct runner_profile {
+    char name[64];
+    char *argv[RUNNER_ARGV_MAX + 1];
+    unsigned argc;
+};
+
+/* Parse "NAME=COMMAND": the command is split into words (single and double
+ * quotes group, backslash escapes); no shell ever runs it. */
+enum mg_code runner_profile_parse(const char *spec, struct runner_profile *out,
+                                  struct mg_error *err);
+void runner_profile_release(struct runner_profile *p);
+
+struct runner_options {
+    unsigned workers;
+    int64_t interval_s;         /* periodic re-test of routed versions; 0 disables */
+    int64_t timeout_ms;         /* per test, kills the whole process group */
+    uint64_t memory_limit_mib;  /* RLIMIT_AS for CPU runs (GPU runtimes need more) */
+    const char *nvml_library;   /* NULL: libnvidia-ml.so.1 */
+    const char *work_dir;       /* tests run in fresh 0700 directories below it */
+    struct runner_profile profiles[RUNNER_PROFILE_MAX];
+    unsigned nprofiles;
+};
+
+/* Start (srv->runner is set); tests left running by a crash are requeued. */
+enum mg_code runner_start(struct srv *srv, const struct runner_options *o, struct mg_error *err);
+void runner_stop(struct srv *srv);
+
+/* Queue a test (trigger: route, promotion, periodic, manual). *out (may be
+ * NULL) is the SmokeTest. */
+enum mg_code runner_enqueue(struct srv *srv, const char *model, int64_t version,
+                            const char *trigger, const char *gpu_mode, json_t **out,
+                            struct mg_error *err);
+
+/* The runner gateway's delivery: queue tests of every version with weight > 0. */
+enum mg_code runner_enqueue_routes(struct srv *srv, const char *model, const char *alias,
+                                   const json_t *routes, struct mg_error *err);
+
+/* GET /api/v1/runner. NEW reference. */
+json_t *runner_info(struct srv *srv);
+
+/* Memory of the largest GPU in GiB, or -1 when none is reported. */
+double runner_largest_gpu_gib(struct srv *srv);
+
+/* Percentile (nearest rank) of n sorted values; p in (0, 100]. */
+double runner_percentile(const double *sorted, size_t n, double p);
+
+#endif

@@ -1,0 +1,362 @@
+/*
+ * smoke.c - the smoke-test queue and results.
+ */
+#include "store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+
+#define SMOKE_COLS                                                                              \
+    "t.id, m.name, v.version, t.profile, t.state, t.trigger, t.gpu_mode, t.gpu, t.created_at, " \
+    "t.started_at, t.finished_at, t.duration_ms, t.exit_code, t.latency, t.checks, t.log_tail, " \
+    "t.reason, t.peak_gpu_memory_mib, t.created_ms"
+#define SMOKE_FROM                                                                              \
+    " FROM smoke_tests t JOIN versions v ON v.id = t.version_id JOIN models m ON m.id = "       \
+    "v.model_id "
+
+static json_t *col_int_or_null(sqlite3_stmt *s, int i)
+{
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? json_null()
+                                                    : json_integer(sqlite3_column_int64(s, i));
+}
+
+static json_t *smoke_row(sqlite3_stmt *s)
+{
+    return json_pack("{s:o, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+                     " s:o, s:o, s:o, s:o}",
+                     "id", store_col_json_string(s, 0), "model", store_col_json_string(s, 1),
+                     "version", (json_int_t)sqlite3_column_int64(s, 2), "profile",
+                     store_col_json_string(s, 3), "state", store_col_json_string(s, 4),
+                     "trigger", store_col_json_string(s, 5), "gpu_mode",
+                     store_col_json_string(s, 6), "gpu", store_col_json(s, 7), "created_at",
+                     store_col_json_string(s, 8), "started_at", store_col_json_string(s, 9),
+                     "finished_at", store_col_json_string(s, 10), "duration_ms",
+                     col_int_or_null(s, 11), "exit_code", col_int_or_null(s, 12), "latency_ms",
+                     store_col_json(s, 13), "checks", store_col_json(s, 14), "log_tail",
+                     store_col_json_string(s, 15), "reason", store_col_json_string(s, 16),
+                     "peak_gpu_memory_mib", col_int_or_null(s, 17));
+}
+
+static enum mg_code smoke_read(struct store_conn *c, const char *id, json_t **out,
+                               struct mg_error *err)
+{
+    static const char sql[] = "SELECT " SMOKE_COLS SMOKE_FROM "WHERE t.id = ?";
+    sqlite3_stmt *s = store_stmt(c, sql, err);
+    int r;
+
+    if (s == NULL)
+        return err->code;
+    store_bind_text(s, 1, id);
+    r = sqlite3_step(s);
+    if (r == SQLITE_ROW)
+        *out = smoke_row(s);
+    sqlite3_reset(s);
+    if (r == SQLITE_ROW)
+        return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    return r == SQLITE_DONE ? mg_fail(err, MG_ENOTFOUND, NULL, "smoke test %s does not exist", id)
+                            : store_db_error(c, r, err);
+}
+
+enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t version,
+                                 const char *trigger, const char *gpu_mode, json_t **out,
+                                 bool *created, struct mg_error *err)
+{
+    static const char sql_open[] = "SELECT id FROM smoke_tests WHERE version_id = ? AND "
+                                   "state IN ('queued', 'running') ORDER BY created_ms LIMIT 1";
+    static const char sql_profile[] =
+        "SELECT json_extract(smoke, '$.profile') FROM versions WHERE id = ?";
+    static const char sql_ins[] =
+        "INSERT INTO smoke_tests (id, version_id, profile, state, trigger, gpu_mode, created_at, "
+        "created_ms) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)";
+    struct store_conn *c = store_write_begin(st, err);
+    sqlite3_stmt *s;
+    int64_t vid;
+    char id[24], at[32], *existing = NULL, *profile = NULL;
+    uint8_t rnd[8];
+    json_t *t = NULL;
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    *created = false;
+    if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
+        goto out;
+    if ((s = store_stmt(c, sql_open, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    sqlite3_bind_int64(s, 1, vid);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        existing = strdup((const char *)sqlite3_column_text(s, 0));
+    sqlite3_reset(s);
+    if (existing) {
+        rc = smoke_read(c, existing, &t, err);
+        goto out;
+    }
+    if ((s = store_stmt(c, sql_profile, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    sqlite3_bind_int64(s, 1, vid);
+    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+        profile = strdup((const char *)sqlite3_column_text(s, 0));
+    sqlite3_reset(s);
+    mg_random_bytes(rnd, sizeof(rnd));
+    memcpy(id, "smk_", 4);
+    mg_hex_encode(rnd, sizeof(rnd), id + 4);
+    store_now(at);
+    if ((s = store_stmt(c, sql_ins, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    store_bind_text(s, 1, id);
+    sqlite3_bind_int64(s, 2, vid);
+    store_bind_text(s, 3, profile);
+    store_bind_text(s, 4, trigger);
+    store_bind_text(s, 5, gpu_mode);
+    store_bind_text(s, 6, at);
+    sqlite3_bind_int64(s, 7, mg_now_ms());
+    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+        goto out;
+    *created = true;
+    rc = smoke_read(c, id, &t, err);
+out:
+    free(existing);
+    free(profile);
+    rc = store_write_end(st, c, rc, err);
+    if (rc == MG_OK)
+        *out = t;
+    else
+        json_decref(t);
+    return rc;
+}
+
+enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found,
+                               struct mg_error *err)
+{
+    static const char sql_next[] =
+        "SELECT t.id, m.name, v.version, t.profile, t.gpu_mode, v.artifact, b.media_type, "
+        "b.files, v.smoke, v.resources FROM smoke_tests t JOIN versions v ON v.id = t.version_id "
+        "JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "
+        "WHERE t.state = 'queued' ORDER BY t.created_ms LIMIT 1";
+    static const char sql_run[] =
+        "UPDATE smoke_tests SET state = 'running', started_at = ? WHERE id = ? AND state = 'queued'";
+    struct store_conn *c = store_write_begin(st, err);
+    sqlite3_stmt *s;
+    json_t *j = NULL;
+    char at[32];
+    enum mg_code rc = MG_OK;
+
+    if (c == NULL)
+        return err->code;
+    *found = false;
+    if ((s = store_stmt(c, sql_next, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    if (sqlite3_step(s) == SQLITE_ROW)
+        j = json_pack("{s:o, s:o, s:I, s:o, s:o, s:{s:o, s:o, s:o}, s:o, s:o}", "id",
+                      store_col_json_string(s, 0), "model", store_col_json_string(s, 1),
+                      "version", (json_int_t)sqlite3_column_int64(s, 2), "profile",
+                      store_col_json_string(s, 3), "gpu_mode", store_col_json_string(s, 4),
+                      "artifact", "digest", store_col_json_string(s, 5), "media_type",
+                      store_col_json_string(s, 6), "files", col_int_or_null(s, 7), "smoke",
+                      store_col_json(s, 8), "resources", store_col_json(s, 9));
+    sqlite3_reset(s);
+    if (j == NULL)
+        goto out;
+    if ((s = store_stmt(c, sql_run, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    store_now(at);
+    store_bind_text(s, 1, at);
+    store_bind_text(s, 2, json_string_value(json_object_get(j, "id")));
+    if ((rc = store_exec_stmt(c, s, err)) == MG_OK)
+        *found = true;
+out:
+    rc = store_write_end(st, c, rc, err);
+    if (rc == MG_OK && *found)
+        *job = j;
+    else
+        json_decref(j);
+    return rc;
+}
+
+enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *r,
+                                struct mg_error *err)
+{
+    static const char sql[] =
+        "UPDATE smoke_tests SET state = ?, gpu = ?, exit_code = ?, latency = ?, checks = ?, "
+        "log_tail = coalesce(?, ''), reason = ?, duration_ms = ?, peak_gpu_memory_mib = ?, finished_at = ? "
+        "WHERE id = ?";
+    struct store_conn *c = store_write_begin(st, err);
+    sqlite3_stmt *s;
+    char at[32], *gpu = NULL, *lat = NULL, *checks = NULL;
+    json_t *v;
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    if ((v = json_object_get(r, "gpu")) && !json_is_null(v))
+        gpu = store_json_text(v);
+    if ((v = json_object_get(r, "latency_ms")) && !json_is_null(v))
+        lat = store_json_text(v);
+    checks = store_json_text((v = json_object_get(r, "checks")) ? v : json_array());
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    store_now(at);
+    store_bind_text(s, 1, json_string_value(json_object_get(r, "state")));
+    store_bind_text(s, 2, gpu);
+    if (json_is_integer(v = json_object_get(r, "exit_code")))
+        sqlite3_bind_int64(s, 3, json_integer_value(v));
+    store_bind_text(s, 4, lat);
+    store_bind_text(s, 5, checks ? checks : "[]");
+    store_bind_text(s, 6, json_string_value(json_object_get(r, "log_tail")));
+    store_bind_text(s, 7, json_string_value(json_object_get(r, "reason")));
+    if (json_is_integer(v = json_object_get(r, "duration_ms")))
+        sqlite3_bind_int64(s, 8, json_integer_value(v));
+    if (json_is_integer(v = json_object_get(r, "peak_gpu_memory_mib")))
+        sqlite3_bind_int64(s, 9, json_integer_value(v));
+    store_bind_text(s, 10, at);
+    store_bind_text(s, 11, id);
+    rc = store_exec_stmt(c, s, err);
+out:
+    free(gpu);
+    free(lat);
+    free(checks);
+    return store_write_end(st, c, rc, err);
+}
+
+enum mg_code store_smoke_list(struct store *st, const char *model, int64_t version,
+                              json_t **out, struct mg_error *err)
+{
+    static const char sql[] = "SELECT " SMOKE_COLS SMOKE_FROM
+                              "WHERE t.version_id = ? ORDER BY t.created_ms DESC LIMIT 100";
+    struct store_conn *c = store_read_begin(st);
+    sqlite3_stmt *s;
+    json_t *items = json_array();
+    int64_t vid;
+    enum mg_code rc;
+
+    if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
+        goto out;
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    sqlite3_bind_int64(s, 1, vid);
+    while (sqlite3_step(s) == SQLITE_ROW)
+        json_array_append_new(items, smoke_row(s));
+    sqlite3_reset(s);
+    *out = json_pack("{s:O}", "items", items);
+out:
+    json_decref(items);
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_smoke_latest(struct store *st, const char *model, int64_t version,
+                                int64_t since_ms, json_t **out, struct mg_error *err)
+{
+    /* Fresh enough: not finished before `since` (a test already queued or
+     * running when a promotion began counts; dedup may have handed it out). */
+    static const char sql[] = "SELECT " SMOKE_COLS SMOKE_FROM
+                              "WHERE t.version_id = ? AND (t.finished_at IS NULL OR "
+                              "t.finished_at >= ?) ORDER BY t.created_ms DESC LIMIT 1";
+    struct store_conn *c = store_read_begin(st);
+    sqlite3_stmt *s;
+    int64_t vid;
+    char since[32];
+    enum mg_code rc;
+
+    if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
+        goto out;
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    sqlite3_bind_int64(s, 1, vid);
+    mg_time_format(since_ms, since);
+    store_bind_text(s, 2, since);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        *out = smoke_row(s);
+    else
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "no smoke test yet");
+    sqlite3_reset(s);
+out:
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_smoke_counts(struct store *st, int64_t *queued, int64_t *running,
+                                struct mg_error *err)
+{
+    static const char sql[] = "SELECT coalesce(sum(state = 'queued'), 0), "
+                              "coalesce(sum(state = 'running'), 0) FROM smoke_tests "
+                              "WHERE state IN ('queued', 'running')";
+    struct store_conn *c = store_read_begin(st);
+    sqlite3_stmt *s = store_stmt(c, sql, err);
+    enum mg_code rc = MG_OK;
+
+    *queued = *running = 0;
+    if (s == NULL) {
+        rc = err->code;
+    } else {
+        if (sqlite3_step(s) == SQLITE_ROW) {
+            *queued = sqlite3_column_int64(s, 0);
+            *running = sqlite3_column_int64(s, 1);
+        }
+        sqlite3_reset(s);
+    }
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_smoke_recover(struct store *st, struct mg_error *err)
+{
+    static const char sql[] =
+        "UPDATE smoke_tests SET state = 'queued', started_at = NULL WHERE state = 'running'";
+    struct store_conn *c = store_write_begin(st, err);
+    sqlite3_stmt *s;
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    if ((s = store_stmt(c, sql, err)) == NULL)
+        rc = err->code;
+    else
+        rc = store_exec_stmt(c, s, err);
+    return store_write_end(st, c, rc, err);
+}
+
+enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_error *err)
+{
+    static const char sql[] =
+        "SELECT DISTINCT m.name, json_extract(r.value, '$.version') FROM aliases a "
+        "JOIN models m ON m.id = a.model_id, json_each(a.routes) r "
+        "WHERE a.deleted = 0 AND json_extract(r.value, '$.weight') > 0 ORDER BY 1, 2";
+    struct store_conn *c = store_read_begin(st);
+    sqlite3_stmt *s = store_stmt(c, sql, err);
+    json_t *items = json_array();
+    enum mg_code rc = MG_OK;
+
+    if (s == NULL) {
+        rc = err->code;
+    } else {
+        while (sqlite3_step(s) == SQLITE_ROW)
+            json_array_append_new(items, json_pack("{s:o, s:I}", "model",
+                                                   store_col_json_string(s, 0), "version",
+                                                   (json_int_t)sqlite3_column_int64(s, 1)));
+        sqlite3_reset(s);
+        *out = json_incref(items);
+    }
+    json_decref(items);
+    store_read_end(st, c);
+    return rc;
+}
