@@ -238,6 +238,63 @@ static bool has_role(const struct srv_req *r, unsigned need)
     return (r->who.roles & need) != 0;
 }
 
+static bool is_mutation(const char *m)
+{
+    return strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0 && strcmp(m, "OPTIONS") != 0;
+}
+
+/* Origin must name this very server: scheme://Host. */
+bool srv_same_origin(const struct srv_req *r)
+{
+    const char *origin = srv_header(r, "Origin"), *host = srv_header(r, MHD_HTTP_HEADER_HOST);
+    const char *rest;
+
+    if (origin == NULL || host == NULL)
+        return false;
+    if (strncmp(origin, "http://", 7) == 0 && !r->srv->tls)
+        rest = origin + 7;
+    else if (strncmp(origin, "https://", 8) == 0 && r->srv->tls)
+        rest = origin + 8;
+    else
+        return false;
+    return strcmp(rest, host) == 0;
+}
+
+/* A request from the UI: the session cookie, and for changes the CSRF token
+ * in X-CSRF-Token plus a same-origin Origin header. */
+static bool check_session(struct srv_req *r)
+{
+    const char *id = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, SRV_SESSION_COOKIE);
+    const char *sent = srv_header(r, "X-CSRF-Token");
+    char csrf[STORE_CSRF_LEN + 1];
+
+    if (store_session_check(r->srv->store, id, strlen(id), SRV_SESSION_IDLE_MS,
+                            SRV_SESSION_MAX_MS, &r->who, csrf) != MG_OK) {
+        srv_fail(r, MG_EUNAUTH, NULL, "your session has ended; sign in again");
+        return false;
+    }
+    r->authenticated = true;
+    r->via_session = true;
+    snprintf(r->csrf, sizeof(r->csrf), "%s", csrf);
+    if (is_mutation(r->method)) {
+        if (sent == NULL || strlen(sent) != STORE_CSRF_LEN ||
+            !mg_ct_equal(sent, csrf, STORE_CSRF_LEN)) {
+            srv_fail(r, MG_EFORBIDDEN, NULL,
+                     "this change needs the session's CSRF token in X-CSRF-Token");
+            return false;
+        }
+        if (!srv_same_origin(r)) {
+            srv_fail(r, MG_EFORBIDDEN, NULL, "this change must come from this server's own pages");
+            return false;
+        }
+    }
+    if (!has_role(r, r->route->roles)) {
+        srv_fail(r, MG_EFORBIDDEN, NULL, "'%s' lacks the role this needs", r->who.name);
+        return false;
+    }
+    return true;
+}
+
 /* Authenticate and authorise; on failure an error reply is set. */
 static bool check_access(struct srv_req *r)
 {
@@ -245,6 +302,8 @@ static bool check_access(struct srv_req *r)
 
     if (r->route->roles == SRV_PUBLIC)
         return true;
+    if (h == NULL && MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, SRV_SESSION_COOKIE))
+        return check_session(r);
     if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) {
         srv_fail(r, MG_EUNAUTH, NULL,
                  "this endpoint needs an 'Authorization: Bearer <token>' header");

@@ -58,6 +58,10 @@ struct srv_route {
 
 #define SRV_MAX_PARAMS 4
 
+#define SRV_SESSION_COOKIE "mg_session"
+#define SRV_SESSION_IDLE_MS (30 * 60 * 1000LL)      /* 30 minutes without a request */
+#define SRV_SESSION_MAX_MS (12 * 60 * 60 * 1000LL)  /* 12 hours after sign-in */
+
 struct srv_req {
     struct srv *srv;
     struct MHD_Connection *conn;
@@ -72,6 +76,8 @@ struct srv_req {
 
     struct store_principal who; /* valid when authenticated */
     bool authenticated;
+    bool via_session; /* authenticated by the UI's session cookie */
+    char csrf[48];    /* the session's CSRF token (via_session) */
 
     json_t *body;        /* parsed JSON body (SRV_BODY_JSON), NULL when empty */
     struct mg_buf raw;   /* JSON body bytes while reading */
@@ -104,6 +110,7 @@ struct srv {
     struct push *push;       /* delivery workers (push/push.c) */
     struct runner *runner;   /* smoke-test runner (runner/runner.c) */
     struct push_allow push_allow; /* where webhooks may connect */
+    bool tls;                /* serving HTTPS: cookies get Secure */
     struct MHD_Daemon *daemon;
     uint16_t port;
     volatile int inflight; /* requests not yet completed (atomic ops) */
@@ -156,6 +163,9 @@ void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t 
                int64_t wait_s, const char *id, unsigned status,
                void (*on_resume)(struct srv_req *r));
 
+/* Does the Origin header name this server (scheme://Host)? */
+bool srv_same_origin(const struct srv_req *r);
+
 /* Add a header to the reply set last. */
 void srv_reply_header(struct srv_req *r, const char *key, const char *value);
 
@@ -181,6 +191,7 @@ extern const struct srv_route srv_routes_policies[];
 extern const struct srv_route srv_routes_promotions[];
 extern const struct srv_route srv_routes_gateways[];
 extern const struct srv_route srv_routes_runner[];
+extern const struct srv_route srv_routes_ui[];
 
 /* Find the route for (method, path) and capture its parameters into r.
  * Returns MG_ENOTFOUND (no such path), MG_EMETHOD (path exists, method does

@@ -13,7 +13,7 @@ static const struct srv_route *const tables[] = {
     srv_routes_health,  srv_routes_tokens,   srv_routes_blobs, srv_routes_models,
     srv_routes_versions, srv_routes_datasets, srv_routes_audit, srv_routes_keys,
     srv_routes_aliases, srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
-    srv_routes_runner,
+    srv_routes_runner, srv_routes_ui,
 };
 
 void srv_route_foreach(void (*fn)(const struct srv_route *route, void *arg), void *arg)
@@ -59,6 +59,8 @@ static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const 
         return true;
     if (IS("id") && valid_id(v, vlen))
         return true;
+    if (IS("file") && mg_valid_model_name(v, vlen) && memmem(v, vlen, "..", 2) == NULL)
+        return true; /* a static file name such as app.js */
     if (IS("n") && vlen < sizeof(buf)) {
         memcpy(buf, v, vlen);
         buf[vlen] = '\0';
@@ -85,7 +87,7 @@ static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const 
 /* The static name of a placeholder starting at p (just after '{'). */
 static const char *param_name(const char *p, size_t *len)
 {
-    static const char *const names[] = {"model", "alias", "name", "digest", "id", "n"};
+    static const char *const names[] = {"model", "alias", "name", "digest", "id", "n", "file"};
     const char *e = strchr(p, '}');
     size_t n = e ? (size_t)(e - p) : 0, i;
 

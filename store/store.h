@@ -103,6 +103,28 @@ enum mg_code store_token_delete(struct store *st, const char *actor, const char 
 enum mg_code store_token_authenticate(struct store *st, const char *secret, size_t n,
                                       struct store_principal *out);
 
+/* ---- UI sessions -------------------------------------------------------- */
+
+#define STORE_SESSION_ID_LEN 43   /* base64url of 32 random bytes */
+#define STORE_CSRF_LEN 43
+
+/* Open a session for the token `secret` (which must authenticate). Writes the
+ * cookie value and CSRF token (NUL-terminated) and the principal. */
+enum mg_code store_session_open(struct store *st, const char *secret, size_t n,
+                                char id_out[STORE_SESSION_ID_LEN + 1],
+                                char csrf_out[STORE_CSRF_LEN + 1], struct store_principal *who,
+                                struct mg_error *err);
+
+/* Resolve a cookie value: MG_EUNAUTH when unknown, idle longer than idle_ms,
+ * older than max_ms, or its token was revoked. Refreshes last use. */
+enum mg_code store_session_check(struct store *st, const char *id, size_t n, int64_t idle_ms,
+                                 int64_t max_ms, struct store_principal *who,
+                                 char csrf_out[STORE_CSRF_LEN + 1]);
+
+/* End a session (sign out). */
+enum mg_code store_session_close(struct store *st, const char *id, size_t n,
+                                 struct mg_error *err);
+
 /* ---- blobs ------------------------------------------------------------ */
 
 struct store_blob_upload;

@@ -1,0 +1,1 @@
+/* modelgate reviewer UI */
