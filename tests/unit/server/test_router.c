@@ -170,7 +170,7 @@ static void test_unknown_paths_not_found(void **state)
 {
     static const char *const paths[] = {
         "",
-        "/",
+        "/index.html", /* the UI is "/" and "/static/{file}" */
         "/api",
         "/api/v1",
         "/api/v1/",
