@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "metrics.h"
 
 /* Bytes of an oversize chunked body we drain before closing the connection. */
 #define DRAIN_MAX (16u << 20)
@@ -571,6 +572,15 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && r->status == 0)
         r->status = 499; /* client went away or timed out before a reply */
     log_request(srv, r);
+    srv_metrics_request(srv->metrics, r->method, r->route ? r->route->pattern : NULL, r->status,
+                        (double)(mg_mono_ms() - r->start_ms) / 1000.0);
+    if (r->route && strncmp(r->route->pattern, "/api/v1/blobs", 13) == 0 &&
+        strcmp(r->method, "POST") == 0)
+        srv_metrics_blob_in(srv->metrics, r->body_bytes);
+    else if (r->route && r->status / 100 == 2 &&
+             (strstr(r->route->pattern, "/blobs/{digest}") ||
+              strstr(r->route->pattern, "/artifact")))
+        srv_metrics_blob_out(srv->metrics, r->resp_bytes);
     req_free(r);
     *con_cls = NULL;
     __atomic_sub_fetch(&srv->inflight, 1, __ATOMIC_SEQ_CST);

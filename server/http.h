@@ -111,6 +111,7 @@ struct srv {
     struct runner *runner;   /* smoke-test runner (runner/runner.c) */
     struct push_allow push_allow; /* where webhooks may connect */
     bool tls;                /* serving HTTPS: cookies get Secure */
+    struct srv_metrics *metrics; /* request counters (metrics.c) */
     struct MHD_Daemon *daemon;
     uint16_t port;
     volatile int inflight; /* requests not yet completed (atomic ops) */
@@ -192,6 +193,7 @@ extern const struct srv_route srv_routes_promotions[];
 extern const struct srv_route srv_routes_gateways[];
 extern const struct srv_route srv_routes_runner[];
 extern const struct srv_route srv_routes_ui[];
+extern const struct srv_route srv_routes_metrics[];
 
 /* Find the route for (method, path) and capture its parameters into r.
  * Returns MG_ENOTFOUND (no such path), MG_EMETHOD (path exists, method does

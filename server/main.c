@@ -19,6 +19,7 @@
 #include "../common/util.h"
 #include "config.h"
 #include "http.h"
+#include "metrics.h"
 #include "release.h"
 #include "runner/runner.h"
 
@@ -219,6 +220,7 @@ int main(int argc, char **argv)
         goto out;
 
     srv.cfg = &cfg;
+    srv.metrics = srv_metrics_new();
     srv.store = st;
     srv.keys = keys;
     if (srv_start(&srv, &err) != MG_OK) {
@@ -260,6 +262,7 @@ out:
     rel_timer_stop(&srv);
     runner_stop(&srv);
     push_free(&srv);
+    srv_metrics_free(&srv.metrics);
     for (i = 0; i < (int)ropt.nprofiles; i++)
         runner_profile_release(&ropt.profiles[i]);
     store_close(&st);

@@ -479,3 +479,61 @@ enum mg_code store_version_id(struct store_conn *c, const char *model, int64_t n
     return mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has no version %lld", model,
                    (long long)n);
 }
+
+static void group_counts(struct store_conn *c, const char *sql, json_t *into)
+{
+    sqlite3_stmt *s = store_stmt(c, sql, NULL);
+
+    if (s == NULL)
+        return;
+    while (sqlite3_step(s) == SQLITE_ROW)
+        json_object_set_new(into, (const char *)sqlite3_column_text(s, 0),
+                            json_integer(sqlite3_column_int64(s, 1)));
+    sqlite3_reset(s);
+}
+
+enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err)
+{
+    static const char sql_promo[] = "SELECT state, count(*) FROM promotions GROUP BY state";
+    static const char sql_smoke[] = "SELECT state, count(*) FROM smoke_tests GROUP BY state";
+    static const char sql_deliv[] =
+        "SELECT gateway, state, count(*) FROM outbox GROUP BY gateway, state";
+    static const char sql_lag[] =
+        "SELECT g.name, coalesce(max(CASE WHEN o.state != 'in_sync' THEN ? - o.written_ms END), 0) "
+        "FROM gateways g LEFT JOIN outbox o ON o.gateway = g.name GROUP BY g.name";
+    struct store_conn *c = store_read_begin(st);
+    json_t *promo = json_object(), *smoke = json_object(), *deliv = json_array();
+    json_t *lag = json_object();
+    sqlite3_stmt *s;
+    char path[PATH_MAX];
+    struct stat sb;
+    int64_t wal = 0, db = 0, now = mg_now_ms();
+
+    group_counts(c, sql_promo, promo);
+    group_counts(c, sql_smoke, smoke);
+    if ((s = store_stmt(c, sql_deliv, NULL)) != NULL) {
+        while (sqlite3_step(s) == SQLITE_ROW)
+            json_array_append_new(deliv, json_pack("{s:o, s:o, s:I}", "gateway",
+                                                   store_col_json_string(s, 0), "state",
+                                                   store_col_json_string(s, 1), "count",
+                                                   (json_int_t)sqlite3_column_int64(s, 2)));
+        sqlite3_reset(s);
+    }
+    if ((s = store_stmt(c, sql_lag, NULL)) != NULL) {
+        sqlite3_bind_int64(s, 1, now);
+        while (sqlite3_step(s) == SQLITE_ROW)
+            json_object_set_new(lag, (const char *)sqlite3_column_text(s, 0),
+                                json_real((double)sqlite3_column_int64(s, 1) / 1000.0));
+        sqlite3_reset(s);
+    }
+    store_read_end(st, c);
+    snprintf(path, sizeof(path), "%s-wal", st->db_path);
+    if (stat(path, &sb) == 0)
+        wal = sb.st_size;
+    if (stat(st->db_path, &sb) == 0)
+        db = sb.st_size;
+    *out = json_pack("{s:o, s:o, s:o, s:o, s:I, s:I}", "promotions", promo, "smoke_tests", smoke,
+                     "deliveries", deliv, "delivery_lag_seconds", lag, "wal_bytes",
+                     (json_int_t)wal, "db_bytes", (json_int_t)db);
+    return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+}

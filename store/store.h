@@ -478,6 +478,11 @@ enum mg_code store_smoke_recover(struct store *st, struct mg_error *err);
 /* [{"model","version"}] of every version routed with weight > 0 by a live alias. */
 enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_error *err);
 
+/* Operational figures for /metrics: {"promotions":{state:n},"deliveries":[{"gateway",
+ * "state","count"}],"delivery_lag_seconds":{gateway:s},"smoke_tests":{state:n},
+ * "wal_bytes":n,"db_bytes":n}. */
+enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err);
+
 /* ---- audit ------------------------------------------------------------ */
 
 /* {"items":[{"seq","at","actor","action","target","detail","prev_hash","hash"}],

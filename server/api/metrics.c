@@ -1,0 +1,118 @@
+/*
+ * metrics.c - GET /metrics (Prometheus text exposition) and GET /openapi.json.
+ */
+#include "api.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../common/embedded.h"
+#include "../metrics.h"
+#include "../runner/runner.h"
+
+extern const struct mg_embedded schema_files[];
+extern const unsigned schema_files_count;
+
+static void gauge_header(struct mg_buf *b, const char *name, const char *help)
+{
+    char tmp[256];
+
+    snprintf(tmp, sizeof(tmp), "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+    mg_buf_puts(b, tmp);
+}
+
+static void gauge(struct mg_buf *b, const char *name, const char *labels, double v)
+{
+    char tmp[512];
+
+    snprintf(tmp, sizeof(tmp), "%s%s%s%s %.6g\n", name, labels[0] ? "{" : "", labels,
+             labels[0] ? "}" : "", v);
+    mg_buf_puts(b, tmp);
+}
+
+/* Label values here are names the API validated (no quotes or newlines). */
+static void by_key(struct mg_buf *b, const char *name, const char *label, json_t *obj)
+{
+    const char *k;
+    json_t *v;
+    char lbl[160];
+
+    json_object_foreach(obj, k, v)
+    {
+        snprintf(lbl, sizeof(lbl), "%s=\"%s\"", label, k);
+        gauge(b, name, lbl, json_number_value(v));
+    }
+}
+
+static void metrics(struct srv_req *r)
+{
+    struct mg_buf b;
+    json_t *st = NULL, *d;
+    struct mg_error err;
+    char lbl[200];
+    long pages = 0, rss = 0;
+    size_t i;
+    FILE *f;
+
+    mg_buf_init(&b, 16u << 20);
+    srv_metrics_render(r->srv->metrics, &b);
+    if (store_stats(r->srv->store, &st, &err) == MG_OK) {
+        gauge_header(&b, "modelgate_promotions", "Promotions by state.");
+        by_key(&b, "modelgate_promotions", "state", json_object_get(st, "promotions"));
+        gauge_header(&b, "modelgate_deliveries", "Outbox rows by gateway and state.");
+        json_array_foreach(json_object_get(st, "deliveries"), i, d)
+        {
+            snprintf(lbl, sizeof(lbl), "gateway=\"%s\",state=\"%s\"",
+                     json_string_value(json_object_get(d, "gateway")),
+                     json_string_value(json_object_get(d, "state")));
+            gauge(&b, "modelgate_deliveries", lbl,
+                  (double)json_integer_value(json_object_get(d, "count")));
+        }
+        gauge_header(&b, "modelgate_delivery_lag_seconds",
+                     "Age of the oldest change a gateway has not acknowledged.");
+        by_key(&b, "modelgate_delivery_lag_seconds", "gateway",
+               json_object_get(st, "delivery_lag_seconds"));
+        gauge_header(&b, "modelgate_smoke_tests", "Smoke tests by state.");
+        by_key(&b, "modelgate_smoke_tests", "state", json_object_get(st, "smoke_tests"));
+        gauge_header(&b, "modelgate_sqlite_wal_bytes", "Size of the SQLite write-ahead log.");
+        gauge(&b, "modelgate_sqlite_wal_bytes", "",
+              (double)json_integer_value(json_object_get(st, "wal_bytes")));
+        gauge_header(&b, "modelgate_sqlite_db_bytes", "Size of the SQLite database file.");
+        gauge(&b, "modelgate_sqlite_db_bytes", "",
+              (double)json_integer_value(json_object_get(st, "db_bytes")));
+    }
+    json_decref(st);
+    f = fopen("/proc/self/statm", "re");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    gauge_header(&b, "modelgate_process_resident_memory_bytes", "Resident memory of modelgated.");
+    gauge(&b, "modelgate_process_resident_memory_bytes", "",
+          (double)rss * (double)sysconf(_SC_PAGESIZE));
+    srv_reply_bytes(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.data ? b.data : "",
+                    b.len);
+    mg_buf_release(&b);
+}
+
+static void openapi(struct srv_req *r)
+{
+    unsigned i;
+
+    for (i = 0; i < schema_files_count; i++) {
+        if (strcmp(schema_files[i].name, "openapi.json") == 0) {
+            srv_reply_bytes(r, 200, "application/json", schema_files[i].data,
+                            schema_files[i].len);
+            return;
+        }
+    }
+    srv_fail(r, MG_ENOTFOUND, NULL, "this build carries no openapi.json");
+}
+
+const struct srv_route srv_routes_metrics[] = {
+    {"GET", "/metrics", STORE_ROLE_READER, SRV_BODY_NONE, metrics, NULL, NULL, NULL},
+    {"GET", "/openapi.json", SRV_PUBLIC, SRV_BODY_NONE, openapi, NULL, NULL, NULL},
+    {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
+};

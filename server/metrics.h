@@ -1,0 +1,28 @@
+/*
+ * metrics.h - in-process counters for GET /metrics (Prometheus text format):
+ * requests and latency histograms by route pattern (bounded cardinality),
+ * method and status, and blob bytes in/out. Thread-safe.
+ */
+#ifndef SRV_METRICS_H
+#define SRV_METRICS_H
+
+#include <stdint.h>
+
+#include "../common/util.h"
+
+struct srv_metrics;
+
+struct srv_metrics *srv_metrics_new(void);
+void srv_metrics_free(struct srv_metrics **m);
+
+/* One finished request; route is the matched pattern or NULL. */
+void srv_metrics_request(struct srv_metrics *m, const char *method, const char *route,
+                         unsigned status, double seconds);
+
+void srv_metrics_blob_in(struct srv_metrics *m, uint64_t bytes);
+void srv_metrics_blob_out(struct srv_metrics *m, uint64_t bytes);
+
+/* Append the registry's series to b. */
+void srv_metrics_render(struct srv_metrics *m, struct mg_buf *b);
+
+#endif
