@@ -43,6 +43,8 @@ void srv_config_release(struct srv_config *cfg)
     free(cfg->data_dir);
     free(cfg->port_file);
     free(cfg->signing_key);
+    free(cfg->tls_cert);
+    free(cfg->tls_key);
     while (cfg->nwebhook_allow > 0)
         free(cfg->webhook_allow[--cfg->nwebhook_allow]);
     while (cfg->nsmoke_profiles > 0)
@@ -69,6 +71,8 @@ const char *srv_config_usage(void)
            "  --timeout SECONDS        idle connection timeout (default 60)\n"
            "  --port-file FILE         write the bound port to FILE once listening\n"
            "  --signing-key FILE       sign with this P-256 key (PEM, PKCS#8, mode 0600)\n"
+           "  --tls-cert FILE          serve HTTPS with this PEM certificate (chain)\n"
+           "  --tls-key FILE           and this PEM private key (mode 0600)\n"
            "  --push-workers N         gateway delivery threads (default 2)\n"
            "  --push-backoff-base-ms N first retry delay bound (default 1000, doubling)\n"
            "  --push-backoff-max-ms N  longest retry delay (default 300000)\n"
@@ -83,6 +87,8 @@ const char *srv_config_usage(void)
            "  --nvml-library PATH      NVML to load (default libnvidia-ml.so.1)\n"
            "\n"
            "usage: modelgated keys rotate --data-dir DIR\n"
+           "       modelgated backup --data-dir DIR --out FILE.tar   (safe while serving)\n"
+           "       modelgated restore --data-dir NEW --from FILE.tar\n"
            "  make a new active signing key; old public keys stay published\n";
 }
 
@@ -136,6 +142,10 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
         return set_str(&cfg->port_file, v, err);
     if (strcmp(key, "signing-key") == 0)
         return set_str(&cfg->signing_key, v, err);
+    if (strcmp(key, "tls-cert") == 0)
+        return set_str(&cfg->tls_cert, v, err);
+    if (strcmp(key, "tls-key") == 0)
+        return set_str(&cfg->tls_key, v, err);
     if (strcmp(key, "config") == 0)
         return read_file(cfg, v, depth + 1, err);
     if (strcmp(key, "max-blob-bytes") == 0)

@@ -15,6 +15,8 @@ struct srv_config {
     char *data_dir;  /* default ./var */
     char *port_file; /* write the bound port here once listening */
     char *signing_key; /* PEM (PKCS#8) of the active signing key, or NULL */
+    char *tls_cert;    /* PEM certificate (chain) → serve HTTPS */
+    char *tls_key;     /* its PEM private key */
     uint64_t max_blob_bytes;
     uint64_t max_json_bytes;
     bool log_json;

@@ -114,6 +114,8 @@ void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_typ
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (r->srv->tls)
+        MHD_add_response_header(resp, "Strict-Transport-Security", "max-age=31536000");
     set_response(r, status, resp, len);
 }
 
@@ -156,6 +158,8 @@ void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, 
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    if (r->srv->tls)
+        MHD_add_response_header(resp, "Strict-Transport-Security", "max-age=31536000");
     set_response(r, status, resp, len);
 }
 
@@ -639,30 +643,83 @@ bad:
                    s);
 }
 
+/* Read a whole PEM file (at most 1 MiB). */
+static char *read_pem(const char *path, struct mg_error *err)
+{
+    FILE *f = fopen(path, "re");
+    struct mg_buf b;
+    char buf[4096];
+    size_t n;
+
+    if (f == NULL) {
+        mg_fail(err, MG_EINVAL, "tls", "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    mg_buf_init(&b, 1u << 20);
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+        if (mg_buf_append(&b, buf, n) != MG_OK) {
+            fclose(f);
+            mg_buf_release(&b);
+            mg_fail(err, MG_EINVAL, "tls", "%s is larger than 1 MiB", path);
+            return NULL;
+        }
+    }
+    fclose(f);
+    if (b.len == 0 || strstr(b.data, "-----BEGIN ") == NULL) {
+        mg_buf_release(&b);
+        mg_fail(err, MG_EINVAL, "tls", "%s is not a PEM file", path);
+        return NULL;
+    }
+    return b.data;
+}
+
 enum mg_code srv_start(struct srv *srv, struct mg_error *err)
 {
     struct sockaddr_storage ss;
     const union MHD_DaemonInfo *info;
     bool v6 = false;
     unsigned flags;
+    char *cert = NULL, *key = NULL;
 
     if (parse_listen(srv->cfg->listen, &ss, &v6, err) != MG_OK)
         return err->code;
+    if ((srv->cfg->tls_cert == NULL) != (srv->cfg->tls_key == NULL))
+        return mg_fail(err, MG_EINVAL, "tls", "give both --tls-cert and --tls-key");
+    if (srv->cfg->tls_cert) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+            return mg_fail(err, MG_EINVAL, "tls", "this libmicrohttpd was built without TLS");
+        if ((cert = read_pem(srv->cfg->tls_cert, err)) == NULL ||
+            (key = read_pem(srv->cfg->tls_key, err)) == NULL) {
+            free(cert);
+            return err->code;
+        }
+        srv->tls = true;
+    }
     /* poll(), not epoll: libmicrohttpd 0.9.75 (Debian 12) in epoll mode misses
      * a client's FIN that arrives with the last bytes of a request body, so an
      * aborted upload holds its connection and temp file until the idle
      * timeout (tests/integration/test_blobs.c, aborted upload). Each pool
      * thread polls only its own connections. */
     flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
-            MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
-    srv->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, access_handler, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv->cfg->threads,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)srv->cfg->conn_memory,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg->conn_limit,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->per_ip_limit,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->cfg->timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, srv, MHD_OPTION_END);
+            MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0) | (srv->tls ? MHD_USE_TLS : 0);
+    {
+        struct MHD_OptionItem tls[] = {
+            {srv->tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, cert},
+            {MHD_OPTION_HTTPS_MEM_KEY, 0, key},
+            {MHD_OPTION_END, 0, NULL},
+        };
+        srv->daemon = MHD_start_daemon(
+            flags, 0, NULL, NULL, access_handler, srv, MHD_OPTION_SOCK_ADDR,
+            (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv->cfg->threads,
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)srv->cfg->conn_memory,
+            MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg->conn_limit,
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->per_ip_limit,
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->cfg->timeout_s,
+            MHD_OPTION_NOTIFY_COMPLETED, completed, srv, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+    }
+    /* libmicrohttpd copies nothing: keep the PEMs until the daemon stops. */
+    srv->tls_cert_pem = cert;
+    srv->tls_key_pem = key;
     if (srv->daemon == NULL)
         return mg_fail(err, MG_EIO, "listen", "cannot listen on %s (in use, or not permitted)",
                        srv->cfg->listen);
@@ -689,4 +746,10 @@ void srv_stop(struct srv *srv, int grace_ms)
         nanosleep(&ts, NULL);
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    free(srv->tls_cert_pem);
+    if (srv->tls_key_pem) {
+        memset(srv->tls_key_pem, 0, strlen(srv->tls_key_pem));
+        free(srv->tls_key_pem);
+    }
+    srv->tls_cert_pem = srv->tls_key_pem = NULL;
 }

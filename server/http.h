@@ -110,7 +110,8 @@ struct srv {
     struct push *push;       /* delivery workers (push/push.c) */
     struct runner *runner;   /* smoke-test runner (runner/runner.c) */
     struct push_allow push_allow; /* where webhooks may connect */
-    bool tls;                /* serving HTTPS: cookies get Secure */
+    bool tls;                /* serving HTTPS: cookies get Secure, replies HSTS */
+    char *tls_cert_pem, *tls_key_pem;
     struct srv_metrics *metrics; /* request counters (metrics.c) */
     struct MHD_Daemon *daemon;
     uint16_t port;

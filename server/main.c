@@ -152,6 +152,55 @@ static enum mg_code runner_setup(const struct srv_config *cfg, struct runner_opt
     return MG_OK;
 }
 
+/* modelgated backup --data-dir D --out FILE.tar
+ * modelgated restore --data-dir NEW --from FILE.tar */
+static int backup_command(bool restore, int argc, char **argv)
+{
+    struct srv_config cfg;
+    struct mg_error err = {0};
+    json_t *summary = NULL;
+    const char *file = NULL;
+    char *text;
+    int i, rc = 2, n = 0;
+    char **rest = calloc((size_t)argc + 1, sizeof(*rest));
+
+    srv_config_init(&cfg);
+    if (rest == NULL)
+        goto out;
+    /* --out / --from are this command's own; the rest are modelgated options. */
+    for (i = 0; i < argc; i++) {
+        if ((strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "--from") == 0) && i + 1 < argc)
+            file = argv[++i];
+        else
+            rest[n++] = argv[i];
+    }
+    if (file == NULL) {
+        fprintf(stderr, "usage: modelgated %s --data-dir DIR %s FILE.tar\n",
+                restore ? "restore" : "backup", restore ? "--from" : "--out");
+        goto out;
+    }
+    if (srv_config_parse(&cfg, n, rest, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
+    if ((restore ? store_restore(file, cfg.data_dir, NULL, &summary, &err)
+                 : store_backup(cfg.data_dir, file, &summary, &err)) != MG_OK) {
+        fprintf(stderr, "modelgated: %s failed: %s\n", restore ? "restore" : "backup",
+                err.message);
+        rc = 1;
+        goto out;
+    }
+    text = json_dumps(summary, JSON_COMPACT);
+    printf("%s\n", text ? text : "{}");
+    free(text);
+    rc = 0;
+out:
+    json_decref(summary);
+    free(rest);
+    srv_config_release(&cfg);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct srv_config cfg;
@@ -169,6 +218,8 @@ int main(int argc, char **argv)
 
     if (argc > 1 && strcmp(argv[1], "keys") == 0)
         return keys_command(argc - 2, argv + 2);
+    if (argc > 1 && (strcmp(argv[1], "backup") == 0 || strcmp(argv[1], "restore") == 0))
+        return backup_command(strcmp(argv[1], "restore") == 0, argc - 2, argv + 2);
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(srv_config_usage(), stdout);

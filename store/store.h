@@ -483,6 +483,20 @@ enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_err
  * "wal_bytes":n,"db_bytes":n}. */
 enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err);
 
+/* ---- backup and restore ------------------------------------------------ */
+
+/* Write a tar of data_dir to out_path: a consistent database snapshot
+ * (SQLite online backup, safe while the server runs), every blob, and the
+ * signing keys. *summary = {"file","blobs","keys"}. */
+enum mg_code store_backup(const char *data_dir, const char *out_path, json_t **summary,
+                          struct mg_error *err);
+
+/* Restore a backup into data_dir (new or empty), then check every blob
+ * against its digest and the audit chain. *summary = {"data_dir","blobs","audit"}. */
+enum mg_code store_restore(const char *archive_path, const char *data_dir,
+                           const struct sign_keyring *keys, json_t **summary,
+                           struct mg_error *err);
+
 /* ---- audit ------------------------------------------------------------ */
 
 /* {"items":[{"seq","at","actor","action","target","detail","prev_hash","hash"}],

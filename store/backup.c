@@ -1,0 +1,279 @@
+/*
+ * backup.c - consistent backups of a data directory while the server runs,
+ * and restores into a new one.
+ *
+ * The database is copied with SQLite's online backup API first; blobs are
+ * immutable and written before their rows commit, so every blob the
+ * snapshot references is already complete on disk when it is copied after.
+ */
+#include "store_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <openssl/evp.h>
+
+#include "../common/util.h"
+
+/* Add one file to the tar under name, streaming it. */
+static enum mg_code add_file(struct archive *a, const char *path, const char *name, mode_t mode,
+                             struct mg_error *err)
+{
+    struct archive_entry *e = archive_entry_new();
+    struct stat sb;
+    char buf[65536];
+    ssize_t r;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    enum mg_code rc = MG_OK;
+
+    if (fd < 0 || fstat(fd, &sb) != 0 || e == NULL) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot read %s: %s", path, strerror(errno));
+        goto out;
+    }
+    archive_entry_set_pathname(e, name);
+    archive_entry_set_size(e, sb.st_size);
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, mode);
+    archive_entry_set_mtime(e, sb.st_mtime, 0);
+    if (archive_write_header(a, e) != ARCHIVE_OK) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot write the backup: %s", archive_error_string(a));
+        goto out;
+    }
+    while ((r = read(fd, buf, sizeof(buf))) > 0) {
+        if (archive_write_data(a, buf, (size_t)r) != r) {
+            rc = mg_fail(err, MG_EIO, NULL, "cannot write the backup: %s",
+                         archive_error_string(a));
+            goto out;
+        }
+    }
+    if (r < 0)
+        rc = mg_fail(err, MG_EIO, NULL, "cannot read %s: %s", path, strerror(errno));
+out:
+    if (fd >= 0)
+        close(fd);
+    archive_entry_free(e);
+    return rc;
+}
+
+/* Snapshot the database into tmp with the online backup API. */
+static enum mg_code snapshot(const char *db_path, const char *tmp, struct mg_error *err)
+{
+    sqlite3 *src = NULL, *dst = NULL;
+    sqlite3_backup *b;
+    int rc;
+    enum mg_code out = MG_OK;
+
+    if (sqlite3_open_v2(db_path, &src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+        sqlite3_open_v2(tmp, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+            SQLITE_OK) {
+        out = mg_fail(err, MG_EDB, NULL, "cannot open the database for backup: %s",
+                      sqlite3_errmsg(src ? src : dst));
+        goto done;
+    }
+    sqlite3_busy_timeout(src, 10000);
+    b = sqlite3_backup_init(dst, "main", src, "main");
+    if (b == NULL) {
+        out = mg_fail(err, MG_EDB, NULL, "backup failed: %s", sqlite3_errmsg(dst));
+        goto done;
+    }
+    /* All pages in one step: a consistent snapshot even while writers go on. */
+    rc = sqlite3_backup_step(b, -1);
+    sqlite3_backup_finish(b);
+    if (rc != SQLITE_DONE)
+        out = mg_fail(err, MG_EDB, NULL, "backup failed: %s", sqlite3_errstr(rc));
+done:
+    sqlite3_close(src);
+    sqlite3_close(dst);
+    return out;
+}
+
+static enum mg_code add_dir(struct archive *a, const char *dir, const char *prefix, mode_t mode,
+                            int depth, size_t *count, struct mg_error *err)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    enum mg_code rc = MG_OK;
+
+    if (d == NULL)
+        return errno == ENOENT ? MG_OK
+                               : mg_fail(err, MG_EIO, NULL, "cannot list %s: %s", dir,
+                                         strerror(errno));
+    while (rc == MG_OK && (e = readdir(d)) != NULL) {
+        char path[PATH_MAX], name[PATH_MAX];
+        struct stat sb;
+
+        if (e->d_name[0] == '.' || strncmp(e->d_name, "upload-", 7) == 0 ||
+            strstr(e->d_name, ".tmp"))
+            continue;
+        snprintf(path, sizeof(path), "%.2000s/%.255s", dir, e->d_name);
+        snprintf(name, sizeof(name), "%.2000s/%.255s", prefix, e->d_name);
+        if (lstat(path, &sb) != 0)
+            continue;
+        if (S_ISDIR(sb.st_mode) && depth > 0)
+            rc = add_dir(a, path, name, mode, depth - 1, count, err);
+        else if (S_ISREG(sb.st_mode) && (rc = add_file(a, path, name, mode, err)) == MG_OK)
+            (*count)++;
+    }
+    closedir(d);
+    return rc;
+}
+
+enum mg_code store_backup(const char *data_dir, const char *out_path, json_t **summary,
+                          struct mg_error *err)
+{
+    char db[PATH_MAX], tmp[PATH_MAX], dir[PATH_MAX], part[PATH_MAX];
+    struct archive *a = archive_write_new();
+    size_t blobs = 0, keys = 0;
+    enum mg_code rc;
+
+    snprintf(db, sizeof(db), "%s/modelgate.db", data_dir);
+    snprintf(tmp, sizeof(tmp), "%s.snapshot-db", out_path);
+    snprintf(part, sizeof(part), "%s.part", out_path);
+    unlink(tmp);
+    if (access(db, R_OK) != 0) {
+        archive_write_free(a);
+        return mg_fail(err, MG_EINVAL, "data-dir", "%s has no modelgate.db", data_dir);
+    }
+    if ((rc = snapshot(db, tmp, err)) != MG_OK)
+        goto out;
+    if (a == NULL || archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
+        archive_write_open_filename(a, part) != ARCHIVE_OK) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", part,
+                     a ? archive_error_string(a) : "out of memory");
+        goto out;
+    }
+    if ((rc = add_file(a, tmp, "modelgate.db", 0600, err)) != MG_OK)
+        goto out;
+    snprintf(dir, sizeof(dir), "%s/blobs/sha256", data_dir);
+    if ((rc = add_dir(a, dir, "blobs/sha256", 0600, 1, &blobs, err)) != MG_OK)
+        goto out;
+    snprintf(dir, sizeof(dir), "%s/keys", data_dir);
+    if ((rc = add_dir(a, dir, "keys", 0600, 0, &keys, err)) != MG_OK)
+        goto out;
+    if (archive_write_close(a) != ARCHIVE_OK) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot finish the backup: %s", archive_error_string(a));
+        goto out;
+    }
+    if (rename(part, out_path) != 0) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot move the backup into place: %s", strerror(errno));
+        goto out;
+    }
+    *summary = json_pack("{s:s, s:I, s:I}", "file", out_path, "blobs", (json_int_t)blobs, "keys",
+                         (json_int_t)keys);
+out:
+    archive_write_free(a);
+    unlink(tmp);
+    if (rc != MG_OK)
+        unlink(part);
+    return rc;
+}
+
+/* Every blob file must hash to its name (and the database's rows). */
+static enum mg_code verify_blobs(struct store *st, size_t *n, struct mg_error *err)
+{
+    static const char sql[] = "SELECT digest FROM blobs";
+    struct store_conn *c = store_read_begin(st);
+    sqlite3_stmt *s = store_stmt(c, sql, err);
+    enum mg_code rc = MG_OK;
+
+    *n = 0;
+    if (s == NULL) {
+        store_read_end(st, c);
+        return err->code;
+    }
+    while (rc == MG_OK && sqlite3_step(s) == SQLITE_ROW) {
+        const char *digest = (const char *)sqlite3_column_text(s, 0);
+        char path[PATH_MAX], hex[65];
+        unsigned char md[32], buf[65536];
+        unsigned mdlen = 0;
+        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+        int fd;
+        ssize_t r;
+
+        store_blob_path(st, digest, path, sizeof(path));
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+            rc = mg_fail(err, MG_EINVAL, NULL, "blob %s is missing from the backup", digest);
+        } else {
+            while ((r = read(fd, buf, sizeof(buf))) > 0)
+                EVP_DigestUpdate(ctx, buf, (size_t)r);
+            EVP_DigestFinal_ex(ctx, md, &mdlen);
+            mg_hex_encode(md, 32, hex);
+            if (strcmp(hex, digest + 7) != 0)
+                rc = mg_fail(err, MG_EINVAL, NULL, "blob %s in the backup is damaged", digest);
+            else
+                (*n)++;
+        }
+        if (fd >= 0)
+            close(fd);
+        EVP_MD_CTX_free(ctx);
+    }
+    sqlite3_reset(s);
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_restore(const char *archive_path, const char *data_dir,
+                           const struct sign_keyring *keys, json_t **summary,
+                           struct mg_error *err)
+{
+    struct store_options opt = {0};
+    struct store *st = NULL;
+    struct store_archive_limits lim;
+    json_t *audit = NULL;
+    char keys_dir[PATH_MAX];
+    DIR *d;
+    struct dirent *e;
+    size_t blobs = 0;
+    enum mg_code rc;
+
+    if (mkdir(data_dir, 0700) != 0 && errno != EEXIST)
+        return mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", data_dir, strerror(errno));
+    store_archive_limits_default(&lim);
+    lim.max_total_bytes = UINT64_MAX / 2;
+    /* Refuses a non-empty directory, links, "..", anything but files and dirs. */
+    if ((rc = store_archive_extract(archive_path, "application/x-tar", data_dir, &lim, NULL,
+                                    err)) != MG_OK)
+        return rc;
+    snprintf(keys_dir, sizeof(keys_dir), "%s/modelgate.db", data_dir);
+    chmod(keys_dir, 0600);
+    snprintf(keys_dir, sizeof(keys_dir), "%s/keys", data_dir);
+    chmod(keys_dir, 0700);
+    if ((d = opendir(keys_dir)) != NULL) {
+        while ((e = readdir(d)) != NULL) {
+            if (e->d_name[0] != '.')
+                fchmodat(dirfd(d), e->d_name, 0600, 0);
+        }
+        closedir(d);
+    }
+    opt.data_dir = data_dir;
+    opt.read_conns = 2;
+    opt.keys = keys;
+    store_archive_limits_default(&opt.archive);
+    if ((rc = store_open(&opt, &st, err)) != MG_OK)
+        return rc;
+    if ((rc = verify_blobs(st, &blobs, err)) != MG_OK)
+        goto out;
+    if ((rc = store_audit_verify(st, &audit, err)) != MG_OK)
+        goto out;
+    if (!json_is_true(json_object_get(audit, "ok"))) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "the restored audit log does not verify (entry %lld)",
+                     (long long)json_integer_value(json_object_get(audit, "first_bad_seq")));
+        goto out;
+    }
+    *summary = json_pack("{s:s, s:I, s:O}", "data_dir", data_dir, "blobs", (json_int_t)blobs,
+                         "audit", audit);
+out:
+    json_decref(audit);
+    store_close(&st);
+    return rc;
+}
