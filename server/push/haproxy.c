@@ -246,7 +246,7 @@ void push_haproxy_deliver(const struct push_env *env, const struct store_deliver
         }
         if (!blank(reply)) {
             trim_copy(err, sizeof(err), reply);
-            snprintf(res->error, sizeof(res->error), "set weight %s/%s: %s", be, name, err);
+            snprintf(res->error, sizeof(res->error), "set weight %.100s/%.100s: %.200s", be, name, err);
             free(reply);
             return;
         }
@@ -265,7 +265,7 @@ void push_haproxy_deliver(const struct push_env *env, const struct store_deliver
         if (line[0] == '#' || strcmp(line, "1") == 0)
             continue;
         if (strstr(line, "Can't find backend") || strstr(line, "No such backend")) {
-            snprintf(res->error, sizeof(res->error), "show servers state %s: %s", be, line);
+            snprintf(res->error, sizeof(res->error), "show servers state %.100s: %.200s", be, line);
             free(reply);
             return;
         }
@@ -283,7 +283,7 @@ void push_haproxy_deliver(const struct push_env *env, const struct store_deliver
             if (!command(addr, cmd, &rep, err, sizeof(err)) || !blank(rep)) {
                 if (rep)
                     trim_copy(err, sizeof(err), rep);
-                snprintf(res->error, sizeof(res->error), "set weight %s/%s 0: %s", be, f_srv, err);
+                snprintf(res->error, sizeof(res->error), "set weight %.100s/%.100s 0: %.200s", be, f_srv, err);
                 free(rep);
                 free(reply);
                 return;
@@ -305,7 +305,7 @@ void push_haproxy_deliver(const struct push_env *env, const struct store_deliver
         }
         if (sscanf(reply, "%d", &got) != 1 || got != w) {
             trim_copy(err, sizeof(err), reply);
-            snprintf(res->error, sizeof(res->error), "get weight %s/%s says '%s', expected %d", be,
+            snprintf(res->error, sizeof(res->error), "get weight %.100s/%.100s says '%.200s', expected %d", be,
                      name, err, w);
             free(reply);
             return;

@@ -414,11 +414,35 @@ enum mg_code push_webhook_validate(const struct push_env *env, const json_t *bod
 enum mg_code push_haproxy_validate(const json_t *body, json_t **config, struct mg_error *err);
 enum mg_code push_nginx_validate(const json_t *body, json_t **config, struct mg_error *err);
 
+static bool names_ok(const json_t *v, size_t max, bool (*ok)(const char *, size_t))
+{
+    json_t *x;
+    size_t i;
+
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > max)
+        return false;
+    json_array_foreach(v, i, x)
+    {
+        if (!json_is_string(x) || !ok(json_string_value(x), json_string_length(x)))
+            return false;
+    }
+    return true;
+}
+
 enum mg_code push_config_validate(const struct push_env *env, const char *kind,
                                   const json_t *body, json_t **config, char **secret,
                                   struct mg_error *err)
 {
+    json_t *v;
+
     *secret = NULL;
+    /* The filters mean the same for every kind. */
+    if ((v = json_object_get(body, "models")) && !names_ok(v, 256, mg_valid_model_name))
+        return mg_fail(err, MG_EINVAL, "models",
+                       "models must be a non-empty array of model names (or absent for all)");
+    if ((v = json_object_get(body, "aliases")) && !names_ok(v, 64, mg_valid_alias_name))
+        return mg_fail(err, MG_EINVAL, "aliases",
+                       "aliases must be a non-empty array of alias names (or absent for all)");
     if (strcmp(kind, "webhook") == 0)
         return push_webhook_validate(env, body, config, secret, err);
     if (strcmp(kind, "haproxy") == 0)

@@ -91,21 +91,6 @@ out:
     return rc;
 }
 
-static bool string_array(const json_t *v, size_t max, bool (*ok)(const char *, size_t))
-{
-    json_t *x;
-    size_t i;
-
-    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > max)
-        return false;
-    json_array_foreach(v, i, x)
-    {
-        if (!json_is_string(x) || !ok(json_string_value(x), json_string_length(x)))
-            return false;
-    }
-    return true;
-}
-
 enum mg_code push_webhook_validate(const struct push_env *env, const json_t *body,
                                    json_t **config, char **secret, struct mg_error *err)
 {
@@ -132,11 +117,6 @@ enum mg_code push_webhook_validate(const struct push_env *env, const json_t *bod
         return mg_fail(err, MG_EINVAL, "secret",
                        "a webhook needs a 'secret' of %d to %d bytes to sign deliveries",
                        WEBHOOK_SECRET_MIN, WEBHOOK_SECRET_MAX);
-    if ((v = json_object_get(body, "models")) && !string_array(v, 256, mg_valid_model_name))
-        return mg_fail(err, MG_EINVAL, "models", "models must be a non-empty array of model names");
-    if ((v = json_object_get(body, "aliases")) && !string_array(v, 64, mg_valid_alias_name))
-        return mg_fail(err, MG_EINVAL, "aliases",
-                       "aliases must be a non-empty array of alias names");
     *config = json_pack("{s:s}", "url", url);
     *secret = strdup(json_string_value(sec));
     if (*config == NULL || *secret == NULL) {
