@@ -4,7 +4,6 @@
  */
 #include "mgc.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,7 +104,8 @@ char *mgc_text(const json_t *v)
 {
     char buf[64];
 
-    if (v == NULL || json_is_null(v))
+    if (v == NULL || json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0) ||
+        (json_is_object(v) && json_object_size(v) == 0))
         return strdup("-");
     if (json_is_string(v))
         return strdup(json_string_value(v));

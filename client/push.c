@@ -199,7 +199,7 @@ static int create_model(struct mgc *c, const char *model)
 }
 
 /* Pack or open PATH as an upload: *fd positioned anywhere, digest and size set. */
-static int prepare_artifact(const char *path, int *fd_out, char hex[65], uint64_t *size,
+static int prepare_artifact(const char *path, bool tty, int *fd_out, char hex[65], uint64_t *size,
                             bool *packed)
 {
     struct stat st;
@@ -210,11 +210,15 @@ static int prepare_artifact(const char *path, int *fd_out, char hex[65], uint64_
         return mgc_fail("cannot read '%s': %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode)) {
         *packed = true;
+        if (tty)
+            fprintf(stderr, "packing %s ...\n", path);
         if ((fd = mgc_temp_fd()) < 0)
             return MGC_ERR;
         rc = mgc_tar_pack(path, fd, hex, size);
     } else if (S_ISREG(st.st_mode)) {
         *packed = false;
+        if (tty)
+            fprintf(stderr, "hashing %s ...\n", path);
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             return mgc_fail("cannot open '%s': %s", path, strerror(errno));
@@ -247,7 +251,7 @@ int mgc_cmd_push(struct mgc *c, const struct mgc_args *a)
         goto out;
     if (mgc_flag(a, "create-model") && (rc = create_model(c, model)) != MGC_OK)
         goto out;
-    if ((rc = prepare_artifact(path, &fd, hex, &size, &packed)) != MGC_OK)
+    if ((rc = prepare_artifact(path, c->tty, &fd, hex, &size, &packed)) != MGC_OK)
         goto out;
     snprintf(digest, sizeof(digest), "sha256:%s", hex);
     if ((rc = mgc_http_upload(c, fd, size, digest, "uploading", &blob)) != MGC_OK)

@@ -125,7 +125,7 @@ int mgc_cmd_show(struct mgc *c, const struct mgc_args *a)
     t = mgc_text(json_object_get(v, "bad_for"));
     show_line("bad_for", t);
     free(t);
-    if (mgc_str(v, "description", NULL))
+    if (mgc_str(v, "description", "")[0] != '\0')
         show_line("description", mgc_str(v, "description", NULL));
     json_decref(v);
     return MGC_OK;

@@ -197,6 +197,7 @@ int mgc_cmd_promote(struct mgc *c, const struct mgc_args *a)
 {
     const char *model = a->pos[0], *alias = mgc_opt(a, "alias"), *reason = mgc_opt(a, "reason");
     json_t *body = NULL, *p = NULL; /* NEW */
+    char id[80];
     int64_t n, timeout;
     int rc, outcome;
 
@@ -217,7 +218,13 @@ int mgc_cmd_promote(struct mgc *c, const struct mgc_args *a)
         return rc;
     outcome = promo_outcome(p);
     if (mgc_flag(a, "wait")) {
-        outcome = promo_wait(c, mgc_str(p, "id", "?"), timeout, &p);
+        /* a copy: promo_wait replaces p, and the id string with it */
+        snprintf(id, sizeof(id), "%s", mgc_str(p, "id", ""));
+        if (!mgc_check_promotion_id(c, id)) {
+            json_decref(p);
+            return mgc_fail("the server returned a promotion without a usable id");
+        }
+        outcome = promo_wait(c, id, timeout, &p);
         if (outcome == MGC_ERR || outcome == MGC_TIMEOUT) {
             if (c->json)
                 mgc_print_json(p);

@@ -97,7 +97,7 @@ static int scan_dir(const char *root, int fd, const char *rel, struct mgc_tree *
             }
             rc = scan_dir(root, sub, path, t, cap);
         } else {
-            rc = mgc_fail("'%s/%s' is %s; only regular files and directories can be pushed "
+            rc = mgc_fail("'%s/%s' is %s; only regular files and directories are allowed "
                           "(copy the file a link points to instead)",
                           root, path, S_ISLNK(st.st_mode) ? "a symbolic link" : "a special file");
         }
