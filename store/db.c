@@ -537,3 +537,18 @@ enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err)
                      (json_int_t)wal, "db_bytes", (json_int_t)db);
     return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 }
+
+enum mg_code store_write_sql(struct store *st, const char *sql, struct mg_error *err)
+{
+    struct store_conn *c = store_write_begin(st, err);
+    sqlite3_stmt *s;
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    if ((s = store_stmt(c, sql, err)) == NULL)
+        rc = err->code;
+    else
+        rc = store_exec_stmt(c, s, err);
+    return store_write_end(st, c, rc, err);
+}

@@ -483,15 +483,6 @@ enum mg_code store_outbox_synced(struct store *st, const char *model, const char
 enum mg_code store_outbox_recover(struct store *st, struct mg_error *err)
 {
     static const char sql[] = "UPDATE outbox SET lease_until = 0 WHERE lease_until != 0";
-    struct store_conn *c = store_write_begin(st, err);
-    sqlite3_stmt *s;
-    enum mg_code rc;
 
-    if (c == NULL)
-        return err->code;
-    if ((s = store_stmt(c, sql, err)) == NULL)
-        rc = err->code;
-    else
-        rc = store_exec_stmt(c, s, err);
-    return store_write_end(st, c, rc, err);
+    return store_write_sql(st, sql, err);
 }

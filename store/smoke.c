@@ -322,17 +322,8 @@ enum mg_code store_smoke_recover(struct store *st, struct mg_error *err)
 {
     static const char sql[] =
         "UPDATE smoke_tests SET state = 'queued', started_at = NULL WHERE state = 'running'";
-    struct store_conn *c = store_write_begin(st, err);
-    sqlite3_stmt *s;
-    enum mg_code rc;
 
-    if (c == NULL)
-        return err->code;
-    if ((s = store_stmt(c, sql, err)) == NULL)
-        rc = err->code;
-    else
-        rc = store_exec_stmt(c, s, err);
-    return store_write_end(st, c, rc, err);
+    return store_write_sql(st, sql, err);
 }
 
 enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_error *err)

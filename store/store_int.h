@@ -62,6 +62,9 @@ sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql, struct mg_error 
  * for a constraint, MG_EDB otherwise). */
 enum mg_code store_db_error(struct store_conn *c, int rc, struct mg_error *err);
 
+/* Run one parameterless statement in its own write transaction. */
+enum mg_code store_write_sql(struct store *st, const char *sql, struct mg_error *err);
+
 /* Step a statement expected to finish (INSERT/UPDATE/DELETE). */
 enum mg_code store_exec_stmt(struct store_conn *c, sqlite3_stmt *s, struct mg_error *err);
 
