@@ -910,6 +910,33 @@ void rel_smoke_finished(struct srv *srv, const char *model, int64_t version, con
     json_decref(list);
 }
 
+void rel_delivery_failed(struct srv *srv, const char *id, const char *gateway,
+                         const char *error)
+{
+    struct decision d;
+    struct mg_error err;
+    char why[MG_ERR_MSG_MAX];
+
+    snprintf(why, sizeof(why), "gateway %s cannot apply the step: %.300s", gateway,
+             error ? error : "delivery failed");
+    memset(&d, 0, sizeof(d));
+    d.ev.kind = PROMO_EV_DELIVERY_FAILED;
+    d.ev.reason = why;
+    /* Only a rolling-out promotion reacts; anything else is left alone. */
+    {
+        json_t *p = NULL;
+        if (store_promotion_get(srv->store, id, &p, &err) != MG_OK)
+            return;
+        if (strcmp(json_string_value(json_object_get(p, "state")), "rolling_out") != 0) {
+            json_decref(p);
+            return;
+        }
+        json_decref(p);
+    }
+    if (apply_event(srv, "modelgated", id, &d, NULL, &err) != MG_OK)
+        fprintf(stderr, "modelgated: automatic rollback of %s failed: %s\n", id, err.message);
+}
+
 /* ---- the clock -------------------------------------------------------- */
 
 int64_t rel_tick(struct srv *srv, int64_t now_ms)

@@ -78,6 +78,11 @@ enum mg_code rel_promotion_get(struct srv *srv, const char *id, json_t **out,
 void rel_smoke_finished(struct srv *srv, const char *model, int64_t version, const char *state,
                         const char *reason);
 
+/* A gateway could not apply a rollout step of promotion `id` after retries:
+ * roll the promotion back if it is still rolling out. */
+void rel_delivery_failed(struct srv *srv, const char *id, const char *gateway,
+                         const char *error);
+
 /* One pass of the clock: take due rollout steps, re-evaluate waiting gates.
  * Returns the ms time of the next due step (0 when none). */
 int64_t rel_tick(struct srv *srv, int64_t now_ms);

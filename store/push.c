@@ -390,7 +390,7 @@ enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d,
      * meanwhile keeps its pending state and is due at once. */
     static const char sql_ok[] =
         "UPDATE outbox SET state = 'in_sync', attempts = attempts + 1, last_error = NULL, "
-        "acked_at = ?4, lease_until = 0 WHERE gateway = ?1 AND model = ?2 AND alias = ?3 "
+        "next_attempt_at = 0, acked_at = ?4, lease_until = 0 WHERE gateway = ?1 AND model = ?2 AND alias = ?3 "
         "AND generation = ?5";
     static const char sql_fail[] =
         "UPDATE outbox SET state = 'failing', attempts = attempts + 1, last_error = ?4, "

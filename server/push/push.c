@@ -15,10 +15,13 @@
 
 #include "../../common/util.h"
 #include "../http.h"
+#include "../release.h"
 #include "../runner/runner.h"
 
 /* A worker holds a claimed row this long; deliveries time out well before. */
 #define LEASE_MS 120000
+/* Failed attempts at a rollout step before the promotion is rolled back. */
+#define PUSH_ROLLBACK_ATTEMPTS 3
 /* Waiters are checked at least this often (deadlines). */
 #define WAIT_TICK_MS 100
 
@@ -153,6 +156,7 @@ struct push {
     bool clock_started;
     pthread_mutex_t lock;
     pthread_cond_t cond;
+    pthread_mutex_t nginx_lock;
     bool stop;
     unsigned kicks;
     struct waiter *waiters;
@@ -202,7 +206,9 @@ static void deliver(struct push *p, struct store_delivery *d)
     } else if (strcmp(d->kind, "haproxy") == 0) {
         push_haproxy_deliver(&p->env, d, &res);
     } else if (strcmp(d->kind, "nginx") == 0) {
+        pthread_mutex_lock(&p->nginx_lock);
         push_nginx_deliver(&p->env, d, &res);
+        pthread_mutex_unlock(&p->nginx_lock);
     } else if (strcmp(d->kind, "runner") == 0) {
         /* Acknowledged once the implied tests are queued, never waiting for
          * them: ?wait does not wait for a smoke test. */
@@ -228,10 +234,16 @@ static void deliver(struct push *p, struct store_delivery *d)
                  res.error);
         store_gateway_disable(p->srv->store, d->gateway, reason, &err);
     }
-    if (!res.ok)
+    if (!res.ok) {
+        const char *promo = json_string_value(json_object_get(d->payload, "promotion"));
         fprintf(stderr, "modelgated: push %s %s/%s generation %lld failed (attempt %d): %s\n",
                 d->gateway, d->model, d->alias, (long long)d->generation, d->attempts + 1,
                 res.error);
+        /* A rollout step a gateway cannot apply, after retries, rolls the
+         * promotion back (a no-op once the promotion is no longer rolling out). */
+        if (promo && strcmp(d->kind, "runner") != 0 && d->attempts + 1 >= PUSH_ROLLBACK_ATTEMPTS)
+            rel_delivery_failed(p->srv, promo, d->gateway, res.error);
+    }
     check_waiters(p, false);
 }
 
@@ -311,7 +323,9 @@ enum mg_code push_start(struct srv *srv, const struct push_options *o, struct mg
     p->srv = srv;
     p->opt = *o;
     p->env.allow = &p->opt.allow;
+    p->env.nginx_lock = &p->nginx_lock;
     pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->nginx_lock, NULL);
     pthread_cond_init(&p->cond, NULL);
     p->threads = calloc(o->workers ? o->workers : 1, sizeof(*p->threads));
     if (p->threads == NULL) {
@@ -366,6 +380,7 @@ void push_free(struct srv *srv)
     push_stop(srv);
     check_waiters(p, true);
     pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->nginx_lock);
     pthread_cond_destroy(&p->cond);
     free(p->threads);
     free(p);

@@ -11,6 +11,7 @@
 #ifndef PUSH_H
 #define PUSH_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -57,6 +58,9 @@ struct push_result {
 
 struct push_env {
     const struct push_allow *allow;
+    /* nginx deliveries run one at a time: a reload must never pick up
+     * another delivery's untested file (write → test → reload is atomic). */
+    pthread_mutex_t *nginx_lock;
 };
 
 /* Validate a GatewayConfig body of each kind. On success *config receives

@@ -1,0 +1,614 @@
+/*
+ * test_push_webhook.c - milestone M4, webhooks, against a receiver in this
+ * program that verifies every delivery (webhook_rx.h): signatures and
+ * timestamps, retries that honour Retry-After and converge on the newest
+ * generation in order with a stable webhook-id, a receiver that was down
+ * getting only the newest generation, a new gateway getting the current
+ * state of the aliases its filters match, ?wait in sync and at the
+ * deadline, SSRF refusals at config time, redirects not followed, and 410
+ * disabling the gateway with a visible reason.
+ */
+#include "webhook_rx.h"
+
+#define SECRET "whsec-modelgate-test-0123456789abcdef"
+
+static struct mg_server *srv;
+static char art[IT_DIGEST_LEN + 1];
+
+static int setup(void **state)
+{
+    srv = it_server_start(PC_SERVER_ARGS);
+    it_upload(srv, "webhook test model bytes", 24, art);
+    it_release(srv);
+    *state = srv;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    if (srv != NULL) {
+        it_server_stop(srv);
+        it_server_free(&srv);
+    }
+    *state = NULL;
+    return 0;
+}
+
+/* A model with n versions. */
+static void model_with_versions(const char *model, int n)
+{
+    pc_model(srv, model);
+    for (int i = 1; i <= n; i++)
+        assert_int_equal(pc_version(srv, model, art), i);
+}
+
+/* PUT a webhook gateway to rx's /hook/<name>; filters: extra JSON members
+ * (",\"models\":[...]") or "". */
+static void webhook_gateway(const char *name, const struct rx *x, const char *filters)
+{
+    char url[128], body[1024];
+
+    rx_url(x, name, url, sizeof(url));
+    pc_gateway_put(srv, name,
+                   pc_fmt(body, sizeof(body),
+                          "{\"kind\":\"webhook\",\"url\":\"%s\",\"secret\":\"%s\"%s}", url, SECRET,
+                          filters));
+}
+
+/* Every record: signature and timestamp verified, sent to /hook/<tag>. */
+static void expect_all_verified(const struct rx_rec *recs, size_t n, const char *tag)
+{
+    char path[128];
+
+    pc_fmt(path, sizeof(path), "/hook/%s", tag);
+    for (size_t i = 0; i < n; i++) {
+        if (!recs[i].sig_ok || !recs[i].ts_ok || strcmp(recs[i].path, path) != 0 || recs[i].gen < 1)
+            fail_msg("delivery %zu to %s: signature %s, timestamp %lld %s, generation %lld; "
+                     "id '%s', body %s",
+                     i, recs[i].path, recs[i].sig_ok ? "ok" : "BAD", (long long)recs[i].ts,
+                     recs[i].ts_ok ? "ok" : "SKEWED", (long long)recs[i].gen, recs[i].id,
+                     recs[i].body);
+    }
+}
+
+/* Records arrive in non-decreasing generation order; one id per generation. */
+static void expect_ordered_ids(const struct rx_rec *recs, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        if (recs[i].gen < recs[i - 1].gen)
+            fail_msg("generation %lld was delivered after generation %lld", (long long)recs[i].gen,
+                     (long long)recs[i - 1].gen);
+    }
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = i + 1; j < n; j++) {
+            bool same_gen = recs[i].gen == recs[j].gen;
+            bool same_id = strcmp(recs[i].id, recs[j].id) == 0;
+
+            if (same_gen != same_id)
+                fail_msg("webhook-id '%s' (generation %lld) vs '%s' (generation %lld): the id "
+                         "must be stable across retries of one generation and differ between "
+                         "generations",
+                         recs[i].id, (long long)recs[i].gen, recs[j].id, (long long)recs[j].gen);
+        }
+    }
+}
+
+/* The body's routes equal the Alias's routes (version, weight, artifact,
+ * image, in order). */
+static void expect_routes_like_alias(const char *body, const json_t *alias)
+{
+    json_t *b = json_loads(body, 0, NULL);
+    json_t *got = json_object_get(b, "routes"), *want = json_object_get(alias, "routes");
+    static const char *const keys[] = {"version", "weight", "artifact", "image"};
+
+    if (!json_is_array(got) || json_array_size(got) != json_array_size(want) ||
+        json_array_size(got) == 0)
+        fail_msg("webhook routes differ from the alias's %zu routes: %s", json_array_size(want),
+                 body);
+    for (size_t i = 0; i < json_array_size(got); i++) {
+        for (size_t k = 0; k < 4; k++) {
+            json_t *g = json_object_get(json_array_get(got, i), keys[k]);
+            json_t *w = json_object_get(json_array_get(want, i), keys[k]);
+
+            if (g == NULL || !json_equal(g, w))
+                fail_msg("webhook routes[%zu].%s differs from the alias's: body %s", i, keys[k],
+                         body);
+        }
+    }
+    json_decref(b);
+}
+
+static void test_signed_retries_converge_in_order(void **state)
+{
+    struct mg_server *s = *state;
+    struct rx *x = rx_start(SECRET, true);
+    struct rx_rec recs[64];
+    struct it_resp *r;
+    json_int_t g1, g3;
+    json_t *d, *body;
+    size_t n, ok = 0;
+
+    model_with_versions("wh-retry", 3);
+    webhook_gateway("wh-retry", x, ",\"models\":[\"wh-retry\"]");
+    /* Four 500s with Retry-After: 1, then 200. */
+    rx_behave(x, 4, 1, 200, NULL);
+    g1 = pc_alias_set(s, "wh-retry", "production", "{\"version\":1}");
+    rx_wait_count(x, 2, 10000); /* generation 1 failed twice */
+    pc_alias_set(s, "wh-retry", "production", "{\"version\":2}");
+    g3 = pc_alias_set(s, "wh-retry", "production",
+                      "{\"routes\":[{\"version\":2,\"weight\":50},{\"version\":3,\"weight\":50}]}");
+    r = pc_wait_delivery(s, "wh-retry", "wh-retry", "production", g3, "in_sync", 20000);
+    d = pc_gw_delivery(r->json, "wh-retry", "production");
+    assert_true(json_is_null(json_object_get(d, "last_error")));
+    assert_true(it_jint(d, "attempts") >= 1);
+    it_expect_rfc3339(it_jstr(d, "acked_at"));
+    /* Secrets are never returned. */
+    assert_null(json_object_get(r->json, "secret"));
+    assert_null(json_object_get(it_jobj(r->json, "config"), "secret"));
+    assert_null(strstr(r->body, SECRET));
+    assert_string_equal(it_jstr(r->json, "kind"), "webhook");
+    assert_false(json_is_true(json_object_get(r->json, "disabled")));
+
+    n = rx_snapshot(x, recs, 64);
+    expect_all_verified(recs, n, "wh-retry");
+    expect_ordered_ids(recs, n);
+    assert_true(n >= 5);
+    /* The first two attempts were generation 1, one Retry-After apart (the
+     * backoff alone would be at most 400 ms here). */
+    assert_int_equal(recs[0].gen, g1);
+    assert_int_equal(recs[1].gen, g1);
+    assert_int_equal(recs[0].status, 500);
+    if (recs[1].at_ms - recs[0].at_ms < 900)
+        fail_msg("the retry came %lld ms after a 500 with Retry-After: 1",
+                 (long long)(recs[1].at_ms - recs[0].at_ms));
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (recs[i].status == 500 && recs[i + 1].gen == recs[i].gen &&
+            recs[i + 1].at_ms - recs[i].at_ms < 900)
+            fail_msg("generation %lld was retried %lld ms after Retry-After: 1",
+                     (long long)recs[i].gen, (long long)(recs[i + 1].at_ms - recs[i].at_ms));
+    }
+    /* Converged: the only acknowledged delivery is the newest generation. */
+    for (size_t i = 0; i < n; i++)
+        ok += recs[i].status == 200;
+    assert_int_equal(ok, 1);
+    assert_int_equal(recs[n - 1].status, 200);
+    assert_int_equal(recs[n - 1].gen, g3);
+
+    /* The body of the newest generation. */
+    body = json_loads(recs[n - 1].body, 0, NULL);
+    assert_non_null(body);
+    assert_string_equal(it_jstr(body, "type"), "alias.updated");
+    assert_string_equal(it_jstr(body, "model"), "wh-retry");
+    assert_string_equal(it_jstr(body, "alias"), "production");
+    assert_int_equal(it_jint(body, "generation"), g3);
+    assert_true(json_is_null(json_object_get(body, "promotion")));
+    it_expect_rfc3339(it_jstr(body, "timestamp"));
+    json_decref(body);
+    r = pc_alias_get(s, "wh-retry", "production");
+    expect_routes_like_alias(recs[n - 1].body, r->json);
+    d = pc_alias_delivery(r->json, "wh-retry");
+    assert_non_null(d);
+    assert_string_equal(it_jstr(d, "state"), "in_sync");
+    assert_int_equal(it_jint(d, "generation"), g3);
+
+    /* The receiver's check is not a rubber stamp. */
+    {
+        char ts[32];
+
+        snprintf(ts, sizeof(ts), "%lld", (long long)recs[n - 1].ts);
+        assert_false(rx_verify("another-secret-0123456789abcdef", recs[n - 1].id, ts,
+                               recs[n - 1].body, strlen(recs[n - 1].body), "v1,AAAA"));
+    }
+    pc_gateway_delete(s, "wh-retry");
+    rx_stop(&x);
+}
+
+static void test_down_then_up_gets_only_newest(void **state)
+{
+    struct mg_server *s = *state;
+    struct rx *x = rx_start(SECRET, false);
+    struct rx_rec recs[16];
+    struct it_resp *r;
+    json_int_t gen = 0;
+    json_t *d;
+    const char *err;
+    size_t n;
+
+    model_with_versions("wh-down", 2);
+    webhook_gateway("wh-down", x, ",\"models\":[\"wh-down\"]");
+    for (int i = 0; i < 5; i++)
+        gen = pc_alias_set(s, "wh-down", "production",
+                           i % 2 ? "{\"version\":2}"
+                                 : "{\"routes\":[{\"version\":1,\"weight\":80},"
+                                   "{\"version\":2,\"weight\":20}]}");
+    /* The newest generation failed at least once: connection refused. */
+    r = pc_wait_delivery(s, "wh-down", "wh-down", "production", gen, "failing", 10000);
+    d = pc_gw_delivery(r->json, "wh-down", "production");
+    assert_true(it_jint(d, "attempts") >= 1);
+    err = it_jstr(d, "last_error");
+    assert_true(strlen(err) > 0);
+    r = pc_alias_get(s, "wh-down", "production");
+    d = pc_alias_delivery(r->json, "wh-down");
+    assert_non_null(d);
+    assert_string_equal(it_jstr(d, "state"), "failing");
+    assert_int_equal(rx_count(x), 0);
+
+    rx_set_up(x, true);
+    pc_wait_delivery(s, "wh-down", "wh-down", "production", gen, "in_sync", 10000);
+    n = rx_snapshot(x, recs, 16);
+    expect_all_verified(recs, n, "wh-down");
+    if (n != 1 || recs[0].gen != gen)
+        fail_msg("after coming back the receiver got %zu deliveries, the first of generation "
+                 "%lld; want exactly one, of the newest generation %lld",
+                 n, n ? (long long)recs[0].gen : -1LL, (long long)gen);
+    r = pc_alias_get(s, "wh-down", "production");
+    expect_routes_like_alias(recs[0].body, r->json);
+    pc_gateway_delete(s, "wh-down");
+    rx_stop(&x);
+}
+
+/* The records for /hook/<tag> about (model, alias). */
+static size_t count_for(const struct rx_rec *recs, size_t n, const char *tag, const char *model,
+                        const char *alias, json_int_t *gen)
+{
+    char path[128];
+    size_t k = 0;
+
+    pc_fmt(path, sizeof(path), "/hook/%s", tag);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(recs[i].path, path) == 0 &&
+            (model == NULL || strcmp(recs[i].model, model) == 0) &&
+            (alias == NULL || strcmp(recs[i].alias, alias) == 0)) {
+            k++;
+            if (gen != NULL)
+                *gen = recs[i].gen;
+        }
+    }
+    return k;
+}
+
+static const struct rx_rec *find_rec(const struct rx_rec *recs, size_t n, const char *tag,
+                                     const char *model, const char *alias)
+{
+    char path[128];
+
+    pc_fmt(path, sizeof(path), "/hook/%s", tag);
+    for (size_t i = n; i-- > 0;) {
+        if (strcmp(recs[i].path, path) == 0 && strcmp(recs[i].model, model) == 0 &&
+            strcmp(recs[i].alias, alias) == 0)
+            return &recs[i];
+    }
+    fail_msg("no delivery of %s/%s to /hook/%s", model, alias, tag);
+    return NULL;
+}
+
+static void test_new_gateway_gets_current_state(void **state)
+{
+    struct mg_server *s = *state;
+    struct rx *x = rx_start(SECRET, true);
+    struct rx_rec recs[128];
+    struct it_resp *r, *a;
+    json_int_t ga, gs, gb, got = 0;
+    size_t n;
+
+    model_with_versions("wh-cur-a", 2);
+    model_with_versions("wh-cur-b", 2);
+    pc_alias_set(s, "wh-cur-a", "production", "{\"version\":1}");
+    ga = pc_alias_set(s, "wh-cur-a", "production", "{\"version\":2}");
+    gs = pc_alias_set(s, "wh-cur-a", "staging",
+                      "{\"routes\":[{\"version\":1,\"weight\":30},{\"version\":2,\"weight\":70}]}");
+    gb = pc_alias_set(s, "wh-cur-b", "production", "{\"version\":1}");
+
+    webhook_gateway("cur-filt", x, ",\"models\":[\"wh-cur-a\"],\"aliases\":[\"production\"]");
+    webhook_gateway("cur-models", x, ",\"models\":[\"wh-cur-a\"]");
+    webhook_gateway("cur-all", x, "");
+    pc_wait_delivery(s, "cur-filt", "wh-cur-a", "production", ga, "in_sync", 10000);
+    pc_wait_delivery(s, "cur-models", "wh-cur-a", "production", ga, "in_sync", 10000);
+    pc_wait_delivery(s, "cur-models", "wh-cur-a", "staging", gs, "in_sync", 10000);
+    pc_wait_delivery(s, "cur-all", "wh-cur-a", "production", ga, "in_sync", 10000);
+    pc_wait_delivery(s, "cur-all", "wh-cur-a", "staging", gs, "in_sync", 10000);
+    r = pc_wait_delivery(s, "cur-all", "wh-cur-b", "production", gb, "in_sync", 10000);
+    /* Filters: the filtered gateways hold no rows for what they do not hear. */
+    assert_null(pc_gw_delivery(r->json, "wh-cur-a", "canary"));
+    r = pc_gateway_get(s, "cur-filt");
+    assert_int_equal(json_array_size(it_jarr(r->json, "deliveries")), 1);
+    r = pc_gateway_get(s, "cur-models");
+    assert_int_equal(json_array_size(it_jarr(r->json, "deliveries")), 2);
+    assert_null(pc_gw_delivery(r->json, "wh-cur-b", "production"));
+
+    n = rx_snapshot(x, recs, 128);
+    for (size_t i = 0; i < n; i++) {
+        if (!recs[i].sig_ok || !recs[i].ts_ok)
+            fail_msg("delivery %zu to %s did not verify", i, recs[i].path);
+    }
+    /* Exactly the current state, once, per matching alias. */
+    assert_int_equal(count_for(recs, n, "cur-filt", NULL, NULL, &got), 1);
+    assert_int_equal(count_for(recs, n, "cur-filt", "wh-cur-a", "production", &got), 1);
+    assert_int_equal(got, ga);
+    assert_int_equal(count_for(recs, n, "cur-models", NULL, NULL, NULL), 2);
+    assert_int_equal(count_for(recs, n, "cur-models", "wh-cur-a", "staging", &got), 1);
+    assert_int_equal(got, gs);
+    assert_int_equal(count_for(recs, n, "cur-all", "wh-cur-a", "production", &got), 1);
+    assert_int_equal(got, ga);
+    assert_int_equal(count_for(recs, n, "cur-all", "wh-cur-a", "staging", &got), 1);
+    assert_int_equal(got, gs);
+    assert_int_equal(count_for(recs, n, "cur-all", "wh-cur-b", "production", &got), 1);
+    assert_int_equal(got, gb);
+    a = pc_alias_get(s, "wh-cur-a", "staging");
+    expect_routes_like_alias(find_rec(recs, n, "cur-models", "wh-cur-a", "staging")->body, a->json);
+    expect_routes_like_alias(find_rec(recs, n, "cur-all", "wh-cur-a", "staging")->body, a->json);
+    a = pc_alias_get(s, "wh-cur-a", "production");
+    expect_routes_like_alias(find_rec(recs, n, "cur-filt", "wh-cur-a", "production")->body,
+                             a->json);
+    a = pc_alias_get(s, "wh-cur-b", "production");
+    expect_routes_like_alias(find_rec(recs, n, "cur-all", "wh-cur-b", "production")->body, a->json);
+
+    /* A later change goes to the gateways that hear it, only. */
+    gb = pc_alias_set(s, "wh-cur-b", "production", "{\"version\":2}");
+    a = pc_alias_put(s, "wh-cur-b", "production", "{\"version\":1}", 10);
+    gb = it_jint(a->json, "generation");
+    if (!pc_all_in_sync(a->json))
+        fail_msg("?wait=10 returned before every gateway acknowledged: %s", a->body);
+    assert_non_null(pc_alias_delivery(a->json, "cur-all"));
+    assert_null(pc_alias_delivery(a->json, "cur-filt"));
+    assert_null(pc_alias_delivery(a->json, "cur-models"));
+    n = rx_snapshot(x, recs, 128);
+    assert_int_equal(count_for(recs, n, "cur-filt", NULL, NULL, NULL), 1);
+    assert_int_equal(count_for(recs, n, "cur-models", NULL, NULL, NULL), 2);
+    assert_int_equal(find_rec(recs, n, "cur-all", "wh-cur-b", "production")->gen, gb);
+    for (size_t i = 0; i < n; i++) {
+        if (!recs[i].sig_ok || !recs[i].ts_ok)
+            fail_msg("delivery %zu to %s did not verify", i, recs[i].path);
+    }
+
+    pc_gateway_delete(s, "cur-all");
+    pc_gateway_delete(s, "cur-filt");
+    pc_gateway_delete(s, "cur-models");
+    r = it_get(s, "/api/v1/gateways/cur-all", s->admin_token);
+    it_expect_error(s, r, 404, "not_found");
+    a = pc_alias_get(s, "wh-cur-b", "production");
+    assert_null(pc_alias_delivery(a->json, "cur-all"));
+    rx_stop(&x);
+}
+
+static void test_wait_in_sync_and_at_deadline(void **state)
+{
+    struct mg_server *s = *state;
+    struct rx *x = rx_start(SECRET, true);
+    struct it_resp *r;
+    json_t *d;
+    int64_t t0, took;
+    json_int_t gen;
+    const char *st;
+
+    model_with_versions("wh-wait", 2);
+    webhook_gateway("wh-wait", x, ",\"models\":[\"wh-wait\"]");
+
+    /* Up: the answer comes once acknowledged, well before the deadline. */
+    t0 = pc_now_ms();
+    r = pc_alias_put(s, "wh-wait", "production", "{\"version\":1}", 5);
+    took = pc_now_ms() - t0;
+    if (took > 4000)
+        fail_msg("?wait=5 with a receiver that answers at once took %lld ms", (long long)took);
+    if (!pc_all_in_sync(r->json))
+        fail_msg("?wait=5 returned, but not every delivery is in sync: %s", r->body);
+    d = pc_alias_delivery(r->json, "wh-wait");
+    assert_non_null(d);
+    it_expect_rfc3339(it_jstr(d, "acked_at"));
+    assert_int_equal(rx_count(x), 1);
+
+    /* Rollback takes ?wait too. */
+    pc_alias_set(s, "wh-wait", "production", "{\"version\":2}");
+    r = it_jreq(s, "POST", "/api/v1/models/wh-wait/aliases/production/rollback?wait=5",
+                s->admin_token, "{\"reason\":\"wait test\"}");
+    it_expect_status(s, r, 200);
+    if (!pc_all_in_sync(r->json))
+        fail_msg("rollback?wait=5 returned, but not every delivery is in sync: %s", r->body);
+
+    /* Down: the answer comes at the deadline, showing what is not in sync. */
+    rx_set_up(x, false);
+    t0 = pc_now_ms();
+    r = pc_alias_put(s, "wh-wait", "production", "{\"version\":2}", 5);
+    took = pc_now_ms() - t0;
+    gen = it_jint(r->json, "generation");
+    if (took < 4900 || took > 9000)
+        fail_msg("?wait=5 with the receiver down answered after %lld ms, want about 5000",
+                 (long long)took);
+    d = pc_alias_delivery(r->json, "wh-wait");
+    assert_non_null(d);
+    assert_int_equal(it_jint(d, "generation"), gen);
+    st = it_jstr(d, "state");
+    if (strcmp(st, "failing") != 0 && strcmp(st, "pending") != 0)
+        fail_msg("delivery to a receiver that is down is %s: %s", st, r->body);
+    assert_false(pc_all_in_sync(r->json));
+    d = pc_alias_delivery(r->json, "runner");
+    if (d != NULL)
+        assert_string_equal(it_jstr(d, "state"), "in_sync");
+
+    /* Bad values. */
+    r = it_jreq(s, "PUT", "/api/v1/models/wh-wait/aliases/production?wait=61", s->admin_token,
+                "{\"version\":1}");
+    it_expect_error_field(s, r, 400, "invalid_argument", "wait");
+    r = it_jreq(s, "PUT", "/api/v1/models/wh-wait/aliases/production?wait=soon", s->admin_token,
+                "{\"version\":1}");
+    it_expect_error_field(s, r, 400, "invalid_argument", "wait");
+    pc_gateway_delete(s, "wh-wait");
+    rx_stop(&x);
+}
+
+static void test_ssrf_refused_at_config_time(void **state)
+{
+    static const char *const bad[] = {
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::ffff:169.254.169.254]/",
+        "http://[::ffff:a9fe:a9fe]/hook",
+        "http://2852039166/",          /* 169.254.169.254 as one number */
+        "http://0251.0376.0251.0376/", /* ... in octal */
+        "http://169.254.1.1:8080/hook",
+        "http://[fe80::1]/hook",
+        "http://[fe80::1%25eth0]/hook",
+        "http://0.0.0.0:80/",
+        "http://[::]/",
+        "http://224.0.0.1/",
+        "file:///etc/passwd",
+        "gopher://127.0.0.1:70/_GET%20/",
+        "ftp://127.0.0.1/hook",
+        "dict://127.0.0.1:11211/stat",
+        "http://user:pass@127.0.0.1/hook",
+        "not a url",
+        "/relative/hook",
+    };
+    struct mg_server *s = *state;
+    struct it_resp *r;
+    json_t *body;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        body = json_pack("{ss ss ss}", "kind", "webhook", "url", bad[i], "secret", SECRET);
+        r = it_jreq_v(s, "PUT", "/api/v1/gateways/ssrf", s->admin_token, body);
+        if (r->status != 400)
+            fail_msg("webhook url %s: status %ld, want 400: %s", bad[i], r->status, r->body);
+        it_expect_error_field(s, r, 400, "invalid_argument", "url");
+        it_resp_free(s, &r);
+    }
+    r = it_get(s, "/api/v1/gateways/ssrf", s->admin_token);
+    it_expect_error(s, r, 404, "not_found");
+
+    /* Other fields. */
+    r = it_jreq(s, "PUT", "/api/v1/gateways/ssrf", s->admin_token,
+                "{\"kind\":\"webhook\",\"url\":\"http://127.0.0.1:9/\",\"secret\":\"short\"}");
+    it_expect_error_field(s, r, 400, "invalid_argument", "secret");
+    r = it_jreq(s, "PUT", "/api/v1/gateways/ssrf", s->admin_token,
+                "{\"kind\":\"webhook\",\"url\":\"http://127.0.0.1:9/\",\"secret\":\"" SECRET
+                "\",\"models\":[\"../etc\"]}");
+    it_expect_error_field(s, r, 400, "invalid_argument", "models");
+    r = it_jreq(s, "PUT", "/api/v1/gateways/ssrf", s->admin_token,
+                "{\"kind\":\"carrier-pigeon\",\"url\":\"http://127.0.0.1:9/\"}");
+    it_expect_error_field(s, r, 400, "invalid_argument", "kind");
+    r = it_jreq(s, "PUT", "/api/v1/gateways/Bad.Name", s->admin_token,
+                "{\"kind\":\"webhook\",\"url\":\"http://127.0.0.1:9/\",\"secret\":\"" SECRET "\"}");
+    it_expect_error(s, r, 400, "invalid_argument");
+
+    /* Loopback is allowed while modelgated itself listens on loopback. */
+    r = it_jreq(s, "PUT", "/api/v1/gateways/ssrf", s->admin_token,
+                "{\"kind\":\"webhook\",\"url\":\"http://127.0.0.1:9/hook\",\"secret\":\"" SECRET
+                "\",\"models\":[\"no-such-model\"]}");
+    if (r->status != 200 && r->status != 201)
+        it_expect_status(s, r, 201);
+    pc_gateway_delete(s, "ssrf");
+}
+
+static void test_redirects_not_followed(void **state)
+{
+    struct mg_server *s = *state;
+    struct rx *meta = rx_start(SECRET, true);
+    struct rx *hop = rx_start(SECRET, true);
+    struct rx *target = rx_start(SECRET, true);
+    char loc[128];
+    struct it_resp *r;
+    json_t *d;
+    json_int_t gen;
+
+    rx_behave(meta, 0, 0, 302, "http://169.254.169.254/latest/meta-data/iam/");
+    rx_behave(hop, 0, 0, 307, rx_url(target, "target", loc, sizeof(loc)));
+    model_with_versions("wh-redirect", 1);
+    webhook_gateway("redir-meta", meta, ",\"models\":[\"wh-redirect\"]");
+    webhook_gateway("redir-hop", hop, ",\"models\":[\"wh-redirect\"]");
+    gen = pc_alias_set(s, "wh-redirect", "production", "{\"version\":1}");
+
+    /* Several attempts each, none followed. */
+    rx_wait_count(meta, 3, 10000);
+    rx_wait_count(hop, 3, 10000);
+    r = pc_wait_delivery(s, "redir-meta", "wh-redirect", "production", gen, "failing", 10000);
+    d = pc_gw_delivery(r->json, "wh-redirect", "production");
+    if (strstr(it_jstr(d, "last_error"), "302") == NULL)
+        fail_msg("last_error should name the 302: %s", r->body);
+    r = pc_wait_delivery(s, "redir-hop", "wh-redirect", "production", gen, "failing", 10000);
+    d = pc_gw_delivery(r->json, "wh-redirect", "production");
+    if (strstr(it_jstr(d, "last_error"), "307") == NULL)
+        fail_msg("last_error should name the 307: %s", r->body);
+    r = pc_alias_get(s, "wh-redirect", "production");
+    assert_string_equal(it_jstr(pc_alias_delivery(r->json, "redir-meta"), "state"), "failing");
+    /* The redirect target (an allowed loopback address) was never contacted. */
+    assert_int_equal(rx_count(target), 0);
+
+    pc_gateway_delete(s, "redir-meta");
+    pc_gateway_delete(s, "redir-hop");
+    rx_stop(&meta);
+    rx_stop(&hop);
+    rx_stop(&target);
+}
+
+static void test_gone_disables_the_gateway(void **state)
+{
+    struct mg_server *s = *state;
+    struct rx *x = rx_start(SECRET, true);
+    struct it_resp *r;
+    int64_t deadline = pc_deadline(10000);
+    json_int_t gen;
+    const char *reason;
+
+    rx_behave(x, 0, 0, 410, NULL);
+    model_with_versions("wh-gone", 2);
+    webhook_gateway("wh-gone", x, ",\"models\":[\"wh-gone\"]");
+    pc_alias_set(s, "wh-gone", "production", "{\"version\":1}");
+    for (;;) {
+        r = pc_gateway_get(s, "wh-gone");
+        if (json_is_true(json_object_get(r->json, "disabled")))
+            break;
+        if (pc_now_ms() > deadline)
+            fail_msg("the gateway answered 410 but is not disabled: %s", r->body);
+        it_resp_free(s, &r);
+        pc_pause_ms(20);
+    }
+    reason = it_jstr(r->json, "disabled_reason");
+    if (strstr(reason, "410") == NULL)
+        fail_msg("disabled_reason should say the gateway answered 410: %s", reason);
+    assert_int_equal(rx_count(x), 1);
+    r = it_get(s, "/api/v1/gateways", s->admin_token);
+    it_expect_status(s, r, 200);
+    {
+        json_t *g;
+        size_t i;
+        bool found = false;
+
+        json_array_foreach(it_jarr(r->json, "items"), i, g)
+        {
+            if (strcmp(it_jstr(g, "name"), "wh-gone") == 0) {
+                found = true;
+                assert_true(json_is_true(json_object_get(g, "disabled")));
+            }
+        }
+        assert_true(found);
+    }
+
+    /* A disabled gateway hears nothing more; ?wait gives up at its deadline. */
+    rx_behave(x, 0, 0, 200, NULL);
+    r = pc_alias_put(s, "wh-gone", "production", "{\"version\":2}", 1);
+    gen = it_jint(r->json, "generation");
+    assert_false(pc_all_in_sync(r->json));
+    assert_int_equal(rx_count(x), 1);
+
+    /* Configuring it again enables it, and it gets the current state. */
+    webhook_gateway("wh-gone", x, ",\"models\":[\"wh-gone\"]");
+    r = pc_wait_delivery(s, "wh-gone", "wh-gone", "production", gen, "in_sync", 10000);
+    assert_false(json_is_true(json_object_get(r->json, "disabled")));
+    assert_true(json_is_null(json_object_get(r->json, "disabled_reason")));
+    assert_int_equal(rx_count(x), 2);
+    pc_gateway_delete(s, "wh-gone");
+    rx_stop(&x);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_signed_retries_converge_in_order, it_test_teardown),
+        cmocka_unit_test_teardown(test_down_then_up_gets_only_newest, it_test_teardown),
+        cmocka_unit_test_teardown(test_new_gateway_gets_current_state, it_test_teardown),
+        cmocka_unit_test_teardown(test_wait_in_sync_and_at_deadline, it_test_teardown),
+        cmocka_unit_test_teardown(test_ssrf_refused_at_config_time, it_test_teardown),
+        cmocka_unit_test_teardown(test_redirects_not_followed, it_test_teardown),
+        cmocka_unit_test_teardown(test_gone_disables_the_gateway, it_test_teardown),
+    };
+
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
