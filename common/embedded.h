@@ -7,9 +7,9 @@
 #include <stddef.h>
 
 struct mg_embedded {
-    const char *name;           /* base file name, e.g. "001_init.sql" */
-    const unsigned char *data;  /* bytes, followed by a NUL */
-    size_t len;                 /* bytes, without the NUL */
+    const char *name;          /* base file name, e.g. "001_init.sql" */
+    const unsigned char *data; /* bytes, followed by a NUL */
+    size_t len;                /* bytes, without the NUL */
 };
 
 #endif

@@ -150,8 +150,8 @@ char *mg_base64_encode(const uint8_t *in, size_t n)
 
 static bool b64_char(char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '+' || c == '/';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/';
 }
 
 uint8_t *mg_base64_decode(const char *in, size_t in_len, size_t *out_len)
@@ -166,8 +166,7 @@ uint8_t *mg_base64_decode(const char *in, size_t in_len, size_t *out_len)
     for (i = 0; i < in_len; i++) {
         if (b64_char(in[i]))
             continue;
-        if (in[i] == '=' && i >= in_len - 2 && i >= 2 &&
-            (i == in_len - 1 || in[in_len - 1] == '='))
+        if (in[i] == '=' && i >= in_len - 2 && i >= 2 && (i == in_len - 1 || in[in_len - 1] == '='))
             continue;
         return NULL;
     }
@@ -258,7 +257,8 @@ static bool is_lower_alnum(char c)
 }
 
 /* ^[a-z0-9][a-z0-9<extra>]{0,max_rest}$ */
-static bool valid_name(const char *s, size_t n, const char *extra, size_t max_rest, bool alpha_first)
+static bool valid_name(const char *s, size_t n, const char *extra, size_t max_rest,
+                       bool alpha_first)
 {
     size_t i;
 
@@ -362,10 +362,26 @@ bool mg_parse_size(const char *s, uint64_t *out)
     switch (*end) {
     case '\0':
         break;
-    case 'K': case 'k': shift = 10; end++; break;
-    case 'M': case 'm': shift = 20; end++; break;
-    case 'G': case 'g': shift = 30; end++; break;
-    case 'T': case 't': shift = 40; end++; break;
+    case 'K':
+    case 'k':
+        shift = 10;
+        end++;
+        break;
+    case 'M':
+    case 'm':
+        shift = 20;
+        end++;
+        break;
+    case 'G':
+    case 'g':
+        shift = 30;
+        end++;
+        break;
+    case 'T':
+    case 't':
+        shift = 40;
+        end++;
+        break;
     default:
         return false;
     }

@@ -91,8 +91,8 @@ static bool metric_name_ok(const char *s)
 static enum mg_code parse_threshold(const json_t *t, size_t i, struct gate_threshold *out,
                                     struct mg_error *err)
 {
-    static const char *const keys[] = {"metric",         "op",       "value", "baseline",
-                                       "max_regression", "max_regression_pct", NULL};
+    static const char *const keys[] = {
+        "metric", "op", "value", "baseline", "max_regression", "max_regression_pct", NULL};
     char field[64];
     const char *bad, *metric, *op;
     json_t *v;
@@ -105,8 +105,7 @@ static enum mg_code parse_threshold(const json_t *t, size_t i, struct gate_thres
         return fail(err, field, "%s has an unknown field '%.64s'", field, bad);
     metric = json_string_value(json_object_get(t, "metric"));
     if (metric == NULL || !metric_name_ok(metric))
-        return fail(err, field, "%s.metric must name a metric (^[A-Za-z0-9_.:/-]{1,128}$)",
-                    field);
+        return fail(err, field, "%s.metric must name a metric (^[A-Za-z0-9_.:/-]{1,128}$)", field);
     snprintf(out->metric, sizeof(out->metric), "%s", metric);
     op = json_string_value(json_object_get(t, "op"));
     if (!gate_op_parse(op, &out->op))
@@ -129,8 +128,10 @@ static enum mg_code parse_threshold(const json_t *t, size_t i, struct gate_thres
         return MG_OK;
     }
     if (v)
-        return fail(err, field, "%s: a baseline threshold takes max_regression or "
-                    "max_regression_pct, not value", field);
+        return fail(err, field,
+                    "%s: a baseline threshold takes max_regression or "
+                    "max_regression_pct, not value",
+                    field);
     v = json_object_get(t, "max_regression");
     if (v) {
         if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0)
@@ -142,14 +143,12 @@ static enum mg_code parse_threshold(const json_t *t, size_t i, struct gate_thres
     if (v) {
         if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0 ||
             json_number_value(v) > 100)
-            return fail(err, field, "%s.max_regression_pct must be a number from 0 to 100",
-                        field);
+            return fail(err, field, "%s.max_regression_pct must be a number from 0 to 100", field);
         out->has_regression_pct = true;
         out->max_regression_pct = json_number_value(v);
     }
     if (out->has_regression && out->has_regression_pct)
-        return fail(err, field, "%s: give max_regression or max_regression_pct, not both",
-                    field);
+        return fail(err, field, "%s: give max_regression or max_regression_pct, not both", field);
     return MG_OK;
 }
 
@@ -257,15 +256,16 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
     }
     if ((rc = parse_bool(j, "require_signature", &p.require_signature, err)) != MG_OK ||
         (rc = parse_bool(j, "require_pinned_image", &p.require_pinned_image, err)) != MG_OK ||
-        (rc = parse_bool(j, "require_registered_datasets", &p.require_registered_datasets,
-                         err)) != MG_OK)
+        (rc = parse_bool(j, "require_registered_datasets", &p.require_registered_datasets, err)) !=
+            MG_OK)
         return rc;
     v = json_object_get(j, "smoke");
     if (v) {
         static const char *const skeys[] = {"required", "gpu", NULL};
         const char *gpu;
         if (!json_is_object(v) || !only_keys(v, skeys, &bad))
-            return fail(err, "smoke", "smoke must be {\"required\": bool, \"gpu\": "
+            return fail(err, "smoke",
+                        "smoke must be {\"required\": bool, \"gpu\": "
                         "\"required|preferred|none\"}");
         if ((rc = parse_bool(v, "required", &p.smoke_required, err)) != MG_OK)
             return fail(err, "smoke.required", "smoke.required must be true or false");
@@ -312,13 +312,12 @@ json_t *gate_policy_to_json(const struct gate_policy *p)
     }
     for (i = 0; steps && i < p->nsteps; i++)
         json_array_append_new(steps, json_integer(p->steps[i]));
-    return json_pack("{s:o, s:{s:i}, s:b, s:b, s:b, s:{s:b, s:s}, s:{s:o, s:I, s:b}}",
-                     "thresholds", th, "approvals", "required", p->approvals_required,
-                     "require_signature", p->require_signature, "require_pinned_image",
-                     p->require_pinned_image, "require_registered_datasets",
-                     p->require_registered_datasets, "smoke", "required", p->smoke_required,
-                     "gpu", gpu[p->gpu], "rollout", "steps", steps, "bake_seconds",
-                     (json_int_t)p->bake_seconds, "auto_advance", p->auto_advance);
+    return json_pack("{s:o, s:{s:i}, s:b, s:b, s:b, s:{s:b, s:s}, s:{s:o, s:I, s:b}}", "thresholds",
+                     th, "approvals", "required", p->approvals_required, "require_signature",
+                     p->require_signature, "require_pinned_image", p->require_pinned_image,
+                     "require_registered_datasets", p->require_registered_datasets, "smoke",
+                     "required", p->smoke_required, "gpu", gpu[p->gpu], "rollout", "steps", steps,
+                     "bake_seconds", (json_int_t)p->bake_seconds, "auto_advance", p->auto_advance);
 }
 
 /* ---- evaluation ------------------------------------------------------- */
@@ -467,15 +466,19 @@ enum mg_code gate_approval_check(const char *by, const char *version_author,
     size_t i;
 
     if (version_author && strcmp(by, version_author) == 0) {
-        fail(err, NULL, "'%s' registered this version and cannot approve its promotion; ask "
-             "another reviewer", by);
+        fail(err, NULL,
+             "'%s' registered this version and cannot approve its promotion; ask "
+             "another reviewer",
+             by);
         if (err)
             err->code = MG_ESELFAPPROVAL;
         return MG_ESELFAPPROVAL;
     }
     if (promotion_creator && strcmp(by, promotion_creator) == 0) {
-        fail(err, NULL, "'%s' started this promotion and cannot approve it; ask another "
-             "reviewer", by);
+        fail(err, NULL,
+             "'%s' started this promotion and cannot approve it; ask another "
+             "reviewer",
+             by);
         if (err)
             err->code = MG_ESELFAPPROVAL;
         return MG_ESELFAPPROVAL;
@@ -512,8 +515,8 @@ static json_t *signature_gate(const struct gate_input *in)
 {
     switch (in->signature) {
     case GATE_SIG_VALID:
-        return gate("signature", "signature", "passed", json_string("valid"),
-                    json_string("valid"), NULL);
+        return gate("signature", "signature", "passed", json_string("valid"), json_string("valid"),
+                    NULL);
     case GATE_SIG_INVALID:
         return gate("signature", "signature", "failed", json_string("invalid"),
                     json_string("valid"), in->signature_detail);
@@ -573,9 +576,9 @@ static json_t *smoke_gate(const struct gate_input *in)
 
     return gate("smoke test", "smoke", st[in->smoke], json_string(obs[in->smoke]),
                 json_string("passed"),
-                in->smoke_detail ? in->smoke_detail
-                                 : (in->smoke == GATE_SMOKE_NONE ? "waiting for the smoke-test runner"
-                                                                 : NULL));
+                in->smoke_detail
+                    ? in->smoke_detail
+                    : (in->smoke == GATE_SMOKE_NONE ? "waiting for the smoke-test runner" : NULL));
 }
 
 json_t *gate_evaluate(const struct gate_input *in, bool include_approvals)

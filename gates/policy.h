@@ -68,7 +68,7 @@ bool gate_op_parse(const char *s, enum gate_op *op);
 enum gate_sig { GATE_SIG_MISSING, GATE_SIG_INVALID, GATE_SIG_VALID };
 
 enum gate_smoke {
-    GATE_SMOKE_NONE,   /* no test recorded yet */
+    GATE_SMOKE_NONE, /* no test recorded yet */
     GATE_SMOKE_QUEUED,
     GATE_SMOKE_RUNNING,
     GATE_SMOKE_PASSED,

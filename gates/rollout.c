@@ -35,8 +35,7 @@ bool promo_state_active(enum promo_state s)
     return s == PROMO_EVALUATING || s == PROMO_AWAITING_APPROVAL || s == PROMO_ROLLING_OUT;
 }
 
-void promo_init(struct promo *p, const struct gate_policy *pol, int64_t candidate,
-                int64_t baseline)
+void promo_init(struct promo *p, const struct gate_policy *pol, int64_t candidate, int64_t baseline)
 {
     memset(p, 0, sizeof(*p));
     p->state = PROMO_EVALUATING;
@@ -110,8 +109,7 @@ static void take_step(struct promo *n, struct promo_actions *a, int i, int64_t n
         return;
     }
     n->next_step_at = n->auto_advance ? now + n->bake_ms : 0;
-    note(a, "step", "step %d of %zu: v%lld at %d%%", i + 1, n->nsteps, (long long)n->candidate,
-         w);
+    note(a, "step", "step %d of %zu: v%lld at %d%%", i + 1, n->nsteps, (long long)n->candidate, w);
 }
 
 /* Back to the baseline (or to the alias's state before the promotion). */
@@ -204,13 +202,15 @@ enum mg_code promo_step(const struct promo *cur, const struct promo_event *ev, i
         if (cur->state == PROMO_ROLLING_OUT) {
             restore(&n, &a, PROMO_ROLLED_BACK);
             note(&a, "rolled_back", "automatic rollback: %s",
-                 *why ? why : (ev->kind == PROMO_EV_SMOKE_FAILED ? "smoke test failed"
-                                                                 : "delivery failed"));
+                 *why ? why
+                      : (ev->kind == PROMO_EV_SMOKE_FAILED ? "smoke test failed"
+                                                           : "delivery failed"));
         } else {
             n.state = PROMO_REJECTED;
             note(&a, "rejected", "%s",
-                 *why ? why : (ev->kind == PROMO_EV_SMOKE_FAILED ? "smoke test failed"
-                                                                 : "delivery failed"));
+                 *why ? why
+                      : (ev->kind == PROMO_EV_SMOKE_FAILED ? "smoke test failed"
+                                                           : "delivery failed"));
         }
         break;
     }
@@ -233,8 +233,8 @@ static bool bad_since(const struct lkg_bad *bad, size_t n, int64_t v, int64_t ge
     return false;
 }
 
-int64_t lkg_select(const struct lkg_entry *hist, size_t n, const struct lkg_bad *bad,
-                   size_t nbad, int64_t exclude, size_t *entry_index)
+int64_t lkg_select(const struct lkg_entry *hist, size_t n, const struct lkg_bad *bad, size_t nbad,
+                   int64_t exclude, size_t *entry_index)
 {
     size_t i;
 

@@ -34,16 +34,16 @@ bool promo_state_active(enum promo_state s);
 
 struct promo {
     enum promo_state state;
-    int64_t candidate;     /* version */
-    int64_t baseline;      /* version, 0 when none */
+    int64_t candidate; /* version */
+    int64_t baseline;  /* version, 0 when none */
     int steps[GATE_MAX_STEPS];
     size_t nsteps;
     int64_t bake_ms;
     bool auto_advance;
     int approvals_required;
-    int step_index;        /* -1 before the first step */
-    int weight;            /* candidate's current weight */
-    int64_t next_step_at;  /* ms since epoch, 0 when no timer */
+    int step_index;       /* -1 before the first step */
+    int weight;           /* candidate's current weight */
+    int64_t next_step_at; /* ms since epoch, 0 when no timer */
 };
 
 /* A fresh promotion from a policy: evaluating, no step taken. */
@@ -63,9 +63,9 @@ enum promo_event_kind {
 
 struct promo_event {
     enum promo_event_kind kind;
-    bool gates_failed, gates_pending;   /* PROMO_EV_GATES */
-    bool rejected, satisfied;           /* PROMO_EV_APPROVALS */
-    const char *reason;                 /* free text for the event log */
+    bool gates_failed, gates_pending; /* PROMO_EV_GATES */
+    bool rejected, satisfied;         /* PROMO_EV_APPROVALS */
+    const char *reason;               /* free text for the event log */
 };
 
 #define PROMO_MAX_ROUTES 2
@@ -76,12 +76,12 @@ struct promo_route {
 };
 
 struct promo_actions {
-    bool set_routes;     /* apply routes[] to the alias */
-    bool restore;        /* put the alias back as it was before the promotion
-                          * (routes[] holds the baseline at 100 when there is one) */
+    bool set_routes; /* apply routes[] to the alias */
+    bool restore;    /* put the alias back as it was before the promotion
+                      * (routes[] holds the baseline at 100 when there is one) */
     struct promo_route routes[PROMO_MAX_ROUTES];
     size_t nroutes;
-    char event[32];      /* event type for the log, "" for none */
+    char event[32]; /* event type for the log, "" for none */
     char detail[256];
 };
 
@@ -97,12 +97,12 @@ enum mg_code promo_step(const struct promo *cur, const struct promo_event *ev, i
 /* ---- last-known-good -------------------------------------------------- */
 
 enum lkg_kind {
-    LKG_SET,       /* direct PUT of an unprotected alias */
-    LKG_STEP,      /* a promotion's intermediate step */
-    LKG_PROMOTED,  /* a promotion's final step: it succeeded */
-    LKG_ROLLBACK,  /* a rollback */
-    LKG_ABORT,     /* a promotion aborted or rolled back to its baseline */
-    LKG_DELETE,    /* the alias was deleted */
+    LKG_SET,      /* direct PUT of an unprotected alias */
+    LKG_STEP,     /* a promotion's intermediate step */
+    LKG_PROMOTED, /* a promotion's final step: it succeeded */
+    LKG_ROLLBACK, /* a rollback */
+    LKG_ABORT,    /* a promotion aborted or rolled back to its baseline */
+    LKG_DELETE,   /* the alias was deleted */
 };
 
 struct lkg_entry {
@@ -126,8 +126,8 @@ struct lkg_bad {
  * (rollback looks for a target other than the newest routed version).
  * Returns the version and the index of its entry, or 0.
  */
-int64_t lkg_select(const struct lkg_entry *hist, size_t n, const struct lkg_bad *bad,
-                   size_t nbad, int64_t exclude, size_t *entry_index);
+int64_t lkg_select(const struct lkg_entry *hist, size_t n, const struct lkg_bad *bad, size_t nbad,
+                   int64_t exclude, size_t *entry_index);
 
 /* The newest routed version: of the versions routed now (entry 0, newest
  * first), the one that most recently gained weight. 0 when nothing is routed. */

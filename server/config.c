@@ -81,7 +81,8 @@ const char *srv_config_usage(void)
            "  --smoke-profile NAME=CMD a smoke-test command template with {model_dir} and\n"
            "                           {output} (repeatable; no shell runs it)\n"
            "  --runner-workers N       smoke tests run at once (default 1)\n"
-           "  --smoke-interval S       re-test routed versions every S seconds (default 300, 0 off)\n"
+           "  --smoke-interval S       re-test routed versions every S seconds (default 300, 0 "
+           "off)\n"
            "  --smoke-timeout S        kill a test's process group after S seconds (default 300)\n"
            "  --smoke-memory-mib N     address-space limit of CPU test runs (default 16384)\n"
            "  --nvml-library PATH      NVML to load (default libnvidia-ml.so.1)\n"
@@ -110,8 +111,8 @@ static enum mg_code set_size(uint64_t *dst, const char *key, const char *v, stru
 
     if (!mg_parse_size(v, &n) || n == 0)
         return mg_fail(err, MG_EINVAL, key,
-                       "--%s needs a positive size such as 1048576, 512K, 1M or 64G, not '%s'",
-                       key, v);
+                       "--%s needs a positive size such as 1048576, 512K, 1M or 64G, not '%s'", key,
+                       v);
     *dst = n;
     return MG_OK;
 }
@@ -263,8 +264,7 @@ static enum mg_code read_file(struct srv_config *cfg, const char *path, int dept
             continue;
         sep = k + strcspn(k, "= \t");
         if (*sep == '\0') {
-            rc = mg_fail(err, MG_EINVAL, "config", "%s:%u: expected 'key = value'", path,
-                         lineno);
+            rc = mg_fail(err, MG_EINVAL, "config", "%s:%u: expected 'key = value'", path, lineno);
             break;
         }
         *sep = '\0';
@@ -281,8 +281,7 @@ static enum mg_code read_file(struct srv_config *cfg, const char *path, int dept
     return rc;
 }
 
-enum mg_code srv_config_parse(struct srv_config *cfg, int argc, char **argv,
-                              struct mg_error *err)
+enum mg_code srv_config_parse(struct srv_config *cfg, int argc, char **argv, struct mg_error *err)
 {
     int i;
 

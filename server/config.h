@@ -11,9 +11,9 @@
 #include "../common/mg.h"
 
 struct srv_config {
-    char *listen;    /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8470 */
-    char *data_dir;  /* default ./var */
-    char *port_file; /* write the bound port here once listening */
+    char *listen;      /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8470 */
+    char *data_dir;    /* default ./var */
+    char *port_file;   /* write the bound port here once listening */
     char *signing_key; /* PEM (PKCS#8) of the active signing key, or NULL */
     char *tls_cert;    /* PEM certificate (chain) → serve HTTPS */
     char *tls_key;     /* its PEM private key */
@@ -21,23 +21,23 @@ struct srv_config {
     uint64_t max_json_bytes;
     bool log_json;
     bool sync_normal;
-    unsigned threads;       /* libmicrohttpd thread pool */
-    unsigned conn_limit;    /* total connections */
-    unsigned per_ip_limit;  /* connections per client address */
-    unsigned timeout_s;     /* idle connection timeout */
-    uint64_t conn_memory;   /* per-connection memory pool */
-    unsigned read_conns;    /* SQLite read pool */
-    unsigned push_workers;  /* delivery threads */
+    unsigned threads;      /* libmicrohttpd thread pool */
+    unsigned conn_limit;   /* total connections */
+    unsigned per_ip_limit; /* connections per client address */
+    unsigned timeout_s;    /* idle connection timeout */
+    uint64_t conn_memory;  /* per-connection memory pool */
+    unsigned read_conns;   /* SQLite read pool */
+    unsigned push_workers; /* delivery threads */
     uint64_t push_backoff_base_ms;
     uint64_t push_backoff_max_ms;
     char *webhook_allow[32]; /* extra CIDRs webhooks may reach */
     unsigned nwebhook_allow;
     unsigned runner_workers;
-    unsigned smoke_interval_s;  /* 0 disables periodic re-tests */
+    unsigned smoke_interval_s; /* 0 disables periodic re-tests */
     unsigned smoke_timeout_s;
-    uint64_t smoke_memory_mib;  /* RLIMIT_AS of CPU runs */
+    uint64_t smoke_memory_mib; /* RLIMIT_AS of CPU runs */
     char *nvml_library;
-    char *smoke_profiles[32];   /* "NAME=COMMAND" */
+    char *smoke_profiles[32]; /* "NAME=COMMAND" */
     unsigned nsmoke_profiles;
 };
 
@@ -46,8 +46,7 @@ void srv_config_init(struct srv_config *cfg);
 
 /* Parse argv (after the subcommand, if any). --config FILE is read where it
  * appears; later flags override it. MG_EINVAL with a message on bad input. */
-enum mg_code srv_config_parse(struct srv_config *cfg, int argc, char **argv,
-                              struct mg_error *err);
+enum mg_code srv_config_parse(struct srv_config *cfg, int argc, char **argv, struct mg_error *err);
 
 void srv_config_release(struct srv_config *cfg);
 

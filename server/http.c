@@ -64,8 +64,7 @@ void srv_reply_error(struct srv_req *r, const struct mg_error *err)
     }
     /* Internal errors may name server paths: log them, tell the client less. */
     if (status == 500) {
-        fprintf(stderr, "error: %s %s: %s\n", r->method, r->path ? r->path : "",
-                err->message);
+        fprintf(stderr, "error: %s %s: %s\n", r->method, r->path ? r->path : "", err->message);
         msg = "internal error; the server log has the details";
     } else {
         msg = err->message[0] ? err->message : "request failed";
@@ -100,8 +99,8 @@ static void set_response(struct srv_req *r, unsigned status, struct MHD_Response
     r->resp_bytes = bytes;
 }
 
-void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_type,
-                     const void *data, size_t len)
+void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_type, const void *data,
+                     size_t len)
 {
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
@@ -169,9 +168,8 @@ void srv_reply_header(struct srv_req *r, const char *key, const char *value)
         MHD_add_response_header(r->resp, key, value);
 }
 
-void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t gen,
-               int64_t wait_s, const char *id, unsigned status,
-               void (*on_resume)(struct srv_req *r))
+void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t gen, int64_t wait_s,
+               const char *id, unsigned status, void (*on_resume)(struct srv_req *r))
 {
     set_response(r, 0, NULL, 0);
     r->deferred = true;
@@ -273,8 +271,8 @@ static bool check_session(struct srv_req *r)
     const char *sent = srv_header(r, "X-CSRF-Token");
     char csrf[STORE_CSRF_LEN + 1];
 
-    if (store_session_check(r->srv->store, id, strlen(id), SRV_SESSION_IDLE_MS,
-                            SRV_SESSION_MAX_MS, &r->who, csrf) != MG_OK) {
+    if (store_session_check(r->srv->store, id, strlen(id), SRV_SESSION_IDLE_MS, SRV_SESSION_MAX_MS,
+                            &r->who, csrf) != MG_OK) {
         srv_fail(r, MG_EUNAUTH, NULL, "your session has ended; sign in again");
         return false;
     }
@@ -549,10 +547,9 @@ static void log_request(const struct srv *srv, const struct srv_req *r)
 
     mg_time_format(mg_now_ms(), ts);
     if (srv->cfg->log_json) {
-        json_t *l = json_pack("{s:s, s:s, s:s, s:i, s:I, s:f, s:s}", "ts", ts, "method",
-                              r->method, "path", r->path ? r->path : "", "status",
-                              (int)r->status, "bytes", (json_int_t)r->resp_bytes, "duration_ms",
-                              ms, "token", who);
+        json_t *l = json_pack("{s:s, s:s, s:s, s:i, s:I, s:f, s:s}", "ts", ts, "method", r->method,
+                              "path", r->path ? r->path : "", "status", (int)r->status, "bytes",
+                              (json_int_t)r->resp_bytes, "duration_ms", ms, "token", who);
         char *text = l ? json_dumps(l, JSON_COMPACT) : NULL;
         if (text)
             fprintf(stderr, "%s\n", text);
@@ -709,8 +706,8 @@ enum mg_code srv_start(struct srv *srv, struct mg_error *err)
             {MHD_OPTION_END, 0, NULL},
         };
         srv->daemon = MHD_start_daemon(
-            flags, 0, NULL, NULL, access_handler, srv, MHD_OPTION_SOCK_ADDR,
-            (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv->cfg->threads,
+            flags, 0, NULL, NULL, access_handler, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv->cfg->threads,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)srv->cfg->conn_memory,
             MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg->conn_limit,
             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->per_ip_limit,
@@ -737,10 +734,10 @@ void srv_stop(struct srv *srv, int grace_ms)
         return;
     /* Stop accepting; in-flight requests go on. */
     {
-    MHD_socket lfd = MHD_quiesce_daemon(srv->daemon);
+        MHD_socket lfd = MHD_quiesce_daemon(srv->daemon);
 
-    if (lfd != MHD_INVALID_SOCKET)
-        close(lfd);
+        if (lfd != MHD_INVALID_SOCKET)
+            close(lfd);
     }
     while (__atomic_load_n(&srv->inflight, __ATOMIC_SEQ_CST) > 0 && mg_mono_ms() < deadline)
         nanosleep(&ts, NULL);

@@ -59,8 +59,8 @@ struct srv_route {
 #define SRV_MAX_PARAMS 4
 
 #define SRV_SESSION_COOKIE "mg_session"
-#define SRV_SESSION_IDLE_MS (30 * 60 * 1000LL)      /* 30 minutes without a request */
-#define SRV_SESSION_MAX_MS (12 * 60 * 60 * 1000LL)  /* 12 hours after sign-in */
+#define SRV_SESSION_IDLE_MS (30 * 60 * 1000LL)     /* 30 minutes without a request */
+#define SRV_SESSION_MAX_MS (12 * 60 * 60 * 1000LL) /* 12 hours after sign-in */
 
 struct srv_req {
     struct srv *srv;
@@ -106,11 +106,11 @@ struct srv {
     struct srv_config *cfg;
     struct store *store;
     const struct sign_keyring *keys;
-    struct rel_timer *timer; /* the promotion clock (release.c) */
-    struct push *push;       /* delivery workers (push/push.c) */
-    struct runner *runner;   /* smoke-test runner (runner/runner.c) */
+    struct rel_timer *timer;      /* the promotion clock (release.c) */
+    struct push *push;            /* delivery workers (push/push.c) */
+    struct runner *runner;        /* smoke-test runner (runner/runner.c) */
     struct push_allow push_allow; /* where webhooks may connect */
-    bool tls;                /* serving HTTPS: cookies get Secure, replies HSTS */
+    bool tls;                     /* serving HTTPS: cookies get Secure, replies HSTS */
     char *tls_cert_pem, *tls_key_pem;
     struct srv_metrics *metrics; /* request counters (metrics.c) */
     struct MHD_Daemon *daemon;
@@ -148,8 +148,8 @@ void srv_reply_json(struct srv_req *r, unsigned status, json_t *v);
 void srv_reply_empty(struct srv_req *r, unsigned status);
 
 /* Reply with pre-encoded bytes (copied). */
-void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_type,
-                     const void *data, size_t len);
+void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_type, const void *data,
+                     size_t len);
 
 /* Reply with len bytes of fd from offset (sendfile); fd is closed by MHD. */
 void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, int fd,
@@ -161,9 +161,8 @@ void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, 
  * seconds passed, then call on_resume(r), which sets the reply. A reply set
  * before is dropped. id/status are kept for on_resume (r->wait_id, r->wait_status).
  */
-void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t gen,
-               int64_t wait_s, const char *id, unsigned status,
-               void (*on_resume)(struct srv_req *r));
+void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t gen, int64_t wait_s,
+               const char *id, unsigned status, void (*on_resume)(struct srv_req *r));
 
 /* Does the Origin header name this server (scheme://Host)? */
 bool srv_same_origin(const struct srv_req *r);

@@ -69,8 +69,7 @@ static int bootstrap_admin(struct store *st, const char *data_dir)
         return -1;
     }
     OPENSSL_cleanse(line, sizeof(line));
-    fprintf(stderr, "modelgated: created the first admin token; it is in %s (mode 0600)\n",
-            path);
+    fprintf(stderr, "modelgated: created the first admin token; it is in %s (mode 0600)\n", path);
     return 0;
 }
 
@@ -131,8 +130,8 @@ static enum mg_code push_setup(const struct srv_config *cfg, struct push_options
     return MG_OK;
 }
 
-static enum mg_code runner_setup(const struct srv_config *cfg, struct runner_options *o,
-                                 char *dir, size_t dirsz, struct mg_error *err)
+static enum mg_code runner_setup(const struct srv_config *cfg, struct runner_options *o, char *dir,
+                                 size_t dirsz, struct mg_error *err)
 {
     unsigned i;
 
@@ -144,8 +143,7 @@ static enum mg_code runner_setup(const struct srv_config *cfg, struct runner_opt
     snprintf(dir, dirsz, "%s/runner", cfg->data_dir);
     o->work_dir = dir;
     for (i = 0; i < cfg->nsmoke_profiles; i++) {
-        if (runner_profile_parse(cfg->smoke_profiles[i], &o->profiles[o->nprofiles], err) !=
-            MG_OK)
+        if (runner_profile_parse(cfg->smoke_profiles[i], &o->profiles[o->nprofiles], err) != MG_OK)
             return err->code;
         o->nprofiles++;
     }
@@ -185,8 +183,7 @@ static int backup_command(bool restore, int argc, char **argv)
     }
     if ((restore ? store_restore(file, cfg.data_dir, NULL, &summary, &err)
                  : store_backup(cfg.data_dir, file, &summary, &err)) != MG_OK) {
-        fprintf(stderr, "modelgated: %s failed: %s\n", restore ? "restore" : "backup",
-                err.message);
+        fprintf(stderr, "modelgated: %s failed: %s\n", restore ? "restore" : "backup", err.message);
         rc = 1;
         goto out;
     }
@@ -296,8 +293,7 @@ int main(int argc, char **argv)
     if (cfg.port_file) {
         snprintf(portbuf, sizeof(portbuf), "%u\n", (unsigned)srv.port);
         if (write_file_atomic(cfg.port_file, portbuf, 0644) != 0) {
-            fprintf(stderr, "modelgated: cannot write %s: %s\n", cfg.port_file,
-                    strerror(errno));
+            fprintf(stderr, "modelgated: cannot write %s: %s\n", cfg.port_file, strerror(errno));
             goto out;
         }
     }

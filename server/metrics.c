@@ -155,12 +155,14 @@ void srv_metrics_render(struct srv_metrics *m, struct mg_buf *b)
              x->route, x->method, x->status, (unsigned long long)x->count);
     }
     pthread_mutex_unlock(&m->lock);
-    line(b, "# HELP modelgate_blob_bytes_in_total Bytes received in blob uploads.\n"
-            "# TYPE modelgate_blob_bytes_in_total counter\n"
-            "modelgate_blob_bytes_in_total %llu\n",
+    line(b,
+         "# HELP modelgate_blob_bytes_in_total Bytes received in blob uploads.\n"
+         "# TYPE modelgate_blob_bytes_in_total counter\n"
+         "modelgate_blob_bytes_in_total %llu\n",
          (unsigned long long)__atomic_load_n(&m->blob_in, __ATOMIC_RELAXED));
-    line(b, "# HELP modelgate_blob_bytes_out_total Bytes sent from blobs and artifacts.\n"
-            "# TYPE modelgate_blob_bytes_out_total counter\n"
-            "modelgate_blob_bytes_out_total %llu\n",
+    line(b,
+         "# HELP modelgate_blob_bytes_out_total Bytes sent from blobs and artifacts.\n"
+         "# TYPE modelgate_blob_bytes_out_total counter\n"
+         "modelgate_blob_bytes_out_total %llu\n",
          (unsigned long long)__atomic_load_n(&m->blob_out, __ATOMIC_RELAXED));
 }

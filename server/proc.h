@@ -10,15 +10,15 @@
 #include <sys/types.h>
 
 struct srv_proc_opts {
-    int timeout_ms;          /* the whole group is killed (SIGKILL) after this */
-    const char *const *envp; /* NULL: inherit the environment */
-    const char *cwd;         /* NULL: inherit */
+    int timeout_ms;                 /* the whole group is killed (SIGKILL) after this */
+    const char *const *envp;        /* NULL: inherit the environment */
+    const char *cwd;                /* NULL: inherit */
     void (*child_setup)(void *arg); /* runs in the child before exec (rlimits), may be NULL */
     void *child_arg;
 };
 
 struct srv_proc_result {
-    int exit_code;   /* exit status, or 128 + signal, or -1 if it could not start */
+    int exit_code; /* exit status, or 128 + signal, or -1 if it could not start */
     bool timed_out;
     char tail[8192]; /* the last bytes of stdout+stderr, NUL-terminated */
     size_t tail_len;

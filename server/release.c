@@ -65,8 +65,7 @@ static bool lkg_view_init(struct lkg_view *v, const json_t *facts)
     size_t i, j, nr = 0, k = 0;
 
     memset(v, 0, sizeof(*v));
-    json_array_foreach(hist, i, h)
-        nr += json_array_size(json_object_get(h, "routes"));
+    json_array_foreach(hist, i, h) nr += json_array_size(json_object_get(h, "routes"));
     v->n = json_array_size(hist);
     v->e = calloc(v->n + 1, sizeof(*v->e));
     v->r = calloc(nr + 1, sizeof(*v->r));
@@ -182,8 +181,8 @@ static enum gate_sig check_signature(struct srv *srv, const char *model, const j
     if (res == NULL)
         goto out;
     if (nres == 0 && json_is_null(json_object_get(json_object_get(ver, "artifact"), "files"))) {
-        const char *d = json_string_value(
-            json_object_get(json_object_get(ver, "artifact"), "digest"));
+        const char *d =
+            json_string_value(json_object_get(json_object_get(ver, "artifact"), "digest"));
         res[0].name = ".";
         mg_hex_decode(d + 7, 32, res[0].digest);
         nres = 1;
@@ -191,8 +190,7 @@ static enum gate_sig check_signature(struct srv *srv, const char *model, const j
         json_array_foreach(json_object_get(files, "items"), i, f)
         {
             res[i].name = json_string_value(json_object_get(f, "path"));
-            mg_hex_decode(json_string_value(json_object_get(f, "digest")) + 7, 32,
-                          res[i].digest);
+            mg_hex_decode(json_string_value(json_object_get(f, "digest")) + 7, 32, res[i].digest);
         }
     }
     if (sign_bundle_verify(bundle, len, key, res, nres, NULL, &err) == MG_OK)
@@ -277,8 +275,7 @@ static enum mg_code evaluate(struct srv *srv, const char *model, const json_t *v
     memset(&in, 0, sizeof(in));
     in.policy = pol;
     in.candidate_metrics = json_object_get(ver, "metrics");
-    if (baseline > 0 &&
-        (rc = store_version_get(srv->store, model, baseline, &base, err)) != MG_OK)
+    if (baseline > 0 && (rc = store_version_get(srv->store, model, baseline, &base, err)) != MG_OK)
         goto out;
     in.baseline_metrics = base ? json_object_get(base, "metrics") : NULL;
     in.baseline_version = baseline;
@@ -292,19 +289,19 @@ static enum mg_code evaluate(struct srv *srv, const char *model, const json_t *v
         json_array_append(digests, json_object_get(d, "digest"));
     in.datasets_total = json_array_size(digests);
     if (pol->require_registered_datasets &&
-        (rc = store_datasets_unregistered(srv->store, digests, &in.datasets_unregistered,
-                                          &first, err)) != MG_OK)
+        (rc = store_datasets_unregistered(srv->store, digests, &in.datasets_unregistered, &first,
+                                          err)) != MG_OK)
         goto out;
     in.first_unregistered = first ? json_string_value(first) : NULL;
-    in.has_vram = gate_estimated_vram_gib(
-        json_integer_value(json_object_get(res, "parameters")),
-        json_string_value(json_object_get(res, "precision")), &in.vram_gib) &&
-        json_is_integer(json_object_get(res, "parameters"));
+    in.has_vram = gate_estimated_vram_gib(json_integer_value(json_object_get(res, "parameters")),
+                                          json_string_value(json_object_get(res, "precision")),
+                                          &in.vram_gib) &&
+                  json_is_integer(json_object_get(res, "parameters"));
     in.largest_gpu_gib = runner_largest_gpu_gib(srv);
     if (pol->smoke_required) {
-        in.smoke = smoke_state(srv, model, json_integer_value(json_object_get(ver, "version")),
-                               since_ms, pol->gpu == GATE_GPU_REQUIRED, smokedetail,
-                               sizeof(smokedetail));
+        in.smoke =
+            smoke_state(srv, model, json_integer_value(json_object_get(ver, "version")), since_ms,
+                        pol->gpu == GATE_GPU_REQUIRED, smokedetail, sizeof(smokedetail));
         in.smoke_detail = smokedetail[0] ? smokedetail : NULL;
     }
     in.approvals = appr;
@@ -349,8 +346,7 @@ enum mg_code rel_alias_get(struct srv *srv, const char *model, const char *alias
     return MG_OK;
 }
 
-enum mg_code rel_alias_list(struct srv *srv, const char *model, json_t **out,
-                            struct mg_error *err)
+enum mg_code rel_alias_list(struct srv *srv, const char *model, json_t **out, struct mg_error *err)
 {
     json_t *list = NULL, *a;
     size_t i;
@@ -405,9 +401,8 @@ static enum mg_code alias_change(struct srv *srv, const char *actor, const char 
     return rc;
 }
 
-enum mg_code rel_alias_set(struct srv *srv, const char *actor, const char *model,
-                           const char *alias, const json_t *routes, json_t **out,
-                           struct mg_error *err)
+enum mg_code rel_alias_set(struct srv *srv, const char *actor, const char *model, const char *alias,
+                           const json_t *routes, json_t **out, struct mg_error *err)
 {
     return alias_change(srv, actor, model, alias, "set", routes, out, err);
 }
@@ -441,12 +436,11 @@ enum mg_code rel_lkg(struct srv *srv, const char *model, const char *alias, json
     if ((rc = store_version_get(srv->store, model, v, &ver, err)) != MG_OK)
         goto out;
     snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature", model, (long long)v);
-    *out = json_pack("{s:s, s:s, s:I, s:O, s:O, s:s, s:O, s:O}", "model", model, "alias", alias,
-                     "version", (json_int_t)v, "artifact",
-                     json_object_get(json_object_get(ver, "artifact"), "digest"), "image",
-                     json_object_get(ver, "image"), "signature_url", url, "since",
-                     json_object_get(entry, "at"), "generation",
-                     json_object_get(entry, "generation"));
+    *out = json_pack(
+        "{s:s, s:s, s:I, s:O, s:O, s:s, s:O, s:O}", "model", model, "alias", alias, "version",
+        (json_int_t)v, "artifact", json_object_get(json_object_get(ver, "artifact"), "digest"),
+        "image", json_object_get(ver, "image"), "signature_url", url, "since",
+        json_object_get(entry, "at"), "generation", json_object_get(entry, "generation"));
     if (*out == NULL)
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 out:
@@ -464,8 +458,7 @@ static enum mg_code promo_of(const json_t *p, struct promo *out, struct gate_pol
     json_t *ro = json_object_get(p, "rollout"), *b = json_object_get(p, "baseline_version");
 
     if (gate_policy_parse(json_object_get(p, "policy"), pol, err) != MG_OK)
-        return mg_fail(err, MG_EDB, NULL, "stored policy snapshot is invalid: %s",
-                       err->message);
+        return mg_fail(err, MG_EDB, NULL, "stored policy snapshot is invalid: %s", err->message);
     promo_init(out, pol, json_integer_value(json_object_get(p, "version")),
                json_is_integer(b) ? json_integer_value(b) : 0);
     if (!promo_state_parse(json_string_value(json_object_get(p, "state")), &out->state))
@@ -482,8 +475,9 @@ static json_t *routes_json(const struct promo_actions *a)
     size_t i;
 
     for (i = 0; r && i < a->nroutes; i++)
-        json_array_append_new(r, json_pack("{s:I, s:i}", "version", (json_int_t)a->routes[i].version,
-                                           "weight", a->routes[i].weight));
+        json_array_append_new(r,
+                              json_pack("{s:I, s:i}", "version", (json_int_t)a->routes[i].version,
+                                        "weight", a->routes[i].weight));
     return r;
 }
 
@@ -543,8 +537,8 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
     }
     if ((rc = load_policy(srv, model, alias, &pol, &snapshot, err)) != MG_OK)
         goto out;
-    if ((rc = evaluate(srv, model, ver, baseline, &pol, NULL, false, mg_now_ms(), &report,
-                       err)) != MG_OK)
+    if ((rc = evaluate(srv, model, ver, baseline, &pol, NULL, false, mg_now_ms(), &report, err)) !=
+        MG_OK)
         goto out;
     promo_init(&cur, &pol, version, baseline);
     ev.kind = PROMO_EV_GATES;
@@ -673,7 +667,8 @@ static enum mg_code apply_event(struct srv *srv, const char *actor, const char *
             /* An approval that does not yet move the promotion is still news. */
             snprintf(acts.detail, sizeof(acts.detail), "%s %s%s%s", d->approval_by,
                      strcmp(d->approval_decision, "approve") == 0 ? "approved" : "rejected",
-                     d->approval_comment ? ": " : "", d->approval_comment ? d->approval_comment : "");
+                     d->approval_comment ? ": " : "",
+                     d->approval_comment ? d->approval_comment : "");
             pc.event_type = "approval";
         }
         pc.approval_by = d->approval_by;
@@ -713,9 +708,8 @@ static enum mg_code apply_event(struct srv *srv, const char *actor, const char *
     return rc;
 }
 
-enum mg_code rel_promotion_decide(struct srv *srv, const char *actor, const char *id,
-                                  bool approve, const char *comment, json_t **out,
-                                  struct mg_error *err)
+enum mg_code rel_promotion_decide(struct srv *srv, const char *actor, const char *id, bool approve,
+                                  const char *comment, json_t **out, struct mg_error *err)
 {
     struct gate_policy pol;
     struct gate_approval appr[64], all[65];
@@ -765,8 +759,8 @@ out:
     return rc;
 }
 
-enum mg_code rel_promotion_advance(struct srv *srv, const char *actor, const char *id,
-                                   json_t **out, struct mg_error *err)
+enum mg_code rel_promotion_advance(struct srv *srv, const char *actor, const char *id, json_t **out,
+                                   struct mg_error *err)
 {
     struct decision d;
 
@@ -787,8 +781,7 @@ enum mg_code rel_promotion_abort(struct srv *srv, const char *actor, const char 
     return apply_event(srv, actor, id, &d, out, err);
 }
 
-enum mg_code rel_promotion_get(struct srv *srv, const char *id, json_t **out,
-                               struct mg_error *err)
+enum mg_code rel_promotion_get(struct srv *srv, const char *id, json_t **out, struct mg_error *err)
 {
     enum mg_code rc = store_promotion_get(srv->store, id, out, err);
 
@@ -797,9 +790,8 @@ enum mg_code rel_promotion_get(struct srv *srv, const char *id, json_t **out,
     return rc;
 }
 
-enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model,
-                          const char *alias, const char *reason, json_t **out,
-                          struct mg_error *err)
+enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model, const char *alias,
+                          const char *reason, json_t **out, struct mg_error *err)
 {
     enum mg_code rc = MG_ESTALE;
     int attempt;
@@ -910,8 +902,7 @@ void rel_smoke_finished(struct srv *srv, const char *model, int64_t version, con
     json_decref(list);
 }
 
-void rel_delivery_failed(struct srv *srv, const char *id, const char *gateway,
-                         const char *error)
+void rel_delivery_failed(struct srv *srv, const char *id, const char *gateway, const char *error)
 {
     struct decision d;
     struct mg_error err;
@@ -955,8 +946,7 @@ int64_t rel_tick(struct srv *srv, int64_t now_ms)
         d.ev.kind = PROMO_EV_TICK;
         d.ev.reason = "bake time elapsed";
         if (apply_event(srv, "modelgated", json_string_value(id), &d, NULL, &err) != MG_OK)
-            fprintf(stderr, "modelgated: promotion %s: %s\n", json_string_value(id),
-                    err.message);
+            fprintf(stderr, "modelgated: promotion %s: %s\n", json_string_value(id), err.message);
     }
     /* Evaluating promotions wait on gates (the smoke test): look again. */
     json_array_foreach(json_object_get(pending, "evaluating"), i, id)
@@ -967,8 +957,7 @@ int64_t rel_tick(struct srv *srv, int64_t now_ms)
         d.refresh_gates = true;
         if (apply_event(srv, "modelgated", json_string_value(id), &d, NULL, &err) != MG_OK &&
             err.code != MG_ECONFLICT)
-            fprintf(stderr, "modelgated: promotion %s: %s\n", json_string_value(id),
-                    err.message);
+            fprintf(stderr, "modelgated: promotion %s: %s\n", json_string_value(id), err.message);
     }
     next = json_integer_value(json_object_get(pending, "next_at_ms"));
     json_decref(pending);

@@ -23,13 +23,11 @@ enum mg_code rel_alias_get(struct srv *srv, const char *model, const char *alias
                            struct mg_error *err);
 
 /* {"items":[Alias]} with last_known_good filled in. */
-enum mg_code rel_alias_list(struct srv *srv, const char *model, json_t **out,
-                            struct mg_error *err);
+enum mg_code rel_alias_list(struct srv *srv, const char *model, json_t **out, struct mg_error *err);
 
 /* Direct set of an unprotected alias; routes [{version, weight}] validated. */
-enum mg_code rel_alias_set(struct srv *srv, const char *actor, const char *model,
-                           const char *alias, const json_t *routes, json_t **out,
-                           struct mg_error *err);
+enum mg_code rel_alias_set(struct srv *srv, const char *actor, const char *model, const char *alias,
+                           const json_t *routes, json_t **out, struct mg_error *err);
 
 enum mg_code rel_alias_delete(struct srv *srv, const char *actor, const char *model,
                               const char *alias, struct mg_error *err);
@@ -41,9 +39,8 @@ enum mg_code rel_lkg(struct srv *srv, const char *model, const char *alias, json
 
 /* 100% to the last-known-good other than the newest routed version, which is
  * marked bad; ends an active promotion as rolled_back. */
-enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model,
-                          const char *alias, const char *reason, json_t **out,
-                          struct mg_error *err);
+enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model, const char *alias,
+                          const char *reason, json_t **out, struct mg_error *err);
 
 /* The GateReport `version` would get for `alias` now (dry run). */
 enum mg_code rel_gates_dry_run(struct srv *srv, const char *model, int64_t version,
@@ -55,21 +52,19 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
                                   json_t **out, struct mg_error *err);
 
 /* POST /promotions/{id}/approvals: decision "approve" or "reject". */
-enum mg_code rel_promotion_decide(struct srv *srv, const char *actor, const char *id,
-                                  bool approve, const char *comment, json_t **out,
-                                  struct mg_error *err);
+enum mg_code rel_promotion_decide(struct srv *srv, const char *actor, const char *id, bool approve,
+                                  const char *comment, json_t **out, struct mg_error *err);
 
 /* POST /promotions/{id}/advance. */
-enum mg_code rel_promotion_advance(struct srv *srv, const char *actor, const char *id,
-                                   json_t **out, struct mg_error *err);
+enum mg_code rel_promotion_advance(struct srv *srv, const char *actor, const char *id, json_t **out,
+                                   struct mg_error *err);
 
 /* POST /promotions/{id}/abort. */
 enum mg_code rel_promotion_abort(struct srv *srv, const char *actor, const char *id,
                                  const char *reason, json_t **out, struct mg_error *err);
 
 /* GET /promotions/{id} (internal fields removed). */
-enum mg_code rel_promotion_get(struct srv *srv, const char *id, json_t **out,
-                               struct mg_error *err);
+enum mg_code rel_promotion_get(struct srv *srv, const char *id, json_t **out, struct mg_error *err);
 
 /* A smoke test of (model, version) finished in `state` (passed, failed,
  * error): re-evaluate waiting gates, and roll back a rolling-out promotion
@@ -80,8 +75,7 @@ void rel_smoke_finished(struct srv *srv, const char *model, int64_t version, con
 
 /* A gateway could not apply a rollout step of promotion `id` after retries:
  * roll the promotion back if it is still rolling out. */
-void rel_delivery_failed(struct srv *srv, const char *id, const char *gateway,
-                         const char *error);
+void rel_delivery_failed(struct srv *srv, const char *id, const char *gateway, const char *error);
 
 /* One pass of the clock: take due rollout steps, re-evaluate waiting gates.
  * Returns the ms time of the next due step (0 when none). */

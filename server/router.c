@@ -10,10 +10,10 @@
 #include "../common/util.h"
 
 static const struct srv_route *const tables[] = {
-    srv_routes_health,  srv_routes_tokens,   srv_routes_blobs, srv_routes_models,
-    srv_routes_versions, srv_routes_datasets, srv_routes_audit, srv_routes_keys,
-    srv_routes_aliases, srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
-    srv_routes_runner, srv_routes_ui, srv_routes_metrics,
+    srv_routes_health,   srv_routes_tokens,   srv_routes_blobs,      srv_routes_models,
+    srv_routes_versions, srv_routes_datasets, srv_routes_audit,      srv_routes_keys,
+    srv_routes_aliases,  srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
+    srv_routes_runner,   srv_routes_ui,       srv_routes_metrics,
 };
 
 void srv_route_foreach(void (*fn)(const struct srv_route *route, void *arg), void *arg)
@@ -69,7 +69,8 @@ static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const 
     }
     if (IS("model"))
         mg_fail(&r->err, MG_EINVAL, "model",
-                "model names match ^[a-z0-9][a-z0-9._-]{0,62}$; '%.*s' does not", (int)(vlen > 80 ? 80 : vlen), v);
+                "model names match ^[a-z0-9][a-z0-9._-]{0,62}$; '%.*s' does not",
+                (int)(vlen > 80 ? 80 : vlen), v);
     else if (IS("alias"))
         mg_fail(&r->err, MG_EINVAL, "alias", "alias names match ^[a-z][a-z0-9-]{0,31}$");
     else if (IS("name"))

@@ -16,8 +16,7 @@
 
 #include "../common/util.h"
 
-static const char zero_hash[] =
-    "0000000000000000000000000000000000000000000000000000000000000000";
+static const char zero_hash[] = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /* hex sha256(prev_hex || canonical JSON of the entry) into out. */
 static bool entry_hash(const char *prev, int64_t seq, const char *at, const char *actor,
@@ -119,10 +118,9 @@ static json_t *row_json(sqlite3_stmt *s)
 {
     return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "seq",
                      (json_int_t)sqlite3_column_int64(s, 0), "at", store_col_json_string(s, 1),
-                     "actor", store_col_json_string(s, 2), "action",
-                     store_col_json_string(s, 3), "target", store_col_json_string(s, 4),
-                     "detail", store_col_json(s, 5), "prev_hash", store_col_json_string(s, 6),
-                     "hash", store_col_json_string(s, 7));
+                     "actor", store_col_json_string(s, 2), "action", store_col_json_string(s, 3),
+                     "target", store_col_json_string(s, 4), "detail", store_col_json(s, 5),
+                     "prev_hash", store_col_json_string(s, 6), "hash", store_col_json_string(s, 7));
 }
 
 enum mg_code store_audit_list(struct store *st, int64_t after, unsigned limit, json_t **out,
@@ -206,8 +204,7 @@ enum mg_code store_audit_verify(struct store *st, json_t **out, struct mg_error 
         entries++;
         ok = seq == expect_seq && at && actor && action && target && ph && h &&
              strcmp(ph, prev) == 0 &&
-             entry_hash(prev, seq, at, actor, action, target, detail, calc) &&
-             strcmp(calc, h) == 0;
+             entry_hash(prev, seq, at, actor, action, target, detail, calc) && strcmp(calc, h) == 0;
         json_decref(detail);
         if (!ok) {
             bad = seq < expect_seq ? seq : expect_seq;
@@ -236,8 +233,8 @@ enum mg_code store_audit_verify(struct store *st, json_t **out, struct mg_error 
         sqlite3_reset(s);
     }
     if (rc == MG_OK) {
-        *out = json_pack("{s:b, s:I, s:s}", "ok", bad == 0, "entries", (json_int_t)entries,
-                         "head", prev);
+        *out = json_pack("{s:b, s:I, s:s}", "ok", bad == 0, "entries", (json_int_t)entries, "head",
+                         prev);
         if (*out && bad)
             json_object_set_new(*out, "first_bad_seq", json_integer(bad));
         if (*out == NULL)

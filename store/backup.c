@@ -50,8 +50,7 @@ static enum mg_code add_file(struct archive *a, const char *path, const char *na
     }
     while ((r = read(fd, buf, sizeof(buf))) > 0) {
         if (archive_write_data(a, buf, (size_t)r) != r) {
-            rc = mg_fail(err, MG_EIO, NULL, "cannot write the backup: %s",
-                         archive_error_string(a));
+            rc = mg_fail(err, MG_EIO, NULL, "cannot write the backup: %s", archive_error_string(a));
             goto out;
         }
     }
@@ -73,8 +72,7 @@ static enum mg_code snapshot(const char *db_path, const char *tmp, struct mg_err
     enum mg_code out = MG_OK;
 
     if (sqlite3_open_v2(db_path, &src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
-        sqlite3_open_v2(tmp, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-            SQLITE_OK) {
+        sqlite3_open_v2(tmp, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
         out = mg_fail(err, MG_EDB, NULL, "cannot open the database for backup: %s",
                       sqlite3_errmsg(src ? src : dst));
         goto done;
@@ -104,9 +102,9 @@ static enum mg_code add_dir(struct archive *a, const char *dir, const char *pref
     enum mg_code rc = MG_OK;
 
     if (d == NULL)
-        return errno == ENOENT ? MG_OK
-                               : mg_fail(err, MG_EIO, NULL, "cannot list %s: %s", dir,
-                                         strerror(errno));
+        return errno == ENOENT
+                   ? MG_OK
+                   : mg_fail(err, MG_EIO, NULL, "cannot list %s: %s", dir, strerror(errno));
     while (rc == MG_OK && (e = readdir(d)) != NULL) {
         char path[PATH_MAX], name[PATH_MAX];
         struct stat sb;
@@ -223,8 +221,7 @@ static enum mg_code verify_blobs(struct store *st, size_t *n, struct mg_error *e
 }
 
 enum mg_code store_restore(const char *archive_path, const char *data_dir,
-                           const struct sign_keyring *keys, json_t **summary,
-                           struct mg_error *err)
+                           const struct sign_keyring *keys, json_t **summary, struct mg_error *err)
 {
     struct store_options opt = {0};
     struct store *st = NULL;

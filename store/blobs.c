@@ -233,8 +233,8 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
         goto out;
     }
     if (fsync(up->fd) != 0) {
-        rc = mg_fail(err, errno == ENOSPC ? MG_ENOSPC : MG_EIO, NULL,
-                     "cannot fsync the upload: %s", strerror(errno));
+        rc = mg_fail(err, errno == ENOSPC ? MG_ENOSPC : MG_EIO, NULL, "cannot fsync the upload: %s",
+                     strerror(errno));
         goto out;
     }
     media = store_media_type_detect(up->head, up->head_len);
@@ -249,8 +249,7 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
     }
     store_blob_path(st, digest, final, sizeof(final));
     if (rename(up->path, final) != 0) {
-        rc = mg_fail(err, MG_EIO, NULL, "cannot move the upload into place: %s",
-                     strerror(errno));
+        rc = mg_fail(err, MG_EIO, NULL, "cannot move the upload into place: %s", strerror(errno));
         goto out;
     }
     close(up->fd);
@@ -322,8 +321,7 @@ enum mg_code store_blob_open(struct store *st, const char *digest, int *fd, uint
     if (f < 0 || fstat(f, &sb) != 0) {
         if (f >= 0)
             close(f);
-        return mg_fail(err, MG_EIO, NULL, "blob %s is recorded but its file is unreadable",
-                       digest);
+        return mg_fail(err, MG_EIO, NULL, "blob %s is recorded but its file is unreadable", digest);
     }
     *fd = f;
     *size = (uint64_t)sb.st_size;

@@ -271,8 +271,8 @@ enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t
         if (json_object_get(seen, key))
             continue;
         json_object_set_new(seen, key, json_true());
-        json_array_append_new(items, json_pack("{s:s, s:I, s:s, s:o}", "model", model,
-                                               "version", (json_int_t)ver, "role", role, "via",
+        json_array_append_new(items, json_pack("{s:s, s:I, s:s, s:o}", "model", model, "version",
+                                               (json_int_t)ver, "role", role, "via",
                                                store_col_json(s, 3)));
     }
     if (r != SQLITE_ROW && r != SQLITE_DONE)
@@ -288,8 +288,7 @@ out:
 }
 
 enum mg_code store_datasets_unregistered(struct store *st, const json_t *digests,
-                                         size_t *unregistered, json_t **first,
-                                         struct mg_error *err)
+                                         size_t *unregistered, json_t **first, struct mg_error *err)
 {
     static const char sql[] = "SELECT 1 FROM datasets WHERE digest = ?";
     struct store_conn *c = store_read_begin(st);

@@ -242,8 +242,7 @@ static enum mg_code migrate(struct store_conn *c, struct mg_error *err)
 static enum mg_code make_dir(const char *path, struct mg_error *err)
 {
     if (mkdir(path, 0700) != 0 && errno != EEXIST)
-        return mg_fail(err, MG_EIO, NULL, "cannot create directory %s: %s", path,
-                       strerror(errno));
+        return mg_fail(err, MG_EIO, NULL, "cannot create directory %s: %s", path, strerror(errno));
     return MG_OK;
 }
 
@@ -416,8 +415,9 @@ bool store_ready(struct store *st)
     c = store_write_begin(st, &err);
     if (c == NULL)
         return false;
-    ok = exec_sql(c, "CREATE TEMP TABLE IF NOT EXISTS readyz_probe (x); "
-                     "INSERT INTO readyz_probe VALUES (1); DELETE FROM readyz_probe",
+    ok = exec_sql(c,
+                  "CREATE TEMP TABLE IF NOT EXISTS readyz_probe (x); "
+                  "INSERT INTO readyz_probe VALUES (1); DELETE FROM readyz_probe",
                   &err) == MG_OK;
     store_write_end(st, c, MG_EIO, &err); /* roll back: the probe leaves nothing */
     snprintf(path, sizeof(path), "%s/readyz-XXXXXX", st->tmp_dir);
@@ -476,8 +476,7 @@ enum mg_code store_version_id(struct store_conn *c, const char *model, int64_t n
     sqlite3_reset(s);
     if (rc != SQLITE_DONE)
         return store_db_error(c, rc, err);
-    return mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has no version %lld", model,
-                   (long long)n);
+    return mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has no version %lld", model, (long long)n);
 }
 
 static void group_counts(struct store_conn *c, const char *sql, json_t *into)
@@ -533,8 +532,8 @@ enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err)
     if (stat(st->db_path, &sb) == 0)
         db = sb.st_size;
     *out = json_pack("{s:o, s:o, s:o, s:o, s:I, s:I}", "promotions", promo, "smoke_tests", smoke,
-                     "deliveries", deliv, "delivery_lag_seconds", lag, "wal_bytes",
-                     (json_int_t)wal, "db_bytes", (json_int_t)db);
+                     "deliveries", deliv, "delivery_lag_seconds", lag, "wal_bytes", (json_int_t)wal,
+                     "db_bytes", (json_int_t)db);
     return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 }
 

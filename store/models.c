@@ -16,11 +16,10 @@ static json_t *model_row(sqlite3_stmt *s)
                          ? json_null()
                          : json_integer(sqlite3_column_int64(s, 5));
 
-    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:[]}", "name",
-                     store_col_json_string(s, 0), "description", store_col_json_string(s, 1),
-                     "tags", store_col_json(s, 2), "created_at", store_col_json_string(s, 3),
-                     "created_by", store_col_json_string(s, 4), "latest_version", latest,
-                     "aliases");
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:[]}", "name", store_col_json_string(s, 0),
+                     "description", store_col_json_string(s, 1), "tags", store_col_json(s, 2),
+                     "created_at", store_col_json_string(s, 3), "created_by",
+                     store_col_json_string(s, 4), "latest_version", latest, "aliases");
 }
 
 /* [{"alias","routes"}] of the model's live aliases. */
@@ -118,8 +117,7 @@ out:
     return rc;
 }
 
-enum mg_code store_model_get(struct store *st, const char *name, json_t **out,
-                             struct mg_error *err)
+enum mg_code store_model_get(struct store *st, const char *name, json_t **out, struct mg_error *err)
 {
     struct store_conn *c = store_read_begin(st);
     enum mg_code rc = model_read(c, name, out, err);

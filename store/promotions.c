@@ -11,9 +11,9 @@
 
 #include "../common/util.h"
 
-#define PROMO_COLS                                                                              \
-    "p.id, m.name, p.alias, p.version, p.baseline_version, p.state, p.reason, p.policy, "      \
-    "p.gates, p.step_index, p.weight, p.next_step_at, p.rev, p.created_by, p.created_at, "     \
+#define PROMO_COLS                                                                                 \
+    "p.id, m.name, p.alias, p.version, p.baseline_version, p.state, p.reason, p.policy, "          \
+    "p.gates, p.step_index, p.weight, p.next_step_at, p.rev, p.created_by, p.created_at, "         \
     "p.updated_at"
 
 static json_t *approvals(struct store_conn *c, const char *id)
@@ -27,11 +27,10 @@ static json_t *approvals(struct store_conn *c, const char *id)
         return out;
     store_bind_text(s, 1, id);
     while (sqlite3_step(s) == SQLITE_ROW)
-        json_array_append_new(out, json_pack("{s:o, s:o, s:o, s:o}", "by",
-                                             store_col_json_string(s, 0), "decision",
-                                             store_col_json_string(s, 1), "comment",
-                                             store_col_json_string(s, 2), "at",
-                                             store_col_json_string(s, 3)));
+        json_array_append_new(
+            out, json_pack("{s:o, s:o, s:o, s:o}", "by", store_col_json_string(s, 0), "decision",
+                           store_col_json_string(s, 1), "comment", store_col_json_string(s, 2),
+                           "at", store_col_json_string(s, 3)));
     sqlite3_reset(s);
     return out;
 }
@@ -71,19 +70,18 @@ static json_t *promo_row(struct store_conn *c, sqlite3_stmt *s)
         mg_time_format(next, buf);
         next_at = json_string(buf);
     }
-    p = json_pack("{s:s, s:o, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-                  " s:{s:O, s:i, s:i, s:o}, s:o, s:I, s:I}",
-                  "id", id, "model", store_col_json_string(s, 1), "alias",
-                  store_col_json_string(s, 2), "version", (json_int_t)sqlite3_column_int64(s, 3),
-                  "baseline_version", baseline, "state", store_col_json_string(s, 5), "reason",
-                  store_col_json_string(s, 6), "created_by", store_col_json_string(s, 13),
-                  "created_at", store_col_json_string(s, 14), "updated_at",
-                  store_col_json_string(s, 15), "policy", policy, "gates", store_col_json(s, 8),
-                  "approvals", approvals(c, id), "events", events(c, id), "rollout", "steps",
-                  steps ? steps : json_array(), "step_index", sqlite3_column_int(s, 9), "weight",
-                  sqlite3_column_int(s, 10), "next_step_at", next_at, "_unused", json_null(),
-                  "_rev", (json_int_t)sqlite3_column_int64(s, 12), "_next_step_at_ms",
-                  (json_int_t)next);
+    p = json_pack(
+        "{s:s, s:o, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+        " s:{s:O, s:i, s:i, s:o}, s:o, s:I, s:I}",
+        "id", id, "model", store_col_json_string(s, 1), "alias", store_col_json_string(s, 2),
+        "version", (json_int_t)sqlite3_column_int64(s, 3), "baseline_version", baseline, "state",
+        store_col_json_string(s, 5), "reason", store_col_json_string(s, 6), "created_by",
+        store_col_json_string(s, 13), "created_at", store_col_json_string(s, 14), "updated_at",
+        store_col_json_string(s, 15), "policy", policy, "gates", store_col_json(s, 8), "approvals",
+        approvals(c, id), "events", events(c, id), "rollout", "steps", steps ? steps : json_array(),
+        "step_index", sqlite3_column_int(s, 9), "weight", sqlite3_column_int(s, 10), "next_step_at",
+        next_at, "_unused", json_null(), "_rev", (json_int_t)sqlite3_column_int64(s, 12),
+        "_next_step_at_ms", (json_int_t)next);
     if (p)
         json_object_del(p, "_unused");
     return p;
@@ -223,8 +221,8 @@ out:
 }
 
 enum mg_code store_promotion_list(struct store *st, const char *state, const char *model,
-                                  const char *alias, const struct store_page *page,
-                                  json_t **out, struct mg_error *err)
+                                  const char *alias, const struct store_page *page, json_t **out,
+                                  struct mg_error *err)
 {
     /* Page token: the rowid-free cursor "created_at|id" would need parsing;
      * promotions sort by (created_at, id) and the token is the last id. */

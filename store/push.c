@@ -34,14 +34,13 @@ static json_t *gateway_deliveries(struct store_conn *c, const char *name)
         json_t *d;
 
         mg_time_format(next, buf);
-        d = json_pack("{s:o, s:o, s:I, s:o, s:I, s:o, s:o, s:o}", "model",
-                      store_col_json_string(s, 0), "alias", store_col_json_string(s, 1),
-                      "generation", (json_int_t)sqlite3_column_int64(s, 2), "state",
-                      store_col_json_string(s, 3), "attempts",
-                      (json_int_t)sqlite3_column_int64(s, 4), "last_error",
-                      store_col_json_string(s, 5), "next_attempt_at",
-                      next > 0 ? json_string(buf) : json_null(), "acked_at",
-                      store_col_json_string(s, 7));
+        d = json_pack(
+            "{s:o, s:o, s:I, s:o, s:I, s:o, s:o, s:o}", "model", store_col_json_string(s, 0),
+            "alias", store_col_json_string(s, 1), "generation",
+            (json_int_t)sqlite3_column_int64(s, 2), "state", store_col_json_string(s, 3),
+            "attempts", (json_int_t)sqlite3_column_int64(s, 4), "last_error",
+            store_col_json_string(s, 5), "next_attempt_at",
+            next > 0 ? json_string(buf) : json_null(), "acked_at", store_col_json_string(s, 7));
         json_array_append_new(out, d);
     }
     sqlite3_reset(s);
@@ -102,7 +101,8 @@ static enum mg_code enqueue_current(struct store_conn *c, const char *name, cons
         "FROM gateways g, aliases a JOIN models m ON m.id = a.model_id "
         "WHERE g.name = ?1 AND a.deleted = 0 "
         "AND (g.models IS NULL OR EXISTS (SELECT 1 FROM json_each(g.models) WHERE value = m.name)) "
-        "AND (g.aliases IS NULL OR EXISTS (SELECT 1 FROM json_each(g.aliases) WHERE value = a.name))";
+        "AND (g.aliases IS NULL OR EXISTS (SELECT 1 FROM json_each(g.aliases) WHERE value = "
+        "a.name))";
     sqlite3_stmt *s;
     enum mg_code rc;
 
@@ -133,7 +133,8 @@ enum mg_code store_gateway_put(struct store *st, const char *actor, const char *
         "disabled_reason = NULL, updated_at = excluded.updated_at";
     struct store_conn *c = store_write_begin(st, err);
     char *cfg = store_json_text(config);
-    char *m = models ? store_json_text(models) : NULL, *a = aliases ? store_json_text(aliases) : NULL;
+    char *m = models ? store_json_text(models) : NULL,
+         *a = aliases ? store_json_text(aliases) : NULL;
     sqlite3_stmt *s;
     json_t *g = NULL, *detail;
     char at[32];
@@ -180,8 +181,8 @@ enum mg_code store_gateway_put(struct store *st, const char *actor, const char *
         goto out;
     if ((rc = enqueue_current(c, name, at, err)) != MG_OK)
         goto out;
-    detail = json_pack("{s:s, s:O, s:O?, s:O?}", "kind", kind, "config", config, "models",
-                       models, "aliases", aliases);
+    detail = json_pack("{s:s, s:O, s:O?, s:O?}", "kind", kind, "config", config, "models", models,
+                       "aliases", aliases);
     rc = store_audit_append(c, actor, exists ? "gateway.update" : "gateway.create", name, detail,
                             err);
     json_decref(detail);
@@ -390,7 +391,8 @@ enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d,
      * meanwhile keeps its pending state and is due at once. */
     static const char sql_ok[] =
         "UPDATE outbox SET state = 'in_sync', attempts = attempts + 1, last_error = NULL, "
-        "next_attempt_at = 0, acked_at = ?4, lease_until = 0 WHERE gateway = ?1 AND model = ?2 AND alias = ?3 "
+        "next_attempt_at = 0, acked_at = ?4, lease_until = 0 WHERE gateway = ?1 AND model = ?2 AND "
+        "alias = ?3 "
         "AND generation = ?5";
     static const char sql_fail[] =
         "UPDATE outbox SET state = 'failing', attempts = attempts + 1, last_error = ?4, "
@@ -436,10 +438,9 @@ out:
 
 enum mg_code store_outbox_next_due(struct store *st, int64_t *next_ms, struct mg_error *err)
 {
-    static const char sql[] =
-        "SELECT min(max(o.next_attempt_at, o.lease_until)) FROM outbox o "
-        "JOIN gateways g ON g.name = o.gateway "
-        "WHERE o.state != 'in_sync' AND g.disabled_reason IS NULL";
+    static const char sql[] = "SELECT min(max(o.next_attempt_at, o.lease_until)) FROM outbox o "
+                              "JOIN gateways g ON g.name = o.gateway "
+                              "WHERE o.state != 'in_sync' AND g.disabled_reason IS NULL";
     struct store_conn *c = store_read_begin(st);
     sqlite3_stmt *s = store_stmt(c, sql, err);
     enum mg_code rc = MG_OK;

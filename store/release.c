@@ -136,17 +136,16 @@ static enum mg_code alias_read(struct store_conn *c, const char *model, const ch
         return store_db_error(c, r, err);
     if (a == NULL)
         return r == SQLITE_ROW && routes == NULL
-                   ? mg_fail(err, MG_ENOTFOUND, NULL, "alias '%s' of model '%s' was deleted",
-                             alias, model)
-                   : mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has no alias '%s'", model,
-                             alias);
+                   ? mg_fail(err, MG_ENOTFOUND, NULL, "alias '%s' of model '%s' was deleted", alias,
+                             model)
+                   : mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has no alias '%s'", model, alias);
     json_object_set_new(a, "deliveries", deliveries(c, model, alias));
     *out = a;
     return MG_OK;
 }
 
-enum mg_code store_alias_get(struct store *st, const char *model, const char *alias,
-                             json_t **out, struct mg_error *err)
+enum mg_code store_alias_get(struct store *st, const char *model, const char *alias, json_t **out,
+                             struct mg_error *err)
 {
     struct store_conn *c = store_read_begin(st);
     enum mg_code rc = alias_read(c, model, alias, out, err);
@@ -215,8 +214,7 @@ static enum mg_code alias_id(struct store_conn *c, const char *model, const char
 }
 
 enum mg_code store_alias_history(struct store *st, const char *model, const char *alias,
-                                 const struct store_page *page, json_t **out,
-                                 struct mg_error *err)
+                                 const struct store_page *page, json_t **out, struct mg_error *err)
 {
     static const char sql[] = "SELECT generation, routes, at, by, reason, promotion, kind "
                               "FROM alias_history WHERE alias_id = ? AND generation < ? "
@@ -245,11 +243,11 @@ enum mg_code store_alias_history(struct store *st, const char *model, const char
     while ((r = sqlite3_step(s)) == SQLITE_ROW && n < page->limit) {
         last = sqlite3_column_int64(s, 0);
         json_array_append_new(
-            items, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "generation",
-                             (json_int_t)last, "routes", store_col_json(s, 1), "at",
-                             store_col_json_string(s, 2), "by", store_col_json_string(s, 3),
-                             "reason", store_col_json_string(s, 4), "promotion",
-                             store_col_json_string(s, 5), "kind", store_col_json_string(s, 6)));
+            items, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "generation", (json_int_t)last,
+                             "routes", store_col_json(s, 1), "at", store_col_json_string(s, 2),
+                             "by", store_col_json_string(s, 3), "reason",
+                             store_col_json_string(s, 4), "promotion", store_col_json_string(s, 5),
+                             "kind", store_col_json_string(s, 6)));
         n++;
     }
     if (r == SQLITE_ROW) {
@@ -267,8 +265,8 @@ out:
     return rc;
 }
 
-enum mg_code store_alias_facts(struct store *st, const char *model, const char *alias,
-                               json_t **out, struct mg_error *err)
+enum mg_code store_alias_facts(struct store *st, const char *model, const char *alias, json_t **out,
+                               struct mg_error *err)
 {
     static const char sql_alias[] =
         "SELECT id, generation, routes, deleted FROM aliases WHERE model_id = ? AND name = ?";
@@ -305,11 +303,11 @@ enum mg_code store_alias_facts(struct store *st, const char *model, const char *
         sqlite3_bind_int64(s, 1, aid);
         sqlite3_bind_int64(s, 2, FACTS_HISTORY_MAX);
         while (sqlite3_step(s) == SQLITE_ROW)
-            json_array_append_new(
-                hist, json_pack("{s:I, s:o, s:o, s:o}", "generation",
-                                (json_int_t)sqlite3_column_int64(s, 0), "kind",
-                                store_col_json_string(s, 1), "routes", store_col_json(s, 2), "at",
-                                store_col_json_string(s, 3)));
+            json_array_append_new(hist, json_pack("{s:I, s:o, s:o, s:o}", "generation",
+                                                  (json_int_t)sqlite3_column_int64(s, 0), "kind",
+                                                  store_col_json_string(s, 1), "routes",
+                                                  store_col_json(s, 2), "at",
+                                                  store_col_json_string(s, 3)));
         sqlite3_reset(s);
         if ((s = store_stmt(c, sql_bad, err)) == NULL) {
             rc = err->code;
@@ -317,10 +315,9 @@ enum mg_code store_alias_facts(struct store *st, const char *model, const char *
         }
         sqlite3_bind_int64(s, 1, aid);
         while (sqlite3_step(s) == SQLITE_ROW)
-            json_array_append_new(bad, json_pack("{s:I, s:I}", "version",
-                                                 (json_int_t)sqlite3_column_int64(s, 0),
-                                                 "generation",
-                                                 (json_int_t)sqlite3_column_int64(s, 1)));
+            json_array_append_new(
+                bad, json_pack("{s:I, s:I}", "version", (json_int_t)sqlite3_column_int64(s, 0),
+                               "generation", (json_int_t)sqlite3_column_int64(s, 1)));
         sqlite3_reset(s);
     }
     *out = json_pack("{s:b, s:b, s:I, s:o, s:b, s:o, s:O, s:O}", "exists", aid != 0 && !deleted,
@@ -429,8 +426,7 @@ static enum mg_code apply_alias(struct store_conn *c, const char *actor,
         return rc;
     if (a->require_unprotected && policy_exists(c, mid, a->alias))
         return mg_fail(err, MG_EPROTECTED, NULL,
-                       "alias '%s' is protected by a policy; create a promotion instead",
-                       a->alias);
+                       "alias '%s' is protected by a policy; create a promotion instead", a->alias);
     if ((s = store_stmt(c, sql_get, err)) == NULL)
         return err->code;
     sqlite3_bind_int64(s, 1, mid);
@@ -554,8 +550,8 @@ static enum mg_code apply_promotion(struct store_conn *c, const char *actor,
     if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
         goto out;
     if (sqlite3_changes(c->db) == 0) {
-        rc = mg_fail(err, MG_ESTALE, NULL,
-                     "promotion %s changed meanwhile; read it and try again", p->id);
+        rc = mg_fail(err, MG_ESTALE, NULL, "promotion %s changed meanwhile; read it and try again",
+                     p->id);
         goto out;
     }
     if (p->approval_by) {
@@ -674,8 +670,8 @@ out:
     return rc;
 }
 
-enum mg_code store_policy_get(struct store *st, const char *model, const char *alias,
-                              json_t **out, struct mg_error *err)
+enum mg_code store_policy_get(struct store *st, const char *model, const char *alias, json_t **out,
+                              struct mg_error *err)
 {
     static const char sql[] = "SELECT policy FROM policies WHERE model_id = ? AND alias = ?";
     struct store_conn *c = store_read_begin(st);

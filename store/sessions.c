@@ -13,8 +13,7 @@
 /* 32 random bytes as 43 base64url characters. */
 static bool random_b64url(char out[44])
 {
-    static const char b64url[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     uint8_t raw[33];
     size_t i;
 
@@ -114,8 +113,7 @@ enum mg_code store_session_check(struct store *st, const char *id, size_t n, int
     return MG_OK;
 }
 
-enum mg_code store_session_close(struct store *st, const char *id, size_t n,
-                                 struct mg_error *err)
+enum mg_code store_session_close(struct store *st, const char *id, size_t n, struct mg_error *err)
 {
     static const char sql[] = "DELETE FROM ui_sessions WHERE id_hash = ?";
     struct store_conn *c;

@@ -23,11 +23,11 @@
 #include "../common/mg.h"
 
 struct sign_key {
-    EVP_PKEY *pkey;       /* private (server) or public (verifier) */
-    char keyid[65];       /* hex sha256 of the DER SubjectPublicKeyInfo */
-    char *public_pem;     /* "-----BEGIN PUBLIC KEY-----\n...", exactly as published */
-    char hint[65];        /* hex sha256 of public_pem's bytes (the bundle's hint) */
-    int64_t created_ms;   /* when the key was made (file mtime) */
+    EVP_PKEY *pkey;     /* private (server) or public (verifier) */
+    char keyid[65];     /* hex sha256 of the DER SubjectPublicKeyInfo */
+    char *public_pem;   /* "-----BEGIN PUBLIC KEY-----\n...", exactly as published */
+    char hint[65];      /* hex sha256 of public_pem's bytes (the bundle's hint) */
+    int64_t created_ms; /* when the key was made (file mtime) */
     bool active;
 };
 
@@ -48,8 +48,7 @@ enum mg_code sign_keyring_load(const char *data_dir, const char *key_file, bool 
                                struct sign_keyring **out, struct mg_error *err);
 
 /* Generate a new key in <data_dir>/keys/ and make it active. */
-enum mg_code sign_keyring_rotate(const char *data_dir, char keyid_out[65],
-                                 struct mg_error *err);
+enum mg_code sign_keyring_rotate(const char *data_dir, char keyid_out[65], struct mg_error *err);
 
 void sign_keyring_free(struct sign_keyring **kr);
 
@@ -93,8 +92,8 @@ enum mg_code sign_bundle_create(const struct sign_key *key, const char *subject,
  * statement (NEW reference). MG_EINVAL with the reason otherwise.
  */
 enum mg_code sign_bundle_verify(const char *bundle, size_t len, const struct sign_key *pub,
-                                const struct sign_resource *actual, size_t n,
-                                json_t **statement, struct mg_error *err);
+                                const struct sign_resource *actual, size_t n, json_t **statement,
+                                struct mg_error *err);
 
 /* Load a public key from PEM text into a sign_key (keyid, hint filled). */
 enum mg_code sign_key_from_public_pem(const char *pem, size_t len, struct sign_key *out,

@@ -9,12 +9,12 @@
 
 #include "../common/util.h"
 
-#define SMOKE_COLS                                                                              \
-    "t.id, m.name, v.version, t.profile, t.state, t.trigger, t.gpu_mode, t.gpu, t.created_at, " \
-    "t.started_at, t.finished_at, t.duration_ms, t.exit_code, t.latency, t.checks, t.log_tail, " \
+#define SMOKE_COLS                                                                                 \
+    "t.id, m.name, v.version, t.profile, t.state, t.trigger, t.gpu_mode, t.gpu, t.created_at, "    \
+    "t.started_at, t.finished_at, t.duration_ms, t.exit_code, t.latency, t.checks, t.log_tail, "   \
     "t.reason, t.peak_gpu_memory_mib, t.created_ms"
-#define SMOKE_FROM                                                                              \
-    " FROM smoke_tests t JOIN versions v ON v.id = t.version_id JOIN models m ON m.id = "       \
+#define SMOKE_FROM                                                                                 \
+    " FROM smoke_tests t JOIN versions v ON v.id = t.version_id JOIN models m ON m.id = "          \
     "v.model_id "
 
 static json_t *col_int_or_null(sqlite3_stmt *s, int i)
@@ -29,15 +29,14 @@ static json_t *smoke_row(sqlite3_stmt *s)
                      " s:o, s:o, s:o, s:o}",
                      "id", store_col_json_string(s, 0), "model", store_col_json_string(s, 1),
                      "version", (json_int_t)sqlite3_column_int64(s, 2), "profile",
-                     store_col_json_string(s, 3), "state", store_col_json_string(s, 4),
-                     "trigger", store_col_json_string(s, 5), "gpu_mode",
-                     store_col_json_string(s, 6), "gpu", store_col_json(s, 7), "created_at",
-                     store_col_json_string(s, 8), "started_at", store_col_json_string(s, 9),
-                     "finished_at", store_col_json_string(s, 10), "duration_ms",
-                     col_int_or_null(s, 11), "exit_code", col_int_or_null(s, 12), "latency_ms",
-                     store_col_json(s, 13), "checks", store_col_json(s, 14), "log_tail",
-                     store_col_json_string(s, 15), "reason", store_col_json_string(s, 16),
-                     "peak_gpu_memory_mib", col_int_or_null(s, 17));
+                     store_col_json_string(s, 3), "state", store_col_json_string(s, 4), "trigger",
+                     store_col_json_string(s, 5), "gpu_mode", store_col_json_string(s, 6), "gpu",
+                     store_col_json(s, 7), "created_at", store_col_json_string(s, 8), "started_at",
+                     store_col_json_string(s, 9), "finished_at", store_col_json_string(s, 10),
+                     "duration_ms", col_int_or_null(s, 11), "exit_code", col_int_or_null(s, 12),
+                     "latency_ms", store_col_json(s, 13), "checks", store_col_json(s, 14),
+                     "log_tail", store_col_json_string(s, 15), "reason",
+                     store_col_json_string(s, 16), "peak_gpu_memory_mib", col_int_or_null(s, 17));
 }
 
 static enum mg_code smoke_read(struct store_conn *c, const char *id, json_t **out,
@@ -134,16 +133,15 @@ out:
     return rc;
 }
 
-enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found,
-                               struct mg_error *err)
+enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found, struct mg_error *err)
 {
     static const char sql_next[] =
         "SELECT t.id, m.name, v.version, t.profile, t.gpu_mode, v.artifact, b.media_type, "
         "b.files, v.smoke, v.resources FROM smoke_tests t JOIN versions v ON v.id = t.version_id "
         "JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "
         "WHERE t.state = 'queued' ORDER BY t.created_ms LIMIT 1";
-    static const char sql_run[] =
-        "UPDATE smoke_tests SET state = 'running', started_at = ? WHERE id = ? AND state = 'queued'";
+    static const char sql_run[] = "UPDATE smoke_tests SET state = 'running', started_at = ? WHERE "
+                                  "id = ? AND state = 'queued'";
     struct store_conn *c = store_write_begin(st, err);
     sqlite3_stmt *s;
     json_t *j = NULL;
@@ -159,8 +157,8 @@ enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found,
     }
     if (sqlite3_step(s) == SQLITE_ROW)
         j = json_pack("{s:o, s:o, s:I, s:o, s:o, s:{s:o, s:o, s:o}, s:o, s:o}", "id",
-                      store_col_json_string(s, 0), "model", store_col_json_string(s, 1),
-                      "version", (json_int_t)sqlite3_column_int64(s, 2), "profile",
+                      store_col_json_string(s, 0), "model", store_col_json_string(s, 1), "version",
+                      (json_int_t)sqlite3_column_int64(s, 2), "profile",
                       store_col_json_string(s, 3), "gpu_mode", store_col_json_string(s, 4),
                       "artifact", "digest", store_col_json_string(s, 5), "media_type",
                       store_col_json_string(s, 6), "files", col_int_or_null(s, 7), "smoke",
@@ -191,7 +189,8 @@ enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *
 {
     static const char sql[] =
         "UPDATE smoke_tests SET state = ?, gpu = ?, exit_code = ?, latency = ?, checks = ?, "
-        "log_tail = coalesce(?, ''), reason = ?, duration_ms = ?, peak_gpu_memory_mib = ?, finished_at = ? "
+        "log_tail = coalesce(?, ''), reason = ?, duration_ms = ?, peak_gpu_memory_mib = ?, "
+        "finished_at = ? "
         "WHERE id = ?";
     struct store_conn *c = store_write_begin(st, err);
     sqlite3_stmt *s;
@@ -233,8 +232,8 @@ out:
     return store_write_end(st, c, rc, err);
 }
 
-enum mg_code store_smoke_list(struct store *st, const char *model, int64_t version,
-                              json_t **out, struct mg_error *err)
+enum mg_code store_smoke_list(struct store *st, const char *model, int64_t version, json_t **out,
+                              struct mg_error *err)
 {
     static const char sql[] = "SELECT " SMOKE_COLS SMOKE_FROM
                               "WHERE t.version_id = ? ORDER BY t.created_ms DESC LIMIT 100";
@@ -266,9 +265,9 @@ enum mg_code store_smoke_latest(struct store *st, const char *model, int64_t ver
 {
     /* Fresh enough: not finished before `since` (a test already queued or
      * running when a promotion began counts; dedup may have handed it out). */
-    static const char sql[] = "SELECT " SMOKE_COLS SMOKE_FROM
-                              "WHERE t.version_id = ? AND (t.finished_at IS NULL OR "
-                              "t.finished_at >= ?) ORDER BY t.created_ms DESC LIMIT 1";
+    static const char sql[] =
+        "SELECT " SMOKE_COLS SMOKE_FROM "WHERE t.version_id = ? AND (t.finished_at IS NULL OR "
+        "t.finished_at >= ?) ORDER BY t.created_ms DESC LIMIT 1";
     struct store_conn *c = store_read_begin(st);
     sqlite3_stmt *s;
     int64_t vid;
@@ -341,9 +340,9 @@ enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_err
         rc = err->code;
     } else {
         while (sqlite3_step(s) == SQLITE_ROW)
-            json_array_append_new(items, json_pack("{s:o, s:I}", "model",
-                                                   store_col_json_string(s, 0), "version",
-                                                   (json_int_t)sqlite3_column_int64(s, 1)));
+            json_array_append_new(items,
+                                  json_pack("{s:o, s:I}", "model", store_col_json_string(s, 0),
+                                            "version", (json_int_t)sqlite3_column_int64(s, 1)));
         sqlite3_reset(s);
         *out = json_incref(items);
     }

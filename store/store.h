@@ -32,9 +32,9 @@
 struct store;
 
 struct store_options {
-    const char *data_dir;     /* created (0700) if missing */
-    bool sync_normal;         /* synchronous=NORMAL instead of FULL */
-    unsigned read_conns;      /* read connection pool size (>= 1) */
+    const char *data_dir; /* created (0700) if missing */
+    bool sync_normal;     /* synchronous=NORMAL instead of FULL */
+    unsigned read_conns;  /* read connection pool size (>= 1) */
     struct store_archive_limits archive;
     const struct sign_keyring *keys; /* signs new versions; BORROWED, outlives the store */
 };
@@ -42,8 +42,7 @@ struct store_options {
 /* Open (creating and migrating if needed). A database written by a newer
  * modelgate is refused with MG_EINVAL. Temp files of interrupted uploads are
  * removed. */
-enum mg_code store_open(const struct store_options *opt, struct store **out,
-                        struct mg_error *err);
+enum mg_code store_open(const struct store_options *opt, struct store **out, struct mg_error *err);
 
 /* Close all connections and free; sets *st to NULL. No call may be in flight. */
 void store_close(struct store **st);
@@ -105,7 +104,7 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
 
 /* ---- UI sessions -------------------------------------------------------- */
 
-#define STORE_SESSION_ID_LEN 43   /* base64url of 32 random bytes */
+#define STORE_SESSION_ID_LEN 43 /* base64url of 32 random bytes */
 #define STORE_CSRF_LEN 43
 
 /* Open a session for the token `secret` (which must authenticate). Writes the
@@ -122,8 +121,7 @@ enum mg_code store_session_check(struct store *st, const char *id, size_t n, int
                                  char csrf_out[STORE_CSRF_LEN + 1]);
 
 /* End a session (sign out). */
-enum mg_code store_session_close(struct store *st, const char *id, size_t n,
-                                 struct mg_error *err);
+enum mg_code store_session_close(struct store *st, const char *id, size_t n, struct mg_error *err);
 
 /* ---- blobs ------------------------------------------------------------ */
 
@@ -199,11 +197,11 @@ enum mg_code store_model_patch(struct store *st, const char *actor, const char *
 enum mg_code store_version_create(struct store *st, const char *actor, const char *model,
                                   const json_t *req, json_t **out, struct mg_error *err);
 
-enum mg_code store_version_get(struct store *st, const char *model, int64_t version,
-                               json_t **out, struct mg_error *err);
+enum mg_code store_version_get(struct store *st, const char *model, int64_t version, json_t **out,
+                               struct mg_error *err);
 
 struct store_version_filter {
-    const char *tag_key;   /* with tag_value: ?tag=k:v */
+    const char *tag_key; /* with tag_value: ?tag=k:v */
     const char *tag_value;
     const char *dataset;   /* ?dataset=<digest>, direct use */
     const char *metric;    /* ?metric=name<op>value */
@@ -213,9 +211,8 @@ struct store_version_filter {
 
 /* Newest first. *out = {"items":[Version],"next_page_token"}. */
 enum mg_code store_version_list(struct store *st, const char *model,
-                                const struct store_version_filter *f,
-                                const struct store_page *page, json_t **out,
-                                struct mg_error *err);
+                                const struct store_version_filter *f, const struct store_page *page,
+                                json_t **out, struct mg_error *err);
 
 /* patch: {"description"?,"tags"?} validated. */
 enum mg_code store_version_patch(struct store *st, const char *actor, const char *model,
@@ -229,8 +226,8 @@ enum mg_code store_version_add_metrics(struct store *st, const char *actor, cons
                                        struct mg_error *err);
 
 /* *out = {"items":[{"path","size","digest"}]} of the version's artifact. */
-enum mg_code store_version_files(struct store *st, const char *model, int64_t version,
-                                 json_t **out, struct mg_error *err);
+enum mg_code store_version_files(struct store *st, const char *model, int64_t version, json_t **out,
+                                 struct mg_error *err);
 
 /* The version's model-signing bundle, exactly as stored (malloc'd text). */
 enum mg_code store_version_signature(struct store *st, const char *model, int64_t version,
@@ -259,8 +256,8 @@ enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t
  * "artifact","image"}],"protected","promotion","last_known_good"?,"updated_at",
  * "deliveries"}. last_known_good is left for the caller (a decision, gates/).
  * MG_ENOTFOUND when the alias does not exist or was deleted. */
-enum mg_code store_alias_get(struct store *st, const char *model, const char *alias,
-                             json_t **out, struct mg_error *err);
+enum mg_code store_alias_get(struct store *st, const char *model, const char *alias, json_t **out,
+                             struct mg_error *err);
 
 /* {"items":[Alias]} of a model's live aliases. */
 enum mg_code store_alias_list(struct store *st, const char *model, json_t **out,
@@ -269,8 +266,7 @@ enum mg_code store_alias_list(struct store *st, const char *model, json_t **out,
 /* {"items":[{"generation","routes","at","by","reason","promotion","kind"}],
  *  "next_page_token"}, newest first. */
 enum mg_code store_alias_history(struct store *st, const char *model, const char *alias,
-                                 const struct store_page *page, json_t **out,
-                                 struct mg_error *err);
+                                 const struct store_page *page, json_t **out, struct mg_error *err);
 
 /*
  * What decisions about an alias need, read in one snapshot:
@@ -279,8 +275,8 @@ enum mg_code store_alias_history(struct store *st, const char *model, const char
  *  "bad":[{"version","generation"}]}. The model must exist (MG_ENOTFOUND); a missing alias
  * gives exists:false, generation 0.
  */
-enum mg_code store_alias_facts(struct store *st, const char *model, const char *alias,
-                               json_t **out, struct mg_error *err);
+enum mg_code store_alias_facts(struct store *st, const char *model, const char *alias, json_t **out,
+                               struct mg_error *err);
 
 /* One change to an alias, decided by the caller on the state it read. */
 struct store_alias_change {
@@ -302,8 +298,8 @@ struct store_promotion_change {
     const char *state;
     int step_index;
     int weight;
-    int64_t next_step_at; /* ms since epoch, 0 for none */
-    const json_t *gates;  /* new gate list, or NULL to keep */
+    int64_t next_step_at;                  /* ms since epoch, 0 for none */
+    const json_t *gates;                   /* new gate list, or NULL to keep */
     const char *event_type, *event_detail; /* appended when event_type != NULL */
     const char *approval_by, *approval_decision, *approval_comment; /* when approval_by */
 };
@@ -325,8 +321,8 @@ enum mg_code store_release_commit(struct store *st, const char *actor,
 enum mg_code store_policy_put(struct store *st, const char *actor, const char *model,
                               const char *alias, const json_t *policy, json_t **out,
                               struct mg_error *err);
-enum mg_code store_policy_get(struct store *st, const char *model, const char *alias,
-                              json_t **out, struct mg_error *err);
+enum mg_code store_policy_get(struct store *st, const char *model, const char *alias, json_t **out,
+                              struct mg_error *err);
 enum mg_code store_policy_delete(struct store *st, const char *actor, const char *model,
                                  const char *alias, struct mg_error *err);
 
@@ -349,8 +345,8 @@ enum mg_code store_promotion_get(struct store *st, const char *id, json_t **out,
 
 /* Newest first; filters may be NULL. */
 enum mg_code store_promotion_list(struct store *st, const char *state, const char *model,
-                                  const char *alias, const struct store_page *page,
-                                  json_t **out, struct mg_error *err);
+                                  const char *alias, const struct store_page *page, json_t **out,
+                                  struct mg_error *err);
 
 /* Ids of promotions that need the clock: rolling out with a step due at or
  * before now_ms, and all evaluating ones (they wait on the runner).
@@ -401,8 +397,8 @@ enum mg_code store_gateway_disable(struct store *st, const char *name, const cha
 struct store_delivery {
     char gateway[64];
     char kind[16];
-    json_t *config;  /* NEW reference */
-    char *secret;    /* malloc'd, or NULL */
+    json_t *config; /* NEW reference */
+    char *secret;   /* malloc'd, or NULL */
     char model[64];
     char alias[33];
     int64_t generation;
@@ -452,8 +448,7 @@ enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t ve
 
 /* Take the oldest queued test (it becomes running). *job = {"id","model","version",
  * "profile","gpu_mode","artifact":{"digest","media_type","files"},"smoke","resources"}. */
-enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found,
-                               struct mg_error *err);
+enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found, struct mg_error *err);
 
 /* Record the outcome: result = {"state","gpu","exit_code","latency_ms","checks","log_tail",
  * "reason","duration_ms","peak_gpu_memory_mib"} (missing members stay NULL). */
@@ -461,8 +456,8 @@ enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *
                                 struct mg_error *err);
 
 /* {"items":[SmokeTest]} of a version, newest first (at most 100). */
-enum mg_code store_smoke_list(struct store *st, const char *model, int64_t version,
-                              json_t **out, struct mg_error *err);
+enum mg_code store_smoke_list(struct store *st, const char *model, int64_t version, json_t **out,
+                              struct mg_error *err);
 
 /* The newest test of a version not finished before since_ms (queued, running,
  * or finished since); MG_ENOTFOUND if none. */
@@ -494,8 +489,7 @@ enum mg_code store_backup(const char *data_dir, const char *out_path, json_t **s
 /* Restore a backup into data_dir (new or empty), then check every blob
  * against its digest and the audit chain. *summary = {"data_dir","blobs","audit"}. */
 enum mg_code store_restore(const char *archive_path, const char *data_dir,
-                           const struct sign_keyring *keys, json_t **summary,
-                           struct mg_error *err);
+                           const struct sign_keyring *keys, json_t **summary, struct mg_error *err);
 
 /* ---- audit ------------------------------------------------------------ */
 

@@ -47,8 +47,7 @@ json_t *store_roles_to_json(unsigned roles)
 
 static bool new_secret(char out[STORE_TOKEN_SECRET_LEN + 1], uint8_t hash[32])
 {
-    static const char b64url[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     uint8_t raw[33];
     size_t i;
 
@@ -170,11 +169,11 @@ enum mg_code store_token_list(struct store *st, json_t **out, struct mg_error *e
     }
     while ((r = sqlite3_step(s)) == SQLITE_ROW) {
         json_array_append_new(
-            items, json_pack("{s:o, s:o, s:o, s:o, s:o}", "id", store_col_json_string(s, 0),
-                             "name", store_col_json_string(s, 1), "roles",
-                             store_roles_to_json((unsigned)sqlite3_column_int(s, 2)),
-                             "created_at", store_col_json_string(s, 3), "created_by",
-                             store_col_json_string(s, 4)));
+            items,
+            json_pack("{s:o, s:o, s:o, s:o, s:o}", "id", store_col_json_string(s, 0), "name",
+                      store_col_json_string(s, 1), "roles",
+                      store_roles_to_json((unsigned)sqlite3_column_int(s, 2)), "created_at",
+                      store_col_json_string(s, 3), "created_by", store_col_json_string(s, 4)));
     }
     if (r != SQLITE_DONE)
         rc = store_db_error(c, r, err);

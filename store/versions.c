@@ -12,11 +12,11 @@
 #include "../common/util.h"
 
 /* Columns of the main version row, joined with its model and blob. */
-#define VERSION_SELECT                                                                         \
-    "SELECT v.id, m.name, v.version, v.artifact, b.size, b.media_type, b.files, v.image, "     \
-    "v.run_id, v.source, v.params, v.tags, v.smoke, v.resources, v.description, "              \
-    "v.created_at, v.created_by, sg.keyid "                                                    \
-    "FROM versions v JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact " \
+#define VERSION_SELECT                                                                             \
+    "SELECT v.id, m.name, v.version, v.artifact, b.size, b.media_type, b.files, v.image, "         \
+    "v.run_id, v.source, v.params, v.tags, v.smoke, v.resources, v.description, "                  \
+    "v.created_at, v.created_by, sg.keyid "                                                        \
+    "FROM versions v JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "    \
     "LEFT JOIN version_signatures sg ON sg.version_id = v.id "
 
 static void set_json_or_skip(json_t *obj, const char *key, json_t *v)
@@ -73,8 +73,8 @@ static enum mg_code load_metrics(struct store_conn *c, int64_t vid, json_t *ver,
         const char *name = (const char *)sqlite3_column_text(s, 0);
         double value = sqlite3_column_double(s, 1);
         json_object_set_new(metrics, name, json_real(value));
-        json_array_append_new(hist, json_pack("{s:s, s:f, s:o, s:o}", "name", name, "value",
-                                              value, "by", store_col_json_string(s, 2), "at",
+        json_array_append_new(hist, json_pack("{s:s, s:f, s:o, s:o}", "name", name, "value", value,
+                                              "by", store_col_json_string(s, 2), "at",
                                               store_col_json_string(s, 3)));
     }
     sqlite3_reset(s);
@@ -114,14 +114,13 @@ static json_t *version_row(sqlite3_stmt *s)
                         ? json_null()
                         : json_integer(sqlite3_column_int64(s, 6));
     json_t *v = json_pack(
-        "{s:o, s:I, s:{s:o, s:I, s:o, s:o}, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:n, s:[]}",
-        "model", store_col_json_string(s, 1), "version", (json_int_t)sqlite3_column_int64(s, 2),
-        "artifact", "digest", store_col_json_string(s, 3), "size",
-        (json_int_t)sqlite3_column_int64(s, 4), "media_type", store_col_json_string(s, 5),
-        "files", files, "params", store_col_json(s, 10), "tags", store_col_json(s, 11),
-        "description", store_col_json_string(s, 14), "created_at", store_col_json_string(s, 15),
-        "created_by", store_col_json_string(s, 16), "image", store_col_json_string(s, 7),
-        "status", "ready", "signature", "bad_for");
+        "{s:o, s:I, s:{s:o, s:I, s:o, s:o}, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:n, s:[]}", "model",
+        store_col_json_string(s, 1), "version", (json_int_t)sqlite3_column_int64(s, 2), "artifact",
+        "digest", store_col_json_string(s, 3), "size", (json_int_t)sqlite3_column_int64(s, 4),
+        "media_type", store_col_json_string(s, 5), "files", files, "params", store_col_json(s, 10),
+        "tags", store_col_json(s, 11), "description", store_col_json_string(s, 14), "created_at",
+        store_col_json_string(s, 15), "created_by", store_col_json_string(s, 16), "image",
+        store_col_json_string(s, 7), "status", "ready", "signature", "bad_for");
 
     if (v == NULL)
         return NULL;
@@ -133,8 +132,9 @@ static json_t *version_row(sqlite3_stmt *s)
         char url[256];
         snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature",
                  (const char *)sqlite3_column_text(s, 1), (long long)sqlite3_column_int64(s, 2));
-        json_object_set_new(v, "signature", json_pack("{s:o, s:s}", "keyid",
-                                                      store_col_json_string(s, 17), "url", url));
+        json_object_set_new(
+            v, "signature",
+            json_pack("{s:o, s:s}", "keyid", store_col_json_string(s, 17), "url", url));
     }
     return v;
 }
@@ -297,8 +297,8 @@ static json_t *sign_meta(const char *model, int64_t n, const char *artifact, con
                          const char *at, const char *actor)
 {
     static const char *const copy[] = {"image", "datasets", "metrics", "run_id", "source"};
-    json_t *m = json_pack("{s:s, s:I, s:s}", "model", model, "version", (json_int_t)n,
-                          "artifact", artifact);
+    json_t *m = json_pack("{s:s, s:I, s:s}", "model", model, "version", (json_int_t)n, "artifact",
+                          artifact);
     size_t i;
 
     if (m == NULL)
@@ -499,8 +499,8 @@ done:
     return rc;
 }
 
-enum mg_code store_version_get(struct store *st, const char *model, int64_t version,
-                               json_t **out, struct mg_error *err)
+enum mg_code store_version_get(struct store *st, const char *model, int64_t version, json_t **out,
+                               struct mg_error *err)
 {
     struct store_conn *c = store_read_begin(st);
     int64_t vid;
@@ -513,9 +513,8 @@ enum mg_code store_version_get(struct store *st, const char *model, int64_t vers
 }
 
 enum mg_code store_version_list(struct store *st, const char *model,
-                                const struct store_version_filter *f,
-                                const struct store_page *page, json_t **out,
-                                struct mg_error *err)
+                                const struct store_version_filter *f, const struct store_page *page,
+                                json_t **out, struct mg_error *err)
 {
     static const char sql[] =
         "SELECT v.id, v.version FROM versions v WHERE v.model_id = ?1 AND v.version < ?2 "
@@ -656,8 +655,8 @@ out:
     return rc;
 }
 
-enum mg_code store_version_files(struct store *st, const char *model, int64_t version,
-                                 json_t **out, struct mg_error *err)
+enum mg_code store_version_files(struct store *st, const char *model, int64_t version, json_t **out,
+                                 struct mg_error *err)
 {
     static const char sql[] = "SELECT f.path, f.size, f.sha256 FROM versions v "
                               "JOIN blob_files f ON f.digest = v.artifact "
@@ -679,10 +678,9 @@ enum mg_code store_version_files(struct store *st, const char *model, int64_t ve
     while ((r = sqlite3_step(s)) == SQLITE_ROW) {
         char digest[72];
         snprintf(digest, sizeof(digest), "sha256:%s", (const char *)sqlite3_column_text(s, 2));
-        json_array_append_new(items, json_pack("{s:o, s:I, s:s}", "path",
-                                               store_col_json_string(s, 0), "size",
-                                               (json_int_t)sqlite3_column_int64(s, 1),
-                                               "digest", digest));
+        json_array_append_new(
+            items, json_pack("{s:o, s:I, s:s}", "path", store_col_json_string(s, 0), "size",
+                             (json_int_t)sqlite3_column_int64(s, 1), "digest", digest));
     }
     if (r != SQLITE_DONE)
         rc = store_db_error(c, r, err);

@@ -93,8 +93,8 @@ static void resume_alias(struct srv_req *r)
 }
 
 /* Reply with the alias now, or once its gateways caught up (?wait). */
-static void reply_alias(struct srv_req *r, enum mg_code rc, json_t *out,
-                        const struct mg_error *err, int64_t wait)
+static void reply_alias(struct srv_req *r, enum mg_code rc, json_t *out, const struct mg_error *err,
+                        int64_t wait)
 {
     if (rc == MG_OK && wait > 0) {
         srv_defer(r, srv_param(r, "model"), srv_param(r, "alias"),
@@ -119,8 +119,8 @@ static void get(struct srv_req *r)
 {
     json_t *out = NULL;
     struct mg_error err;
-    enum mg_code rc = rel_alias_get(r->srv, srv_param(r, "model"), srv_param(r, "alias"), &out,
-                                    &err);
+    enum mg_code rc =
+        rel_alias_get(r->srv, srv_param(r, "model"), srv_param(r, "alias"), &out, &err);
 
     api_reply_result(r, rc, 200, out, &err);
 }
@@ -140,12 +140,12 @@ static void put(struct srv_req *r)
     reply_alias(r, rc, out, &err, wait);
 }
 
-static void delete(struct srv_req *r)
+static void delete (struct srv_req *r)
 {
     struct mg_error err;
 
-    if (rel_alias_delete(r->srv, r->who.name, srv_param(r, "model"), srv_param(r, "alias"),
-                         &err) != MG_OK)
+    if (rel_alias_delete(r->srv, r->who.name, srv_param(r, "model"), srv_param(r, "alias"), &err) !=
+        MG_OK)
         srv_reply_error(r, &err);
     else
         srv_reply_empty(r, 204);
@@ -200,9 +200,7 @@ const struct srv_route srv_routes_aliases[] = {
     {"PUT", A "/{alias}", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, put, NULL, NULL, NULL},
     {"DELETE", A "/{alias}", STORE_ROLE_DEPLOYER, SRV_BODY_NONE, delete, NULL, NULL, NULL},
     {"GET", A "/{alias}/history", STORE_ROLE_READER, SRV_BODY_NONE, history, NULL, NULL, NULL},
-    {"GET", A "/{alias}/last-known-good", STORE_ROLE_READER, SRV_BODY_NONE, lkg, NULL, NULL,
-     NULL},
-    {"POST", A "/{alias}/rollback", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, rollback, NULL, NULL,
-     NULL},
+    {"GET", A "/{alias}/last-known-good", STORE_ROLE_READER, SRV_BODY_NONE, lkg, NULL, NULL, NULL},
+    {"POST", A "/{alias}/rollback", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, rollback, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -79,8 +79,7 @@ bool api_tags(struct srv_req *r, const json_t *v, const char *field)
     json_t *val;
 
     if (!json_is_object(v) || json_object_size(v) > 64) {
-        srv_fail(r, MG_EINVAL, field, "'%s' must be an object of at most 64 string values",
-                 field);
+        srv_fail(r, MG_EINVAL, field, "'%s' must be an object of at most 64 string values", field);
         return false;
     }
     json_object_foreach((json_t *)v, k, val)
@@ -93,7 +92,8 @@ bool api_tags(struct srv_req *r, const json_t *v, const char *field)
         }
         if (!json_is_string(val) || json_string_length(val) > 1024 ||
             strlen(json_string_value(val)) != json_string_length(val)) {
-            srv_fail(r, MG_EINVAL, field, "tag '%.64s' must have a string value of at most 1024 bytes", k);
+            srv_fail(r, MG_EINVAL, field,
+                     "tag '%.64s' must have a string value of at most 1024 bytes", k);
             return false;
         }
     }
@@ -109,7 +109,8 @@ bool api_metric_name_ok(const char *s, size_t n)
     for (i = 0; i < n; i++) {
         char c = s[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              strchr("_.:/-", c) != NULL) || c == '\0')
+              strchr("_.:/-", c) != NULL) ||
+            c == '\0')
             return false;
     }
     return true;

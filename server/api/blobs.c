@@ -60,8 +60,8 @@ static void upload_finish(struct srv_req *r)
     bool created = false;
     struct mg_error err;
 
-    if (store_blob_upload_commit(&u->up, r->who.name, u->has_expected ? u->expected : NULL,
-                                 &blob, &created, &err) != MG_OK) {
+    if (store_blob_upload_commit(&u->up, r->who.name, u->has_expected ? u->expected : NULL, &blob,
+                                 &created, &err) != MG_OK) {
         srv_reply_error(r, &err);
         return;
     }
@@ -140,8 +140,7 @@ void api_serve_blob(struct srv_req *r, const char *digest)
             srv_reply_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
             return;
         }
-        srv_reply_fd(r, 206, json_string_value(json_object_get(meta, "media_type")), fd, off,
-                     len);
+        srv_reply_fd(r, 206, json_string_value(json_object_get(meta, "media_type")), fd, off, len);
         snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, off, off + len - 1,
                  size);
         srv_reply_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);

@@ -11,8 +11,7 @@
 
 static void create(struct srv_req *r)
 {
-    static const char *const allowed[] = {"digest", "name", "uri", "parents", "description",
-                                          NULL};
+    static const char *const allowed[] = {"digest", "name", "uri", "parents", "description", NULL};
     const char *digest, *s;
     json_t *parents, *p, *out = NULL;
     char field[32];
@@ -41,8 +40,7 @@ static void create(struct srv_req *r)
         size_t j;
         snprintf(field, sizeof(field), "parents[%zu]", i);
         if (!json_is_string(p) || !mg_valid_digest(json_string_value(p), json_string_length(p))) {
-            srv_fail(r, MG_EINVAL, field, "%s must be sha256: followed by 64 lowercase hex",
-                     field);
+            srv_fail(r, MG_EINVAL, field, "%s must be sha256: followed by 64 lowercase hex", field);
             return;
         }
         for (j = 0; j < i; j++) {
@@ -78,7 +76,7 @@ static void versions(struct srv_req *r)
 const struct srv_route srv_routes_datasets[] = {
     {"POST", "/api/v1/datasets", STORE_ROLE_PUBLISHER, SRV_BODY_JSON, create, NULL, NULL, NULL},
     {"GET", "/api/v1/datasets/{digest}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
-    {"GET", "/api/v1/datasets/{digest}/versions", STORE_ROLE_READER, SRV_BODY_NONE, versions,
-     NULL, NULL, NULL},
+    {"GET", "/api/v1/datasets/{digest}/versions", STORE_ROLE_READER, SRV_BODY_NONE, versions, NULL,
+     NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -61,7 +61,7 @@ static void get(struct srv_req *r)
     api_reply_result(r, rc, 200, out, &err);
 }
 
-static void delete(struct srv_req *r)
+static void delete (struct srv_req *r)
 {
     struct mg_error err;
 

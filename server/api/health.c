@@ -20,8 +20,9 @@ static void readyz(struct srv_req *r)
 
 static void whoami(struct srv_req *r)
 {
-    srv_reply_json(r, 200, json_pack("{s:s, s:s, s:o}", "id", r->who.id, "name", r->who.name,
-                                     "roles", store_roles_to_json(r->who.roles)));
+    srv_reply_json(r, 200,
+                   json_pack("{s:s, s:s, s:o}", "id", r->who.id, "name", r->who.name, "roles",
+                             store_roles_to_json(r->who.roles)));
 }
 
 const struct srv_route srv_routes_health[] = {

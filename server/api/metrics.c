@@ -103,8 +103,7 @@ static void openapi(struct srv_req *r)
 
     for (i = 0; i < schema_files_count; i++) {
         if (strcmp(schema_files[i].name, "openapi.json") == 0) {
-            srv_reply_bytes(r, 200, "application/json", schema_files[i].data,
-                            schema_files[i].len);
+            srv_reply_bytes(r, 200, "application/json", schema_files[i].data, schema_files[i].len);
             return;
         }
     }

@@ -79,8 +79,7 @@ static void patch(struct srv_req *r)
     tags = json_object_get(r->body, "tags");
     if (tags && !api_tags(r, tags, "tags"))
         return;
-    rc = store_model_patch(r->srv->store, r->who.name, srv_param(r, "model"), r->body, &out,
-                           &err);
+    rc = store_model_patch(r->srv->store, r->who.name, srv_param(r, "model"), r->body, &out, &err);
     api_reply_result(r, rc, 200, out, &err);
 }
 

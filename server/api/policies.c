@@ -28,13 +28,13 @@ static void get(struct srv_req *r)
 {
     json_t *out = NULL;
     struct mg_error err;
-    enum mg_code rc = store_policy_get(r->srv->store, srv_param(r, "model"),
-                                       srv_param(r, "alias"), &out, &err);
+    enum mg_code rc =
+        store_policy_get(r->srv->store, srv_param(r, "model"), srv_param(r, "alias"), &out, &err);
 
     api_reply_result(r, rc, 200, out, &err);
 }
 
-static void delete(struct srv_req *r)
+static void delete (struct srv_req *r)
 {
     struct mg_error err;
 

@@ -144,8 +144,8 @@ static void decide(struct srv_req *r)
         srv_fail(r, MG_EINVAL, "comment", "a rejection needs a comment saying why");
         return;
     }
-    rc = rel_promotion_decide(r->srv, r->who.name, srv_param(r, "id"), approve, comment, &out,
-                              &err);
+    rc =
+        rel_promotion_decide(r->srv, r->who.name, srv_param(r, "id"), approve, comment, &out, &err);
     reply_promotion(r, rc, 200, out, &err, wait);
 }
 
@@ -185,10 +185,10 @@ const struct srv_route srv_routes_promotions[] = {
     {"POST", "/api/v1/promotions", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, create, NULL, NULL, NULL},
     {"GET", "/api/v1/promotions", STORE_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
     {"GET", "/api/v1/promotions/{id}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
-    {"POST", "/api/v1/promotions/{id}/approvals", STORE_ROLE_REVIEWER, SRV_BODY_JSON, decide,
-     NULL, NULL, NULL},
-    {"POST", "/api/v1/promotions/{id}/advance", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, advance,
-     NULL, NULL, NULL},
+    {"POST", "/api/v1/promotions/{id}/approvals", STORE_ROLE_REVIEWER, SRV_BODY_JSON, decide, NULL,
+     NULL, NULL},
+    {"POST", "/api/v1/promotions/{id}/advance", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, advance, NULL,
+     NULL, NULL},
     {"POST", "/api/v1/promotions/{id}/abort", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, abort_, NULL,
      NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},

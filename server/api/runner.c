@@ -16,8 +16,8 @@ static void list(struct srv_req *r)
 {
     json_t *out = NULL;
     struct mg_error err;
-    enum mg_code rc = store_smoke_list(r->srv->store, srv_param(r, "model"), srv_param_version(r),
-                                       &out, &err);
+    enum mg_code rc =
+        store_smoke_list(r->srv->store, srv_param(r, "model"), srv_param_version(r), &out, &err);
 
     api_reply_result(r, rc, 200, out, &err);
 }
@@ -48,7 +48,7 @@ const struct srv_route srv_routes_runner[] = {
     {"GET", "/api/v1/runner", STORE_ROLE_READER, SRV_BODY_NONE, info, NULL, NULL, NULL},
     {"GET", "/api/v1/models/{model}/versions/{n}/smoke-tests", STORE_ROLE_READER, SRV_BODY_NONE,
      list, NULL, NULL, NULL},
-    {"POST", "/api/v1/models/{model}/versions/{n}/smoke-tests", STORE_ROLE_DEPLOYER,
-     SRV_BODY_JSON, queue_test, NULL, NULL, NULL},
+    {"POST", "/api/v1/models/{model}/versions/{n}/smoke-tests", STORE_ROLE_DEPLOYER, SRV_BODY_JSON,
+     queue_test, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -74,7 +74,7 @@ static void list(struct srv_req *r)
         srv_reply_json(r, 200, out);
 }
 
-static void delete(struct srv_req *r)
+static void delete (struct srv_req *r)
 {
     struct mg_error err;
 

@@ -15,8 +15,8 @@ extern const struct mg_embedded web_files[];
 extern const unsigned web_files_count;
 
 /* What the pages may load: themselves, nothing else. */
-#define UI_CSP                                                                                 \
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "          \
+#define UI_CSP                                                                                     \
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "              \
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
 static const char *content_type(const char *name)
@@ -66,8 +66,7 @@ static void set_cookie(struct srv_req *r, const char *value, bool clear)
     char cookie[256];
 
     snprintf(cookie, sizeof(cookie), "%s=%s; Path=/; HttpOnly; SameSite=Strict%s%s",
-             SRV_SESSION_COOKIE, value, r->srv->tls ? "; Secure" : "",
-             clear ? "; Max-Age=0" : "");
+             SRV_SESSION_COOKIE, value, r->srv->tls ? "; Secure" : "", clear ? "; Max-Age=0" : "");
     srv_reply_header(r, MHD_HTTP_HEADER_SET_COOKIE, cookie);
 }
 
@@ -87,13 +86,13 @@ static void sign_in(struct srv_req *r)
     if (!api_object(r, r->body, allowed) ||
         !api_string(r, r->body, "token", "token", true, 256, &token))
         return;
-    if (store_session_open(r->srv->store, token, strlen(token), id, csrf, &who, &err) !=
-        MG_OK) {
+    if (store_session_open(r->srv->store, token, strlen(token), id, csrf, &who, &err) != MG_OK) {
         srv_reply_error(r, &err);
         return;
     }
-    srv_reply_json(r, 200, json_pack("{s:s, s:o, s:s}", "name", who.name, "roles",
-                                     store_roles_to_json(who.roles), "csrf", csrf));
+    srv_reply_json(r, 200,
+                   json_pack("{s:s, s:o, s:s}", "name", who.name, "roles",
+                             store_roles_to_json(who.roles), "csrf", csrf));
     set_cookie(r, id, false);
 }
 
@@ -103,8 +102,9 @@ static void session_info(struct srv_req *r)
         srv_fail(r, MG_EUNAUTH, NULL, "no UI session; sign in first");
         return;
     }
-    srv_reply_json(r, 200, json_pack("{s:s, s:o, s:s}", "name", r->who.name, "roles",
-                                     store_roles_to_json(r->who.roles), "csrf", r->csrf));
+    srv_reply_json(r, 200,
+                   json_pack("{s:s, s:o, s:s}", "name", r->who.name, "roles",
+                             store_roles_to_json(r->who.roles), "csrf", r->csrf));
 }
 
 static void sign_out(struct srv_req *r)

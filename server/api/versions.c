@@ -34,8 +34,7 @@ static bool check_source(struct srv_req *r, const json_t *v)
         srv_fail(r, MG_EINVAL, "source", "'source' must be an object {\"repo\",\"commit\"}");
         return false;
     }
-    return api_object(r, v, allowed) &&
-           api_string(r, v, "repo", "source.repo", false, 2048, &s) &&
+    return api_object(r, v, allowed) && api_string(r, v, "repo", "source.repo", false, 2048, &s) &&
            api_string(r, v, "commit", "source.commit", false, 128, &s);
 }
 
@@ -64,8 +63,7 @@ static bool check_datasets(struct srv_req *r, const json_t *v)
         if (!api_string(r, d, "digest", field, true, 71, &s))
             return false;
         if (!mg_valid_digest(s, strlen(s))) {
-            srv_fail(r, MG_EINVAL, field, "%s must be sha256: followed by 64 lowercase hex",
-                     field);
+            srv_fail(r, MG_EINVAL, field, "%s must be sha256: followed by 64 lowercase hex", field);
             return false;
         }
         snprintf(field, sizeof(field), "datasets[%zu].name", i);
@@ -144,8 +142,8 @@ static bool check_resources(struct srv_req *r, const json_t *v)
 /* Validate a VersionCreate body. */
 static bool check_create(struct srv_req *r, const json_t *b)
 {
-    static const char *const allowed[] = {"artifact", "image",   "run_id", "source",
-                                          "datasets", "metrics", "params", "tags",
+    static const char *const allowed[] = {"artifact", "image",     "run_id",      "source",
+                                          "datasets", "metrics",   "params",      "tags",
                                           "smoke",    "resources", "description", NULL};
     const char *s;
     json_t *v;
@@ -242,8 +240,7 @@ static bool parse_metric_filter(struct srv_req *r, const char *q, struct store_v
         }
     }
 bad:
-    srv_fail(r, MG_EINVAL, "metric",
-             "metric filters look like auc>=0.9 (operators >= > <= < =)");
+    srv_fail(r, MG_EINVAL, "metric", "metric filters look like auc>=0.9 (operators >= > <= < =)");
     return false;
 }
 
@@ -275,7 +272,8 @@ static void list(struct srv_req *r)
     }
     if (ds) {
         if (!mg_valid_digest(ds, strlen(ds))) {
-            srv_fail(r, MG_EINVAL, "dataset", "dataset must be sha256: followed by 64 lowercase hex");
+            srv_fail(r, MG_EINVAL, "dataset",
+                     "dataset must be sha256: followed by 64 lowercase hex");
             return;
         }
         f.dataset = ds;
@@ -284,8 +282,7 @@ static void list(struct srv_req *r)
         return;
     rc = store_version_list(r->srv->store, srv_param(r, "model"), &f, &page, &out, &err);
     if (rc == MG_OK) {
-        json_array_foreach(json_object_get(out, "items"), i, v)
-            decorate(v);
+        json_array_foreach(json_object_get(out, "items"), i, v) decorate(v);
     }
     api_reply_result(r, rc, 200, out, &err);
 }
@@ -294,8 +291,8 @@ static void get(struct srv_req *r)
 {
     json_t *out = NULL;
     struct mg_error err;
-    enum mg_code rc = store_version_get(r->srv->store, srv_param(r, "model"),
-                                        srv_param_version(r), &out, &err);
+    enum mg_code rc =
+        store_version_get(r->srv->store, srv_param(r, "model"), srv_param_version(r), &out, &err);
 
     reply_version(r, rc, 200, out, &err);
 }
@@ -352,8 +349,8 @@ static void artifact(struct srv_req *r)
     json_t *v = NULL;
     struct mg_error err;
 
-    if (store_version_get(r->srv->store, srv_param(r, "model"), srv_param_version(r), &v,
-                          &err) != MG_OK) {
+    if (store_version_get(r->srv->store, srv_param(r, "model"), srv_param_version(r), &v, &err) !=
+        MG_OK) {
         srv_reply_error(r, &err);
         return;
     }
@@ -365,8 +362,8 @@ static void files(struct srv_req *r)
 {
     json_t *out = NULL;
     struct mg_error err;
-    enum mg_code rc = store_version_files(r->srv->store, srv_param(r, "model"),
-                                          srv_param_version(r), &out, &err);
+    enum mg_code rc =
+        store_version_files(r->srv->store, srv_param(r, "model"), srv_param_version(r), &out, &err);
 
     api_reply_result(r, rc, 200, out, &err);
 }
@@ -377,8 +374,8 @@ static void signature(struct srv_req *r)
     size_t len = 0;
     struct mg_error err;
 
-    if (store_version_signature(r->srv->store, srv_param(r, "model"), srv_param_version(r),
-                                &bundle, &len, &err) != MG_OK) {
+    if (store_version_signature(r->srv->store, srv_param(r, "model"), srv_param_version(r), &bundle,
+                                &len, &err) != MG_OK) {
         srv_reply_error(r, &err);
         return;
     }
@@ -407,8 +404,7 @@ const struct srv_route srv_routes_versions[] = {
     {"GET", V, STORE_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
     {"GET", V "/{n}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
     {"PATCH", V "/{n}", STORE_ROLE_PUBLISHER, SRV_BODY_JSON, patch, NULL, NULL, NULL},
-    {"POST", V "/{n}/metrics", STORE_ROLE_PUBLISHER, SRV_BODY_JSON, add_metrics, NULL, NULL,
-     NULL},
+    {"POST", V "/{n}/metrics", STORE_ROLE_PUBLISHER, SRV_BODY_JSON, add_metrics, NULL, NULL, NULL},
     {"GET", V "/{n}/artifact", STORE_ROLE_READER, SRV_BODY_NONE, artifact, NULL, NULL, NULL},
     {"GET", V "/{n}/files", STORE_ROLE_READER, SRV_BODY_NONE, files, NULL, NULL, NULL},
     {"GET", V "/{n}/gates", STORE_ROLE_READER, SRV_BODY_NONE, gates, NULL, NULL, NULL},

@@ -246,7 +246,8 @@ void push_haproxy_deliver(const struct push_env *env, const struct store_deliver
         }
         if (!blank(reply)) {
             trim_copy(err, sizeof(err), reply);
-            snprintf(res->error, sizeof(res->error), "set weight %.100s/%.100s: %.200s", be, name, err);
+            snprintf(res->error, sizeof(res->error), "set weight %.100s/%.100s: %.200s", be, name,
+                     err);
             free(reply);
             return;
         }
@@ -283,7 +284,8 @@ void push_haproxy_deliver(const struct push_env *env, const struct store_deliver
             if (!command(addr, cmd, &rep, err, sizeof(err)) || !blank(rep)) {
                 if (rep)
                     trim_copy(err, sizeof(err), rep);
-                snprintf(res->error, sizeof(res->error), "set weight %.100s/%.100s 0: %.200s", be, f_srv, err);
+                snprintf(res->error, sizeof(res->error), "set weight %.100s/%.100s 0: %.200s", be,
+                         f_srv, err);
                 free(rep);
                 free(reply);
                 return;
@@ -305,8 +307,8 @@ void push_haproxy_deliver(const struct push_env *env, const struct store_deliver
         }
         if (sscanf(reply, "%d", &got) != 1 || got != w) {
             trim_copy(err, sizeof(err), reply);
-            snprintf(res->error, sizeof(res->error), "get weight %.100s/%.100s says '%.200s', expected %d", be,
-                     name, err, w);
+            snprintf(res->error, sizeof(res->error),
+                     "get weight %.100s/%.100s says '%.200s', expected %d", be, name, err, w);
             free(reply);
             return;
         }

@@ -49,7 +49,8 @@ enum mg_code push_nginx_validate(const json_t *body, json_t **config, struct mg_
 {
     const char *file = json_string_value(json_object_get(body, "file"));
     const char *up = json_string_value(json_object_get(body, "upstream"));
-    json_t *test = json_object_get(body, "test_command"), *reload = json_object_get(body, "reload_command");
+    json_t *test = json_object_get(body, "test_command"),
+           *reload = json_object_get(body, "reload_command");
     char probe[PATH_MAX];
     const char *k;
     json_t *v;
@@ -116,8 +117,8 @@ static bool render(const struct store_delivery *d, const char *up_tmpl, struct m
         json_int_t w = json_integer_value(json_object_get(r, "weight"));
         if (w <= 0)
             continue;
-        if (!push_expand(up_tmpl, d->model, d->alias, json_integer_value(json_object_get(r, "version")),
-                         name, sizeof(name)))
+        if (!push_expand(up_tmpl, d->model, d->alias,
+                         json_integer_value(json_object_get(r, "version")), name, sizeof(name)))
             return false;
         /* The last share is "*": percentages then always cover everyone. */
         if (i == last)

@@ -226,8 +226,8 @@ static void deliver(struct push *p, struct store_delivery *d)
         next += mg_now_ms();
     }
     if (store_outbox_done(p->srv->store, d, res.ok, res.error, next, &err) != MG_OK)
-        fprintf(stderr, "modelgated: push %s %s/%s: cannot record the outcome: %s\n",
-                d->gateway, d->model, d->alias, err.message);
+        fprintf(stderr, "modelgated: push %s %s/%s: cannot record the outcome: %s\n", d->gateway,
+                d->model, d->alias, err.message);
     if (res.gone) {
         char reason[600];
         snprintf(reason, sizeof(reason), "disabled after the gateway answered 410 Gone: %s",
@@ -273,8 +273,7 @@ static void *worker_main(void *arg)
             p->kicks--;
         pthread_mutex_unlock(&p->lock);
         now = mg_now_ms();
-        if (store_outbox_claim(p->srv->store, now, LEASE_MS, &d, &found, &err) == MG_OK &&
-            found) {
+        if (store_outbox_claim(p->srv->store, now, LEASE_MS, &d, &found, &err) == MG_OK && found) {
             deliver(p, &d);
             store_delivery_release(&d);
             pthread_mutex_lock(&p->lock);
@@ -424,8 +423,8 @@ void push_wait(struct srv *srv, struct srv_req *r, const char *model, const char
 
 /* ---- configuration ----------------------------------------------------- */
 
-enum mg_code push_webhook_validate(const struct push_env *env, const json_t *body,
-                                   json_t **config, char **secret, struct mg_error *err);
+enum mg_code push_webhook_validate(const struct push_env *env, const json_t *body, json_t **config,
+                                   char **secret, struct mg_error *err);
 enum mg_code push_haproxy_validate(const json_t *body, json_t **config, struct mg_error *err);
 enum mg_code push_nginx_validate(const json_t *body, json_t **config, struct mg_error *err);
 
@@ -444,9 +443,8 @@ static bool names_ok(const json_t *v, size_t max, bool (*ok)(const char *, size_
     return true;
 }
 
-enum mg_code push_config_validate(const struct push_env *env, const char *kind,
-                                  const json_t *body, json_t **config, char **secret,
-                                  struct mg_error *err)
+enum mg_code push_config_validate(const struct push_env *env, const char *kind, const json_t *body,
+                                  json_t **config, char **secret, struct mg_error *err)
 {
     json_t *v;
 
@@ -467,8 +465,8 @@ enum mg_code push_config_validate(const struct push_env *env, const char *kind,
     return mg_fail(err, MG_EINVAL, "kind", "kind is webhook, haproxy or nginx");
 }
 
-bool push_expand(const char *tmpl, const char *model, const char *alias, int64_t version,
-                 char *out, size_t outsz)
+bool push_expand(const char *tmpl, const char *model, const char *alias, int64_t version, char *out,
+                 size_t outsz)
 {
     struct mg_buf b;
     const char *p = tmpl;

@@ -66,9 +66,8 @@ struct push_env {
 /* Validate a GatewayConfig body of each kind. On success *config receives
  * the stored config (NEW; secrets removed) and *secret the secret (NEW
  * malloc'd string or NULL). MG_EINVAL with a field otherwise. */
-enum mg_code push_config_validate(const struct push_env *env, const char *kind,
-                                  const json_t *body, json_t **config, char **secret,
-                                  struct mg_error *err);
+enum mg_code push_config_validate(const struct push_env *env, const char *kind, const json_t *body,
+                                  json_t **config, char **secret, struct mg_error *err);
 
 void push_webhook_deliver(const struct push_env *env, const struct store_delivery *d,
                           struct push_result *res);
@@ -82,8 +81,8 @@ char *push_webhook_body(const struct store_delivery *d, int64_t now_ms);
 
 /* Expand {model}, {alias}, {version} in a template into out. false when it
  * does not fit or names an unknown placeholder. */
-bool push_expand(const char *tmpl, const char *model, const char *alias, int64_t version,
-                 char *out, size_t outsz);
+bool push_expand(const char *tmpl, const char *model, const char *alias, int64_t version, char *out,
+                 size_t outsz);
 
 /* ---- the pool ---------------------------------------------------------- */
 

@@ -27,8 +27,8 @@
 #define WEBHOOK_URL_MAX 2048
 #define RESPONSE_MAX 4096
 
-enum mg_code push_webhook_validate(const struct push_env *env, const json_t *body,
-                                   json_t **config, char **secret, struct mg_error *err);
+enum mg_code push_webhook_validate(const struct push_env *env, const json_t *body, json_t **config,
+                                   char **secret, struct mg_error *err);
 
 /* Check a URL: http/https, a host, no credentials; an IP-literal host must
  * pass the allowlist now (names are checked again at connect time). */
@@ -91,8 +91,8 @@ out:
     return rc;
 }
 
-enum mg_code push_webhook_validate(const struct push_env *env, const json_t *body,
-                                   json_t **config, char **secret, struct mg_error *err)
+enum mg_code push_webhook_validate(const struct push_env *env, const json_t *body, json_t **config,
+                                   char **secret, struct mg_error *err)
 {
     const char *url = json_string_value(json_object_get(body, "url"));
     json_t *sec = json_object_get(body, "secret");
@@ -134,11 +134,12 @@ char *push_webhook_body(const struct store_delivery *d, int64_t now_ms)
     char *text;
 
     mg_time_format(now_ms, ts);
-    b = json_pack("{s:s, s:s, s:s, s:I, s:O, s:O, s:s}", "type", "alias.updated", "model",
-                  d->model, "alias", d->alias, "generation", (json_int_t)d->generation, "routes",
+    b = json_pack("{s:s, s:s, s:s, s:I, s:O, s:O, s:s}", "type", "alias.updated", "model", d->model,
+                  "alias", d->alias, "generation", (json_int_t)d->generation, "routes",
                   json_object_get(d->payload, "routes"), "promotion",
-                  json_object_get(d->payload, "promotion") ? json_object_get(d->payload, "promotion")
-                                                           : json_null(),
+                  json_object_get(d->payload, "promotion")
+                      ? json_object_get(d->payload, "promotion")
+                      : json_null(),
                   "timestamp", ts);
     text = b ? json_dumps(b, JSON_COMPACT) : NULL;
     json_decref(b);
@@ -185,8 +186,7 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_so
     return socket(a->family, a->socktype, a->protocol);
 }
 
-static bool sign(const char *secret, const char *id, const char *ts, const char *body,
-                 char out[64])
+static bool sign(const char *secret, const char *id, const char *ts, const char *body, char out[64])
 {
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned maclen = 0;

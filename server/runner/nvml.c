@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int nvml_return;    /* nvmlReturn_t: 0 is NVML_SUCCESS */
-typedef void *nvml_device;  /* nvmlDevice_t is an opaque pointer */
+typedef int nvml_return;   /* nvmlReturn_t: 0 is NVML_SUCCESS */
+typedef void *nvml_device; /* nvmlDevice_t is an opaque pointer */
 
-struct nvml_memory {        /* nvmlMemory_t */
+struct nvml_memory { /* nvmlMemory_t */
     unsigned long long total;
     unsigned long long free;
     unsigned long long used;
@@ -59,13 +59,13 @@ struct runner_nvml *runner_nvml_open(const char *library)
         return n;
     }
     /* POSIX lets a void * from dlsym become a function pointer this way. */
-#define SYM(field, name)                                                                       \
-    do {                                                                                       \
-        *(void **)(&n->field) = dlsym(n->lib, name);                                           \
-        if (n->field == NULL) {                                                                \
-            snprintf(n->error, sizeof(n->error), "%s lacks %s", lib, name);                    \
-            return n;                                                                          \
-        }                                                                                      \
+#define SYM(field, name)                                                                           \
+    do {                                                                                           \
+        *(void **)(&n->field) = dlsym(n->lib, name);                                               \
+        if (n->field == NULL) {                                                                    \
+            snprintf(n->error, sizeof(n->error), "%s lacks %s", lib, name);                        \
+            return n;                                                                              \
+        }                                                                                          \
     } while (0)
     SYM(init, "nvmlInit_v2");
     SYM(shutdown, "nvmlShutdown");
@@ -176,8 +176,7 @@ json_t *runner_nvml_json(struct runner_nvml *n)
         json_array_append_new(gpus, json_pack("{s:I, s:s, s:s, s:I, s:I}", "index",
                                               (json_int_t)g[i].index, "name", g[i].name, "uuid",
                                               g[i].uuid, "memory_total_mib",
-                                              (json_int_t)g[i].memory_total_mib,
-                                              "memory_free_mib",
+                                              (json_int_t)g[i].memory_total_mib, "memory_free_mib",
                                               (json_int_t)g[i].memory_free_mib));
     out = json_pack("{s:s, s:o}", "nvml", runner_nvml_available(n) ? "available" : "unavailable",
                     "gpus", gpus);

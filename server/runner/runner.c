@@ -270,8 +270,7 @@ static bool read_output(const char *path, const json_t *job, json_t *result, cha
         }
         json_array_foreach(lat, i, v)
         {
-            if (!json_is_number(v) || !isfinite(json_number_value(v)) ||
-                json_number_value(v) < 0) {
+            if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0) {
                 snprintf(reason, rn, "latencies_ms[%zu] is not a non-negative number", i);
                 free(vals);
                 json_decref(o);
@@ -322,8 +321,8 @@ static enum mg_code extract_artifact(struct runner *rn, const json_t *job, const
                                      struct mg_error *err);
 
 /* Choose where to run: the GPU with most free memory that fits, or the CPU. */
-static bool choose_gpu(struct runner *rn, const json_t *job, struct runner_gpu *gpu,
-                       char *reason, size_t rlen, bool *use_gpu)
+static bool choose_gpu(struct runner *rn, const json_t *job, struct runner_gpu *gpu, char *reason,
+                       size_t rlen, bool *use_gpu)
 {
     const char *mode = json_string_value(json_object_get(job, "gpu_mode"));
     json_t *res = json_object_get(job, "resources");
@@ -403,8 +402,7 @@ static json_t *run_job(struct runner *rn, const json_t *job)
         goto out;
     }
     if (mkdir(work, 0700) != 0 || mkdir(model_dir, 0700) != 0) {
-        snprintf(reason, sizeof(reason), "cannot create the test directory: %s",
-                 strerror(errno));
+        snprintf(reason, sizeof(reason), "cannot create the test directory: %s", strerror(errno));
         goto out;
     }
     if (extract_artifact(rn, job, model_dir, &err) != MG_OK) {
@@ -486,10 +484,10 @@ static json_t *run_job(struct runner *rn, const json_t *job)
         read_output(output, job, result, scratch, sizeof(scratch)); /* keep its checks */
         goto out;
     }
-    json_object_set_new(result, "state", json_string(read_output(output, job, result, reason,
-                                                                 sizeof(reason))
-                                                         ? "passed"
-                                                         : "failed"));
+    json_object_set_new(result, "state",
+                        json_string(read_output(output, job, result, reason, sizeof(reason))
+                                        ? "passed"
+                                        : "failed"));
 out:
     rm_tree(work);
     json_object_set_new(result, "reason", reason[0] ? json_string(reason) : json_null());
@@ -516,8 +514,7 @@ static void *worker_main(void *arg)
             const char *id = json_string_value(json_object_get(job, "id"));
             result = run_job(rn, job);
             if (store_smoke_finish(rn->srv->store, id, result, &err) != MG_OK)
-                fprintf(stderr, "modelgated: smoke test %s: cannot record: %s\n", id,
-                        err.message);
+                fprintf(stderr, "modelgated: smoke test %s: cannot record: %s\n", id, err.message);
             rel_smoke_finished(rn->srv, json_string_value(json_object_get(job, "model")),
                                json_integer_value(json_object_get(job, "version")),
                                json_string_value(json_object_get(result, "state")),
@@ -616,8 +613,8 @@ enum mg_code runner_start(struct srv *srv, const struct runner_options *o, struc
         runner_stop(srv);
         return mg_fail(err, MG_EIO, NULL, "cannot start the runner threads");
     }
-    fprintf(stderr, "modelgated: runner: %u worker(s), %u profile(s), NVML %s%s%s\n",
-            rn->nthreads, o->nprofiles, runner_nvml_available(rn->nvml) ? "available" : "unavailable",
+    fprintf(stderr, "modelgated: runner: %u worker(s), %u profile(s), NVML %s%s%s\n", rn->nthreads,
+            o->nprofiles, runner_nvml_available(rn->nvml) ? "available" : "unavailable",
             runner_nvml_available(rn->nvml) ? "" : ": ",
             runner_nvml_available(rn->nvml) ? "" : runner_nvml_error(rn->nvml));
     return MG_OK;
@@ -680,7 +677,7 @@ enum mg_code runner_enqueue_routes(struct srv *srv, const char *model, const cha
 
     if (store_policy_get(srv->store, model, alias, &pj, err) == MG_OK &&
         gate_policy_parse(pj, &pol, err) == MG_OK)
-        mode = pol.gpu == GATE_GPU_REQUIRED ? "required"
+        mode = pol.gpu == GATE_GPU_REQUIRED    ? "required"
                : pol.gpu == GATE_GPU_PREFERRED ? "preferred"
                                                : "none";
     json_decref(pj);
@@ -745,8 +742,8 @@ double runner_largest_gpu_gib(struct srv *srv)
 static enum mg_code extract_artifact(struct runner *rn, const json_t *job, const char *dir,
                                      struct mg_error *err)
 {
-    const char *digest = json_string_value(json_object_get(json_object_get(job, "artifact"),
-                                                           "digest"));
+    const char *digest =
+        json_string_value(json_object_get(json_object_get(job, "artifact"), "digest"));
 
     mg_error_clear(err);
     return store_blob_materialize(rn->srv->store, digest, dir, "artifact", err);

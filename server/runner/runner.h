@@ -36,11 +36,11 @@ void runner_profile_release(struct runner_profile *p);
 
 struct runner_options {
     unsigned workers;
-    int64_t interval_s;         /* periodic re-test of routed versions; 0 disables */
-    int64_t timeout_ms;         /* per test, kills the whole process group */
-    uint64_t memory_limit_mib;  /* RLIMIT_AS for CPU runs (GPU runtimes need more) */
-    const char *nvml_library;   /* NULL: libnvidia-ml.so.1 */
-    const char *work_dir;       /* tests run in fresh 0700 directories below it */
+    int64_t interval_s;        /* periodic re-test of routed versions; 0 disables */
+    int64_t timeout_ms;        /* per test, kills the whole process group */
+    uint64_t memory_limit_mib; /* RLIMIT_AS for CPU runs (GPU runtimes need more) */
+    const char *nvml_library;  /* NULL: libnvidia-ml.so.1 */
+    const char *work_dir;      /* tests run in fresh 0700 directories below it */
     struct runner_profile profiles[RUNNER_PROFILE_MAX];
     unsigned nprofiles;
 };

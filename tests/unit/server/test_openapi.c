@@ -106,8 +106,8 @@ static void upper(const char *in, char *out, size_t outsz)
 
 static bool is_http_method(const char *k)
 {
-    static const char *const methods[] = {"get",  "put",   "post",  "delete",
-                                          "options", "head", "patch", "trace", NULL};
+    static const char *const methods[] = {"get",  "put",   "post",  "delete", "options",
+                                          "head", "patch", "trace", NULL};
     size_t i;
 
     for (i = 0; methods[i]; i++) {
@@ -352,7 +352,8 @@ static void test_document_is_openapi_303(void **state)
     /* Error is {"error":{"code","message","field"}}. */
     {
         json_t *e = deref(json_object_get(
-            json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"), "Error"),
+            json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"),
+                            "Error"),
             "properties"));
         json_t *inner = deref(json_object_get(e, "error"));
         json_t *props = json_object_get(inner, "properties");
@@ -446,7 +447,8 @@ static void test_documented_head_reaches_get_route(void **state)
             if (json_is_integer(ex))
                 snprintf(buf[i], sizeof(buf[i]), "%lld", (long long)json_integer_value(ex));
             else
-                snprintf(buf[i], sizeof(buf[i]), "%s", json_is_string(ex) ? json_string_value(ex) : "x");
+                snprintf(buf[i], sizeof(buf[i]), "%s",
+                         json_is_string(ex) ? json_string_value(ex) : "x");
             values[i] = buf[i];
         }
         fill(path, values, url, sizeof(url));
@@ -482,8 +484,7 @@ static void check_declared(struct problems *p, const char *path, json_t *item, c
             continue;
         }
         if (!json_is_true(json_object_get(d, "required")))
-            problem(p, "%s %s: path parameter {%s} must be required: true", method, path,
-                    names[i]);
+            problem(p, "%s %s: path parameter {%s} must be required: true", method, path, names[i]);
         if (!json_is_object(deref(json_object_get(d, "schema"))))
             problem(p, "%s %s: path parameter {%s} has no schema", method, path, names[i]);
     }
@@ -507,8 +508,8 @@ static void check_declared(struct problems *p, const char *path, json_t *item, c
             for (j = 0; j < n && !found; j++)
                 found = strcmp(names[j], nm) == 0;
             if (!found)
-                problem(p, "%s %s declares path parameter '%s' that is not in the template",
-                        method, path, nm);
+                problem(p, "%s %s declares path parameter '%s' that is not in the template", method,
+                        path, nm);
         }
     }
 }
@@ -594,8 +595,7 @@ static void test_operations_match_routes(void **state)
 {
     struct problems p = {0};
     json_t *ids = json_object();
-    json_t *schemes =
-        json_object_get(json_object_get(doc, "components"), "securitySchemes");
+    json_t *schemes = json_object_get(json_object_get(doc, "components"), "securitySchemes");
     size_t i;
 
     (void)state;
@@ -673,8 +673,8 @@ static void test_operations_match_routes(void **state)
             break;
         case SRV_BODY_STREAM:
             if (json_object_get(content, "application/octet-stream") == NULL)
-                problem(&p, "%s %s streams its body: document application/octet-stream",
-                        rt->method, rt->pattern);
+                problem(&p, "%s %s streams its body: document application/octet-stream", rt->method,
+                        rt->pattern);
             if (!has_response(op, "413"))
                 problem(&p, "%s %s streams its body: document 413", rt->method, rt->pattern);
             break;
@@ -693,7 +693,8 @@ static bool doc_accepts(json_t *schema, const char *v, bool *known)
 {
     const char *type = json_string_value(json_object_get(schema, "type"));
     json_t *pat = json_object_get(schema, "pattern");
-    json_t *maxl = json_object_get(schema, "maxLength"), *minl = json_object_get(schema, "minLength");
+    json_t *maxl = json_object_get(schema, "maxLength"),
+           *minl = json_object_get(schema, "minLength");
     size_t len = strlen(v);
 
     *known = true;
@@ -749,9 +750,34 @@ static void example_of(json_t *prm, json_t *schema, char *out, size_t outsz)
 static void test_path_parameter_patterns_match_router(void **state)
 {
     static const char *const probes[] = {
-        "a", "z9", "0", "9a", "A", "Abc", "-a", "a-", "_a", "a_b", "a-b", "a.b", "a..b", ".a",
-        "a.", "app.js", "fraud.v2", "tok_0123456789abcdef", "prm_0123456789abcdef", "a b", "a%2e",
-        "%2e%2e", "1", "42", "01", "-1", "1.5", "x",
+        "a",
+        "z9",
+        "0",
+        "9a",
+        "A",
+        "Abc",
+        "-a",
+        "a-",
+        "_a",
+        "a_b",
+        "a-b",
+        "a.b",
+        "a..b",
+        ".a",
+        "a.",
+        "app.js",
+        "fraud.v2",
+        "tok_0123456789abcdef",
+        "prm_0123456789abcdef",
+        "a b",
+        "a%2e",
+        "%2e%2e",
+        "1",
+        "42",
+        "01",
+        "-1",
+        "1.5",
+        "x",
         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",   /* 63 */
         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",  /* 64 */
         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", /* 65 */

@@ -368,10 +368,10 @@ static bool was_seen(const struct visit *v, const struct srv_route *route)
 static void test_route_foreach_visits_every_route(void **state)
 {
     const struct srv_route *const tables[] = {
-        srv_routes_health,   srv_routes_tokens,   srv_routes_blobs, srv_routes_models,
-        srv_routes_versions, srv_routes_datasets, srv_routes_audit, srv_routes_keys,
+        srv_routes_health,   srv_routes_tokens,   srv_routes_blobs,      srv_routes_models,
+        srv_routes_versions, srv_routes_datasets, srv_routes_audit,      srv_routes_keys,
         srv_routes_aliases,  srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
-        srv_routes_runner, srv_routes_ui, srv_routes_metrics,
+        srv_routes_runner,   srv_routes_ui,       srv_routes_metrics,
     };
     struct visit v;
     unsigned total = 0;
