@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../common/util.h"
@@ -25,6 +26,10 @@
 
 #define NGINX_FILE_MAX (64 * 1024)
 #define COMMAND_TIMEOUT_MS 30000
+/* `nginx -s reload` only signals the master, which re-reads the config a
+ * moment later; nothing else may touch the config tree until it has (the
+ * caller holds the nginx lock through this). */
+#define RELOAD_SETTLE_MS 500
 #define ARGV_MAX 32
 
 enum mg_code push_nginx_validate(const json_t *body, json_t **config, struct mg_error *err);
@@ -239,6 +244,10 @@ void push_nginx_deliver(const struct push_env *env, const struct store_delivery 
         snprintf(res->error, sizeof(res->error), "the nginx reload failed (exit %d%s): %.300s",
                  pr.exit_code, pr.timed_out ? ", timed out" : "", pr.tail);
         goto out;
+    }
+    {
+        struct timespec ts = {0, RELOAD_SETTLE_MS * 1000000L};
+        nanosleep(&ts, NULL);
     }
     res->ok = true;
 out:
