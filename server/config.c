@@ -26,6 +26,7 @@ void srv_config_init(struct srv_config *cfg)
     cfg->conn_limit = 1024;
     cfg->per_ip_limit = 256;
     cfg->timeout_s = 60;
+    cfg->min_body_rate = 1024;
     cfg->conn_memory = 256u << 10;
     cfg->read_conns = 4;
     cfg->push_workers = 2;
@@ -68,7 +69,10 @@ const char *srv_config_usage(void)
            "  --threads N              HTTP worker threads (default 8)\n"
            "  --max-connections N      connection limit (default 1024)\n"
            "  --max-connections-per-ip N  (default 256)\n"
-           "  --timeout SECONDS        idle connection timeout (default 60)\n"
+           "  --timeout SECONDS        idle timeout and the deadline for request headers\n"
+           "                           (default 60)\n"
+           "  --min-body-rate BYTES    a request body slower than this (per second, averaged)\n"
+           "                           past --timeout is cut off (default 1024)\n"
            "  --port-file FILE         write the bound port to FILE once listening\n"
            "  --signing-key FILE       sign with this P-256 key (PEM, PKCS#8, mode 0600)\n"
            "  --tls-cert FILE          serve HTTPS with this PEM certificate (chain)\n"
@@ -173,6 +177,8 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
         return set_uint(&cfg->per_ip_limit, key, v, 1, 65536, err);
     if (strcmp(key, "timeout") == 0)
         return set_uint(&cfg->timeout_s, key, v, 1, 3600, err);
+    if (strcmp(key, "min-body-rate") == 0)
+        return set_uint(&cfg->min_body_rate, key, v, 1, 1u << 30, err);
     if (strcmp(key, "push-workers") == 0)
         return set_uint(&cfg->push_workers, key, v, 1, 64, err);
     if (strcmp(key, "push-backoff-base-ms") == 0 || strcmp(key, "push-backoff-max-ms") == 0) {

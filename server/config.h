@@ -24,7 +24,8 @@ struct srv_config {
     unsigned threads;      /* libmicrohttpd thread pool */
     unsigned conn_limit;   /* total connections */
     unsigned per_ip_limit; /* connections per client address */
-    unsigned timeout_s;    /* idle connection timeout */
+    unsigned timeout_s;     /* idle timeout, and the deadline for a request's headers */
+    unsigned min_body_rate; /* bytes/s a body must average once past timeout_s */
     uint64_t conn_memory;  /* per-connection memory pool */
     unsigned read_conns;   /* SQLite read pool */
     unsigned push_workers; /* delivery threads */

@@ -11,9 +11,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "../common/util.h"
 #include "metrics.h"
@@ -142,6 +149,8 @@ void srv_reply_empty(struct srv_req *r, unsigned status)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 
+    if (resp && r->srv->tls)
+        MHD_add_response_header(resp, "Strict-Transport-Security", "max-age=31536000");
     set_response(r, resp ? status : 500, resp, 0);
 }
 
@@ -213,6 +222,10 @@ bool srv_page(struct srv_req *r, struct store_page *page)
 }
 
 /* ---- the request state machine ---------------------------------------- */
+
+/* The per-request deadline (below) follows each request's progress. */
+static void conn_request_begins(struct srv *srv, struct srv_req *r);
+static void conn_request_ends(struct srv *srv, struct srv_req *r);
 
 static void req_free(struct srv_req *r)
 {
@@ -421,7 +434,7 @@ static bool req_begin(struct srv_req *r, const char *method)
 /* A body chunk. Errors are remembered and answered once the body ends. */
 static void req_body(struct srv_req *r, const char *data, size_t n)
 {
-    r->body_bytes += n;
+    __atomic_add_fetch(&r->body_bytes, n, __ATOMIC_RELAXED);
     if (r->failed)
         return;
     if (r->route->body == SRV_BODY_JSON) {
@@ -494,6 +507,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         __atomic_add_fetch(&srv->inflight, 1, __ATOMIC_SEQ_CST);
         if (r->path == NULL)
             return MHD_NO;
+        r->body_start_ms = r->start_ms;
+        conn_request_begins(srv, r);
         if (!req_begin(r, method))
             return queue(r); /* reply now; the body is not read */
         return MHD_YES;
@@ -511,24 +526,26 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         return MHD_YES;
     }
     if (r->resp != NULL) {
-        /* Decided mid-body but not yet queued: drain (bounded), then answer. */
-        if (*upload_data_size == 0)
+        /* Decided mid-body: read and discard the rest (bounded) and answer
+         * when the body ends. Answering with unread data would make
+         * libmicrohttpd reset the connection and the client never see it. */
+        if (*upload_data_size == 0) {
+            __atomic_store_n(&r->body_done, true, __ATOMIC_RELEASE);
             return queue(r);
-        r->body_bytes += *upload_data_size;
+        }
+        r->drained += *upload_data_size;
+        __atomic_add_fetch(&r->body_bytes, *upload_data_size, __ATOMIC_RELAXED);
         *upload_data_size = 0;
-        return r->body_bytes > DRAIN_MAX ? MHD_NO : MHD_YES;
+        return r->drained > DRAIN_MAX ? MHD_NO : MHD_YES;
     }
     if (*upload_data_size > 0) {
         req_body(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
-        if (r->failed) {
-            /* Answer as soon as libmicrohttpd lets us; otherwise after draining. */
+        if (r->failed)
             srv_reply_error(r, &r->err);
-            if (MHD_queue_response(conn, r->status, r->resp) == MHD_YES)
-                r->queued = true;
-        }
         return MHD_YES;
     }
+    __atomic_store_n(&r->body_done, true, __ATOMIC_RELEASE);
     req_finish(r);
     if (r->deferred) {
         /* Suspend first, then register: a resume can never come before. */
@@ -572,6 +589,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && r->status == 0)
         r->status = 499; /* client went away or timed out before a reply */
+    conn_request_ends(srv, r);
     log_request(srv, r);
     srv_metrics_request(srv->metrics, r->method, r->route ? r->route->pattern : NULL, r->status,
                         (double)(mg_mono_ms() - r->start_ms) / 1000.0);
@@ -585,6 +603,183 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     req_free(r);
     *con_cls = NULL;
     __atomic_sub_fetch(&srv->inflight, 1, __ATOMIC_SEQ_CST);
+}
+
+/* ---- per-request deadlines (slowloris) -------------------------------- */
+
+/* One open connection, and its request while it is being read. */
+struct srv_conn {
+    int fd;
+    int64_t since_ms;  /* the current request's first byte could come from now */
+    struct srv_req *r; /* set once the headers are in, NULL between requests */
+    struct srv_conn *prev, *next;
+};
+
+struct srv_reaper {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool stop;
+    struct srv_conn *conns;
+    int64_t header_ms;
+    uint64_t min_rate;
+};
+
+static void notify_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                              enum MHD_ConnectionNotificationCode code)
+{
+    struct srv *srv = cls;
+    struct srv_reaper *rp = srv->reaper;
+    struct srv_conn *c = *socket_context;
+    const union MHD_ConnectionInfo *info;
+
+    if (rp == NULL)
+        return;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        c = calloc(1, sizeof(*c));
+        info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (c == NULL || info == NULL) {
+            free(c);
+            return;
+        }
+        c->fd = info->connect_fd;
+        c->since_ms = mg_mono_ms();
+        pthread_mutex_lock(&rp->lock);
+        c->next = rp->conns;
+        if (rp->conns)
+            rp->conns->prev = c;
+        rp->conns = c;
+        pthread_mutex_unlock(&rp->lock);
+        *socket_context = c;
+    } else if (c != NULL) {
+        pthread_mutex_lock(&rp->lock);
+        if (c->prev)
+            c->prev->next = c->next;
+        else
+            rp->conns = c->next;
+        if (c->next)
+            c->next->prev = c->prev;
+        pthread_mutex_unlock(&rp->lock);
+        free(c);
+        *socket_context = NULL;
+    }
+}
+
+/* The connection's tracking record, or NULL. */
+static struct srv_conn *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return info ? info->socket_context : NULL;
+}
+
+/* Headers are in: the deadline now watches the body. */
+static void conn_request_begins(struct srv *srv, struct srv_req *r)
+{
+    struct srv_conn *c;
+
+    if (srv->reaper == NULL || (c = conn_of(r->conn)) == NULL)
+        return;
+    pthread_mutex_lock(&srv->reaper->lock);
+    c->r = r;
+    pthread_mutex_unlock(&srv->reaper->lock);
+}
+
+/* The request is over: the next one's headers get the full deadline. */
+static void conn_request_ends(struct srv *srv, struct srv_req *r)
+{
+    struct srv_conn *c;
+
+    if (srv->reaper == NULL || (c = conn_of(r->conn)) == NULL)
+        return;
+    pthread_mutex_lock(&srv->reaper->lock);
+    if (c->r == r)
+        c->r = NULL;
+    c->since_ms = mg_mono_ms();
+    pthread_mutex_unlock(&srv->reaper->lock);
+}
+
+static bool too_slow(const struct srv_reaper *rp, const struct srv_conn *c, int64_t now)
+{
+    const struct srv_req *r = c->r;
+    int64_t elapsed;
+
+    if (r == NULL)
+        return now - c->since_ms > rp->header_ms; /* headers still trickling */
+    if (__atomic_load_n(&r->body_done, __ATOMIC_ACQUIRE))
+        return false; /* answering, or waiting on ?wait: not the client's pace */
+    elapsed = now - r->body_start_ms;
+    return elapsed > rp->header_ms &&
+           __atomic_load_n(&r->body_bytes, __ATOMIC_RELAXED) * 1000 <
+               rp->min_rate * (uint64_t)elapsed;
+}
+
+static void *reaper_main(void *arg)
+{
+    struct srv_reaper *rp = arg;
+
+    pthread_mutex_lock(&rp->lock);
+    while (!rp->stop) {
+        struct timespec ts;
+        int64_t now = mg_mono_ms();
+        struct srv_conn *c;
+
+        for (c = rp->conns; c; c = c->next) {
+            if (c->fd >= 0 && too_slow(rp, c, now)) {
+                /* libmicrohttpd sees the socket end and closes it. */
+                shutdown(c->fd, SHUT_RDWR);
+                c->fd = -1;
+            }
+        }
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&rp->cond, &rp->lock, &ts);
+    }
+    pthread_mutex_unlock(&rp->lock);
+    return NULL;
+}
+
+static enum mg_code reaper_start(struct srv *srv, struct mg_error *err)
+{
+    struct srv_reaper *rp = calloc(1, sizeof(*rp));
+
+    if (rp == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    pthread_mutex_init(&rp->lock, NULL);
+    pthread_cond_init(&rp->cond, NULL);
+    rp->header_ms = (int64_t)srv->cfg->timeout_s * 1000;
+    rp->min_rate = srv->cfg->min_body_rate;
+    if (pthread_create(&rp->thread, NULL, reaper_main, rp) != 0) {
+        pthread_mutex_destroy(&rp->lock);
+        pthread_cond_destroy(&rp->cond);
+        free(rp);
+        return mg_fail(err, MG_EIO, NULL, "cannot start the deadline thread");
+    }
+    srv->reaper = rp;
+    return MG_OK;
+}
+
+static void reaper_stop(struct srv *srv)
+{
+    struct srv_reaper *rp = srv->reaper;
+
+    if (rp == NULL)
+        return;
+    pthread_mutex_lock(&rp->lock);
+    rp->stop = true;
+    pthread_cond_signal(&rp->cond);
+    pthread_mutex_unlock(&rp->lock);
+    pthread_join(rp->thread, NULL);
+    /* The daemon is stopped: its CLOSED notifications freed every record. */
+    pthread_mutex_destroy(&rp->lock);
+    pthread_cond_destroy(&rp->cond);
+    free(rp);
+    srv->reaper = NULL;
 }
 
 /* ---- daemon ----------------------------------------------------------- */
@@ -640,6 +835,16 @@ bad:
                    s);
 }
 
+void srv_tls_release(struct srv *srv)
+{
+    free(srv->tls_cert_pem);
+    if (srv->tls_key_pem) {
+        OPENSSL_cleanse(srv->tls_key_pem, strlen(srv->tls_key_pem));
+        free(srv->tls_key_pem);
+    }
+    srv->tls_cert_pem = srv->tls_key_pem = NULL;
+}
+
 /* Read a whole PEM file (at most 1 MiB). */
 static char *read_pem(const char *path, struct mg_error *err)
 {
@@ -670,33 +875,64 @@ static char *read_pem(const char *path, struct mg_error *err)
     return b.data;
 }
 
+enum mg_code srv_tls_load(struct srv *srv, struct mg_error *err)
+{
+    BIO *bc = NULL, *bk = NULL;
+    X509 *x = NULL;
+    EVP_PKEY *k = NULL;
+    enum mg_code rc = MG_OK;
+
+    if (srv->cfg->tls_cert == NULL && srv->cfg->tls_key == NULL)
+        return MG_OK;
+    if ((srv->cfg->tls_cert == NULL) != (srv->cfg->tls_key == NULL))
+        return mg_fail(err, MG_EINVAL, "tls", "give both --tls-cert and --tls-key");
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+        return mg_fail(err, MG_EINVAL, "tls", "this libmicrohttpd was built without TLS");
+    if ((srv->tls_cert_pem = read_pem(srv->cfg->tls_cert, err)) == NULL ||
+        (srv->tls_key_pem = read_pem(srv->cfg->tls_key, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    bc = BIO_new_mem_buf(srv->tls_cert_pem, -1);
+    bk = BIO_new_mem_buf(srv->tls_key_pem, -1);
+    x = bc ? PEM_read_bio_X509(bc, NULL, NULL, NULL) : NULL;
+    k = bk ? PEM_read_bio_PrivateKey(bk, NULL, NULL, NULL) : NULL;
+    if (x == NULL)
+        rc = mg_fail(err, MG_EINVAL, "tls-cert", "%s holds no PEM certificate",
+                     srv->cfg->tls_cert);
+    else if (k == NULL)
+        rc = mg_fail(err, MG_EINVAL, "tls-key", "%s holds no (unencrypted) PEM private key",
+                     srv->cfg->tls_key);
+    else if (X509_check_private_key(x, k) != 1)
+        rc = mg_fail(err, MG_EINVAL, "tls-key",
+                     "the key in %s does not match the certificate in %s", srv->cfg->tls_key,
+                     srv->cfg->tls_cert);
+    ERR_clear_error();
+out:
+    X509_free(x);
+    EVP_PKEY_free(k);
+    BIO_free(bc);
+    BIO_free(bk);
+    if (rc != MG_OK) {
+        srv_tls_release(srv);
+        return rc;
+    }
+    srv->tls = true;
+    return MG_OK;
+}
+
 enum mg_code srv_start(struct srv *srv, struct mg_error *err)
 {
     struct sockaddr_storage ss;
     const union MHD_DaemonInfo *info;
     bool v6 = false;
     unsigned flags;
-    char *cert = NULL, *key = NULL;
+    char *cert = srv->tls_cert_pem, *key = srv->tls_key_pem;
 
     if (parse_listen(srv->cfg->listen, &ss, &v6, err) != MG_OK)
         return err->code;
-    if ((srv->cfg->tls_cert == NULL) != (srv->cfg->tls_key == NULL))
-        return mg_fail(err, MG_EINVAL, "tls", "give both --tls-cert and --tls-key");
-    if (srv->cfg->tls_cert) {
-        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
-            return mg_fail(err, MG_EINVAL, "tls", "this libmicrohttpd was built without TLS");
-        if ((cert = read_pem(srv->cfg->tls_cert, err)) == NULL ||
-            (key = read_pem(srv->cfg->tls_key, err)) == NULL) {
-            free(cert);
-            return err->code;
-        }
-        srv->tls = true;
-    }
-    /* poll(), not epoll: libmicrohttpd 0.9.75 (Debian 12) in epoll mode misses
-     * a client's FIN that arrives with the last bytes of a request body, so an
-     * aborted upload holds its connection and temp file until the idle
-     * timeout (tests/integration/test_blobs.c, aborted upload). Each pool
-     * thread polls only its own connections. */
+    if (reaper_start(srv, err) != MG_OK)
+        return err->code;
     flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
             MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0) | (srv->tls ? MHD_USE_TLS : 0);
     {
@@ -712,14 +948,15 @@ enum mg_code srv_start(struct srv *srv, struct mg_error *err)
             MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg->conn_limit,
             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->per_ip_limit,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->cfg->timeout_s,
-            MHD_OPTION_NOTIFY_COMPLETED, completed, srv, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+            MHD_OPTION_NOTIFY_COMPLETED, completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
+            notify_connection, srv, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
     }
-    /* libmicrohttpd copies nothing: keep the PEMs until the daemon stops. */
-    srv->tls_cert_pem = cert;
-    srv->tls_key_pem = key;
-    if (srv->daemon == NULL)
+    /* libmicrohttpd copies nothing: the PEMs stay until srv_stop(). */
+    if (srv->daemon == NULL) {
+        reaper_stop(srv);
         return mg_fail(err, MG_EIO, "listen", "cannot listen on %s (in use, or not permitted)",
                        srv->cfg->listen);
+    }
     info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
     srv->port = info ? info->port : 0;
     return MG_OK;
@@ -743,10 +980,5 @@ void srv_stop(struct srv *srv, int grace_ms)
         nanosleep(&ts, NULL);
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
-    free(srv->tls_cert_pem);
-    if (srv->tls_key_pem) {
-        memset(srv->tls_key_pem, 0, strlen(srv->tls_key_pem));
-        free(srv->tls_key_pem);
-    }
-    srv->tls_cert_pem = srv->tls_key_pem = NULL;
+    reaper_stop(srv);
 }

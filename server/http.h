@@ -81,7 +81,10 @@ struct srv_req {
 
     json_t *body;        /* parsed JSON body (SRV_BODY_JSON), NULL when empty */
     struct mg_buf raw;   /* JSON body bytes while reading */
-    uint64_t body_bytes; /* bytes received */
+    uint64_t body_bytes; /* bytes received (atomic: the reaper reads it) */
+    bool body_done;      /* the whole body is in (atomic) */
+    int64_t body_start_ms;
+    uint64_t drained;    /* bytes discarded after an error mid-body */
     void *stream;        /* route-private state for SRV_BODY_STREAM */
 
     struct mg_error err; /* error being answered, if any */
@@ -113,10 +116,18 @@ struct srv {
     bool tls;                     /* serving HTTPS: cookies get Secure, replies HSTS */
     char *tls_cert_pem, *tls_key_pem;
     struct srv_metrics *metrics; /* request counters (metrics.c) */
+    struct srv_reaper *reaper;   /* per-request deadlines (http.c) */
     struct MHD_Daemon *daemon;
     uint16_t port;
     volatile int inflight; /* requests not yet completed (atomic ops) */
 };
+
+/* Read and check --tls-cert/--tls-key (both PEM, the key matching the
+ * certificate) before anything else starts; srv->tls set on success. */
+enum mg_code srv_tls_load(struct srv *srv, struct mg_error *err);
+
+/* Free what srv_tls_load() read. */
+void srv_tls_release(struct srv *srv);
 
 /* Start listening; srv->port receives the bound port. */
 enum mg_code srv_start(struct srv *srv, struct mg_error *err);

@@ -236,7 +236,15 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* A file size limit must fail the write (EFBIG → 507), not kill us. */
+    signal(SIGXFSZ, SIG_IGN);
 
+    /* Check TLS material before anything is created on disk. */
+    srv.cfg = &cfg;
+    if (srv_tls_load(&srv, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "modelgated: cannot initialise libcurl\n");
         goto out;
@@ -245,7 +253,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
-    sopt.data_dir = cfg.data_dir;
     sopt.sync_normal = cfg.sync_normal;
     sopt.read_conns = cfg.read_conns;
     store_archive_limits_default(&sopt.archive);
@@ -254,6 +261,18 @@ int main(int argc, char **argv)
                 strerror(errno));
         goto out;
     }
+    {
+        /* Absolute from here on: smoke commands run in other directories. */
+        char *abs = realpath(cfg.data_dir, NULL);
+        if (abs == NULL) {
+            fprintf(stderr, "modelgated: cannot resolve %s: %s\n", cfg.data_dir,
+                    strerror(errno));
+            goto out;
+        }
+        free(cfg.data_dir);
+        cfg.data_dir = abs;
+    }
+    sopt.data_dir = cfg.data_dir;
     if (sign_keyring_load(cfg.data_dir, cfg.signing_key, true, &keys, &err) != MG_OK) {
         fprintf(stderr, "modelgated: signing key: %s\n", err.message);
         goto out;
@@ -310,6 +329,7 @@ out:
     runner_stop(&srv);
     push_free(&srv);
     srv_metrics_free(&srv.metrics);
+    srv_tls_release(&srv);
     for (i = 0; i < (int)ropt.nprofiles; i++)
         runner_profile_release(&ropt.profiles[i]);
     store_close(&st);

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/close_range.h>
+
 #include "../common/util.h"
 
 /* Keep the last bytes: shift when the buffer is full. */
@@ -71,6 +73,8 @@ bool srv_proc_run(const char *const *argv, const struct srv_proc_opts *o,
             _exit(126);
         if (o->child_setup)
             o->child_setup(o->child_arg);
+        /* Nothing but 0-2: not even what modelgated itself inherited. */
+        close_range(3, ~0U, 0);
         if (o->envp)
             execve(argv[0], (char *const *)argv, (char *const *)o->envp);
         else
@@ -79,13 +83,15 @@ bool srv_proc_run(const char *const *argv, const struct srv_proc_opts *o,
         _exit(127);
     }
     setpgid(pid, pid); /* both sides, so there is no window */
+    if (o->on_start)
+        o->on_start(pid, o->child_arg);
     close(pipefd[1]);
     while (open_) {
         struct pollfd pfd = {pipefd[0], POLLIN, 0};
         int64_t left = deadline - mg_mono_ms();
         int pr;
 
-        if (left <= 0) {
+        if (left <= 0 || (o->cancel && *o->cancel)) {
             res->timed_out = true;
             break;
         }

@@ -15,6 +15,8 @@ struct srv_proc_opts {
     const char *cwd;                /* NULL: inherit */
     void (*child_setup)(void *arg); /* runs in the child before exec (rlimits), may be NULL */
     void *child_arg;
+    volatile int *cancel; /* when set non-zero, the group is killed at once (may be NULL) */
+    void (*on_start)(pid_t pid, void *arg); /* after fork, with the group's id (may be NULL) */
 };
 
 struct srv_proc_result {

@@ -9,6 +9,7 @@
 #include "store_int.h"
 
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -43,7 +44,7 @@ static enum mg_code add_file(struct archive *a, const char *path, const char *na
     archive_entry_set_size(e, sb.st_size);
     archive_entry_set_filetype(e, AE_IFREG);
     archive_entry_set_perm(e, mode);
-    archive_entry_set_mtime(e, sb.st_mtime, 0);
+    archive_entry_set_mtime(e, sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec); /* pax keeps the ns */
     if (archive_write_header(a, e) != ARCHIVE_OK) {
         rc = mg_fail(err, MG_EIO, NULL, "cannot write the backup: %s", archive_error_string(a));
         goto out;
@@ -143,7 +144,7 @@ enum mg_code store_backup(const char *data_dir, const char *out_path, json_t **s
     }
     if ((rc = snapshot(db, tmp, err)) != MG_OK)
         goto out;
-    if (a == NULL || archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
+    if (a == NULL || archive_write_set_format_pax(a) != ARCHIVE_OK ||
         archive_write_open_filename(a, part) != ARCHIVE_OK) {
         rc = mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", part,
                      a ? archive_error_string(a) : "out of memory");
@@ -173,6 +174,39 @@ out:
     if (rc != MG_OK)
         unlink(part);
     return rc;
+}
+
+/* Keys' creation times are their files' mtimes: take them from the tar. */
+static void restore_key_times(const char *archive_path, const char *data_dir)
+{
+    struct archive *a = archive_read_new();
+    struct archive_entry *e;
+
+    if (a == NULL || archive_read_support_format_tar(a) != ARCHIVE_OK ||
+        archive_read_open_filename(a, archive_path, 65536) != ARCHIVE_OK) {
+        archive_read_free(a);
+        return;
+    }
+    while (archive_read_next_header(a, &e) == ARCHIVE_OK) {
+        const char *name = archive_entry_pathname(e);
+        if (name && strncmp(name, "keys/", 5) == 0 && strchr(name + 5, '/') == NULL &&
+            strstr(name, "..") == NULL) {
+            char path[PATH_MAX];
+            struct timespec ts[2] = {{archive_entry_mtime(e), archive_entry_mtime_nsec(e)},
+                                     {archive_entry_mtime(e), archive_entry_mtime_nsec(e)}};
+            snprintf(path, sizeof(path), "%.3000s/%.255s", data_dir, name);
+            utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW);
+        }
+        archive_read_data_skip(a);
+    }
+    archive_read_free(a);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb;
+    (void)flag;
+    return f->level > 0 ? remove(path) : 0; /* keep the directory itself */
 }
 
 /* Every blob file must hash to its name (and the database's rows). */
@@ -241,6 +275,7 @@ enum mg_code store_restore(const char *archive_path, const char *data_dir,
     if ((rc = store_archive_extract(archive_path, "application/x-tar", data_dir, &lim, NULL,
                                     err)) != MG_OK)
         return rc;
+    restore_key_times(archive_path, data_dir);
     snprintf(keys_dir, sizeof(keys_dir), "%s/modelgate.db", data_dir);
     chmod(keys_dir, 0600);
     snprintf(keys_dir, sizeof(keys_dir), "%s/keys", data_dir);
@@ -257,7 +292,7 @@ enum mg_code store_restore(const char *archive_path, const char *data_dir,
     opt.keys = keys;
     store_archive_limits_default(&opt.archive);
     if ((rc = store_open(&opt, &st, err)) != MG_OK)
-        return rc;
+        goto out;
     if ((rc = verify_blobs(st, &blobs, err)) != MG_OK)
         goto out;
     if ((rc = store_audit_verify(st, &audit, err)) != MG_OK)
@@ -272,5 +307,8 @@ enum mg_code store_restore(const char *archive_path, const char *data_dir,
 out:
     json_decref(audit);
     store_close(&st);
+    /* A restore that did not verify must not leave a usable data directory. */
+    if (rc != MG_OK)
+        nftw(data_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return rc;
 }

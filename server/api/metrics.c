@@ -26,7 +26,7 @@ static void gauge(struct mg_buf *b, const char *name, const char *labels, double
 {
     char tmp[512];
 
-    snprintf(tmp, sizeof(tmp), "%s%s%s%s %.6g\n", name, labels[0] ? "{" : "", labels,
+    snprintf(tmp, sizeof(tmp), "%s%s%s%s %.15g\n", name, labels[0] ? "{" : "", labels,
              labels[0] ? "}" : "", v);
     mg_buf_puts(b, tmp);
 }

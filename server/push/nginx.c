@@ -195,7 +195,7 @@ static bool read_old(const char *path, char **data, size_t *n)
 static bool run(const json_t *argvj, struct srv_proc_result *res)
 {
     const char *argv[ARGV_MAX + 1];
-    struct srv_proc_opts o = {COMMAND_TIMEOUT_MS, NULL, NULL, NULL, NULL};
+    struct srv_proc_opts o = {COMMAND_TIMEOUT_MS, NULL, NULL, NULL, NULL, NULL, NULL};
     size_t i;
 
     for (i = 0; i < json_array_size(argvj) && i < ARGV_MAX; i++)

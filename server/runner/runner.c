@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@ struct runner {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool stop;
+    volatile int cancel; /* runner_stop: kill running tests */
     unsigned kicks;
 };
 
@@ -181,6 +183,7 @@ static void rm_tree(const char *dir)
 }
 
 struct limits {
+    const char *work; /* where the group's id is noted */
     uint64_t cpu_s;
     uint64_t as_mib; /* 0: unlimited */
 };
@@ -201,6 +204,37 @@ static void child_limits(void *arg)
     setrlimit(RLIMIT_NOFILE, &r);
     r.rlim_cur = r.rlim_max = 0;
     setrlimit(RLIMIT_CORE, &r);
+}
+
+/* Note the process group in the test's directory, so that a restart after a
+ * crash can kill what the crashed server left running. */
+static void note_pgid(pid_t pid, void *arg)
+{
+    const struct limits *l = arg;
+    char path[PATH_MAX];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%.4000s/pgid", l->work);
+    if ((f = fopen(path, "we")) != NULL) {
+        fprintf(f, "%d\n", (int)pid);
+        fclose(f);
+    }
+}
+
+static int kill_noted(const char *path, const struct stat *sb, int flag, struct FTW *f)
+{
+    FILE *fp;
+    int pg = 0;
+
+    (void)sb;
+    if (flag != FTW_F || f->level != 2 || strcmp(path + f->base, "pgid") != 0)
+        return 0;
+    if ((fp = fopen(path, "re")) != NULL) {
+        if (fscanf(fp, "%d", &pg) == 1 && pg > 1)
+            kill(-pg, SIGKILL);
+        fclose(fp);
+    }
+    return 0;
 }
 
 /* Peak GPU memory while the command runs, sampled from NVML. */
@@ -237,8 +271,10 @@ static bool read_output(const char *path, const json_t *job, json_t *result, cha
     bool ok = true;
     json_t *max_p95 = json_object_get(json_object_get(job, "smoke"), "max_p95_ms");
     struct stat sb;
+    FILE *fp = NULL;
+    int fd;
 
-    if (stat(path, &sb) != 0) {
+    if (lstat(path, &sb) != 0) {
         snprintf(reason, rn, "the command wrote no output file ($MODELGATE_OUTPUT)");
         return false;
     }
@@ -246,7 +282,16 @@ static bool read_output(const char *path, const json_t *job, json_t *result, cha
         snprintf(reason, rn, "the output file is larger than %u bytes", OUTPUT_MAX);
         return false;
     }
-    o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    /* Never block on a FIFO nor follow a link the command left there. */
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (fp = fdopen(fd, "r")) == NULL) {
+        if (fd >= 0)
+            close(fd);
+        snprintf(reason, rn, "the output ($MODELGATE_OUTPUT) is not a regular file");
+        return false;
+    }
+    o = json_loadf(fp, JSON_REJECT_DUPLICATES, &je);
+    fclose(fp);
     if (!json_is_object(o)) {
         snprintf(reason, rn, "the output is not a JSON object (line %d: %s)", je.line, je.text);
         json_decref(o);
@@ -443,6 +488,9 @@ static json_t *run_job(struct runner *rn, const json_t *job)
     po.cwd = work;
     po.child_setup = child_limits;
     po.child_arg = &lim;
+    po.cancel = &rn->cancel;
+    po.on_start = note_pgid;
+    lim.work = work;
     if (use_gpu) {
         json_object_set_new(result, "gpu",
                             json_pack("{s:s, s:s, s:I}", "name", gpu.name, "uuid", gpu.uuid,
@@ -513,6 +561,14 @@ static void *worker_main(void *arg)
         if (store_smoke_claim(rn->srv->store, &job, &found, &err) == MG_OK && found) {
             const char *id = json_string_value(json_object_get(job, "id"));
             result = run_job(rn, job);
+            if (rn->cancel) {
+                /* Stopped by shutdown: left 'running', queued again at the
+                 * next start; not a failure of the version. */
+                json_decref(result);
+                json_decref(job);
+                pthread_mutex_lock(&rn->lock);
+                break;
+            }
             if (store_smoke_finish(rn->srv->store, id, result, &err) != MG_OK)
                 fprintf(stderr, "modelgated: smoke test %s: cannot record: %s\n", id, err.message);
             rel_smoke_finished(rn->srv, json_string_value(json_object_get(job, "model")),
@@ -595,7 +651,8 @@ enum mg_code runner_start(struct srv *srv, const struct runner_options *o, struc
         mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", o->work_dir, strerror(errno));
         goto fail;
     }
-    rm_tree(o->work_dir); /* leftovers of a crash */
+    nftw(o->work_dir, kill_noted, 16, FTW_PHYS); /* processes a crash left running */
+    rm_tree(o->work_dir);                        /* leftovers of a crash */
     if (mkdir(o->work_dir, 0700) != 0 && errno != EEXIST) {
         mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", o->work_dir, strerror(errno));
         goto fail;
@@ -635,6 +692,7 @@ void runner_stop(struct srv *srv)
         return;
     pthread_mutex_lock(&rn->lock);
     rn->stop = true;
+    rn->cancel = 1;
     pthread_cond_broadcast(&rn->cond);
     pthread_mutex_unlock(&rn->lock);
     for (i = 0; i < rn->nthreads; i++)
