@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # Installs everything modelgate needs to build, test and benchmark on Debian 12.
-# Non-interactive and idempotent: when every package is already installed it only runs
-# dpkg-query and exits, so test.sh and run.sh can call it every time at no cost.
+# Non-interactive and idempotent: when every package is already installed (and the UI tests'
+# node_modules exists) it only runs dpkg-query and exits, so test.sh and run.sh can call it
+# every time at no cost.
+#
+# Usage: scripts/install-deps.sh [--fuzz] [--bench]
+# The optional lists are installed only when asked for, by the scripts that need them
+# (tests/fuzz/run.sh asks for --fuzz, bench/read.sh for --bench), so the main install stays
+# lean.
 set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 packages=(
     # toolchain
@@ -12,7 +20,35 @@ packages=(
     libcurl4-openssl-dev libcmocka-dev
     # tools the tests and benchmarks drive: real sqlite3, openssl, nginx, archivers
     sqlite3 openssl jq curl zstd xz-utils zip unzip xxd nginx-light haproxy procps coreutils
+    # the reviewer UI's end-to-end tests: headless Chromium, driven by playwright-core from npm
+    chromium
 )
+
+# Node.js may already come from elsewhere (NodeSource's nodejs bundles npm and conflicts with
+# Debian's npm package), so Debian's nodejs and npm are asked for only when the commands are
+# missing.
+if ! command -v node >/dev/null 2>&1; then
+    packages+=(nodejs)
+fi
+if ! command -v npm >/dev/null 2>&1; then
+    packages+=(npm)
+fi
+
+# Optional: libFuzzer targets (tests/fuzz/) need clang and its runtime (libclang_rt.fuzzer).
+fuzz_packages=(clang libclang-rt-14-dev)
+# Optional: bench/read.sh drives wrk.
+bench_packages=(wrk)
+
+for arg in "$@"; do
+    case "$arg" in
+    --fuzz) packages+=("${fuzz_packages[@]}") ;;
+    --bench) packages+=("${bench_packages[@]}") ;;
+    *)
+        echo "usage: $0 [--fuzz] [--bench]" >&2
+        exit 2
+        ;;
+    esac
+done
 
 # A package counts as present only when dpkg says "install ok installed"; half-installed or
 # removed-but-configured packages need apt-get to fix them.
@@ -26,24 +62,30 @@ done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
     echo "install-deps: all ${#packages[@]} packages already installed"
-    exit 0
-fi
+else
+    echo "install-deps: installing ${missing[*]}"
 
-echo "install-deps: installing ${missing[*]}"
-
-# apt-get needs root; use sudo only when we are not root and it exists, so the script also
-# works in minimal containers that have no sudo at all.
-as_root=()
-if [[ $(id -u) -ne 0 ]]; then
-    if command -v sudo >/dev/null 2>&1; then
-        as_root=(sudo --preserve-env=DEBIAN_FRONTEND)
-    else
-        echo "install-deps: not root and sudo is not installed; cannot install: ${missing[*]}" >&2
-        exit 1
+    # apt-get needs root; use sudo only when we are not root and it exists, so the script
+    # also works in minimal containers that have no sudo at all.
+    as_root=()
+    if [[ $(id -u) -ne 0 ]]; then
+        if command -v sudo >/dev/null 2>&1; then
+            as_root=(sudo --preserve-env=DEBIAN_FRONTEND)
+        else
+            echo "install-deps: not root and sudo is not installed; cannot install: ${missing[*]}" >&2
+            exit 1
+        fi
     fi
+
+    # noninteractive keeps debconf from prompting (tzdata and friends on a fresh machine).
+    export DEBIAN_FRONTEND=noninteractive
+    "${as_root[@]}" apt-get update
+    "${as_root[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
-# noninteractive keeps debconf from prompting (tzdata and friends on a fresh machine).
-export DEBIAN_FRONTEND=noninteractive
-"${as_root[@]}" apt-get update
-"${as_root[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+# playwright-core for the UI tests, exactly as tests/ui/package-lock.json pins it; it drives
+# the Chromium installed above and downloads no browser of its own.
+if [[ ! -d "$root/tests/ui/node_modules/playwright-core" ]]; then
+    echo "install-deps: npm ci in tests/ui"
+    (cd "$root/tests/ui" && npm ci --no-audit --no-fund)
+fi
