@@ -41,13 +41,19 @@ echo "=== sanitizer tests ==="
 # memory overhead, so time and memory limits must be read accordingly.
 (cd build-asan && MG_SANITIZE=1 ctest --output-on-failure) || sanitize_rc=$?
 
+echo "=== fuzzing (libFuzzer, 60 s per target) ==="
+# Bounded: each target runs FUZZ_SECONDS (default 60) from its seed corpus.
+fuzz_rc=0
+tests/fuzz/run.sh "${FUZZ_SECONDS:-60}" || fuzz_rc=$?
+
 verdict() { if [[ $1 -eq 0 ]]; then echo "PASS"; else echo "FAIL (ctest exit $1)"; fi; }
 echo
 echo "=== summary ==="
 echo "normal build:    $(verdict "$normal_rc")"
 echo "sanitizer build: $(verdict "$sanitize_rc")"
+echo "fuzzing:         $(verdict "$fuzz_rc")"
 
-if [[ $normal_rc -ne 0 || $sanitize_rc -ne 0 ]]; then
+if [[ $normal_rc -ne 0 || $sanitize_rc -ne 0 || $fuzz_rc -ne 0 ]]; then
     exit 1
 fi
 echo "all tests passed"

@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# Read-path benchmark for modelgated: the two GETs CI pipelines and deployers hit most,
+#   GET /api/v1/models/{model}/aliases/{alias}/last-known-good
+#   GET /api/v1/models/{model}/versions/{n}
+# each against nginx serving the very same response body as a static file, in the same run,
+# with the same client (wrk), the same connections and the same CPU pinning:
+#   req/s ratio = modelgated / nginx   target >= 0.5
+#   p99 ratio   = modelgated / nginx   target <= 2
+#
+# Usage: bench/read.sh [--duration S] [--connections N] [--rounds N] [--tmp-dir DIR]
+#                      [--server-cpu N] [--client-cpu N] [--server-threads N]
+# See bench/README.md.
+set -euo pipefail
+export LC_ALL=C
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+usage() {
+    cat <<EOF
+usage: $0 [--duration S] [--connections N] [--rounds N] [--tmp-dir DIR]
+          [--server-cpu N] [--client-cpu N] [--server-threads N]
+  --duration S     seconds per wrk run (default 10)
+  --connections N  concurrent keep-alive connections (default 32)
+  --rounds N       measured runs per server and endpoint, alternating; best kept (default 2)
+  --tmp-dir DIR    where the data dir and nginx live (default $root/build/bench-tmp)
+  --server-cpu N   CPU that modelgated and nginx are pinned to (default 0)
+  --client-cpu N   CPU that wrk is pinned to (default 1)
+  --server-threads N  modelgated --threads N (default: modelgated's own default); nginx
+                   always runs one worker
+Environment: MODELGATED (default $root/build/modelgated), NGINX (default nginx), WRK
+(default wrk). Exit status: 0 when every step ran (a WARN is not a failure), 1 when a step
+failed, 2 on bad usage.
+EOF
+}
+
+duration=10
+connections=32
+rounds=2
+tmp_parent="$root/build/bench-tmp"
+server_cpu=0
+client_cpu=1
+server_threads=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+    --duration | --connections | --rounds | --server-cpu | --client-cpu | --server-threads)
+        [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || { usage >&2; exit 2; }
+        case "$1" in
+        --duration) duration=$2 ;;
+        --connections) connections=$2 ;;
+        --rounds) rounds=$2 ;;
+        --server-cpu) server_cpu=$2 ;;
+        --client-cpu) client_cpu=$2 ;;
+        --server-threads) server_threads=$2 ;;
+        esac
+        shift 2
+        ;;
+    --tmp-dir)
+        [[ $# -ge 2 ]] || { usage >&2; exit 2; }
+        tmp_parent=$2
+        shift 2
+        ;;
+    -h | --help)
+        usage
+        exit 0
+        ;;
+    *)
+        usage >&2
+        exit 2
+        ;;
+    esac
+done
+[[ $duration -ge 1 && $connections -ge 1 && $rounds -ge 1 ]] || { usage >&2; exit 2; }
+
+modelgated=${MODELGATED:-$root/build/modelgated}
+nginx_bin=${NGINX:-nginx}
+wrk_bin=${WRK:-wrk}
+ready_timeout_s=30
+
+if ! command -v "$wrk_bin" >/dev/null 2>&1; then
+    "$root/scripts/install-deps.sh" --bench >&2 || true
+fi
+for tool in curl awk taskset "$wrk_bin" "$nginx_bin"; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "read: $tool not found (run scripts/install-deps.sh --bench)" >&2; exit 1; }
+done
+[[ -x "$modelgated" ]] || { echo "read: $modelgated is not built (run scripts/build.sh)" >&2; exit 1; }
+
+# Pinning: the server side (modelgated, nginx) on one CPU, wrk on another, so the client
+# never steals the server's cycles and both servers get exactly one CPU.
+cpus=$(nproc)
+pin_server=(taskset -c "$server_cpu")
+pin_client=(taskset -c "$client_cpu")
+pin_note="servers on CPU $server_cpu, wrk on CPU $client_cpu"
+if [[ $server_cpu -ge $cpus || $client_cpu -ge $cpus || $server_cpu -eq $client_cpu ]]; then
+    echo "read: cannot pin to CPUs $server_cpu and $client_cpu with $cpus CPUs; running unpinned" >&2
+    pin_server=()
+    pin_client=()
+    pin_note="unpinned"
+fi
+
+# --- state and cleanup -------------------------------------------------------------------
+
+work=""
+server_pid=""
+nginx_pid=""
+
+cleanup() {
+    local pid
+    for pid in "$server_pid" "$nginx_pid"; do
+        if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+            kill -TERM "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
+    if [[ -n "$work" && -d "$work" ]]; then
+        rm -rf -- "$work"
+    fi
+    rmdir -- "$tmp_parent" 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+mkdir -p -- "$tmp_parent"
+work=$(mktemp -d "$tmp_parent/read.XXXXXX")
+
+die() {
+    echo "read: $*" >&2
+    for log in "$work/server.log" "$work/nginx/error.log"; do
+        if [[ -s "$log" ]]; then
+            echo "---- last lines of $log ----" >&2
+            tail -n 20 "$log" >&2
+        fi
+    done
+    exit 1
+}
+
+wait_for() {
+    local what=$1 pid=$2 deadline=$((SECONDS + ready_timeout_s))
+    shift 2
+    while ! "$@"; do
+        kill -0 "$pid" 2>/dev/null || { echo "read: $what exited before it was ready" >&2; return 1; }
+        [[ $SECONDS -lt $deadline ]] || { echo "read: $what not ready after ${ready_timeout_s}s" >&2; return 1; }
+        sleep 0.05
+    done
+}
+
+# --- modelgated with one model, one version, an alias --------------------------------------
+
+data="$work/data"
+mkdir -p "$data"
+server_ready() {
+    [[ -s "$work/port" && -s "$data/admin.token" ]] &&
+        curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(tr -d '[:space:]' <"$work/port")/healthz" 2>/dev/null
+}
+# The request log goes to a file, as it would to journald: writing it is part of the cost.
+server_args=(--listen 127.0.0.1:0 --data-dir "$data" --port-file "$work/port")
+[[ -z "$server_threads" ]] || server_args+=(--threads "$server_threads")
+"${pin_server[@]}" "$modelgated" "${server_args[@]}" >"$work/server.log" 2>&1 &
+server_pid=$!
+wait_for modelgated "$server_pid" server_ready || die "modelgated did not start"
+base="http://127.0.0.1:$(tr -d '[:space:]' <"$work/port")"
+token=$(tr -d '[:space:]' <"$data/admin.token")
+
+api() {
+    local args=(-sS --fail-with-body -X "$1" -H "Authorization: Bearer $token")
+    [[ $# -lt 3 ]] || args+=(-H "Content-Type: application/json" --data-binary "$3")
+    curl "${args[@]}" "$base$2"
+}
+
+# A version as a training job registers it: artifact, pinned image, dataset, metrics, tags,
+# resources; so the JSON has the size and shape of a real one.
+digest=$(head -c 4096 /dev/urandom | curl -sS --fail-with-body -X POST -H "Authorization: Bearer $token" \
+    -H "Content-Type: application/octet-stream" --data-binary @- "$base/api/v1/blobs" |
+    sed -n 's/.*"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')
+[[ -n "$digest" ]] || die "blob upload failed"
+hex=${digest#sha256:}
+api POST /api/v1/models '{"name":"fraud","description":"read benchmark"}' >/dev/null || die "cannot create the model"
+api POST /api/v1/datasets "{\"digest\":\"$digest\",\"name\":\"fraud-train\",\"uri\":\"s3://bucket/train/\"}" >/dev/null ||
+    die "cannot create the dataset"
+api POST /api/v1/models/fraud/versions "{\"artifact\":\"$digest\",\"image\":\"registry.example/serve@sha256:$hex\",
+  \"run_id\":\"train-1234\",\"source\":{\"repo\":\"https://git.example/ml/fraud\",\"commit\":\"9f2c1e0d\"},
+  \"datasets\":[{\"digest\":\"$digest\",\"name\":\"fraud-train\",\"uri\":\"s3://bucket/train/\",\"role\":\"train\"}],
+  \"metrics\":{\"auc\":0.942,\"p95_latency_ms\":41.5},\"params\":{\"lr\":0.001,\"epochs\":12},
+  \"tags\":{\"team\":\"risk\"},\"resources\":{\"parameters\":7000000000,\"precision\":\"fp16\"}}" >/dev/null ||
+    die "cannot create the version"
+api PUT /api/v1/models/fraud/aliases/production '{"version":1}' >/dev/null || die "cannot set the alias"
+
+lkg_path=/api/v1/models/fraud/aliases/production/last-known-good
+version_path=/api/v1/models/fraud/versions/1
+
+# --- nginx serving the same bodies ---------------------------------------------------------
+
+ngx="$work/nginx"
+mkdir -p "$ngx/html" "$ngx/tmp"
+# The exact bytes modelgated answers, saved as the files nginx serves.
+api GET "$lkg_path" >"$ngx/html/lkg.json" || die "GET last-known-good failed"
+api GET "$version_path" >"$ngx/html/version.json" || die "GET version failed"
+declare -A body_bytes=([lkg]=$(stat -c %s "$ngx/html/lkg.json") [version]=$(stat -c %s "$ngx/html/version.json"))
+
+ngx_user=""
+[[ $(id -u) -ne 0 ]] || ngx_user="user root;"
+write_nginx_conf() {
+    cat >"$ngx/nginx.conf" <<CONF
+$ngx_user
+worker_processes 1;
+daemon off;
+pid $ngx/nginx.pid;
+error_log $ngx/error.log;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    default_type application/json;
+    client_body_temp_path $ngx/tmp/body;
+    proxy_temp_path $ngx/tmp/proxy;
+    fastcgi_temp_path $ngx/tmp/fastcgi;
+    uwsgi_temp_path $ngx/tmp/uwsgi;
+    scgi_temp_path $ngx/tmp/scgi;
+    server {
+        listen 127.0.0.1:$1;
+        root $ngx/html;
+    }
+}
+CONF
+}
+nginx_ready() {
+    curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$ngx_port/lkg.json" 2>/dev/null
+}
+ngx_port=""
+for attempt in 1 2 3 4 5 6 7 8 9 10; do
+    try_port=$((20000 + RANDOM % 40000))
+    write_nginx_conf "$try_port"
+    "${pin_server[@]}" "$nginx_bin" -p "$ngx" -c "$ngx/nginx.conf" -e "$ngx/error.log" >>"$ngx/stdout.log" 2>&1 &
+    nginx_pid=$!
+    ngx_port=$try_port
+    if wait_for nginx "$nginx_pid" nginx_ready 2>/dev/null; then
+        break
+    fi
+    kill -TERM "$nginx_pid" 2>/dev/null || true
+    wait "$nginx_pid" 2>/dev/null || true
+    nginx_pid=""
+    ngx_port=""
+    echo "read: nginx could not use port $try_port (attempt $attempt)" >&2
+done
+[[ -n "$ngx_port" ]] || die "nginx did not start"
+ngx_base="http://127.0.0.1:$ngx_port"
+
+# --- measuring ---------------------------------------------------------------------------
+
+declare -A rps=() p99=() # key: <endpoint>_<server>
+
+# to_ms VALUE: wrk's "812.00us", "1.20ms" or "1.01s" in milliseconds.
+to_ms() {
+    awk -v v="$1" 'BEGIN {
+        if (v ~ /us$/) { sub(/us$/, "", v); printf "%.3f", v / 1000 }
+        else if (v ~ /ms$/) { sub(/ms$/, "", v); printf "%.3f", v }
+        else if (v ~ /s$/) { sub(/s$/, "", v); printf "%.3f", v * 1000 }
+        else print "-"
+    }'
+}
+
+# run_wrk KEY URL SECONDS [warm]: one wrk run; keeps the best req/s (and that run's p99) per
+# KEY, unless it is a warm-up run.
+# Both servers get the same request, Authorization header included.
+run_wrk() {
+    local key=$1 url=$2 secs=$3 warm=${4:-} out r p non2xx
+    out=$("${pin_client[@]}" "$wrk_bin" -t1 -c"$connections" -d"${secs}s" --latency \
+        -H "Authorization: Bearer $token" "$url" 2>&1) || die "wrk failed on $url: $out"
+    non2xx=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' <<<"$out")
+    [[ -z "$non2xx" ]] || die "$url: $non2xx responses were not 2xx"
+    r=$(awk '/^Requests\/sec:/ { printf "%.1f", $2 }' <<<"$out")
+    p=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
+    [[ -n "$r" && "$p" != - ]] || die "cannot read wrk's output for $url: $out"
+    [[ -z "$warm" ]] || return 0 # a warm-up run: not recorded
+    echo "read: $key round: $r req/s, p99 $p ms"
+    if [[ -z "${rps[$key]:-}" ]] || awk -v a="$r" -v b="${rps[$key]}" 'BEGIN { exit !(a > b) }'; then
+        rps[$key]=$r
+        p99[$key]=$p
+    fi
+}
+
+load_at_start=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?")
+for ep in lkg version; do
+    if [[ $ep == lkg ]]; then mg_url="$base$lkg_path"; else mg_url="$base$version_path"; fi
+    ng_url="$ngx_base/$ep.json"
+    run_wrk "${ep}_nginx" "$ng_url" 1 warm
+    run_wrk "${ep}_mg" "$mg_url" 1 warm
+    # Alternating spreads any drift of a shared machine over both sides.
+    for ((round = 1; round <= rounds; round++)); do
+        run_wrk "${ep}_nginx" "$ng_url" "$duration"
+        run_wrk "${ep}_mg" "$mg_url" "$duration"
+    done
+done
+server_rss_kib=$(awk '/^VmHWM:/ { print $2 }' "/proc/$server_pid/status" 2>/dev/null || true)
+
+# --- table -------------------------------------------------------------------------------
+
+print_row() { printf '%-36s %10s %7s %7s  %s\n' "$@"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }'; }
+verdict() { awk -v r="$1" -v op="$2" -v t="$3" 'BEGIN { ok = (op == ">=") ? r >= t : r <= t; print ok ? "PASS" : "WARN" }'; }
+
+echo
+echo "modelgate read benchmark: wrk $connections connections, ${duration}s x $rounds rounds (best kept), $pin_note, modelgated threads: ${server_threads:-default}, $cpus CPUs, load average $load_at_start at start"
+print_row metric value ratio target result
+for ep in lkg version; do
+    if [[ $ep == lkg ]]; then label="LKG"; else label="version"; fi
+    rr=$(ratio "${rps[${ep}_mg]}" "${rps[${ep}_nginx]}")
+    pr=$(ratio "${p99[${ep}_mg]}" "${p99[${ep}_nginx]}")
+    print_row "$label nginx static req/s (${body_bytes[$ep]} B)" "${rps[${ep}_nginx]}" - - -
+    print_row "$label modelgated req/s" "${rps[${ep}_mg]}" "$rr" ">=0.5" "$(verdict "$rr" ">=" 0.5)"
+    print_row "$label nginx static p99 ms" "${p99[${ep}_nginx]}" - - -
+    print_row "$label modelgated p99 ms" "${p99[${ep}_mg]}" "$pr" "<=2" "$(verdict "$pr" "<=" 2)"
+done
+[[ -z "$server_rss_kib" ]] || echo "modelgated peak RSS: $((server_rss_kib / 1024)) MiB"
