@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <sched.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,21 @@
 #define CONFIG_LINE_MAX 4096
 #define CONFIG_DEPTH_MAX 4
 
+/* Twice the CPUs this process may run on (so a pinned server does not
+ * thrash one core with a pool sized for a big machine), 2 to 32. */
+static unsigned default_threads(void)
+{
+    cpu_set_t set;
+    int n = 0;
+
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        n = CPU_COUNT(&set);
+    if (n < 1)
+        n = 4;
+    n *= 2;
+    return (unsigned)(n < 2 ? 2 : n > 32 ? 32 : n);
+}
+
 void srv_config_init(struct srv_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
@@ -22,7 +38,7 @@ void srv_config_init(struct srv_config *cfg)
     cfg->data_dir = strdup("./var");
     cfg->max_blob_bytes = 64ull << 30;
     cfg->max_json_bytes = 1u << 20;
-    cfg->threads = 8;
+    cfg->threads = default_threads();
     cfg->conn_limit = 1024;
     cfg->per_ip_limit = 256;
     cfg->timeout_s = 60;
@@ -66,7 +82,7 @@ const char *srv_config_usage(void)
            "  --max-json-bytes SIZE    largest JSON body (default 1M)\n"
            "  --log-format text|json   request log format on stderr (default text)\n"
            "  --sync full|normal       SQLite synchronous mode (default full)\n"
-           "  --threads N              HTTP worker threads (default 8)\n"
+           "  --threads N              HTTP worker threads (default 2 per available CPU)\n"
            "  --max-connections N      connection limit (default 1024)\n"
            "  --max-connections-per-ip N  (default 256)\n"
            "  --timeout SECONDS        idle timeout and the deadline for request headers\n"

@@ -283,6 +283,7 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     pthread_mutex_init(&st->wlock, NULL);
     pthread_mutex_init(&st->rlock, NULL);
+    pthread_mutex_init(&st->tlock, NULL);
     pthread_cond_init(&st->rcond, NULL);
     st->archive = opt->archive;
     st->keys = opt->keys;
@@ -338,6 +339,7 @@ void store_close(struct store **stp)
     }
     pthread_mutex_destroy(&st->wlock);
     pthread_mutex_destroy(&st->rlock);
+    pthread_mutex_destroy(&st->tlock);
     pthread_cond_destroy(&st->rcond);
     free(st->readers);
     free(st->rbusy);
@@ -367,7 +369,15 @@ struct store_conn *store_read_begin(struct store *st)
             pthread_cond_wait(&st->rcond, &st->rlock);
     }
     pthread_mutex_unlock(&st->rlock);
-    sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
+    /* Cached statements: sqlite3_exec would parse "BEGIN" on every read. */
+    {
+        static const char sql_begin[] = "BEGIN";
+        sqlite3_stmt *s = store_stmt(c, sql_begin, NULL);
+        if (s) {
+            sqlite3_step(s);
+            sqlite3_reset(s);
+        }
+    }
     return c;
 }
 
@@ -375,8 +385,16 @@ void store_read_end(struct store *st, struct store_conn *c)
 {
     unsigned i = (unsigned)(c - st->readers);
 
-    if (!sqlite3_get_autocommit(c->db))
-        sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    if (!sqlite3_get_autocommit(c->db)) {
+        static const char sql_commit[] = "COMMIT";
+        sqlite3_stmt *s = store_stmt(c, sql_commit, NULL);
+        if (s) {
+            sqlite3_step(s);
+            sqlite3_reset(s);
+        } else {
+            sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+        }
+    }
     pthread_mutex_lock(&st->rlock);
     st->rbusy[i] = 0;
     pthread_cond_signal(&st->rcond);

@@ -34,6 +34,17 @@ struct store {
     pthread_mutex_t wlock; /* serialises writers */
     struct store_conn writer;
 
+    /* Recently authenticated tokens, by SHA-256 of the secret. Entries live
+     * TOKEN_CACHE_MS; revoking any token through this store empties it at
+     * once (other replicas, later, see a revocation within that time). */
+    pthread_mutex_t tlock;
+    struct {
+        uint8_t hash[32];
+        struct store_principal who;
+        int64_t until_ms;
+    } tcache[64];
+    uint64_t tcache_epoch;
+
     pthread_mutex_t rlock;
     pthread_cond_t rcond;
     struct store_conn *readers;

@@ -13,6 +13,8 @@
 
 #include "../common/util.h"
 
+static void cache_clear(struct store *st);
+
 static const struct {
     const char *name;
     unsigned bit;
@@ -213,7 +215,48 @@ enum mg_code store_token_delete(struct store *st, const char *actor, const char 
     }
     rc = store_audit_append(c, actor, "token.delete", id, NULL, err);
 out:
-    return store_write_end(st, c, rc, err);
+    rc = store_write_end(st, c, rc, err);
+    if (rc == MG_OK)
+        cache_clear(st); /* the token stops working at once */
+    return rc;
+}
+
+#define TOKEN_CACHE_MS 1000
+
+static bool cache_get(struct store *st, const uint8_t hash[32], struct store_principal *out)
+{
+    size_t i = hash[0] % (sizeof(st->tcache) / sizeof(st->tcache[0]));
+    bool hit = false;
+
+    pthread_mutex_lock(&st->tlock);
+    if (st->tcache[i].until_ms > mg_mono_ms() && mg_ct_equal(st->tcache[i].hash, hash, 32)) {
+        *out = st->tcache[i].who;
+        hit = true;
+    }
+    pthread_mutex_unlock(&st->tlock);
+    return hit;
+}
+
+static void cache_put(struct store *st, const uint8_t hash[32], uint64_t epoch,
+                      const struct store_principal *who)
+{
+    size_t i = hash[0] % (sizeof(st->tcache) / sizeof(st->tcache[0]));
+
+    pthread_mutex_lock(&st->tlock);
+    if (epoch == st->tcache_epoch) { /* no revocation since the lookup began */
+        memcpy(st->tcache[i].hash, hash, 32);
+        st->tcache[i].who = *who;
+        st->tcache[i].until_ms = mg_mono_ms() + TOKEN_CACHE_MS;
+    }
+    pthread_mutex_unlock(&st->tlock);
+}
+
+static void cache_clear(struct store *st)
+{
+    pthread_mutex_lock(&st->tlock);
+    memset(st->tcache, 0, sizeof(st->tcache));
+    st->tcache_epoch++;
+    pthread_mutex_unlock(&st->tlock);
 }
 
 enum mg_code store_token_authenticate(struct store *st, const char *secret, size_t n,
@@ -225,10 +268,16 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
     sqlite3_stmt *s;
     uint8_t hash[32];
     enum mg_code rc = MG_EUNAUTH;
+    uint64_t epoch;
 
     if (n == 0 || n > 256)
         return MG_EUNAUTH;
     SHA256((const unsigned char *)secret, n, hash);
+    if (cache_get(st, hash, out))
+        return MG_OK;
+    pthread_mutex_lock(&st->tlock);
+    epoch = st->tcache_epoch;
+    pthread_mutex_unlock(&st->tlock);
     c = store_read_begin(st);
     if ((s = store_stmt(c, sql, NULL)) == NULL) {
         rc = MG_EDB;
@@ -245,5 +294,7 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
     sqlite3_reset(s);
 out:
     store_read_end(st, c);
+    if (rc == MG_OK)
+        cache_put(st, hash, epoch, out);
     return rc;
 }

@@ -6,6 +6,7 @@
  * Config files are written into a fresh mkdtemp() directory per test.
  */
 #include <setjmp.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +30,18 @@ struct fx {
     struct srv_config cfg;
     struct mg_error err;
 };
+
+/* The default thread count, whatever this machine's CPUs. */
+static unsigned default_threads(void)
+{
+    struct srv_config d;
+    unsigned n;
+
+    srv_config_init(&d);
+    n = d.threads;
+    srv_config_release(&d);
+    return n;
+}
 
 static int fx_setup(void **state)
 {
@@ -107,7 +120,13 @@ static void test_defaults(void **state)
     assert_int_equal(c->max_json_bytes, 1u << 20);
     assert_false(c->log_json);
     assert_false(c->sync_normal);
-    assert_int_equal(c->threads, 8);
+    /* Two threads per CPU this process may use (2 to 32). */
+    {
+        cpu_set_t set;
+        int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 2;
+        unsigned want = (unsigned)(n * 2 < 2 ? 2 : n * 2 > 32 ? 32 : n * 2);
+        assert_int_equal(c->threads, want);
+    }
     assert_int_equal(c->conn_limit, 1024);
     assert_int_equal(c->per_ip_limit, 256);
     assert_int_equal(c->timeout_s, 60);
@@ -116,7 +135,7 @@ static void test_defaults(void **state)
     /* No arguments leave the defaults alone. */
     assert_int_equal(srv_config_parse(c, 0, NULL, &fx->err), MG_OK);
     assert_string_equal(c->listen, "127.0.0.1:8470");
-    assert_int_equal(c->threads, 8);
+    assert_true(c->threads >= 2 && c->threads <= 32);
     assert_non_null(strstr(srv_config_usage(), "--listen"));
     assert_non_null(strstr(srv_config_usage(), "--config"));
 }
@@ -326,7 +345,7 @@ static void test_unknown_option(void **state)
                    "xxxxxxxxxxxxxxxxxxxxxxx=4",
                    NULL),
         MG_EINVAL);
-    assert_int_equal(fx->cfg.threads, 8);
+    assert_int_equal(fx->cfg.threads, default_threads());
 }
 
 /* ---- config files ------------------------------------------------------------------------ */
@@ -485,7 +504,7 @@ static void test_empty_config_file(void **state)
     write_file(fx->path, "# nothing here\n\n   \n");
     assert_int_equal(parse_args(fx, "--config", fx->path, NULL), MG_OK);
     assert_string_equal(fx->cfg.listen, "127.0.0.1:8470");
-    assert_int_equal(fx->cfg.threads, 8);
+    assert_int_equal(fx->cfg.threads, default_threads());
 }
 
 int main(void)
