@@ -318,31 +318,3 @@ out:
     store_read_end(st, c);
     return rc;
 }
-
-enum mg_code store_promotion_active(struct store *st, const char *model, const char *alias,
-                                    json_t **out, struct mg_error *err)
-{
-    static const char sql[] = "SELECT p.id FROM promotions p JOIN models m ON m.id = p.model_id "
-                              "WHERE m.name = ? AND p.alias = ? AND p.state IN "
-                              "('evaluating', 'awaiting_approval', 'rolling_out')";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s;
-    char *id = NULL;
-    enum mg_code rc;
-
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    store_bind_text(s, 1, model);
-    store_bind_text(s, 2, alias);
-    if (sqlite3_step(s) == SQLITE_ROW)
-        id = strdup((const char *)sqlite3_column_text(s, 0));
-    sqlite3_reset(s);
-    rc = id ? promo_read(c, id, out, err)
-            : mg_fail(err, MG_ENOTFOUND, NULL, "alias '%s' has no active promotion", alias);
-out:
-    free(id);
-    store_read_end(st, c);
-    return rc;
-}

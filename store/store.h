@@ -354,10 +354,6 @@ enum mg_code store_promotion_list(struct store *st, const char *state, const cha
 enum mg_code store_promotion_pending(struct store *st, int64_t now_ms, json_t **out,
                                      struct mg_error *err);
 
-/* The active promotion of an alias, or MG_ENOTFOUND. */
-enum mg_code store_promotion_active(struct store *st, const char *model, const char *alias,
-                                    json_t **out, struct mg_error *err);
-
 /* Which of these dataset digests are registered: *unregistered gets the
  * count of those that are not and *first the first of them (NEW json string
  * or NULL). */

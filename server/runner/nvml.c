@@ -113,11 +113,6 @@ const char *runner_nvml_error(const struct runner_nvml *n)
     return n ? n->error : "NVML not initialised";
 }
 
-const char *runner_nvml_driver(const struct runner_nvml *n)
-{
-    return n ? n->driver : "";
-}
-
 unsigned runner_nvml_gpus(struct runner_nvml *n, struct runner_gpu *out, unsigned max)
 {
     unsigned count = 0, i, k = 0;

@@ -33,7 +33,6 @@ void runner_nvml_close(struct runner_nvml **n);
 
 bool runner_nvml_available(const struct runner_nvml *n);
 const char *runner_nvml_error(const struct runner_nvml *n);
-const char *runner_nvml_driver(const struct runner_nvml *n);
 
 /* Current GPUs with their memory (fresh query). Returns the count. */
 unsigned runner_nvml_gpus(struct runner_nvml *n, struct runner_gpu *out, unsigned max);

@@ -12,6 +12,7 @@
 #define MG_IT_RUNNER_COMMON_H
 
 #include "harness.h"
+#include "push_common.h" /* time, text, files, HAProxy, API helpers */
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -37,47 +38,7 @@
 #define RC_IMAGE "registry.example/serve@sha256:" RC_HEX64
 #define RC_PATH "/usr/local/bin:/usr/bin:/bin"
 
-/* ---- time --------------------------------------------------------------- */
-
-static inline int64_t rc_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* A deadline `ms` from now (three times longer under sanitizers). */
-static inline int64_t rc_deadline(int64_t ms)
-{
-    return rc_now_ms() + (it_sanitized() ? ms * 3 : ms);
-}
-
-/* The pause between two polls; never used as synchronisation by itself. */
-static inline void rc_pause_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
-
 /* ---- text and files ----------------------------------------------------- */
-
-/* snprintf into buf, failing when it does not fit; returns buf. */
-static inline const char *rc_fmt(char *buf, size_t n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static inline const char *rc_fmt(char *buf, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    int k;
-
-    va_start(ap, fmt);
-    k = vsnprintf(buf, n, fmt, ap);
-    va_end(ap);
-    if (k < 0 || (size_t)k >= n)
-        fail_msg("text too long for its buffer: %s", fmt);
-    return buf;
-}
 
 static inline void rc_write_bytes(const char *path, const void *data, size_t len)
 {
@@ -89,76 +50,11 @@ static inline void rc_write_bytes(const char *path, const void *data, size_t len
         fail_msg("cannot write %s: %s", path, strerror(errno));
 }
 
-static inline void rc_write_file(const char *path, const char *text)
-{
-    rc_write_bytes(path, text, strlen(text));
-}
-
-/* The whole file (malloc'd, NUL-terminated), or NULL when it does not exist. */
-static inline char *rc_read_file(const char *path)
-{
-    FILE *f = fopen(path, "re");
-    char *buf = NULL;
-    size_t n = 0, cap = 0, r;
-
-    if (f == NULL) {
-        if (errno != ENOENT)
-            fail_msg("cannot read %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    do {
-        if (cap - n < 4096) {
-            cap = cap ? cap * 2 : 8192;
-            buf = realloc(buf, cap + 1);
-            if (buf == NULL)
-                fail_msg("out of memory");
-        }
-        r = fread(buf + n, 1, cap - n, f);
-        n += r;
-    } while (r > 0);
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
-
 static inline bool rc_exists(const char *path)
 {
     struct stat st;
 
     return lstat(path, &st) == 0;
-}
-
-/* A fresh scratch directory under $TMPDIR (or /tmp). */
-static inline void rc_mkdtemp(char out[IT_PATH_MAX], const char *tag)
-{
-    const char *tmp = getenv("TMPDIR");
-
-    rc_fmt(out, IT_PATH_MAX, "%s/mg-%s.XXXXXX", tmp && *tmp ? tmp : "/tmp", tag);
-    if (mkdtemp(out) == NULL)
-        fail_msg("mkdtemp %s: %s", out, strerror(errno));
-}
-
-static inline int rc_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
-/* Remove a scratch directory (kept when MG_KEEP_DATA=1). */
-static inline void rc_rmtree(const char *path)
-{
-    const char *keep = getenv("MG_KEEP_DATA");
-
-    if (path == NULL || path[0] == '\0')
-        return;
-    if (keep != NULL && strcmp(keep, "1") == 0) {
-        print_message("keeping %s (MG_KEEP_DATA=1)\n", path);
-        return;
-    }
-    nftw(path, rc_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* Does any name below `root` (not following links) contain `part`? The
@@ -195,7 +91,7 @@ static inline void rc_marker(char *out, size_t n, const char *tag)
     if (fd < 0 || read(fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
         fail_msg("cannot read /dev/urandom");
     close(fd);
-    rc_fmt(out, n, "%s-%d-%08x", tag, (int)getpid(), r);
+    pc_fmt(out, n, "%s-%d-%08x", tag, (int)getpid(), r);
 }
 
 /* ---- profiles ----------------------------------------------------------- */
@@ -240,14 +136,14 @@ static inline void rc_write_script(const char *dir, const char *name, const char
         p += skip;
     }
     out[k] = '\0';
-    rc_write_file(rc_fmt(path, sizeof(path), "%s/%s", dir, name), out);
+    pc_write_file(pc_fmt(path, sizeof(path), "%s/%s", dir, name), out);
 }
 
 /* "--smoke-profile=NAME=/bin/sh DIR/NAME.sh {model_dir} {output}EXTRA" */
 static inline void rc_profile_arg(char *out, size_t n, const char *dir, const char *name,
                                   const char *extra)
 {
-    rc_fmt(out, n, "--smoke-profile=%s=/bin/sh %s/%s.sh {model_dir} {output}%s", name, dir, name,
+    pc_fmt(out, n, "--smoke-profile=%s=/bin/sh %s/%s.sh {model_dir} {output}%s", name, dir, name,
            extra);
 }
 
@@ -313,32 +209,32 @@ static inline void rc_kill_procs(const char *marker)
 /* Wait until `count` processes carry the marker. */
 static inline void rc_wait_procs(const char *marker, size_t count)
 {
-    int64_t deadline = rc_deadline(5000);
+    int64_t deadline = pc_deadline(5000);
     pid_t pids[8];
 
     while (rc_procs_with_arg(marker, pids, 8) < count) {
-        if (rc_now_ms() > deadline)
+        if (pc_now_ms() > deadline)
             fail_msg("the smoke command did not start its %zu processes", count);
-        rc_pause_ms(10);
+        pc_pause_ms(10);
     }
 }
 
 /* Wait until no process carries `marker`; fails at the deadline naming them. */
 static inline void rc_expect_no_procs(const char *marker, int64_t timeout_ms)
 {
-    int64_t deadline = rc_deadline(timeout_ms);
+    int64_t deadline = pc_deadline(timeout_ms);
     pid_t pids[16];
     size_t n;
 
     while ((n = rc_procs_with_arg(marker, pids, 16)) > 0) {
-        if (rc_now_ms() > deadline) {
+        if (pc_now_ms() > deadline) {
             char list[256] = "";
             size_t k = 0;
             for (size_t i = 0; i < n && i < 16; i++)
                 k += (size_t)snprintf(list + k, sizeof(list) - k, " %d", (int)pids[i]);
             fail_msg("%zu process(es) with '%s' still run:%s", n, marker, list);
         }
-        rc_pause_ms(20);
+        pc_pause_ms(20);
     }
 }
 
@@ -402,7 +298,7 @@ static inline void rc_blob_file(const struct mg_server *s, const char *digest,
 
     if (strncmp(digest, "sha256:", 7) != 0 || strlen(digest) != IT_DIGEST_LEN)
         fail_msg("not a digest: %s", digest);
-    it_data_path(s, rc_fmt(rel, sizeof(rel), "blobs/sha256/%.2s/%s", digest + 7, digest + 7), out);
+    it_data_path(s, pc_fmt(rel, sizeof(rel), "blobs/sha256/%.2s/%s", digest + 7, digest + 7), out);
 }
 
 /* ---- REST --------------------------------------------------------------- */
@@ -442,7 +338,7 @@ static inline json_int_t rc_version(struct mg_server *s, const char *model, cons
         json_object_set_new(body, "resources",
                             json_pack("{sI ss}", "parameters", parameters, "precision",
                                       precision ? precision : "fp16"));
-    r = it_jreq_v(s, "POST", rc_fmt(path, sizeof(path), "/api/v1/models/%s/versions", model),
+    r = it_jreq_v(s, "POST", pc_fmt(path, sizeof(path), "/api/v1/models/%s/versions", model),
                   s->admin_token, body);
     it_expect_status(s, r, 201);
     n = it_jint(r->json, "version");
@@ -455,7 +351,7 @@ static inline void rc_policy(struct mg_server *s, const char *model, const char 
 {
     char path[256];
     struct it_resp *r =
-        it_jreq(s, "PUT", rc_fmt(path, sizeof(path), "/api/v1/models/%s/policies/%s", model, alias),
+        it_jreq(s, "PUT", pc_fmt(path, sizeof(path), "/api/v1/models/%s/policies/%s", model, alias),
                 s->admin_token, policy);
 
     it_expect_status(s, r, 200);
@@ -468,7 +364,7 @@ static inline void rc_alias_to(struct mg_server *s, const char *model, const cha
 {
     char path[256];
     struct it_resp *r = it_jreq_v(
-        s, "PUT", rc_fmt(path, sizeof(path), "/api/v1/models/%s/aliases/%s?wait=10", model, alias),
+        s, "PUT", pc_fmt(path, sizeof(path), "/api/v1/models/%s/aliases/%s?wait=10", model, alias),
         s->admin_token, json_pack("{sI}", "version", version));
 
     it_expect_status(s, r, 200);
@@ -480,7 +376,7 @@ static inline struct it_resp *rc_alias_get(struct mg_server *s, const char *mode
 {
     char path[256];
     struct it_resp *r =
-        it_get(s, rc_fmt(path, sizeof(path), "/api/v1/models/%s/aliases/%s", model, alias),
+        it_get(s, pc_fmt(path, sizeof(path), "/api/v1/models/%s/aliases/%s", model, alias),
                s->admin_token);
 
     it_expect_status(s, r, 200);
@@ -504,7 +400,7 @@ static inline void rc_routes_text(const json_t *alias, char *out, size_t n)
  * acknowledged its current generation. */
 static inline void rc_alias_in_sync(struct mg_server *s, const char *model, const char *alias)
 {
-    int64_t deadline = rc_deadline(10000);
+    int64_t deadline = pc_deadline(10000);
 
     for (;;) {
         struct it_resp *r = rc_alias_get(s, model, alias);
@@ -525,11 +421,11 @@ static inline void rc_alias_in_sync(struct mg_server *s, const char *model, cons
             it_resp_free(s, &r);
             return;
         }
-        if (rc_now_ms() > deadline)
+        if (pc_now_ms() > deadline)
             fail_msg("%s/%s: not every gateway (runner included) is in sync: %s", model, alias,
                      r->body);
         it_resp_free(s, &r);
-        rc_pause_ms(20);
+        pc_pause_ms(20);
     }
 }
 
@@ -549,7 +445,7 @@ static inline struct it_resp *rc_promotion_get(struct mg_server *s, const char *
 {
     char path[128];
     struct it_resp *r =
-        it_get(s, rc_fmt(path, sizeof(path), "/api/v1/promotions/%s", id), s->admin_token);
+        it_get(s, pc_fmt(path, sizeof(path), "/api/v1/promotions/%s", id), s->admin_token);
 
     it_expect_status(s, r, 200);
     return r;
@@ -565,7 +461,7 @@ static inline struct it_resp *rc_promotion_wait_at(struct mg_server *s, const ch
                                                    const char *file, int line)
 {
     static const char *const final[] = {"succeeded", "rejected", "aborted", "rolled_back", NULL};
-    int64_t deadline = rc_deadline(timeout_ms);
+    int64_t deadline = pc_deadline(timeout_ms);
 
     for (;;) {
         struct it_resp *r = rc_promotion_get(s, id);
@@ -576,13 +472,13 @@ static inline struct it_resp *rc_promotion_wait_at(struct mg_server *s, const ch
             return r;
         for (size_t i = 0; final[i]; i++)
             is_final = is_final || strcmp(st, final[i]) == 0;
-        if (is_final || rc_now_ms() > deadline) {
+        if (is_final || pc_now_ms() > deadline) {
             print_error("promotion %s: want state %s; it is: %.4000s\n", id, state, r->body);
             it_server_dump_log(s, 3000);
             _fail(file, line);
         }
         it_resp_free(s, &r);
-        rc_pause_ms(20);
+        pc_pause_ms(20);
     }
 }
 
@@ -625,7 +521,7 @@ static inline struct it_resp *rc_smoke_post(struct mg_server *s, const char *tok
     char path[256];
     struct it_resp *r =
         it_jreq(s, "POST",
-                rc_fmt(path, sizeof(path), "/api/v1/models/%s/versions/%lld/smoke-tests", model,
+                pc_fmt(path, sizeof(path), "/api/v1/models/%s/versions/%lld/smoke-tests", model,
                        (long long)version),
                 token, body);
 
@@ -641,7 +537,7 @@ static inline struct it_resp *rc_smoke_list(struct mg_server *s, const char *mod
     char path[256];
     struct it_resp *r =
         it_get(s,
-               rc_fmt(path, sizeof(path), "/api/v1/models/%s/versions/%lld/smoke-tests", model,
+               pc_fmt(path, sizeof(path), "/api/v1/models/%s/versions/%lld/smoke-tests", model,
                       (long long)version),
                s->admin_token);
 
@@ -679,7 +575,7 @@ static inline json_t *rc_smoke_wait_at(struct mg_server *s, const char *model, j
                                        const char *id, int64_t timeout_ms, const char *file,
                                        int line)
 {
-    int64_t deadline = rc_deadline(timeout_ms);
+    int64_t deadline = pc_deadline(timeout_ms);
 
     for (;;) {
         struct it_resp *r = rc_smoke_list(s, model, version);
@@ -687,14 +583,14 @@ static inline json_t *rc_smoke_wait_at(struct mg_server *s, const char *model, j
 
         if (t != NULL && rc_smoke_final(it_jstr(t, "state")))
             return t;
-        if (rc_now_ms() > deadline) {
+        if (pc_now_ms() > deadline) {
             print_error("smoke test %s of %s v%lld did not finish: %.4000s\n", id, model,
                         (long long)version, r->body);
             it_server_dump_log(s, 3000);
             _fail(file, line);
         }
         it_resp_free(s, &r);
-        rc_pause_ms(20);
+        pc_pause_ms(20);
     }
 }
 
@@ -706,7 +602,7 @@ static inline json_t *rc_smoke_wait_state_at(struct mg_server *s, const char *mo
                                              json_int_t version, const char *state,
                                              int64_t timeout_ms, const char *file, int line)
 {
-    int64_t deadline = rc_deadline(timeout_ms);
+    int64_t deadline = pc_deadline(timeout_ms);
 
     for (;;) {
         struct it_resp *r = rc_smoke_list(s, model, version);
@@ -714,21 +610,21 @@ static inline json_t *rc_smoke_wait_state_at(struct mg_server *s, const char *mo
 
         if (t != NULL && strcmp(it_jstr(t, "state"), state) == 0)
             return t;
-        if (rc_now_ms() > deadline) {
+        if (pc_now_ms() > deadline) {
             print_error("%s v%lld: no smoke test %s: %.4000s\n", model, (long long)version, state,
                         r->body);
             it_server_dump_log(s, 3000);
             _fail(file, line);
         }
         it_resp_free(s, &r);
-        rc_pause_ms(20);
+        pc_pause_ms(20);
     }
 }
 
 /* Wait until the runner has nothing queued or running. */
 static inline void rc_runner_idle(struct mg_server *s, int64_t timeout_ms)
 {
-    int64_t deadline = rc_deadline(timeout_ms);
+    int64_t deadline = pc_deadline(timeout_ms);
 
     for (;;) {
         struct it_resp *r = it_get(s, "/api/v1/runner", s->admin_token);
@@ -738,10 +634,10 @@ static inline void rc_runner_idle(struct mg_server *s, int64_t timeout_ms)
             it_resp_free(s, &r);
             return;
         }
-        if (rc_now_ms() > deadline)
+        if (pc_now_ms() > deadline)
             fail_msg("the runner is still busy: %s", r->body);
         it_resp_free(s, &r);
-        rc_pause_ms(20);
+        pc_pause_ms(20);
     }
 }
 

@@ -36,7 +36,6 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
-#define HAPROXY "/usr/sbin/haproxy"
 #define NPROFILES 8
 
 /* "missing" runs no script: its program does not exist. */
@@ -49,7 +48,7 @@ static char dir[IT_PATH_MAX];  /* scripts, what they record, flag files */
 static char straggler[64];     /* the marker of exit1.sh's background child */
 static char hang_mark[64];     /* the marker of hang.sh's two processes */
 static char dep[128];          /* a deployer token */
-static pid_t hap_pid;
+static struct pc_proc hap;
 static int hap_stats_port;
 
 /* ---- the profiles --------------------------------------------------------- */
@@ -126,48 +125,13 @@ static const char FLIP_SH[] =
 
 /* ---- HAProxy ---------------------------------------------------------------- */
 
-static int free_port(void)
-{
-    struct sockaddr_in a;
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-        fail_msg("cannot find a free loopback port: %s", strerror(errno));
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static int connect_port(int port)
-{
-    struct sockaddr_in a;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    if (fd < 0)
-        return -1;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 static void haproxy_start(void)
 {
     char cfg[2048], path[IT_PATH_MAX], log[IT_PATH_MAX];
-    int64_t deadline;
-    int status;
+    const char *argv[] = {PC_HAPROXY, "-db", "-f", path, NULL};
 
-    hap_stats_port = free_port();
-    rc_fmt(cfg, sizeof(cfg),
+    hap_stats_port = pc_free_port();
+    pc_fmt(cfg, sizeof(cfg),
            "global\n"
            "    stats socket ipv4@127.0.0.1:%d level admin\n"
            "    nbthread 1\n"
@@ -182,91 +146,22 @@ static void haproxy_start(void)
            "backend be_canary_production\n"
            "    server v1 127.0.0.1:9 weight 1\n"
            "    server v2 127.0.0.1:9 weight 1\n",
-           hap_stats_port, free_port());
-    rc_write_file(rc_fmt(path, sizeof(path), "%s/haproxy.cfg", dir), cfg);
-    rc_fmt(log, sizeof(log), "%s/haproxy.log", dir);
-    hap_pid = fork();
-    if (hap_pid < 0)
-        fail_msg("fork: %s", strerror(errno));
-    if (hap_pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        int nul = open("/dev/null", O_RDONLY);
-
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (fd < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
-            _exit(126);
-        execl(HAPROXY, HAPROXY, "-db", "-f", path, (char *)NULL);
-        _exit(127);
-    }
-    deadline = rc_deadline(15000);
-    for (;;) {
-        int fd = connect_port(hap_stats_port);
-
-        if (fd >= 0) {
-            close(fd);
-            return;
-        }
-        if (waitpid(hap_pid, &status, WNOHANG) == hap_pid) {
-            char *text = rc_read_file(log);
-            hap_pid = 0;
-            fail_msg("haproxy exited (status 0x%x): %s", status, text ? text : "");
-        }
-        if (rc_now_ms() > deadline)
-            fail_msg("haproxy does not listen on its runtime API port %d", hap_stats_port);
-        rc_pause_ms(10);
-    }
-}
-
-static void haproxy_stop(void)
-{
-    int64_t deadline = rc_now_ms() + 10000;
-    int status;
-
-    if (hap_pid <= 0)
-        return;
-    kill(hap_pid, SIGTERM);
-    while (waitpid(hap_pid, &status, WNOHANG) != hap_pid) {
-        if (rc_now_ms() > deadline) {
-            kill(hap_pid, SIGKILL);
-            waitpid(hap_pid, &status, 0);
-            break;
-        }
-        rc_pause_ms(10);
-    }
-    hap_pid = 0;
+           hap_stats_port, pc_free_port());
+    pc_write_file(pc_fmt(path, sizeof(path), "%s/haproxy.cfg", dir), cfg);
+    pc_spawn(&hap, "haproxy", argv, pc_fmt(log, sizeof(log), "%s/haproxy.log", dir));
+    pc_wait_port(&hap, hap_stats_port);
 }
 
 /* `get weight be_canary_production/<server>` over the runtime API. */
 static int haproxy_weight(const char *server)
 {
-    char cmd[128], reply[512];
-    size_t n = 0;
-    int fd = connect_port(hap_stats_port), w = -1;
-
-    if (fd < 0)
-        fail_msg("cannot connect to the HAProxy runtime API: %s", strerror(errno));
-    rc_fmt(cmd, sizeof(cmd), "get weight be_canary_production/%s\n", server);
-    if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) != (ssize_t)strlen(cmd))
-        fail_msg("send to HAProxy: %s", strerror(errno));
-    for (;;) {
-        ssize_t r = recv(fd, reply + n, sizeof(reply) - 1 - n, 0);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-        if (n == sizeof(reply) - 1)
-            break;
-    }
-    close(fd);
-    reply[n] = '\0';
-    if (sscanf(reply, "%d", &w) != 1)
-        fail_msg("get weight %s: HAProxy answered '%s'", server, reply);
-    return w;
+    return pc_haproxy_weight(hap_stats_port, "be_canary_production", server);
 }
 
 /* Poll HAProxy until v1 and v2 have these weights. */
 static void expect_haproxy(int w1, int w2)
 {
-    int64_t deadline = rc_deadline(10000);
+    int64_t deadline = pc_deadline(10000);
     int g1, g2;
 
     for (;;) {
@@ -274,11 +169,11 @@ static void expect_haproxy(int w1, int w2)
         g2 = haproxy_weight("v2");
         if (g1 == w1 && g2 == w2)
             return;
-        if (rc_now_ms() > deadline) {
+        if (pc_now_ms() > deadline) {
             it_server_dump_log(srv, 3000);
             fail_msg("HAProxy weights v1=%d v2=%d, want %d and %d", g1, g2, w1, w2);
         }
-        rc_pause_ms(10);
+        pc_pause_ms(10);
     }
 }
 
@@ -297,7 +192,7 @@ static int setup(void **state)
     char flip[IT_PATH_MAX];
     char *secret;
 
-    rc_mkdtemp(dir, "runner");
+    pc_mkdtemp(dir, "runner");
     rc_marker(straggler, sizeof(straggler), "mg-straggler");
     write_script("pass.sh", PASS_SH, NULL);
     write_script("check-fail.sh", CHECK_FAIL_SH, NULL);
@@ -306,7 +201,7 @@ static int setup(void **state)
     write_script("slow.sh", SLOW_SH, NULL);
     write_script("gated.sh", GATED_SH, NULL);
     write_script("flip.sh", FLIP_SH, NULL);
-    rc_write_file(rc_fmt(flip, sizeof(flip), "%s/flip", dir), "pass\n");
+    pc_write_file(pc_fmt(flip, sizeof(flip), "%s/flip", dir), "pass\n");
 
     /* Something of the test's environment the server inherits; the smoke
      * command must not see it (nor HOME). */
@@ -319,13 +214,13 @@ static int setup(void **state)
     n++;
     for (size_t i = 1; i < NPROFILES - 1; i++, n++)
         profile_arg(args[n], sizeof(args[n]), PROFILES[i], "");
-    rc_fmt(args[n++], sizeof(args[0]),
+    pc_fmt(args[n++], sizeof(args[0]),
            "--smoke-profile=missing=/nonexistent/smoke-command {model_dir}");
-    rc_fmt(args[n++], sizeof(args[0]), "--nvml-library=%s/absent/libnvidia-ml.so.1", dir);
-    rc_fmt(args[n++], sizeof(args[0]), "--smoke-interval=0");
-    rc_fmt(args[n++], sizeof(args[0]), "--smoke-timeout=30");
-    rc_fmt(args[n++], sizeof(args[0]), "--runner-workers=2");
-    rc_fmt(args[n++], sizeof(args[0]), "--smoke-memory-mib=1024");
+    pc_fmt(args[n++], sizeof(args[0]), "--nvml-library=%s/absent/libnvidia-ml.so.1", dir);
+    pc_fmt(args[n++], sizeof(args[0]), "--smoke-interval=0");
+    pc_fmt(args[n++], sizeof(args[0]), "--smoke-timeout=30");
+    pc_fmt(args[n++], sizeof(args[0]), "--runner-workers=2");
+    pc_fmt(args[n++], sizeof(args[0]), "--smoke-memory-mib=1024");
     for (size_t i = 0; i < n; i++)
         argv[i] = args[i];
     argv[n] = NULL;
@@ -349,10 +244,10 @@ static int teardown(void **state)
         it_server_stop(srv);
         it_server_free(&srv);
     }
-    haproxy_stop();
+    pc_stop(&hap);
     rc_kill_procs(straggler);
     rc_kill_procs(hang_mark);
-    rc_rmtree(dir);
+    pc_rmtree(dir);
     *state = NULL;
     return 0;
 }
@@ -373,8 +268,9 @@ static int test_teardown(void **state)
 static char *seen(const char *model, json_int_t version, const char *what)
 {
     char path[IT_PATH_MAX];
-    char *text = rc_read_file(
-        rc_fmt(path, sizeof(path), "%s/seen.%s.%lld.%s", dir, model, (long long)version, what));
+    char *text = pc_read_file(
+        pc_fmt(path, sizeof(path), "%s/seen.%s.%lld.%s", dir, model, (long long)version, what),
+        NULL);
 
     if (text == NULL)
         fail_msg("the smoke command did not record %s (no %s)", what, path);
@@ -511,11 +407,11 @@ static void test_passing_archive(void **state)
     assert_string_equal(it_jstr(json_array_get(checks, 1), "detail"), "3 file(s)");
 
     /* The environment, exactly. */
-    it_data_path(s, rc_fmt(rel, sizeof(rel), "runner/%s", id), work);
-    rc_fmt(model_dir, sizeof(model_dir), "%s/model", work);
-    rc_fmt(output, sizeof(output), "%s/output.json", work);
-    rc_fmt(e_dir, sizeof(e_dir), "MODELGATE_MODEL_DIR=%s", model_dir);
-    rc_fmt(e_out, sizeof(e_out), "MODELGATE_OUTPUT=%s", output);
+    it_data_path(s, pc_fmt(rel, sizeof(rel), "runner/%s", id), work);
+    pc_fmt(model_dir, sizeof(model_dir), "%s/model", work);
+    pc_fmt(output, sizeof(output), "%s/output.json", work);
+    pc_fmt(e_dir, sizeof(e_dir), "MODELGATE_MODEL_DIR=%s", model_dir);
+    pc_fmt(e_out, sizeof(e_out), "MODELGATE_OUTPUT=%s", output);
     expect_env("passing", v,
                (const char *const[]){e_dir, e_out, "MODELGATE_MODEL=passing", "MODELGATE_VERSION=1",
                                      "CUDA_VISIBLE_DEVICES=", "PATH=" RC_PATH, "LANG=C.UTF-8",
@@ -524,7 +420,7 @@ static void test_passing_archive(void **state)
     /* argv: whole words replaced, quotes grouped, the rest verbatim; run in
      * the test's directory with the address-space limit (1024 MiB). */
     args = seen("passing", v, "args");
-    rc_fmt(want_args, sizeof(want_args), "%s\n%s\ntwo words\npre{output}\n%s\n%d\n", model_dir,
+    pc_fmt(want_args, sizeof(want_args), "%s\n%s\ntwo words\npre{output}\n%s\n%d\n", model_dir,
            output, work, 1024 * 1024);
     assert_string_equal(args, want_args);
     free(args);
@@ -533,7 +429,7 @@ static void test_passing_archive(void **state)
     it_digest(entries[0].content, strlen(entries[0].content), d0);
     it_digest(entries[2].content, strlen(entries[2].content), d1);
     it_digest(entries[3].content, strlen(entries[3].content), d2);
-    rc_fmt(want_files, sizeof(want_files),
+    pc_fmt(want_files, sizeof(want_files),
            "%s  ./config.json\n%s  ./weights/w0.bin\n%s  ./weights/w1.bin\n", d0 + 7, d1 + 7,
            d2 + 7);
     files = seen("passing", v, "files");
@@ -560,7 +456,7 @@ static void test_single_file_artifact(void **state)
     t = rc_smoke_wait(s, "single", v, id, 15000);
     assert_string_equal(it_jstr(t, "state"), "passed");
     files = seen("single", v, "files");
-    assert_string_equal(files, rc_fmt(want, sizeof(want), "%s  ./artifact\n", art + 7));
+    assert_string_equal(files, pc_fmt(want, sizeof(want), "%s  ./artifact\n", art + 7));
     free(files);
 }
 
@@ -629,7 +525,7 @@ static void test_exit_status_and_straggler(void **state)
     assert_string_equal(it_jstr(json_array_get(checks, 0), "name"), "load");
 
     /* The child it left running went with its process group. */
-    pid = rc_read_file(rc_fmt(path, sizeof(path), "%s/straggler.pid", dir));
+    pid = pc_read_file(pc_fmt(path, sizeof(path), "%s/straggler.pid", dir), NULL);
     assert_non_null(pid);
     free(pid);
     rc_expect_no_procs(straggler, 3000);
@@ -848,7 +744,7 @@ static void test_smoke_gate_waits_while_running(void **state)
     t = rc_smoke_wait_state(s, "gatewait", v2, "running", 1000);
 
     /* Release it: the promotion proceeds. */
-    rc_write_file(rc_fmt(path, sizeof(path), "%s/gated.release", dir), "go\n");
+    pc_write_file(pc_fmt(path, sizeof(path), "%s/gated.release", dir), "go\n");
     r = rc_promotion_wait(s, pid, "succeeded", 15000);
     assert_string_equal(it_jstr(rc_gate(it_jarr(r->json, "gates"), "smoke"), "status"), "passed");
     r = rc_alias_get(s, "gatewait", "production");
@@ -870,7 +766,7 @@ static void test_mid_rollout_failure_rolls_back(void **state)
     v1 = rc_version(s, "canary", art, "flip", 0, 0, NULL);
     v2 = rc_version(s, "canary", art, "flip", 0, 0, NULL);
     r = it_jreq(s, "PUT", "/api/v1/gateways/hap", s->admin_token,
-                rc_fmt(gw, sizeof(gw),
+                pc_fmt(gw, sizeof(gw),
                        "{\"kind\":\"haproxy\",\"address\":\"127.0.0.1:%d\","
                        "\"backend\":\"be_{model}_{alias}\",\"server\":\"v{version}\","
                        "\"models\":[\"canary\"],\"aliases\":[\"production\"]}",
@@ -902,7 +798,7 @@ static void test_mid_rollout_failure_rolls_back(void **state)
         assert_string_equal(it_jstr(t, "state"), "passed");
 
     /* The candidate breaks; a deployer re-runs its test. */
-    rc_write_file(rc_fmt(path, sizeof(path), "%s/flip", dir), "fail\n");
+    pc_write_file(pc_fmt(path, sizeof(path), "%s/flip", dir), "fail\n");
     r = rc_smoke_post(s, dep, "canary", v2, "{}", id);
     assert_string_equal(it_jstr(r->json, "trigger"), "manual");
     t = rc_smoke_wait(s, "canary", v2, id, 15000);
@@ -930,7 +826,7 @@ static void test_mid_rollout_failure_rolls_back(void **state)
 
     /* The real HAProxy agrees. */
     expect_haproxy(100, 0);
-    rc_write_file(path, "pass\n");
+    pc_write_file(path, "pass\n");
 }
 
 /* Replace the bytes of a stored blob (the server never rewrites them). */
@@ -958,15 +854,15 @@ static void test_archive_escape_refused(void **state)
     json_t *t;
 
     rc_marker(mark, sizeof(mark), "escape");
-    rc_fmt(outside, sizeof(outside), "%s/outside", dir);
+    pc_fmt(outside, sizeof(outside), "%s/outside", dir);
     if (mkdir(outside, 0700) != 0)
         fail_msg("mkdir %s: %s", outside, strerror(errno));
-    rc_fmt(up1, sizeof(up1), "../%s-up1", mark);
+    pc_fmt(up1, sizeof(up1), "../%s-up1", mark);
     /* From ROOT/data/runner/<id>/model, five levels up is $TMPDIR. */
-    rc_fmt(up5, sizeof(up5), "../../../../../%s-up5", mark);
-    rc_fmt(abs_path, sizeof(abs_path), "%s/%s-abs", outside, mark);
-    rc_fmt(lname, sizeof(lname), "%s-link", mark);
-    rc_fmt(planted, sizeof(planted), "%s-link/planted", mark);
+    pc_fmt(up5, sizeof(up5), "../../../../../%s-up5", mark);
+    pc_fmt(abs_path, sizeof(abs_path), "%s/%s-abs", outside, mark);
+    pc_fmt(lname, sizeof(lname), "%s-link", mark);
+    pc_fmt(planted, sizeof(planted), "%s-link/planted", mark);
     {
         const struct {
             const char *what;
@@ -992,7 +888,7 @@ static void test_archive_escape_refused(void **state)
             it_expect_error(s, r, 400, "invalid_argument");
 
             /* ...so a valid one is stored and then replaced on disk. */
-            rc_fmt(vname, sizeof(vname), "valid-%zu.bin", k);
+            pc_fmt(vname, sizeof(vname), "valid-%zu.bin", k);
             vtar = rc_tar(&valid, 1, &vlen);
             r = it_upload(s, vtar, vlen, art);
             assert_int_equal(it_jint(r->json, "files"), 1);
@@ -1007,7 +903,7 @@ static void test_archive_escape_refused(void **state)
                 fail_msg("%s: want failed with an extraction reason: %s", cases[k].what,
                          json_dumps(t, JSON_COMPACT));
             /* The command never ran on it. */
-            rc_fmt(seen_path, sizeof(seen_path), "%s/seen.escape.%lld.env", dir, (long long)v);
+            pc_fmt(seen_path, sizeof(seen_path), "%s/seen.escape.%lld.env", dir, (long long)v);
             if (rc_exists(seen_path))
                 fail_msg("%s: the smoke command ran on a refused archive", cases[k].what);
         }
@@ -1020,7 +916,7 @@ static void test_archive_escape_refused(void **state)
         fail_msg("an archive entry escaped to %s", found);
     if ((found = rc_find_name(dir, mark)) != NULL)
         fail_msg("an archive entry escaped to %s", found);
-    rc_fmt(p, sizeof(p), "%s/%s-up5", tmp && *tmp ? tmp : "/tmp", mark);
+    pc_fmt(p, sizeof(p), "%s/%s-up5", tmp && *tmp ? tmp : "/tmp", mark);
     if (rc_exists(p)) {
         unlink(p);
         fail_msg("an archive entry escaped to %s", p);
@@ -1043,13 +939,13 @@ static void test_timeout_kills_group(void **state)
     rc_marker(hang_mark, sizeof(hang_mark), "mg-hang");
     write_script("hang.sh", RC_HANG_SH, mark);
     profile_arg(arg, sizeof(arg), "hang", "");
-    rc_fmt(nvml, sizeof(nvml), "--nvml-library=%s/absent/libnvidia-ml.so.1", dir);
+    pc_fmt(nvml, sizeof(nvml), "--nvml-library=%s/absent/libnvidia-ml.so.1", dir);
     srv2 = it_server_start(
         (const char *const[]){arg, nvml, "--smoke-timeout=2", "--smoke-interval=0", NULL});
     it_upload(srv2, "hanging model", 13, art);
     rc_model(srv2, "hang");
     rc_version(srv2, "hang", art, "hang", 0, 0, NULL);
-    started = rc_now_ms();
+    started = pc_now_ms();
     rc_smoke_post(srv2, srv2->admin_token, "hang", 1, NULL, id);
 
     /* While it runs, both processes exist. */
@@ -1064,9 +960,9 @@ static void test_timeout_kills_group(void **state)
     rc_expect_contains(it_jstr(t, "log_tail"), "hanging");
     if (it_jint(t, "duration_ms") < 2000 || it_jint(t, "duration_ms") > 8000)
         fail_msg("killed after %lld ms, want about 2000", (long long)it_jint(t, "duration_ms"));
-    if (rc_now_ms() - started < 2000)
+    if (pc_now_ms() - started < 2000)
         fail_msg("finished before the timeout");
-    leader = rc_read_file(rc_fmt(path, sizeof(path), "%s/hang.leader", dir));
+    leader = pc_read_file(pc_fmt(path, sizeof(path), "%s/hang.leader", dir), NULL);
     assert_non_null(leader);
     free(leader);
     rc_expect_no_procs(mark, 3000);
@@ -1098,14 +994,14 @@ static int daemon_exit_status(const char *extra, const char *log)
 {
     char data[IT_PATH_MAX], port[IT_PATH_MAX];
     const char *bin = getenv("MODELGATED");
-    int64_t deadline = rc_deadline(10000);
+    int64_t deadline = pc_deadline(10000);
     int status;
     pid_t pid;
 
     if (bin == NULL)
         fail_msg("MODELGATED is not set");
-    rc_fmt(data, sizeof(data), "%s/refused-data", dir);
-    rc_fmt(port, sizeof(port), "%s/refused-port", dir);
+    pc_fmt(data, sizeof(data), "%s/refused-data", dir);
+    pc_fmt(port, sizeof(port), "%s/refused-port", dir);
     mkdir(data, 0700);
     pid = fork();
     if (pid < 0)
@@ -1119,12 +1015,12 @@ static int daemon_exit_status(const char *extra, const char *log)
         _exit(127);
     }
     while (waitpid(pid, &status, WNOHANG) != pid) {
-        if (rc_now_ms() > deadline) {
+        if (pc_now_ms() > deadline) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             return -1;
         }
-        rc_pause_ms(10);
+        pc_pause_ms(10);
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -1143,10 +1039,10 @@ static void test_bad_profiles_refused(void **state)
     char log[IT_PATH_MAX];
 
     (void)state;
-    rc_fmt(log, sizeof(log), "%s/refused.log", dir);
+    pc_fmt(log, sizeof(log), "%s/refused.log", dir);
     for (size_t i = 0; bad[i]; i++) {
         int st = daemon_exit_status(bad[i], log);
-        char *text = rc_read_file(log);
+        char *text = pc_read_file(log, NULL);
 
         if (st == 0 || st == -1)
             fail_msg("modelgated %s: %s, want a refusal at start-up; output: %s", bad[i],
@@ -1179,8 +1075,8 @@ int main(void)
         cmocka_unit_test_teardown(test_bad_profiles_refused, test_teardown),
     };
 
-    if (access(HAPROXY, X_OK) != 0) {
-        print_error("%s is missing: install the Debian package haproxy\n", HAPROXY);
+    if (access(PC_HAPROXY, X_OK) != 0) {
+        print_error("%s is missing: install the Debian package haproxy\n", PC_HAPROXY);
         return 1;
     }
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -71,7 +71,7 @@ static void write_with_dir(const char *name, const char *text)
         }
     }
     out[k] = '\0';
-    rc_write_file(rc_fmt(path, sizeof(path), "%s/%s", dir, name), out);
+    pc_write_file(pc_fmt(path, sizeof(path), "%s/%s", dir, name), out);
 }
 
 /* Replace the GPUs the fake reports (atomically: write, then rename). */
@@ -79,7 +79,7 @@ static void set_gpus(const char *spec)
 {
     char tmp[IT_PATH_MAX];
 
-    rc_write_file(rc_fmt(tmp, sizeof(tmp), "%s/gpus.set", dir), spec);
+    pc_write_file(pc_fmt(tmp, sizeof(tmp), "%s/gpus.set", dir), spec);
     if (rename(tmp, spec_path) != 0)
         fail_msg("rename %s: %s", tmp, strerror(errno));
 }
@@ -101,15 +101,15 @@ static int setup(void **state)
     char nvml[IT_PATH_MAX + 32], prof[IT_PATH_MAX + 128];
     char *secret;
 
-    rc_mkdtemp(dir, "runner-nvml");
-    rc_fmt(spec_path, sizeof(spec_path), "%s/gpus", dir);
+    pc_mkdtemp(dir, "runner-nvml");
+    pc_fmt(spec_path, sizeof(spec_path), "%s/gpus", dir);
     write_with_dir("gpu.sh", GPU_SH);
     set_gpus(IDLE_SPEC);
     setenv("FAKE_NVML_GPUS_FILE", spec_path, 1);
     unsetenv("FAKE_NVML_GPUS");
     unsetenv("FAKE_NVML_FAIL_INIT");
-    rc_fmt(nvml, sizeof(nvml), "--nvml-library=%s", fake_nvml());
-    rc_fmt(prof, sizeof(prof), "--smoke-profile=gpu=/bin/sh %s/gpu.sh {model_dir} {output}", dir);
+    pc_fmt(nvml, sizeof(nvml), "--nvml-library=%s", fake_nvml());
+    pc_fmt(prof, sizeof(prof), "--smoke-profile=gpu=/bin/sh %s/gpu.sh {model_dir} {output}", dir);
     srv = it_server_start((const char *const[]){nvml, prof, "--smoke-interval=0",
                                                 "--smoke-timeout=30", "--runner-workers=1",
                                                 "--smoke-memory-mib=1024", NULL});
@@ -131,7 +131,7 @@ static int teardown(void **state)
         it_server_stop(srv);
         it_server_free(&srv);
     }
-    rc_rmtree(dir);
+    pc_rmtree(dir);
     *state = NULL;
     return 0;
 }
@@ -143,7 +143,7 @@ static int test_setup(void **state)
 
     (void)state;
     set_gpus(IDLE_SPEC);
-    unlink(rc_fmt(path, sizeof(path), "%s/gpus.busy", dir));
+    unlink(pc_fmt(path, sizeof(path), "%s/gpus.busy", dir));
     return 0;
 }
 
@@ -164,8 +164,8 @@ static char *seen_env(const char *model, json_int_t version, const char *name)
     char path[IT_PATH_MAX], *text, *save = NULL, *line, *out = NULL;
     size_t n = strlen(name);
 
-    text = rc_read_file(
-        rc_fmt(path, sizeof(path), "%s/seen.%s.%lld.env", dir, model, (long long)version));
+    text = pc_read_file(
+        pc_fmt(path, sizeof(path), "%s/seen.%s.%lld.env", dir, model, (long long)version), NULL);
     if (text == NULL)
         fail_msg("the smoke command did not record its environment (%s)", path);
     for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -181,8 +181,8 @@ static char *seen_env(const char *model, json_int_t version, const char *name)
 static char *seen_ulimit(const char *model, json_int_t version)
 {
     char path[IT_PATH_MAX];
-    char *text = rc_read_file(
-        rc_fmt(path, sizeof(path), "%s/seen.%s.%lld.ulimit", dir, model, (long long)version));
+    char *text = pc_read_file(
+        pc_fmt(path, sizeof(path), "%s/seen.%s.%lld.ulimit", dir, model, (long long)version), NULL);
 
     if (text == NULL)
         fail_msg("the smoke command did not record its limit (%s)", path);
@@ -317,8 +317,8 @@ static void test_peak_gpu_memory(void **state)
     rc_model(s, "peak");
     v = rc_version(s, "peak", art, "gpu", 0, 1000000000, "fp16");
     /* While it runs the command takes 1536 MiB of the H100. */
-    rc_write_file(rc_fmt(path, sizeof(path), "%s/gpus.idle", dir), IDLE_SPEC);
-    rc_write_file(rc_fmt(path, sizeof(path), "%s/gpus.busy", dir),
+    pc_write_file(pc_fmt(path, sizeof(path), "%s/gpus.idle", dir), IDLE_SPEC);
+    pc_write_file(pc_fmt(path, sizeof(path), "%s/gpus.busy", dir),
                   "A100:40960:10240,H100:81920:68464");
     t = smoke_run(s, "peak", v, "{\"gpu\":\"required\"}");
     assert_string_equal(it_jstr(t, "state"), "passed");
@@ -448,7 +448,7 @@ static void test_nvml_init_fails(void **state)
 
     (void)state;
     setenv("FAKE_NVML_FAIL_INIT", "1", 1);
-    rc_fmt(nvml, sizeof(nvml), "--nvml-library=%s", fake_nvml());
+    pc_fmt(nvml, sizeof(nvml), "--nvml-library=%s", fake_nvml());
     srv2 = it_server_start((const char *const[]){nvml, "--smoke-interval=0", NULL});
     unsetenv("FAKE_NVML_FAIL_INIT");
     r = it_get(srv2, "/api/v1/runner", srv2->admin_token);
@@ -468,7 +468,7 @@ static void test_library_lacks_symbols(void **state)
 
     (void)state;
     /* A real shared library that is not NVML: the C library itself. */
-    rc_fmt(nvml, sizeof(nvml), "--nvml-library=libc.so.6");
+    pc_fmt(nvml, sizeof(nvml), "--nvml-library=libc.so.6");
     srv2 = it_server_start((const char *const[]){nvml, "--smoke-interval=0", NULL});
     r = it_get(srv2, "/api/v1/runner", srv2->admin_token);
     it_expect_status(srv2, r, 200);

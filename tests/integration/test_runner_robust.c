@@ -42,13 +42,13 @@ static void start_srv(int timeout_s, int interval_s, const char *const *profiles
 
     for (size_t i = 0; profiles[i] && n < 4; i++, n++) {
         if (strncmp(profiles[i], "--", 2) == 0)
-            rc_fmt(args[n], sizeof(args[n]), "%s", profiles[i]);
+            pc_fmt(args[n], sizeof(args[n]), "%s", profiles[i]);
         else
             rc_profile_arg(args[n], sizeof(args[n]), dir, profiles[i], "");
     }
-    rc_fmt(args[n++], sizeof(args[0]), "--nvml-library=%s/absent/libnvidia-ml.so.1", dir);
-    rc_fmt(args[n++], sizeof(args[0]), "--smoke-timeout=%d", timeout_s);
-    rc_fmt(args[n++], sizeof(args[0]), "--smoke-interval=%d", interval_s);
+    pc_fmt(args[n++], sizeof(args[0]), "--nvml-library=%s/absent/libnvidia-ml.so.1", dir);
+    pc_fmt(args[n++], sizeof(args[0]), "--smoke-timeout=%d", timeout_s);
+    pc_fmt(args[n++], sizeof(args[0]), "--smoke-interval=%d", interval_s);
     for (size_t i = 0; i < n; i++)
         argv[i] = args[i];
     argv[n] = NULL;
@@ -83,7 +83,7 @@ static void unblock_fifos(struct mg_server *s)
 static int setup(void **state)
 {
     (void)state;
-    rc_mkdtemp(dir, "runner-robust");
+    pc_mkdtemp(dir, "runner-robust");
     rc_write_script(dir, "pass.sh", PASS_SH, NULL);
     return 0;
 }
@@ -91,7 +91,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    rc_rmtree(dir);
+    pc_rmtree(dir);
     return 0;
 }
 
@@ -170,19 +170,19 @@ static void test_output_fifo(void **state)
     rc_model(srv, "fifo");
     rc_version(srv, "fifo", art, "fifo", 0, 0, NULL);
     rc_smoke_post(srv, srv->admin_token, "fifo", 1, NULL, id);
-    deadline = rc_deadline(10000);
+    deadline = pc_deadline(10000);
     for (;;) {
         struct it_resp *r = rc_smoke_list(srv, "fifo", 1);
 
         t = rc_smoke_find(r->json, id);
         if (t != NULL && rc_smoke_final(it_jstr(t, "state")))
             break;
-        if (rc_now_ms() > deadline)
+        if (pc_now_ms() > deadline)
             fail_msg("the test is still '%s' 10 s after its command exited: a FIFO as "
                      "$MODELGATE_OUTPUT blocks the runner's worker in reading it",
                      it_jstr(t, "state"));
         it_resp_free(srv, &r);
-        rc_pause_ms(50);
+        pc_pause_ms(50);
     }
     assert_string_equal(it_jstr(t, "state"), "failed");
     rc_expect_contains(it_jstr(t, "log_tail"), "made a fifo");
@@ -212,17 +212,17 @@ static void test_shutdown_while_running(void **state)
     rc_wait_procs(hang_mark, 2);
 
     pid = srv->pid;
-    t0 = rc_now_ms();
+    t0 = pc_now_ms();
     if (kill(pid, SIGTERM) != 0)
         fail_msg("kill: %s", strerror(errno));
-    while (rc_now_ms() - t0 < 10000) {
+    while (pc_now_ms() - t0 < 10000) {
         if (waitpid(pid, &status, WNOHANG) == pid) {
             exited = true;
             break;
         }
-        rc_pause_ms(20);
+        pc_pause_ms(20);
     }
-    waited = rc_now_ms() - t0;
+    waited = pc_now_ms() - t0;
     if (!exited) {
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
@@ -289,9 +289,9 @@ static void test_crash_requeues(void **state)
     assert_int_equal(json_array_size(it_jarr(r->json, "items")), 1);
 
     /* Neither run's processes remain. */
-    deadline = rc_deadline(3000);
-    while ((n_after = rc_procs_with_arg(hang_mark, after, 8)) > 0 && rc_now_ms() < deadline)
-        rc_pause_ms(20);
+    deadline = pc_deadline(3000);
+    while ((n_after = rc_procs_with_arg(hang_mark, after, 8)) > 0 && pc_now_ms() < deadline)
+        pc_pause_ms(20);
     if (n_after > 0) {
         bool from_crash = false;
         for (size_t i = 0; i < n_after && i < 8; i++)
@@ -315,7 +315,7 @@ static void test_periodic_retest(void **state)
     rc_model(srv, "periodic");
     rc_version(srv, "periodic", art, "pass", 0, 0, NULL);
     rc_alias_to(srv, "periodic", "production", 1);
-    deadline = rc_deadline(10000);
+    deadline = pc_deadline(10000);
     for (;;) {
         struct it_resp *r = rc_smoke_list(srv, "periodic", 1);
         json_t *t;
@@ -329,10 +329,10 @@ static void test_periodic_retest(void **state)
         }
         if (periodic >= 2 && route == 1)
             break;
-        if (rc_now_ms() > deadline)
+        if (pc_now_ms() > deadline)
             fail_msg("want a route test and two passed periodic ones: %s", r->body);
         it_resp_free(srv, &r);
-        rc_pause_ms(50);
+        pc_pause_ms(50);
     }
 }
 
