@@ -191,6 +191,40 @@ void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t 
     r->wait_deadline = mg_now_ms() + wait_s * 1000;
 }
 
+void srv_defer_work(struct srv_req *r, void (*work)(struct srv_req *r),
+                    void (*on_resume)(struct srv_req *r))
+{
+    set_response(r, 0, NULL, 0);
+    r->deferred = true;
+    r->work = work;
+    r->on_resume = on_resume;
+}
+
+static void *work_main(void *arg)
+{
+    struct srv_req *r = arg;
+    struct srv *srv = r->srv;
+
+    r->work(r);
+    MHD_resume_connection(r->conn);
+    __atomic_sub_fetch(&srv->working, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* Run r->work on its own thread (the connection is already suspended). */
+static void start_work(struct srv_req *r)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+
+    __atomic_add_fetch(&r->srv->working, 1, __ATOMIC_SEQ_CST);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, work_main, r) != 0)
+        work_main(r); /* no thread to be had: do it here rather than not at all */
+    pthread_attr_destroy(&attr);
+}
+
 /* ---- request accessors ------------------------------------------------ */
 
 const char *srv_query(const struct srv_req *r, const char *key)
@@ -548,9 +582,12 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     __atomic_store_n(&r->body_done, true, __ATOMIC_RELEASE);
     req_finish(r);
     if (r->deferred) {
-        /* Suspend first, then register: a resume can never come before. */
+        /* Suspend first, then hand over: a resume can never come before. */
         MHD_suspend_connection(conn);
-        push_wait(srv, r, r->wait_model, r->wait_alias, r->wait_gen, r->wait_deadline);
+        if (r->work)
+            start_work(r);
+        else
+            push_wait(srv, r, r->wait_model, r->wait_alias, r->wait_gen, r->wait_deadline);
         return MHD_YES;
     }
     return queue(r);
@@ -710,9 +747,8 @@ static bool too_slow(const struct srv_reaper *rp, const struct srv_conn *c, int6
     if (__atomic_load_n(&r->body_done, __ATOMIC_ACQUIRE))
         return false; /* answering, or waiting on ?wait: not the client's pace */
     elapsed = now - r->body_start_ms;
-    return elapsed > rp->header_ms &&
-           __atomic_load_n(&r->body_bytes, __ATOMIC_RELAXED) * 1000 <
-               rp->min_rate * (uint64_t)elapsed;
+    return elapsed > rp->header_ms && __atomic_load_n(&r->body_bytes, __ATOMIC_RELAXED) * 1000 <
+                                          rp->min_rate * (uint64_t)elapsed;
 }
 
 static void *reaper_main(void *arg)
@@ -898,15 +934,14 @@ enum mg_code srv_tls_load(struct srv *srv, struct mg_error *err)
     x = bc ? PEM_read_bio_X509(bc, NULL, NULL, NULL) : NULL;
     k = bk ? PEM_read_bio_PrivateKey(bk, NULL, NULL, NULL) : NULL;
     if (x == NULL)
-        rc = mg_fail(err, MG_EINVAL, "tls-cert", "%s holds no PEM certificate",
-                     srv->cfg->tls_cert);
+        rc = mg_fail(err, MG_EINVAL, "tls-cert", "%s holds no PEM certificate", srv->cfg->tls_cert);
     else if (k == NULL)
         rc = mg_fail(err, MG_EINVAL, "tls-key", "%s holds no (unencrypted) PEM private key",
                      srv->cfg->tls_key);
     else if (X509_check_private_key(x, k) != 1)
-        rc = mg_fail(err, MG_EINVAL, "tls-key",
-                     "the key in %s does not match the certificate in %s", srv->cfg->tls_key,
-                     srv->cfg->tls_cert);
+        rc =
+            mg_fail(err, MG_EINVAL, "tls-key", "the key in %s does not match the certificate in %s",
+                    srv->cfg->tls_key, srv->cfg->tls_cert);
     ERR_clear_error();
 out:
     X509_free(x);
@@ -977,6 +1012,10 @@ void srv_stop(struct srv *srv, int grace_ms)
             close(lfd);
     }
     while (__atomic_load_n(&srv->inflight, __ATOMIC_SEQ_CST) > 0 && mg_mono_ms() < deadline)
+        nanosleep(&ts, NULL);
+    /* A suspended request must be resumed before the daemon stops: work
+     * threads always finish (and resume), so wait for them however long. */
+    while (__atomic_load_n(&srv->working, __ATOMIC_SEQ_CST) > 0)
         nanosleep(&ts, NULL);
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;

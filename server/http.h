@@ -84,8 +84,8 @@ struct srv_req {
     uint64_t body_bytes; /* bytes received (atomic: the reaper reads it) */
     bool body_done;      /* the whole body is in (atomic) */
     int64_t body_start_ms;
-    uint64_t drained;    /* bytes discarded after an error mid-body */
-    void *stream;        /* route-private state for SRV_BODY_STREAM */
+    uint64_t drained; /* bytes discarded after an error mid-body */
+    void *stream;     /* route-private state for SRV_BODY_STREAM */
 
     struct mg_error err; /* error being answered, if any */
     bool failed;         /* an error was recorded while reading the body */
@@ -100,6 +100,9 @@ struct srv_req {
     char wait_model[64], wait_alias[33], wait_id[32];
     int64_t wait_gen, wait_deadline;
     unsigned wait_status;
+    /* srv_defer_work: slow work done on a thread of its own while the
+     * request is suspended, then on_resume replies. */
+    void (*work)(struct srv_req *r);
     unsigned status;
     uint64_t resp_bytes;
     int64_t start_ms;
@@ -120,6 +123,7 @@ struct srv {
     struct MHD_Daemon *daemon;
     uint16_t port;
     volatile int inflight; /* requests not yet completed (atomic ops) */
+    volatile int working;  /* srv_defer_work threads still running (atomic ops) */
 };
 
 /* Read and check --tls-cert/--tls-key (both PEM, the key matching the
@@ -174,6 +178,14 @@ void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, 
  */
 void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t gen, int64_t wait_s,
                const char *id, unsigned status, void (*on_resume)(struct srv_req *r));
+
+/*
+ * Answer after slow work (fsync, archive inspection): suspend the request,
+ * run work(r) on a thread of its own — never on a libmicrohttpd thread —
+ * then call on_resume(r), which sets the reply from what work left in r.
+ */
+void srv_defer_work(struct srv_req *r, void (*work)(struct srv_req *r),
+                    void (*on_resume)(struct srv_req *r));
 
 /* Does the Origin header name this server (scheme://Host)? */
 bool srv_same_origin(const struct srv_req *r);

@@ -15,6 +15,11 @@ struct upload {
     struct store_blob_upload *up;
     char expected[72];
     bool has_expected;
+    /* the commit's outcome, made off the HTTP threads (commit_work) */
+    enum mg_code rc;
+    json_t *blob;
+    bool created;
+    struct mg_error err;
 };
 
 static enum mg_code upload_begin(struct srv_req *r)
@@ -49,23 +54,36 @@ static void upload_cleanup(struct srv_req *r)
     if (u == NULL)
         return;
     store_blob_upload_abort(&u->up);
+    json_decref(u->blob);
     free(u);
     r->stream = NULL;
 }
 
-static void upload_finish(struct srv_req *r)
+/* fsync, digest check, archive inspection, rename, row: seconds for a big
+ * archive, so it runs on a thread of its own (srv_defer_work). */
+static void commit_work(struct srv_req *r)
 {
     struct upload *u = r->stream;
-    json_t *blob = NULL;
-    bool created = false;
-    struct mg_error err;
 
-    if (store_blob_upload_commit(&u->up, r->who.name, u->has_expected ? u->expected : NULL, &blob,
-                                 &created, &err) != MG_OK) {
-        srv_reply_error(r, &err);
+    u->rc = store_blob_upload_commit(&u->up, r->who.name, u->has_expected ? u->expected : NULL,
+                                     &u->blob, &u->created, &u->err);
+}
+
+static void commit_reply(struct srv_req *r)
+{
+    struct upload *u = r->stream;
+
+    if (u->rc != MG_OK) {
+        srv_reply_error(r, &u->err);
         return;
     }
-    srv_reply_json(r, created ? 201 : 200, blob);
+    srv_reply_json(r, u->created ? 201 : 200, u->blob);
+    u->blob = NULL; /* stolen by the reply */
+}
+
+static void upload_finish(struct srv_req *r)
+{
+    srv_defer_work(r, commit_work, commit_reply);
 }
 
 /* Parse "bytes=a-b", "bytes=a-" or "bytes=-n" against size. Returns false if
