@@ -300,17 +300,21 @@ static void get(struct srv_req *r)
 static void patch(struct srv_req *r)
 {
     static const char *const allowed[] = {"description", "tags", NULL};
-    json_t *tags, *out = NULL;
-    const char *d;
+    json_t *tags, *out = NULL, *v;
+    const char *d, *key;
     struct mg_error err;
     enum mg_code rc;
 
-    if (json_is_object(r->body) && !api_object(r, r->body, allowed)) {
-        /* Say plainly why: versions are immutable. */
-        srv_fail(r, MG_EINVAL, r->err.field,
-                 "versions are immutable: only description and tags can change ('%s' cannot)",
-                 r->err.field);
-        return;
+    /* Say plainly why anything else is refused: versions are immutable. */
+    json_object_foreach(json_is_object(r->body) ? r->body : NULL, key, v)
+    {
+        if (strcmp(key, "description") != 0 && strcmp(key, "tags") != 0) {
+            srv_fail(r, MG_EINVAL, key,
+                     "versions are immutable: only description and tags can change ('%.64s' "
+                     "cannot)",
+                     key);
+            return;
+        }
     }
     if (!api_object(r, r->body, allowed) ||
         !api_string(r, r->body, "description", "description", false, 16384, &d))

@@ -397,7 +397,9 @@ static void test_patch_description_and_tags_only(void **state)
     }
     snprintf(body, sizeof(body), "{\"artifact\":\"%s\"}", fx.art2);
     r = it_jreq(s, "PATCH", path, s->admin_token, body);
-    it_expect_error(s, r, 400, "invalid_argument");
+    /* The refusal names the field and says why (versions are immutable). */
+    it_expect_error_field(s, r, 400, "invalid_argument", "artifact");
+    assert_non_null(strstr(it_jstr(it_jobj(r->json, "error"), "message"), "immutable"));
     r = it_treq(s, "PATCH", path, s->admin_token, "text/plain", "{\"description\":\"t\"}");
     it_expect_error(s, r, 415, "unsupported_media_type");
 
