@@ -457,8 +457,11 @@ static enum mg_code promo_of(const json_t *p, struct promo *out, struct gate_pol
 {
     json_t *ro = json_object_get(p, "rollout"), *b = json_object_get(p, "baseline_version");
 
-    if (gate_policy_parse(json_object_get(p, "policy"), pol, err) != MG_OK)
-        return mg_fail(err, MG_EDB, NULL, "stored policy snapshot is invalid: %s", err->message);
+    if (gate_policy_parse(json_object_get(p, "policy"), pol, err) != MG_OK) {
+        char why[MG_ERR_MSG_MAX]; /* mg_fail writes err: never format it into itself */
+        snprintf(why, sizeof(why), "%s", err->message);
+        return mg_fail(err, MG_EDB, NULL, "stored policy snapshot is invalid: %s", why);
+    }
     promo_init(out, pol, json_integer_value(json_object_get(p, "version")),
                json_is_integer(b) ? json_integer_value(b) : 0);
     if (!promo_state_parse(json_string_value(json_object_get(p, "state")), &out->state))

@@ -231,7 +231,9 @@ static enum mg_code migrate(struct store_conn *c, struct mg_error *err)
         }
         if (rc != MG_OK) {
             exec_sql(c, "ROLLBACK", NULL);
-            return mg_fail(err, rc, NULL, "migration %s failed: %s", m->name, err->message);
+            char why[MG_ERR_MSG_MAX]; /* mg_fail writes err: not into itself */
+            snprintf(why, sizeof(why), "%s", err->message);
+            return mg_fail(err, rc, NULL, "migration %s failed: %s", m->name, why);
         }
         if (exec_sql(c, "COMMIT", err) != MG_OK)
             return err->code;
