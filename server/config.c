@@ -16,8 +16,10 @@
 #define CONFIG_LINE_MAX 4096
 #define CONFIG_DEPTH_MAX 4
 
-/* Twice the CPUs this process may run on (so a pinned server does not
- * thrash one core with a pool sized for a big machine), 2 to 32. */
+/* One per CPU this process may run on, like nginx's worker_processes auto
+ * (a pinned server does not thrash its core with a pool sized for a big
+ * machine; handlers never wait on the network, and uploads commit and ?wait
+ * requests wait off these threads), 1 to 32. */
 static unsigned default_threads(void)
 {
     cpu_set_t set;
@@ -27,8 +29,7 @@ static unsigned default_threads(void)
         n = CPU_COUNT(&set);
     if (n < 1)
         n = 4;
-    n *= 2;
-    return (unsigned)(n < 2 ? 2 : n > 32 ? 32 : n);
+    return (unsigned)(n > 32 ? 32 : n);
 }
 
 void srv_config_init(struct srv_config *cfg)
@@ -82,8 +83,10 @@ const char *srv_config_usage(void)
            "  --max-json-bytes SIZE    largest JSON body (default 1M)\n"
            "  --log-format text|json   request log format on stderr (default text)\n"
            "  --sync full|normal       SQLite synchronous mode (default full)\n"
-           "  --threads N              HTTP worker threads (default 2 per available CPU)\n"
+           "  --threads N              HTTP worker threads (default 1 per available CPU)\n"
            "  --max-connections N      connection limit (default 1024)\n"
+           "  --connection-memory SIZE per-connection buffer for headers and body reads\n"
+           "                           (default 256K)\n"
            "  --max-connections-per-ip N  (default 256)\n"
            "  --timeout SECONDS        idle timeout and the deadline for request headers\n"
            "                           (default 60)\n"
@@ -173,6 +176,17 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
         return set_size(&cfg->max_blob_bytes, key, v, err);
     if (strcmp(key, "max-json-bytes") == 0)
         return set_size(&cfg->max_json_bytes, key, v, err);
+    if (strcmp(key, "connection-memory") == 0) {
+        uint64_t n = 0;
+
+        /* Request headers and the read buffer live in it: below 16K, ordinary
+         * requests (long bearer tokens, browsers' headers) stop fitting. */
+        if (set_size(&n, key, v, err) != MG_OK || n < (16u << 10) || n > (16u << 20))
+            return mg_fail(err, MG_EINVAL, key,
+                           "--connection-memory is between 16K and 16M, not '%s'", v);
+        cfg->conn_memory = n;
+        return MG_OK;
+    }
     if (strcmp(key, "log-format") == 0) {
         if (strcmp(v, "text") != 0 && strcmp(v, "json") != 0)
             return mg_fail(err, MG_EINVAL, key, "--log-format is text or json, not '%s'", v);

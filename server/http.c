@@ -23,6 +23,7 @@
 #include <openssl/x509.h>
 
 #include "../common/util.h"
+#include "cache.h"
 #include "metrics.h"
 
 /* Bytes of an oversize chunked body we drain before closing the connection. */
@@ -142,6 +143,32 @@ void srv_reply_json(struct srv_req *r, unsigned status, json_t *v)
         return;
     }
     srv_reply_bytes(r, status, "application/json; charset=utf-8", text, strlen(text));
+    free(text);
+}
+
+static void reply_cached_body(const char *body, size_t len, void *arg)
+{
+    srv_reply_bytes(arg, 200, "application/json; charset=utf-8", body, len);
+}
+
+bool srv_reply_cached(struct srv_req *r, const char *key, uint64_t *epoch)
+{
+    /* Read before the handler's reads begin: what they see is at least this new. */
+    *epoch = store_data_epoch(r->srv->store);
+    return srv_cache_use(r->srv->cache, key, *epoch, reply_cached_body, r);
+}
+
+void srv_reply_json_keep(struct srv_req *r, json_t *v, const char *key, uint64_t epoch)
+{
+    char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15)) : NULL;
+
+    if (text == NULL) {
+        srv_reply_json(r, 200, v);
+        return;
+    }
+    json_decref(v);
+    srv_cache_put(r->srv->cache, key, epoch, text, strlen(text));
+    srv_reply_bytes(r, 200, "application/json; charset=utf-8", text, strlen(text));
     free(text);
 }
 

@@ -108,6 +108,8 @@ struct srv_req {
     int64_t start_ms;
 };
 
+struct srv_cache;
+
 struct srv {
     struct srv_config *cfg;
     struct store *store;
@@ -119,6 +121,7 @@ struct srv {
     bool tls;                     /* serving HTTPS: cookies get Secure, replies HSTS */
     char *tls_cert_pem, *tls_key_pem;
     struct srv_metrics *metrics; /* request counters (metrics.c) */
+    struct srv_cache *cache;     /* hot read bodies (cache.c); NULL caches nothing */
     struct srv_reaper *reaper;   /* per-request deadlines (http.c) */
     struct MHD_Daemon *daemon;
     uint16_t port;
@@ -158,6 +161,16 @@ bool srv_page(struct srv_req *r, struct store_page *page);
 
 /* Reply with JSON (the value is STOLEN). */
 void srv_reply_json(struct srv_req *r, unsigned status, json_t *v);
+
+/* Reads worth caching (cache.h): when the body for key is cached at the
+ * store's current epoch, reply 200 with it and return true; otherwise set
+ * *epoch for srv_reply_json_keep() and return false. Key everything the body
+ * depends on into key (not the caller: a cached body must be the same for
+ * every principal allowed to read it). */
+bool srv_reply_cached(struct srv_req *r, const char *key, uint64_t *epoch);
+
+/* srv_reply_json(r, 200, v), keeping the body under key for epoch. */
+void srv_reply_json_keep(struct srv_req *r, json_t *v, const char *key, uint64_t epoch);
 
 /* Reply with an empty body (204, or 200 for HEAD). */
 void srv_reply_empty(struct srv_req *r, unsigned status);

@@ -19,6 +19,7 @@
 #include "../common/util.h"
 #include "config.h"
 #include "http.h"
+#include "cache.h"
 #include "metrics.h"
 #include "release.h"
 #include "runner/runner.h"
@@ -265,8 +266,7 @@ int main(int argc, char **argv)
         /* Absolute from here on: smoke commands run in other directories. */
         char *abs = realpath(cfg.data_dir, NULL);
         if (abs == NULL) {
-            fprintf(stderr, "modelgated: cannot resolve %s: %s\n", cfg.data_dir,
-                    strerror(errno));
+            fprintf(stderr, "modelgated: cannot resolve %s: %s\n", cfg.data_dir, strerror(errno));
             goto out;
         }
         free(cfg.data_dir);
@@ -288,6 +288,7 @@ int main(int argc, char **argv)
 
     srv.cfg = &cfg;
     srv.metrics = srv_metrics_new();
+    srv.cache = srv_cache_new();
     srv.store = st;
     srv.keys = keys;
     if (srv_start(&srv, &err) != MG_OK) {
@@ -329,6 +330,7 @@ out:
     runner_stop(&srv);
     push_free(&srv);
     srv_metrics_free(&srv.metrics);
+    srv_cache_free(&srv.cache);
     srv_tls_release(&srv);
     for (i = 0; i < (int)ropt.nprofiles; i++)
         runner_profile_release(&ropt.profiles[i]);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -273,6 +274,36 @@ static char *path_join(const char *a, const char *b)
     return p;
 }
 
+/* One process owns a data directory: two daemons would run two outboxes, two
+ * runners and two timers over the same rows, and store_data_epoch() would miss
+ * the other one's writes. The lock dies with the process (kill -9 included). */
+static enum mg_code lock_dir(struct store *st, struct mg_error *err)
+{
+    char *path = path_join(st->data_dir, "modelgated.lock");
+
+    if (path == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    st->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (st->lock_fd < 0) {
+        mg_fail(err, MG_EIO, NULL, "cannot open %s: %s", path, strerror(errno));
+        free(path);
+        return err->code;
+    }
+    if (flock(st->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK)
+            mg_fail(err, MG_EUNAVAIL, NULL,
+                    "data directory %s is in use by another modelgated process; stop it or "
+                    "use another --data-dir",
+                    st->data_dir);
+        else
+            mg_fail(err, MG_EIO, NULL, "cannot lock %s: %s", path, strerror(errno));
+        free(path);
+        return err->code;
+    }
+    free(path);
+    return MG_OK;
+}
+
 enum mg_code store_open(const struct store_options *opt, struct store **out, struct mg_error *err)
 {
     struct store *st;
@@ -287,6 +318,7 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     pthread_mutex_init(&st->rlock, NULL);
     pthread_mutex_init(&st->tlock, NULL);
     pthread_cond_init(&st->rcond, NULL);
+    st->lock_fd = -1;
     st->archive = opt->archive;
     st->keys = opt->keys;
     st->nreaders = opt->read_conns ? opt->read_conns : 4;
@@ -305,6 +337,8 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     }
     if ((rc = make_dir(st->data_dir, err)) != MG_OK || (rc = make_dir(blobs, err)) != MG_OK ||
         (rc = make_dir(st->blob_dir, err)) != MG_OK || (rc = make_dir(st->tmp_dir, err)) != MG_OK)
+        goto fail;
+    if ((rc = lock_dir(st, err)) != MG_OK)
         goto fail;
     sweep_tmp(st->tmp_dir);
 
@@ -349,6 +383,8 @@ void store_close(struct store **stp)
     free(st->db_path);
     free(st->blob_dir);
     free(st->tmp_dir);
+    if (st->lock_fd >= 0)
+        close(st->lock_fd);
     free(st);
     *stp = NULL;
 }
@@ -420,8 +456,15 @@ enum mg_code store_write_end(struct store *st, struct store_conn *c, enum mg_cod
         rc = exec_sql(c, "COMMIT", err);
     if (rc != MG_OK && !sqlite3_get_autocommit(c->db))
         exec_sql(c, "ROLLBACK", NULL);
+    /* After the commit is visible: a reader that sees the new epoch sees the data. */
+    atomic_fetch_add(&st->epoch, 1);
     pthread_mutex_unlock(&st->wlock);
     return rc;
+}
+
+uint64_t store_data_epoch(struct store *st)
+{
+    return atomic_load(&st->epoch);
 }
 
 bool store_ready(struct store *st)

@@ -40,7 +40,8 @@ struct store_options {
 };
 
 /* Open (creating and migrating if needed). A database written by a newer
- * modelgate is refused with MG_EINVAL. Temp files of interrupted uploads are
+ * modelgate is refused with MG_EINVAL; a data directory another process has
+ * open, with MG_EUNAVAIL. Temp files of interrupted uploads are
  * removed. */
 enum mg_code store_open(const struct store_options *opt, struct store **out, struct mg_error *err);
 
@@ -49,6 +50,14 @@ void store_close(struct store **st);
 
 /* True when the database accepts a write and the blob directory is writable. */
 bool store_ready(struct store *st);
+
+/* A number that changes after every write commits (never goes back while the
+ * store is open). A response built from reads that began after observing
+ * epoch E is current for as long as store_data_epoch() still returns E: a
+ * cheap validator for response caches. The data directory is locked to one
+ * process (MG_EUNAVAIL from store_open otherwise), so no write goes unseen;
+ * a backend shared between servers must derive it from the database. */
+uint64_t store_data_epoch(struct store *st);
 
 /* Schema version this binary writes (the number of the newest migration). */
 int store_schema_version(void);

@@ -6,6 +6,8 @@
 #define STORE_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdatomic.h>
 #include <sqlite3.h>
 
 #include "store.h"
@@ -31,8 +33,11 @@ struct store {
     struct store_archive_limits archive;
     const struct sign_keyring *keys;
 
+    int lock_fd; /* flock'd <data>/modelgated.lock: one process per data directory */
+
     pthread_mutex_t wlock; /* serialises writers */
     struct store_conn writer;
+    _Atomic uint64_t epoch; /* bumped after every committed write: store_data_epoch() */
 
     /* Recently authenticated tokens, by SHA-256 of the secret. Entries live
      * TOKEN_CACHE_MS; revoking any token through this store empties it at

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../common/embedded.h"
+#include "../cache.h"
 #include "../metrics.h"
 #include "../runner/runner.h"
 
@@ -83,6 +84,16 @@ static void metrics(struct srv_req *r)
               (double)json_integer_value(json_object_get(st, "db_bytes")));
     }
     json_decref(st);
+    {
+        uint64_t hits, misses;
+
+        srv_cache_counts(r->srv->cache, &hits, &misses);
+        mg_buf_puts(&b, "# HELP modelgate_response_cache_lookups_total Cached reads "
+                        "(a version, a last-known-good) by result.\n"
+                        "# TYPE modelgate_response_cache_lookups_total counter\n");
+        gauge(&b, "modelgate_response_cache_lookups_total", "result=\"hit\"", (double)hits);
+        gauge(&b, "modelgate_response_cache_lookups_total", "result=\"miss\"", (double)misses);
+    }
     f = fopen("/proc/self/statm", "re");
     if (f) {
         if (fscanf(f, "%ld %ld", &pages, &rss) != 2)

@@ -10,6 +10,7 @@
 
 #include "../../common/util.h"
 #include "../../gates/vram.h"
+#include "../cache.h"
 #include "../release.h"
 
 static const char *const dataset_roles[] = {"train", "validation", "test", "eval", NULL};
@@ -287,14 +288,29 @@ static void list(struct srv_req *r)
     api_reply_result(r, rc, 200, out, &err);
 }
 
+/* Versions are read far more than written: answered from the response cache
+ * while nothing has been written since (metrics, tags and the description can
+ * change; every change is a write). */
 static void get(struct srv_req *r)
 {
+    const char *model = srv_param(r, "model");
+    int64_t n = srv_param_version(r);
+    char key[SRV_CACHE_KEY_MAX];
     json_t *out = NULL;
     struct mg_error err;
-    enum mg_code rc =
-        store_version_get(r->srv->store, srv_param(r, "model"), srv_param_version(r), &out, &err);
+    uint64_t epoch;
+    enum mg_code rc;
 
-    reply_version(r, rc, 200, out, &err);
+    snprintf(key, sizeof(key), "version\n%s\n%lld", model, (long long)n);
+    if (srv_reply_cached(r, key, &epoch))
+        return;
+    rc = store_version_get(r->srv->store, model, n, &out, &err);
+    if (rc != MG_OK) {
+        srv_reply_error(r, &err);
+        return;
+    }
+    decorate(out);
+    srv_reply_json_keep(r, out, key, epoch);
 }
 
 static void patch(struct srv_req *r)

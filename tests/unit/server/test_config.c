@@ -120,11 +120,11 @@ static void test_defaults(void **state)
     assert_int_equal(c->max_json_bytes, 1u << 20);
     assert_false(c->log_json);
     assert_false(c->sync_normal);
-    /* Two threads per CPU this process may use (2 to 32). */
+    /* One thread per CPU this process may use (1 to 32). */
     {
         cpu_set_t set;
-        int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 2;
-        unsigned want = (unsigned)(n * 2 < 2 ? 2 : n * 2 > 32 ? 32 : n * 2);
+        int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 4;
+        unsigned want = (unsigned)(n > 32 ? 32 : n);
         assert_int_equal(c->threads, want);
     }
     assert_int_equal(c->conn_limit, 1024);
@@ -135,7 +135,7 @@ static void test_defaults(void **state)
     /* No arguments leave the defaults alone. */
     assert_int_equal(srv_config_parse(c, 0, NULL, &fx->err), MG_OK);
     assert_string_equal(c->listen, "127.0.0.1:8470");
-    assert_true(c->threads >= 2 && c->threads <= 32);
+    assert_true(c->threads >= 1 && c->threads <= 32);
     assert_non_null(strstr(srv_config_usage(), "--listen"));
     assert_non_null(strstr(srv_config_usage(), "--config"));
 }
@@ -225,6 +225,10 @@ static void test_size_suffixes(void **state)
     assert_int_equal(fx->cfg.max_json_bytes, 1ull << 20);
     assert_int_equal(parse_args(fx, "--max-json-bytes", "64KiB", NULL), MG_OK);
     assert_int_equal(fx->cfg.max_json_bytes, 64ull << 10);
+    assert_int_equal(parse_args(fx, "--connection-memory", "64K", NULL), MG_OK);
+    assert_int_equal(fx->cfg.conn_memory, 64ull << 10);
+    assert_int_equal(parse_args(fx, "--connection-memory", "16K", NULL), MG_OK);
+    assert_int_equal(fx->cfg.conn_memory, 16ull << 10);
 }
 
 /* ---- bad flags --------------------------------------------------------------------------- */
@@ -251,6 +255,9 @@ static void test_bad_values(void **state)
         {"max-blob-bytes", "lots", "max-blob-bytes", "--max-blob-bytes"},
         {"max-blob-bytes", "-1", "max-blob-bytes", "--max-blob-bytes"},
         {"max-json-bytes", "1P", "max-json-bytes", "--max-json-bytes"},
+        {"connection-memory", "8K", "connection-memory", "--connection-memory"},
+        {"connection-memory", "32M", "connection-memory", "--connection-memory"},
+        {"connection-memory", "big", "connection-memory", "--connection-memory"},
         {"log-format", "xml", "log-format", "--log-format"},
         {"log-format", "JSON", "log-format", "--log-format"},
         {"sync", "fast", "sync", "--sync"},

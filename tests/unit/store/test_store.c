@@ -357,6 +357,45 @@ static void test_reopen_keeps_data_and_migrations(void **state)
     reopen(fx);
 }
 
+/* One process per data directory: a second open is refused, and the lock
+ * goes with the store that held it. */
+static void test_second_open_refused(void **state)
+{
+    struct fx *fx = *state;
+    struct store *other = NULL;
+    struct mg_error err;
+
+    assert_int_equal(open_store_at(fx->dir, &other, &err), MG_EUNAVAIL);
+    assert_null(other);
+    assert_non_null(strstr(err.message, "in use by another modelgated process"));
+    store_close(&fx->st);
+    assert_int_equal(open_store_at(fx->dir, &other, &err), MG_OK);
+    fx->st = other;
+}
+
+/* The epoch moves with every committed write, and only then. */
+static void test_data_epoch(void **state)
+{
+    struct fx *fx = *state;
+    json_t *m = NULL, *out = NULL;
+    uint64_t e0, e1;
+
+    e0 = store_data_epoch(fx->st);
+    assert_int_equal(store_model_get(fx->st, "absent", &m, &fx->err), MG_ENOTFOUND);
+    assert_int_equal(store_data_epoch(fx->st), e0); /* a read */
+    make_model(fx, "resnet");
+    e1 = store_data_epoch(fx->st);
+    assert_true(e1 > e0);
+    assert_int_equal(store_model_get(fx->st, "resnet", &m, &fx->err), MG_OK);
+    json_decref(m);
+    assert_int_equal(store_data_epoch(fx->st), e1);
+    m = json_pack("{s:s}", "description", "changed");
+    assert_int_equal(store_model_patch(fx->st, "bob", "resnet", m, &out, &fx->err), MG_OK);
+    json_decref(out);
+    json_decref(m);
+    assert_true(store_data_epoch(fx->st) > e1);
+}
+
 static void test_refuses_newer_schema(void **state)
 {
     struct fx *fx = *state;
@@ -1649,6 +1688,8 @@ int main(void)
         T(test_open_creates_missing_data_dir),
         T(test_reopen_keeps_data_and_migrations),
         T(test_refuses_newer_schema),
+        T(test_second_open_refused),
+        T(test_data_epoch),
         T(test_sweeps_interrupted_uploads),
         T(test_token_bootstrap_and_authenticate),
         T(test_token_create_and_delete),

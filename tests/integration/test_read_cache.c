@@ -1,0 +1,205 @@
+/*
+ * test_read_cache.c - the response cache behind GET …/versions/{n} and
+ * GET …/last-known-good never answers with what was true before a write:
+ * every change (tags, description, metrics, alias moves, rollback) shows on
+ * the very next read, while repeated reads with nothing written are served
+ * from the cache (its hit counter in /metrics moves). And one data directory
+ * serves one modelgated: a second one refuses to start, saying why.
+ */
+#include "release_common.h"
+
+#include <sys/wait.h>
+
+static struct rel_ctx cx;
+
+static int setup(void **state)
+{
+    rel_ctx_init(&cx);
+    *state = cx.s;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    rel_ctx_free(&cx);
+    *state = NULL;
+    return 0;
+}
+
+/* modelgate_response_cache_lookups_total{result="hit"} now. */
+static double cache_hits(void)
+{
+    struct it_resp *r = it_get(cx.s, "/metrics", cx.t.rd);
+    const char *p;
+
+    it_expect_status(cx.s, r, 200);
+    p = strstr(r->body, "modelgate_response_cache_lookups_total{result=\"hit\"} ");
+    if (p == NULL)
+        fail_msg("/metrics has no cache hit counter:\n%.2000s", r->body);
+    return strtod(p + strlen("modelgate_response_cache_lookups_total{result=\"hit\"} "), NULL);
+}
+
+static void test_version_changes_show_at_once(void **state)
+{
+    struct mg_server *s = *state;
+    const char *path = "/api/v1/models/cv/versions/1";
+    struct it_resp *r, *first;
+    double h0;
+
+    rel_model(&cx, cx.t.pub, "cv");
+    rel_version(&cx, cx.t.pub, "cv", 0.9, 40);
+    first = it_get(s, path, cx.t.rd);
+    it_expect_status(s, first, 200);
+    h0 = cache_hits();
+    for (int i = 0; i < 5; i++) {
+        r = it_get(s, path, cx.t.rd);
+        it_expect_status(s, r, 200);
+        assert_string_equal(r->body, first->body); /* byte for byte */
+        assert_string_equal(it_header(r, "Content-Type"), "application/json; charset=utf-8");
+    }
+    assert_true(cache_hits() >= h0 + 5);
+
+    r = it_jreq(s, "PATCH", path, cx.t.pub, "{\"tags\":{\"stage\":\"cached?\"}}");
+    it_expect_status(s, r, 200);
+    r = it_get(s, path, cx.t.rd);
+    it_expect_status(s, r, 200);
+    assert_string_equal(it_jstr(it_jobj(r->json, "tags"), "stage"), "cached?");
+
+    r = it_jreq(s, "PATCH", path, cx.t.pub, "{\"description\":\"second\"}");
+    it_expect_status(s, r, 200);
+    r = it_get(s, path, cx.t.rd);
+    assert_string_equal(it_jstr(r->json, "description"), "second");
+
+    r = it_jreq(s, "POST", "/api/v1/models/cv/versions/1/metrics", cx.t.pub,
+                "{\"metrics\":{\"f1\":0.5}}");
+    it_expect_status(s, r, 200);
+    r = it_get(s, path, cx.t.rd);
+    assert_true(it_jnum(it_jobj(r->json, "metrics"), "f1") == 0.5);
+
+    /* Not found is answered, not remembered: the version appears when created. */
+    r = it_get(s, "/api/v1/models/cv/versions/2", cx.t.rd);
+    it_expect_error(s, r, 404, "not_found");
+    rel_version(&cx, cx.t.pub, "cv", 0.8, 40);
+    r = it_get(s, "/api/v1/models/cv/versions/2", cx.t.rd);
+    it_expect_status(s, r, 200);
+    assert_int_equal(it_jint(r->json, "version"), 2);
+    /* Each version is its own entry. */
+    r = it_get(s, path, cx.t.rd);
+    assert_int_equal(it_jint(r->json, "version"), 1);
+}
+
+static void test_lkg_changes_show_at_once(void **state)
+{
+    struct mg_server *s = *state;
+    const char *path = "/api/v1/models/cl/aliases/production/last-known-good";
+    struct it_resp *r;
+    double h0;
+
+    rel_model(&cx, cx.t.pub, "cl");
+    rel_version(&cx, cx.t.pub, "cl", 0.9, 40);
+    rel_version(&cx, cx.t.pub, "cl", 0.91, 40);
+    r = it_get(s, path, cx.t.rd);
+    it_expect_error(s, r, 404, "no_known_good");
+
+    rel_alias_set(&cx, "cl", "production", 1);
+    r = it_get(s, path, cx.t.rd);
+    it_expect_status(s, r, 200);
+    assert_int_equal(it_jint(r->json, "version"), 1);
+    /* The alias change is still being delivered (the runner's gateway acks it,
+     * a write): reads are served from the cache once nothing more is written. */
+    {
+        int64_t deadline = rel_now_ms() + rel_deadline_ms(10000);
+        bool hit = false;
+
+        while (!hit && rel_now_ms() < deadline) {
+            h0 = cache_hits();
+            for (int i = 0; i < 3; i++)
+                assert_int_equal(rel_lkg(&cx, "cl", "production"), 1);
+            hit = cache_hits() >= h0 + 3;
+        }
+        if (!hit)
+            fail_msg("repeated last-known-good reads were never answered from the cache");
+    }
+
+    rel_alias_set(&cx, "cl", "production", 2);
+    assert_int_equal(rel_lkg(&cx, "cl", "production"), 2);
+    /* Another alias of the same model is another entry. */
+    r = it_get(s, "/api/v1/models/cl/aliases/staging/last-known-good", cx.t.rd);
+    it_expect_status_not(r, 200, 0);
+
+    r = it_jreq(s, "POST", "/api/v1/models/cl/aliases/production/rollback", cx.t.dep,
+                "{\"reason\":\"v2 pages on-call\"}");
+    it_expect_status_not(r, 400, 404);
+    assert_true(r->status == 200 || r->status == 202);
+    assert_int_equal(rel_lkg(&cx, "cl", "production"), 1);
+}
+
+/* Many readers while the version changes: after the write's 200, no read
+ * that starts later sees the old tags. */
+static void test_reads_racing_a_write(void **state)
+{
+    struct mg_server *s = *state;
+    const char *path = "/api/v1/models/cr/versions/1";
+    struct it_spec specs[16];
+    struct it_resp *out[16], *r;
+    char body[64];
+
+    rel_model(&cx, cx.t.pub, "cr");
+    rel_version(&cx, cx.t.pub, "cr", 0.9, 40);
+    for (size_t i = 0; i < 16; i++)
+        specs[i] = (struct it_spec){"GET", path, cx.t.rd, NULL, NULL, 0};
+    for (int round = 0; round < 20; round++) {
+        it_request_parallel(s, 16, specs, out); /* fill the cache from many threads */
+        for (size_t i = 0; i < 16; i++)
+            it_expect_status(s, out[i], 200);
+        snprintf(body, sizeof(body), "{\"tags\":{\"round\":\"%d\"}}", round);
+        r = it_jreq(s, "PATCH", path, cx.t.pub, body);
+        it_expect_status(s, r, 200);
+        it_request_parallel(s, 16, specs, out);
+        for (size_t i = 0; i < 16; i++) {
+            char want[16];
+
+            it_expect_status(s, out[i], 200);
+            snprintf(want, sizeof(want), "%d", round);
+            assert_string_equal(it_jstr(it_jobj(out[i]->json, "tags"), "round"), want);
+        }
+        it_release(s);
+    }
+}
+
+static void test_second_server_on_the_same_data_dir_refuses(void **state)
+{
+    struct mg_server *s = *state;
+    const char *bin = getenv("MODELGATED");
+    char cmd[IT_PATH_MAX * 2 + 128], out[4096];
+    size_t n;
+    FILE *p;
+    int status;
+
+    assert_non_null(bin);
+    snprintf(cmd, sizeof(cmd), "'%s' --listen 127.0.0.1:0 --data-dir '%s' 2>&1", bin, s->data_dir);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    status = pclose(p);
+    assert_true(WIFEXITED(status));
+    assert_int_not_equal(WEXITSTATUS(status), 0);
+    if (strstr(out, "in use by another modelgated process") == NULL)
+        fail_msg("the second server should say the data directory is in use:\n%s", out);
+    /* The first one is unharmed. */
+    assert_int_equal(rel_lkg(&cx, "cl", "production"), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_version_changes_show_at_once, it_test_teardown),
+        cmocka_unit_test_teardown(test_lkg_changes_show_at_once, it_test_teardown),
+        cmocka_unit_test_teardown(test_reads_racing_a_write, it_test_teardown),
+        cmocka_unit_test_teardown(test_second_server_on_the_same_data_dir_refuses,
+                                  it_test_teardown),
+    };
+
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
