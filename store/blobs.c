@@ -2,16 +2,22 @@
  * blobs.c - content-addressed blob files.
  *
  * An upload streams into <data>/blobs/tmp/upload-XXXXXX while SHA-256 is
- * computed. Commit: fsync the file, check the digest, inspect archives,
- * rename to blobs/sha256/<2 hex>/<hex>, fsync both directories, and only then
- * insert the row. A crash at any point leaves either no row, or a row whose
- * file is complete; stray temp files are swept by store_open().
+ * computed. Past the first HASH_THREAD_AFTER bytes the hash runs on a thread
+ * of the upload's own, fed through a small ring of copied chunks, so hashing
+ * and the socket-to-disk copy overlap instead of adding up (each is about
+ * half of an upload's CPU time); the ring is bounded, so a slow hasher holds
+ * the writer back rather than buffering. Commit: fsync the file, check the digest, inspect
+ * archives, rename to blobs/sha256/<2 hex>/<hex>, fsync both directories, and only then insert the
+ * row. A crash at any point leaves either no row, or a row whose file is complete; stray temp files
+ * are swept by store_open().
  */
 #include "store_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,16 +28,163 @@
 
 #include "../common/util.h"
 
+#define HASH_CHUNK (256u << 10)
+#define HASH_CHUNKS 4
+#define HASH_THREAD_AFTER (1u << 20) /* small uploads hash inline */
+#define HASH_THREADS_MAX 16          /* uploads hashed on a thread at once (memory bound) */
+
+static _Atomic int hash_threads;
+
+/* Chunks [tail, tail + count) of the ring are full and the hasher's (it
+ * hashes the one at tail); the writer fills chunk (tail + count) % N. */
+struct hasher {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* any change of count, done, stop */
+    uint8_t *buf[HASH_CHUNKS];
+    size_t len[HASH_CHUNKS];
+    unsigned tail, count;
+    bool done; /* the writer has handed over its last chunk */
+    bool stop; /* abort: leave the rest unhashed */
+    EVP_MD_CTX *md;
+    bool failed;
+};
+
 struct store_blob_upload {
     struct store *st;
     int fd;
     char path[PATH_MAX];
     EVP_MD_CTX *md;
+    struct hasher *h; /* NULL: hashing inline */
+    bool inline_only; /* the hasher could not start: never try again */
     uint64_t size;
     uint64_t max;
     uint8_t head[512]; /* first bytes, for media type detection */
     size_t head_len;
 };
+
+static void *hasher_main(void *arg)
+{
+    struct hasher *h = arg;
+    unsigned i;
+
+    pthread_mutex_lock(&h->lock);
+    for (;;) {
+        while (h->count == 0 && !h->done && !h->stop)
+            pthread_cond_wait(&h->cond, &h->lock);
+        if (h->stop || h->count == 0)
+            break;
+        i = h->tail;
+        pthread_mutex_unlock(&h->lock);
+        if (!h->failed && EVP_DigestUpdate(h->md, h->buf[i], h->len[i]) != 1)
+            h->failed = true;
+        pthread_mutex_lock(&h->lock);
+        h->len[i] = 0;
+        h->tail = (h->tail + 1) % HASH_CHUNKS;
+        h->count--;
+        pthread_cond_broadcast(&h->cond);
+    }
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
+}
+
+static void hasher_free(struct hasher *h)
+{
+    unsigned i;
+
+    for (i = 0; i < HASH_CHUNKS; i++)
+        free(h->buf[i]);
+    pthread_mutex_destroy(&h->lock);
+    pthread_cond_destroy(&h->cond);
+    free(h);
+    atomic_fetch_sub(&hash_threads, 1);
+}
+
+/* Start the hasher on up->md; false (hash inline) when it cannot start. */
+static bool hasher_start(struct store_blob_upload *up)
+{
+    struct hasher *h;
+    unsigned i;
+
+    if (atomic_fetch_add(&hash_threads, 1) >= HASH_THREADS_MAX) {
+        atomic_fetch_sub(&hash_threads, 1);
+        return false;
+    }
+    h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        atomic_fetch_sub(&hash_threads, 1);
+        return false;
+    }
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_cond_init(&h->cond, NULL);
+    for (i = 0; i < HASH_CHUNKS; i++) {
+        if ((h->buf[i] = malloc(HASH_CHUNK)) == NULL) {
+            hasher_free(h);
+            return false;
+        }
+    }
+    h->md = up->md;
+    if (pthread_create(&h->thread, NULL, hasher_main, h) != 0) {
+        hasher_free(h);
+        return false;
+    }
+    up->h = h;
+    return true;
+}
+
+/* Copy p into the ring, waiting for a free chunk when all are full. */
+static void hasher_feed(struct hasher *h, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        unsigned i;
+        size_t k;
+
+        pthread_mutex_lock(&h->lock);
+        while (h->count == HASH_CHUNKS)
+            pthread_cond_wait(&h->cond, &h->lock);
+        i = (h->tail + h->count) % HASH_CHUNKS;
+        pthread_mutex_unlock(&h->lock);
+        /* Chunk i is the writer's alone until count covers it. */
+        k = HASH_CHUNK - h->len[i];
+        if (k > n)
+            k = n;
+        memcpy(h->buf[i] + h->len[i], p, k);
+        h->len[i] += k;
+        p += k;
+        n -= k;
+        if (h->len[i] == HASH_CHUNK) {
+            pthread_mutex_lock(&h->lock);
+            h->count++;
+            pthread_cond_broadcast(&h->cond);
+            pthread_mutex_unlock(&h->lock);
+        }
+    }
+}
+
+/* Hand over the last (partial) chunk, or give up (stop), and wait for the
+ * hasher to end. True when everything fed was hashed. */
+static bool hasher_finish(struct store_blob_upload *up, bool stop)
+{
+    struct hasher *h = up->h;
+    bool ok;
+    unsigned i;
+
+    pthread_mutex_lock(&h->lock);
+    if (!stop && h->count < HASH_CHUNKS) {
+        i = (h->tail + h->count) % HASH_CHUNKS;
+        if (h->len[i] > 0)
+            h->count++;
+    }
+    h->done = true;
+    h->stop = stop;
+    pthread_cond_broadcast(&h->cond);
+    pthread_mutex_unlock(&h->lock);
+    pthread_join(h->thread, NULL);
+    ok = !stop && !h->failed && h->count == 0;
+    hasher_free(h);
+    up->h = NULL;
+    return ok;
+}
 
 void store_blob_path(const struct store *st, const char *digest, char *out, size_t outsz)
 {
@@ -98,10 +251,14 @@ enum mg_code store_blob_upload_write(struct store_blob_upload *up, const void *p
         memcpy(up->head + up->head_len, p, k);
         up->head_len += k;
     }
-    if (EVP_DigestUpdate(up->md, p, n) != 1)
-        return mg_fail(err, MG_EIO, NULL, "SHA-256 update failed");
     if (write_all(up->fd, p, n, err) != MG_OK)
         return err->code;
+    if (up->h == NULL && !up->inline_only && up->size + n > HASH_THREAD_AFTER)
+        up->inline_only = !hasher_start(up);
+    if (up->h)
+        hasher_feed(up->h, p, n);
+    else if (EVP_DigestUpdate(up->md, p, n) != 1)
+        return mg_fail(err, MG_EIO, NULL, "SHA-256 update failed");
     up->size += n;
     return MG_OK;
 }
@@ -112,6 +269,8 @@ void store_blob_upload_abort(struct store_blob_upload **upp)
 
     if (up == NULL)
         return;
+    if (up->h)
+        hasher_finish(up, true);
     if (up->fd >= 0) {
         close(up->fd);
         unlink(up->path);
@@ -212,7 +371,8 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
     json_t *existing = NULL;
 
     memcpy(digest, "sha256:", 7);
-    if (EVP_DigestFinal_ex(up->md, md, &mdlen) != 1 || mdlen != 32) {
+    if ((up->h && !hasher_finish(up, false)) || EVP_DigestFinal_ex(up->md, md, &mdlen) != 1 ||
+        mdlen != 32) {
         rc = mg_fail(err, MG_EIO, NULL, "SHA-256 failed");
         goto out;
     }

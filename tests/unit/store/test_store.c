@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -628,6 +629,117 @@ static void test_blob_upload_commit(void **state)
     assert_true(created);
     json_decref(blob);
     assert_int_equal(files_under(fx, "blobs/sha256"), 2);
+}
+
+/* Past its first MiB an upload is hashed on a thread of its own through a
+ * ring of chunks: the digest must not depend on how the body was cut. */
+static void fill_random(uint8_t *p, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        p[i] = (uint8_t)(seed >> 24);
+    }
+}
+
+static size_t tmp_files(struct fx *fx)
+{
+    char p[256];
+    size_t n = 0;
+    DIR *d;
+    struct dirent *e;
+
+    path_of(fx, "blobs/tmp", p, sizeof(p));
+    assert_non_null(d = opendir(p));
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void test_blob_upload_large_any_cut(void **state)
+{
+    static const size_t cuts[] = {4096, 300001, 1u << 20, (1u << 20) + 1, 5u << 20, 6u << 20};
+    struct fx *fx = *state;
+    size_t n = (5u << 20) + 333;
+    uint8_t *data = malloc(n);
+    char digest[72], other[72];
+    json_t *blob = NULL;
+    bool created = false;
+
+    assert_non_null(data);
+    fill_random(data, n, 7);
+    digest_of((const char *)data, n, digest);
+    for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+        if (upload(fx, data, n, cuts[i], 1ull << 30, digest, &blob, &created) != MG_OK)
+            fail_msg("chunks of %zu: %s", cuts[i], fx->err.message);
+        assert_true(created == (i == 0));
+        assert_string_equal(json_string_value(json_object_get(blob, "digest")), digest);
+        assert_int_equal(json_integer_value(json_object_get(blob, "size")), n);
+        json_decref(blob);
+        blob = NULL;
+    }
+    /* One changed byte near the end, well past where the thread took over. */
+    data[n - 10] ^= 1;
+    digest_of((const char *)data, n, other);
+    assert_string_not_equal(other, digest);
+    assert_int_equal(upload(fx, data, n, 65536, 1ull << 30, digest, &blob, &created), MG_EDIGEST);
+    assert_null(blob);
+    assert_non_null(strstr(fx->err.message, other));
+    assert_int_equal(tmp_files(fx), 0);
+    free(data);
+}
+
+static void test_blob_upload_abort_while_hashing(void **state)
+{
+    struct fx *fx = *state;
+    struct store_blob_upload *up = NULL;
+    size_t n = 3u << 20;
+    uint8_t *data = malloc(n);
+
+    assert_non_null(data);
+    fill_random(data, n, 11);
+    assert_int_equal(store_blob_upload_begin(fx->st, 1ull << 30, &up, &fx->err), MG_OK);
+    assert_int_equal(store_blob_upload_write(up, data, n, &fx->err), MG_OK);
+    assert_int_equal(tmp_files(fx), 1);
+    store_blob_upload_abort(&up);
+    assert_null(up);
+    assert_int_equal(tmp_files(fx), 0);
+    free(data);
+}
+
+/* More big uploads at once than get a hashing thread: the rest hash inline,
+ * every digest still right. */
+static void test_blob_uploads_many_at_once(void **state)
+{
+    enum { N = 24 };
+    struct fx *fx = *state;
+    struct store_blob_upload *up[N];
+    size_t n = (2u << 20) + 17;
+    uint8_t *data = malloc(n);
+    char digest[N][72];
+    json_t *blob = NULL;
+    bool created = false;
+
+    assert_non_null(data);
+    fill_random(data, n, 3);
+    for (int i = 0; i < N; i++) {
+        data[0] = (uint8_t)i;
+        digest_of((const char *)data, n, digest[i]);
+        assert_int_equal(store_blob_upload_begin(fx->st, 1ull << 30, &up[i], &fx->err), MG_OK);
+        assert_int_equal(store_blob_upload_write(up[i], data, n / 2, &fx->err), MG_OK);
+    }
+    for (int i = 0; i < N; i++) {
+        data[0] = (uint8_t)i;
+        assert_int_equal(store_blob_upload_write(up[i], data + n / 2, n - n / 2, &fx->err), MG_OK);
+        if (store_blob_upload_commit(&up[i], "alice", digest[i], &blob, &created, &fx->err) !=
+            MG_OK)
+            fail_msg("upload %d: %s", i, fx->err.message);
+        assert_true(created);
+        json_decref(blob);
+        blob = NULL;
+    }
+    assert_int_equal(tmp_files(fx), 0);
+    free(data);
 }
 
 static void test_blob_upload_wrong_digest(void **state)
@@ -1695,6 +1807,9 @@ int main(void)
         T(test_token_create_and_delete),
         cmocka_unit_test(test_roles),
         T(test_blob_upload_commit),
+        T(test_blob_upload_large_any_cut),
+        T(test_blob_upload_abort_while_hashing),
+        T(test_blob_uploads_many_at_once),
         T(test_blob_upload_wrong_digest),
         T(test_blob_upload_idempotent),
         T(test_blob_upload_too_big),
