@@ -152,13 +152,18 @@ server_ready() {
     [[ -s "$work/port" && -s "$data/admin.token" ]] &&
         curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(tr -d '[:space:]' <"$work/port")/healthz" 2>/dev/null
 }
+# start_server [ARG...]: modelgated on $data with these extra arguments; sets base.
 # The request log goes to a file, as it would to journald: writing it is part of the cost.
-server_args=(--listen 127.0.0.1:0 --data-dir "$data" --port-file "$work/port")
-[[ -z "$server_threads" ]] || server_args+=(--threads "$server_threads")
-"${pin_server[@]}" "$modelgated" "${server_args[@]}" >"$work/server.log" 2>&1 &
-server_pid=$!
-wait_for modelgated "$server_pid" server_ready || die "modelgated did not start"
-base="http://127.0.0.1:$(tr -d '[:space:]' <"$work/port")"
+start_server() {
+    local server_args=(--listen 127.0.0.1:0 --data-dir "$data" --port-file "$work/port" "$@")
+    [[ -z "$server_threads" ]] || server_args+=(--threads "$server_threads")
+    rm -f -- "$work/port"
+    "${pin_server[@]}" "$modelgated" "${server_args[@]}" >>"$work/server.log" 2>&1 &
+    server_pid=$!
+    wait_for modelgated "$server_pid" server_ready || die "modelgated did not start"
+    base="http://127.0.0.1:$(tr -d '[:space:]' <"$work/port")"
+}
+start_server
 token=$(tr -d '[:space:]' <"$data/admin.token")
 
 api() {
@@ -295,6 +300,20 @@ for ep in lkg version; do
 done
 server_rss_kib=$(awk '/^VmHWM:/ { print $2 }' "/proc/$server_pid/status" 2>/dev/null || true)
 
+# The same reads with the response cache off: what every read costs when writes keep
+# emptying the cache (a busy registry), for information. Same data directory, restarted.
+kill -TERM "$server_pid" 2>/dev/null || true
+wait "$server_pid" 2>/dev/null || true
+server_pid=""
+start_server --response-cache off
+for ep in lkg version; do
+    if [[ $ep == lkg ]]; then mg_url="$base$lkg_path"; else mg_url="$base$version_path"; fi
+    run_wrk "${ep}_mgnc" "$mg_url" 1 warm
+    for ((round = 1; round <= rounds; round++)); do
+        run_wrk "${ep}_mgnc" "$mg_url" "$duration"
+    done
+done
+
 # --- table -------------------------------------------------------------------------------
 
 print_row() { printf '%-36s %10s %7s %7s  %s\n' "$@"; }
@@ -312,5 +331,10 @@ for ep in lkg version; do
     print_row "$label modelgated req/s" "${rps[${ep}_mg]}" "$rr" ">=0.5" "$(verdict "$rr" ">=" 0.5)"
     print_row "$label nginx static p99 ms" "${p99[${ep}_nginx]}" - - -
     print_row "$label modelgated p99 ms" "${p99[${ep}_mg]}" "$pr" "<=2" "$(verdict "$pr" "<=" 2)"
+done
+for ep in lkg version; do
+    if [[ $ep == lkg ]]; then label="LKG"; else label="version"; fi
+    print_row "$label cache off req/s" "${rps[${ep}_mgnc]}" "$(ratio "${rps[${ep}_mgnc]}" "${rps[${ep}_nginx]}")" - -
+    print_row "$label cache off p99 ms" "${p99[${ep}_mgnc]}" "$(ratio "${p99[${ep}_mgnc]}" "${p99[${ep}_nginx]}")" - -
 done
 [[ -z "$server_rss_kib" ]] || echo "modelgated peak RSS: $((server_rss_kib / 1024)) MiB"

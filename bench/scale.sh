@@ -194,8 +194,10 @@ declare -A base=() token=()
 start_server() {
     local name=$1 dir=${dir_of[$1]} port_file="$work/$1.port" deadline
     rm -f -- "$port_file"
+    # --response-cache off: the same URL asked again and again would otherwise be answered
+    # from memory, which measures the cache, not how the store's queries scale.
     "${pin_server[@]}" "$modelgated" --listen 127.0.0.1:0 --data-dir "$dir" --port-file "$port_file" \
-        --smoke-interval 0 >"$work/$name.log" 2>&1 &
+        --smoke-interval 0 --response-cache off >"$work/$name.log" 2>&1 &
     server_pid[$name]=$!
     deadline=$((SECONDS + ready_timeout_s))
     until [[ -s "$port_file" && -s "$dir/admin.token" ]] &&

@@ -83,6 +83,8 @@ const char *srv_config_usage(void)
            "  --max-json-bytes SIZE    largest JSON body (default 1M)\n"
            "  --log-format text|json   request log format on stderr (default text)\n"
            "  --sync full|normal       SQLite synchronous mode (default full)\n"
+           "  --response-cache on|off  answer repeated version and last-known-good reads\n"
+           "                           from memory until the next write (default on)\n"
            "  --threads N              HTTP worker threads (default 1 per available CPU)\n"
            "  --max-connections N      connection limit (default 1024)\n"
            "  --connection-memory SIZE per-connection buffer for headers and body reads\n"
@@ -191,6 +193,12 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
         if (strcmp(v, "text") != 0 && strcmp(v, "json") != 0)
             return mg_fail(err, MG_EINVAL, key, "--log-format is text or json, not '%s'", v);
         cfg->log_json = strcmp(v, "json") == 0;
+        return MG_OK;
+    }
+    if (strcmp(key, "response-cache") == 0) {
+        if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+            return mg_fail(err, MG_EINVAL, key, "--response-cache is on or off, not '%s'", v);
+        cfg->no_response_cache = strcmp(v, "off") == 0;
         return MG_OK;
     }
     if (strcmp(key, "sync") == 0) {

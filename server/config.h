@@ -21,14 +21,15 @@ struct srv_config {
     uint64_t max_json_bytes;
     bool log_json;
     bool sync_normal;
-    unsigned threads;      /* libmicrohttpd thread pool */
-    unsigned conn_limit;   /* total connections */
-    unsigned per_ip_limit; /* connections per client address */
+    bool no_response_cache; /* --response-cache off */
+    unsigned threads;       /* libmicrohttpd thread pool */
+    unsigned conn_limit;    /* total connections */
+    unsigned per_ip_limit;  /* connections per client address */
     unsigned timeout_s;     /* idle timeout, and the deadline for a request's headers */
     unsigned min_body_rate; /* bytes/s a body must average once past timeout_s */
-    uint64_t conn_memory;  /* per-connection memory pool */
-    unsigned read_conns;   /* SQLite read pool */
-    unsigned push_workers; /* delivery threads */
+    uint64_t conn_memory;   /* per-connection memory pool */
+    unsigned read_conns;    /* SQLite read pool */
+    unsigned push_workers;  /* delivery threads */
     uint64_t push_backoff_base_ms;
     uint64_t push_backoff_max_ms;
     char *webhook_allow[32]; /* extra CIDRs webhooks may reach */

@@ -288,7 +288,7 @@ int main(int argc, char **argv)
 
     srv.cfg = &cfg;
     srv.metrics = srv_metrics_new();
-    srv.cache = srv_cache_new();
+    srv.cache = cfg.no_response_cache ? NULL : srv_cache_new();
     srv.store = st;
     srv.keys = keys;
     if (srv_start(&srv, &err) != MG_OK) {

@@ -433,14 +433,14 @@ enum mg_code rel_lkg(struct srv *srv, const char *model, const char *alias, json
                      "alias '%s' of model '%s' has no last-known-good version yet", alias, model);
         goto out;
     }
-    if ((rc = store_version_get(srv->store, model, v, &ver, err)) != MG_OK)
+    if ((rc = store_version_brief(srv->store, model, v, &ver, err)) != MG_OK)
         goto out;
     snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature", model, (long long)v);
-    *out = json_pack(
-        "{s:s, s:s, s:I, s:O, s:O, s:s, s:O, s:O}", "model", model, "alias", alias, "version",
-        (json_int_t)v, "artifact", json_object_get(json_object_get(ver, "artifact"), "digest"),
-        "image", json_object_get(ver, "image"), "signature_url", url, "since",
-        json_object_get(entry, "at"), "generation", json_object_get(entry, "generation"));
+    *out =
+        json_pack("{s:s, s:s, s:I, s:O, s:O, s:s, s:O, s:O}", "model", model, "alias", alias,
+                  "version", (json_int_t)v, "artifact", json_object_get(ver, "artifact"), "image",
+                  json_object_get(ver, "image"), "signature_url", url, "since",
+                  json_object_get(entry, "at"), "generation", json_object_get(entry, "generation"));
     if (*out == NULL)
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 out:

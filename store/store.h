@@ -209,6 +209,12 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
 enum mg_code store_version_get(struct store *st, const char *model, int64_t version, json_t **out,
                                struct mg_error *err);
 
+/* What a deployer needs of a version, without its lineage, metrics or
+ * params: {"artifact": digest, "image": image or null}. MG_ENOTFOUND when
+ * the model or version does not exist. */
+enum mg_code store_version_brief(struct store *st, const char *model, int64_t version, json_t **out,
+                                 struct mg_error *err);
+
 struct store_version_filter {
     const char *tag_key; /* with tag_value: ?tag=k:v */
     const char *tag_value;

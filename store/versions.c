@@ -512,6 +512,39 @@ enum mg_code store_version_get(struct store *st, const char *model, int64_t vers
     return rc;
 }
 
+enum mg_code store_version_brief(struct store *st, const char *model, int64_t version, json_t **out,
+                                 struct mg_error *err)
+{
+    static const char sql[] = "SELECT v.artifact, v.image FROM versions v JOIN models m ON "
+                              "m.id = v.model_id WHERE m.name = ? AND v.version = ?";
+    struct store_conn *c = store_read_begin(st);
+    sqlite3_stmt *s = store_stmt(c, sql, err);
+    enum mg_code rc;
+    int r;
+
+    if (s == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    store_bind_text(s, 1, model);
+    sqlite3_bind_int64(s, 2, version);
+    r = sqlite3_step(s);
+    if (r == SQLITE_ROW) {
+        *out = json_pack("{s:o, s:o}", "artifact", store_col_json_string(s, 0), "image",
+                         store_col_json_string(s, 1));
+        rc = *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    } else if (r == SQLITE_DONE) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "version %lld of model '%s' does not exist",
+                     (long long)version, model);
+    } else {
+        rc = store_db_error(c, r, err);
+    }
+    sqlite3_reset(s);
+out:
+    store_read_end(st, c);
+    return rc;
+}
+
 enum mg_code store_version_list(struct store *st, const char *model,
                                 const struct store_version_filter *f, const struct store_page *page,
                                 json_t **out, struct mg_error *err)

@@ -111,6 +111,24 @@ static inline void rel_ctx_free(struct rel_ctx *c)
     }
 }
 
+/* Each release program runs its tests against one server and one set of
+ * tokens: cx, made by the group setup and freed by the group teardown. */
+static struct rel_ctx cx;
+
+static inline int rel_group_setup(void **state)
+{
+    rel_ctx_init(&cx);
+    *state = cx.s;
+    return 0;
+}
+
+static inline int rel_group_teardown(void **state)
+{
+    rel_ctx_free(&cx);
+    *state = NULL;
+    return 0;
+}
+
 /* ---- models and versions ---------------------------------------------- */
 
 static inline void rel_model(struct rel_ctx *c, const char *token, const char *name)

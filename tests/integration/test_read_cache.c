@@ -10,22 +10,6 @@
 
 #include <sys/wait.h>
 
-static struct rel_ctx cx;
-
-static int setup(void **state)
-{
-    rel_ctx_init(&cx);
-    *state = cx.s;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    rel_ctx_free(&cx);
-    *state = NULL;
-    return 0;
-}
-
 /* modelgate_response_cache_lookups_total{result="hit"} now. */
 static double cache_hits(void)
 {
@@ -167,6 +151,41 @@ static void test_reads_racing_a_write(void **state)
     }
 }
 
+/* --response-cache off: the same answers, none of them from memory. */
+static void test_cache_off(void **state)
+{
+    static const char *const args[] = {"--response-cache", "off", NULL};
+    struct mg_server *s = it_server_start(args);
+    struct it_resp *r, *first;
+    char art[IT_DIGEST_LEN + 1], body[256];
+    const char *p;
+
+    (void)state;
+    r = it_jreq(s, "POST", "/api/v1/models", s->admin_token, "{\"name\":\"off\"}");
+    it_expect_status(s, r, 201);
+    it_upload(s, "off bytes", 9, art);
+    snprintf(body, sizeof(body), "{\"artifact\":\"%s\",\"tags\":{\"t\":\"1\"}}", art);
+    r = it_jreq(s, "POST", "/api/v1/models/off/versions", s->admin_token, body);
+    it_expect_status(s, r, 201);
+    first = it_get(s, "/api/v1/models/off/versions/1", s->admin_token);
+    it_expect_status(s, first, 200);
+    for (int i = 0; i < 3; i++) {
+        r = it_get(s, "/api/v1/models/off/versions/1", s->admin_token);
+        assert_string_equal(r->body, first->body);
+    }
+    r = it_jreq(s, "PATCH", "/api/v1/models/off/versions/1", s->admin_token,
+                "{\"tags\":{\"t\":\"2\"}}");
+    it_expect_status(s, r, 200);
+    r = it_get(s, "/api/v1/models/off/versions/1", s->admin_token);
+    assert_string_equal(it_jstr(it_jobj(r->json, "tags"), "t"), "2");
+    r = it_get(s, "/metrics", s->admin_token);
+    p = strstr(r->body, "modelgate_response_cache_lookups_total{result=\"hit\"} ");
+    assert_non_null(p);
+    assert_true(
+        strtod(p + strlen("modelgate_response_cache_lookups_total{result=\"hit\"} "), NULL) == 0);
+    it_server_free(&s);
+}
+
 static void test_second_server_on_the_same_data_dir_refuses(void **state)
 {
     struct mg_server *s = *state;
@@ -197,9 +216,10 @@ int main(void)
         cmocka_unit_test_teardown(test_version_changes_show_at_once, it_test_teardown),
         cmocka_unit_test_teardown(test_lkg_changes_show_at_once, it_test_teardown),
         cmocka_unit_test_teardown(test_reads_racing_a_write, it_test_teardown),
+        cmocka_unit_test_teardown(test_cache_off, it_test_teardown),
         cmocka_unit_test_teardown(test_second_server_on_the_same_data_dir_refuses,
                                   it_test_teardown),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, rel_group_setup, rel_group_teardown);
 }

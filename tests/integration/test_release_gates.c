@@ -10,22 +10,6 @@
  */
 #include "release_common.h"
 
-static struct rel_ctx cx;
-
-static int setup(void **state)
-{
-    rel_ctx_init(&cx);
-    *state = cx.s;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    rel_ctx_free(&cx);
-    *state = NULL;
-    return 0;
-}
-
 /* A promotion that fails a gate must leave the alias as it was. */
 static void expect_alias_untouched(const char *model, const char *alias, json_int_t v)
 {
@@ -462,5 +446,6 @@ int main(void)
         cmocka_unit_test_teardown(test_audit_verifies, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_release_gates", tests, setup, teardown);
+    return cmocka_run_group_tests_name("integration_release_gates", tests, rel_group_setup,
+                                       rel_group_teardown);
 }

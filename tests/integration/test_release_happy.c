@@ -9,22 +9,6 @@
  */
 #include "release_common.h"
 
-static struct rel_ctx cx;
-
-static int setup(void **state)
-{
-    rel_ctx_init(&cx);
-    *state = cx.s;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    rel_ctx_free(&cx);
-    *state = NULL;
-    return 0;
-}
-
 #define HAPPY_POLICY                                                                               \
     "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"baseline\":true,"                        \
     "\"max_regression\":0.005}],"                                                                  \
@@ -647,5 +631,6 @@ int main(void)
         cmocka_unit_test_teardown(test_audit_verifies, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_release_happy", tests, setup, teardown);
+    return cmocka_run_group_tests_name("integration_release_happy", tests, rel_group_setup,
+                                       rel_group_teardown);
 }

@@ -8,22 +8,6 @@
  */
 #include "release_common.h"
 
-static struct rel_ctx cx;
-
-static int setup(void **state)
-{
-    rel_ctx_init(&cx);
-    *state = cx.s;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    rel_ctx_free(&cx);
-    *state = NULL;
-    return 0;
-}
-
 /* How many history entries of the alias hold exactly these routes. */
 static int history_count(const char *model, const char *alias, size_t n, const json_int_t *pairs)
 {
@@ -178,5 +162,6 @@ int main(void)
         cmocka_unit_test_teardown(test_audit_verifies_after_restarts, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_release_restart", tests, setup, teardown);
+    return cmocka_run_group_tests_name("integration_release_restart", tests, rel_group_setup,
+                                       rel_group_teardown);
 }

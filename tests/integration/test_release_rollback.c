@@ -9,22 +9,6 @@
  */
 #include "release_common.h"
 
-static struct rel_ctx cx;
-
-static int setup(void **state)
-{
-    rel_ctx_init(&cx);
-    *state = cx.s;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    rel_ctx_free(&cx);
-    *state = NULL;
-    return 0;
-}
-
 /* A long bake: the rollout stays on its first step for the whole test. */
 #define SLOW_POLICY "{\"rollout\":{\"steps\":[10,50,100],\"bake_seconds\":600}}"
 
@@ -379,5 +363,6 @@ int main(void)
         cmocka_unit_test_teardown(test_audit_verifies, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_release_rollback", tests, setup, teardown);
+    return cmocka_run_group_tests_name("integration_release_rollback", tests, rel_group_setup,
+                                       rel_group_teardown);
 }

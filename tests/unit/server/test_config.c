@@ -229,6 +229,11 @@ static void test_size_suffixes(void **state)
     assert_int_equal(fx->cfg.conn_memory, 64ull << 10);
     assert_int_equal(parse_args(fx, "--connection-memory", "16K", NULL), MG_OK);
     assert_int_equal(fx->cfg.conn_memory, 16ull << 10);
+    assert_false(fx->cfg.no_response_cache);
+    assert_int_equal(parse_args(fx, "--response-cache", "off", NULL), MG_OK);
+    assert_true(fx->cfg.no_response_cache);
+    assert_int_equal(parse_args(fx, "--response-cache", "on", NULL), MG_OK);
+    assert_false(fx->cfg.no_response_cache);
 }
 
 /* ---- bad flags --------------------------------------------------------------------------- */
@@ -261,6 +266,7 @@ static void test_bad_values(void **state)
         {"log-format", "xml", "log-format", "--log-format"},
         {"log-format", "JSON", "log-format", "--log-format"},
         {"sync", "fast", "sync", "--sync"},
+        {"response-cache", "no", "response-cache", "--response-cache"},
         {"sync", "", "sync", "--sync"},
     };
     size_t i;

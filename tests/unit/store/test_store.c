@@ -1355,6 +1355,31 @@ static void test_version_patch(void **state)
     assert_int_equal(audit_count_action(fx, "version.update"), 1);
 }
 
+static void test_version_brief(void **state)
+{
+    struct fx *fx = *state;
+    char art[72];
+    json_t *v = NULL;
+
+    put_blob(fx, "weights", art);
+    make_model(fx, "m");
+    make_version(fx, "m", json_pack("{s:s, s:s}", "artifact", art, "image", "reg/x@sha256:ab"));
+    make_version(fx, "m", json_pack("{s:s}", "artifact", art));
+    assert_int_equal(store_version_brief(fx->st, "m", 1, &v, &fx->err), MG_OK);
+    assert_string_equal(json_string_value(json_object_get(v, "artifact")), art);
+    assert_string_equal(json_string_value(json_object_get(v, "image")), "reg/x@sha256:ab");
+    assert_int_equal(json_object_size(v), 2);
+    json_decref(v);
+    v = NULL;
+    assert_int_equal(store_version_brief(fx->st, "m", 2, &v, &fx->err), MG_OK);
+    assert_true(json_is_null(json_object_get(v, "image")));
+    json_decref(v);
+    v = NULL;
+    assert_int_equal(store_version_brief(fx->st, "m", 3, &v, &fx->err), MG_ENOTFOUND);
+    assert_int_equal(store_version_brief(fx->st, "nope", 1, &v, &fx->err), MG_ENOTFOUND);
+    assert_null(v);
+}
+
 /* ---- datasets ---------------------------------------------------------------------------- */
 
 static enum mg_code dataset_create(struct fx *fx, json_t *req, bool *created)
@@ -1822,6 +1847,7 @@ int main(void)
         T(test_version_list_filters),
         T(test_version_list_pages),
         T(test_version_patch),
+        T(test_version_brief),
         T(test_dataset_create_identical_conflict),
         T(test_dataset_duplicate_parent_retry_is_identical),
         T(test_dataset_duplicate_parent_is_not_another_set),
