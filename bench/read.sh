@@ -6,6 +6,7 @@
 # with the same client (wrk), the same connections and the same CPU pinning:
 #   req/s ratio = modelgated / nginx   target >= 0.5
 #   p99 ratio   = modelgated / nginx   target <= 2
+# then the same two reads with modelgated's response cache off, for information.
 #
 # Usage: bench/read.sh [--duration S] [--connections N] [--rounds N] [--tmp-dir DIR]
 #                      [--server-cpu N] [--client-cpu N] [--server-threads N]

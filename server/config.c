@@ -44,7 +44,7 @@ void srv_config_init(struct srv_config *cfg)
     cfg->per_ip_limit = 256;
     cfg->timeout_s = 60;
     cfg->min_body_rate = 1024;
-    cfg->conn_memory = 256u << 10;
+    cfg->conn_memory = 64u << 10;
     cfg->read_conns = 4;
     cfg->push_workers = 2;
     cfg->push_backoff_base_ms = 1000;
@@ -88,7 +88,7 @@ const char *srv_config_usage(void)
            "  --threads N              HTTP worker threads (default 1 per available CPU)\n"
            "  --max-connections N      connection limit (default 1024)\n"
            "  --connection-memory SIZE per-connection buffer for headers and body reads\n"
-           "                           (default 256K)\n"
+           "                           (default 64K)\n"
            "  --max-connections-per-ip N  (default 256)\n"
            "  --timeout SECONDS        idle timeout and the deadline for request headers\n"
            "                           (default 60)\n"

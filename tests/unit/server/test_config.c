@@ -130,7 +130,7 @@ static void test_defaults(void **state)
     assert_int_equal(c->conn_limit, 1024);
     assert_int_equal(c->per_ip_limit, 256);
     assert_int_equal(c->timeout_s, 60);
-    assert_int_equal(c->conn_memory, 256u << 10);
+    assert_int_equal(c->conn_memory, 64u << 10);
     assert_int_equal(c->read_conns, 4);
     /* No arguments leave the defaults alone. */
     assert_int_equal(srv_config_parse(c, 0, NULL, &fx->err), MG_OK);
