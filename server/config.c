@@ -16,10 +16,11 @@
 #define CONFIG_LINE_MAX 4096
 #define CONFIG_DEPTH_MAX 4
 
-/* One per CPU this process may run on, like nginx's worker_processes auto
- * (a pinned server does not thrash its core with a pool sized for a big
- * machine; handlers never wait on the network, and uploads commit and ?wait
- * requests wait off these threads), 1 to 32. */
+/* One per CPU this process may run on, like nginx's worker_processes auto:
+ * a pinned server does not thrash its core with a pool sized for a big
+ * machine. Handlers never wait on the network or on a slow client (upload
+ * commits and ?wait requests run off these threads); they wait only on the
+ * local disk and SQLite's write lock, for milliseconds. 1 to 32. */
 static unsigned default_threads(void)
 {
     cpu_set_t set;

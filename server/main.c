@@ -17,9 +17,9 @@
 #include <openssl/crypto.h>
 
 #include "../common/util.h"
+#include "cache.h"
 #include "config.h"
 #include "http.h"
-#include "cache.h"
 #include "metrics.h"
 #include "release.h"
 #include "runner/runner.h"

@@ -6,10 +6,11 @@
  * of the upload's own, fed through a small ring of copied chunks, so hashing
  * and the socket-to-disk copy overlap instead of adding up (each is about
  * half of an upload's CPU time); the ring is bounded, so a slow hasher holds
- * the writer back rather than buffering. Commit: fsync the file, check the digest, inspect
- * archives, rename to blobs/sha256/<2 hex>/<hex>, fsync both directories, and only then insert the
- * row. A crash at any point leaves either no row, or a row whose file is complete; stray temp files
- * are swept by store_open().
+ * the writer back rather than buffering. Commit: fsync the file, check the
+ * digest, inspect archives, rename to blobs/sha256/<2 hex>/<hex>, fsync both
+ * directories, and only then insert the row. A crash at any point leaves
+ * either no row, or a row whose file is complete; stray temp files are swept
+ * by store_open().
  */
 #include "store_int.h"
 
@@ -33,11 +34,10 @@
 #define HASH_THREAD_AFTER (1u << 20) /* small uploads hash inline */
 #define HASH_THREADS_MAX 16          /* uploads hashed on a thread at once (memory bound) */
 
-static _Atomic int hash_threads;
-
 /* Chunks [tail, tail + count) of the ring are full and the hasher's (it
  * hashes the one at tail); the writer fills chunk (tail + count) % N. */
 struct hasher {
+    _Atomic int *nthreads; /* the store's count of running hashers */
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cond; /* any change of count, done, stop */
@@ -96,8 +96,8 @@ static void hasher_free(struct hasher *h)
         free(h->buf[i]);
     pthread_mutex_destroy(&h->lock);
     pthread_cond_destroy(&h->cond);
+    atomic_fetch_sub(h->nthreads, 1);
     free(h);
-    atomic_fetch_sub(&hash_threads, 1);
 }
 
 /* Start the hasher on up->md; false (hash inline) when it cannot start. */
@@ -106,15 +106,16 @@ static bool hasher_start(struct store_blob_upload *up)
     struct hasher *h;
     unsigned i;
 
-    if (atomic_fetch_add(&hash_threads, 1) >= HASH_THREADS_MAX) {
-        atomic_fetch_sub(&hash_threads, 1);
+    if (atomic_fetch_add(&up->st->hash_threads, 1) >= HASH_THREADS_MAX) {
+        atomic_fetch_sub(&up->st->hash_threads, 1);
         return false;
     }
     h = calloc(1, sizeof(*h));
     if (h == NULL) {
-        atomic_fetch_sub(&hash_threads, 1);
+        atomic_fetch_sub(&up->st->hash_threads, 1);
         return false;
     }
+    h->nthreads = &up->st->hash_threads;
     pthread_mutex_init(&h->lock, NULL);
     pthread_cond_init(&h->cond, NULL);
     for (i = 0; i < HASH_CHUNKS; i++) {

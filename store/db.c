@@ -70,16 +70,21 @@ sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql, struct mg_error 
         store_db_error(c, rc, err);
         return NULL;
     }
-    if (c->ncache < STORE_STMT_CACHE) {
-        c->cache[c->ncache].sql = sql;
-        c->cache[c->ncache].stmt = s;
-        c->ncache++;
-    } else {
-        /* Should not happen: the cache is sized above the number of statements. */
-        sqlite3_finalize(c->cache[0].stmt);
-        c->cache[0].sql = sql;
-        c->cache[0].stmt = s;
+    if (c->ncache == c->capcache) {
+        unsigned cap = c->capcache ? c->capcache * 2 : 64;
+        void *grown = realloc(c->cache, cap * sizeof(*c->cache));
+
+        if (grown == NULL) {
+            sqlite3_finalize(s);
+            mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+            return NULL;
+        }
+        c->cache = grown;
+        c->capcache = cap;
     }
+    c->cache[c->ncache].sql = sql;
+    c->cache[c->ncache].stmt = s;
+    c->ncache++;
     return s;
 }
 
@@ -179,7 +184,9 @@ static void conn_close(struct store_conn *c)
 
     for (i = 0; i < c->ncache; i++)
         sqlite3_finalize(c->cache[i].stmt);
-    c->ncache = 0;
+    free(c->cache);
+    c->cache = NULL;
+    c->ncache = c->capcache = 0;
     if (c->db)
         sqlite3_close(c->db);
     c->db = NULL;
@@ -425,7 +432,16 @@ void store_read_end(struct store *st, struct store_conn *c)
 
     if (!sqlite3_get_autocommit(c->db)) {
         static const char sql_commit[] = "COMMIT";
-        sqlite3_stmt *s = store_stmt(c, sql_commit, NULL);
+        sqlite3_stmt *s;
+
+        /* A statement left stepping would keep this connection's snapshot
+         * past the COMMIT, and the next borrower would read old data under a
+         * new data epoch (store_data_epoch): end them all first. */
+        for (s = sqlite3_next_stmt(c->db, NULL); s; s = sqlite3_next_stmt(c->db, s)) {
+            if (sqlite3_stmt_busy(s))
+                sqlite3_reset(s);
+        }
+        s = store_stmt(c, sql_commit, NULL);
         if (s) {
             sqlite3_step(s);
             sqlite3_reset(s);
@@ -446,6 +462,7 @@ struct store_conn *store_write_begin(struct store *st, struct mg_error *err)
         pthread_mutex_unlock(&st->wlock);
         return NULL;
     }
+    st->writer.changes = sqlite3_total_changes64(st->writer.db);
     return &st->writer;
 }
 
@@ -456,8 +473,11 @@ enum mg_code store_write_end(struct store *st, struct store_conn *c, enum mg_cod
         rc = exec_sql(c, "COMMIT", err);
     if (rc != MG_OK && !sqlite3_get_autocommit(c->db))
         exec_sql(c, "ROLLBACK", NULL);
-    /* After the commit is visible: a reader that sees the new epoch sees the data. */
-    atomic_fetch_add(&st->epoch, 1);
+    /* After the commit is visible: a reader that sees the new epoch sees the
+     * data. Only commits that changed rows count, so the polls of idle push
+     * and runner workers (a claim that finds nothing) leave caches alone. */
+    if (rc == MG_OK && sqlite3_total_changes64(c->db) != c->changes)
+        atomic_fetch_add(&st->epoch, 1);
     pthread_mutex_unlock(&st->wlock);
     return rc;
 }

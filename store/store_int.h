@@ -7,22 +7,23 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdatomic.h>
 #include <sqlite3.h>
 
 #include "store.h"
 
-#define STORE_STMT_CACHE 64
-
 /* One SQLite connection with its prepared-statement cache, keyed by the
- * address of the (static) SQL text. */
+ * address of the (static) SQL text. The cache grows to hold every statement
+ * the connection has used and never evicts one: a statement a caller is still
+ * stepping must not be finalized under it. `changes` is
+ * sqlite3_total_changes64() when the write transaction began. */
 struct store_conn {
     sqlite3 *db;
     struct {
         const char *sql;
         sqlite3_stmt *stmt;
-    } cache[STORE_STMT_CACHE];
-    unsigned ncache;
+    } * cache;
+    unsigned ncache, capcache;
+    int64_t changes;
 };
 
 struct store {
@@ -37,7 +38,8 @@ struct store {
 
     pthread_mutex_t wlock; /* serialises writers */
     struct store_conn writer;
-    _Atomic uint64_t epoch; /* bumped after every committed write: store_data_epoch() */
+    _Atomic uint64_t epoch;   /* bumped after every committed write: store_data_epoch() */
+    _Atomic int hash_threads; /* uploads hashed on a thread of their own now (blobs.c) */
 
     /* Recently authenticated tokens, by SHA-256 of the secret. Entries live
      * TOKEN_CACHE_MS; revoking any token through this store empties it at

@@ -27,6 +27,7 @@
 
 #include "common/util.h"
 #include "store/store.h"
+#include "store/store_int.h" /* store_write_sql */
 
 #define TMP_TEMPLATE "/tmp/test_store.XXXXXX"
 #define ZERO_HASH "0000000000000000000000000000000000000000000000000000000000000000"
@@ -374,6 +375,34 @@ static void test_second_open_refused(void **state)
     fx->st = other;
 }
 
+/* A connection keeps every statement it prepared: asking for the 65th, 200th
+ * one never finalizes a statement a caller is still stepping. */
+static void test_statement_cache_never_evicts(void **state)
+{
+    static char sqls[200][48];
+    struct fx *fx = *state;
+    struct store_conn *c = store_read_begin(fx->st);
+    sqlite3_stmt *outer, *s;
+
+    for (int i = 0; i < 200; i++)
+        snprintf(sqls[i], sizeof(sqls[i]), "SELECT %d UNION ALL SELECT %d", i, i + 1000);
+    outer = store_stmt(c, sqls[0], &fx->err);
+    assert_non_null(outer);
+    assert_int_equal(sqlite3_step(outer), SQLITE_ROW); /* mid-iteration */
+    for (int i = 1; i < 200; i++) {
+        s = store_stmt(c, sqls[i], &fx->err);
+        assert_non_null(s);
+        assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(s, 0), i);
+        sqlite3_reset(s);
+    }
+    assert_int_equal(sqlite3_step(outer), SQLITE_ROW); /* still the same statement */
+    assert_int_equal(sqlite3_column_int(outer, 0), 1000);
+    sqlite3_reset(outer);
+    assert_ptr_equal(store_stmt(c, sqls[0], &fx->err), outer); /* cached, not re-prepared */
+    store_read_end(fx->st, c);
+}
+
 /* The epoch moves with every committed write, and only then. */
 static void test_data_epoch(void **state)
 {
@@ -395,6 +424,14 @@ static void test_data_epoch(void **state)
     json_decref(out);
     json_decref(m);
     assert_true(store_data_epoch(fx->st) > e1);
+    /* A write that fails, or commits without changing a row (an idle worker's
+     * claim that finds nothing), leaves it alone. */
+    e1 = store_data_epoch(fx->st);
+    m = json_pack("{s:s}", "name", "resnet");
+    assert_int_equal(store_model_create(fx->st, "bob", m, &out, &fx->err), MG_ECONFLICT);
+    json_decref(m);
+    assert_int_equal(store_write_sql(fx->st, "DELETE FROM models WHERE 0", &fx->err), MG_OK);
+    assert_int_equal(store_data_epoch(fx->st), e1);
 }
 
 static void test_refuses_newer_schema(void **state)
@@ -1827,6 +1864,7 @@ int main(void)
         T(test_refuses_newer_schema),
         T(test_second_open_refused),
         T(test_data_epoch),
+        T(test_statement_cache_never_evicts),
         T(test_sweeps_interrupted_uploads),
         T(test_token_bootstrap_and_authenticate),
         T(test_token_create_and_delete),
