@@ -79,7 +79,17 @@ bool srv_proc_run(const char *const *argv, const struct srv_proc_opts *o,
             execve(argv[0], (char *const *)argv, (char *const *)o->envp);
         else
             execvp(argv[0], (char *const *)argv);
-        dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
+        {
+            /* Plain write(2)s: child_setup may have capped the address space
+             * (RLIMIT_AS) below what the parent already maps, so nothing here
+             * may allocate (under ASan, printf's interceptors do, and abort). */
+            const char *say[] = {"cannot run ", argv[0], ": ", strerror(errno), "\n"};
+
+            for (size_t i = 0; i < sizeof(say) / sizeof(say[0]); i++) {
+                if (write(2, say[i], strlen(say[i])) < 0)
+                    break;
+            }
+        }
         _exit(127);
     }
     setpgid(pid, pid); /* both sides, so there is no window */
