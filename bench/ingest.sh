@@ -12,6 +12,9 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
+bench_name=ingest
 
 usage() {
     cat <<EOF
@@ -61,39 +64,15 @@ nginx_bin=${NGINX:-nginx}
 size_bytes=$((size_mib * 1024 * 1024))
 ready_timeout_s=30
 
-for tool in openssl dd curl awk timeout "$nginx_bin"; do
-    command -v "$tool" >/dev/null 2>&1 || { echo "ingest: $tool not found (run scripts/install-deps.sh)" >&2; exit 1; }
-done
+bench_require openssl dd curl awk timeout "$nginx_bin"
 [[ -x "$modelgated" ]] || { echo "ingest: $modelgated is not built (run scripts/build.sh)" >&2; exit 1; }
 
 # --- state and cleanup -------------------------------------------------------------------
 
-work=""
 server_pid=""
 nginx_pid=""
-
-# Stop what we started, by pid, and wait so the ports and files are really released before
-# the temp dir goes away. Runs on every exit, including Ctrl-C and failures.
-cleanup() {
-    local pid
-    for pid in "$server_pid" "$nginx_pid"; do
-        if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
-            wait "$pid" 2>/dev/null || true
-        fi
-    done
-    if [[ -n "$work" && -d "$work" ]]; then
-        rm -rf -- "$work"
-    fi
-    # Leave build/bench-tmp itself only if something else lives there.
-    rmdir -- "$tmp_parent" 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-mkdir -p -- "$tmp_parent"
-work=$(mktemp -d "$tmp_parent/ingest.XXXXXX")
+bench_stop_on_exit server_pid nginx_pid
+bench_init ingest "$tmp_parent"
 
 # Three copies can exist at once: the test file, the dd copy (removed right after), and the
 # upload's temp file before it is renamed into the blob store.
@@ -173,26 +152,6 @@ step_error() {
     fi
 }
 
-# wait_for DESCRIPTION PID COMMAND...: polls COMMAND until it succeeds, PID dies, or the
-# deadline passes. Polling, not a fixed sleep: start-up takes milliseconds on a fast machine
-# and seconds under a sanitizer or a loaded CI runner.
-wait_for() {
-    local what=$1 pid=$2 deadline
-    shift 2
-    deadline=$((SECONDS + ready_timeout_s))
-    while ! "$@"; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            echo "ingest: $what exited before it was ready" >&2
-            return 1
-        fi
-        if [[ $SECONDS -ge $deadline ]]; then
-            echo "ingest: $what not ready after ${ready_timeout_s}s" >&2
-            return 1
-        fi
-        sleep 0.05
-    done
-}
-
 # --- 1. the test file --------------------------------------------------------------------
 
 file="$work/random.bin"
@@ -248,7 +207,7 @@ fi
 server_pid=$!
 
 digest=""
-if ! wait_for modelgated "$server_pid" port_ready; then
+if ! bench_wait_for modelgated "$server_pid" port_ready; then
     tail -n 20 -- "$server_log" >&2 || true
     step_error upload "modelgated did not start"
 else
@@ -330,7 +289,7 @@ nginx_ready() {
 }
 
 # nginx cannot report an ephemeral port, so try random high ports until one binds; on a
-# taken port nginx exits after its bind retries, which wait_for notices.
+# taken port nginx exits after its bind retries, which bench_wait_for notices.
 ngx_port=""
 for attempt in 1 2 3 4 5 6 7 8 9 10; do
     try_port=$((20000 + RANDOM % 40000))
@@ -338,7 +297,7 @@ for attempt in 1 2 3 4 5 6 7 8 9 10; do
     "$nginx_bin" -p "$ngx" -c "$ngx/nginx.conf" -e "$ngx/error.log" >>"$ngx/stdout.log" 2>&1 &
     nginx_pid=$!
     ngx_port=$try_port
-    if wait_for nginx "$nginx_pid" nginx_ready 2>/dev/null; then
+    if bench_wait_for nginx "$nginx_pid" nginx_ready 2>/dev/null; then
         break
     fi
     kill -TERM "$nginx_pid" 2>/dev/null || true

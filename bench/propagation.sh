@@ -14,6 +14,9 @@ set -euo pipefail
 export LC_ALL=C # EPOCHREALTIME with a '.', sort -n as expected
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
+bench_name=propagation
 
 usage() {
     cat <<EOF
@@ -58,49 +61,15 @@ apply_timeout_us=5000000 # a change not visible after 5 s counts as lost
 target_p99_ms=50
 
 [[ -n "${EPOCHREALTIME:-}" ]] || { echo "propagation: needs bash >= 5 (EPOCHREALTIME)" >&2; exit 1; }
-for tool in curl awk sort "$haproxy_bin"; do
-    command -v "$tool" >/dev/null 2>&1 || { echo "propagation: $tool not found (run scripts/install-deps.sh)" >&2; exit 1; }
-done
+bench_require curl awk sort "$haproxy_bin"
 [[ -x "$modelgated" ]] || { echo "propagation: $modelgated is not built (run scripts/build.sh)" >&2; exit 1; }
 
 # --- state and cleanup -------------------------------------------------------------------
 
-work=""
 server_pid=""
 haproxy_pid=""
-
-# Stop what we started, by pid, and wait, so ports and files are released before the temp
-# dir goes away. Runs on every exit, including Ctrl-C and failures.
-cleanup() {
-    local pid
-    for pid in "$server_pid" "$haproxy_pid"; do
-        if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
-            wait "$pid" 2>/dev/null || true
-        fi
-    done
-    if [[ -n "$work" && -d "$work" ]]; then
-        rm -rf -- "$work"
-    fi
-    rmdir -- "$tmp_parent" 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-mkdir -p -- "$tmp_parent"
-work=$(mktemp -d "$tmp_parent/propagation.XXXXXX")
-
-die() {
-    echo "propagation: $*" >&2
-    for log in "$work/server.log" "$work/haproxy.log"; do
-        if [[ -s "$log" ]]; then
-            echo "---- last lines of $log ----" >&2
-            tail -n 20 "$log" >&2
-        fi
-    done
-    exit 1
-}
+bench_stop_on_exit server_pid haproxy_pid
+bench_init propagation "$tmp_parent"
 
 # --- HAProxy -----------------------------------------------------------------------------
 
@@ -164,9 +133,9 @@ EOF
             fi
             sleep 0.02
         done
-        [[ -z "$haproxy_pid" ]] || die "HAProxy does not answer on 127.0.0.1:$port"
+        [[ -z "$haproxy_pid" ]] || bench_die "HAProxy does not answer on 127.0.0.1:$port"
     done
-    die "could not start HAProxy (see $work/haproxy.log)"
+    bench_die "could not start HAProxy (see $work/haproxy.log)"
 }
 
 # --- modelgated --------------------------------------------------------------------------
@@ -181,14 +150,14 @@ start_server() {
         >>"$work/server.log" 2>&1 &
     server_pid=$!
     until [[ -s "$work/port" && -s "$work/data/admin.token" ]]; do
-        kill -0 "$server_pid" 2>/dev/null || die "modelgated exited during start-up"
-        ((SECONDS < deadline)) || die "modelgated wrote no port file"
+        kill -0 "$server_pid" 2>/dev/null || bench_die "modelgated exited during start-up"
+        ((SECONDS < deadline)) || bench_die "modelgated wrote no port file"
         sleep 0.05
     done
     base="http://127.0.0.1:$(cat "$work/port")"
     token=$(cat "$work/data/admin.token")
     until curl -fsS -o /dev/null "$base/healthz" 2>/dev/null; do
-        ((SECONDS < deadline)) || die "modelgated does not answer /healthz"
+        ((SECONDS < deadline)) || bench_die "modelgated does not answer /healthz"
         sleep 0.05
     done
 }
@@ -215,19 +184,19 @@ digest=$(printf 'propagation benchmark model' |
     curl -sS --fail-with-body -X POST -H "Authorization: Bearer $token" \
         -H "Content-Type: application/octet-stream" --data-binary @- "$base/api/v1/blobs" |
     sed -n 's/.*"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')
-[[ -n "$digest" ]] || die "blob upload failed"
-api POST /api/v1/models '{"name":"bench"}' >/dev/null || die "cannot create the model"
+[[ -n "$digest" ]] || bench_die "blob upload failed"
+api POST /api/v1/models '{"name":"bench"}' >/dev/null || bench_die "cannot create the model"
 for _ in 1 2; do
     api POST /api/v1/models/bench/versions "{\"artifact\":\"$digest\"}" >/dev/null ||
-        die "cannot create a version"
+        bench_die "cannot create a version"
 done
 api PUT /api/v1/gateways/hap "{\"kind\":\"haproxy\",\"address\":\"127.0.0.1:$hap_port\",\"backend\":\"be_{model}_{alias}\",\"server\":\"v{version}\",\"models\":[\"bench\"]}" >/dev/null ||
-    die "cannot register the haproxy gateway"
+    bench_die "cannot register the haproxy gateway"
 api PUT "/api/v1/models/bench/aliases/production?wait=10" \
     '{"routes":[{"version":1,"weight":50},{"version":2,"weight":50}]}' >/dev/null ||
-    die "cannot set the alias"
+    bench_die "cannot set the alias"
 if ! weight v1 || [[ "$REPLY_LINE" != 50 ]]; then
-    die "HAProxy does not show the first change (v1 weight '$REPLY_LINE')"
+    bench_die "HAProxy does not show the first change (v1 weight '$REPLY_LINE')"
 fi
 
 samples="$work/samples"
@@ -238,9 +207,9 @@ for ((i = 1; i <= changes; i++)); do
     code=$(curl -sS -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $token" \
         -H "Content-Type: application/json" \
         --data-binary "{\"routes\":[{\"version\":1,\"weight\":$w1},{\"version\":2,\"weight\":$w2}]}" \
-        "$base/api/v1/models/bench/aliases/production") || die "PUT alias failed"
+        "$base/api/v1/models/bench/aliases/production") || bench_die "PUT alias failed"
     t0=${EPOCHREALTIME/./}
-    [[ "$code" == 200 ]] || die "PUT alias answered $code"
+    [[ "$code" == 200 ]] || bench_die "PUT alias answered $code"
     # Both servers show the new weights (v2 is set last).
     while :; do
         t1=${EPOCHREALTIME/./}

@@ -15,6 +15,9 @@ set -euo pipefail
 export LC_ALL=C
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
+bench_name=read
 
 usage() {
     cat <<EOF
@@ -80,9 +83,7 @@ ready_timeout_s=30
 if ! command -v "$wrk_bin" >/dev/null 2>&1; then
     "$root/scripts/install-deps.sh" --bench >&2 || true
 fi
-for tool in curl awk taskset "$wrk_bin" "$nginx_bin"; do
-    command -v "$tool" >/dev/null 2>&1 || { echo "read: $tool not found (run scripts/install-deps.sh --bench)" >&2; exit 1; }
-done
+bench_require curl awk taskset "$wrk_bin" "$nginx_bin"
 [[ -x "$modelgated" ]] || { echo "read: $modelgated is not built (run scripts/build.sh)" >&2; exit 1; }
 
 # Pinning: the server side (modelgated, nginx) on one CPU, wrk on another, so the client
@@ -100,50 +101,10 @@ fi
 
 # --- state and cleanup -------------------------------------------------------------------
 
-work=""
 server_pid=""
 nginx_pid=""
-
-cleanup() {
-    local pid
-    for pid in "$server_pid" "$nginx_pid"; do
-        if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
-            wait "$pid" 2>/dev/null || true
-        fi
-    done
-    if [[ -n "$work" && -d "$work" ]]; then
-        rm -rf -- "$work"
-    fi
-    rmdir -- "$tmp_parent" 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-mkdir -p -- "$tmp_parent"
-work=$(mktemp -d "$tmp_parent/read.XXXXXX")
-
-die() {
-    echo "read: $*" >&2
-    for log in "$work/server.log" "$work/nginx/error.log"; do
-        if [[ -s "$log" ]]; then
-            echo "---- last lines of $log ----" >&2
-            tail -n 20 "$log" >&2
-        fi
-    done
-    exit 1
-}
-
-wait_for() {
-    local what=$1 pid=$2 deadline=$((SECONDS + ready_timeout_s))
-    shift 2
-    while ! "$@"; do
-        kill -0 "$pid" 2>/dev/null || { echo "read: $what exited before it was ready" >&2; return 1; }
-        [[ $SECONDS -lt $deadline ]] || { echo "read: $what not ready after ${ready_timeout_s}s" >&2; return 1; }
-        sleep 0.05
-    done
-}
+bench_stop_on_exit server_pid nginx_pid
+bench_init read "$tmp_parent"
 
 # --- modelgated with one model, one version, an alias --------------------------------------
 
@@ -161,7 +122,7 @@ start_server() {
     rm -f -- "$work/port"
     "${pin_server[@]}" "$modelgated" "${server_args[@]}" >>"$work/server.log" 2>&1 &
     server_pid=$!
-    wait_for modelgated "$server_pid" server_ready || die "modelgated did not start"
+    bench_wait_for modelgated "$server_pid" server_ready || bench_die "modelgated did not start"
     base="http://127.0.0.1:$(tr -d '[:space:]' <"$work/port")"
 }
 start_server
@@ -178,18 +139,18 @@ api() {
 digest=$(head -c 4096 /dev/urandom | curl -sS --fail-with-body -X POST -H "Authorization: Bearer $token" \
     -H "Content-Type: application/octet-stream" --data-binary @- "$base/api/v1/blobs" |
     sed -n 's/.*"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')
-[[ -n "$digest" ]] || die "blob upload failed"
+[[ -n "$digest" ]] || bench_die "blob upload failed"
 hex=${digest#sha256:}
-api POST /api/v1/models '{"name":"fraud","description":"read benchmark"}' >/dev/null || die "cannot create the model"
+api POST /api/v1/models '{"name":"fraud","description":"read benchmark"}' >/dev/null || bench_die "cannot create the model"
 api POST /api/v1/datasets "{\"digest\":\"$digest\",\"name\":\"fraud-train\",\"uri\":\"s3://bucket/train/\"}" >/dev/null ||
-    die "cannot create the dataset"
+    bench_die "cannot create the dataset"
 api POST /api/v1/models/fraud/versions "{\"artifact\":\"$digest\",\"image\":\"registry.example/serve@sha256:$hex\",
   \"run_id\":\"train-1234\",\"source\":{\"repo\":\"https://git.example/ml/fraud\",\"commit\":\"9f2c1e0d\"},
   \"datasets\":[{\"digest\":\"$digest\",\"name\":\"fraud-train\",\"uri\":\"s3://bucket/train/\",\"role\":\"train\"}],
   \"metrics\":{\"auc\":0.942,\"p95_latency_ms\":41.5},\"params\":{\"lr\":0.001,\"epochs\":12},
   \"tags\":{\"team\":\"risk\"},\"resources\":{\"parameters\":7000000000,\"precision\":\"fp16\"}}" >/dev/null ||
-    die "cannot create the version"
-api PUT /api/v1/models/fraud/aliases/production '{"version":1}' >/dev/null || die "cannot set the alias"
+    bench_die "cannot create the version"
+api PUT /api/v1/models/fraud/aliases/production '{"version":1}' >/dev/null || bench_die "cannot set the alias"
 
 lkg_path=/api/v1/models/fraud/aliases/production/last-known-good
 version_path=/api/v1/models/fraud/versions/1
@@ -199,8 +160,8 @@ version_path=/api/v1/models/fraud/versions/1
 ngx="$work/nginx"
 mkdir -p "$ngx/html" "$ngx/tmp"
 # The exact bytes modelgated answers, saved as the files nginx serves.
-api GET "$lkg_path" >"$ngx/html/lkg.json" || die "GET last-known-good failed"
-api GET "$version_path" >"$ngx/html/version.json" || die "GET version failed"
+api GET "$lkg_path" >"$ngx/html/lkg.json" || bench_die "GET last-known-good failed"
+api GET "$version_path" >"$ngx/html/version.json" || bench_die "GET version failed"
 declare -A body_bytes=([lkg]=$(stat -c %s "$ngx/html/lkg.json") [version]=$(stat -c %s "$ngx/html/version.json"))
 
 ngx_user=""
@@ -241,7 +202,7 @@ for attempt in 1 2 3 4 5 6 7 8 9 10; do
     "${pin_server[@]}" "$nginx_bin" -p "$ngx" -c "$ngx/nginx.conf" -e "$ngx/error.log" >>"$ngx/stdout.log" 2>&1 &
     nginx_pid=$!
     ngx_port=$try_port
-    if wait_for nginx "$nginx_pid" nginx_ready 2>/dev/null; then
+    if bench_wait_for nginx "$nginx_pid" nginx_ready 2>/dev/null; then
         break
     fi
     kill -TERM "$nginx_pid" 2>/dev/null || true
@@ -250,7 +211,7 @@ for attempt in 1 2 3 4 5 6 7 8 9 10; do
     ngx_port=""
     echo "read: nginx could not use port $try_port (attempt $attempt)" >&2
 done
-[[ -n "$ngx_port" ]] || die "nginx did not start"
+[[ -n "$ngx_port" ]] || bench_die "nginx did not start"
 ngx_base="http://127.0.0.1:$ngx_port"
 
 # --- measuring ---------------------------------------------------------------------------
@@ -273,12 +234,12 @@ to_ms() {
 run_wrk() {
     local key=$1 url=$2 secs=$3 warm=${4:-} out r p non2xx
     out=$("${pin_client[@]}" "$wrk_bin" -t1 -c"$connections" -d"${secs}s" --latency \
-        -H "Authorization: Bearer $token" "$url" 2>&1) || die "wrk failed on $url: $out"
+        -H "Authorization: Bearer $token" "$url" 2>&1) || bench_die "wrk failed on $url: $out"
     non2xx=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' <<<"$out")
-    [[ -z "$non2xx" ]] || die "$url: $non2xx responses were not 2xx"
+    [[ -z "$non2xx" ]] || bench_die "$url: $non2xx responses were not 2xx"
     r=$(awk '/^Requests\/sec:/ { printf "%.1f", $2 }' <<<"$out")
     p=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
-    [[ -n "$r" && "$p" != - ]] || die "cannot read wrk's output for $url: $out"
+    [[ -n "$r" && "$p" != - ]] || bench_die "cannot read wrk's output for $url: $out"
     [[ -z "$warm" ]] || return 0 # a warm-up run: not recorded
     echo "read: $key round: $r req/s, p99 $p ms"
     if [[ -z "${rps[$key]:-}" ]] || awk -v a="$r" -v b="${rps[$key]}" 'BEGIN { exit !(a > b) }'; then

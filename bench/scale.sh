@@ -19,6 +19,9 @@ set -euo pipefail
 export LC_ALL=C
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
+bench_name=scale
 
 usage() {
     cat <<EOF
@@ -90,9 +93,7 @@ ready_timeout_s=60
 if ! command -v "$wrk_bin" >/dev/null 2>&1; then
     "$root/scripts/install-deps.sh" --bench >&2 || true
 fi
-for tool in curl awk taskset sha256sum pkg-config "$cc" "$wrk_bin"; do
-    command -v "$tool" >/dev/null 2>&1 || { echo "scale: $tool not found (run scripts/install-deps.sh --bench)" >&2; exit 1; }
-done
+bench_require curl awk taskset sha256sum pkg-config "$cc" "$wrk_bin"
 [[ -x "$modelgated" ]] || { echo "scale: $modelgated is not built (run scripts/build.sh)" >&2; exit 1; }
 for lib in libmg_store.a libmg_common.a; do
     [[ -f "$build_dir/$lib" ]] || { echo "scale: $build_dir/$lib missing (run scripts/build.sh)" >&2; exit 1; }
@@ -111,40 +112,9 @@ fi
 
 # --- state and cleanup -------------------------------------------------------------------
 
-work=""
 declare -A server_pid=()
-
-cleanup() {
-    local pid
-    for pid in "${server_pid[@]}"; do
-        if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
-            wait "$pid" 2>/dev/null || true
-        fi
-    done
-    if [[ -n "$work" && -d "$work" ]]; then
-        rm -rf -- "$work"
-    fi
-    rmdir -- "$tmp_parent" 2>/dev/null || true
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-mkdir -p -- "$tmp_parent"
-work=$(mktemp -d "$tmp_parent/scale.XXXXXX")
-
-die() {
-    local log
-    echo "scale: $*" >&2
-    for log in "$work"/*.log; do
-        if [[ -s "$log" ]]; then
-            echo "---- last lines of $log ----" >&2
-            tail -n 20 "$log" >&2
-        fi
-    done
-    exit 1
-}
+bench_stop_on_exit server_pid
+bench_init scale "$tmp_parent"
 
 # --- the generator -----------------------------------------------------------------------
 
@@ -153,7 +123,7 @@ gen="$work/scale_gen"
 "$cc" -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I "$root" "$root/bench/scale_gen.c" \
     -o "$gen" "$build_dir/libmg_store.a" "$build_dir/libmg_common.a" \
     $(pkg-config --libs sqlite3 jansson libarchive libcrypto) -lpthread -lm ||
-    die "cannot compile bench/scale_gen.c"
+    bench_die "cannot compile bench/scale_gen.c"
 
 declare -A gen_secs=() gen_rate=() db_mib=()
 
@@ -175,7 +145,7 @@ make_store() {
         rm -rf -- "$dir"
         echo "scale: generating $m x $versions versions in $dir"
         summary=$("$gen" --data-dir "$dir" --models "$m" --versions "$versions") ||
-            die "scale_gen failed for $name"
+            bench_die "scale_gen failed for $name"
         # Written last: a store interrupted half-way is never reused.
         echo "$summary" >"$dir/scale_gen.json"
     fi
@@ -202,8 +172,8 @@ start_server() {
     deadline=$((SECONDS + ready_timeout_s))
     until [[ -s "$port_file" && -s "$dir/admin.token" ]] &&
         curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(tr -d '[:space:]' <"$port_file")/healthz" 2>/dev/null; do
-        kill -0 "${server_pid[$name]}" 2>/dev/null || die "modelgated ($name) exited during start-up"
-        [[ $SECONDS -lt $deadline ]] || die "modelgated ($name) not ready after ${ready_timeout_s}s"
+        kill -0 "${server_pid[$name]}" 2>/dev/null || bench_die "modelgated ($name) exited during start-up"
+        [[ $SECONDS -lt $deadline ]] || bench_die "modelgated ($name) not ready after ${ready_timeout_s}s"
         sleep 0.05
     done
     base[$name]="http://127.0.0.1:$(tr -d '[:space:]' <"$port_file")"
@@ -238,11 +208,11 @@ for q in "${queries[@]}"; do
     for s in small big; do
         bytes=$(curl -sS --fail-with-body -o "$work/$q.$s.json" -w '%{size_download}' \
             -H "Authorization: Bearer ${token[$s]}" "$(url "$q" "$s")") ||
-            die "$(url "$q" "$s") failed: $(head -c 300 "$work/$q.$s.json")"
+            bench_die "$(url "$q" "$s") failed: $(head -c 300 "$work/$q.$s.json")"
         resp_bytes[$q.$s]=$bytes
     done
 done
-grep -q '"via"' "$work/dataset.big.json" || die "the dataset query found no versions"
+grep -q '"via"' "$work/dataset.big.json" || bench_die "the dataset query found no versions"
 
 # --- measuring ---------------------------------------------------------------------------
 
@@ -262,11 +232,11 @@ min() { awk -v a="$1" -v b="$2" 'BEGIN { print (b == "" || a + 0 < b + 0) ? a : 
 run_wrk() {
     local key=$1 url=$2 tok=$3 secs=$4 warm=${5:-} out a b
     out=$("${pin_client[@]}" "$wrk_bin" -t1 -c1 -d"${secs}s" --latency \
-        -H "Authorization: Bearer $tok" "$url" 2>&1) || die "wrk failed on $url: $out"
-    ! grep -q 'Non-2xx or 3xx' <<<"$out" || die "$url: some responses were not 2xx"
+        -H "Authorization: Bearer $tok" "$url" 2>&1) || bench_die "wrk failed on $url: $out"
+    ! grep -q 'Non-2xx or 3xx' <<<"$out" || bench_die "$url: some responses were not 2xx"
     a=$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$out")")
     b=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
-    [[ "$a" != - && "$b" != - ]] || die "cannot read wrk's output for $url: $out"
+    [[ "$a" != - && "$b" != - ]] || bench_die "cannot read wrk's output for $url: $out"
     [[ -z "$warm" ]] || return 0 # a warm-up run: not recorded
     echo "scale: $key: p50 $a ms, p99 $b ms, $(awk '/^Requests\/sec:/ { print $2 }' <<<"$out") req/s"
     p50[$key]=$(min "$a" "${p50[$key]:-}")
