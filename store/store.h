@@ -436,7 +436,9 @@ enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d,
                                const char *error, int64_t next_attempt_ms, struct mg_error *err);
 
 /* At start: leases held by a previous run of this server (which owns the
- * embedded store alone) are void; their rows are due again at once. */
+ * embedded store alone: store_open locks the data directory) are void; their
+ * rows are due again at once. A backend shared by several servers must void
+ * only the leases of its own previous run. */
 enum mg_code store_outbox_recover(struct store *st, struct mg_error *err);
 
 /* Earliest time a row becomes due (ms), or 0 when nothing waits. */
