@@ -608,6 +608,29 @@ struct decision {
     bool refresh_gates; /* re-evaluate the gates for the stored report */
 };
 
+/* d's reviewer decision against promotion p as stored now (version ver):
+ * separation of duties, then the tally with this decision added. Done on
+ * every attempt, so a decision that lost a race is counted against the
+ * approvals that won it. */
+static enum mg_code tally_decision(const json_t *p, const json_t *ver,
+                                   const struct gate_policy *pol, struct decision *d,
+                                   struct mg_error *err)
+{
+    struct gate_approval all[65];
+    size_t n = approvals_of(json_object_get(p, "approvals"), all, 64);
+    int approved;
+    enum mg_code rc;
+
+    rc = gate_approval_check(d->approval_by, json_string_value(json_object_get(ver, "created_by")),
+                             json_string_value(json_object_get(p, "created_by")), all, n, err);
+    if (rc != MG_OK)
+        return rc;
+    all[n].by = d->approval_by;
+    all[n].approve = strcmp(d->approval_decision, "approve") == 0;
+    gate_approval_tally(pol, all, n + 1, &d->ev.rejected, &d->ev.satisfied, &approved);
+    return MG_OK;
+}
+
 static enum mg_code apply_event(struct srv *srv, const char *actor, const char *id,
                                 struct decision *d, json_t **out, struct mg_error *err)
 {
@@ -637,6 +660,8 @@ static enum mg_code apply_event(struct srv *srv, const char *actor, const char *
                 json_array_append_new(appr, json_pack("{s:s, s:s}", "by", d->approval_by,
                                                       "decision", d->approval_decision));
             rc = store_version_get(srv->store, model, cur.candidate, &ver, err);
+            if (rc == MG_OK && d->approval_by)
+                rc = tally_decision(p, ver, &pol, d, err);
             if (rc == MG_OK)
                 rc = evaluate(srv, model, ver, cur.baseline, &pol, appr,
                               cur.state != PROMO_EVALUATING, since, &report, err);
@@ -714,52 +739,18 @@ static enum mg_code apply_event(struct srv *srv, const char *actor, const char *
 enum mg_code rel_promotion_decide(struct srv *srv, const char *actor, const char *id, bool approve,
                                   const char *comment, json_t **out, struct mg_error *err)
 {
-    struct gate_policy pol;
-    struct gate_approval appr[64], all[65];
     struct decision d;
-    json_t *p = NULL, *ver = NULL;
-    bool rejected, satisfied;
-    int approved;
-    size_t n;
-    enum mg_code rc;
 
-    /* Separation of duties first: it does not depend on races. */
-    if ((rc = store_promotion_get(srv->store, id, &p, err)) != MG_OK)
-        return rc;
-    if (strcmp(json_string_value(json_object_get(p, "state")), "awaiting_approval") != 0) {
-        rc = mg_fail(err, MG_ECONFLICT, NULL, "promotion %s is %s, not awaiting approval", id,
-                     json_string_value(json_object_get(p, "state")));
-        goto out;
-    }
-    if ((rc = store_version_get(srv->store, json_string_value(json_object_get(p, "model")),
-                                json_integer_value(json_object_get(p, "version")), &ver, err)) !=
-        MG_OK)
-        goto out;
-    n = approvals_of(json_object_get(p, "approvals"), appr, 64);
-    if ((rc = gate_approval_check(actor, json_string_value(json_object_get(ver, "created_by")),
-                                  json_string_value(json_object_get(p, "created_by")), appr, n,
-                                  err)) != MG_OK)
-        goto out;
-    if ((rc = gate_policy_parse(json_object_get(p, "policy"), &pol, err)) != MG_OK)
-        goto out;
-    memcpy(all, appr, n * sizeof(*appr));
-    all[n].by = actor;
-    all[n].approve = approve;
-    gate_approval_tally(&pol, all, n + 1, &rejected, &satisfied, &approved);
+    /* Separation of duties, the tally and the state are all checked against
+     * the promotion as apply_event reads it, on every attempt. */
     memset(&d, 0, sizeof(d));
     d.ev.kind = PROMO_EV_APPROVALS;
-    d.ev.rejected = rejected;
-    d.ev.satisfied = satisfied;
     d.ev.reason = comment;
     d.approval_by = actor;
     d.approval_decision = approve ? "approve" : "reject";
     d.approval_comment = comment;
     d.refresh_gates = true;
-    rc = apply_event(srv, actor, id, &d, out, err);
-out:
-    json_decref(p);
-    json_decref(ver);
-    return rc;
+    return apply_event(srv, actor, id, &d, out, err);
 }
 
 enum mg_code rel_promotion_advance(struct srv *srv, const char *actor, const char *id, json_t **out,

@@ -277,6 +277,42 @@ static void test_no_policy_promotes_at_once(void **state)
     it_expect_error(s, r, 400, "invalid_argument");
 }
 
+/* Two reviewers approving at the same moment: one commit wins, the other is
+ * retried against the promotion as it is then, so it sees the first approval
+ * and the second one completes the quorum. Counted once before the retry, the
+ * promotion would stay awaiting_approval for good. */
+static void test_simultaneous_approvals(void **state)
+{
+    struct mg_server *s = *state;
+    char id[64], path[256];
+    struct it_spec specs[2];
+    struct it_resp *out[2], *p;
+    static const char body[] = "{\"decision\":\"approve\"}";
+
+    rel_model(&cx, cx.t.pub, "race");
+    rel_alias_set(&cx, "race", "production", rel_version(&cx, cx.t.pub, "race", 0.9, -1));
+    rel_policy_put(&cx, "race", "production",
+                   "{\"approvals\":{\"required\":2},\"rollout\":{\"steps\":[100]}}");
+    for (int round = 0; round < 8; round++) {
+        json_int_t v = rel_version(&cx, cx.t.pub, "race", 0.9, -1);
+
+        p = rel_promote(&cx, "race", v, "production", id);
+        rel_expect_state(p, "awaiting_approval");
+        rel_path(path, sizeof(path), "/api/v1/promotions/%s/approvals", id);
+        specs[0] =
+            (struct it_spec){"POST", path, cx.t.rev_a, "application/json", body, sizeof(body) - 1};
+        specs[1] =
+            (struct it_spec){"POST", path, cx.t.rev_b, "application/json", body, sizeof(body) - 1};
+        it_request_parallel(s, 2, specs, out);
+        it_expect_status(s, out[0], 200);
+        it_expect_status(s, out[1], 200);
+        p = rel_wait_state(&cx, id, "succeeded", rel_deadline_ms(10000));
+        assert_int_equal(json_array_size(it_jarr(p->json, "approvals")), 2);
+        rel_expect_alias_routes(&cx, "race", "production", 1, v, 100);
+        it_release(s);
+    }
+}
+
 static void test_lkg_of_fresh_alias(void **state)
 {
     struct mg_server *s = *state;
@@ -624,6 +660,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_full_happy_path, it_test_teardown),
         cmocka_unit_test_teardown(test_no_policy_promotes_at_once, it_test_teardown),
+        cmocka_unit_test_teardown(test_simultaneous_approvals, it_test_teardown),
         cmocka_unit_test_teardown(test_lkg_of_fresh_alias, it_test_teardown),
         cmocka_unit_test_teardown(test_gates_dry_run, it_test_teardown),
         cmocka_unit_test_teardown(test_policy_validation_and_canonical_form, it_test_teardown),
