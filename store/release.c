@@ -48,37 +48,58 @@ static json_t *routes_enriched(struct store_conn *c, int64_t model_id, const jso
     return out;
 }
 
-static bool policy_exists(struct store_conn *c, int64_t model_id, const char *alias)
+/* Is the alias protected by a policy? A database error is an error, never
+ * "unprotected": that answer would let a direct write skip the gates. */
+static enum mg_code policy_exists(struct store_conn *c, int64_t model_id, const char *alias,
+                                  bool *yes, struct mg_error *err)
 {
     static const char sql[] = "SELECT 1 FROM policies WHERE model_id = ? AND alias = ?";
-    sqlite3_stmt *s = store_stmt(c, sql, NULL);
-    bool yes = false;
+    sqlite3_stmt *s = store_stmt(c, sql, err);
+    int r;
 
     if (s == NULL)
-        return false;
+        return err->code;
     sqlite3_bind_int64(s, 1, model_id);
     store_bind_text(s, 2, alias);
-    yes = sqlite3_step(s) == SQLITE_ROW;
+    r = sqlite3_step(s);
     sqlite3_reset(s);
-    return yes;
+    if (r != SQLITE_ROW && r != SQLITE_DONE)
+        return store_db_error(c, r, err);
+    *yes = r == SQLITE_ROW;
+    return MG_OK;
 }
 
-/* The id of the alias's active promotion as a json string, or json null. */
-static json_t *active_promotion(struct store_conn *c, int64_t model_id, const char *alias)
+/* *id: the id of the alias's active promotion as a json string, or json null. */
+static enum mg_code active_promotion(struct store_conn *c, int64_t model_id, const char *alias,
+                                     json_t **id, struct mg_error *err)
 {
     static const char sql[] = "SELECT id FROM promotions WHERE model_id = ? AND alias = ? AND "
                               "state IN ('evaluating', 'awaiting_approval', 'rolling_out')";
-    sqlite3_stmt *s = store_stmt(c, sql, NULL);
-    json_t *id = json_null();
+    sqlite3_stmt *s = store_stmt(c, sql, err);
+    int r;
 
     if (s == NULL)
-        return id;
+        return err->code;
     sqlite3_bind_int64(s, 1, model_id);
     store_bind_text(s, 2, alias);
-    if (sqlite3_step(s) == SQLITE_ROW)
-        id = store_col_json_string(s, 0);
+    r = sqlite3_step(s);
+    *id = r == SQLITE_ROW ? store_col_json_string(s, 0) : json_null();
     sqlite3_reset(s);
-    return id;
+    if (r != SQLITE_ROW && r != SQLITE_DONE) {
+        json_decref(*id);
+        *id = NULL;
+        return store_db_error(c, r, err);
+    }
+    return MG_OK;
+}
+
+/* Both facts of an alias that its readers show: protected and promotion. */
+static enum mg_code alias_guard(struct store_conn *c, int64_t model_id, const char *alias,
+                                bool *protected_, json_t **promotion, struct mg_error *err)
+{
+    enum mg_code rc = policy_exists(c, model_id, alias, protected_, err);
+
+    return rc == MG_OK ? active_promotion(c, model_id, alias, promotion, err) : rc;
 }
 
 static json_t *deliveries(struct store_conn *c, const char *model, const char *alias)
@@ -111,13 +132,18 @@ static enum mg_code alias_read(struct store_conn *c, const char *model, const ch
                               "WHERE model_id = ? AND name = ?";
     sqlite3_stmt *s;
     int64_t mid;
-    json_t *routes = NULL, *a = NULL;
+    json_t *routes = NULL, *a = NULL, *promo = NULL;
+    bool prot = false;
     int r;
 
     if (store_model_id(c, model, &mid, err) != MG_OK)
         return err->code;
-    if ((s = store_stmt(c, sql, err)) == NULL)
+    if (alias_guard(c, mid, alias, &prot, &promo, err) != MG_OK)
         return err->code;
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        json_decref(promo);
+        return err->code;
+    }
     sqlite3_bind_int64(s, 1, mid);
     store_bind_text(s, 2, alias);
     r = sqlite3_step(s);
@@ -127,11 +153,11 @@ static enum mg_code alias_read(struct store_conn *c, const char *model, const ch
         json_decref(raw);
         a = json_pack("{s:s, s:s, s:I, s:o, s:b, s:o, s:n, s:o}", "model", model, "alias", alias,
                       "generation", (json_int_t)sqlite3_column_int64(s, 0), "routes", routes,
-                      "protected", policy_exists(c, mid, alias), "promotion",
-                      active_promotion(c, mid, alias), "last_known_good", "updated_at",
-                      store_col_json_string(s, 2));
+                      "protected", prot, "promotion", json_incref(promo), "last_known_good",
+                      "updated_at", store_col_json_string(s, 2));
     }
     sqlite3_reset(s);
+    json_decref(promo);
     if (r != SQLITE_ROW && r != SQLITE_DONE)
         return store_db_error(c, r, err);
     if (a == NULL)
@@ -276,8 +302,8 @@ enum mg_code store_alias_facts(struct store *st, const char *model, const char *
     struct store_conn *c = store_read_begin(st);
     sqlite3_stmt *s;
     int64_t mid, aid = 0, gen = 0;
-    json_t *routes = NULL, *hist = json_array(), *bad = json_array();
-    bool deleted = false;
+    json_t *routes = NULL, *hist = json_array(), *bad = json_array(), *promo = NULL;
+    bool deleted = false, prot = false;
     enum mg_code rc;
 
     if ((rc = store_model_id(c, model, &mid, err)) != MG_OK)
@@ -320,10 +346,12 @@ enum mg_code store_alias_facts(struct store *st, const char *model, const char *
                                "generation", (json_int_t)sqlite3_column_int64(s, 1)));
         sqlite3_reset(s);
     }
+    if ((rc = alias_guard(c, mid, alias, &prot, &promo, err)) != MG_OK)
+        goto out;
     *out = json_pack("{s:b, s:b, s:I, s:o, s:b, s:o, s:O, s:O}", "exists", aid != 0 && !deleted,
                      "deleted", deleted, "generation", (json_int_t)gen, "routes",
-                     routes ? routes : json_array(), "protected", policy_exists(c, mid, alias),
-                     "promotion", active_promotion(c, mid, alias), "history", hist, "bad", bad);
+                     routes ? routes : json_array(), "protected", prot, "promotion", promo,
+                     "history", hist, "bad", bad);
     routes = NULL;
     if (*out == NULL)
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
@@ -421,21 +449,32 @@ static enum mg_code apply_alias(struct store_conn *c, const char *actor,
     char *routes = NULL, target[160];
     json_t *payload = NULL, *detail = NULL;
     enum mg_code rc;
+    int r;
 
     if ((rc = store_model_id(c, a->model, &mid, err)) != MG_OK)
         return rc;
-    if (a->require_unprotected && policy_exists(c, mid, a->alias))
-        return mg_fail(err, MG_EPROTECTED, NULL,
-                       "alias '%s' is protected by a policy; create a promotion instead", a->alias);
+    if (a->require_unprotected) {
+        bool prot;
+
+        if ((rc = policy_exists(c, mid, a->alias, &prot, err)) != MG_OK)
+            return rc;
+        if (prot)
+            return mg_fail(err, MG_EPROTECTED, NULL,
+                           "alias '%s' is protected by a policy; create a promotion instead",
+                           a->alias);
+    }
     if ((s = store_stmt(c, sql_get, err)) == NULL)
         return err->code;
     sqlite3_bind_int64(s, 1, mid);
     store_bind_text(s, 2, a->alias);
-    if (sqlite3_step(s) == SQLITE_ROW) {
+    r = sqlite3_step(s);
+    if (r == SQLITE_ROW) {
         aid = sqlite3_column_int64(s, 0);
         gen = sqlite3_column_int64(s, 1);
     }
     sqlite3_reset(s);
+    if (r != SQLITE_ROW && r != SQLITE_DONE)
+        return store_db_error(c, r, err);
     if (a->expected_generation != gen)
         return mg_fail(err, MG_ESTALE, NULL,
                        "alias '%s' changed meanwhile (generation %lld, not %lld); read it and "
