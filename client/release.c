@@ -91,18 +91,25 @@ static void promo_explain(const json_t *p)
 }
 
 /* GET the promotion; transient failures (no answer, 5xx) return 1 with *p NULL. */
-static int promo_get(struct mgc *c, const char *id, json_t **p)
+/* GET a promotion. *transient (may be NULL) says why nothing came back:
+ * true for no answer or a 5xx (worth asking again), false for an answer
+ * that will not change (404, 403: its message is on stderr). */
+static int promo_get(struct mgc *c, const char *id, json_t **p, bool *transient)
 {
     struct mgc_reply rep;
     char path[128];
     int rc;
 
     *p = NULL;
+    if (transient)
+        *transient = false;
     snprintf(path, sizeof(path), "/api/v1/promotions/%s", id);
     rc = mgc_http_json(c, "GET", path, NULL, &rep);
     if (rc != MGC_OK || rep.http >= 500) {
         mgc_reply_release(&rep);
-        return 1;
+        if (transient)
+            *transient = true;
+        return MGC_ERR;
     }
     if (rep.http != 200) {
         rc = mgc_reply_fail(&rep, NULL);
@@ -127,6 +134,7 @@ static int promo_wait(struct mgc *c, const char *id, int64_t timeout_s, json_t *
     char shown[256] = "", now[256];
     json_t *next;
     int transient = 0, rc;
+    bool again;
 
     for (;;) {
         if (*p != NULL) {
@@ -145,8 +153,8 @@ static int promo_wait(struct mgc *c, const char *id, int64_t timeout_s, json_t *
         }
         mgc_sleep_ms(interval < left ? interval : left);
         interval = interval * 3 / 2 > POLL_MAX_MS ? POLL_MAX_MS : interval * 3 / 2;
-        rc = promo_get(c, id, &next);
-        if (rc == 1) {
+        rc = promo_get(c, id, &next, &again);
+        if (rc != MGC_OK && again) {
             if (++transient >= POLL_TRANSIENT_MAX)
                 return mgc_fail("lost the server while waiting for promotion %s", id);
             continue;
@@ -285,13 +293,14 @@ int mgc_cmd_status(struct mgc *c, const struct mgc_args *a)
     json_t *p = NULL; /* NEW */
     int64_t timeout;
     int rc, outcome;
+    bool again;
 
     if (!mgc_check_promotion_id(c, id) || !wait_timeout(c, a, &timeout))
         return MGC_USAGE;
     if ((rc = mgc_connect(c)) != MGC_OK)
         return rc;
-    rc = promo_get(c, id, &p);
-    if (rc == 1)
+    rc = promo_get(c, id, &p, &again);
+    if (rc != MGC_OK && again)
         return mgc_fail("cannot reach %s, or it failed to answer", c->url);
     if (rc != MGC_OK)
         return rc;

@@ -147,7 +147,8 @@ enum mg_code store_gateway_put(struct store *st, const char *actor, const char *
         free(a);
         return err->code;
     }
-    if (cfg == NULL) {
+    /* A filter that failed to serialise must not be stored as NULL ("all"). */
+    if (cfg == NULL || (models && m == NULL) || (aliases && a == NULL)) {
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }

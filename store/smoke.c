@@ -103,7 +103,10 @@ enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t ve
     if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
         profile = strdup((const char *)sqlite3_column_text(s, 0));
     sqlite3_reset(s);
-    mg_random_bytes(rnd, sizeof(rnd));
+    if (!mg_random_bytes(rnd, sizeof(rnd))) {
+        rc = mg_fail(err, MG_EIO, NULL, "no random bytes for a smoke test id");
+        goto out;
+    }
     memcpy(id, "smk_", 4);
     mg_hex_encode(rnd, sizeof(rnd), id + 4);
     store_now(at);

@@ -356,7 +356,7 @@ static bool read_output(const char *path, const json_t *job, json_t *result, cha
             ok = false;
         }
     }
-    json_object_set(result, "checks", checks ? checks : json_array());
+    json_object_set_new(result, "checks", checks ? json_incref(checks) : json_array());
     json_decref(o);
     return ok;
 }

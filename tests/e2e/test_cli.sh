@@ -246,8 +246,10 @@ MODELGATE_TOKEN=$DEP "$CLI" promote fraud "$V5" --alias production --wait --time
 BG=$!
 PID5=""
 awaiting PID5 || true
+check "the promotion to reject awaits approval" test -n "$PID5"
 as "$REV1" reject "$PID5"
 check "reject without --comment is a usage error (2)" rc_is 2
+check "... saying a comment is needed" err_has "comment"
 as "$REV1" reject "$PID5" --comment "p95 looks off"
 check "reject" rc_is 0
 BGRC=0
@@ -262,6 +264,7 @@ check "promote --wait past its timeout exits 4" rc_is 4
 check "... saying it timed out" err_has "timed out"
 PIDT=""
 awaiting PIDT || true
+check "the promotion left waiting awaits approval" test -n "$PIDT"
 as "$DEP" status "$PIDT" --wait --timeout 1
 check "status --wait past its timeout exits 4" rc_is 4
 as "$DEP" abort "$PIDT" --reason "changed my mind"
@@ -271,6 +274,13 @@ check "status of an aborted promotion exits 3" rc_is 3
 check "status --json" test "$(jq -r .state "$W/out")" = aborted
 as "$DEP" status nope!
 check "a malformed promotion id is a usage error (2)" rc_is 2
+# An unknown id is the server's 404 at once, not a lost server to retry.
+SECONDS_BEFORE=$SECONDS
+as "$DEP" status prm_doesnotexist --wait --timeout 60
+check "status of an unknown promotion exits 1" rc_is 1
+check "... with the server's message" err_has "does not exist (HTTP 404"
+refute "... without blaming the connection" err_has "cannot reach"
+check "... and without retrying (--wait)" test $((SECONDS - SECONDS_BEFORE)) -lt 5
 
 # ---- rolled back during rollout, then rollback ------------------------------------------------
 mg_api PUT /api/v1/models/fraud/policies/production '{
@@ -282,6 +292,7 @@ MODELGATE_TOKEN=$DEP "$CLI" promote fraud "$V5" --alias production --wait --time
 BG=$!
 PIDR=""
 awaiting PIDR || true
+check "the promotion to roll back awaits approval" test -n "$PIDR"
 as "$REV1" approve "$PIDR"
 as "$REV2" approve "$PIDR"
 check "the promotion rolls out" mg_wait_for 30 bash -c "[ \"\$(curl -sS -H 'Authorization: Bearer $MG_TOKEN' \
