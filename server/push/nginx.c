@@ -85,11 +85,10 @@ enum mg_code push_nginx_validate(const json_t *body, json_t **config, struct mg_
         return mg_fail(err, MG_EINVAL, "reload_command",
                        "reload_command is an argv array such as [\"nginx\",\"-s\",\"reload\"]");
     /* o steals: the commands are copies (or fresh defaults), never borrowed. */
-    *config = json_pack("{s:s, s:s, s:o, s:o}", "file", file, "upstream", up, "test_command",
-                        test ? json_deep_copy(test) : json_pack("[s,s]", "nginx", "-t"),
-                        "reload_command",
-                        reload ? json_deep_copy(reload)
-                               : json_pack("[s,s,s]", "nginx", "-s", "reload"));
+    *config =
+        json_pack("{s:s, s:s, s:o, s:o}", "file", file, "upstream", up, "test_command",
+                  test ? json_deep_copy(test) : json_pack("[s,s]", "nginx", "-t"), "reload_command",
+                  reload ? json_deep_copy(reload) : json_pack("[s,s,s]", "nginx", "-s", "reload"));
     return *config ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 }
 
