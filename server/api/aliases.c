@@ -10,20 +10,6 @@
 #include "../cache.h"
 #include "../release.h"
 
-/* ?wait=SECONDS (0..60): reply once every gateway of the alias acknowledged
- * the change, or at the deadline with `deliveries` showing what is pending. */
-static bool wait_param(struct srv_req *r, int64_t *secs)
-{
-    const char *w = srv_query(r, "wait");
-
-    *secs = 0;
-    if (w && !mg_parse_i64(w, 0, 60, secs)) {
-        srv_fail(r, MG_EINVAL, "wait", "wait is a number of seconds from 0 to 60");
-        return false;
-    }
-    return true;
-}
-
 /* Validate {"version":n} or {"routes":[{"version","weight"}]}; *routes NEW. */
 static bool parse_routes(struct srv_req *r, json_t **routes)
 {
@@ -133,7 +119,7 @@ static void put(struct srv_req *r)
     int64_t wait;
     enum mg_code rc;
 
-    if (!wait_param(r, &wait) || !parse_routes(r, &routes))
+    if (!api_wait(r, &wait) || !parse_routes(r, &routes))
         return;
     rc = rel_alias_set(r->srv, r->who.name, srv_param(r, "model"), srv_param(r, "alias"), routes,
                        &out, &err);
@@ -196,7 +182,7 @@ static void rollback(struct srv_req *r)
     int64_t wait;
     enum mg_code rc;
 
-    if (!wait_param(r, &wait))
+    if (!api_wait(r, &wait))
         return;
     if (r->body && (!api_object(r, r->body, allowed) ||
                     !api_string(r, r->body, "reason", "reason", false, 1024, &reason)))

@@ -140,6 +140,18 @@ bool api_metrics(struct srv_req *r, const json_t *v, const char *field)
     return true;
 }
 
+bool api_wait(struct srv_req *r, int64_t *secs)
+{
+    const char *w = srv_query(r, "wait");
+
+    *secs = 0;
+    if (w && !mg_parse_i64(w, 0, 60, secs)) {
+        srv_fail(r, MG_EINVAL, "wait", "wait is a number of seconds from 0 to 60");
+        return false;
+    }
+    return true;
+}
+
 void api_reply_result(struct srv_req *r, enum mg_code rc, unsigned status, json_t *out,
                       const struct mg_error *err)
 {

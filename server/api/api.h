@@ -36,6 +36,11 @@ bool api_metric_name_ok(const char *s, size_t n);
  * GET /api/v1/blobs/{digest} and the version artifact route. */
 void api_serve_blob(struct srv_req *r, const char *digest);
 
+/* ?wait=SECONDS (0..60, default 0) of alias and promotion changes: reply once
+ * every gateway acknowledged the change, or at the deadline with `deliveries`
+ * showing what is pending. False (400 sent) when malformed. */
+bool api_wait(struct srv_req *r, int64_t *secs);
+
 /* Reply with a store result: 200 with the value, or the error. */
 void api_reply_result(struct srv_req *r, enum mg_code rc, unsigned status, json_t *out,
                       const struct mg_error *err);

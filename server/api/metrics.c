@@ -10,7 +10,6 @@
 #include "../../common/embedded.h"
 #include "../cache.h"
 #include "../metrics.h"
-#include "../runner/runner.h"
 
 extern const struct mg_embedded schema_files[];
 extern const unsigned schema_files_count;

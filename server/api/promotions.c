@@ -10,18 +10,6 @@
 #include "../../gates/rollout.h"
 #include "../release.h"
 
-static bool wait_ok(struct srv_req *r, int64_t *secs)
-{
-    const char *w = srv_query(r, "wait");
-
-    *secs = 0;
-    if (w && !mg_parse_i64(w, 0, 60, secs)) {
-        srv_fail(r, MG_EINVAL, "wait", "wait is a number of seconds from 0 to 60");
-        return false;
-    }
-    return true;
-}
-
 static void resume_promotion(struct srv_req *r)
 {
     json_t *out = NULL;
@@ -59,7 +47,7 @@ static void create(struct srv_req *r)
     int64_t wait;
     enum mg_code rc;
 
-    if (!wait_ok(r, &wait) || !api_object(r, r->body, allowed) ||
+    if (!api_wait(r, &wait) || !api_object(r, r->body, allowed) ||
         !api_string(r, r->body, "model", "model", true, 63, &model) ||
         !api_string(r, r->body, "alias", "alias", true, 32, &alias) ||
         !api_string(r, r->body, "reason", "reason", false, 1024, &reason))
@@ -131,7 +119,7 @@ static void decide(struct srv_req *r)
     bool approve;
     enum mg_code rc;
 
-    if (!wait_ok(r, &wait) || !api_object(r, r->body, allowed) ||
+    if (!api_wait(r, &wait) || !api_object(r, r->body, allowed) ||
         !api_string(r, r->body, "decision", "decision", true, 16, &decision) ||
         !api_string(r, r->body, "comment", "comment", false, 4096, &comment))
         return;
@@ -156,7 +144,7 @@ static void advance(struct srv_req *r)
     int64_t wait;
     enum mg_code rc;
 
-    if (!wait_ok(r, &wait))
+    if (!api_wait(r, &wait))
         return;
     rc = rel_promotion_advance(r->srv, r->who.name, srv_param(r, "id"), &out, &err);
     reply_promotion(r, rc, 200, out, &err, wait);
@@ -171,7 +159,7 @@ static void abort_(struct srv_req *r)
     int64_t wait;
     enum mg_code rc;
 
-    if (!wait_ok(r, &wait))
+    if (!api_wait(r, &wait))
         return;
     if (r->body && (!api_object(r, r->body, allowed) ||
                     !api_string(r, r->body, "reason", "reason", false, 1024, &reason)))
