@@ -434,8 +434,10 @@ static int verify_and_unpack(struct pull *p, int fd)
     const char *digest = mgc_str(art, "digest", "");
     struct resources r = {0};
     struct store_archive_manifest m = {NULL, 0};
+    struct store_archive_limits lim;
     struct mg_error err;
     char file[PATH_MAX + 32];
+    bool is_archive = false;
     int rc;
 
     if (mkdir(p->tree, 0755) != 0)
@@ -453,8 +455,28 @@ static int verify_and_unpack(struct pull *p, int fd)
         p->files = 1;
         goto out;
     }
+    /* Read the archive and check the bundle against what it holds before
+     * anything is written, then write no more bytes than were signed: a
+     * server that lies cannot fill the disk. The tree written is checked
+     * against the bundle once more below. */
     memset(&err, 0, sizeof(err));
-    if (store_archive_extract(p->blob, detect_fd(fd), p->tree, NULL, &m, &err) != MG_OK) {
+    store_archive_limits_default(&lim);
+    if (store_archive_inspect(p->blob, detect_fd(fd), &lim, &m, &is_archive, &err) != MG_OK ||
+        !is_archive) {
+        rc = mgc_fail("cannot read the artifact as an archive: %s",
+                      err.message[0] ? err.message : "not an archive");
+        goto out;
+    }
+    if ((rc = resources_from_manifest(&m, &r)) != MGC_OK ||
+        (rc = verify_bundle(p->bundle, p->bundle_len, &p->key, &r, p->model, p->n, digest, NULL)) !=
+            MGC_OK)
+        goto out;
+    lim.max_total_bytes = 0;
+    for (size_t i = 0; i < m.n; i++)
+        lim.max_total_bytes += m.files[i].size;
+    store_archive_manifest_release(&m);
+    resources_release(&r);
+    if (store_archive_extract(p->blob, detect_fd(fd), p->tree, &lim, &m, &err) != MG_OK) {
         rc = mgc_fail("cannot extract the artifact: %s", err.message);
         goto out;
     }
