@@ -83,9 +83,14 @@ else
     "${as_root[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
-# playwright-core for the UI tests, exactly as tests/ui/package-lock.json pins it; it drives
-# the Chromium installed above and downloads no browser of its own.
-if [[ ! -d "$root/tests/ui/node_modules/playwright-core" ]]; then
+# The tests' npm packages, exactly as tests/ui/package-lock.json pins them: playwright-core
+# drives the Chromium installed above (it downloads no browser of its own), standardwebhooks
+# verifies webhook deliveries, @redocly/cli lints the OpenAPI document.
+npm_ok=1
+for mod in playwright-core standardwebhooks @redocly/cli; do
+    [[ -d "$root/tests/ui/node_modules/$mod" ]] || npm_ok=0
+done
+if [[ $npm_ok -eq 0 ]]; then
     echo "install-deps: npm ci in tests/ui"
     (cd "$root/tests/ui" && npm ci --no-audit --no-fund)
 fi
