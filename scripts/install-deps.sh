@@ -1,37 +1,54 @@
 #!/usr/bin/env bash
-# Installs everything modelgate needs to build, test and benchmark on Debian 12.
-# Non-interactive and idempotent: when every package is already installed (and the UI tests'
+# Installs what modelgate needs on Debian 12.
+# Non-interactive and idempotent: when every package is already installed (and the tests'
 # node_modules exists) it only runs dpkg-query and exits, so test.sh and run.sh can call it
 # every time at no cost.
 #
-# Usage: scripts/install-deps.sh [--fuzz] [--bench]
-# The optional lists are installed only when asked for, by the scripts that need them
-# (tests/fuzz/run.sh asks for --fuzz, bench/read.sh for --bench), so the main install stays
-# lean.
+# Usage: scripts/install-deps.sh [--server] [--fuzz] [--bench] [--list]
+#   (none)    everything to build, test and benchmark: the server's packages plus the tools the
+#             tests drive (nginx, HAProxy, Chromium, Node, ...)
+#   --server  only what building and running modelgated and the CLI needs (scripts/run.sh)
+#   --fuzz, --bench  the optional lists, asked for by the scripts that need them
+#             (tests/fuzz/run.sh asks for --fuzz, bench/read.sh for --bench)
+#   --list    print the packages that would be checked, one a line, and install nothing
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-packages=(
+# What building and running the server and the CLI needs, and nothing else.
+server_packages=(
     # toolchain
-    build-essential cmake pkg-config git ca-certificates clang-format
+    build-essential cmake pkg-config ca-certificates
     # libraries modelgated and the CLI link against
     libmicrohttpd-dev libsqlite3-dev libssl-dev libjansson-dev libarchive-dev
-    libcurl4-openssl-dev libcmocka-dev
+    libcurl4-openssl-dev
+)
+
+# What the test suite adds.
+test_packages=(
+    git clang-format
+    # CI also builds Release with clang, besides gcc
+    clang
+    # the unit and integration test framework
+    libcmocka-dev
     # tools the tests and benchmarks drive: real sqlite3, openssl, nginx, archivers
     sqlite3 openssl jq curl zstd xz-utils zip unzip xxd nginx-light haproxy procps coreutils
     # the reviewer UI's end-to-end tests: headless Chromium, driven by playwright-core from npm
     chromium
 )
 
+server_only=0
+list_only=0
+extra=()
 # Node.js may already come from elsewhere (NodeSource's nodejs bundles npm and conflicts with
 # Debian's npm package), so Debian's nodejs and npm are asked for only when the commands are
 # missing.
+node_packages=()
 if ! command -v node >/dev/null 2>&1; then
-    packages+=(nodejs)
+    node_packages+=(nodejs)
 fi
 if ! command -v npm >/dev/null 2>&1; then
-    packages+=(npm)
+    node_packages+=(npm)
 fi
 
 # Optional: libFuzzer targets (tests/fuzz/) need clang and its runtime (libclang_rt.fuzzer).
@@ -41,14 +58,27 @@ bench_packages=(wrk)
 
 for arg in "$@"; do
     case "$arg" in
-    --fuzz) packages+=("${fuzz_packages[@]}") ;;
-    --bench) packages+=("${bench_packages[@]}") ;;
+    --server) server_only=1 ;;
+    --list) list_only=1 ;;
+    --fuzz) extra+=("${fuzz_packages[@]}") ;;
+    --bench) extra+=("${bench_packages[@]}") ;;
     *)
-        echo "usage: $0 [--fuzz] [--bench]" >&2
+        echo "usage: $0 [--server] [--fuzz] [--bench] [--list]" >&2
         exit 2
         ;;
     esac
 done
+
+packages=("${server_packages[@]}")
+if [[ $server_only -eq 0 ]]; then
+    packages+=("${test_packages[@]}" "${node_packages[@]}")
+fi
+packages+=("${extra[@]}")
+
+if [[ $list_only -eq 1 ]]; then
+    printf '%s\n' "${packages[@]}"
+    exit 0
+fi
 
 # A package counts as present only when dpkg says "install ok installed"; half-installed or
 # removed-but-configured packages need apt-get to fix them.
@@ -87,6 +117,7 @@ fi
 # drives the Chromium installed above (it downloads no browser of its own), standardwebhooks
 # verifies webhook deliveries, @redocly/cli lints the OpenAPI document.
 npm_ok=1
+[[ $server_only -eq 1 ]] && exit 0
 for mod in playwright-core standardwebhooks @redocly/cli; do
     [[ -d "$root/tests/ui/node_modules/$mod" ]] || npm_ok=0
 done

@@ -48,6 +48,15 @@ echo "=== sanitizer tests ==="
 # memory overhead, so time and memory limits must be read accordingly.
 (cd build-asan && MG_SANITIZE=1 ctest --output-on-failure) || sanitize_rc=$?
 
+echo "=== Release builds (gcc, clang): what a packager builds, warnings as errors ==="
+# Optimised builds see warnings (maybe-uninitialized, clang's own) that the two builds
+# above do not; they are built, not run again.
+stage="building (Release, gcc)"
+scripts/build.sh release-gcc
+stage="building (Release, clang)"
+scripts/build.sh release-clang
+stage=""
+
 echo "=== fuzzing (libFuzzer, 60 s per target) ==="
 # Bounded: each target runs FUZZ_SECONDS (default 60) from its seed corpus.
 fuzz_rc=0

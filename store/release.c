@@ -54,10 +54,12 @@ static enum mg_code policy_exists(struct store_conn *c, int64_t model_id, const 
                                   bool *yes, struct mg_error *err)
 {
     static const char sql[] = "SELECT 1 FROM policies WHERE model_id = ? AND alias = ?";
-    sqlite3_stmt *s = store_stmt(c, sql, err);
+    sqlite3_stmt *s;
     int r;
 
-    if (s == NULL)
+    /* Protected until the database says otherwise, even on a path that forgets rc. */
+    *yes = true;
+    if ((s = store_stmt(c, sql, err)) == NULL)
         return err->code;
     sqlite3_bind_int64(s, 1, model_id);
     store_bind_text(s, 2, alias);
@@ -454,7 +456,7 @@ static enum mg_code apply_alias(struct store_conn *c, const char *actor,
     if ((rc = store_model_id(c, a->model, &mid, err)) != MG_OK)
         return rc;
     if (a->require_unprotected) {
-        bool prot;
+        bool prot = true;
 
         if ((rc = policy_exists(c, mid, a->alias, &prot, err)) != MG_OK)
             return rc;

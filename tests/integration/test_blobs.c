@@ -224,8 +224,8 @@ static void test_blob_paths_are_validated(void **state)
 {
     static const char *const bad[] = {
         "/api/v1/blobs/sha256:xyz",
-        "/api/v1/blobs/sha256:"
-        "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789",
+        ("/api/v1/blobs/sha256:"
+         "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789"),
         "/api/v1/blobs/sha512:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
         "/api/v1/blobs/..",
         "/api/v1/blobs/%2e%2e",

@@ -129,8 +129,8 @@ static void test_validation(void **state)
         "/api/v1/datasets/..",
         "/api/v1/datasets/%2e%2e",
         "/api/v1/datasets/..%2f..%2fadmin.token",
-        "/api/v1/datasets/sha256:"
-        "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789",
+        ("/api/v1/datasets/sha256:"
+         "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789"),
         "/api/v1/datasets/sha256:xyz/versions",
         "/api/v1/datasets/%2e%2e/versions",
     };
