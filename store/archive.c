@@ -14,6 +14,7 @@
  * archive cannot show one name to this check and another to an extractor.
  */
 #include "archive.h"
+#include "sign.h"
 #include "../common/util.h"
 
 #include <dirent.h>
@@ -349,10 +350,11 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Files in the order the signing manifest lists them (sign_path_cmp). */
 static int cmp_file(const void *a, const void *b)
 {
-    return strcmp(((const struct store_archive_file *)a)->path,
-                  ((const struct store_archive_file *)b)->path);
+    return sign_path_cmp(((const struct store_archive_file *)a)->path,
+                         ((const struct store_archive_file *)b)->path);
 }
 
 /* ---- zip central directory ------------------------------------------------------------ */

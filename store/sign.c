@@ -771,6 +771,29 @@ void sign_key_release(struct sign_key *k)
 
 /* ---- bundles ---------------------------------------------------------- */
 
+int sign_path_cmp(const char *a, const char *b)
+{
+    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+
+    while (*x != '\0' && *x == *y) {
+        x++;
+        y++;
+    }
+    if (*x == *y)
+        return 0;
+    /* At the first difference: a path that ends sorts first (its components are a
+     * prefix of the other's), then one whose component ends here ('/'), then bytes. */
+    if (*x == '\0')
+        return -1;
+    if (*y == '\0')
+        return 1;
+    if (*x == '/')
+        return -1;
+    if (*y == '/')
+        return 1;
+    return *x < *y ? -1 : 1;
+}
+
 void sign_root(const struct sign_resource *res, size_t n, char out[65])
 {
     EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -833,9 +856,9 @@ static enum mg_code resources_json(const struct sign_resource *res, size_t n, js
             rc = mg_fail(err, MG_EINVAL, NULL, "resource #%zu has no name", i);
             goto out;
         }
-        if (i > 0 && strcmp(res[i - 1].name, res[i].name) >= 0) {
+        if (i > 0 && sign_path_cmp(res[i - 1].name, res[i].name) >= 0) {
             rc = mg_fail(err, MG_EINVAL, NULL,
-                         "resources must be sorted by name without duplicates ('%.200s' then "
+                         "resources must be in path order without duplicates ('%.200s' then "
                          "'%.200s')",
                          res[i - 1].name, res[i].name);
             goto out;
@@ -970,58 +993,97 @@ static const char *str_member(const json_t *obj, const char *key, size_t *len)
     return json_string_value(v);
 }
 
-/* -1, 0, 1 like strcmp, for a length-delimited signed name and a C string. */
-static int name_cmp(const char *a, size_t alen, const char *b)
+/* For bsearch/qsort over pointers to resources: byte order of the names. */
+static int res_ptr_cmp(const void *a, const void *b)
 {
-    size_t blen = strlen(b), m = alen < blen ? alen : blen;
-    int c = memcmp(a, b, m);
-
-    if (c != 0)
-        return c;
-    return alen == blen ? 0 : (alen < blen ? -1 : 1);
+    return strcmp((*(const struct sign_resource *const *)a)->name,
+                  (*(const struct sign_resource *const *)b)->name);
 }
 
-/* The statement's resources equal `actual` one for one. */
+/*
+ * The statement's resources equal `actual` one for one, in whatever order either lists
+ * them: each signed name is looked up among the actual files. *signed_out receives the
+ * signed digests in the statement's order (malloc'd, n entries, names borrowed from
+ * `resources`), from which the caller computes the ROOT the signer computed.
+ */
 static enum mg_code compare_resources(const json_t *resources, const struct sign_resource *actual,
-                                      size_t n, struct mg_error *err)
+                                      size_t n, struct sign_resource **signed_out,
+                                      struct mg_error *err)
 {
     size_t m = json_array_size(resources), i, nlen = 0, dlen = 0;
+    const struct sign_resource **index = NULL, *const * hit;
+    struct sign_resource *signed_ = NULL, key = {0};
+    const struct sign_resource *kp = &key;
+    bool *seen = NULL;
     const char *name, *digest, *alg;
-    uint8_t d[32];
+    enum mg_code rc = MG_OK;
     json_t *r;
-    int c;
 
-    for (i = 0; i < m || i < n; i++) {
-        if (i >= m)
-            return mg_fail(err, MG_EINVAL, NULL,
-                           "file '%.200s' is not in the signed manifest (added after signing)",
-                           actual[i].name);
+    *signed_out = NULL;
+    index = calloc(n ? n : 1, sizeof(*index));
+    seen = calloc(n ? n : 1, sizeof(*seen));
+    signed_ = calloc(m ? m : 1, sizeof(*signed_));
+    if (index == NULL || seen == NULL || signed_ == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < n; i++)
+        index[i] = &actual[i];
+    qsort(index, n, sizeof(*index), res_ptr_cmp);
+    for (i = 0; i < m; i++) {
         r = json_array_get(resources, i); /* BORROWED */
         name = str_member(r, "name", &nlen);
         digest = str_member(r, "digest", &dlen);
         alg = str_member(r, "algorithm", NULL);
-        if (name == NULL || digest == NULL || alg == NULL)
-            return mg_fail(err, MG_EINVAL, NULL, "signed resource #%zu is malformed", i);
-        if (strcmp(alg, "sha256") != 0)
-            return mg_fail(err, MG_EINVAL, NULL,
-                           "signed resource '%.200s' uses algorithm '%.32s'; expected sha256", name,
-                           alg);
-        if (dlen != 64 || !mg_hex_decode(digest, 32, d))
-            return mg_fail(err, MG_EINVAL, NULL, "signed resource '%.200s' has a malformed digest",
-                           name);
-        c = i < n ? name_cmp(name, nlen, actual[i].name) : -1;
-        if (c < 0)
-            return mg_fail(err, MG_EINVAL, NULL,
-                           "signed file '%.200s' is missing from the artifact", name);
-        if (c > 0)
-            return mg_fail(err, MG_EINVAL, NULL,
-                           "file '%.200s' is not in the signed manifest (added after signing)",
-                           actual[i].name);
-        if (memcmp(d, actual[i].digest, sizeof(d)) != 0)
-            return mg_fail(err, MG_EINVAL, NULL,
-                           "file '%.200s' does not match its signed sha256 digest", name);
+        if (name == NULL || digest == NULL || alg == NULL || strlen(name) != nlen) {
+            rc = mg_fail(err, MG_EINVAL, NULL, "signed resource #%zu is malformed", i);
+            goto out;
+        }
+        if (strcmp(alg, "sha256") != 0) {
+            rc = mg_fail(err, MG_EINVAL, NULL,
+                         "signed resource '%.200s' uses algorithm '%.32s'; expected sha256", name,
+                         alg);
+            goto out;
+        }
+        if (dlen != 64 || !mg_hex_decode(digest, 32, signed_[i].digest)) {
+            rc = mg_fail(err, MG_EINVAL, NULL, "signed resource '%.200s' has a malformed digest",
+                         name);
+            goto out;
+        }
+        signed_[i].name = name;
+        key.name = name;
+        hit = n ? bsearch(&kp, index, n, sizeof(*index), res_ptr_cmp) : NULL;
+        if (hit == NULL) {
+            rc = mg_fail(err, MG_EINVAL, NULL, "signed file '%.200s' is missing from the artifact",
+                         name);
+            goto out;
+        }
+        if (seen[hit - index]) {
+            rc = mg_fail(err, MG_EINVAL, NULL, "signed file '%.200s' is listed twice", name);
+            goto out;
+        }
+        seen[hit - index] = true;
+        if (memcmp(signed_[i].digest, (*hit)->digest, sizeof(signed_[i].digest)) != 0) {
+            rc = mg_fail(err, MG_EINVAL, NULL,
+                         "file '%.200s' does not match its signed sha256 digest", name);
+            goto out;
+        }
     }
-    return MG_OK;
+    for (i = 0; i < n; i++) {
+        if (!seen[i]) {
+            rc = mg_fail(err, MG_EINVAL, NULL,
+                         "file '%.200s' is not in the signed manifest (added after signing)",
+                         index[i]->name);
+            goto out;
+        }
+    }
+    *signed_out = signed_;
+    signed_ = NULL;
+out:
+    free(index);
+    free(seen);
+    free(signed_);
+    return rc;
 }
 
 /* Check the statement (parsed from the verified payload) against actual. */
@@ -1035,6 +1097,7 @@ static enum mg_code check_statement(const json_t *st, const struct sign_resource
     json_t *resources = json_object_get(predicate, "resources");             /* BORROWED */
     json_t *sdigest = json_object_get(json_array_get(subject, 0), "digest"); /* BORROWED */
     const char *sroot = str_member(sdigest, "sha256", NULL);
+    struct sign_resource *signed_ = NULL;
     char root[65];
     enum mg_code rc;
 
@@ -1048,9 +1111,11 @@ static enum mg_code check_statement(const json_t *st, const struct sign_resource
                        "statement needs exactly one subject with a sha256 digest");
     if (!json_is_array(resources))
         return mg_fail(err, MG_EINVAL, NULL, "statement has no predicate.resources array");
-    if ((rc = compare_resources(resources, actual, n, err)) != MG_OK)
+    if ((rc = compare_resources(resources, actual, n, &signed_, err)) != MG_OK)
         return rc;
-    sign_root(actual, n, root);
+    /* The signer's ROOT: its digests in its order (equal to actual's, checked above). */
+    sign_root(signed_, json_array_size(resources), root);
+    free(signed_);
     if (root[0] == '\0')
         return mg_fail(err, MG_ENOMEM, NULL, "cannot compute the root digest");
     if (strcmp(root, sroot) != 0)

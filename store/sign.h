@@ -67,8 +67,16 @@ struct sign_resource {
 };
 
 /* ROOT = hex(sha256(digest_1 || … || digest_n)), resources in the given
- * (name-sorted) order. */
+ * (sign_path_cmp) order. */
 void sign_root(const struct sign_resource *res, size_t n, char out[65]);
+
+/*
+ * The order model_signing lists files in (DESIGN.md "Signing"): paths compared
+ * component by component, so "sub/a.txt" and "sub/deep/b" come before
+ * "sub-notes.txt" and "sub.cfg". Like strcmp: <0, 0, >0. Paths are relative,
+ * normalised POSIX paths (no empty components). Thread-safe, pure.
+ */
+int sign_path_cmp(const char *a, const char *b);
 
 /* PAE = "DSSEv1 28 application/vnd.in-toto+json <len> <body>". Returns a
  * malloc'd buffer (*pae_len set) or NULL. */
@@ -76,19 +84,21 @@ uint8_t *sign_pae(const char *body, size_t len, size_t *pae_len);
 
 /*
  * Build and sign a bundle. subject is "<model>-v<n>"; res must be sorted by
- * name; meta is the "modelgate" predicate object (BORROWED). *bundle is the
- * malloc'd bundle JSON text (compact), *statement_len unused when NULL.
+ * sign_path_cmp without duplicates; meta is the "modelgate" predicate object (BORROWED). *bundle is
+ * the malloc'd bundle JSON text (compact), *statement_len unused when NULL.
  */
 enum mg_code sign_bundle_create(const struct sign_key *key, const char *subject,
                                 const struct sign_resource *res, size_t n, const json_t *meta,
                                 char **bundle, struct mg_error *err);
 
 /*
- * Verify a bundle against a public key and the actual resources (sorted by
- * name): the hint matches the key, the DSSE signature over the PAE verifies,
+ * Verify a bundle against a public key and the actual resources (in any
+ * order): the hint matches the key, the DSSE signature over the PAE verifies,
  * the statement's resources equal `actual` one for one (names and digests —
  * a changed, removed or added file fails), and the subject digest equals
- * their ROOT. On success *statement (if not NULL) receives the parsed
+ * the ROOT of the signed digests in the order the statement lists them (so
+ * bundles signed before the path order changed, in plain byte order, still
+ * verify). On success *statement (if not NULL) receives the parsed
  * statement (NEW reference). MG_EINVAL with the reason otherwise.
  */
 enum mg_code sign_bundle_verify(const char *bundle, size_t len, const struct sign_key *pub,

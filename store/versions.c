@@ -312,6 +312,12 @@ static json_t *sign_meta(const char *model, int64_t n, const char *artifact, con
     return m;
 }
 
+static int resource_order(const void *a, const void *b)
+{
+    return sign_path_cmp(((const struct sign_resource *)a)->name,
+                         ((const struct sign_resource *)b)->name);
+}
+
 /* Sign the new version with the active key and store the bundle, inside the
  * version's transaction: a version never exists unsigned. */
 static enum mg_code sign_version(struct store *st, struct store_conn *c, int64_t vid,
@@ -363,6 +369,8 @@ static enum mg_code sign_version(struct store *st, struct store_conn *c, int64_t
         rc = store_db_error(c, r, err);
         goto out;
     }
+    /* The manifest in model_signing's path order, whatever order the database used. */
+    qsort(res, nres, sizeof(*res), resource_order);
     if (nres == 0 && !blob_is_archive(c, artifact)) {
         res = calloc(1, sizeof(*res));
         if (res == NULL || (res[0].name = strdup(".")) == NULL) {

@@ -109,4 +109,30 @@ refute "the new key does not verify the old bundle" verify_bundle "$W/v1.sig" "$
 check "new versions name the new keyid" test \
     "$(mg_api GET /api/v1/models/fraud/versions/3 | jq -r .signature.keyid)" = "$(cat "$W/newkey")"
 
+# Path order (DESIGN.md "Signing"): names whose byte order and component order differ. The
+# order is computed here with sort(1), '/' mapped below every other byte, and the subject
+# must be the ROOT over the files' own sha256sums in that order.
+mkdir -p "$W/order/sub/deep"
+for f in sub/a.txt sub/deep/b sub-notes.txt sub.cfg; do printf 'content of %s' "$f" >"$W/order/$f"; done
+tar -C "$W/order" -cf "$W/order.tar" sub sub-notes.txt sub.cfg
+ORD=$(mg_upload "$W/order.tar")
+ORDV=$(mg_api POST /api/v1/models/fraud/versions "{\"artifact\":\"$ORD\"}" | jq -r .version)
+mg_api GET "/api/v1/models/fraud/versions/$ORDV/signature" >"$W/order.sig"
+jq -r .dsseEnvelope.payload "$W/order.sig" | base64 -d >"$W/stmt3.json"
+(cd "$W/order" && find . -type f | sed 's|^\./||') | tr '/' '\001' | LC_ALL=C sort | tr '\001' '/' \
+    >"$W/order.expected"
+check "resources are listed in model_signing's path order" test \
+    "$(jq -r '.predicate.resources[].name' "$W/stmt3.json")" = "$(cat "$W/order.expected")"
+check "path order differs from byte order here" test \
+    "$(LC_ALL=C sort "$W/order.expected")" != "$(cat "$W/order.expected")"
+path_root() {
+    local f
+    while read -r f; do sha256sum "$W/order/$f" | cut -d' ' -f1; done <"$W/order.expected" |
+        tr -d '\n' | xxd -r -p | sha256sum | cut -d' ' -f1
+}
+check "subject is ROOT over the files in path order" test \
+    "$(path_root)" = "$(jq -r '.subject[0].digest.sha256' "$W/stmt3.json")"
+key_for "$W/order.sig" >"$W/order.pem"
+check "the path-ordered bundle verifies with openssl" verify_bundle "$W/order.sig" "$W/order.pem"
+
 mg_summary

@@ -479,7 +479,7 @@ static void test_bundle_create_rejects(void **state)
 
     assert_int_equal(sign_bundle_create(f->a->active, "m-v1", unsorted, 2, f->meta, &bundle, &err),
                      MG_EINVAL);
-    assert_contains(err.message, "sorted");
+    assert_contains(err.message, "path order");
     assert_null(bundle);
     assert_int_equal(sign_bundle_create(f->a->active, "m-v1", dup, 2, f->meta, &bundle, &err),
                      MG_EINVAL);
@@ -1260,6 +1260,193 @@ static void test_openssl_cli(void **state)
     rm_rf(dir);
 }
 
+/* model_signing's order, computed here independently of sign_path_cmp: split both paths
+ * into components and compare the lists lexicographically, component by component. */
+static int independent_path_cmp(const char *a, const char *b)
+{
+    char x[256], y[256], *sx = NULL, *sy = NULL, *cx, *cy;
+    int c;
+
+    snprintf(x, sizeof(x), "%s", a);
+    snprintf(y, sizeof(y), "%s", b);
+    cx = strtok_r(x, "/", &sx);
+    cy = strtok_r(y, "/", &sy);
+    while (cx != NULL && cy != NULL) {
+        if ((c = strcmp(cx, cy)) != 0)
+            return c < 0 ? -1 : 1;
+        cx = strtok_r(NULL, "/", &sx);
+        cy = strtok_r(NULL, "/", &sy);
+    }
+    return cx == NULL ? (cy == NULL ? 0 : -1) : 1;
+}
+
+static int independent_res_cmp(const void *a, const void *b)
+{
+    return independent_path_cmp(((const struct sign_resource *)a)->name,
+                                ((const struct sign_resource *)b)->name);
+}
+
+static int byte_res_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct sign_resource *)a)->name, ((const struct sign_resource *)b)->name);
+}
+
+static int sign_of(int v)
+{
+    return (v > 0) - (v < 0);
+}
+
+static void test_path_order(void **state)
+{
+    static const char *const names[] = {
+        "sub/a.txt", "sub-notes.txt",
+        "sub.cfg",   "sub/deep/b",
+        "sub",       "a",
+        "a-b",       "a/b/c",
+        "a.b/c",     "a0",
+        "ab",        "Z",
+        "_x",        "é",
+        "sub/",      "su",
+    };
+    size_t n = sizeof(names) / sizeof(names[0]), i, j;
+
+    (void)state;
+    for (i = 0; i < n; i++) {
+        for (j = 0; j < n; j++) {
+            if (strchr(names[i], '/') != NULL && names[i][strlen(names[i]) - 1] == '/')
+                continue; /* not a normalised path */
+            if (strchr(names[j], '/') != NULL && names[j][strlen(names[j]) - 1] == '/')
+                continue;
+            if (sign_of(sign_path_cmp(names[i], names[j])) !=
+                independent_path_cmp(names[i], names[j]))
+                fail_msg("'%s' vs '%s': %d, expected %d", names[i], names[j],
+                         sign_path_cmp(names[i], names[j]),
+                         independent_path_cmp(names[i], names[j]));
+        }
+    }
+    /* the example of DESIGN.md "Signing" */
+    assert_true(sign_path_cmp("sub/deep/b", "sub-notes.txt") < 0);
+    assert_true(sign_path_cmp("sub/a.txt", "sub.cfg") < 0);
+    assert_true(strcmp("sub/a.txt", "sub.cfg") > 0); /* where byte order disagrees */
+}
+
+/* Names whose byte order and path order differ: the bundle lists them in path order, and the
+ * subject is the ROOT over that order, both computed here independently. */
+static void test_bundle_path_order(void **state)
+{
+    struct fixture *f = *state;
+    struct sign_resource res[4] = {
+        {"sub.cfg", {0}}, {"sub-notes.txt", {0}}, {"sub/deep/b", {0}}, {"sub/a.txt", {0}}};
+    struct sign_resource bytes[4];
+    struct mg_error err = {0};
+    char *bundle = NULL, *body, root[65];
+    json_t *st, *items;
+    size_t i;
+
+    for (i = 0; i < 4; i++)
+        sha256_raw(res[i].name, res[i].digest);
+    memcpy(bytes, res, sizeof(res));
+    qsort(res, 4, sizeof(res[0]), independent_res_cmp);
+    qsort(bytes, 4, sizeof(bytes[0]), byte_res_cmp);
+    assert_string_equal(res[0].name, "sub/a.txt");
+    assert_string_equal(res[1].name, "sub/deep/b");
+    assert_string_equal(res[2].name, "sub-notes.txt");
+    assert_string_equal(res[3].name, "sub.cfg");
+
+    /* byte order is refused at signing, path order accepted */
+    assert_int_equal(sign_bundle_create(f->a->active, "m-v1", bytes, 4, f->meta, &bundle, &err),
+                     MG_EINVAL);
+    assert_int_equal(sign_bundle_create(f->a->active, "m-v1", res, 4, f->meta, &bundle, &err),
+                     MG_OK);
+    body = payload_of(bundle);
+    st = parse(body);
+    items = json_object_get(json_object_get(st, "predicate"), "resources");
+    assert_int_equal(json_array_size(items), 4);
+    for (i = 0; i < 4; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(items, i), "name")),
+                            res[i].name);
+    expected_root(res, 4, root);
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(json_array_get(json_object_get(st, "subject"), 0), "digest"),
+            "sha256")),
+        root);
+    /* verification takes the actual files in any order */
+    assert_int_equal(verify(bundle, f->a->active, res, 4, &err), MG_OK);
+    assert_int_equal(verify(bundle, f->a->active, bytes, 4, &err), MG_OK);
+    json_decref(st);
+    free(body);
+    free(bundle);
+}
+
+/* A bundle stored before the order changed lists its files in byte order, with the ROOT over
+ * that order: it still verifies; the same bundle with its ROOT recomputed in another order
+ * (a forgery of the subject) does not. */
+static void test_verify_legacy_byte_order(void **state)
+{
+    struct fixture *f = *state;
+    struct sign_resource res[4] = {
+        {"sub.cfg", {0}}, {"sub-notes.txt", {0}}, {"sub/deep/b", {0}}, {"sub/a.txt", {0}}};
+    struct sign_resource path[4];
+    struct mg_error err = {0};
+    char *bundle = NULL, *body, *legacy_body, *legacy, root[65];
+    json_t *st, *items, *sorted, *digest;
+    size_t i, j;
+
+    for (i = 0; i < 4; i++)
+        sha256_raw(res[i].name, res[i].digest);
+    qsort(res, 4, sizeof(res[0]), byte_res_cmp);
+    memcpy(path, res, sizeof(res));
+    qsort(path, 4, sizeof(path[0]), independent_res_cmp);
+    assert_int_equal(sign_bundle_create(f->a->active, "m-v1", path, 4, f->meta, &bundle, &err),
+                     MG_OK);
+    /* rewrite the statement as the old code wrote it: byte order, ROOT over byte order */
+    body = payload_of(bundle);
+    st = parse(body);
+    items = json_incref(json_object_get(json_object_get(st, "predicate"), "resources"));
+    sorted = json_array();
+    for (i = 0; i < 4; i++)
+        for (j = 0; j < 4; j++)
+            if (strcmp(json_string_value(json_object_get(json_array_get(items, j), "name")),
+                       res[i].name) == 0)
+                json_array_append(sorted, json_array_get(items, j));
+    assert_int_equal(json_array_size(sorted), 4);
+    json_object_set_new(json_object_get(st, "predicate"), "resources", sorted);
+    digest = json_object_get(json_array_get(json_object_get(st, "subject"), 0), "digest");
+    expected_root(res, 4, root);
+    json_object_set_new(digest, "sha256", json_string(root));
+    legacy_body = dump(st);
+    legacy = bundle_from_body(f->a->active, legacy_body);
+    assert_int_equal(verify(legacy, f->a->active, path, 4, &err), MG_OK);
+    assert_int_equal(verify(legacy, f->a->active, res, 4, &err), MG_OK);
+    free(legacy);
+    free(legacy_body);
+
+    /* byte-order listing with a path-order ROOT: the subject no longer matches */
+    expected_root(path, 4, root);
+    json_object_set_new(digest, "sha256", json_string(root));
+    legacy_body = dump(st);
+    legacy = bundle_from_body(f->a->active, legacy_body);
+    assert_int_equal(verify(legacy, f->a->active, path, 4, &err), MG_EINVAL);
+    assert_contains(err.message, "root digest");
+    free(legacy);
+    free(legacy_body);
+
+    /* a signed file listed twice is refused */
+    json_array_append(json_object_get(json_object_get(st, "predicate"), "resources"),
+                      json_array_get(items, 0));
+    legacy_body = dump(st);
+    legacy = bundle_from_body(f->a->active, legacy_body);
+    assert_int_equal(verify(legacy, f->a->active, path, 4, &err), MG_EINVAL);
+    free(legacy);
+    free(legacy_body);
+
+    json_decref(items);
+    json_decref(st);
+    free(body);
+    free(bundle);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1267,6 +1454,9 @@ int main(void)
         cmocka_unit_test(test_root_known),
         cmocka_unit_test(test_bundle_shape),
         cmocka_unit_test(test_bundle_create_rejects),
+        cmocka_unit_test(test_path_order),
+        cmocka_unit_test(test_bundle_path_order),
+        cmocka_unit_test(test_verify_legacy_byte_order),
         cmocka_unit_test(test_verify_ok),
         cmocka_unit_test(test_verify_changed_artifact),
         cmocka_unit_test(test_verify_changed_payload),
