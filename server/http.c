@@ -538,6 +538,31 @@ static void req_finish(struct srv_req *r)
         srv_fail(r, MG_EIO, NULL, "the handler produced no response");
 }
 
+/*
+ * A request refused before its body was read: does the client still send the body? Then it
+ * is drained (up to DRAIN_MAX) before the reply goes out, or the client, still writing,
+ * meets a closed socket (EPIPE) and never reads the reply. With "Expect: 100-continue" the
+ * client waits for our word, so the reply goes at once and no body comes.
+ */
+static bool body_on_its_way(struct srv_req *r)
+{
+    const char *cl = srv_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te = srv_header(r, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    const char *expect = srv_header(r, MHD_HTTP_HEADER_EXPECT);
+
+    if (expect != NULL && strcasecmp(expect, "100-continue") == 0)
+        return false;
+    return te != NULL || (cl != NULL && strcmp(cl, "0") != 0);
+}
+
+/* A refused body's connection is not reused: what the client sent after the part we
+ * drained, if anything, is never read as a request. */
+static void close_after_reply(struct srv_req *r)
+{
+    if (r->resp != NULL)
+        MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONNECTION, "close");
+}
+
 static enum MHD_Result queue(struct srv_req *r)
 {
     if (r->resp == NULL)
@@ -570,8 +595,12 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
             return MHD_NO;
         r->body_start_ms = r->start_ms;
         conn_request_begins(srv, r);
-        if (!req_begin(r, method))
-            return queue(r); /* reply now; the body is not read */
+        if (!req_begin(r, method)) {
+            if (!body_on_its_way(r))
+                return queue(r); /* reply now; no body comes */
+            close_after_reply(r);
+            return MHD_YES; /* drain the body below, then reply */
+        }
         return MHD_YES;
     }
     if (r->deferred) {
@@ -602,8 +631,10 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     if (*upload_data_size > 0) {
         req_body(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
-        if (r->failed)
+        if (r->failed) {
             srv_reply_error(r, &r->err);
+            close_after_reply(r);
+        }
         return MHD_YES;
     }
     __atomic_store_n(&r->body_done, true, __ATOMIC_RELEASE);
