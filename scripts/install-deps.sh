@@ -33,6 +33,8 @@ test_packages=(
     libcmocka-dev
     # tools the tests and benchmarks drive: real sqlite3, openssl, nginx, archivers
     sqlite3 openssl jq curl zstd xz-utils zip unzip xxd nginx-light haproxy procps coreutils
+    # promtool checks that /metrics stays parsable whatever clients send (tests/security)
+    prometheus
     # the reviewer UI's end-to-end tests: headless Chromium, driven by playwright-core from npm
     chromium
 )

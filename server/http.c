@@ -22,6 +22,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include "../common/text.h"
 #include "../common/util.h"
 #include "cache.h"
 #include "metrics.h"
@@ -200,8 +201,19 @@ void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, 
 
 void srv_reply_header(struct srv_req *r, const char *key, const char *value)
 {
-    if (r->resp)
-        MHD_add_response_header(r->resp, key, value);
+    const char *old;
+
+    if (r->resp == NULL)
+        return;
+    /* One Cache-Control per response: a route's own replaces the default no-store. */
+    if (strcasecmp(key, MHD_HTTP_HEADER_CACHE_CONTROL) == 0 &&
+        (old = MHD_get_response_header(r->resp, MHD_HTTP_HEADER_CACHE_CONTROL)) != NULL) {
+        char copy[128];
+
+        snprintf(copy, sizeof(copy), "%s", old);
+        MHD_del_response_header(r->resp, MHD_HTTP_HEADER_CACHE_CONTROL, copy);
+    }
+    MHD_add_response_header(r->resp, key, value);
 }
 
 void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t gen, int64_t wait_s,
@@ -301,6 +313,7 @@ static void req_free(struct srv_req *r)
     json_decref(r->body);
     mg_buf_release(&r->raw);
     free(r->path);
+    free(r->raw_path);
     free(r);
 }
 
@@ -427,6 +440,56 @@ static bool has_dot_segment(const char *p)
     return false;
 }
 
+struct framing {
+    unsigned content_lengths;
+    bool lengths_differ;
+    const char *first_length;
+    bool transfer_encoding;
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    struct framing *f = cls;
+
+    (void)kind;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (f->content_lengths++ == 0)
+            f->first_length = value;
+        else if (value == NULL || f->first_length == NULL || strcmp(value, f->first_length) != 0)
+            f->lengths_differ = true;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        f->transfer_encoding = true;
+    }
+    return MHD_YES;
+}
+
+/*
+ * RFC 9112 §6.3: a request with both Content-Length and Transfer-Encoding, or with
+ * Content-Length values that differ, has no trustworthy end; a proxy in front may have
+ * read it another way (request smuggling). Refuse it with 400 and close the connection
+ * without reading on. On refusal the reply is set and false returned.
+ */
+static bool framing_ok(struct srv_req *r)
+{
+    struct framing f = {0};
+
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_framing, &f);
+    if (f.content_lengths > 0 && f.transfer_encoding) {
+        srv_fail(r, MG_EINVAL, NULL,
+                 "send either Content-Length or Transfer-Encoding, not both; the request's "
+                 "length is ambiguous");
+    } else if (f.lengths_differ) {
+        srv_fail(r, MG_EINVAL, NULL,
+                 "the request has Content-Length headers that disagree; send one");
+    } else {
+        return true;
+    }
+    MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    r->no_drain = true;
+    return false;
+}
+
 /* First call for a request: route, auth, headers. Returns false when a reply
  * is already set and the body (if any) should not be read. */
 static bool req_begin(struct srv_req *r, const char *method)
@@ -436,6 +499,20 @@ static bool req_begin(struct srv_req *r, const char *method)
     int64_t cl_n = 0;
     enum mg_code rc;
 
+    /* Decoding tricks (%00, control characters, bytes that are not UTF-8) are refused
+     * before routing, from the target as sent: libmicrohttpd's decoded copy would already
+     * have been cut at a NUL. The message never echoes the bytes. */
+    if (r->target_problem != NULL) {
+        srv_fail(r, MG_EINVAL, NULL, "%s; send the path as percent-encoded UTF-8 text",
+                 r->target_problem);
+        return false;
+    }
+    if (!mg_method_valid(method)) {
+        srv_fail(r, MG_EINVAL, NULL, "the request method is not a valid HTTP token");
+        return false;
+    }
+    if (!framing_ok(r))
+        return false;
     /* "." / ".." / empty segments never name anything: refuse them instead of
      * guessing what a normalising proxy would have meant. */
     if (has_dot_segment(r->path)) {
@@ -571,6 +648,32 @@ static enum MHD_Result queue(struct srv_req *r)
     return MHD_queue_response(r->conn, r->status, r->resp);
 }
 
+/* A request's record, counted in flight until completed() frees it. raw_target may be NULL. */
+static struct srv_req *req_new(struct srv *srv, struct MHD_Connection *conn, const char *raw_target)
+{
+    struct srv_req *r = calloc(1, sizeof(*r));
+
+    if (r == NULL)
+        return NULL;
+    r->srv = srv;
+    r->conn = conn;
+    r->start_ms = mg_mono_ms();
+    if (raw_target != NULL) {
+        r->target_problem = mg_request_target_problem(raw_target);
+        r->raw_path = strndup(raw_target, strcspn(raw_target, "?"));
+    }
+    __atomic_add_fetch(&srv->inflight, 1, __ATOMIC_SEQ_CST);
+    return r;
+}
+
+/* libmicrohttpd's first word of a request: its target as sent, before decoding. The record
+ * made here is what access_handler and completed() see; so even a request libmicrohttpd
+ * refuses itself (headers too large) is logged. */
+static void *target_seen(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    return req_new(cls, conn, uri);
+}
+
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
                                       const char *method, const char *version,
                                       const char *upload_data, size_t *upload_data_size,
@@ -581,23 +684,22 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 
     (void)version;
     if (r == NULL) {
-        r = calloc(1, sizeof(*r));
-        if (r == NULL)
+        /* The target callback could not allocate: start here, without the raw target. */
+        if ((r = req_new(srv, conn, NULL)) == NULL)
             return MHD_NO;
-        r->srv = srv;
-        r->conn = conn;
-        r->method = method;
-        r->start_ms = mg_mono_ms();
-        r->path = strdup(url);
         *con_cls = r;
-        __atomic_add_fetch(&srv->inflight, 1, __ATOMIC_SEQ_CST);
+    }
+    if (r->method == NULL) {
+        r->method = method;
+        r->conn = conn;
+        r->path = strdup(url);
         if (r->path == NULL)
             return MHD_NO;
-        r->body_start_ms = r->start_ms;
+        r->body_start_ms = mg_mono_ms();
         conn_request_begins(srv, r);
         if (!req_begin(r, method)) {
-            if (!body_on_its_way(r))
-                return queue(r); /* reply now; no body comes */
+            if (r->no_drain || !body_on_its_way(r))
+                return queue(r); /* reply now; no body comes, or none is to be read */
             close_after_reply(r);
             return MHD_YES; /* drain the body below, then reply */
         }
@@ -651,25 +753,35 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     return queue(r);
 }
 
+/* One line per request, whatever the client sent: the path as sent (or decoded when the
+ * target was not seen) and the method are escaped (mg_log_escape), so a line can neither
+ * be forged with CR/LF nor dropped for bytes that are not UTF-8. */
 static void log_request(const struct srv *srv, const struct srv_req *r)
 {
     double ms = (double)(mg_mono_ms() - r->start_ms);
-    char ts[32];
+    char ts[32], path[1024], method[80];
     const char *who = r->authenticated ? r->who.name : "-";
+    const char *p = r->raw_path ? r->raw_path : (r->path ? r->path : "");
+    bool json = srv->cfg->log_json;
 
     mg_time_format(mg_now_ms(), ts);
-    if (srv->cfg->log_json) {
-        json_t *l = json_pack("{s:s, s:s, s:s, s:i, s:I, s:f, s:s}", "ts", ts, "method", r->method,
-                              "path", r->path ? r->path : "", "status", (int)r->status, "bytes",
+    mg_log_escape(p, path, sizeof(path), json);
+    mg_log_escape(r->method ? r->method : "-", method, sizeof(method), json);
+    if (json) {
+        json_t *l = json_pack("{s:s, s:s, s:s, s:i, s:I, s:f, s:s}", "ts", ts, "method", method,
+                              "path", path, "status", (int)r->status, "bytes",
                               (json_int_t)r->resp_bytes, "duration_ms", ms, "token", who);
         char *text = l ? json_dumps(l, JSON_COMPACT) : NULL;
         if (text)
             fprintf(stderr, "%s\n", text);
+        else
+            fprintf(stderr, "{\"ts\":\"%s\",\"status\":%u,\"error\":\"log line not encodable\"}\n",
+                    ts, r->status);
         free(text);
         json_decref(l);
     } else {
-        fprintf(stderr, "%s %s %s %u %lluB %.1fms token=%s\n", ts, r->method,
-                r->path ? r->path : "", r->status, (unsigned long long)r->resp_bytes, ms, who);
+        fprintf(stderr, "%s %s %s %u %lluB %.1fms token=%s\n", ts, method, path, r->status,
+                (unsigned long long)r->resp_bytes, ms, who);
     }
 }
 
@@ -686,9 +798,10 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->status = 499; /* client went away or timed out before a reply */
     conn_request_ends(srv, r);
     log_request(srv, r);
-    srv_metrics_request(srv->metrics, r->method, r->route ? r->route->pattern : NULL, r->status,
+    srv_metrics_request(srv->metrics, mg_method_label(r->method),
+                        r->route ? r->route->pattern : NULL, r->status,
                         (double)(mg_mono_ms() - r->start_ms) / 1000.0);
-    if (r->route && strncmp(r->route->pattern, "/api/v1/blobs", 13) == 0 &&
+    if (r->route && strncmp(r->route->pattern, "/api/v1/blobs", 13) == 0 && r->method != NULL &&
         strcmp(r->method, "POST") == 0)
         srv_metrics_blob_in(srv->metrics, r->body_bytes);
     else if (r->route && r->status / 100 == 2 &&
@@ -1041,8 +1154,9 @@ enum mg_code srv_start(struct srv *srv, struct mg_error *err)
             MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg->conn_limit,
             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->per_ip_limit,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->cfg->timeout_s,
-            MHD_OPTION_NOTIFY_COMPLETED, completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
-            notify_connection, srv, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+            MHD_OPTION_URI_LOG_CALLBACK, target_seen, srv, MHD_OPTION_NOTIFY_COMPLETED, completed,
+            srv, MHD_OPTION_NOTIFY_CONNECTION, notify_connection, srv, MHD_OPTION_ARRAY, tls,
+            MHD_OPTION_END);
     }
     /* libmicrohttpd copies nothing: the PEMs stay until srv_stop(). */
     if (srv->daemon == NULL) {

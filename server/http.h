@@ -66,8 +66,11 @@ struct srv_req {
     struct srv *srv;
     struct MHD_Connection *conn;
     const struct srv_route *route;
-    const char *method;
+    const char *method; /* NULL until the headers are in (only the target was seen) */
     char *path;
+    char *raw_path; /* the target's path as sent, before decoding (for the log) */
+    const char
+        *target_problem; /* why the raw target is refused, or NULL (mg_request_target_problem) */
     struct {
         const char *name; /* placeholder name, e.g. "model" */
         char *value;
@@ -89,6 +92,7 @@ struct srv_req {
 
     struct mg_error err; /* error being answered, if any */
     bool failed;         /* an error was recorded while reading the body */
+    bool no_drain;       /* refused for its framing: reply and close, read nothing more */
 
     struct MHD_Response *resp; /* set by srv_reply_*() */
     bool queued;               /* resp handed to libmicrohttpd */

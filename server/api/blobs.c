@@ -167,7 +167,9 @@ void api_serve_blob(struct srv_req *r, const char *digest)
     }
     srv_reply_header(r, MHD_HTTP_HEADER_ETAG, etag);
     srv_reply_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
-    srv_reply_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "public, max-age=31536000, immutable");
+    /* private: the bytes need a token, so no shared cache (a proxy in front) may keep them
+     * for the next caller (RFC 9111 §5.2.2.7); the token holder's own cache may. */
+    srv_reply_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "private, max-age=31536000, immutable");
     json_decref(meta);
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../common/embedded.h"
+#include "../../common/text.h"
 #include "../cache.h"
 #include "../metrics.h"
 
@@ -31,16 +32,17 @@ static void gauge(struct mg_buf *b, const char *name, const char *labels, double
     mg_buf_puts(b, tmp);
 }
 
-/* Label values here are names the API validated (no quotes or newlines). */
+/* Label values are escaped per the exposition format whatever their source: a name the API
+ * validated today may not be tomorrow. */
 static void by_key(struct mg_buf *b, const char *name, const char *label, json_t *obj)
 {
     const char *k;
     json_t *v;
-    char lbl[160];
+    char lbl[300], val[256];
 
     json_object_foreach(obj, k, v)
     {
-        snprintf(lbl, sizeof(lbl), "%s=\"%s\"", label, k);
+        snprintf(lbl, sizeof(lbl), "%s=\"%s\"", label, mg_prom_label(k, val, sizeof(val)));
         gauge(b, name, lbl, json_number_value(v));
     }
 }
@@ -63,9 +65,13 @@ static void metrics(struct srv_req *r)
         gauge_header(&b, "modelgate_deliveries", "Outbox rows by gateway and state.");
         json_array_foreach(json_object_get(st, "deliveries"), i, d)
         {
-            snprintf(lbl, sizeof(lbl), "gateway=\"%s\",state=\"%s\"",
-                     json_string_value(json_object_get(d, "gateway")),
-                     json_string_value(json_object_get(d, "state")));
+            char gw[128], state[64];
+
+            snprintf(
+                lbl, sizeof(lbl), "gateway=\"%s\",state=\"%s\"",
+                mg_prom_label(json_string_value(json_object_get(d, "gateway")), gw, sizeof(gw)),
+                mg_prom_label(json_string_value(json_object_get(d, "state")), state,
+                              sizeof(state)));
             gauge(&b, "modelgate_deliveries", lbl,
                   (double)json_integer_value(json_object_get(d, "count")));
         }

@@ -1,0 +1,192 @@
+/*
+ * text.c - see text.h.
+ */
+#include "text.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when it is not one. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    uint32_t cp;
+    size_t len, i;
+
+    if (n == 0)
+        return 0;
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        len = 2, cp = s[0] & 0x1f;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        len = 3, cp = s[0] & 0x0f;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        len = 4, cp = s[0] & 0x07;
+    else
+        return 0;
+    if (n < len)
+        return 0;
+    for (i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+bool mg_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, k;
+
+    while (i < n) {
+        if ((k = utf8_seq(p + i, n - i)) == 0)
+            return false;
+        i += k;
+    }
+    return true;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static bool is_control(unsigned char c)
+{
+    return c < 0x20 || c == 0x7f;
+}
+
+const char *mg_request_target_problem(const char *target)
+{
+    unsigned char dec[8192];
+    size_t n = 0, i;
+    int hi, lo;
+
+    if (target == NULL)
+        return "the request has no target";
+    for (i = 0; target[i] != '\0' && target[i] != '?'; i++) {
+        unsigned char c = (unsigned char)target[i];
+
+        if (c == '%') {
+            if ((hi = hexval(target[i + 1])) < 0 || (lo = hexval(target[i + 2])) < 0)
+                return "the path holds a '%' that is not followed by two hex digits";
+            c = (unsigned char)(hi * 16 + lo);
+            i += 2;
+            if (c == 0)
+                return "the path holds an encoded NUL (%00)";
+        }
+        if (is_control(c))
+            return "the path holds a control character";
+        if (n == sizeof(dec))
+            return "the path is too long";
+        dec[n++] = c;
+    }
+    if (!mg_utf8_valid((const char *)dec, n))
+        return "the path is not valid UTF-8 once percent-decoded";
+    return NULL;
+}
+
+const char *mg_method_label(const char *method)
+{
+    static const char *const std[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
+    size_t i;
+
+    for (i = 0; method != NULL && i < sizeof(std) / sizeof(std[0]); i++) {
+        if (strcmp(method, std[i]) == 0)
+            return std[i];
+    }
+    return "other";
+}
+
+bool mg_method_valid(const char *method)
+{
+    static const char tchar_extra[] = "!#$%&'*+-.^_`|~";
+    size_t i;
+
+    if (method == NULL || method[0] == '\0')
+        return false;
+    for (i = 0; method[i] != '\0'; i++) {
+        unsigned char c = (unsigned char)method[i];
+
+        if (i >= 32)
+            return false;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              (c != '\0' && strchr(tchar_extra, c) != NULL)))
+            return false;
+    }
+    return true;
+}
+
+char *mg_log_escape(const char *s, char *out, size_t cap, bool for_json)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t n = strlen((const char *)p), i = 0, o = 0, k;
+
+    if (cap == 0)
+        return out;
+    while (i < n) {
+        k = utf8_seq(p + i, n - i);
+        if (k == 0 || p[i] == '\\' || (!for_json && k == 1 && is_control(p[i]))) {
+            if (o + 4 >= cap)
+                break;
+            snprintf(out + o, cap - o, "\\x%02x", p[i]);
+            o += 4;
+            i++;
+            continue;
+        }
+        if (o + k >= cap)
+            break;
+        memcpy(out + o, p + i, k);
+        o += k;
+        i += k;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+char *mg_prom_label(const char *value, char *out, size_t cap)
+{
+    const unsigned char *p = (const unsigned char *)(value ? value : "");
+    size_t n = strlen((const char *)p), i = 0, o = 0, k;
+    const char *rep;
+
+    if (cap == 0)
+        return out;
+    while (i < n) {
+        k = utf8_seq(p + i, n - i);
+        rep = NULL;
+        if (k == 0)
+            rep = "?", k = 1;
+        else if (p[i] == '\\')
+            rep = "\\\\";
+        else if (p[i] == '"')
+            rep = "\\\"";
+        else if (p[i] == '\n')
+            rep = "\\n";
+        if (rep == NULL) {
+            if (o + k >= cap)
+                break;
+            memcpy(out + o, p + i, k);
+            o += k;
+        } else {
+            if (o + strlen(rep) >= cap)
+                break;
+            memcpy(out + o, rep, strlen(rep));
+            o += strlen(rep);
+        }
+        i += k;
+    }
+    out[o] = '\0';
+    return out;
+}

@@ -1,0 +1,448 @@
+/*
+ * test_http.c - M18: what an attacker sends at the HTTP layer, against the real daemon.
+ *
+ * - Targets with %00, control characters, malformed escapes or bytes that are not UTF-8
+ *   are refused with 400 before routing, on every route of the OpenAPI document (so a new
+ *   route is covered by construction), and the message never echoes the bytes.
+ * - Each request is one log line, in text and JSON logs alike: CR/LF in a path cannot forge
+ *   a line, and a path that is not UTF-8 is still logged.
+ * - Framing that a proxy may read another way (Content-Length with Transfer-Encoding, two
+ *   different Content-Length values) is refused with 400 and the connection closed: the
+ *   request smuggled behind it is never answered.
+ * - Hostile methods cannot break /metrics (promtool parses it) or grow its series: every
+ *   method label is a standard method or "other".
+ * - Authenticated bytes are never "public" to shared caches; one Cache-Control per reply.
+ */
+#include "tests/integration/push_common.h"
+
+#include <ctype.h>
+#include <poll.h>
+
+static struct mg_server *srv;
+
+/* Send req, read until the server closes or 5 s pass; *closed tells which. */
+static char *exchange(int port, const char *req, size_t len, bool *closed)
+{
+    int fd = pc_connect(port);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    int64_t deadline = pc_deadline(5000);
+
+    assert_non_null(buf);
+    *closed = false;
+    while (len > 0) {
+        ssize_t w = send(fd, req, len, MSG_NOSIGNAL);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break; /* the server may close before reading all: its reply is still there */
+        req += w;
+        len -= (size_t)w;
+    }
+    while (pc_now_ms() < deadline && n < cap) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ssize_t r;
+
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        r = recv(fd, buf + n, cap - n, 0);
+        if (r == 0 || (r < 0 && errno == ECONNRESET)) {
+            *closed = true;
+            break;
+        }
+        if (r > 0)
+            n += (size_t)r;
+    }
+    buf[n] = '\0';
+    close(fd);
+    return buf;
+}
+
+/* GET target as raw bytes with the admin token, on a connection the server may keep. */
+static char *raw_get(const char *method, const char *target)
+{
+    char req[4096];
+    bool closed;
+
+    snprintf(req, sizeof(req),
+             "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+             "Connection: close\r\n\r\n",
+             method, target, srv->admin_token);
+    return exchange(srv->port, req, strlen(req), &closed);
+}
+
+static long status_of(const char *resp)
+{
+    long st = 0;
+
+    if (sscanf(resp, "HTTP/1.%*d %ld", &st) != 1)
+        return 0;
+    return st;
+}
+
+/* The JSON body of a raw response (NEW reference), or NULL. */
+static json_t *body_of(const char *resp)
+{
+    const char *b = strstr(resp, "\r\n\r\n");
+
+    return b ? json_loads(b + 4, 0, NULL) : NULL;
+}
+
+static void expect_refused_target(const char *target, const char *const *never_echoed)
+{
+    char *resp = raw_get("GET", target);
+    json_t *body = body_of(resp);
+    const char *msg;
+
+    if (status_of(resp) != 400)
+        fail_msg("GET %s: status %ld, expected 400:\n%.400s", target, status_of(resp), resp);
+    if (body == NULL)
+        fail_msg("GET %s: the 400 carries no JSON error body:\n%.400s", target, resp);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(body, "error"), "code")),
+                        "invalid_argument");
+    msg = json_string_value(json_object_get(json_object_get(body, "error"), "message"));
+    assert_non_null(msg);
+    for (size_t i = 0; never_echoed && never_echoed[i]; i++) {
+        if (strstr(msg, never_echoed[i]) != NULL)
+            fail_msg("GET %s: the message echoes '%s': %s", target, never_echoed[i], msg);
+    }
+    json_decref(body);
+    free(resp);
+}
+
+static void test_hostile_targets(void **state)
+{
+    static const char *const never[] = {"junk", "Forged", "\xff", "\r", "\n", NULL};
+    static const char *const targets[] = {
+        "/api/v1/tokens%00junk",
+        "/static/app.js%00.html",
+        "/api/v1/models/%ff",
+        "/api/v1/models/%c0%af",    /* overlong '/' */
+        "/api/v1/models/%ed%a0%80", /* a UTF-16 surrogate */
+        "/api/v1/models/a%0d%0aX-Forged:%201",
+        "/api/v1/models/%7f",
+        "/api/v1/models/%zz",
+        "/api/v1/models/%",
+        "/api/v1/models/fraud/versions/1%00",
+        "/healthz%00",
+    };
+    char *resp;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++)
+        expect_refused_target(targets[i], never);
+
+    /* a well-formed UTF-8 name is not refused for its encoding (404: no such model) */
+    resp = raw_get("GET", "/api/v1/models/%c3%a9t%c3%a9");
+    assert_int_not_equal(status_of(resp), 500);
+    assert_int_not_equal(status_of(resp), 0);
+    free(resp);
+    /* a query string keeps its own rules: a NUL there does not touch the path check */
+    resp = raw_get("GET", "/api/v1/models?q=fr");
+    assert_int_equal(status_of(resp), 200);
+    free(resp);
+}
+
+/* Every route of the OpenAPI document, with each path parameter replaced by a hostile
+ * value: 400 before routing, never a 5xx, and never a reply shared caches may keep. */
+static void test_route_sweep(void **state)
+{
+    static const char *const hostile[] = {"%00", "%ff", "a%0a", "x%00.html", "%e2%80"};
+    struct it_resp *doc = it_get(srv, "/openapi.json", NULL);
+    const char *path;
+    json_t *ops;
+    size_t routes = 0;
+
+    (void)state;
+    assert_int_equal(doc->status, 200);
+    assert_non_null(doc->json);
+    json_object_foreach(json_object_get(doc->json, "paths"), path, ops)
+    {
+        const char *method;
+        json_t *op;
+
+        json_object_foreach(ops, method, op)
+        {
+            char up[16];
+            size_t k;
+
+            if (strcmp(method, "parameters") == 0)
+                continue;
+            for (k = 0; method[k] && k < sizeof(up) - 1; k++)
+                up[k] = (char)toupper((unsigned char)method[k]);
+            up[k] = '\0';
+            for (size_t h = 0; h < sizeof(hostile) / sizeof(hostile[0]); h++) {
+                char target[1024], *resp;
+                const char *p = path;
+                size_t o = 0;
+
+                /* every {param} becomes the hostile value; a route without parameters gets
+                 * it appended to its last segment */
+                while (*p && o < sizeof(target) - 64) {
+                    if (*p == '{') {
+                        o += (size_t)snprintf(target + o, sizeof(target) - o, "%s", hostile[h]);
+                        p = strchr(p, '}');
+                        assert_non_null(p);
+                        p++;
+                    } else {
+                        target[o++] = *p++;
+                    }
+                }
+                target[o] = '\0';
+                if (strchr(path, '{') == NULL)
+                    snprintf(target + o, sizeof(target) - o, "%s", hostile[h]);
+                resp = raw_get(up, target);
+                if (status_of(resp) != 400)
+                    fail_msg("%s %s: status %ld, expected 400:\n%.300s", up, target,
+                             status_of(resp), resp);
+                free(resp);
+            }
+            routes++;
+        }
+    }
+    assert_true(routes > 40);
+    it_release(srv);
+}
+
+static size_t count_lines_with(const char *text, const char *needle)
+{
+    size_t n = 0;
+
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* The text log: one line per request, none forged. */
+static void test_log_lines_text(void **state)
+{
+    char *resp, *log;
+    size_t len, before, after;
+    const char *line;
+
+    (void)state;
+    log = pc_read_file(srv->log_path, &len);
+    before = count_lines_with(log, "token=");
+    free(log);
+    resp = raw_get("GET", "/api/v1/models/a%0d%0a2026-01-01T00:00:00.000Z%20GET%20/FORGED%20200");
+    free(resp);
+    resp = raw_get("GET", "/api/v1/models/%ff%fe");
+    free(resp);
+    resp = raw_get("GET", "/api/v1/models/ok-name");
+    free(resp);
+    /* the lines are written when each request completes: poll for all three */
+    for (int64_t d = pc_deadline(5000);; pc_pause_ms(20)) {
+        log = pc_read_file(srv->log_path, &len);
+        after = count_lines_with(log, "token=");
+        if (after >= before + 3 || pc_now_ms() > d)
+            break;
+        free(log);
+    }
+    assert_int_equal(after, before + 3);
+    for (line = log; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, "2026-01-01T00:00:00.000Z", 24) == 0 || strncmp(line, " GET", 4) == 0)
+            fail_msg("a forged log line: %.120s", line);
+    }
+    assert_non_null(strstr(log, "a%0d%0a2026-01-01")); /* as sent, on its own line */
+    assert_non_null(strstr(log, "%ff%fe") ? strstr(log, "%ff%fe") : strstr(log, "\\xff"));
+    free(log);
+}
+
+/* The JSON log: every line parses, including a path that decodes to bytes that are not
+ * UTF-8 and a method with a quote in it. */
+static void test_log_lines_json(void **state)
+{
+    struct mg_server *j = it_server_start((const char *const[]){"--log-format", "json", NULL});
+    char req[512], *resp, *log, *line, *save = NULL;
+    bool closed;
+    size_t len, n = 0, seen_ff = 0;
+
+    (void)state;
+    snprintf(req, sizeof(req),
+             "GET /api/v1/models/\xff%%0a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    free(exchange(j->port, req, strlen(req), &closed));
+    snprintf(req, sizeof(req),
+             "GET /api/v1/models/%%ff HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    free(exchange(j->port, req, strlen(req), &closed));
+    resp = NULL;
+    it_server_stop(j);
+    log = pc_read_file(j->log_path, &len);
+    for (line = strtok_r(log, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        json_t *l;
+
+        if (line[0] != '{')
+            continue; /* startup notes */
+        l = json_loads(line, 0, NULL);
+        if (l == NULL)
+            fail_msg("a JSON log line that does not parse: %.200s", line);
+        if (strstr(json_string_value(json_object_get(l, "path")) ?: "", "\\xff") ||
+            strstr(json_string_value(json_object_get(l, "path")) ?: "", "%ff"))
+            seen_ff++;
+        n++;
+        json_decref(l);
+    }
+    assert_true(n >= 2);
+    assert_true(seen_ff >= 2); /* neither request went unlogged */
+    free(log);
+    free(resp);
+    it_server_free(&j);
+}
+
+static void expect_refused_and_closed(const char *req, const char *what)
+{
+    bool closed;
+    char *resp = exchange(srv->port, req, strlen(req), &closed);
+
+    if (status_of(resp) != 400)
+        fail_msg("%s: status %ld, expected 400:\n%.400s", what, status_of(resp), resp);
+    if (!closed)
+        fail_msg("%s: the connection stayed open after the 400", what);
+    if (strstr(resp, "HTTP/1.1 200") != NULL || strstr(resp, "\"status\":\"ok\"") != NULL)
+        fail_msg("%s: the request smuggled behind it was answered:\n%.600s", what, resp);
+    if (count_lines_with(resp, "HTTP/1.1 ") != 1)
+        fail_msg("%s: more than one reply:\n%.600s", what, resp);
+    free(resp);
+}
+
+static void test_framing(void **state)
+{
+    char req[1024];
+    bool closed;
+    char *resp;
+
+    (void)state;
+    snprintf(req, sizeof(req),
+             "POST /api/v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+             "Content-Type: application/json\r\nContent-Length: 4\r\n"
+             "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+             srv->admin_token);
+    expect_refused_and_closed(req, "Content-Length with Transfer-Encoding");
+    snprintf(req, sizeof(req),
+             "POST /api/v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+             "Content-Type: application/json\r\nContent-Length: 15\r\nContent-Length: 0\r\n\r\n"
+             "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+             srv->admin_token);
+    expect_refused_and_closed(req, "two different Content-Length values");
+    snprintf(req, sizeof(req),
+             "POST /api/v1/models HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+             "Content-Length: 0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    expect_refused_and_closed(req, "Transfer-Encoding then Content-Length, no token");
+
+    /* the same value twice is one length (RFC 9110 §8.6 allows a list of equal values) */
+    snprintf(req, sizeof(req),
+             "POST /api/v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+             "Content-Type: application/json\r\nContent-Length: 17\r\nContent-Length: 17\r\n"
+             "Connection: close\r\n\r\n{\"name\":\"twice\"}",
+             srv->admin_token);
+    resp = exchange(srv->port, req, strlen(req), &closed);
+    assert_int_not_equal(status_of(resp), 500);
+    free(resp);
+}
+
+static void test_metrics_hostile_methods(void **state)
+{
+    static const char *const methods[] = {
+        "X\"}9",    "get",  "PROPFIND",
+        "M-SEARCH", "X\\y", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"};
+    char path[IT_PATH_MAX + 32], cmd[IT_PATH_MAX * 3], m[64];
+    struct it_resp *r;
+    const char *p;
+    size_t before = 0, after = 0;
+
+    (void)state;
+    r = it_get(srv, "/metrics", srv->admin_token);
+    before = count_lines_with(r->body, "modelgate_http_requests_total{");
+    it_resp_free(srv, &r);
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        free(raw_get(methods[i], "/healthz"));
+    for (int i = 0; i < 40; i++) {
+        snprintf(m, sizeof(m), "LONGMETHOD%dXYZ", i);
+        free(raw_get(m, "/healthz"));
+    }
+    r = it_get(srv, "/metrics", srv->admin_token);
+    assert_int_equal(r->status, 200);
+    /* every method label is standard or "other" */
+    for (p = r->body; (p = strstr(p, "method=\"")) != NULL;) {
+        static const char *const ok[] = {"GET\"",   "HEAD\"",   "POST\"",    "PUT\"",
+                                         "PATCH\"", "DELETE\"", "OPTIONS\"", "other\""};
+        bool good = false;
+
+        p += 8;
+        for (size_t k = 0; k < sizeof(ok) / sizeof(ok[0]); k++)
+            good |= strncmp(p, ok[k], strlen(ok[k])) == 0;
+        if (!good)
+            fail_msg("a method label that is neither standard nor 'other': %.40s", p);
+    }
+    /* 46 odd methods added at most a handful of series (per route and status), not 46 */
+    after = count_lines_with(r->body, "modelgate_http_requests_total{");
+    assert_true(after <= before + 8);
+    snprintf(path, sizeof(path), "%s/metrics.txt", srv->root);
+    pc_write_file(path, r->body);
+    snprintf(cmd, sizeof(cmd), "promtool check metrics < '%s' > '%s.out' 2>&1", path, path);
+    if (system(cmd) != 0) {
+        snprintf(cmd, sizeof(cmd), "%s.out", path);
+        fail_msg("promtool refuses /metrics:\n%s", pc_read_file(cmd, NULL));
+    }
+    it_resp_free(srv, &r);
+}
+
+static size_t header_count(const struct it_resp *r, const char *name)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < r->n_headers; i++)
+        n += strcasecmp(r->headers[i].name, name) == 0;
+    return n;
+}
+
+static void test_cache_control(void **state)
+{
+    static const char data[] = "private model bytes";
+    char digest[IT_DIGEST_LEN + 1], path[256];
+    struct it_resp *r;
+    const char *cc;
+
+    (void)state;
+    it_digest(data, sizeof(data) - 1, digest);
+    r = it_upload(srv, data, sizeof(data) - 1, NULL);
+    it_resp_free(srv, &r);
+    snprintf(path, sizeof(path), "/api/v1/blobs/%s", digest);
+    r = it_get(srv, path, srv->admin_token);
+    assert_int_equal(r->status, 200);
+    assert_int_equal(header_count(r, "Cache-Control"), 1);
+    cc = it_header(r, "Cache-Control");
+    assert_non_null(cc);
+    assert_null(strstr(cc, "public"));
+    assert_non_null(strstr(cc, "private"));
+    it_resp_free(srv, &r);
+
+    static const char *const pages[] = {"/",        "/static/app.js", "/api/v1/models",
+                                        "/healthz", "/openapi.json",  "/api/v1/signing-keys"};
+    for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
+        r = it_get(srv, pages[i], srv->admin_token);
+        if (header_count(r, "Cache-Control") > 1)
+            fail_msg("GET %s: %zu Cache-Control headers", pages[i],
+                     header_count(r, "Cache-Control"));
+        cc = it_header(r, "Cache-Control");
+        if (cc && strstr(cc, "public"))
+            fail_msg("GET %s: Cache-Control %s", pages[i], cc);
+        it_resp_free(srv, &r);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hostile_targets), cmocka_unit_test(test_route_sweep),
+        cmocka_unit_test(test_log_lines_text),  cmocka_unit_test(test_log_lines_json),
+        cmocka_unit_test(test_framing),         cmocka_unit_test(test_metrics_hostile_methods),
+        cmocka_unit_test(test_cache_control),
+    };
+    int rc;
+
+    srv = it_server_start(NULL);
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    it_server_free(&srv);
+    return rc;
+}

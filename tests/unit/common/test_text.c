@@ -1,0 +1,141 @@
+/*
+ * test_text.c - common/text.c: UTF-8 validation, request target checks, method labels,
+ * log and Prometheus label escaping. Tables of cases.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/text.h"
+
+static void test_utf8(void **state)
+{
+    static const struct {
+        const char *s;
+        bool ok;
+    } cases[] = {
+        {"", true},
+        {"plain ascii", true},
+        {"\xc3\xa9t\xc3\xa9", true}, /* été */
+        {"\xe2\x82\xac", true},      /* € */
+        {"\xf0\x9f\x98\x80", true},  /* an emoji */
+        {"\xff", false},             /* never a UTF-8 byte */
+        {"\xc0\xaf", false},         /* overlong '/' */
+        {"\xe0\x80\xaf", false},     /* overlong, 3 bytes */
+        {"\xed\xa0\x80", false},     /* a surrogate */
+        {"\xf4\x90\x80\x80", false}, /* beyond U+10FFFF */
+        {"\xc3", false},             /* cut short */
+        {"a\xe2\x82", false},        /* cut short */
+        {"\x80", false},             /* a lone continuation byte */
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (mg_utf8_valid(cases[i].s, strlen(cases[i].s)) != cases[i].ok)
+            fail_msg("case %zu: expected %s", i, cases[i].ok ? "valid" : "invalid");
+    }
+}
+
+static void test_request_target(void **state)
+{
+    static const struct {
+        const char *target;
+        bool ok;
+    } cases[] = {
+        {"/api/v1/models", true},
+        {"/api/v1/models/fraud/versions/1", true},
+        {"/api/v1/models/%c3%a9", true},
+        {"/api/v1/models?q=%00", true}, /* the query is not the path */
+        {"/api/v1/models/a%20b", true},
+        {"/api/v1/tokens%00junk", false},
+        {"/static/app.js%00.html", false},
+        {"/api/v1/models/%ff", false},
+        {"/api/v1/models/%c0%af", false},
+        {"/a%0d%0ab", false},
+        {"/a%0A", false},
+        {"/a%7f", false},
+        {"/a\x01", false},
+        {"/a\x7f", false},
+        {"/a%", false},
+        {"/a%4", false},
+        {"/a%zz", false},
+        {"/\xc3\xa9", true}, /* raw UTF-8 is UTF-8 */
+        {"/\xff", false},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *why = mg_request_target_problem(cases[i].target);
+
+        if ((why == NULL) != cases[i].ok)
+            fail_msg("'%s': %s", cases[i].target, why ? why : "accepted");
+        if (why != NULL && (strstr(why, "junk") || strstr(why, "\xff")))
+            fail_msg("'%s': the reason echoes the bytes: %s", cases[i].target, why);
+    }
+}
+
+static void test_methods(void **state)
+{
+    (void)state;
+    assert_string_equal(mg_method_label("GET"), "GET");
+    assert_string_equal(mg_method_label("DELETE"), "DELETE");
+    assert_string_equal(mg_method_label("get"), "other");
+    assert_string_equal(mg_method_label("X\"}9"), "other");
+    assert_string_equal(mg_method_label("PROPFIND"), "other");
+    assert_string_equal(mg_method_label(NULL), "other");
+    assert_true(mg_method_valid("GET"));
+    assert_true(mg_method_valid("M-SEARCH"));
+    assert_false(mg_method_valid(""));
+    assert_false(mg_method_valid(NULL));
+    assert_false(mg_method_valid("X\"}9"));
+    assert_false(mg_method_valid("A B"));
+    assert_false(mg_method_valid("A\r\n"));
+    assert_false(mg_method_valid("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")); /* 33 */
+}
+
+static void test_log_escape(void **state)
+{
+    char out[64];
+
+    (void)state;
+    assert_string_equal(mg_log_escape("/a\r\nb", out, sizeof(out), false), "/a\\x0d\\x0ab");
+    assert_string_equal(mg_log_escape("/\xff\xfe", out, sizeof(out), false), "/\\xff\\xfe");
+    assert_string_equal(mg_log_escape("a\\b", out, sizeof(out), false), "a\\x5cb");
+    assert_string_equal(mg_log_escape("\xc3\xa9t\xc3\xa9", out, sizeof(out), false),
+                        "\xc3\xa9t\xc3\xa9");
+    /* JSON: control characters stay for the encoder (\uXXXX), bad bytes are rewritten */
+    assert_string_equal(mg_log_escape("/a\nb\xff", out, sizeof(out), true), "/a\nb\\xff");
+    assert_true(mg_utf8_valid(out, strlen(out)));
+    /* cut to fit, never in the middle of an escape or a character */
+    assert_string_equal(mg_log_escape("\xff\xff\xff", out, 9, false), "\\xff\\xff");
+    assert_string_equal(mg_log_escape("a\xc3\xa9", out, 3, false), "a");
+    assert_string_equal(mg_log_escape(NULL, out, sizeof(out), false), "");
+}
+
+static void test_prom_label(void **state)
+{
+    char out[64];
+
+    (void)state;
+    assert_string_equal(mg_prom_label("gw-1", out, sizeof(out)), "gw-1");
+    assert_string_equal(mg_prom_label("X\"}9", out, sizeof(out)), "X\\\"}9");
+    assert_string_equal(mg_prom_label("a\\b\nc", out, sizeof(out)), "a\\\\b\\nc");
+    assert_string_equal(mg_prom_label("\xff", out, sizeof(out)), "?");
+    assert_string_equal(mg_prom_label("\"\"\"", out, 5), "\\\"\\\"");
+    assert_string_equal(mg_prom_label(NULL, out, sizeof(out)), "");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_utf8),       cmocka_unit_test(test_request_target),
+        cmocka_unit_test(test_methods),    cmocka_unit_test(test_log_escape),
+        cmocka_unit_test(test_prom_label),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
