@@ -69,6 +69,7 @@ void srv_config_release(struct srv_config *cfg)
     while (cfg->nsmoke_profiles > 0)
         free(cfg->smoke_profiles[--cfg->nsmoke_profiles]);
     free(cfg->nvml_library);
+    free(cfg->public_url);
     memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -112,6 +113,11 @@ const char *srv_config_usage(void)
            "  --smoke-timeout S        kill a test's process group after S seconds (default 300)\n"
            "  --smoke-memory-mib N     address-space limit of CPU test runs (default 16384)\n"
            "  --nvml-library PATH      NVML to load (default libnvidia-ml.so.1)\n"
+           "  --public-url URL         the scheme://host[:port] browsers reach the UI at; set\n"
+           "                           it behind a proxy: the UI's origin checks use it, not\n"
+           "                           the Host header\n"
+           "  --allow-shared-dir       serve from a data directory that others may read or\n"
+           "                           write (refused by default: it holds secrets)\n"
            "\n"
            "usage: modelgated keys rotate --data-dir DIR\n"
            "       modelgated backup --data-dir DIR --out FILE.tar   (safe while serving)\n"
@@ -254,6 +260,32 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
     }
     if (strcmp(key, "nvml-library") == 0)
         return set_str(&cfg->nvml_library, v, err);
+    if (strcmp(key, "allow-shared-dir") == 0) {
+        if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0)
+            return mg_fail(err, MG_EINVAL, key, "--allow-shared-dir is yes or no, not '%s'", v);
+        cfg->allow_shared_dir = strcmp(v, "yes") == 0;
+        return MG_OK;
+    }
+    if (strcmp(key, "public-url") == 0) {
+        size_t n = strlen(v);
+        const char *host = strncmp(v, "https://", 8) == 0  ? v + 8
+                           : strncmp(v, "http://", 7) == 0 ? v + 7
+                                                           : NULL;
+
+        /* An origin: scheme://host[:port], nothing after it (a trailing '/' is dropped). */
+        if (n > 0 && v[n - 1] == '/')
+            n--;
+        if (host == NULL || (size_t)(host - v) >= n || memchr(host, '/', n - (size_t)(host - v)) ||
+            strpbrk(v, " \t\r\n\"'<>\\?#@") != NULL || n > 255)
+            return mg_fail(err, MG_EINVAL, key,
+                           "--public-url is an origin such as https://modelgate.example:8443, "
+                           "not '%.100s'",
+                           v);
+        if (set_str(&cfg->public_url, v, err) != MG_OK)
+            return err->code;
+        cfg->public_url[n] = '\0';
+        return MG_OK;
+    }
     if (strcmp(key, "smoke-profile") == 0) {
         char *s;
         if (cfg->nsmoke_profiles >= sizeof(cfg->smoke_profiles) / sizeof(cfg->smoke_profiles[0]))
@@ -346,6 +378,8 @@ enum mg_code srv_config_parse(struct srv_config *cfg, int argc, char **argv, str
         key[klen] = '\0';
         if (eq) {
             v = eq + 1;
+        } else if (strcmp(key, "allow-shared-dir") == 0) {
+            v = "yes"; /* a bare switch */
         } else {
             if (i + 1 >= argc)
                 return mg_fail(err, MG_EINVAL, key, "--%s needs a value", key);

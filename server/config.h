@@ -41,6 +41,8 @@ struct srv_config {
     char *nvml_library;
     char *smoke_profiles[32]; /* "NAME=COMMAND" */
     unsigned nsmoke_profiles;
+    bool allow_shared_dir; /* --allow-shared-dir: serve from a directory others can read */
+    char *public_url;      /* --public-url: the origin browsers use, e.g. https://mg.example */
 };
 
 /* Defaults. */

@@ -333,13 +333,49 @@ static bool is_mutation(const char *m)
     return strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0 && strcmp(m, "OPTIONS") != 0;
 }
 
-/* Origin must name this very server: scheme://Host. */
+/* Host is an IP literal or localhost, with an optional port: a name nobody can point
+ * elsewhere through DNS. */
+static bool host_is_literal(const char *host)
+{
+    char name[80];
+    const char *colon;
+    size_t n;
+    unsigned char addr[16];
+
+    if (host[0] == '[') { /* [v6]:port */
+        const char *end = strchr(host, ']');
+
+        if (end == NULL || (size_t)(end - host - 1) >= sizeof(name))
+            return false;
+        memcpy(name, host + 1, (size_t)(end - host - 1));
+        name[end - host - 1] = '\0';
+        return inet_pton(AF_INET6, name, addr) == 1 && (end[1] == '\0' || end[1] == ':');
+    }
+    colon = strchr(host, ':');
+    n = colon ? (size_t)(colon - host) : strlen(host);
+    if (n >= sizeof(name))
+        return false;
+    memcpy(name, host, n);
+    name[n] = '\0';
+    return strcasecmp(name, "localhost") == 0 || inet_pton(AF_INET, name, addr) == 1;
+}
+
+/*
+ * Origin must name this very server. With --public-url, it must be that origin (what a
+ * browser behind a proxy sees). Without it, scheme://Host, and only when Host is an IP
+ * literal or localhost: a DNS name in Host may be an attacker's that was rebound to us
+ * (DNS rebinding), and would make its own origin look like ours.
+ */
 bool srv_same_origin(const struct srv_req *r)
 {
     const char *origin = srv_header(r, "Origin"), *host = srv_header(r, MHD_HTTP_HEADER_HOST);
     const char *rest;
 
-    if (origin == NULL || host == NULL)
+    if (origin == NULL)
+        return false;
+    if (r->srv->cfg->public_url != NULL)
+        return strcasecmp(origin, r->srv->cfg->public_url) == 0;
+    if (host == NULL || !host_is_literal(host))
         return false;
     if (strncmp(origin, "http://", 7) == 0 && !r->srv->tls)
         rest = origin + 7;
@@ -374,7 +410,9 @@ static bool check_session(struct srv_req *r)
             return false;
         }
         if (!srv_same_origin(r)) {
-            srv_fail(r, MG_EFORBIDDEN, NULL, "this change must come from this server's own pages");
+            srv_fail(r, MG_EFORBIDDEN, NULL,
+                     "this change must come from this server's own pages (reached through a "
+                     "proxy or a DNS name? start modelgated with --public-url)");
             return false;
         }
     }

@@ -199,6 +199,26 @@ out:
     return rc;
 }
 
+/* The data directory holds the database (webhook secrets), keys and the admin token: refuse
+ * one that other users can read or write, unless the operator said otherwise. */
+static int check_data_dir(const struct srv_config *cfg)
+{
+    struct stat sb;
+
+    if (stat(cfg->data_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "modelgated: data directory %s is not a directory\n", cfg->data_dir);
+        return -1;
+    }
+    if ((sb.st_mode & (S_IRWXO | S_IWGRP)) != 0 && !cfg->allow_shared_dir) {
+        fprintf(stderr,
+                "modelgated: data directory %s is open to other users (mode %04o) and holds "
+                "secrets; run chmod 700 on it, or start with --allow-shared-dir\n",
+                cfg->data_dir, (unsigned)(sb.st_mode & 07777));
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct srv_config cfg;
@@ -214,6 +234,9 @@ int main(int argc, char **argv)
     int sig = 0, rc = 1, i;
     char portbuf[16];
 
+    /* Every file modelgated creates (database, WAL, blobs, keys, backups) is 0600 and every
+     * directory 0700, whatever umask it was started with. */
+    umask(077);
     if (argc > 1 && strcmp(argv[1], "keys") == 0)
         return keys_command(argc - 2, argv + 2);
     if (argc > 1 && (strcmp(argv[1], "backup") == 0 || strcmp(argv[1], "restore") == 0))
@@ -272,6 +295,8 @@ int main(int argc, char **argv)
         free(cfg.data_dir);
         cfg.data_dir = abs;
     }
+    if (check_data_dir(&cfg) != 0)
+        goto out;
     sopt.data_dir = cfg.data_dir;
     if (sign_keyring_load(cfg.data_dir, cfg.signing_key, true, &keys, &err) != MG_OK) {
         fprintf(stderr, "modelgated: signing key: %s\n", err.message);

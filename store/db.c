@@ -281,6 +281,32 @@ static char *path_join(const char *a, const char *b)
     return p;
 }
 
+/* The files that hold secrets (webhook secrets in the database and its WAL, the admin
+ * token) are 0600 whatever mode an older version, a restore tool or a umask left them in.
+ * Links are not followed. New files are 0600 through modelgated's umask (077). */
+static void tighten_modes(const char *data_dir)
+{
+    static const char *const names[] = {"modelgate.db", "modelgate.db-wal", "modelgate.db-shm",
+                                        "admin.token", "modelgated.lock"};
+    struct stat sb;
+    size_t i;
+    int fd;
+
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char *path = path_join(data_dir, names[i]);
+
+        if (path == NULL)
+            return;
+        fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd >= 0) {
+            if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 077) != 0)
+                (void)fchmod(fd, 0600);
+            close(fd);
+        }
+        free(path);
+    }
+}
+
 /* One process owns a data directory: two daemons would run two outboxes, two
  * runners and two timers over the same rows, and store_data_epoch() would miss
  * the other one's writes. The lock dies with the process (kill -9 included). */
@@ -348,6 +374,7 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     if ((rc = lock_dir(st, err)) != MG_OK)
         goto fail;
     sweep_tmp(st->tmp_dir);
+    tighten_modes(st->data_dir);
 
     if ((rc = conn_open(st, &st->writer, true, opt->sync_normal, err)) != MG_OK)
         goto fail;
@@ -357,6 +384,7 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
         if ((rc = conn_open(st, &st->readers[i], false, false, err)) != MG_OK)
             goto fail;
     }
+    tighten_modes(st->data_dir); /* the WAL and shm the connections just made */
     free(blobs);
     *out = st;
     return MG_OK;

@@ -80,7 +80,9 @@ static void sign_in(struct srv_req *r)
 
     /* No signing a victim into someone else's session from another site. */
     if (!srv_same_origin(r)) {
-        srv_fail(r, MG_EFORBIDDEN, NULL, "sign in from this server's own page");
+        srv_fail(r, MG_EFORBIDDEN, NULL,
+                 "sign in from this server's own page (reached through a proxy or a DNS name? "
+                 "start modelgated with --public-url)");
         return;
     }
     if (!api_object(r, r->body, allowed) ||
