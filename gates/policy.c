@@ -459,6 +459,7 @@ void gate_approval_tally(const struct gate_policy *p, const struct gate_approval
 }
 
 enum mg_code gate_approval_check(const char *by, const char *version_author,
+                                 const char *const *contributors, size_t ncontrib,
                                  const char *promotion_creator,
                                  const struct gate_approval *existing, size_t n,
                                  struct mg_error *err)
@@ -473,6 +474,17 @@ enum mg_code gate_approval_check(const char *by, const char *version_author,
         if (err)
             err->code = MG_ESELFAPPROVAL;
         return MG_ESELFAPPROVAL;
+    }
+    for (i = 0; i < ncontrib; i++) {
+        if (contributors[i] != NULL && strcmp(by, contributors[i]) == 0) {
+            fail(err, NULL,
+                 "'%s' changed this version's gate inputs (appended a metric) and cannot "
+                 "approve its promotion; ask another reviewer",
+                 by);
+            if (err)
+                err->code = MG_ESELFAPPROVAL;
+            return MG_ESELFAPPROVAL;
+        }
     }
     if (promotion_creator && strcmp(by, promotion_creator) == 0) {
         fail(err, NULL,

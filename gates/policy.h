@@ -119,8 +119,11 @@ struct gate_input {
 json_t *gate_evaluate(const struct gate_input *in, bool include_approvals);
 
 /* Can `by` decide on a promotion? MG_ESELFAPPROVAL when by is the version's
- * author or the promotion's creator; MG_ECONFLICT when by already decided. */
+ * author, one of the `ncontrib` names that changed the version's gate inputs since
+ * (appended a metric), or the promotion's creator; MG_ECONFLICT when by already
+ * decided. contributors may be NULL when ncontrib is 0. */
 enum mg_code gate_approval_check(const char *by, const char *version_author,
+                                 const char *const *contributors, size_t ncontrib,
                                  const char *promotion_creator,
                                  const struct gate_approval *existing, size_t n,
                                  struct mg_error *err);

@@ -617,12 +617,23 @@ static enum mg_code tally_decision(const json_t *p, const json_t *ver,
                                    struct mg_error *err)
 {
     struct gate_approval all[65];
-    size_t n = approvals_of(json_object_get(p, "approvals"), all, 64);
+    size_t n = approvals_of(json_object_get(p, "approvals"), all, 64), i, ncontrib;
+    const json_t *history = json_object_get(ver, "metrics_history"); /* BORROWED */
+    const char **contrib;
     int approved;
     enum mg_code rc;
 
+    /* Whoever appended a metric could have made the version pass: no approving it. */
+    ncontrib = json_array_size(history);
+    contrib = calloc(ncontrib ? ncontrib : 1, sizeof(*contrib));
+    if (contrib == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    for (i = 0; i < ncontrib; i++)
+        contrib[i] = json_string_value(json_object_get(json_array_get(history, i), "by"));
     rc = gate_approval_check(d->approval_by, json_string_value(json_object_get(ver, "created_by")),
-                             json_string_value(json_object_get(p, "created_by")), all, n, err);
+                             contrib, ncontrib, json_string_value(json_object_get(p, "created_by")),
+                             all, n, err);
+    free(contrib);
     if (rc != MG_OK)
         return rc;
     all[n].by = d->approval_by;

@@ -151,7 +151,7 @@ static void evaluate(const struct gate_policy *p, const json_t *facts)
         if (n == MAX_APPROVALS || by == NULL)
             continue;
         /* gate_approval_check guards what the store keeps: only new deciders. */
-        if (gate_approval_check(by, "author", "creator", approvals, n, NULL) != MG_OK)
+        if (gate_approval_check(by, "author", NULL, 0, "creator", approvals, n, NULL) != MG_OK)
             continue;
         approvals[n].by = by;
         approvals[n].approve = json_is_true(json_object_get(a, "approve"));

@@ -1385,23 +1385,32 @@ static void test_approval_check_table(void **state)
     static const struct gate_approval carol_no[] = {{"dave", true}, {"carol", false}};
     static const struct gate_approval dave_yes[] = {{"dave", true}};
     static const struct gate_approval alice_yes[] = {{"alice", true}};
+    static const char *const eve[] = {"eve"};
+    static const char *const eve_and_null[] = {NULL, "eve"};
     static const struct {
         const char *by, *author, *creator;
         const struct gate_approval *existing;
         size_t n;
         enum mg_code rc;
+        const char *const *contrib;
+        size_t ncontrib;
     } cases[] = {
-        {"alice", "alice", "bob", NULL, 0, MG_ESELFAPPROVAL},      /* the version's author */
-        {"bob", "alice", "bob", NULL, 0, MG_ESELFAPPROVAL},        /* the promotion's creator */
-        {"alice", "alice", "alice", NULL, 0, MG_ESELFAPPROVAL},    /* both */
-        {"alice", "alice", "bob", alice_yes, 1, MG_ESELFAPPROVAL}, /* self wins over decided */
-        {"carol", "alice", "bob", carol_yes, 1, MG_ECONFLICT},     /* already approved */
-        {"carol", "alice", "bob", carol_no, 2, MG_ECONFLICT},      /* already rejected */
-        {"carol", "alice", "bob", NULL, 0, MG_OK},                 /* another reviewer */
-        {"carol", "alice", "bob", dave_yes, 1, MG_OK},             /* another one decided */
-        {"carol", NULL, NULL, NULL, 0, MG_OK},                     /* unknown author/creator */
-        {"alicex", "alice", "bob", NULL, 0, MG_OK},                /* names match exactly */
-        {"alic", "alice", "bob", NULL, 0, MG_OK},
+        {"alice", "alice", "bob", NULL, 0, MG_ESELFAPPROVAL, NULL, 0}, /* the version's author */
+        {"bob", "alice", "bob", NULL, 0, MG_ESELFAPPROVAL, NULL, 0},   /* the promotion's creator */
+        {"alice", "alice", "alice", NULL, 0, MG_ESELFAPPROVAL, NULL, 0}, /* both */
+        {"alice", "alice", "bob", alice_yes, 1, MG_ESELFAPPROVAL, NULL,
+         0},                                                            /* self wins over decided */
+        {"carol", "alice", "bob", carol_yes, 1, MG_ECONFLICT, NULL, 0}, /* already approved */
+        {"carol", "alice", "bob", carol_no, 2, MG_ECONFLICT, NULL, 0},  /* already rejected */
+        {"carol", "alice", "bob", NULL, 0, MG_OK, NULL, 0},             /* another reviewer */
+        {"carol", "alice", "bob", dave_yes, 1, MG_OK, NULL, 0},         /* another one decided */
+        {"carol", NULL, NULL, NULL, 0, MG_OK, NULL, 0},                 /* unknown author/creator */
+        {"alicex", "alice", "bob", NULL, 0, MG_OK, NULL, 0},            /* names match exactly */
+        {"alic", "alice", "bob", NULL, 0, MG_OK, NULL, 0},
+        {"eve", "alice", "bob", NULL, 0, MG_ESELFAPPROVAL, eve, 1},          /* appended a metric */
+        {"eve", "alice", "bob", NULL, 0, MG_ESELFAPPROVAL, eve_and_null, 2}, /* among others */
+        {"carol", "alice", "bob", NULL, 0, MG_OK, eve, 1},                   /* not a contributor */
+        {"eve", "alice", "bob", carol_yes, 1, MG_ESELFAPPROVAL, eve, 1},
     };
     size_t i, bad = 0;
 
@@ -1411,8 +1420,8 @@ static void test_approval_check_table(void **state)
         enum mg_code rc;
 
         memset(&err, 0, sizeof(err));
-        rc = gate_approval_check(cases[i].by, cases[i].author, cases[i].creator, cases[i].existing,
-                                 cases[i].n, &err);
+        rc = gate_approval_check(cases[i].by, cases[i].author, cases[i].contrib, cases[i].ncontrib,
+                                 cases[i].creator, cases[i].existing, cases[i].n, &err);
         if (rc != cases[i].rc) {
             print_error("case %zu: %s (author %s, creator %s): %d, want %d\n", i, cases[i].by,
                         cases[i].author ? cases[i].author : "-",
