@@ -431,13 +431,133 @@ static void test_cache_control(void **state)
     }
 }
 
+/* Fill a path template's {params} with plausible names (fraud, production, 1, ...). */
+static void fill_template(const char *path, char *out, size_t cap)
+{
+    size_t o = 0;
+
+    while (*path && o + 80 < cap) {
+        if (*path == '{') {
+            const char *end = strchr(path, '}');
+            const char *v = "x";
+
+            assert_non_null(end);
+            if (strncmp(path, "{n}", 3) == 0)
+                v = "1";
+            else if (strncmp(path, "{model}", 7) == 0)
+                v = "fraud";
+            else if (strncmp(path, "{alias}", 7) == 0)
+                v = "production";
+            else if (strncmp(path, "{digest}", 8) == 0)
+                v = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+            else if (strncmp(path, "{name}", 6) == 0)
+                v = "gw";
+            o += (size_t)snprintf(out + o, cap - o, "%s", v);
+            path = end + 1;
+        } else {
+            out[o++] = *path++;
+        }
+    }
+    out[o] = '\0';
+}
+
+/* CSRF with a "simple" request (MLflow's text/plain class): every route that takes a JSON
+ * body refuses any other Content-Type with 415, whatever credentials come with it, so a
+ * cross-site form post can never carry a change. Swept from the OpenAPI document. */
+static void test_json_routes_refuse_other_types(void **state)
+{
+    static const char *const types[] = {"text/plain", "application/x-www-form-urlencoded",
+                                        "multipart/form-data; boundary=x"};
+    struct it_resp *doc = it_get(srv, "/openapi.json", NULL);
+    const char *path, *method;
+    json_t *ops, *op;
+    size_t swept = 0;
+
+    (void)state;
+    json_object_foreach(json_object_get(doc->json, "paths"), path, ops)
+    {
+        json_object_foreach(ops, method, op)
+        {
+            json_t *content =
+                json_object_get(json_object_get(op, "requestBody"), "content"); /* BORROWED */
+            char target[512], up[16];
+            size_t k;
+
+            if (json_object_get(content, "application/json") == NULL)
+                continue;
+            for (k = 0; method[k] && k < sizeof(up) - 1; k++)
+                up[k] = (char)toupper((unsigned char)method[k]);
+            up[k] = '\0';
+            fill_template(path, target, sizeof(target));
+            for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+                struct it_resp *r = it_treq(srv, up, target, srv->admin_token, types[t],
+                                            "{\"name\":\"csrf\",\"decision\":\"approve\"}");
+
+                if (r->status != 415)
+                    fail_msg("%s %s with %s: %ld, expected 415: %s", up, target, types[t],
+                             r->status, r->body);
+                it_resp_free(srv, &r);
+            }
+            swept++;
+        }
+    }
+    assert_true(swept >= 15);
+    it_resp_free(srv, &doc);
+}
+
+/* distribution CVE-2023-2253 class (a list size the client picks): every list route caps
+ * ?limit, refusing what is over it with 400 rather than building a huge reply. */
+static void test_list_limits_are_capped(void **state)
+{
+    struct it_resp *doc = it_get(srv, "/openapi.json", NULL);
+    const char *path;
+    json_t *ops;
+    size_t swept = 0;
+
+    (void)state;
+    json_object_foreach(json_object_get(doc->json, "paths"), path, ops)
+    {
+        json_t *get = json_object_get(ops, "get"), *params, *pm;
+        bool has_limit = false;
+        size_t i;
+        char target[600], base[512];
+        struct it_resp *r;
+
+        params = json_object_get(get, "parameters");
+        json_array_foreach(params, i, pm)
+        {
+            const char *name = json_string_value(json_object_get(pm, "name"));
+            const char *ref = json_string_value(json_object_get(pm, "$ref"));
+
+            has_limit |= (name && strcmp(name, "limit") == 0) ||
+                         (ref && strcmp(ref, "#/components/parameters/limit") == 0);
+        }
+        if (!has_limit)
+            continue;
+        fill_template(path, base, sizeof(base));
+        snprintf(target, sizeof(target), "%s?limit=100000000", base);
+        r = it_get(srv, target, srv->admin_token);
+        if (r->status != 400 && r->status != 404)
+            fail_msg("GET %s: %ld, expected 400: %.200s", target, r->status, r->body);
+        it_resp_free(srv, &r);
+        swept++;
+    }
+    assert_true(swept >= 3);
+    it_resp_free(srv, &doc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hostile_targets), cmocka_unit_test(test_route_sweep),
-        cmocka_unit_test(test_log_lines_text),  cmocka_unit_test(test_log_lines_json),
-        cmocka_unit_test(test_framing),         cmocka_unit_test(test_metrics_hostile_methods),
+        cmocka_unit_test(test_hostile_targets),
+        cmocka_unit_test(test_route_sweep),
+        cmocka_unit_test(test_log_lines_text),
+        cmocka_unit_test(test_log_lines_json),
+        cmocka_unit_test(test_framing),
+        cmocka_unit_test(test_metrics_hostile_methods),
         cmocka_unit_test(test_cache_control),
+        cmocka_unit_test(test_json_routes_refuse_other_types),
+        cmocka_unit_test(test_list_limits_are_capped),
     };
     int rc;
 
