@@ -211,6 +211,53 @@ static enum mg_code parse_bool(const json_t *j, const char *key, bool *out, stru
     return MG_OK;
 }
 
+/* approvals.groups: [{"team","min"}], distinct teams, minimums that fit in required. */
+static enum mg_code parse_groups(const json_t *groups, struct gate_policy *p, struct mg_error *err)
+{
+    char field[64];
+    json_t *g, *team, *min;
+    size_t i, k;
+    int sum = 0;
+
+    if (groups == NULL)
+        return MG_OK;
+    if (!json_is_array(groups) || json_array_size(groups) > GATE_MAX_GROUPS)
+        return fail(err, "approvals.groups",
+                    "approvals.groups is an array of at most %d {\"team\", \"min\"}",
+                    GATE_MAX_GROUPS);
+    json_array_foreach(groups, i, g)
+    {
+        team = json_object_get(g, "team");
+        min = json_object_get(g, "min");
+        snprintf(field, sizeof(field), "approvals.groups[%zu]", i);
+        if (!json_is_object(g) || json_object_size(g) != 2 || !json_is_string(team) ||
+            json_string_length(team) == 0 || json_string_length(team) > 63 ||
+            !json_is_integer(min) || json_integer_value(min) < 1 ||
+            json_integer_value(min) > GATE_MAX_APPROVALS)
+            return fail(err, field,
+                        "each group is {\"team\": \"<team name>\", \"min\": N} with N from 1 to %d",
+                        GATE_MAX_APPROVALS);
+        for (k = 0; k < i; k++) {
+            if (strcmp(p->groups[k].team, json_string_value(team)) == 0)
+                return fail(err, field, "team '%s' has two groups; give it one",
+                            json_string_value(team));
+        }
+        snprintf(p->groups[i].team, sizeof(p->groups[i].team), "%s", json_string_value(team));
+        p->groups[i].min = (int)json_integer_value(min);
+        sum += p->groups[i].min;
+    }
+    p->ngroups = json_array_size(groups);
+    (void)sum; /* groups may overlap (one approver in two teams): only each min <= required */
+    for (i = 0; i < p->ngroups; i++) {
+        if (p->groups[i].min > p->approvals_required)
+            return fail(err, "approvals.groups",
+                        "group '%s' asks for %d approvals but only %d are required; raise "
+                        "approvals.required",
+                        p->groups[i].team, p->groups[i].min, p->approvals_required);
+    }
+    return MG_OK;
+}
+
 enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct mg_error *err)
 {
     static const char *const keys[] = {"thresholds",
@@ -246,13 +293,18 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
     }
     v = json_object_get(j, "approvals");
     if (v) {
-        json_t *req = json_object_get(v, "required");
-        if (!json_is_object(v) || json_object_size(v) != 1 || !json_is_integer(req) ||
+        json_t *req = json_object_get(v, "required"), *groups = json_object_get(v, "groups");
+        size_t want = 1 + (groups != NULL);
+
+        if (!json_is_object(v) || json_object_size(v) != want || !json_is_integer(req) ||
             json_integer_value(req) < 0 || json_integer_value(req) > GATE_MAX_APPROVALS)
             return fail(err, "approvals.required",
-                        "approvals must be {\"required\": N} with N from 0 to %d",
+                        "approvals must be {\"required\": N, \"groups\"?: [...]} with N from 0 "
+                        "to %d",
                         GATE_MAX_APPROVALS);
         p.approvals_required = (int)json_integer_value(req);
+        if ((rc = parse_groups(groups, &p, err)) != MG_OK)
+            return rc;
     }
     if ((rc = parse_bool(j, "require_signature", &p.require_signature, err)) != MG_OK ||
         (rc = parse_bool(j, "require_pinned_image", &p.require_pinned_image, err)) != MG_OK ||
@@ -291,7 +343,7 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
 json_t *gate_policy_to_json(const struct gate_policy *p)
 {
     static const char *const gpu[] = {"none", "preferred", "required"};
-    json_t *th = json_array(), *steps = json_array(), *t;
+    json_t *th = json_array(), *steps = json_array(), *t, *appr;
     size_t i;
 
     for (i = 0; th && i < p->nthresholds; i++) {
@@ -312,12 +364,22 @@ json_t *gate_policy_to_json(const struct gate_policy *p)
     }
     for (i = 0; steps && i < p->nsteps; i++)
         json_array_append_new(steps, json_integer(p->steps[i]));
-    return json_pack("{s:o, s:{s:i}, s:b, s:b, s:b, s:{s:b, s:s}, s:{s:o, s:I, s:b}}", "thresholds",
-                     th, "approvals", "required", p->approvals_required, "require_signature",
-                     p->require_signature, "require_pinned_image", p->require_pinned_image,
-                     "require_registered_datasets", p->require_registered_datasets, "smoke",
-                     "required", p->smoke_required, "gpu", gpu[p->gpu], "rollout", "steps", steps,
-                     "bake_seconds", (json_int_t)p->bake_seconds, "auto_advance", p->auto_advance);
+    if (p->ngroups > 0) {
+        json_t *groups = json_array();
+
+        for (i = 0; groups && i < p->ngroups; i++)
+            json_array_append_new(groups, json_pack("{s:s, s:i}", "team", p->groups[i].team, "min",
+                                                    p->groups[i].min));
+        appr = json_pack("{s:i, s:o}", "required", p->approvals_required, "groups", groups);
+    } else {
+        appr = json_pack("{s:i}", "required", p->approvals_required);
+    }
+    return json_pack("{s:o, s:o, s:b, s:b, s:b, s:{s:b, s:s}, s:{s:o, s:I, s:b}}", "thresholds", th,
+                     "approvals", appr, "require_signature", p->require_signature,
+                     "require_pinned_image", p->require_pinned_image, "require_registered_datasets",
+                     p->require_registered_datasets, "smoke", "required", p->smoke_required, "gpu",
+                     gpu[p->gpu], "rollout", "steps", steps, "bake_seconds",
+                     (json_int_t)p->bake_seconds, "auto_advance", p->auto_advance);
 }
 
 /* ---- evaluation ------------------------------------------------------- */
@@ -456,6 +518,48 @@ void gate_approval_tally(const struct gate_policy *p, const struct gate_approval
             *rejected = true;
     }
     *satisfied = !*rejected && *approved >= p->approvals_required;
+    if (*satisfied && p->ngroups > 0) {
+        char missing[160];
+
+        *satisfied = gate_approval_missing(p, a, n, missing, sizeof(missing))[0] == '\0';
+    }
+}
+
+/* Distinct approvers (approve == true) in a[] whose teams include `team`. */
+static int group_count(const char *team, const struct gate_approval *a, size_t n)
+{
+    size_t i, j, k;
+    int count = 0;
+
+    for (i = 0; i < n; i++) {
+        bool repeat = false, member = false;
+
+        for (j = 0; j < i && !repeat; j++)
+            repeat = strcmp(a[i].by, a[j].by) == 0;
+        if (repeat || !a[i].approve)
+            continue;
+        for (k = 0; k < a[i].nteams && !member; k++)
+            member = a[i].teams[k] != NULL && strcmp(a[i].teams[k], team) == 0;
+        count += member;
+    }
+    return count;
+}
+
+const char *gate_approval_missing(const struct gate_policy *p, const struct gate_approval *a,
+                                  size_t n, char *buf, size_t cap)
+{
+    size_t g;
+
+    buf[0] = '\0';
+    for (g = 0; g < p->ngroups; g++) {
+        int have = group_count(p->groups[g].team, a, n);
+
+        if (have < p->groups[g].min) {
+            snprintf(buf, cap, "%s: %d of %d", p->groups[g].team, have, p->groups[g].min);
+            break;
+        }
+    }
+    return buf;
 }
 
 enum mg_code gate_approval_check(const char *by, const char *version_author,
@@ -519,6 +623,14 @@ static json_t *approval_gate(const struct gate_input *in)
     if (rejected)
         return gate("approvals", "approval", "failed", json_string(obs), json_string(exp),
                     "a reviewer rejected the promotion");
+    if (!satisfied && in->policy->ngroups > 0) {
+        char missing[160], detail[200];
+
+        gate_approval_missing(in->policy, in->approvals, in->napprovals, missing, sizeof(missing));
+        snprintf(detail, sizeof(detail), "waiting for reviewers%s%s", missing[0] ? "; " : "",
+                 missing);
+        return gate("approvals", "approval", "pending", json_string(obs), json_string(exp), detail);
+    }
     return gate("approvals", "approval", satisfied ? "passed" : "pending", json_string(obs),
                 json_string(exp), satisfied ? NULL : "waiting for reviewers");
 }

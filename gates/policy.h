@@ -34,10 +34,20 @@ struct gate_threshold {
 
 enum gate_gpu { GATE_GPU_NONE, GATE_GPU_PREFERRED, GATE_GPU_REQUIRED };
 
+#define GATE_MAX_GROUPS 8
+
+/* At least `min` of the approvals come from tokens of `team` (API.md "Teams"). */
+struct gate_approval_group {
+    char team[64];
+    int min;
+};
+
 struct gate_policy {
     struct gate_threshold thresholds[GATE_MAX_THRESHOLDS];
     size_t nthresholds;
     int approvals_required;
+    struct gate_approval_group groups[GATE_MAX_GROUPS];
+    size_t ngroups;
     bool require_signature;
     bool require_pinned_image;
     bool require_registered_datasets;
@@ -78,6 +88,8 @@ enum gate_smoke {
 struct gate_approval {
     const char *by;
     bool approve;
+    const char *const *teams; /* the approver's teams when deciding (BORROWED), or NULL */
+    size_t nteams;
 };
 
 /* Everything the gates look at; metrics are JSON objects name → number. */
@@ -122,6 +134,11 @@ json_t *gate_evaluate(const struct gate_input *in, bool include_approvals);
  * author, one of the `ncontrib` names that changed the version's gate inputs since
  * (appended a metric), or the promotion's creator; MG_ECONFLICT when by already
  * decided. contributors may be NULL when ncontrib is 0. */
+/* The first approval group still short of its minimum, as "risk: 0 of 1" in buf (empty
+ * when every group is satisfied). Counts distinct approvers who approved. */
+const char *gate_approval_missing(const struct gate_policy *p, const struct gate_approval *a,
+                                  size_t n, char *buf, size_t cap);
+
 enum mg_code gate_approval_check(const char *by, const char *version_author,
                                  const char *const *contributors, size_t ncontrib,
                                  const char *promotion_creator,

@@ -116,6 +116,8 @@ const char *srv_config_usage(void)
            "  --public-url URL         the scheme://host[:port] browsers reach the UI at; set\n"
            "                           it behind a proxy: the UI's origin checks use it, not\n"
            "                           the Host header\n"
+           "  --read-scope all|team    with team, a token with teams sees only its teams'\n"
+           "                           models (others answer 404); default all\n"
            "  --allow-shared-dir       serve from a data directory that others may read or\n"
            "                           write (refused by default: it holds secrets)\n"
            "\n"
@@ -260,6 +262,12 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
     }
     if (strcmp(key, "nvml-library") == 0)
         return set_str(&cfg->nvml_library, v, err);
+    if (strcmp(key, "read-scope") == 0) {
+        if (strcmp(v, "all") != 0 && strcmp(v, "team") != 0)
+            return mg_fail(err, MG_EINVAL, key, "--read-scope is all or team, not '%s'", v);
+        cfg->read_scope_team = strcmp(v, "team") == 0;
+        return MG_OK;
+    }
     if (strcmp(key, "allow-shared-dir") == 0) {
         if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0)
             return mg_fail(err, MG_EINVAL, key, "--allow-shared-dir is yes or no, not '%s'", v);

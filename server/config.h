@@ -43,6 +43,7 @@ struct srv_config {
     unsigned nsmoke_profiles;
     bool allow_shared_dir; /* --allow-shared-dir: serve from a directory others can read */
     char *public_url;      /* --public-url: the origin browsers use, e.g. https://mg.example */
+    bool read_scope_team;  /* --read-scope team: team tokens see only their teams' models */
 };
 
 /* Defaults. */

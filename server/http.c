@@ -23,6 +23,7 @@
 #include <openssl/x509.h>
 
 #include "../common/text.h"
+#include "../gates/authz.h"
 #include "../common/util.h"
 #include "cache.h"
 #include "metrics.h"
@@ -317,15 +318,101 @@ static void req_free(struct srv_req *r)
     free(r);
 }
 
-static bool has_role(const struct srv_req *r, unsigned need)
+_Static_assert((unsigned)GATE_ROLE_ADMIN == (unsigned)STORE_ROLE_ADMIN &&
+                   (unsigned)GATE_ROLE_PUBLISHER == (unsigned)STORE_ROLE_PUBLISHER &&
+                   (unsigned)GATE_ROLE_REVIEWER == (unsigned)STORE_ROLE_REVIEWER &&
+                   (unsigned)GATE_ROLE_DEPLOYER == (unsigned)STORE_ROLE_DEPLOYER &&
+                   (unsigned)GATE_ROLE_READER == (unsigned)STORE_ROLE_READER,
+               "gates/ and store/ name the same role bits");
+_Static_assert(GATE_NEED_PUBLIC == SRV_PUBLIC && GATE_NEED_ANY == SRV_ANY_ROLE,
+               "route role masks are gate needs");
+
+/* The principal as gates/ sees it; the pointer arrays live in *buf. */
+struct token_view {
+    struct gate_token t;
+    const char *teams[STORE_MAX_SCOPES], *aliases[STORE_MAX_SCOPES];
+};
+
+static void token_view(const struct store_principal *who, struct token_view *v)
 {
-    if (need == SRV_PUBLIC)
+    size_t i;
+
+    for (i = 0; i < who->nteams && i < STORE_MAX_SCOPES; i++)
+        v->teams[i] = who->teams[i];
+    for (i = 0; i < who->naliases && i < STORE_MAX_SCOPES; i++)
+        v->aliases[i] = who->aliases[i];
+    v->t.name = who->name;
+    v->t.roles = who->roles;
+    v->t.teams = v->teams;
+    v->t.nteams = who->nteams;
+    v->t.aliases = v->aliases;
+    v->t.naliases = who->naliases;
+}
+
+bool srv_authorize(struct srv_req *r, const char *model, const char *alias)
+{
+    struct token_view v;
+    struct gate_model m = {model, NULL, 0};
+    struct gate_request q = {r->route->roles, NULL, alias,
+                             r->srv->cfg->read_scope_team ? GATE_READ_TEAM : GATE_READ_ALL};
+    struct gate_decision d;
+    const char *owners[STORE_MAX_SCOPES];
+    json_t *own = NULL, *o;
+    struct mg_error err;
+    size_t i;
+
+    token_view(&r->who, &v);
+    /* Owners matter only to a token with teams: a global token never pays the lookup. */
+    if (model != NULL && r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN)) {
+        enum mg_code rc = store_model_owners(r->srv->store, model, &own, &err);
+
+        if (rc == MG_OK) {
+            json_array_foreach(own, i, o)
+            {
+                if (m.nowners < STORE_MAX_SCOPES && json_is_string(o))
+                    owners[m.nowners++] = json_string_value(o);
+            }
+            m.owners = owners;
+            q.model = &m;
+        } else if (rc != MG_ENOTFOUND) {
+            srv_reply_error(r, &err);
+            return false;
+        }
+    }
+    gate_authorize(&v.t, &q, &d);
+    json_decref(own);
+    if (!d.allow) {
+        srv_fail(r, d.status == 404 ? MG_ENOTFOUND : MG_EFORBIDDEN, NULL, "%s", d.reason);
+        return false;
+    }
+    return true;
+}
+
+bool srv_model_visible(const struct srv_req *r, const json_t *owners)
+{
+    struct token_view v;
+    const char *names[STORE_MAX_SCOPES];
+    struct gate_model m = {"", names, 0};
+    json_t *o;
+    size_t i;
+
+    if (!r->srv->cfg->read_scope_team || r->who.nteams == 0 || (r->who.roles & STORE_ROLE_ADMIN))
         return true;
-    if (r->who.roles & STORE_ROLE_ADMIN)
-        return true;
-    if (need == SRV_ANY_ROLE)
-        return r->who.roles != 0;
-    return (r->who.roles & need) != 0;
+    json_array_foreach(owners, i, o)
+    {
+        if (m.nowners < STORE_MAX_SCOPES && json_is_string(o))
+            names[m.nowners++] = json_string_value(o);
+    }
+    token_view(&r->who, &v);
+    return gate_team_owns(&v.t, &m);
+}
+
+/* Every route's authorisation, from its path: the model and alias it names, if any.
+ * Handlers that learn the model from the body or a stored promotion call
+ * srv_authorize() again with it. */
+static bool authorize_route(struct srv_req *r)
+{
+    return srv_authorize(r, srv_param(r, "model"), srv_param(r, "alias"));
 }
 
 static bool is_mutation(const char *m)
@@ -416,11 +503,7 @@ static bool check_session(struct srv_req *r)
             return false;
         }
     }
-    if (!has_role(r, r->route->roles)) {
-        srv_fail(r, MG_EFORBIDDEN, NULL, "'%s' lacks the role this needs", r->who.name);
-        return false;
-    }
-    return true;
+    return authorize_route(r);
 }
 
 /* Authenticate and authorise; on failure an error reply is set. */
@@ -445,16 +528,7 @@ static bool check_access(struct srv_req *r)
         return false;
     }
     r->authenticated = true;
-    if (!has_role(r, r->route->roles)) {
-        json_t *roles = store_roles_to_json(r->route->roles & 0xff);
-        char *need = json_dumps(roles, JSON_COMPACT);
-        srv_fail(r, MG_EFORBIDDEN, NULL, "token '%s' lacks the role this needs (one of %s)",
-                 r->who.name, need ? need : "?");
-        free(need);
-        json_decref(roles);
-        return false;
-    }
-    return true;
+    return authorize_route(r);
 }
 
 static bool is_json_type(const char *ct)

@@ -207,6 +207,20 @@ void srv_defer_work(struct srv_req *r, void (*work)(struct srv_req *r),
 /* Does the Origin header name this server (scheme://Host)? */
 bool srv_same_origin(const struct srv_req *r);
 
+/*
+ * Authorise the request's token for its route acting on `model` (NULL: none, or one that
+ * does not exist yet) and `alias` (NULL: none): one decision for every route
+ * (gates/authz.h gate_authorize), with the model's owners looked up here. Called for every
+ * route from its path; handlers that learn the model or alias from the body or a stored
+ * promotion call it again with them. On refusal the reply (403, or 404 for a model
+ * --read-scope team hides) is set and false returned.
+ */
+bool srv_authorize(struct srv_req *r, const char *model, const char *alias);
+
+/* With --read-scope team, may this token see a model with these owners (a JSON array)?
+ * Lists use it to leave out what the token may not see. */
+bool srv_model_visible(const struct srv_req *r, const json_t *owners);
+
 /* Add a header to the reply set last. */
 void srv_reply_header(struct srv_req *r, const char *key, const char *value);
 

@@ -206,10 +206,16 @@ out:
 }
 
 /* Approvals of a promotion (JSON) as gate_approvals, borrowing the strings. */
-static size_t approvals_of(const json_t *list, struct gate_approval *a, size_t max)
+/* Each approval's teams, as pointers into the JSON list (BORROWED from it). */
+struct approval_teams {
+    const char *v[STORE_MAX_SCOPES];
+};
+
+static size_t approvals_of(const json_t *list, struct gate_approval *a,
+                           struct approval_teams *teams, size_t max)
 {
-    json_t *x;
-    size_t i, n = 0;
+    json_t *x, *t;
+    size_t i, k, n = 0;
 
     json_array_foreach(list, i, x)
     {
@@ -217,6 +223,13 @@ static size_t approvals_of(const json_t *list, struct gate_approval *a, size_t m
             break;
         a[n].by = json_string_value(json_object_get(x, "by"));
         a[n].approve = strcmp(json_string_value(json_object_get(x, "decision")), "approve") == 0;
+        a[n].teams = teams[n].v;
+        a[n].nteams = 0;
+        json_array_foreach(json_object_get(x, "teams"), k, t)
+        {
+            if (a[n].nteams < STORE_MAX_SCOPES && json_is_string(t))
+                teams[n].v[a[n].nteams++] = json_string_value(t);
+        }
         n++;
     }
     return n;
@@ -266,6 +279,7 @@ static enum mg_code evaluate(struct srv *srv, const char *model, const json_t *v
     char smokedetail[MG_ERR_MSG_MAX] = "";
     struct gate_input in;
     struct gate_approval appr[64];
+    struct approval_teams appr_teams[64];
     json_t *base = NULL, *digests = json_array(), *first = NULL, *d;
     json_t *res = json_object_get(ver, "resources");
     char sigdetail[MG_ERR_MSG_MAX] = "";
@@ -305,7 +319,7 @@ static enum mg_code evaluate(struct srv *srv, const char *model, const json_t *v
         in.smoke_detail = smokedetail[0] ? smokedetail : NULL;
     }
     in.approvals = appr;
-    in.napprovals = approvals ? approvals_of(approvals, appr, 64) : 0;
+    in.napprovals = approvals ? approvals_of(approvals, appr, appr_teams, 64) : 0;
     *report = gate_evaluate(&in, include_approvals);
     if (*report == NULL)
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
@@ -605,7 +619,9 @@ out:
 struct decision {
     struct promo_event ev;
     const char *approval_by, *approval_decision, *approval_comment;
-    bool refresh_gates; /* re-evaluate the gates for the stored report */
+    json_t *approval_teams;          /* the decider's teams (approval groups), BORROWED, or NULL */
+    const char *approval_teams_text; /* the same as JSON text, for the store */
+    bool refresh_gates;              /* re-evaluate the gates for the stored report */
 };
 
 /* d's reviewer decision against promotion p as stored now (version ver):
@@ -617,7 +633,8 @@ static enum mg_code tally_decision(const json_t *p, const json_t *ver,
                                    struct mg_error *err)
 {
     struct gate_approval all[65];
-    size_t n = approvals_of(json_object_get(p, "approvals"), all, 64), i, ncontrib;
+    struct approval_teams all_teams[65];
+    size_t n = approvals_of(json_object_get(p, "approvals"), all, all_teams, 64), i, ncontrib;
     const json_t *history = json_object_get(ver, "metrics_history"); /* BORROWED */
     const char **contrib;
     int approved;
@@ -638,6 +655,10 @@ static enum mg_code tally_decision(const json_t *p, const json_t *ver,
         return rc;
     all[n].by = d->approval_by;
     all[n].approve = strcmp(d->approval_decision, "approve") == 0;
+    all[n].teams = all_teams[n].v;
+    all[n].nteams = 0;
+    for (i = 0; i < json_array_size(d->approval_teams) && i < STORE_MAX_SCOPES; i++)
+        all_teams[n].v[all[n].nteams++] = json_string_value(json_array_get(d->approval_teams, i));
     gate_approval_tally(pol, all, n + 1, &d->ev.rejected, &d->ev.satisfied, &approved);
     return MG_OK;
 }
@@ -668,8 +689,10 @@ static enum mg_code apply_event(struct srv *srv, const char *actor, const char *
             int64_t since = 0;
             mg_time_parse(json_string_value(json_object_get(p, "created_at")), &since);
             if (d->approval_by)
-                json_array_append_new(appr, json_pack("{s:s, s:s}", "by", d->approval_by,
-                                                      "decision", d->approval_decision));
+                json_array_append_new(
+                    appr, json_pack("{s:s, s:s, s:O}", "by", d->approval_by, "decision",
+                                    d->approval_decision, "teams",
+                                    d->approval_teams ? d->approval_teams : json_array()));
             rc = store_version_get(srv->store, model, cur.candidate, &ver, err);
             if (rc == MG_OK && d->approval_by)
                 rc = tally_decision(p, ver, &pol, d, err);
@@ -713,6 +736,7 @@ static enum mg_code apply_event(struct srv *srv, const char *actor, const char *
         pc.approval_by = d->approval_by;
         pc.approval_decision = d->approval_decision;
         pc.approval_comment = d->approval_comment;
+        pc.approval_teams = d->approval_teams_text;
         if (acts.set_routes) {
             if ((rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK)
                 goto next;
@@ -747,21 +771,37 @@ static enum mg_code apply_event(struct srv *srv, const char *actor, const char *
     return rc;
 }
 
-enum mg_code rel_promotion_decide(struct srv *srv, const char *actor, const char *id, bool approve,
-                                  const char *comment, json_t **out, struct mg_error *err)
+enum mg_code rel_promotion_decide(struct srv *srv, const struct store_principal *who,
+                                  const char *id, bool approve, const char *comment, json_t **out,
+                                  struct mg_error *err)
 {
     struct decision d;
+    json_t *teams = json_array();
+    char *text = NULL;
+    enum mg_code rc;
+    size_t i;
 
+    for (i = 0; teams != NULL && i < who->nteams; i++)
+        json_array_append_new(teams, json_string(who->teams[i]));
+    if (teams == NULL || (text = json_dumps(teams, JSON_COMPACT)) == NULL) {
+        json_decref(teams);
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
     /* Separation of duties, the tally and the state are all checked against
      * the promotion as apply_event reads it, on every attempt. */
     memset(&d, 0, sizeof(d));
     d.ev.kind = PROMO_EV_APPROVALS;
     d.ev.reason = comment;
-    d.approval_by = actor;
+    d.approval_by = who->name;
     d.approval_decision = approve ? "approve" : "reject";
     d.approval_comment = comment;
+    d.approval_teams = teams;
+    d.approval_teams_text = text;
     d.refresh_gates = true;
-    return apply_event(srv, actor, id, &d, out, err);
+    rc = apply_event(srv, who->name, id, &d, out, err);
+    json_decref(teams);
+    free(text);
+    return rc;
 }
 
 enum mg_code rel_promotion_advance(struct srv *srv, const char *actor, const char *id, json_t **out,

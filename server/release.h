@@ -52,8 +52,9 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
                                   json_t **out, struct mg_error *err);
 
 /* POST /promotions/{id}/approvals: decision "approve" or "reject". */
-enum mg_code rel_promotion_decide(struct srv *srv, const char *actor, const char *id, bool approve,
-                                  const char *comment, json_t **out, struct mg_error *err);
+enum mg_code rel_promotion_decide(struct srv *srv, const struct store_principal *who,
+                                  const char *id, bool approve, const char *comment, json_t **out,
+                                  struct mg_error *err);
 
 /* POST /promotions/{id}/advance. */
 enum mg_code rel_promotion_advance(struct srv *srv, const char *actor, const char *id, json_t **out,

@@ -8,7 +8,7 @@
 
 #include "../common/util.h"
 
-#define MODEL_COLS "name, description, tags, created_at, created_by, latest_version"
+#define MODEL_COLS "name, description, tags, created_at, created_by, latest_version, owners"
 
 static json_t *model_row(sqlite3_stmt *s)
 {
@@ -16,10 +16,11 @@ static json_t *model_row(sqlite3_stmt *s)
                          ? json_null()
                          : json_integer(sqlite3_column_int64(s, 5));
 
-    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:[]}", "name", store_col_json_string(s, 0),
-                     "description", store_col_json_string(s, 1), "tags", store_col_json(s, 2),
-                     "created_at", store_col_json_string(s, 3), "created_by",
-                     store_col_json_string(s, 4), "latest_version", latest, "aliases");
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:[], s:o}", "name",
+                     store_col_json_string(s, 0), "description", store_col_json_string(s, 1),
+                     "tags", store_col_json(s, 2), "created_at", store_col_json_string(s, 3),
+                     "created_by", store_col_json_string(s, 4), "latest_version", latest, "aliases",
+                     "owners", store_col_json(s, 6));
 }
 
 /* [{"alias","routes"}] of the model's live aliases. */
@@ -71,21 +72,27 @@ enum mg_code store_model_create(struct store *st, const char *actor, const json_
                                 json_t **out, struct mg_error *err)
 {
     static const char sql[] = "INSERT INTO models (name, description, tags, created_at, "
-                              "created_by) VALUES (?, ?, ?, ?, ?)";
+                              "created_by, owners) VALUES (?, ?, ?, ?, ?, ?)";
     const char *name = json_string_value(json_object_get(req, "name"));
     const char *desc = json_string_value(json_object_get(req, "description"));
     json_t *tags = json_object_get(req, "tags");
+    json_t *owners = json_object_get(req, "owners"); /* the creating token's teams */
     struct store_conn *c;
     sqlite3_stmt *s;
-    char at[32], *tags_text;
+    char at[32], *tags_text, *owners_text;
     json_t *m = NULL;
     enum mg_code rc;
 
     tags_text = tags && json_is_object(tags) ? store_json_text(tags) : strdup("{}");
-    if (tags_text == NULL)
+    owners_text = owners && json_is_array(owners) ? store_json_text(owners) : strdup("[]");
+    if (tags_text == NULL || owners_text == NULL) {
+        free(tags_text);
+        free(owners_text);
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
     if ((c = store_write_begin(st, err)) == NULL) {
         free(tags_text);
+        free(owners_text);
         return err->code;
     }
     if ((s = store_stmt(c, sql, err)) == NULL) {
@@ -98,6 +105,7 @@ enum mg_code store_model_create(struct store *st, const char *actor, const json_
     store_bind_text(s, 3, tags_text);
     store_bind_text(s, 4, at);
     store_bind_text(s, 5, actor);
+    store_bind_text(s, 6, owners_text);
     rc = store_exec_stmt(c, s, err);
     if (rc == MG_ECONFLICT) {
         rc = mg_fail(err, MG_ECONFLICT, "name", "model '%s' already exists", name);
@@ -109,6 +117,7 @@ enum mg_code store_model_create(struct store *st, const char *actor, const json_
         rc = model_read(c, name, &m, err);
 out:
     free(tags_text);
+    free(owners_text);
     rc = store_write_end(st, c, rc, err);
     if (rc == MG_OK)
         *out = m;
@@ -209,6 +218,107 @@ enum mg_code store_model_patch(struct store *st, const char *actor, const char *
         rc = model_read(c, name, &m, err);
 out:
     free(tags_text);
+    rc = store_write_end(st, c, rc, err);
+    if (rc == MG_OK)
+        *out = m;
+    else
+        json_decref(m);
+    return rc;
+}
+
+enum mg_code store_model_owners(struct store *st, const char *model, json_t **out,
+                                struct mg_error *err)
+{
+    static const char sql[] = "SELECT owners FROM models WHERE name = ?";
+    struct store_conn *c = store_read_begin(st);
+    sqlite3_stmt *s;
+    enum mg_code rc;
+    int r;
+
+    *out = NULL;
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    store_bind_text(s, 1, model);
+    r = sqlite3_step(s);
+    if (r == SQLITE_ROW) {
+        *out = store_col_json(s, 0);
+        rc =
+            json_is_array(*out) ? MG_OK : mg_fail(err, MG_EDB, NULL, "corrupt owners of %s", model);
+    } else if (r == SQLITE_DONE) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", model);
+    } else {
+        rc = store_db_error(c, r, err);
+    }
+    sqlite3_reset(s);
+out:
+    store_read_end(st, c);
+    if (rc != MG_OK) {
+        json_decref(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+enum mg_code store_model_set_owners(struct store *st, const char *actor, const char *model,
+                                    const json_t *teams, json_t **out, struct mg_error *err)
+{
+    static const char sql_team[] = "SELECT 1 FROM teams WHERE name = ?";
+    static const char sql[] = "UPDATE models SET owners = ? WHERE name = ?";
+    struct store_conn *c;
+    sqlite3_stmt *s;
+    json_t *v, *m = NULL, *detail = NULL;
+    char *text = store_json_text(teams);
+    enum mg_code rc = MG_OK;
+    size_t i;
+    int r;
+
+    *out = NULL;
+    if (text == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    if ((c = store_write_begin(st, err)) == NULL) {
+        free(text);
+        return err->code;
+    }
+    json_array_foreach(teams, i, v)
+    {
+        if ((s = store_stmt(c, sql_team, err)) == NULL) {
+            rc = err->code;
+            goto out;
+        }
+        store_bind_text(s, 1, json_string_value(v));
+        r = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (r != SQLITE_ROW && r != SQLITE_DONE) {
+            rc = store_db_error(c, r, err);
+            goto out;
+        }
+        if (r == SQLITE_DONE) {
+            rc = mg_fail(err, MG_EINVAL, "teams",
+                         "team '%s' does not exist; create it with POST /api/v1/teams",
+                         json_string_value(v));
+            goto out;
+        }
+    }
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    store_bind_text(s, 1, text);
+    store_bind_text(s, 2, model);
+    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+        goto out;
+    if (sqlite3_changes(c->db) == 0) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", model);
+        goto out;
+    }
+    detail = json_pack("{s:O}", "owners", (json_t *)teams);
+    if ((rc = store_audit_append(c, actor, "model.owners", model, detail, err)) == MG_OK)
+        rc = model_read(c, model, &m, err);
+out:
+    free(text);
+    json_decref(detail);
     rc = store_write_end(st, c, rc, err);
     if (rc == MG_OK)
         *out = m;

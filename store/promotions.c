@@ -18,7 +18,7 @@
 
 static json_t *approvals(struct store_conn *c, const char *id)
 {
-    static const char sql[] = "SELECT by, decision, comment, at FROM promotion_approvals "
+    static const char sql[] = "SELECT by, decision, comment, at, teams FROM promotion_approvals "
                               "WHERE promotion_id = ? ORDER BY at, by";
     sqlite3_stmt *s = store_stmt(c, sql, NULL);
     json_t *out = json_array();
@@ -28,9 +28,10 @@ static json_t *approvals(struct store_conn *c, const char *id)
     store_bind_text(s, 1, id);
     while (sqlite3_step(s) == SQLITE_ROW)
         json_array_append_new(
-            out, json_pack("{s:o, s:o, s:o, s:o}", "by", store_col_json_string(s, 0), "decision",
-                           store_col_json_string(s, 1), "comment", store_col_json_string(s, 2),
-                           "at", store_col_json_string(s, 3)));
+            out,
+            json_pack("{s:o, s:o, s:o, s:o, s:o}", "by", store_col_json_string(s, 0), "decision",
+                      store_col_json_string(s, 1), "comment", store_col_json_string(s, 2), "at",
+                      store_col_json_string(s, 3), "teams", store_col_json(s, 4)));
     sqlite3_reset(s);
     return out;
 }

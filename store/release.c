@@ -568,7 +568,7 @@ static enum mg_code apply_promotion(struct store_conn *c, const char *actor,
         "UPDATE promotions SET state = ?, step_index = ?, weight = ?, next_step_at = ?, "
         "gates = coalesce(?, gates), rev = rev + 1, updated_at = ? WHERE id = ? AND rev = ?";
     static const char sql_appr[] = "INSERT INTO promotion_approvals (promotion_id, by, decision, "
-                                   "comment, at) VALUES (?, ?, ?, ?, ?)";
+                                   "comment, at, teams) VALUES (?, ?, ?, ?, ?, ?)";
     static const char sql_ev[] =
         "INSERT INTO promotion_events (promotion_id, at, type, detail) VALUES (?, ?, ?, ?)";
     sqlite3_stmt *s;
@@ -605,6 +605,7 @@ static enum mg_code apply_promotion(struct store_conn *c, const char *actor,
         store_bind_text(s, 3, p->approval_decision);
         store_bind_text(s, 4, p->approval_comment);
         store_bind_text(s, 5, at);
+        store_bind_text(s, 6, p->approval_teams ? p->approval_teams : "[]");
         if ((rc = store_exec_stmt(c, s, err)) != MG_OK) {
             if (rc == MG_ECONFLICT)
                 mg_fail(err, MG_ECONFLICT, NULL, "'%s' already decided on this promotion",

@@ -70,7 +70,8 @@ enum mg_code store_session_check(struct store *st, const char *id, size_t n, int
                                  char csrf_out[STORE_CSRF_LEN + 1])
 {
     static const char sql[] =
-        "SELECT t.id, t.name, t.roles, s.csrf, s.created_ms, s.last_ms, s.id_hash "
+        "SELECT t.id, t.name, t.roles, s.csrf, s.created_ms, s.last_ms, s.id_hash, t.teams, "
+        "t.aliases "
         "FROM ui_sessions s JOIN tokens t ON t.id = s.token_id "
         "WHERE s.id_hash = ? AND t.revoked_at IS NULL";
     static const char sql_touch[] = "UPDATE ui_sessions SET last_ms = ? WHERE id_hash = ?";
@@ -91,6 +92,8 @@ enum mg_code store_session_check(struct store *st, const char *id, size_t n, int
             snprintf(who->id, sizeof(who->id), "%s", sqlite3_column_text(s, 0));
             snprintf(who->name, sizeof(who->name), "%s", sqlite3_column_text(s, 1));
             who->roles = (unsigned)sqlite3_column_int(s, 2);
+            store_principal_scopes(who, (const char *)sqlite3_column_text(s, 7),
+                                   (const char *)sqlite3_column_text(s, 8));
             snprintf(csrf_out, STORE_CSRF_LEN + 1, "%s", sqlite3_column_text(s, 3));
             created = sqlite3_column_int64(s, 4);
             last = sqlite3_column_int64(s, 5);

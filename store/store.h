@@ -81,11 +81,46 @@ json_t *store_roles_to_json(unsigned roles);
 #define STORE_TOKEN_NAME_MAX 64
 #define STORE_TOKEN_SECRET_LEN 47 /* "mgt_" + 43 base64url chars */
 
+#define STORE_MAX_SCOPES 16    /* teams, or alias patterns, one token may name */
+#define STORE_TEAM_NAME_MAX 63 /* ^[a-z0-9][a-z0-9-]{0,62}$ */
+
 struct store_principal {
     char id[24];
     char name[STORE_TOKEN_NAME_MAX + 1];
     unsigned roles;
+    /* API.md "Teams": none means global / every alias */
+    char teams[STORE_MAX_SCOPES][STORE_TEAM_NAME_MAX + 1];
+    size_t nteams;
+    char aliases[STORE_MAX_SCOPES][34]; /* alias names, or a prefix and '*' */
+    size_t naliases;
 };
+
+/*
+ * Fill who's teams and aliases from the JSON array texts stored with the token (entries
+ * that do not fit are dropped, which only narrows nothing: the API caps both at
+ * STORE_MAX_SCOPES). Used wherever a principal is read.
+ */
+void store_principal_scopes(struct store_principal *who, const char *teams_json,
+                            const char *aliases_json);
+
+/* ---- teams --------------------------------------------------------------- */
+
+/* Create a team. MG_EINVAL for a bad name (field "name"), MG_ECONFLICT if it exists.
+ * *out: {"name","created_at"} (NEW). */
+enum mg_code store_team_create(struct store *st, const char *actor, const char *name, json_t **out,
+                               struct mg_error *err);
+
+/* {"items":[{"name","created_at"}],"next_page_token":null} (NEW). */
+enum mg_code store_team_list(struct store *st, json_t **out, struct mg_error *err);
+
+/* The owning teams of a model (NEW array), MG_ENOTFOUND when the model does not exist. */
+enum mg_code store_model_owners(struct store *st, const char *model, json_t **out,
+                                struct mg_error *err);
+
+/* Replace a model's owners with `teams` (a JSON array of existing team names, BORROWED);
+ * audited. *out: the Model (NEW). MG_EINVAL naming "teams" for an unknown team. */
+enum mg_code store_model_set_owners(struct store *st, const char *actor, const char *model,
+                                    const json_t *teams, json_t **out, struct mg_error *err);
 
 /*
  * If no token exists at all, create an admin token named "admin" and write
@@ -94,10 +129,14 @@ struct store_principal {
 enum mg_code store_token_bootstrap(struct store *st, char secret_out[STORE_TOKEN_SECRET_LEN + 1],
                                    bool *created, struct mg_error *err);
 
-/* Create a token; *out = {"id","name","roles","token","created_at","created_by"}.
- * Names are unique among live tokens (MG_ECONFLICT). */
+/* Create a token; *out = {"id","name","roles","teams","aliases","token","created_at",
+ * "created_by"}. Names are unique among live tokens (MG_ECONFLICT). teams (existing team
+ * names) and aliases (alias patterns) are JSON arrays, BORROWED, or NULL for none; the
+ * caller validated their shape, the store checks that the teams exist (MG_EINVAL, field
+ * "teams"). */
 enum mg_code store_token_create(struct store *st, const char *actor, const char *name,
-                                unsigned roles, json_t **out, struct mg_error *err);
+                                unsigned roles, const json_t *teams, const json_t *aliases,
+                                json_t **out, struct mg_error *err);
 
 /* *out = {"items":[{"id","name","roles","created_at","created_by"}]} (no secrets). */
 enum mg_code store_token_list(struct store *st, json_t **out, struct mg_error *err);
@@ -317,6 +356,7 @@ struct store_promotion_change {
     const json_t *gates;                   /* new gate list, or NULL to keep */
     const char *event_type, *event_detail; /* appended when event_type != NULL */
     const char *approval_by, *approval_decision, *approval_comment; /* when approval_by */
+    const char *approval_teams; /* the decider's teams, JSON array text, or NULL for none */
 };
 
 /*

@@ -68,40 +68,123 @@ static bool new_secret(char out[STORE_TOKEN_SECRET_LEN + 1], uint8_t hash[32])
     return true;
 }
 
+void store_principal_scopes(struct store_principal *who, const char *teams_json,
+                            const char *aliases_json)
+{
+    json_t *t = teams_json ? json_loads(teams_json, 0, NULL) : NULL;
+    json_t *a = aliases_json ? json_loads(aliases_json, 0, NULL) : NULL;
+    json_t *v;
+    size_t i;
+
+    who->nteams = who->naliases = 0;
+    json_array_foreach(t, i, v)
+    {
+        if (who->nteams < STORE_MAX_SCOPES && json_is_string(v) &&
+            json_string_length(v) < sizeof(who->teams[0]))
+            snprintf(who->teams[who->nteams++], sizeof(who->teams[0]), "%s", json_string_value(v));
+    }
+    json_array_foreach(a, i, v)
+    {
+        if (who->naliases < STORE_MAX_SCOPES && json_is_string(v) &&
+            json_string_length(v) < sizeof(who->aliases[0]))
+            snprintf(who->aliases[who->naliases++], sizeof(who->aliases[0]), "%s",
+                     json_string_value(v));
+    }
+    json_decref(t);
+    json_decref(a);
+}
+
+/* Every name in teams (a JSON array) is a team that exists. */
+static enum mg_code teams_exist(struct store_conn *c, const json_t *teams, struct mg_error *err)
+{
+    static const char sql[] = "SELECT 1 FROM teams WHERE name = ?";
+    sqlite3_stmt *s;
+    json_t *v;
+    size_t i;
+    int r;
+
+    json_array_foreach(teams, i, v)
+    {
+        if ((s = store_stmt(c, sql, err)) == NULL)
+            return err->code;
+        store_bind_text(s, 1, json_string_value(v));
+        r = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (r != SQLITE_ROW && r != SQLITE_DONE)
+            return store_db_error(c, r, err);
+        if (r == SQLITE_DONE)
+            return mg_fail(err, MG_EINVAL, "teams",
+                           "team '%s' does not exist; create it with POST /api/v1/teams",
+                           json_string_value(v));
+    }
+    return MG_OK;
+}
+
+/* Compact JSON text of a list (NULL: empty), malloc'd, or NULL when out of memory. */
+static char *list_text(const json_t *v)
+{
+    return v ? json_dumps(v, JSON_COMPACT) : strdup("[]");
+}
+
 static enum mg_code insert_token(struct store_conn *c, const char *actor, const char *name,
-                                 unsigned roles, char secret[STORE_TOKEN_SECRET_LEN + 1],
-                                 char id[24], char at[32], struct mg_error *err)
+                                 unsigned roles, const json_t *teams, const json_t *aliases,
+                                 char secret[STORE_TOKEN_SECRET_LEN + 1], char id[24], char at[32],
+                                 struct mg_error *err)
 {
     static const char sql[] = "INSERT INTO tokens (id, name, roles, secret_hash, created_at, "
-                              "created_by) VALUES (?, ?, ?, ?, ?, ?)";
+                              "created_by, teams, aliases) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
     sqlite3_stmt *s;
     uint8_t hash[32], rid[8];
     json_t *detail;
+    char *tt = NULL, *at_ = NULL;
     enum mg_code rc;
 
-    if (!new_secret(secret, hash) || !mg_random_bytes(rid, sizeof(rid)))
-        return mg_fail(err, MG_EIO, NULL, "the random number generator failed");
+    if (teams && (rc = teams_exist(c, teams, err)) != MG_OK)
+        return rc;
+    tt = list_text(teams);
+    at_ = list_text(aliases);
+    if (tt == NULL || at_ == NULL) {
+        free(tt);
+        free(at_);
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+
+    if (!new_secret(secret, hash) || !mg_random_bytes(rid, sizeof(rid))) {
+        rc = mg_fail(err, MG_EIO, NULL, "the random number generator failed");
+        goto out;
+    }
     memcpy(id, "tok_", 4);
     mg_hex_encode(rid, sizeof(rid), id + 4);
     store_now(at);
-    if ((s = store_stmt(c, sql, err)) == NULL)
-        return err->code;
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
     store_bind_text(s, 1, id);
     store_bind_text(s, 2, name);
     sqlite3_bind_int(s, 3, (int)roles);
     sqlite3_bind_blob(s, 4, hash, sizeof(hash), SQLITE_TRANSIENT);
     store_bind_text(s, 5, at);
     store_bind_text(s, 6, actor);
+    store_bind_text(s, 7, tt);
+    store_bind_text(s, 8, at_);
     rc = store_exec_stmt(c, s, err);
-    if (rc == MG_ECONFLICT)
-        return mg_fail(err, MG_ECONFLICT, "name",
-                       "a live token named '%s' already exists; delete it or pick another name",
-                       name);
+    if (rc == MG_ECONFLICT) {
+        rc =
+            mg_fail(err, MG_ECONFLICT, "name",
+                    "a live token named '%s' already exists; delete it or pick another name", name);
+        goto out;
+    }
     if (rc != MG_OK)
-        return rc;
-    detail = json_pack("{s:s, s:o}", "name", name, "roles", store_roles_to_json(roles));
+        goto out;
+    detail = json_pack("{s:s, s:o, s:O, s:O}", "name", name, "roles", store_roles_to_json(roles),
+                       "teams", teams ? teams : json_array(), "aliases",
+                       aliases ? aliases : json_array());
     rc = store_audit_append(c, actor, "token.create", id, detail, err);
     json_decref(detail);
+out:
+    free(tt);
+    free(at_);
     return rc;
 }
 
@@ -126,7 +209,8 @@ enum mg_code store_token_bootstrap(struct store *st, char secret_out[STORE_TOKEN
         n = sqlite3_column_int64(s, 0);
     sqlite3_reset(s);
     if (n == 0) {
-        rc = insert_token(c, "modelgated", "admin", STORE_ROLE_ADMIN, secret_out, id, at, err);
+        rc = insert_token(c, "modelgated", "admin", STORE_ROLE_ADMIN, NULL, NULL, secret_out, id,
+                          at, err);
         *created = rc == MG_OK;
     }
 out:
@@ -134,7 +218,8 @@ out:
 }
 
 enum mg_code store_token_create(struct store *st, const char *actor, const char *name,
-                                unsigned roles, json_t **out, struct mg_error *err)
+                                unsigned roles, const json_t *teams, const json_t *aliases,
+                                json_t **out, struct mg_error *err)
 {
     struct store_conn *c = store_write_begin(st, err);
     char secret[STORE_TOKEN_SECRET_LEN + 1], id[24], at[32];
@@ -142,12 +227,14 @@ enum mg_code store_token_create(struct store *st, const char *actor, const char 
 
     if (c == NULL)
         return err->code;
-    rc = insert_token(c, actor, name, roles, secret, id, at, err);
+    rc = insert_token(c, actor, name, roles, teams, aliases, secret, id, at, err);
     rc = store_write_end(st, c, rc, err);
     if (rc == MG_OK) {
-        *out = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "id", id, "name", name, "roles",
-                         store_roles_to_json(roles), "token", secret, "created_at", at,
-                         "created_by", actor);
+        *out = json_pack("{s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s}", "id", id, "name", name,
+                         "roles", store_roles_to_json(roles), "teams",
+                         teams ? json_deep_copy(teams) : json_array(), "aliases",
+                         aliases ? json_deep_copy(aliases) : json_array(), "token", secret,
+                         "created_at", at, "created_by", actor);
         if (*out == NULL)
             rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
@@ -157,8 +244,8 @@ enum mg_code store_token_create(struct store *st, const char *actor, const char 
 
 enum mg_code store_token_list(struct store *st, json_t **out, struct mg_error *err)
 {
-    static const char sql[] = "SELECT id, name, roles, created_at, created_by FROM tokens "
-                              "WHERE revoked_at IS NULL ORDER BY created_at, id";
+    static const char sql[] = "SELECT id, name, roles, created_at, created_by, teams, aliases "
+                              "FROM tokens WHERE revoked_at IS NULL ORDER BY created_at, id";
     struct store_conn *c = store_read_begin(st);
     sqlite3_stmt *s;
     json_t *items = json_array();
@@ -172,10 +259,11 @@ enum mg_code store_token_list(struct store *st, json_t **out, struct mg_error *e
     while ((r = sqlite3_step(s)) == SQLITE_ROW) {
         json_array_append_new(
             items,
-            json_pack("{s:o, s:o, s:o, s:o, s:o}", "id", store_col_json_string(s, 0), "name",
-                      store_col_json_string(s, 1), "roles",
+            json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "id", store_col_json_string(s, 0),
+                      "name", store_col_json_string(s, 1), "roles",
                       store_roles_to_json((unsigned)sqlite3_column_int(s, 2)), "created_at",
-                      store_col_json_string(s, 3), "created_by", store_col_json_string(s, 4)));
+                      store_col_json_string(s, 3), "created_by", store_col_json_string(s, 4),
+                      "teams", store_col_json(s, 5), "aliases", store_col_json(s, 6)));
     }
     if (r != SQLITE_DONE)
         rc = store_db_error(c, r, err);
@@ -262,7 +350,7 @@ static void cache_clear(struct store *st)
 enum mg_code store_token_authenticate(struct store *st, const char *secret, size_t n,
                                       struct store_principal *out)
 {
-    static const char sql[] = "SELECT id, name, roles, secret_hash FROM tokens "
+    static const char sql[] = "SELECT id, name, roles, secret_hash, teams, aliases FROM tokens "
                               "WHERE secret_hash = ? AND revoked_at IS NULL";
     struct store_conn *c;
     sqlite3_stmt *s;
@@ -289,6 +377,8 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
         snprintf(out->id, sizeof(out->id), "%s", (const char *)sqlite3_column_text(s, 0));
         snprintf(out->name, sizeof(out->name), "%s", (const char *)sqlite3_column_text(s, 1));
         out->roles = (unsigned)sqlite3_column_int(s, 2);
+        store_principal_scopes(out, (const char *)sqlite3_column_text(s, 4),
+                               (const char *)sqlite3_column_text(s, 5));
         rc = MG_OK;
     }
     sqlite3_reset(s);
@@ -296,5 +386,87 @@ out:
     store_read_end(st, c);
     if (rc == MG_OK)
         cache_put(st, hash, epoch, out);
+    return rc;
+}
+
+/* ---- teams --------------------------------------------------------------- */
+
+static bool valid_team_name(const char *s)
+{
+    size_t n = strlen(s), i;
+
+    if (n == 0 || n > STORE_TEAM_NAME_MAX)
+        return false;
+    for (i = 0; i < n; i++) {
+        char ch = s[i];
+
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || (i > 0 && ch == '-')))
+            return false;
+    }
+    return true;
+}
+
+enum mg_code store_team_create(struct store *st, const char *actor, const char *name, json_t **out,
+                               struct mg_error *err)
+{
+    static const char sql[] = "INSERT INTO teams (name, created_at, created_by) VALUES (?, ?, ?)";
+    struct store_conn *c;
+    sqlite3_stmt *s;
+    char at[32];
+    enum mg_code rc;
+
+    *out = NULL;
+    if (!valid_team_name(name))
+        return mg_fail(err, MG_EINVAL, "name",
+                       "a team name is 1-63 of a-z, 0-9 and '-', not starting with '-'");
+    if ((c = store_write_begin(st, err)) == NULL)
+        return err->code;
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    store_now(at);
+    store_bind_text(s, 1, name);
+    store_bind_text(s, 2, at);
+    store_bind_text(s, 3, actor);
+    rc = store_exec_stmt(c, s, err);
+    if (rc == MG_ECONFLICT) {
+        rc = mg_fail(err, MG_ECONFLICT, "name", "team '%s' already exists", name);
+        goto out;
+    }
+    if (rc == MG_OK)
+        rc = store_audit_append(c, actor, "team.create", name, NULL, err);
+out:
+    rc = store_write_end(st, c, rc, err);
+    if (rc == MG_OK && (*out = json_pack("{s:s, s:s}", "name", name, "created_at", at)) == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    return rc;
+}
+
+enum mg_code store_team_list(struct store *st, json_t **out, struct mg_error *err)
+{
+    static const char sql[] = "SELECT name, created_at FROM teams ORDER BY name";
+    struct store_conn *c = store_read_begin(st);
+    sqlite3_stmt *s;
+    json_t *items = json_array();
+    enum mg_code rc = MG_OK;
+    int r;
+
+    *out = NULL;
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    while ((r = sqlite3_step(s)) == SQLITE_ROW)
+        json_array_append_new(items, json_pack("{s:o, s:o}", "name", store_col_json_string(s, 0),
+                                               "created_at", store_col_json_string(s, 1)));
+    if (r != SQLITE_DONE)
+        rc = store_db_error(c, r, err);
+    sqlite3_reset(s);
+    if (rc == MG_OK)
+        *out = json_pack("{s:O, s:n}", "items", items, "next_page_token");
+out:
+    json_decref(items);
+    store_read_end(st, c);
     return rc;
 }

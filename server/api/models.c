@@ -32,8 +32,33 @@ static void create(struct srv_req *r)
     tags = json_object_get(r->body, "tags");
     if (tags && !api_tags(r, tags, "tags"))
         return;
+    /* A new model is owned by the creating token's teams (none for a global token). */
+    if (r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN)) {
+        json_t *owners = json_array();
+
+        for (size_t i = 0; owners != NULL && i < r->who.nteams; i++)
+            json_array_append_new(owners, json_string(r->who.teams[i]));
+        if (owners == NULL || json_object_set_new(r->body, "owners", owners) != 0) {
+            srv_fail(r, MG_ENOMEM, NULL, "out of memory");
+            return;
+        }
+    }
     rc = store_model_create(r->srv->store, r->who.name, r->body, &out, &err);
     api_reply_result(r, rc, 201, out, &err);
+}
+
+/* --read-scope team: leave out the models this token may not see. */
+static void filter_visible(struct srv_req *r, json_t *out)
+{
+    json_t *items = json_object_get(out, "items"); /* BORROWED */
+    size_t i = 0;
+
+    while (i < json_array_size(items)) {
+        if (srv_model_visible(r, json_object_get(json_array_get(items, i), "owners")))
+            i++;
+        else
+            json_array_remove(items, i);
+    }
 }
 
 static void list(struct srv_req *r)
@@ -55,6 +80,8 @@ static void list(struct srv_req *r)
         return;
     }
     rc = store_model_list(r->srv->store, q && *q ? q : NULL, &page, &out, &err);
+    if (rc == MG_OK)
+        filter_visible(r, out);
     api_reply_result(r, rc, 200, out, &err);
 }
 

@@ -38,6 +38,48 @@ static void reply_promotion(struct srv_req *r, enum mg_code rc, unsigned status,
     api_reply_result(r, rc, status, p, err);
 }
 
+/* Promotion routes name only an id: authorise against the promotion's model and alias,
+ * once it is known. On refusal the reply is set and false returned. */
+static bool authorize_promotion(struct srv_req *r, const char *id)
+{
+    json_t *p = NULL;
+    struct mg_error err;
+    bool ok;
+
+    if (rel_promotion_get(r->srv, id, &p, &err) != MG_OK) {
+        srv_reply_error(r, &err);
+        return false;
+    }
+    ok = srv_authorize(r, json_string_value(json_object_get(p, "model")),
+                       json_string_value(json_object_get(p, "alias")));
+    json_decref(p);
+    return ok;
+}
+
+/* --read-scope team: leave out promotions of models this token may not see. */
+static enum mg_code filter_visible(struct srv_req *r, json_t *out, struct mg_error *err)
+{
+    json_t *items = json_object_get(out, "items"), *owners; /* BORROWED */
+    size_t i = 0;
+    enum mg_code rc;
+
+    if (!r->srv->cfg->read_scope_team || r->who.nteams == 0)
+        return MG_OK;
+    while (i < json_array_size(items)) {
+        const char *m = json_string_value(json_object_get(json_array_get(items, i), "model"));
+
+        if ((rc = store_model_owners(r->srv->store, m ? m : "", &owners, err)) != MG_OK &&
+            rc != MG_ENOTFOUND)
+            return rc;
+        if (rc == MG_OK && srv_model_visible(r, owners))
+            i++;
+        else
+            json_array_remove(items, i);
+        json_decref(owners);
+    }
+    return MG_OK;
+}
+
 static void create(struct srv_req *r)
 {
     static const char *const allowed[] = {"model", "version", "alias", "reason", NULL};
@@ -65,6 +107,8 @@ static void create(struct srv_req *r)
         srv_fail(r, MG_EINVAL, "version", "version must be an integer >= 1");
         return;
     }
+    if (!srv_authorize(r, model, alias))
+        return;
     rc = rel_promotion_create(r->srv, r->who.name, model, json_integer_value(v), alias, reason,
                               &out, &err);
     reply_promotion(r, rc, 201, out, &err, wait);
@@ -97,6 +141,8 @@ static void list(struct srv_req *r)
         return;
     }
     rc = store_promotion_list(r->srv->store, state, model, alias, &page, &out, &err);
+    if (rc == MG_OK)
+        rc = filter_visible(r, out, &err);
     api_reply_result(r, rc, 200, out, &err);
 }
 
@@ -104,8 +150,11 @@ static void get(struct srv_req *r)
 {
     json_t *out = NULL;
     struct mg_error err;
-    enum mg_code rc = rel_promotion_get(r->srv, srv_param(r, "id"), &out, &err);
+    enum mg_code rc;
 
+    if (!authorize_promotion(r, srv_param(r, "id")))
+        return;
+    rc = rel_promotion_get(r->srv, srv_param(r, "id"), &out, &err);
     api_reply_result(r, rc, 200, out, &err);
 }
 
@@ -132,8 +181,9 @@ static void decide(struct srv_req *r)
         srv_fail(r, MG_EINVAL, "comment", "a rejection needs a comment saying why");
         return;
     }
-    rc =
-        rel_promotion_decide(r->srv, r->who.name, srv_param(r, "id"), approve, comment, &out, &err);
+    if (!authorize_promotion(r, srv_param(r, "id")))
+        return;
+    rc = rel_promotion_decide(r->srv, &r->who, srv_param(r, "id"), approve, comment, &out, &err);
     reply_promotion(r, rc, 200, out, &err, wait);
 }
 
@@ -144,7 +194,7 @@ static void advance(struct srv_req *r)
     int64_t wait;
     enum mg_code rc;
 
-    if (!api_wait(r, &wait))
+    if (!api_wait(r, &wait) || !authorize_promotion(r, srv_param(r, "id")))
         return;
     rc = rel_promotion_advance(r->srv, r->who.name, srv_param(r, "id"), &out, &err);
     reply_promotion(r, rc, 200, out, &err, wait);
@@ -163,6 +213,8 @@ static void abort_(struct srv_req *r)
         return;
     if (r->body && (!api_object(r, r->body, allowed) ||
                     !api_string(r, r->body, "reason", "reason", false, 1024, &reason)))
+        return;
+    if (!authorize_promotion(r, srv_param(r, "id")))
         return;
     rc = rel_promotion_abort(r->srv, r->who.name, srv_param(r, "id"),
                              reason ? reason : "aborted by a deployer", &out, &err);

@@ -155,6 +155,8 @@ static void evaluate(const struct gate_policy *p, const json_t *facts)
             continue;
         approvals[n].by = by;
         approvals[n].approve = json_is_true(json_object_get(a, "approve"));
+        approvals[n].teams = NULL;
+        approvals[n].nteams = 0;
         n++;
     }
     in.approvals = approvals;

@@ -253,10 +253,35 @@ static void test_every_route_needs_its_role(void **state)
             continue;
         k = role_index(rt->role);
         r = call_as(rt, fx.all_but[k]);
+        if (strcmp(rt->role, "reader") == 0) {
+            /* Every role includes reader: a token with every role but reader still reads. */
+            it_expect_status_not(r, 401, 403);
+            continue;
+        }
         if (strcmp(rt->method, "HEAD") == 0)
             it_expect_status(s, r, 403);
         else
             it_expect_error(s, r, 403, "forbidden");
+    }
+}
+
+/* API.md Conventions: every role includes reader. Each single-role token reads every
+ * reader route; none of them gains a write it does not hold. */
+static void test_every_role_reads(void **state)
+{
+    struct mg_server *s = *state;
+
+    for (int k = 0; k < 5; k++) {
+        for (size_t i = 0; i < N_ROUTES; i++) {
+            const struct route *rt = &routes[i];
+            struct it_resp *r;
+
+            if (rt->role == NULL || strcmp(rt->role, "reader") != 0)
+                continue;
+            r = call_as(rt, fx.only[k]);
+            it_expect_status_not(r, 401, 403);
+        }
+        it_release(s);
     }
 }
 
@@ -272,13 +297,16 @@ static void test_a_reader_cannot_publish(void **state)
     /* ... and nothing was created by the refused call. */
     r = it_get(s, "/api/v1/models/reader-made", s->admin_token);
     it_expect_error(s, r, 404, "not_found");
-    /* A publisher is not a reader. */
+    /* Every role includes reader: a publisher reads back what it published, a reviewer
+     * and a deployer read what they decide on. */
     r = it_get(s, "/api/v1/models", fx.only[1]);
-    it_expect_error(s, r, 403, "forbidden");
-    /* Reviewer and deployer roles give no M1 access at all (but whoami). */
+    it_expect_status(s, r, 200);
     r = it_get(s, "/api/v1/models", fx.only[2]);
-    it_expect_error(s, r, 403, "forbidden");
+    it_expect_status(s, r, 200);
     r = it_get(s, "/api/v1/models", fx.only[3]);
+    it_expect_status(s, r, 200);
+    /* ... and reading gives none of them another role's writes. */
+    r = it_jreq(s, "POST", "/api/v1/models", fx.only[2], "{\"name\":\"reviewer-made\"}");
     it_expect_error(s, r, 403, "forbidden");
 }
 
@@ -488,6 +516,7 @@ int main(void)
         cmocka_unit_test_teardown(test_every_route_needs_a_token, it_test_teardown),
         cmocka_unit_test_teardown(test_every_route_needs_its_role, it_test_teardown),
         cmocka_unit_test_teardown(test_a_reader_cannot_publish, it_test_teardown),
+        cmocka_unit_test_teardown(test_every_role_reads, it_test_teardown),
         cmocka_unit_test_teardown(test_every_route_admits_its_role, it_test_teardown),
         cmocka_unit_test_teardown(test_admin_holds_every_role, it_test_teardown),
         cmocka_unit_test_teardown(test_whoami, it_test_teardown),

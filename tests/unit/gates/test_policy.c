@@ -872,10 +872,10 @@ static void test_evaluate_threshold_display(void **state)
     assert_int_equal(bad, 0);
 }
 
-static const struct gate_approval two_approve[] = {{"rita", true}, {"sam", true}};
-static const struct gate_approval one_approve[] = {{"rita", true}};
-static const struct gate_approval one_reject[] = {{"rita", true}, {"sam", false}};
-static const struct gate_approval only_reject[] = {{"sam", false}};
+static const struct gate_approval two_approve[] = {{"rita", true, NULL, 0}, {"sam", true, NULL, 0}};
+static const struct gate_approval one_approve[] = {{"rita", true, NULL, 0}};
+static const struct gate_approval one_reject[] = {{"rita", true, NULL, 0}, {"sam", false, NULL, 0}};
+static const struct gate_approval only_reject[] = {{"sam", false, NULL, 0}};
 
 struct eval_row {
     const char *what;
@@ -1381,10 +1381,11 @@ static void test_evaluate_table(void **state)
 
 static void test_approval_check_table(void **state)
 {
-    static const struct gate_approval carol_yes[] = {{"carol", true}};
-    static const struct gate_approval carol_no[] = {{"dave", true}, {"carol", false}};
-    static const struct gate_approval dave_yes[] = {{"dave", true}};
-    static const struct gate_approval alice_yes[] = {{"alice", true}};
+    static const struct gate_approval carol_yes[] = {{"carol", true, NULL, 0}};
+    static const struct gate_approval carol_no[] = {{"dave", true, NULL, 0},
+                                                    {"carol", false, NULL, 0}};
+    static const struct gate_approval dave_yes[] = {{"dave", true, NULL, 0}};
+    static const struct gate_approval alice_yes[] = {{"alice", true, NULL, 0}};
     static const char *const eve[] = {"eve"};
     static const char *const eve_and_null[] = {NULL, "eve"};
     static const struct {
@@ -1439,8 +1440,10 @@ static void test_approval_check_table(void **state)
 
 static void test_approval_tally_table(void **state)
 {
-    static const struct gate_approval three[] = {{"a", true}, {"b", true}, {"c", true}};
-    static const struct gate_approval mixed[] = {{"a", true}, {"b", true}, {"c", false}};
+    static const struct gate_approval three[] = {
+        {"a", true, NULL, 0}, {"b", true, NULL, 0}, {"c", true, NULL, 0}};
+    static const struct gate_approval mixed[] = {
+        {"a", true, NULL, 0}, {"b", true, NULL, 0}, {"c", false, NULL, 0}};
     static const struct {
         int required;
         const struct gate_approval *a;
