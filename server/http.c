@@ -349,22 +349,21 @@ static void token_view(const struct store_principal *who, struct token_view *v)
     v->t.naliases = who->naliases;
 }
 
-bool srv_authorize(struct srv_req *r, const char *model, const char *alias)
+enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *model,
+                        const char *alias, struct gate_decision *d, struct mg_error *err)
 {
     struct token_view v;
     struct gate_model m = {model, NULL, 0};
-    struct gate_request q = {r->route->roles, NULL, alias,
+    struct gate_request q = {need, NULL, alias,
                              r->srv->cfg->read_scope_team ? GATE_READ_TEAM : GATE_READ_ALL};
-    struct gate_decision d;
     const char *owners[STORE_MAX_SCOPES];
     json_t *own = NULL, *o;
-    struct mg_error err;
     size_t i;
 
     token_view(&r->who, &v);
     /* Owners matter only to a token with teams: a global token never pays the lookup. */
     if (model != NULL && r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN)) {
-        enum mg_code rc = store_model_owners(r->srv->store, model, &own, &err);
+        enum mg_code rc = store_model_owners(r->srv->store, model, &own, err);
 
         if (rc == MG_OK) {
             json_array_foreach(own, i, o)
@@ -375,12 +374,23 @@ bool srv_authorize(struct srv_req *r, const char *model, const char *alias)
             m.owners = owners;
             q.model = &m;
         } else if (rc != MG_ENOTFOUND) {
-            srv_reply_error(r, &err);
-            return false;
+            return rc;
         }
     }
-    gate_authorize(&v.t, &q, &d);
+    gate_authorize(&v.t, &q, d);
     json_decref(own);
+    return MG_OK;
+}
+
+bool srv_authorize(struct srv_req *r, const char *model, const char *alias)
+{
+    struct gate_decision d;
+    struct mg_error err;
+
+    if (srv_decide(r, r->route->roles, model, alias, &d, &err) != MG_OK) {
+        srv_reply_error(r, &err);
+        return false;
+    }
     if (!d.allow) {
         srv_fail(r, d.status == 404 ? MG_ENOTFOUND : MG_EFORBIDDEN, NULL, "%s", d.reason);
         return false;

@@ -217,6 +217,12 @@ bool srv_same_origin(const struct srv_req *r);
  */
 bool srv_authorize(struct srv_req *r, const char *model, const char *alias);
 
+struct gate_decision;
+/* The same decision for another role mask (`need`), without replying: for telling a caller
+ * what it may do (the UI's "you may decide"). MG_OK with *d filled, or a store error. */
+enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *model,
+                        const char *alias, struct gate_decision *d, struct mg_error *err);
+
 /* With --read-scope team, may this token see a model with these owners (a JSON array)?
  * Lists use it to leave out what the token may not see. */
 bool srv_model_visible(const struct srv_req *r, const json_t *owners);

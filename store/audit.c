@@ -54,6 +54,8 @@ enum mg_code store_audit_append(struct store_conn *c, const char *actor, const c
                                 const char *target, const json_t *detail, struct mg_error *err)
 {
     static const char sql_head[] = "SELECT seq, hash FROM audit_head WHERE id = 1";
+    static const char sql_teams[] =
+        "SELECT teams FROM tokens WHERE name = ? AND revoked_at IS NULL";
     static const char sql_ins[] = "INSERT INTO audit (seq, at, actor, action, target, detail, "
                                   "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
     static const char sql_set_head[] =
@@ -68,6 +70,18 @@ enum mg_code store_audit_append(struct store_conn *c, const char *actor, const c
 
     if (d == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    /* The actor's teams (API.md "Teams"): who acted for which team stays in the chain. */
+    if (json_is_object(d) && (s = store_stmt(c, sql_teams, err)) != NULL) {
+        store_bind_text(s, 1, actor);
+        if (sqlite3_step(s) == SQLITE_ROW) {
+            json_t *teams = store_col_json(s, 0);
+
+            if (json_array_size(teams) > 0)
+                json_object_set(d, "actor_teams", teams);
+            json_decref(teams);
+        }
+        sqlite3_reset(s);
+    }
     memcpy(prev, zero_hash, sizeof(prev));
     if ((s = store_stmt(c, sql_head, err)) == NULL) {
         rc = err->code;

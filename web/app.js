@@ -390,6 +390,13 @@
 
   /* ---- review queue ----------------------------------------------------- */
 
+  /* The approval group still short, as the approval gate says it ("risk: 0 of 1"). */
+  function missingGroup(p) {
+    const g = (p.gates || []).find((x) => x.kind === 'approval');
+    const m = g && /;\s*([a-z0-9-]+: \d+ of \d+)/.exec(g.detail || '');
+    return m ? m[1] : null;
+  }
+
   function approvalsOf(p) {
     const required = (p.policy && p.policy.approvals && p.policy.approvals.required) || 0;
     const given = (p.approvals || []).filter((a) => a.decision === 'approve').length;
@@ -413,9 +420,10 @@
       return;
     const items = (waiting.items || []).slice().sort(byNewest);
     const head = ['Promotion', 'Model', 'Version', 'Alias', 'Requested by', 'Age',
-                  'Approvals needed'];
+                  'Approvals needed', 'You'];
     const rows = items.map((p) => {
       const a = approvalsOf(p);
+      const mayDecide = !p.viewer || p.viewer.can_decide;
       return row(head, [
         h('a', { href: '#/promotions/' + enc(p.id), class: 'strong-link' }, promoTitle(p)),
         h('a', { href: '#/models/' + enc(p.model) }, p.model),
@@ -425,8 +433,13 @@
         when(p.created_at),
         h('span', { class: 'needed' },
           h('strong', null, a.needed + ' more'),
-          h('span', { class: 'muted' }, ' (' + a.given + ' of ' + a.required + ' given)')),
-      ], { 'data-promotion': p.id });
+          h('span', { class: 'muted' }, ' (' + a.given + ' of ' + a.required + ' given)'),
+          missingGroup(p) ? h('span', { class: 'block muted small missing-group' },
+                              'still needed: ' + missingGroup(p)) : null),
+        mayDecide ? h('span', { class: 'may-decide' }, 'may decide')
+                  : h('span', { class: 'read-only muted small', title: p.viewer.reason },
+                      'read-only: ' + p.viewer.reason),
+      ], { 'data-promotion': p.id, 'data-may-decide': mayDecide ? 'yes' : 'no' });
     });
     const others = (recent.items || []).filter((p) => p.state !== 'awaiting_approval')
       .sort(byNewest).slice(0, 20);
@@ -838,6 +851,12 @@
                text: 'You cannot approve or reject this promotion: ' + reasons.join(' and ') +
                      '. A different reviewer has to decide, so that no change reaches ' +
                      'production on one person\'s word.' };
+    /* The server's word on the rest: teams, metric contributors, every rule. */
+    if (p.viewer && !p.viewer.can_decide && p.state === 'awaiting_approval' &&
+        !(p.approvals || []).some((a) => a.by === me))
+      return { id: /appended a metric/.test(p.viewer.reason || '') ? 'self-approval' : 'not-allowed',
+               self: /appended a metric/.test(p.viewer.reason || ''),
+               text: 'You cannot approve or reject this promotion: ' + p.viewer.reason + '.' };
     const mine = (p.approvals || []).find((a) => a.by === me);
     if (mine)
       return { id: 'already-decided', text: 'You ' + (mine.decision === 'approve' ? 'approved'
@@ -853,7 +872,10 @@
     add(box, h('p', { class: 'big', id: 'approval-count' },
                h('strong', null, appr.given + ' of ' + appr.required), ' approvals',
                p.state === 'awaiting_approval'
-                 ? h('span', { class: 'muted' }, ' · ' + appr.needed + ' more needed') : null));
+                 ? h('span', { class: 'muted' }, ' · ' + appr.needed + ' more needed') : null,
+               p.state === 'awaiting_approval' && missingGroup(p)
+                 ? h('span', { class: 'block', id: 'missing-group' },
+                     'Still needed from a team: ' + missingGroup(p)) : null));
     if (p.state !== 'awaiting_approval') {
       const text = {
         evaluating: 'Gates are still being evaluated; decisions open once they pass.',

@@ -20,9 +20,17 @@ static void readyz(struct srv_req *r)
 
 static void whoami(struct srv_req *r)
 {
+    json_t *teams = json_array(), *aliases = json_array();
+    size_t i;
+
+    for (i = 0; teams && i < r->who.nteams; i++)
+        json_array_append_new(teams, json_string(r->who.teams[i]));
+    for (i = 0; aliases && i < r->who.naliases; i++)
+        json_array_append_new(aliases, json_string(r->who.aliases[i]));
     srv_reply_json(r, 200,
-                   json_pack("{s:s, s:s, s:o}", "id", r->who.id, "name", r->who.name, "roles",
-                             store_roles_to_json(r->who.roles)));
+                   json_pack("{s:s, s:s, s:o, s:o, s:o}", "id", r->who.id, "name", r->who.name,
+                             "roles", store_roles_to_json(r->who.roles), "teams", teams, "aliases",
+                             aliases));
 }
 
 const struct srv_route srv_routes_health[] = {

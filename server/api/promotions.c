@@ -4,6 +4,9 @@
  */
 #include "api.h"
 
+#include "../../gates/authz.h"
+#include "../../gates/policy.h"
+
 #include <string.h>
 
 #include "../../common/util.h"
@@ -80,6 +83,59 @@ static enum mg_code filter_visible(struct srv_req *r, json_t *out, struct mg_err
     return MG_OK;
 }
 
+/*
+ * What the caller may do with promotion p: {"can_decide":bool,"reason":string|null}, so the
+ * UI shows read-only what this token may not decide, and says why. The same rules as the
+ * approval route: the reviewer role, the model's teams, separation of duties, one decision.
+ */
+static json_t *viewer(struct srv_req *r, const json_t *p)
+{
+    const char *model = json_string_value(json_object_get(p, "model"));
+    const char *state = json_string_value(json_object_get(p, "state"));
+    struct gate_approval existing[64];
+    const char *contrib[64];
+    size_t n = 0, nc = 0, i;
+    struct gate_decision d;
+    struct mg_error err;
+    json_t *a, *ver = NULL, *h;
+    char why[MG_ERR_MSG_MAX] = "";
+
+    if (state == NULL || strcmp(state, "awaiting_approval") != 0) {
+        snprintf(why, sizeof(why), "the promotion is not awaiting approval");
+    } else if (srv_decide(r, STORE_ROLE_REVIEWER, model, NULL, &d, &err) != MG_OK) {
+        snprintf(why, sizeof(why), "%s", err.message);
+    } else if (!d.allow) {
+        snprintf(why, sizeof(why), "%s", d.reason);
+    } else if (store_version_get(r->srv->store, model,
+                                 json_integer_value(json_object_get(p, "version")), &ver,
+                                 &err) != MG_OK) {
+        snprintf(why, sizeof(why), "%s", err.message);
+    } else {
+        json_array_foreach(json_object_get(p, "approvals"), i, a)
+        {
+            if (n < 64) {
+                existing[n].by = json_string_value(json_object_get(a, "by"));
+                existing[n].approve = true;
+                existing[n].teams = NULL;
+                existing[n].nteams = 0;
+                n++;
+            }
+        }
+        json_array_foreach(json_object_get(ver, "metrics_history"), i, h)
+        {
+            if (nc < 64)
+                contrib[nc++] = json_string_value(json_object_get(h, "by"));
+        }
+        if (gate_approval_check(r->who.name, json_string_value(json_object_get(ver, "created_by")),
+                                contrib, nc, json_string_value(json_object_get(p, "created_by")),
+                                existing, n, &err) != MG_OK)
+            snprintf(why, sizeof(why), "%s", err.message);
+    }
+    json_decref(ver);
+    return json_pack("{s:b, s:o}", "can_decide", why[0] == '\0', "reason",
+                     why[0] ? json_string(why) : json_null());
+}
+
 static void create(struct srv_req *r)
 {
     static const char *const allowed[] = {"model", "version", "alias", "reason", NULL};
@@ -143,6 +199,14 @@ static void list(struct srv_req *r)
     rc = store_promotion_list(r->srv->store, state, model, alias, &page, &out, &err);
     if (rc == MG_OK)
         rc = filter_visible(r, out, &err);
+    if (rc == MG_OK && state != NULL && strcmp(state, "awaiting_approval") == 0) {
+        json_t *item;
+        size_t i;
+
+        /* the review queue: say which of them this token may decide */
+        json_array_foreach(json_object_get(out, "items"), i, item)
+            json_object_set_new(item, "viewer", viewer(r, item));
+    }
     api_reply_result(r, rc, 200, out, &err);
 }
 
@@ -155,6 +219,8 @@ static void get(struct srv_req *r)
     if (!authorize_promotion(r, srv_param(r, "id")))
         return;
     rc = rel_promotion_get(r->srv, srv_param(r, "id"), &out, &err);
+    if (rc == MG_OK)
+        json_object_set_new(out, "viewer", viewer(r, out));
     api_reply_result(r, rc, 200, out, &err);
 }
 

@@ -125,7 +125,9 @@ async function seed() {
     publisher: ['publisher', 'reviewer', 'reader'],
     deployer: ['deployer', 'reader'],
     reviewer1: ['reviewer', 'reader'],
-    reviewer2: ['reviewer', 'reader'],
+    // Every role includes reading: a reviewer-only token signs in, sees the queue and
+    // approves (M13).
+    reviewer2: ['reviewer'],
   };
   for (const [name, r] of Object.entries(roles))
     tokens[name] = (await must(admin, 'POST', '/api/v1/tokens', { name, roles: r })).token;
@@ -405,6 +407,11 @@ describe('reviewer UI', { concurrency: false }, () => {
   test('the publisher, also a reviewer, is told why they cannot approve', async () => {
     const page = await newPage();
     await signIn(page, 'publisher');
+    // In the queue, the promotion of their own version is read-only, with the reason.
+    const qrow = page.locator(`#queue tr[data-promotion="${promoProd}"]`);
+    await qrow.waitFor();
+    assert.equal(await qrow.getAttribute('data-may-decide'), 'no');
+    assert.match(await qrow.locator('.read-only').innerText(), /registered this version/);
     await page.goto(base + '/#/promotions/' + promoProd);
     const why = page.locator('#self-approval');
     await why.waitFor();
@@ -475,6 +482,9 @@ describe('reviewer UI', { concurrency: false }, () => {
   test('reviewer2 approves and the rollout starts', async () => {
     const r2 = await newPage();
     await signIn(r2, 'reviewer2');
+    const qrow = r2.locator(`#queue tr[data-promotion="${promoProd}"]`);
+    await qrow.waitFor();
+    assert.equal(await qrow.getAttribute('data-may-decide'), 'yes');
     await r2.locator(`#queue tr[data-promotion="${promoProd}"] a.strong-link`).click();
     await r2.locator('#approve').waitFor();
     // reviewer1's comment is text on reviewer2's page too.
