@@ -430,6 +430,78 @@ static void test_read_scope_team(void **state)
     it_server_free(&t);
 }
 
+/* Migration 006 on a database made before teams: old tokens keep working and are global. */
+static void test_migration_keeps_old_tokens_global(void **state)
+{
+    struct mg_server *t = it_server_start(NULL);
+    char *old, body[200], a[IT_DIGEST_LEN + 1];
+    struct it_resp *r;
+
+    (void)state;
+    old = it_token_create(t, "old-pub", "publisher", NULL);
+    r = it_upload(t, "old bytes", 9, a);
+    it_resp_free(t, &r);
+    it_server_stop(t);
+    /* back to schema 5: what a database of the previous release looks like */
+    assert_int_equal(it_sql_exec(t, "DROP TABLE teams; "
+                                    "ALTER TABLE tokens DROP COLUMN teams; "
+                                    "ALTER TABLE tokens DROP COLUMN aliases; "
+                                    "ALTER TABLE models DROP COLUMN owners; "
+                                    "ALTER TABLE promotion_approvals DROP COLUMN teams; "
+                                    "DELETE FROM schema_migrations WHERE version = 6;"),
+                     1); /* the one migration row */
+    it_server_restart(t);
+    r = it_get(t, "/api/v1/whoami", old);
+    it_expect_status(t, r, 200);
+    assert_int_equal(json_array_size(it_jarr(r->json, "teams")), 0);
+    it_resp_free(t, &r);
+    /* a team and a model it owns: the old, global token still publishes there */
+    r = it_jreq(t, "POST", "/api/v1/teams", t->admin_token, "{\"name\":\"risk\"}");
+    it_expect_status(t, r, 201);
+    it_resp_free(t, &r);
+    r = it_jreq(t, "POST", "/api/v1/models", old, "{\"name\":\"legacy\"}");
+    it_expect_status(t, r, 201);
+    it_resp_free(t, &r);
+    r = it_jreq(t, "PUT", "/api/v1/models/legacy/owners", t->admin_token, "{\"teams\":[\"risk\"]}");
+    it_expect_status(t, r, 200);
+    it_resp_free(t, &r);
+    snprintf(body, sizeof(body), "{\"artifact\":\"%s\"}", a);
+    r = it_jreq(t, "POST", "/api/v1/models/legacy/versions", old, body);
+    it_expect_status(t, r, 201);
+    it_resp_free(t, &r);
+    r = it_get(t, "/api/v1/audit/verify", t->admin_token);
+    assert_true(json_is_true(json_object_get(r->json, "ok")));
+    it_resp_free(t, &r);
+    free(old);
+    it_server_free(&t);
+}
+
+/* Audit entries of a team token name its teams. */
+static void test_audit_names_the_team(void **state)
+{
+    struct it_resp *r = it_get(srv, "/api/v1/audit?limit=1000", srv->admin_token);
+    json_t *e;
+    size_t i, seen = 0;
+
+    (void)state;
+    it_expect_status(srv, r, 200);
+    json_array_foreach(it_jarr(r->json, "items"), i, e)
+    {
+        const char *actor = json_string_value(json_object_get(e, "actor"));
+        json_t *teams = json_object_get(json_object_get(e, "detail"), "actor_teams");
+
+        if (actor && strcmp(actor, "risk-pub") == 0) {
+            assert_true(json_is_array(teams));
+            assert_string_equal(json_string_value(json_array_get(teams, 0)), "risk");
+            seen++;
+        }
+        if (actor && strcmp(actor, "global-pub") == 0)
+            assert_null(teams);
+    }
+    assert_true(seen >= 2);
+    it_resp_free(srv, &r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +512,8 @@ int main(void)
         cmocka_unit_test(test_alias_scoped_deployer),
         cmocka_unit_test(test_approval_groups),
         cmocka_unit_test(test_read_scope_team),
+        cmocka_unit_test(test_migration_keeps_old_tokens_global),
+        cmocka_unit_test(test_audit_names_the_team),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
