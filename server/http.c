@@ -31,6 +31,12 @@
 /* Bytes of an oversize chunked body we drain before closing the connection. */
 #define DRAIN_MAX (16u << 20)
 
+void srv_crash_point(const struct srv *srv, const char *point)
+{
+    if (srv->crash_at != NULL && strcmp(srv->crash_at, point) == 0)
+        _exit(86);
+}
+
 /* ---- errors → HTTP: the only place ------------------------------------ */
 
 static const struct {

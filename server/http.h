@@ -131,7 +131,16 @@ struct srv {
     uint16_t port;
     volatile int inflight; /* requests not yet completed (atomic ops) */
     volatile int working;  /* srv_defer_work threads still running (atomic ops) */
+    const char *crash_at;  /* MODELGATED_TEST_CRASH_AT: a named point to die at (tests) */
 };
+
+/*
+ * Fault injection for crash tests: when the environment variable MODELGATED_TEST_CRASH_AT
+ * names this point, the process dies there at once (_exit(86)), like a power cut: no reply,
+ * no cleanup. Named points: "promotion-created" (just after a promotion's transaction
+ * commits). Costs one string compare when unset.
+ */
+void srv_crash_point(const struct srv *srv, const char *point);
 
 /* Read and check --tls-cert/--tls-key (both PEM, the key matching the
  * certificate) before anything else starts; srv->tls set on success. */

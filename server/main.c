@@ -312,6 +312,7 @@ int main(int argc, char **argv)
         goto out;
 
     srv.cfg = &cfg;
+    srv.crash_at = getenv("MODELGATED_TEST_CRASH_AT");
     srv.metrics = srv_metrics_new();
     srv.cache = cfg.no_response_cache ? NULL : srv_cache_new();
     srv.store = st;

@@ -574,6 +574,13 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
+    /* The runner tests every candidate before its first step; the test is queued in the
+     * promotion's own transaction. */
+    if (pol.smoke_required || json_object_get(json_object_get(ver, "smoke"), "profile"))
+        json_object_set_new(rec, "_smoke_gpu",
+                            json_string(pol.gpu == GATE_GPU_REQUIRED    ? "required"
+                                        : pol.gpu == GATE_GPU_PREFERRED ? "preferred"
+                                                                        : "none"));
     if (acts.set_routes) {
         routes = routes_json(&acts);
         memset(&a, 0, sizeof(a));
@@ -588,18 +595,11 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
     rc = store_promotion_create(srv->store, actor, rec, acts.event[0] ? acts.event : "created",
                                 acts.detail, acts.set_routes ? &a : NULL, out, err);
     if (rc == MG_OK) {
+        srv_crash_point(srv, "promotion-created");
         strip_internal(*out);
         rel_timer_kick(srv);
         push_kick(srv);
-        /* The runner tests every candidate before its first step. */
-        if (pol.smoke_required || json_object_get(json_object_get(ver, "smoke"), "profile")) {
-            struct mg_error e2;
-            runner_enqueue(srv, model, version, "promotion",
-                           pol.gpu == GATE_GPU_REQUIRED    ? "required"
-                           : pol.gpu == GATE_GPU_PREFERRED ? "preferred"
-                                                           : "none",
-                           NULL, &e2);
-        }
+        runner_kick(srv);
     }
 out:
     json_decref(ver);

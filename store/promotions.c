@@ -16,49 +16,90 @@
     "p.gates, p.step_index, p.weight, p.next_step_at, p.rev, p.created_by, p.created_at, "         \
     "p.updated_at"
 
-static json_t *approvals(struct store_conn *c, const char *id)
+/* A promotion's approvals (*out NEW). A failing read is an error, never an empty list: a
+ * promotion must not look unapproved because the database hiccuped. */
+static enum mg_code approvals(struct store_conn *c, const char *id, json_t **out,
+                              struct mg_error *err)
 {
     static const char sql[] = "SELECT by, decision, comment, at, teams FROM promotion_approvals "
                               "WHERE promotion_id = ? ORDER BY at, by";
-    sqlite3_stmt *s = store_stmt(c, sql, NULL);
-    json_t *out = json_array();
+    sqlite3_stmt *s;
+    json_t *list = json_array();
+    enum mg_code rc = MG_OK;
+    int r;
 
-    if (s == NULL)
-        return out;
+    *out = NULL;
+    if (list == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        json_decref(list);
+        return err->code;
+    }
     store_bind_text(s, 1, id);
-    while (sqlite3_step(s) == SQLITE_ROW)
+    while ((r = sqlite3_step(s)) == SQLITE_ROW)
         json_array_append_new(
-            out,
+            list,
             json_pack("{s:o, s:o, s:o, s:o, s:o}", "by", store_col_json_string(s, 0), "decision",
                       store_col_json_string(s, 1), "comment", store_col_json_string(s, 2), "at",
                       store_col_json_string(s, 3), "teams", store_col_json(s, 4)));
+    if (r != SQLITE_DONE)
+        rc = store_db_error(c, r, err);
     sqlite3_reset(s);
-    return out;
+    if (rc == MG_OK)
+        *out = list;
+    else
+        json_decref(list);
+    return rc;
 }
 
-static json_t *events(struct store_conn *c, const char *id)
+/* A promotion's events (*out NEW); errors as approvals(). */
+static enum mg_code events(struct store_conn *c, const char *id, json_t **out, struct mg_error *err)
 {
     static const char sql[] = "SELECT at, type, detail FROM promotion_events "
                               "WHERE promotion_id = ? ORDER BY seq";
-    sqlite3_stmt *s = store_stmt(c, sql, NULL);
-    json_t *out = json_array();
+    sqlite3_stmt *s;
+    json_t *list = json_array();
+    enum mg_code rc = MG_OK;
+    int r;
 
-    if (s == NULL)
-        return out;
+    *out = NULL;
+    if (list == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        json_decref(list);
+        return err->code;
+    }
     store_bind_text(s, 1, id);
-    while (sqlite3_step(s) == SQLITE_ROW)
-        json_array_append_new(out, json_pack("{s:o, s:o, s:o}", "at", store_col_json_string(s, 0),
-                                             "type", store_col_json_string(s, 1), "detail",
-                                             store_col_json_string(s, 2)));
+    while ((r = sqlite3_step(s)) == SQLITE_ROW)
+        json_array_append_new(list, json_pack("{s:o, s:o, s:o}", "at", store_col_json_string(s, 0),
+                                              "type", store_col_json_string(s, 1), "detail",
+                                              store_col_json_string(s, 2)));
+    if (r != SQLITE_DONE)
+        rc = store_db_error(c, r, err);
     sqlite3_reset(s);
-    return out;
+    if (rc == MG_OK)
+        *out = list;
+    else
+        json_decref(list);
+    return rc;
 }
 
-/* The Promotion object from the current row of a PROMO_COLS statement. */
-static json_t *promo_row(struct store_conn *c, sqlite3_stmt *s)
+/* The Promotion object from the current row of a PROMO_COLS statement (*out NEW). */
+static enum mg_code promo_row(struct store_conn *c, sqlite3_stmt *s, json_t **out,
+                              struct mg_error *err)
 {
     const char *id = (const char *)sqlite3_column_text(s, 0);
-    json_t *policy = store_col_json(s, 7);
+    json_t *appr = NULL, *ev = NULL, *policy;
+    enum mg_code rc;
+
+    *out = NULL;
+    if ((rc = approvals(c, id, &appr, err)) != MG_OK)
+        return rc;
+    if ((rc = events(c, id, &ev, err)) != MG_OK) {
+        json_decref(appr);
+        return rc;
+    }
+    policy = store_col_json(s, 7);
     int64_t next = sqlite3_column_int64(s, 11);
     json_t *baseline = sqlite3_column_type(s, 4) == SQLITE_NULL
                            ? json_null()
@@ -71,21 +112,23 @@ static json_t *promo_row(struct store_conn *c, sqlite3_stmt *s)
         mg_time_format(next, buf);
         next_at = json_string(buf);
     }
-    p = json_pack(
-        "{s:s, s:o, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-        " s:{s:O, s:i, s:i, s:o}, s:o, s:I, s:I}",
-        "id", id, "model", store_col_json_string(s, 1), "alias", store_col_json_string(s, 2),
-        "version", (json_int_t)sqlite3_column_int64(s, 3), "baseline_version", baseline, "state",
-        store_col_json_string(s, 5), "reason", store_col_json_string(s, 6), "created_by",
-        store_col_json_string(s, 13), "created_at", store_col_json_string(s, 14), "updated_at",
-        store_col_json_string(s, 15), "policy", policy, "gates", store_col_json(s, 8), "approvals",
-        approvals(c, id), "events", events(c, id), "rollout", "steps", steps ? steps : json_array(),
-        "step_index", sqlite3_column_int(s, 9), "weight", sqlite3_column_int(s, 10), "next_step_at",
-        next_at, "_unused", json_null(), "_rev", (json_int_t)sqlite3_column_int64(s, 12),
-        "_next_step_at_ms", (json_int_t)next);
-    if (p)
-        json_object_del(p, "_unused");
-    return p;
+    p = json_pack("{s:s, s:o, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+                  " s:{s:O, s:i, s:i, s:o}, s:o, s:I, s:I}",
+                  "id", id, "model", store_col_json_string(s, 1), "alias",
+                  store_col_json_string(s, 2), "version", (json_int_t)sqlite3_column_int64(s, 3),
+                  "baseline_version", baseline, "state", store_col_json_string(s, 5), "reason",
+                  store_col_json_string(s, 6), "created_by", store_col_json_string(s, 13),
+                  "created_at", store_col_json_string(s, 14), "updated_at",
+                  store_col_json_string(s, 15), "policy", policy, "gates", store_col_json(s, 8),
+                  "approvals", appr, "events", ev, "rollout", "steps", steps ? steps : json_array(),
+                  "step_index", sqlite3_column_int(s, 9), "weight", sqlite3_column_int(s, 10),
+                  "next_step_at", next_at, "_unused", json_null(), "_rev",
+                  (json_int_t)sqlite3_column_int64(s, 12), "_next_step_at_ms", (json_int_t)next);
+    if (p == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    json_object_del(p, "_unused");
+    *out = p;
+    return MG_OK;
 }
 
 static enum mg_code promo_read(struct store_conn *c, const char *id, json_t **out,
@@ -95,6 +138,7 @@ static enum mg_code promo_read(struct store_conn *c, const char *id, json_t **ou
                               "JOIN models m ON m.id = p.model_id WHERE p.id = ?";
     sqlite3_stmt *s = store_stmt(c, sql, err);
     json_t *p = NULL;
+    enum mg_code rc = MG_OK;
     int r;
 
     if (s == NULL)
@@ -103,15 +147,15 @@ static enum mg_code promo_read(struct store_conn *c, const char *id, json_t **ou
     r = sqlite3_step(s);
     if (r == SQLITE_ROW) {
         /* promo_row runs nested queries on other statements: copy nothing. */
-        p = promo_row(c, s);
+        rc = promo_row(c, s, &p, err);
     }
     sqlite3_reset(s);
     if (r == SQLITE_DONE)
         return mg_fail(err, MG_ENOTFOUND, NULL, "promotion %s does not exist", id);
     if (r != SQLITE_ROW)
         return store_db_error(c, r, err);
-    if (p == NULL)
-        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    if (rc != MG_OK)
+        return rc;
     *out = p;
     return MG_OK;
 }
@@ -208,6 +252,17 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
     json_decref(detail);
     if (rc == MG_OK && a)
         rc = store_release_apply_alias(c, actor, a, at, err);
+    /* The candidate's smoke test is queued with the promotion, in this transaction: a crash
+     * after the commit cannot leave a smoke gate waiting for a test nobody runs. */
+    if (rc == MG_OK && json_is_string(json_object_get(rec, "_smoke_gpu"))) {
+        json_t *t = NULL;
+        bool created;
+
+        rc = store_smoke_enqueue_in(
+            c, model, json_integer_value(json_object_get(rec, "version")), "promotion",
+            json_string_value(json_object_get(rec, "_smoke_gpu")), &t, &created, err);
+        json_decref(t);
+    }
     if (rc == MG_OK)
         rc = promo_read(c, id, &p, err);
 out:
@@ -256,13 +311,14 @@ enum mg_code store_promotion_list(struct store *st, const char *state, const cha
             next = json_copy(json_object_get(json_array_get(items, n - 1), "id"));
             break;
         }
-        p = promo_row(c, s);
+        if ((rc = promo_row(c, s, &p, err)) != MG_OK)
+            break;
         json_object_del(p, "_rev");
         json_object_del(p, "_next_step_at_ms");
         json_array_append_new(items, p);
         n++;
     }
-    if (r != SQLITE_ROW && r != SQLITE_DONE)
+    if (rc == MG_OK && r != SQLITE_ROW && r != SQLITE_DONE)
         rc = store_db_error(c, r, err);
     sqlite3_reset(s);
     if (rc == MG_OK)

@@ -63,6 +63,25 @@ enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t ve
                                  const char *trigger, const char *gpu_mode, json_t **out,
                                  bool *created, struct mg_error *err)
 {
+    struct store_conn *c = store_write_begin(st, err);
+    json_t *t = NULL;
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    rc = store_smoke_enqueue_in(c, model, version, trigger, gpu_mode, &t, created, err);
+    rc = store_write_end(st, c, rc, err);
+    if (rc == MG_OK)
+        *out = t;
+    else
+        json_decref(t);
+    return rc;
+}
+
+enum mg_code store_smoke_enqueue_in(struct store_conn *c, const char *model, int64_t version,
+                                    const char *trigger, const char *gpu_mode, json_t **out,
+                                    bool *created, struct mg_error *err)
+{
     static const char sql_open[] = "SELECT id FROM smoke_tests WHERE version_id = ? AND "
                                    "state IN ('queued', 'running') ORDER BY created_ms LIMIT 1";
     static const char sql_profile[] =
@@ -70,7 +89,6 @@ enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t ve
     static const char sql_ins[] =
         "INSERT INTO smoke_tests (id, version_id, profile, state, trigger, gpu_mode, created_at, "
         "created_ms) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)";
-    struct store_conn *c = store_write_begin(st, err);
     sqlite3_stmt *s;
     int64_t vid;
     char id[24], at[32], *existing = NULL, *profile = NULL;
@@ -78,8 +96,7 @@ enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t ve
     json_t *t = NULL;
     enum mg_code rc;
 
-    if (c == NULL)
-        return err->code;
+    *out = NULL;
     *created = false;
     if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
         goto out;
@@ -128,7 +145,6 @@ enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t ve
 out:
     free(existing);
     free(profile);
-    rc = store_write_end(st, c, rc, err);
     if (rc == MG_OK)
         *out = t;
     else

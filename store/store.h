@@ -388,6 +388,8 @@ enum mg_code store_policy_delete(struct store *st, const char *actor, const char
  * transaction (the first rollout step when no gate waits). MG_EINPROGRESS
  * when the alias already has an active promotion.
  */
+/* rec may carry "_smoke_gpu" (required|preferred|none): the candidate's smoke test is then
+ * queued in the same transaction. */
 enum mg_code store_promotion_create(struct store *st, const char *actor, const json_t *rec,
                                     const char *event_type, const char *event_detail,
                                     const struct store_alias_change *a, json_t **out,

@@ -111,6 +111,12 @@ enum mg_code store_model_id(struct store_conn *c, const char *name, int64_t *id,
                             struct mg_error *err);
 
 /* Version row id for (model, n). MG_ENOTFOUND if the model or version is missing. */
+/* store_smoke_enqueue inside the caller's write transaction (a promotion queues its
+ * candidate's test in the transaction that creates it). */
+enum mg_code store_smoke_enqueue_in(struct store_conn *c, const char *model, int64_t version,
+                                    const char *trigger, const char *gpu_mode, json_t **out,
+                                    bool *created, struct mg_error *err);
+
 enum mg_code store_version_id(struct store_conn *c, const char *model, int64_t n, int64_t *id,
                               struct mg_error *err);
 

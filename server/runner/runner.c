@@ -600,6 +600,12 @@ static void kick(struct runner *rn)
     pthread_mutex_unlock(&rn->lock);
 }
 
+void runner_kick(struct srv *srv)
+{
+    if (srv->runner)
+        kick(srv->runner);
+}
+
 /* Re-test every routed version every interval. */
 static void *periodic_main(void *arg)
 {

@@ -55,6 +55,9 @@ enum mg_code runner_enqueue(struct srv *srv, const char *model, int64_t version,
                             const char *trigger, const char *gpu_mode, json_t **out,
                             struct mg_error *err);
 
+/* Wake the workers: a test was queued by someone else (a promotion's transaction). */
+void runner_kick(struct srv *srv);
+
 /* The runner gateway's delivery: queue tests of every version with weight > 0. */
 enum mg_code runner_enqueue_routes(struct srv *srv, const char *model, const char *alias,
                                    const json_t *routes, struct mg_error *err);
