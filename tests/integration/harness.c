@@ -308,6 +308,8 @@ static int it_rm_entry(const char *path, const struct stat *st, int flag, struct
     return 0;
 }
 
+static void it_check_log_secrets(const struct mg_server *s);
+
 void it_server_free(struct mg_server **sp)
 {
     struct mg_server *s = *sp;
@@ -322,6 +324,10 @@ void it_server_free(struct mg_server **sp)
         waitpid(s->pid, &status, 0);
         s->pid = 0;
     }
+    it_check_log_secrets(s);
+    for (size_t i = 0; i < s->nsecrets; i++)
+        free(s->secrets[i]);
+    free(s->secrets);
     it_release(s);
     if (s->curl != NULL)
         curl_easy_cleanup(s->curl);
@@ -528,6 +534,73 @@ static void it_prepare(struct mg_server *s, CURL *c, struct it_resp *r, const ch
     curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
 }
 
+/* Remember a secret the server issued, so that it_server_free can check the server never
+ * wrote it to its output. */
+static void it_note_secret(struct mg_server *s, const char *v)
+{
+    char **n;
+
+    if (v == NULL || strlen(v) < 16)
+        return;
+    for (size_t i = 0; i < s->nsecrets; i++)
+        if (strcmp(s->secrets[i], v) == 0)
+            return;
+    if ((n = realloc(s->secrets, (s->nsecrets + 1) * sizeof(*n))) == NULL ||
+        (n[s->nsecrets] = strdup(v)) == NULL)
+        fail_msg("out of memory");
+    s->secrets = n;
+    s->nsecrets++;
+}
+
+/* Secrets in a reply: "token" (API tokens), "secret" (webhook secrets), "csrf" (sessions). */
+static void it_note_secrets(struct mg_server *s, const json_t *j)
+{
+    static const char *const keys[] = {"token", "secret", "csrf"};
+
+    for (size_t k = 0; json_is_object(j) && k < sizeof(keys) / sizeof(keys[0]); k++)
+        it_note_secret(s, json_string_value(json_object_get(j, keys[k])));
+}
+
+/* The server's whole output (its log) holds none of the secrets it issued. */
+static void it_check_log_secrets(const struct mg_server *s)
+{
+    char *log = NULL;
+    size_t cap = 0, len = 0;
+    FILE *f;
+
+    if (s->nsecrets == 0 && s->admin_token[0] == '\0')
+        return;
+    if ((f = fopen(s->log_path, "re")) == NULL)
+        return;
+    for (;;) {
+        if (len + 65536 + 1 > cap) {
+            char *n = realloc(log, cap + (1u << 20));
+
+            if (n == NULL)
+                break;
+            log = n;
+            cap += 1u << 20;
+        }
+        size_t got = fread(log + len, 1, cap - len - 1, f);
+
+        if (got == 0)
+            break;
+        len += got;
+    }
+    fclose(f);
+    if (log == NULL)
+        return;
+    log[len] = '\0';
+    if (s->admin_token[0] != '\0' && strstr(log, s->admin_token) != NULL)
+        fail_msg("the server log holds the admin token (%s)", s->log_path);
+    for (size_t i = 0; i < s->nsecrets; i++) {
+        if (strstr(log, s->secrets[i]) != NULL)
+            fail_msg("the server log holds a secret it issued (%.6s...) (%s)", s->secrets[i],
+                     s->log_path);
+    }
+    free(log);
+}
+
 static void it_finish(struct mg_server *s, CURL *c, struct it_resp *r, CURLcode rc)
 {
     const char *ct;
@@ -550,6 +623,7 @@ static void it_finish(struct mg_server *s, CURL *c, struct it_resp *r, CURLcode 
         if (r->json == NULL)
             fail_msg("%s: status %ld, Content-Type %s but the body is not JSON (%s): %.400s",
                      r->desc, r->status, ct, jerr.text, r->body);
+        it_note_secrets(s, r->json);
     }
 }
 

@@ -64,6 +64,8 @@ struct mg_server {
     char *args[IT_MAX_ARGS]; /* extra command-line arguments, NULL-terminated */
     void *curl;              /* one easy handle, so connections are reused */
     struct it_resp *resps;   /* responses not yet freed */
+    char **secrets;          /* every secret the server issued (tokens, whsec_, csrf) */
+    size_t nsecrets;
 };
 
 /* ---- daemon lifecycle ----------------------------------------------- */
