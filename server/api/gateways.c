@@ -34,6 +34,10 @@ static void put(struct srv_req *r)
                            json_object_get(r->body, "models"), json_object_get(r->body, "aliases"),
                            &out, &created, &err);
     json_decref(config);
+    /* A secret the server made is shown once, in this reply; never by GET. */
+    if (rc == MG_OK && secret && strcmp(kind, "webhook") == 0 &&
+        json_object_get(r->body, "secret") == NULL)
+        json_object_set_new(out, "secret", json_string(secret));
     if (secret) {
         memset(secret, 0, strlen(secret));
         free(secret);

@@ -116,4 +116,11 @@ void push_kick(struct srv *srv);
 void push_wait(struct srv *srv, struct srv_req *r, const char *model, const char *alias,
                int64_t gen, int64_t deadline_ms);
 
+/*
+ * The HMAC key of a webhook secret into key (512 bytes): for a Standard Webhooks
+ * "whsec_<base64>" secret the decoded bytes (24 to 64 of them, else false), for any other the
+ * secret's own bytes. Thread-safe.
+ */
+bool push_webhook_key(const char *secret, uint8_t key[512], size_t *keylen);
+
 #endif

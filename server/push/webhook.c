@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include <curl/curl.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -24,6 +25,10 @@
 
 #define WEBHOOK_SECRET_MIN 24
 #define WEBHOOK_SECRET_MAX 512
+/* Standard Webhooks secrets: "whsec_" + base64 of 24 to 64 bytes; we make 32. */
+#define WHSEC_MIN 24
+#define WHSEC_MAX 64
+#define WHSEC_GENERATED 32
 #define WEBHOOK_URL_MAX 2048
 #define RESPONSE_MAX 4096
 
@@ -111,14 +116,46 @@ enum mg_code push_webhook_validate(const struct push_env *env, const json_t *bod
                        WEBHOOK_URL_MAX);
     if ((rc = check_url(env, url, err)) != MG_OK)
         return rc;
-    if (!json_is_string(sec) || json_string_length(sec) < WEBHOOK_SECRET_MIN ||
-        json_string_length(sec) > WEBHOOK_SECRET_MAX ||
-        strlen(json_string_value(sec)) != json_string_length(sec))
-        return mg_fail(err, MG_EINVAL, "secret",
-                       "a webhook needs a 'secret' of %d to %d bytes to sign deliveries",
-                       WEBHOOK_SECRET_MIN, WEBHOOK_SECRET_MAX);
+    if (sec == NULL || json_is_null(sec)) {
+        /* None given: make a Standard Webhooks secret; the PUT's reply shows it once. */
+        uint8_t raw[WHSEC_GENERATED];
+        char *b64;
+
+        if (!mg_random_bytes(raw, sizeof(raw)))
+            return mg_fail(err, MG_EIO, NULL, "the random number generator failed");
+        b64 = mg_base64_encode(raw, sizeof(raw));
+        OPENSSL_cleanse(raw, sizeof(raw));
+        if (b64 == NULL || (*secret = malloc(strlen(b64) + 7)) == NULL) {
+            free(b64);
+            return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        }
+        snprintf(*secret, strlen(b64) + 7, "whsec_%s", b64);
+        OPENSSL_cleanse(b64, strlen(b64));
+        free(b64);
+    } else {
+        const char *v = json_string_value(sec);
+        uint8_t key[WEBHOOK_SECRET_MAX];
+        size_t keylen = 0;
+
+        if (!json_is_string(sec) || strlen(v) != json_string_length(sec))
+            return mg_fail(err, MG_EINVAL, "secret", "'secret' is a string");
+        if (strncmp(v, "whsec_", 6) == 0) {
+            if (!push_webhook_key(v, key, &keylen))
+                return mg_fail(err, MG_EINVAL, "secret",
+                               "a whsec_ secret is 'whsec_' and the standard base64 of %d to %d "
+                               "random bytes; generate one, or omit 'secret' to have one made",
+                               WHSEC_MIN, WHSEC_MAX);
+            OPENSSL_cleanse(key, sizeof(key));
+        } else if (json_string_length(sec) < WEBHOOK_SECRET_MIN ||
+                   json_string_length(sec) > WEBHOOK_SECRET_MAX) {
+            return mg_fail(err, MG_EINVAL, "secret",
+                           "a webhook needs a 'secret': a Standard Webhooks 'whsec_...' secret, or "
+                           "%d to %d raw bytes (or omit it to have one made)",
+                           WEBHOOK_SECRET_MIN, WEBHOOK_SECRET_MAX);
+        }
+        *secret = strdup(v);
+    }
     *config = json_pack("{s:s}", "url", url);
-    *secret = strdup(json_string_value(sec));
     if (*config == NULL || *secret == NULL) {
         json_decref(*config);
         free(*secret);
@@ -186,6 +223,34 @@ static curl_socket_t open_socket(void *arg, curlsocktype purpose, struct curl_so
     return socket(a->family, a->socktype, a->protocol);
 }
 
+bool push_webhook_key(const char *secret, uint8_t key[512], size_t *keylen)
+{
+    size_t n = strlen(secret);
+    uint8_t *dec;
+
+    *keylen = 0;
+    if (strncmp(secret, "whsec_", 6) != 0) {
+        if (n > 512)
+            return false;
+        memcpy(key, secret, n); /* a raw secret is its own key */
+        *keylen = n;
+        return true;
+    }
+    /* Standard Webhooks: the key is the base64 after the prefix, decoded. */
+    dec = mg_base64_decode(secret + 6, n - 6, keylen);
+    if (dec == NULL || *keylen < WHSEC_MIN || *keylen > WHSEC_MAX) {
+        if (dec)
+            OPENSSL_cleanse(dec, *keylen);
+        free(dec);
+        *keylen = 0;
+        return false;
+    }
+    memcpy(key, dec, *keylen);
+    OPENSSL_cleanse(dec, *keylen);
+    free(dec);
+    return true;
+}
+
 static bool sign(const char *secret, const char *id, const char *ts, const char *body, char out[64])
 {
     unsigned char mac[EVP_MAX_MD_SIZE];
@@ -193,13 +258,17 @@ static bool sign(const char *secret, const char *id, const char *ts, const char 
     struct mg_buf msg;
     char *b64;
     bool ok = false;
+    uint8_t key[512];
+    size_t keylen;
 
+    if (!push_webhook_key(secret, key, &keylen))
+        return false;
     mg_buf_init(&msg, SIZE_MAX / 2);
     if (mg_buf_puts(&msg, id) == MG_OK && mg_buf_puts(&msg, ".") == MG_OK &&
         mg_buf_puts(&msg, ts) == MG_OK && mg_buf_puts(&msg, ".") == MG_OK &&
         mg_buf_puts(&msg, body) == MG_OK &&
-        HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)msg.data, msg.len,
-             mac, &maclen) != NULL) {
+        HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)msg.data, msg.len, mac,
+             &maclen) != NULL) {
         b64 = mg_base64_encode(mac, maclen);
         if (b64) {
             snprintf(out, 64, "v1,%s", b64);
@@ -207,6 +276,7 @@ static bool sign(const char *secret, const char *id, const char *ts, const char 
             ok = true;
         }
     }
+    OPENSSL_cleanse(key, sizeof(key));
     mg_buf_release(&msg);
     return ok;
 }

@@ -10,6 +10,8 @@
  */
 #include "webhook_rx.h"
 
+#include "common/util.h"
+
 #define SECRET "whsec-modelgate-test-0123456789abcdef"
 
 static struct mg_server *srv;
@@ -598,9 +600,139 @@ static void test_gone_disables_the_gateway(void **state)
     rx_stop(&x);
 }
 
+/* Standard Webhooks secrets (M14): a whsec_ secret's key is its decoded base64, so the
+ * official library (npm standardwebhooks, consulted on every delivery by the receiver)
+ * verifies deliveries, retries included. */
+static void test_whsec_secret_verifies_with_the_library(void **state)
+{
+    static const char whsec[] = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"; /* 27 bytes */
+    struct mg_server *s = *state;
+    struct rx *x = rx_start(whsec, true);
+    struct rx_rec recs[32];
+    char url[128], body[512];
+    struct it_resp *r;
+    json_int_t g;
+    size_t n;
+
+    model_with_versions("wh-std", 2);
+    rx_url(x, "wh-std", url, sizeof(url));
+    pc_gateway_put(s, "wh-std",
+                   pc_fmt(body, sizeof(body),
+                          "{\"kind\":\"webhook\",\"url\":\"%s\",\"secret\":\"%s\","
+                          "\"models\":[\"wh-std\"]}",
+                          url, whsec));
+    rx_behave(x, 2, 0, 200, NULL); /* two 500s: the retries are verified too */
+    g = pc_alias_set(s, "wh-std", "production", "{\"version\":2}");
+    r = pc_wait_delivery(s, "wh-std", "wh-std", "production", g, "in_sync", 20000);
+    it_resp_free(s, &r);
+    n = rx_snapshot(x, recs, 32);
+    assert_true(n >= 3);
+    expect_all_verified(recs, n, "wh-std");
+    for (size_t i = 0; i < n; i++)
+        assert_true(recs[i].lib_ok);
+    /* the raw string as the key (the old behaviour) no longer matches */
+    {
+        char ts[32];
+
+        snprintf(ts, sizeof(ts), "%lld", (long long)recs[n - 1].ts);
+        assert_false(rx_verify("raw:whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", recs[n - 1].id, ts,
+                               recs[n - 1].body, strlen(recs[n - 1].body), "v1,AAAA"));
+    }
+    pc_gateway_delete(s, "wh-std");
+    rx_stop(&x);
+}
+
+/* No secret given: the server makes a whsec_ secret and shows it once, in the PUT's reply. */
+static void test_generated_secret_shown_once(void **state)
+{
+    struct mg_server *s = *state;
+    struct rx *x = NULL;
+    struct rx_rec recs[8];
+    char url[128], body[512], secret[128];
+    struct it_resp *r;
+    json_int_t g;
+    size_t n;
+
+    model_with_versions("wh-gen", 1);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/hook/wh-gen", pc_free_port());
+    r = it_jreq(s, "PUT", "/api/v1/gateways/wh-gen", s->admin_token,
+                pc_fmt(body, sizeof(body),
+                       "{\"kind\":\"webhook\",\"url\":\"%s\",\"models\":[\"wh-gen\"]}", url));
+    it_expect_status(s, r, 201);
+    snprintf(secret, sizeof(secret), "%s", it_jstr(r->json, "secret"));
+    it_resp_free(s, &r);
+    assert_int_equal(strncmp(secret, "whsec_", 6), 0);
+    {
+        size_t dl = 0;
+        uint8_t *d = mg_base64_decode(secret + 6, strlen(secret + 6), &dl);
+
+        assert_non_null(d);
+        assert_int_equal(dl, 32);
+        free(d);
+    }
+    r = it_get(s, "/api/v1/gateways/wh-gen", s->admin_token);
+    it_expect_status(s, r, 200);
+    assert_null(json_object_get(r->json, "secret"));
+    assert_null(strstr(r->body, secret + 6));
+    it_resp_free(s, &r);
+    r = it_get(s, "/api/v1/gateways", s->admin_token);
+    assert_null(strstr(r->body, secret + 6));
+    it_resp_free(s, &r);
+
+    /* a receiver configured with it verifies with the library */
+    x = rx_start(secret, true);
+    rx_url(x, "wh-gen", url, sizeof(url));
+    pc_gateway_put(s, "wh-gen",
+                   pc_fmt(body, sizeof(body),
+                          "{\"kind\":\"webhook\",\"url\":\"%s\",\"secret\":\"%s\","
+                          "\"models\":[\"wh-gen\"]}",
+                          url, secret));
+    g = pc_alias_set(s, "wh-gen", "production", "{\"version\":1}");
+    r = pc_wait_delivery(s, "wh-gen", "wh-gen", "production", g, "in_sync", 20000);
+    it_resp_free(s, &r);
+    n = rx_snapshot(x, recs, 8);
+    assert_true(n >= 1);
+    expect_all_verified(recs, n, "wh-gen");
+    pc_gateway_delete(s, "wh-gen");
+    rx_stop(&x);
+}
+
+/* A whsec_ secret that is not base64 of 24-64 bytes: 400 naming secret, nothing stored. */
+static void test_bad_whsec_refused(void **state)
+{
+    static const char *const bad[] = {
+        "whsec_not*base64*at*all*ABCDEFGHIJKL",
+        "whsec_c2hvcnQ=", /* 5 bytes */
+        "whsec_" /* 72 bytes: too long */ "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB"
+                                          "QUFBQUFBQUFBQUFBQUFBQUFB"
+        "QUFBQUFBQUFBQUFBQUFB",
+        "whsec_",
+        "short-raw-secret",
+    };
+    struct mg_server *s = *state;
+    char body[512];
+    struct it_resp *r;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        r = it_jreq(s, "PUT", "/api/v1/gateways/wh-bad", s->admin_token,
+                    pc_fmt(body, sizeof(body),
+                           "{\"kind\":\"webhook\",\"url\":\"http://127.0.0.1:9/h\","
+                           "\"secret\":\"%s\"}",
+                           bad[i]));
+        it_expect_error_field(s, r, 400, "invalid_argument", "secret");
+        it_resp_free(s, &r);
+    }
+    r = it_get(s, "/api/v1/gateways/wh-bad", s->admin_token);
+    it_expect_error(s, r, 404, "not_found");
+    it_resp_free(s, &r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_whsec_secret_verifies_with_the_library),
+        cmocka_unit_test(test_generated_secret_shown_once),
+        cmocka_unit_test(test_bad_whsec_refused),
         cmocka_unit_test_teardown(test_signed_retries_converge_in_order, it_test_teardown),
         cmocka_unit_test_teardown(test_down_then_up_gets_only_newest, it_test_teardown),
         cmocka_unit_test_teardown(test_new_gateway_gets_current_state, it_test_teardown),

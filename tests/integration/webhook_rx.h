@@ -2,8 +2,11 @@
  * webhook_rx.h - a webhook receiver for the push tests: a real HTTP/1.1
  * listener on 127.0.0.1 in a thread of the test program that checks every
  * delivery the Standard Webhooks way (webhook-id, webhook-timestamp within
- * five minutes, webhook-signature "v1,<base64 HMAC-SHA256(secret,
- * id.timestamp.body)>") and records it.
+ * five minutes, webhook-signature "v1,<base64 HMAC-SHA256(key,
+ * id.timestamp.body)>", the key being the base64-decoded part of a "whsec_" secret or a raw
+ * secret's own bytes) and records it. Every delivery is verified twice: here, and by the
+ * official Standard Webhooks library from npm (swh_verify.mjs, a Node co-process); a
+ * delivery either one refuses is answered 401 and recorded with sig_ok false.
  *
  * It can be taken down (the port then refuses connections) and brought up
  * again on the same port, fail the next N deliveries with 500 and
@@ -34,7 +37,8 @@ struct rx_rec {
     char path[96];  /* request path */
     char id[192];   /* webhook-id */
     int64_t ts;     /* webhook-timestamp */
-    bool sig_ok;    /* the signature verified with the secret */
+    bool sig_ok;    /* the signature verified with the secret (here and by the npm library) */
+    bool lib_ok;    /* the npm standardwebhooks library verified it */
     bool ts_ok;     /* timestamp within RX_SKEW_S of our clock */
     int status;     /* what we answered (0: held without an answer) */
     json_int_t gen; /* body.generation (-1 when the body did not parse) */
@@ -67,7 +71,88 @@ struct rx {
     /* what arrived */
     struct rx_rec recs[RX_MAX_RECS];
     size_t n;
+    /* the npm library's verifier: a Node co-process (pid 0 when not running) */
+    pid_t lib_pid;
+    FILE *lib_in, *lib_out;
 };
+
+/* ---- the npm standardwebhooks library as a second verifier ------------------ */
+
+/* Start swh_verify.mjs under node. Without node or the package: the test is skipped, or
+ * fails when MG_REQUIRE_ALL=1 (CI installs both). */
+static inline void rx_lib_start(struct rx *x)
+{
+    const char *src = getenv("MG_SOURCE_DIR");
+    char script[IT_PATH_MAX], pkg[IT_PATH_MAX], line[64];
+    int in[2], out[2];
+    bool need = getenv("MG_REQUIRE_ALL") && strcmp(getenv("MG_REQUIRE_ALL"), "1") == 0;
+
+    x->lib_pid = 0;
+    pc_fmt(script, sizeof(script), "%s/tests/integration/swh_verify.mjs", src ? src : ".");
+    pc_fmt(pkg, sizeof(pkg), "%s/tests/ui/node_modules/standardwebhooks/package.json",
+           src ? src : ".");
+    if (src == NULL || access(pkg, R_OK) != 0 || system("command -v node >/dev/null 2>&1") != 0) {
+        if (need)
+            fail_msg("node or the npm standardwebhooks package is missing (%s) and "
+                     "MG_REQUIRE_ALL=1 forbids skipping the library's verification",
+                     pkg);
+        skip();
+    }
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0)
+        fail_msg("pipe: %s", strerror(errno));
+    x->lib_pid = fork();
+    if (x->lib_pid < 0)
+        fail_msg("fork: %s", strerror(errno));
+    if (x->lib_pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        execlp("node", "node", script, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    x->lib_in = fdopen(in[1], "w");
+    x->lib_out = fdopen(out[0], "r");
+    if (x->lib_in == NULL || x->lib_out == NULL || fgets(line, sizeof(line), x->lib_out) == NULL ||
+        strncmp(line, "ready", 5) != 0)
+        fail_msg("the standardwebhooks verifier (%s) did not start", script);
+}
+
+static inline void rx_lib_stop(struct rx *x)
+{
+    int status;
+
+    if (x->lib_pid <= 0)
+        return;
+    fclose(x->lib_in);
+    fclose(x->lib_out);
+    waitpid(x->lib_pid, &status, 0);
+    x->lib_pid = 0;
+}
+
+/* Ask the library. Called with x->lock held (one question at a time). */
+static inline bool rx_lib_verify(struct rx *x, const char *id, const char *ts, const char *sig,
+                                 const char *body)
+{
+    json_t *q;
+    char *text, line[512] = "";
+    bool ok;
+
+    if (x->lib_pid <= 0)
+        return true; /* skipped above unless running */
+    q = json_pack("{s:s, s:s, s:s, s:s, s:s}", "secret", x->secret, "id", id, "timestamp", ts,
+                  "signature", sig, "body", body);
+    text = q ? json_dumps(q, JSON_COMPACT) : NULL;
+    json_decref(q);
+    if (text == NULL)
+        return false;
+    ok = fprintf(x->lib_in, "%s\n", text) > 0 && fflush(x->lib_in) == 0 &&
+         fgets(line, sizeof(line), x->lib_out) != NULL && strncmp(line, "ok", 2) == 0;
+    if (!ok)
+        fprintf(stderr, "webhook receiver: the standardwebhooks library refused %s: %s", id, line);
+    free(text);
+    return ok;
+}
 
 /* ---- verification (also used by the tests on their own) ----------------- */
 
@@ -89,7 +174,24 @@ static inline void rx_sign(const char *secret, const char *id, const char *ts, c
     memcpy(msg + il + 1, ts, tl);
     msg[il + 1 + tl] = '.';
     memcpy(msg + il + 2 + tl, body, body_len);
-    if (HMAC(EVP_sha256(), secret, (int)strlen(secret), msg, n, mac, &maclen) != NULL &&
+    /* The key: a whsec_ secret's base64 part decoded (Standard Webhooks), else the bytes. */
+    unsigned char key[512];
+    int keylen;
+    const char *b = secret + 6;
+    size_t bl = strlen(b);
+
+    if (strncmp(secret, "whsec_", 6) == 0 && bl % 4 == 0 && bl / 4 * 3 <= sizeof(key)) {
+        keylen = EVP_DecodeBlock(key, (const unsigned char *)b, (int)bl);
+        if (keylen > 0 && bl >= 1 && b[bl - 1] == '=')
+            keylen--;
+        if (keylen > 0 && bl >= 2 && b[bl - 2] == '=')
+            keylen--;
+    } else {
+        keylen = (int)strlen(secret) < (int)sizeof(key) ? (int)strlen(secret) : -1;
+        if (keylen > 0)
+            memcpy(key, secret, (size_t)keylen);
+    }
+    if (keylen > 0 && HMAC(EVP_sha256(), key, keylen, msg, n, mac, &maclen) != NULL &&
         maclen == 32) {
         EVP_EncodeBlock(b64, mac, (int)maclen);
         snprintf(out, 64, "v1,%.60s", (const char *)b64);
@@ -274,7 +376,8 @@ static inline void rx_serve(struct rx *x, int fd)
     json_decref(j);
 
     pthread_mutex_lock(&x->lock);
-    rec.sig_ok = id[0] != '\0' && rx_verify(x->secret, id, ts, body, body_len, sig);
+    rec.lib_ok = rx_lib_verify(x, id, ts, sig, body);
+    rec.sig_ok = id[0] != '\0' && rx_verify(x->secret, id, ts, body, body_len, sig) && rec.lib_ok;
     if (!rec.sig_ok) {
         status = 401;
     } else if (!rec.ts_ok) {
@@ -402,6 +505,7 @@ static inline struct rx *rx_start(const char *secret, bool up)
     if (pipe2(x->wake, O_CLOEXEC | O_NONBLOCK) != 0)
         fail_msg("pipe: %s", strerror(errno));
     snprintf(x->secret, sizeof(x->secret), "%s", secret);
+    rx_lib_start(x);
     x->status = 200;
     x->lfd = -1;
     x->port = pc_free_port();
@@ -512,6 +616,7 @@ static inline void rx_stop(struct rx **xp)
     }
     pthread_mutex_unlock(&x->lock);
     pthread_join(x->thread, NULL);
+    rx_lib_stop(x);
     for (size_t i = 0; i < x->n; i++)
         free(x->recs[i].body);
     close(x->wake[0]);
