@@ -379,6 +379,26 @@ enum mg_code rel_alias_list(struct srv *srv, const char *model, json_t **out, st
     return MG_OK;
 }
 
+/* Commit an alias change (a may be NULL) with the gateway object names it uses, which the
+ * store claims for the alias in the same transaction (push_alias_names). */
+static enum mg_code commit_change(struct srv *srv, const char *actor, struct store_alias_change *a,
+                                  const struct store_promotion_change *pc, struct mg_error *err)
+{
+    json_t *names = NULL;
+    enum mg_code rc;
+
+    if (a != NULL) {
+        if ((rc = push_alias_names(srv, a->model, a->alias, a->routes, &names, err)) != MG_OK)
+            return rc;
+        a->names = names;
+    }
+    rc = store_release_commit(srv->store, actor, a, pc, NULL, err);
+    if (a != NULL)
+        a->names = NULL;
+    json_decref(names);
+    return rc;
+}
+
 /* Read facts, commit a direct change; again when the alias changed meanwhile. */
 static enum mg_code alias_change(struct srv *srv, const char *actor, const char *model,
                                  const char *alias, const char *kind, const json_t *routes,
@@ -405,7 +425,7 @@ static enum mg_code alias_change(struct srv *srv, const char *actor, const char 
         a.routes = routes;
         a.kind = kind;
         a.require_unprotected = true;
-        rc = store_release_commit(srv->store, actor, &a, NULL, NULL, err);
+        rc = commit_change(srv, actor, &a, NULL, err);
     }
     if (rc == MG_OK)
         push_kick(srv);
@@ -530,7 +550,7 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
     struct promo_event ev = {0};
     struct store_alias_change a;
     json_t *ver = NULL, *facts = NULL, *snapshot = NULL, *report = NULL, *rec = NULL;
-    json_t *routes = NULL;
+    json_t *routes = NULL, *names = NULL;
     int64_t baseline;
     char id[24];
     enum mg_code rc;
@@ -592,6 +612,10 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
         a.reason = reason;
         a.promotion = id;
     }
+    if (acts.set_routes &&
+        (rc = push_alias_names(srv, model, alias, a.routes, &names, err)) != MG_OK)
+        goto out;
+    a.names = names;
     rc = store_promotion_create(srv->store, actor, rec, acts.event[0] ? acts.event : "created",
                                 acts.detail, acts.set_routes ? &a : NULL, out, err);
     if (rc == MG_OK) {
@@ -608,6 +632,7 @@ out:
     json_decref(report);
     json_decref(rec);
     json_decref(routes);
+    json_decref(names);
     return rc;
 }
 
@@ -751,7 +776,7 @@ static enum mg_code apply_event(struct srv *srv, const char *actor, const char *
             a.promotion = id;
             /* Restoring to nothing (no baseline): the alias goes back to empty. */
         }
-        rc = store_release_commit(srv->store, actor, acts.set_routes ? &a : NULL, &pc, NULL, err);
+        rc = commit_change(srv, actor, acts.set_routes ? &a : NULL, &pc, err);
     next:
         json_decref(p);
         json_decref(facts);
@@ -884,7 +909,7 @@ enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model,
             pc.event_type = "rolled_back";
             pc.event_detail = reason;
         }
-        rc = store_release_commit(srv->store, actor, &a, has_promo ? &pc : NULL, NULL, err);
+        rc = commit_change(srv, actor, &a, has_promo ? &pc : NULL, err);
         json_decref(facts);
         json_decref(routes);
         json_decref(p);

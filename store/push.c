@@ -488,3 +488,37 @@ enum mg_code store_outbox_recover(struct store *st, struct mg_error *err)
 
     return store_write_sql(st, sql, err);
 }
+
+enum mg_code store_gateway_configs(struct store *st, json_t **out, struct mg_error *err)
+{
+    static const char sql[] = "SELECT name, kind, config, models, aliases, disabled_reason "
+                              "FROM gateways ORDER BY name";
+    struct store_conn *c = store_read_begin(st);
+    sqlite3_stmt *s;
+    json_t *items = json_array();
+    enum mg_code rc = MG_OK;
+    int r;
+
+    *out = NULL;
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err->code;
+        goto out;
+    }
+    while ((r = sqlite3_step(s)) == SQLITE_ROW)
+        json_array_append_new(
+            items, json_pack("{s:o, s:o, s:o, s:o, s:o, s:b}", "name", store_col_json_string(s, 0),
+                             "kind", store_col_json_string(s, 1), "config", store_col_json(s, 2),
+                             "models", store_col_json(s, 3), "aliases", store_col_json(s, 4),
+                             "disabled", sqlite3_column_type(s, 5) != SQLITE_NULL));
+    if (r != SQLITE_DONE)
+        rc = store_db_error(c, r, err);
+    sqlite3_reset(s);
+    if (rc == MG_OK) {
+        *out = items;
+        items = NULL;
+    }
+out:
+    json_decref(items);
+    store_read_end(st, c);
+    return rc;
+}

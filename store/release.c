@@ -392,6 +392,65 @@ static enum mg_code check_route_versions(struct store_conn *c, int64_t mid, cons
     return MG_OK;
 }
 
+/* Claim the gateway object names of a change for its (model, alias); see
+ * store_alias_change.names. */
+static enum mg_code claim_names(struct store_conn *c, const struct store_alias_change *a,
+                                struct mg_error *err)
+{
+    static const char sql_ins[] = "INSERT INTO gateway_names (gateway, name, model, alias) "
+                                  "VALUES (?, ?, ?, ?) ON CONFLICT (gateway, name) DO NOTHING";
+    static const char sql_get[] =
+        "SELECT model, alias FROM gateway_names WHERE gateway = ? AND name = ?";
+    json_t *n;
+    size_t i;
+    int r;
+
+    json_array_foreach(a->names, i, n)
+    {
+        const char *gw = json_string_value(json_object_get(n, "gateway"));
+        const char *name = json_string_value(json_object_get(n, "name"));
+        const char *scope = json_string_value(json_object_get(n, "scope"));
+        bool model_scope = scope && strcmp(scope, "model") == 0;
+        const char *want_alias = model_scope ? "*" : a->alias;
+        char owner_model[80] = "", owner_alias[40] = "";
+        sqlite3_stmt *s;
+        enum mg_code rc;
+
+        if (gw == NULL || name == NULL)
+            continue;
+        if ((s = store_stmt(c, sql_ins, err)) == NULL)
+            return err->code;
+        store_bind_text(s, 1, gw);
+        store_bind_text(s, 2, name);
+        store_bind_text(s, 3, a->model);
+        store_bind_text(s, 4, want_alias);
+        if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+            return rc;
+        if ((s = store_stmt(c, sql_get, err)) == NULL)
+            return err->code;
+        store_bind_text(s, 1, gw);
+        store_bind_text(s, 2, name);
+        r = sqlite3_step(s);
+        if (r == SQLITE_ROW) {
+            snprintf(owner_model, sizeof(owner_model), "%s", sqlite3_column_text(s, 0));
+            snprintf(owner_alias, sizeof(owner_alias), "%s", sqlite3_column_text(s, 1));
+        }
+        sqlite3_reset(s);
+        if (r != SQLITE_ROW)
+            return store_db_error(c, r, err);
+        if (strcmp(owner_model, a->model) != 0 ||
+            (!model_scope && strcmp(owner_alias, want_alias) != 0))
+            return mg_fail(err, MG_ECONFLICT, "alias",
+                           "gateway '%s' already uses the name '%.200s' for model '%s'%s%s%s; "
+                           "two aliases never share a gateway name: rename one, or change the "
+                           "gateway's template",
+                           gw, name, owner_model, strcmp(owner_alias, "*") ? " alias '" : "",
+                           strcmp(owner_alias, "*") ? owner_alias : "",
+                           strcmp(owner_alias, "*") ? "'" : "");
+    }
+    return MG_OK;
+}
+
 /* Write the desired state for every gateway that hears (model, alias). */
 static enum mg_code outbox_write(struct store_conn *c, const char *model, const char *alias,
                                  int64_t gen, const json_t *payload, const char *at,
@@ -544,6 +603,8 @@ static enum mg_code apply_alias(struct store_conn *c, const char *actor,
     }
     payload = json_pack("{s:o, s:s?}", "routes", routes_enriched(c, mid, a->routes), "promotion",
                         a->promotion);
+    if (a->names && (rc = claim_names(c, a, err)) != MG_OK)
+        goto out;
     if ((rc = outbox_write(c, a->model, a->alias, gen, payload, at, err)) != MG_OK)
         goto out;
     snprintf(target, sizeof(target), "%s/%s", a->model, a->alias);

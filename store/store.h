@@ -343,6 +343,11 @@ struct store_alias_change {
     const char *promotion;       /* promotion id, or NULL */
     int64_t mark_bad;            /* version to mark bad for the alias, 0 for none */
     bool require_unprotected;    /* MG_EPROTECTED when a policy protects the alias */
+    /* Gateway object names this change uses: [{"gateway","name","scope":"alias"|"model"}]
+     * (NULL: none). Each is claimed for (model, alias) — or for the model alone with scope
+     * "model" — in the same transaction; one another alias already holds → MG_ECONFLICT
+     * naming it, and nothing changes. */
+    const json_t *names;
 };
 
 /* One change to a promotion, decided on the revision it read. */
@@ -439,6 +444,10 @@ enum mg_code store_gateway_put(struct store *st, const char *actor, const char *
 enum mg_code store_gateway_get(struct store *st, const char *name, json_t **out,
                                struct mg_error *err);
 enum mg_code store_gateway_list(struct store *st, json_t **out, struct mg_error *err);
+
+/* Every gateway's {"name","kind","config","models","aliases","disabled"} (no deliveries, no
+ * secret): what deciding which gateways hear an alias needs. *out NEW array. */
+enum mg_code store_gateway_configs(struct store *st, json_t **out, struct mg_error *err);
 enum mg_code store_gateway_delete(struct store *st, const char *actor, const char *name,
                                   struct mg_error *err);
 

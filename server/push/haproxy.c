@@ -238,7 +238,13 @@ void push_haproxy_deliver(const struct push_env *env, const struct store_deliver
     {
         int64_t v = json_integer_value(json_object_get(r, "version"));
         int w = (int)json_integer_value(json_object_get(r, "weight"));
-        push_expand(srvt, d->model, d->alias, v, name, sizeof(name));
+        if (!push_expand(srvt, d->model, d->alias, v, name, sizeof(name))) {
+            snprintf(res->error, sizeof(res->error),
+                     "the server template gives a name too long for model %.64s version %lld; "
+                     "nothing was sent",
+                     d->model, (long long)v);
+            return;
+        }
         snprintf(cmd, sizeof(cmd), "set weight %s/%s %d\n", be, name, w);
         if (!command(addr, cmd, &reply, err, sizeof(err))) {
             snprintf(res->error, sizeof(res->error), "%s", err);
@@ -274,9 +280,9 @@ void push_haproxy_deliver(const struct push_env *env, const struct store_deliver
             continue;
         json_array_foreach(routes, i, r)
         {
-            push_expand(srvt, d->model, d->alias, json_integer_value(json_object_get(r, "version")),
-                        name, sizeof(name));
-            routed = routed || strcmp(name, f_srv) == 0;
+            if (push_expand(srvt, d->model, d->alias,
+                            json_integer_value(json_object_get(r, "version")), name, sizeof(name)))
+                routed = routed || strcmp(name, f_srv) == 0;
         }
         if (!routed) {
             char *rep = NULL;
@@ -298,8 +304,14 @@ void push_haproxy_deliver(const struct push_env *env, const struct store_deliver
     json_array_foreach(routes, i, r)
     {
         int w = (int)json_integer_value(json_object_get(r, "weight")), got = -1;
-        push_expand(srvt, d->model, d->alias, json_integer_value(json_object_get(r, "version")),
-                    name, sizeof(name));
+        if (!push_expand(srvt, d->model, d->alias,
+                         json_integer_value(json_object_get(r, "version")), name, sizeof(name))) {
+            snprintf(res->error, sizeof(res->error),
+                     "the server template gives a name too long for model %.64s; nothing was "
+                     "sent",
+                     d->model);
+            return;
+        }
         snprintf(cmd, sizeof(cmd), "get weight %s/%s\n", be, name);
         if (!command(addr, cmd, &reply, err, sizeof(err))) {
             snprintf(res->error, sizeof(res->error), "%s", err);

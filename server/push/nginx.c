@@ -4,7 +4,7 @@
  * (`nginx -t`), restore the previous file if the test fails, then run the
  * reload command.
  *
- * The block sets $modelgate_<model>_<alias> (non-alphanumerics become '_')
+ * The block sets $modelgate_<model>_<alias> ('-', '.' and '_' escaped one-to-one, names.c)
  * to the upstream name of the chosen version; the site's own config uses it,
  * e.g. `proxy_pass http://$modelgate_fraud_production;`.
  */
@@ -97,22 +97,16 @@ static bool render(const struct store_delivery *d, const char *up_tmpl, struct m
 {
     json_t *routes = json_object_get(d->payload, "routes"), *r;
     char var[160], name[256], line[400];
-    size_t i, last = SIZE_MAX, k = 0;
-    const char *p;
+    size_t i, last = SIZE_MAX;
 
-    for (p = d->model; *p && k < 70; p++)
-        var[k++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ? *p : '_');
-    var[k] = '\0';
+    /* one-to-one: no other (model, alias) can define the same variable (names.c) */
+    if (!push_nginx_variable(d->model, d->alias, var, sizeof(var)))
+        return false;
     snprintf(line, sizeof(line),
              "# Managed by modelgate: model %s, alias %s, generation %lld. Do not edit.\n"
-             "split_clients \"${request_id}\" $modelgate_%s_",
+             "split_clients \"${request_id}\" $%s {\n",
              d->model, d->alias, (long long)d->generation, var);
-    k = 0;
-    for (p = d->alias; *p; p++)
-        var[k++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ? *p : '_');
-    var[k] = '\0';
-    if (mg_buf_puts(b, line) != MG_OK || mg_buf_puts(b, var) != MG_OK ||
-        mg_buf_puts(b, " {\n") != MG_OK)
+    if (mg_buf_puts(b, line) != MG_OK)
         return false;
     json_array_foreach(routes, i, r)
     {

@@ -123,4 +123,18 @@ void push_wait(struct srv *srv, struct srv_req *r, const char *model, const char
  */
 bool push_webhook_key(const char *secret, uint8_t key[512], size_t *keylen);
 
+/* names.c: the one-to-one encoding of a model or alias name for gateway object names
+ * ('-' → "_0", '.' → "_1", '_' → "_2"); false when it does not fit in cap. */
+bool push_name_encode(const char *in, char *out, size_t cap);
+
+/* "modelgate_<enc(model)>_<enc(alias)>", the nginx variable of an alias (without '$'). */
+bool push_nginx_variable(const char *model, const char *alias, char *out, size_t cap);
+
+struct srv;
+/* Every gateway object name a change of (model, alias) to `routes` uses, for the store to
+ * claim (store_alias_change.names): *out NEW [{"gateway","name","scope"}]. MG_EINVAL naming
+ * the gateway when a template makes a name that does not fit. */
+enum mg_code push_alias_names(struct srv *srv, const char *model, const char *alias,
+                              const json_t *routes, json_t **out, struct mg_error *err);
+
 #endif

@@ -333,12 +333,58 @@ static void test_runtime_api_errors_surface(void **state)
     pc_gateway_delete(s, "hap-closed");
 }
 
+/* M18 finding 9: a server name template that does not fit (a 63-character model twice) sent
+ * uninitialised bytes to HAProxy. Now the delivery fails with a readable error and nothing is
+ * sent: HAProxy's weights stay as they were. */
+static void test_template_that_does_not_fit(void **state)
+{
+    struct mg_server *s = *state;
+    static const char longm[] = "m23456789012345678901234567890123456789012345678901234567890123";
+    char body[512], path[256];
+    struct it_resp *r;
+    const char *err;
+    int before[3];
+
+    for (int v = 1; v <= 3; v++) {
+        char name[8];
+
+        snprintf(name, sizeof(name), "v%d", v);
+        before[v - 1] = pc_haproxy_weight(stats_port, "be_fraud_production", name);
+    }
+    pc_model(s, longm);
+    pc_version(s, longm, art);
+    pc_gateway_put(s, "hap-long",
+                   pc_fmt(body, sizeof(body),
+                          "{\"kind\":\"haproxy\",\"address\":\"127.0.0.1:%d\","
+                          "\"backend\":\"be_fraud_production\","
+                          "\"server\":\"{model}_{model}_v{version}\",\"models\":[\"%s\"]}",
+                          stats_port, longm));
+    pc_alias_set(s, longm, "production", "{\"version\":1}");
+    r = pc_wait_delivery(s, "hap-long", longm, "production", 0, "failing", 10000);
+    err = it_jstr(pc_gw_delivery(r->json, longm, "production"), "last_error");
+    if (strstr(err, "server template gives a name too long") == NULL ||
+        strstr(err, "nothing was sent") == NULL)
+        fail_msg("last_error '%s' is not the readable refusal", err);
+    for (const char *p = err; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+            fail_msg("last_error holds byte 0x%02x", (unsigned char)*p);
+    for (int v = 1; v <= 3; v++) {
+        char name[8];
+
+        snprintf(name, sizeof(name), "v%d", v);
+        assert_int_equal(pc_haproxy_weight(stats_port, "be_fraud_production", name), before[v - 1]);
+    }
+    pc_gateway_delete(s, "hap-long");
+    (void)path;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_promotion_steps_move_haproxy_weights, it_test_teardown),
         cmocka_unit_test_teardown(test_held_step_split_and_rollback, it_test_teardown),
         cmocka_unit_test_teardown(test_runtime_api_errors_surface, it_test_teardown),
+        cmocka_unit_test_teardown(test_template_that_does_not_fit, it_test_teardown),
     };
 
     if (access(PC_HAPROXY, X_OK) != 0) {

@@ -23,7 +23,7 @@ static int port;
 
 /* The site: upstreams fraud_v1..3 (and fraud.eu-west_v1..3) answering v1..3,
  * proxying / to $modelgate_fraud_production and /eu to
- * $modelgate_fraud_eu_west_production. `extra` goes into the http block. */
+ * $modelgate_fraud_1eu_0west_production. `extra` goes into the http block. */
 static void write_site(const char *extra)
 {
     char text[8192];
@@ -58,7 +58,7 @@ static void write_site(const char *extra)
            "        listen 127.0.0.1:%d;\n"
            "        include %s/site/*.conf;\n"
            "        location / { proxy_pass http://$modelgate_fraud_production; }\n"
-           "        location /eu { proxy_pass http://$modelgate_fraud_eu_west_production; }\n"
+           "        location /eu { proxy_pass http://$modelgate_fraud_1eu_0west_production; }\n"
            "    }\n"
            "%s"
            "}\n",
@@ -220,7 +220,7 @@ static int setup(void **state)
     pc_write_file(inc, "split_clients \"${request_id}\" $modelgate_fraud_production {\n"
                        "    * fraud_v3;\n}\n");
     pc_write_file(pc_fmt(path, sizeof(path), "%s/inc/fraud.eu-west_production.conf", dir),
-                  "split_clients \"${request_id}\" $modelgate_fraud_eu_west_production {\n"
+                  "split_clients \"${request_id}\" $modelgate_fraud_1eu_0west_production {\n"
                   "    * fraud.eu-west_v3;\n}\n");
     pc_write_file(site_inc, "location = /healthz { return 200 \"ok\"; }\n");
     write_site("");
@@ -298,7 +298,7 @@ static void test_include_and_reload_change_the_split(void **state)
     pc_expect_split(50, 3, NAMES, counts, 0, 0, 100);
     change(s, "fraud.eu-west", "{\"version\":2}");
     expect_file_has(pc_fmt(want, sizeof(want), "%s/inc/fraud.eu-west_production.conf", dir),
-                    "split_clients \"${request_id}\" $modelgate_fraud_eu_west_production {\n"
+                    "split_clients \"${request_id}\" $modelgate_fraud_1eu_0west_production {\n"
                     "    * fraud.eu-west_v2;\n}\n");
     pc_count(eu_url, 100, 3, NAMES, counts);
     pc_expect_split(100, 3, NAMES, counts, 0, 100, 0);
