@@ -1,8 +1,10 @@
 /*
- * http.c - libmicrohttpd glue: daemon setup, the access handler state
- * machine, authentication, body handling, replies and the request log.
+ * http.c - libmicrohttpd glue: daemon setup, the access handler state machine, deferred
+ * replies, per-request deadlines (slowloris) and the request log. Reading a request is
+ * request.c, deciding who may is authz.c, replying is response.c.
  */
 #include "http.h"
+#include "http_int.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,196 +39,10 @@ void srv_crash_point(const struct srv *srv, const char *point)
         _exit(86);
 }
 
-/* ---- errors → HTTP: the only place ------------------------------------ */
-
-static const struct {
-    enum mg_code code;
-    unsigned status;
-    const char *name;
-} error_map[] = {
-    {MG_EINVAL, 400, "invalid_argument"},
-    {MG_EDIGEST, 400, "digest_mismatch"},
-    {MG_EUNAUTH, 401, "unauthenticated"},
-    {MG_EFORBIDDEN, 403, "forbidden"},
-    {MG_ESELFAPPROVAL, 403, "self_approval"},
-    {MG_ENOTFOUND, 404, "not_found"},
-    {MG_EMETHOD, 405, "method_not_allowed"},
-    {MG_ECONFLICT, 409, "conflict"},
-    {MG_ESTALE, 409, "conflict"},
-    {MG_EPROTECTED, 409, "alias_protected"},
-    {MG_EINPROGRESS, 409, "promotion_in_progress"},
-    {MG_ENOKNOWNGOOD, 409, "no_known_good"},
-    {MG_ENOLKG, 404, "no_known_good"},
-    {MG_ETOOBIG, 413, "payload_too_large"},
-    {MG_ERANGE, 416, "range_not_satisfiable"},
-    {MG_EMEDIA, 415, "unsupported_media_type"},
-    {MG_ENOSPC, 507, "insufficient_storage"},
-    {MG_EUNAVAIL, 503, "unavailable"},
-};
-
-void srv_reply_error(struct srv_req *r, const struct mg_error *err)
-{
-    unsigned status = 500;
-    const char *name = "internal", *msg;
-    size_t i;
-    json_t *e;
-
-    for (i = 0; i < sizeof(error_map) / sizeof(error_map[0]); i++) {
-        if (error_map[i].code == err->code) {
-            status = error_map[i].status;
-            name = error_map[i].name;
-            break;
-        }
-    }
-    /* Internal errors may name server paths: log them, tell the client less. */
-    if (status == 500) {
-        fprintf(stderr, "error: %s %s: %s\n", r->method, r->path ? r->path : "", err->message);
-        msg = "internal error; the server log has the details";
-    } else {
-        msg = err->message[0] ? err->message : "request failed";
-    }
-    e = json_pack("{s:{s:s, s:s}}", "error", "code", name, "message", msg);
-    if (e && err->field[0])
-        json_object_set_new(json_object_get(e, "error"), "field", json_string(err->field));
-    srv_reply_json(r, status, e);
-}
-
-void srv_fail(struct srv_req *r, enum mg_code code, const char *field, const char *fmt, ...)
-{
-    va_list ap;
-
-    r->err.code = code;
-    va_start(ap, fmt);
-    vsnprintf(r->err.message, sizeof(r->err.message), fmt, ap);
-    va_end(ap);
-    snprintf(r->err.field, sizeof(r->err.field), "%s", field ? field : "");
-    srv_reply_error(r, &r->err);
-}
-
-/* ---- replies ---------------------------------------------------------- */
-
-static void set_response(struct srv_req *r, unsigned status, struct MHD_Response *resp,
-                         uint64_t bytes)
-{
-    if (r->resp)
-        MHD_destroy_response(r->resp);
-    r->resp = resp;
-    r->status = status;
-    r->resp_bytes = bytes;
-}
-
-void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_type, const void *data,
-                     size_t len)
-{
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
-
-    if (resp == NULL) {
-        set_response(r, 500, NULL, 0);
-        return;
-    }
-    if (content_type)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    if (r->srv->tls)
-        MHD_add_response_header(resp, "Strict-Transport-Security", "max-age=31536000");
-    set_response(r, status, resp, len);
-}
-
-void srv_reply_json(struct srv_req *r, unsigned status, json_t *v)
-{
-    char *text;
-
-    if (v == NULL) {
-        static const char oom[] =
-            "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
-        srv_reply_bytes(r, 500, "application/json; charset=utf-8", oom, sizeof(oom) - 1);
-        return;
-    }
-    text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
-    json_decref(v);
-    if (text == NULL) {
-        srv_reply_json(r, 500, NULL);
-        return;
-    }
-    srv_reply_bytes(r, status, "application/json; charset=utf-8", text, strlen(text));
-    free(text);
-}
-
-static void reply_cached_body(const char *body, size_t len, void *arg)
-{
-    srv_reply_bytes(arg, 200, "application/json; charset=utf-8", body, len);
-}
-
-bool srv_reply_cached(struct srv_req *r, const char *key, uint64_t *epoch)
-{
-    /* Read before the handler's reads begin: what they see is at least this new. */
-    *epoch = store_data_epoch(r->srv->store);
-    return srv_cache_use(r->srv->cache, key, *epoch, reply_cached_body, r);
-}
-
-void srv_reply_json_keep(struct srv_req *r, json_t *v, const char *key, uint64_t epoch)
-{
-    char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15)) : NULL;
-
-    if (text == NULL) {
-        srv_reply_json(r, 200, v);
-        return;
-    }
-    json_decref(v);
-    srv_cache_put(r->srv->cache, key, epoch, text, strlen(text));
-    srv_reply_bytes(r, 200, "application/json; charset=utf-8", text, strlen(text));
-    free(text);
-}
-
-void srv_reply_empty(struct srv_req *r, unsigned status)
-{
-    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-
-    if (resp && r->srv->tls)
-        MHD_add_response_header(resp, "Strict-Transport-Security", "max-age=31536000");
-    set_response(r, resp ? status : 500, resp, 0);
-}
-
-void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, int fd,
-                  uint64_t offset, uint64_t len)
-{
-    struct MHD_Response *resp = MHD_create_response_from_fd_at_offset64(len, fd, offset);
-
-    if (resp == NULL) {
-        close(fd);
-        srv_fail(r, MG_EIO, NULL, "cannot stream the file");
-        return;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    if (r->srv->tls)
-        MHD_add_response_header(resp, "Strict-Transport-Security", "max-age=31536000");
-    set_response(r, status, resp, len);
-}
-
-void srv_reply_header(struct srv_req *r, const char *key, const char *value)
-{
-    const char *old;
-
-    if (r->resp == NULL)
-        return;
-    /* One Cache-Control per response: a route's own replaces the default no-store. */
-    if (strcasecmp(key, MHD_HTTP_HEADER_CACHE_CONTROL) == 0 &&
-        (old = MHD_get_response_header(r->resp, MHD_HTTP_HEADER_CACHE_CONTROL)) != NULL) {
-        char copy[128];
-
-        snprintf(copy, sizeof(copy), "%s", old);
-        MHD_del_response_header(r->resp, MHD_HTTP_HEADER_CACHE_CONTROL, copy);
-    }
-    MHD_add_response_header(r->resp, key, value);
-}
-
 void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t gen, int64_t wait_s,
                const char *id, unsigned status, void (*on_resume)(struct srv_req *r))
 {
-    set_response(r, 0, NULL, 0);
+    srv_set_response(r, 0, NULL, 0);
     r->deferred = true;
     r->on_resume = on_resume;
     snprintf(r->wait_model, sizeof(r->wait_model), "%s", model);
@@ -240,7 +56,7 @@ void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t 
 void srv_defer_work(struct srv_req *r, void (*work)(struct srv_req *r),
                     void (*on_resume)(struct srv_req *r))
 {
-    set_response(r, 0, NULL, 0);
+    srv_set_response(r, 0, NULL, 0);
     r->deferred = true;
     r->work = work;
     r->on_resume = on_resume;
@@ -271,502 +87,11 @@ static void start_work(struct srv_req *r)
     pthread_attr_destroy(&attr);
 }
 
-/* ---- request accessors ------------------------------------------------ */
-
-const char *srv_query(const struct srv_req *r, const char *key)
-{
-    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
-}
-
-const char *srv_header(const struct srv_req *r, const char *key)
-{
-    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
-}
-
-bool srv_page(struct srv_req *r, struct store_page *page)
-{
-    const char *l = srv_query(r, "limit"), *t = srv_query(r, "page_token");
-    int64_t n = 50;
-
-    if (l && !mg_parse_i64(l, 1, 1000, &n)) {
-        srv_fail(r, MG_EINVAL, "limit", "limit must be an integer from 1 to 1000");
-        return false;
-    }
-    if (t && (strlen(t) == 0 || strlen(t) > 256)) {
-        srv_fail(r, MG_EINVAL, "page_token", "page_token is not one this server issued");
-        return false;
-    }
-    page->limit = (unsigned)n;
-    page->page_token = t;
-    return true;
-}
-
 /* ---- the request state machine ---------------------------------------- */
 
 /* The per-request deadline (below) follows each request's progress. */
 static void conn_request_begins(struct srv *srv, struct srv_req *r);
 static void conn_request_ends(struct srv *srv, struct srv_req *r);
-
-static void req_free(struct srv_req *r)
-{
-    unsigned i;
-
-    if (r->route && r->route->stream_cleanup)
-        r->route->stream_cleanup(r);
-    for (i = 0; i < r->nparams; i++)
-        free(r->params[i].value);
-    if (r->resp)
-        MHD_destroy_response(r->resp);
-    json_decref(r->body);
-    mg_buf_release(&r->raw);
-    free(r->path);
-    free(r->raw_path);
-    free(r);
-}
-
-_Static_assert((unsigned)GATE_ROLE_ADMIN == (unsigned)STORE_ROLE_ADMIN &&
-                   (unsigned)GATE_ROLE_PUBLISHER == (unsigned)STORE_ROLE_PUBLISHER &&
-                   (unsigned)GATE_ROLE_REVIEWER == (unsigned)STORE_ROLE_REVIEWER &&
-                   (unsigned)GATE_ROLE_DEPLOYER == (unsigned)STORE_ROLE_DEPLOYER &&
-                   (unsigned)GATE_ROLE_READER == (unsigned)STORE_ROLE_READER,
-               "gates/ and store/ name the same role bits");
-_Static_assert(GATE_NEED_PUBLIC == SRV_PUBLIC && GATE_NEED_ANY == SRV_ANY_ROLE,
-               "route role masks are gate needs");
-
-/* The principal as gates/ sees it; the pointer arrays live in *buf. */
-struct token_view {
-    struct gate_token t;
-    const char *teams[STORE_MAX_SCOPES], *aliases[STORE_MAX_SCOPES];
-};
-
-static void token_view(const struct store_principal *who, struct token_view *v)
-{
-    size_t i;
-
-    for (i = 0; i < who->nteams && i < STORE_MAX_SCOPES; i++)
-        v->teams[i] = who->teams[i];
-    for (i = 0; i < who->naliases && i < STORE_MAX_SCOPES; i++)
-        v->aliases[i] = who->aliases[i];
-    v->t.name = who->name;
-    v->t.roles = who->roles;
-    v->t.teams = v->teams;
-    v->t.nteams = who->nteams;
-    v->t.aliases = v->aliases;
-    v->t.naliases = who->naliases;
-}
-
-enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *model,
-                        const char *alias, struct gate_decision *d, struct mg_error *err)
-{
-    struct token_view v;
-    struct gate_model m = {model, NULL, 0};
-    struct gate_request q = {need, NULL, alias,
-                             r->srv->cfg->read_scope_team ? GATE_READ_TEAM : GATE_READ_ALL};
-    const char *owners[STORE_MAX_SCOPES];
-    json_t *own = NULL, *o;
-    size_t i;
-
-    token_view(&r->who, &v);
-    /* Owners matter only to a token with teams: a global token never pays the lookup. */
-    if (model != NULL && r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN)) {
-        enum mg_code rc = store_model_owners(r->srv->store, model, &own, err);
-
-        if (rc == MG_OK) {
-            json_array_foreach(own, i, o)
-            {
-                if (m.nowners < STORE_MAX_SCOPES && json_is_string(o))
-                    owners[m.nowners++] = json_string_value(o);
-            }
-            m.owners = owners;
-            q.model = &m;
-        } else if (rc != MG_ENOTFOUND) {
-            return rc;
-        }
-    }
-    gate_authorize(&v.t, &q, d);
-    json_decref(own);
-    return MG_OK;
-}
-
-bool srv_authorize(struct srv_req *r, const char *model, const char *alias)
-{
-    struct gate_decision d;
-    struct mg_error err;
-
-    if (srv_decide(r, r->route->roles, model, alias, &d, &err) != MG_OK) {
-        srv_reply_error(r, &err);
-        return false;
-    }
-    if (!d.allow) {
-        srv_fail(r, d.status == 404 ? MG_ENOTFOUND : MG_EFORBIDDEN, NULL, "%s", d.reason);
-        return false;
-    }
-    return true;
-}
-
-bool srv_model_visible(const struct srv_req *r, const json_t *owners)
-{
-    struct token_view v;
-    const char *names[STORE_MAX_SCOPES];
-    struct gate_model m = {"", names, 0};
-    json_t *o;
-    size_t i;
-
-    if (!r->srv->cfg->read_scope_team || r->who.nteams == 0 || (r->who.roles & STORE_ROLE_ADMIN))
-        return true;
-    json_array_foreach(owners, i, o)
-    {
-        if (m.nowners < STORE_MAX_SCOPES && json_is_string(o))
-            names[m.nowners++] = json_string_value(o);
-    }
-    token_view(&r->who, &v);
-    return gate_team_owns(&v.t, &m);
-}
-
-/* Every route's authorisation, from its path: the model and alias it names, if any.
- * Handlers that learn the model from the body or a stored promotion call
- * srv_authorize() again with it. */
-static bool authorize_route(struct srv_req *r)
-{
-    return srv_authorize(r, srv_param(r, "model"), srv_param(r, "alias"));
-}
-
-static bool is_mutation(const char *m)
-{
-    return strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0 && strcmp(m, "OPTIONS") != 0;
-}
-
-/* Host is an IP literal or localhost, with an optional port: a name nobody can point
- * elsewhere through DNS. */
-static bool host_is_literal(const char *host)
-{
-    char name[80];
-    const char *colon;
-    size_t n;
-    unsigned char addr[16];
-
-    if (host[0] == '[') { /* [v6]:port */
-        const char *end = strchr(host, ']');
-
-        if (end == NULL || (size_t)(end - host - 1) >= sizeof(name))
-            return false;
-        memcpy(name, host + 1, (size_t)(end - host - 1));
-        name[end - host - 1] = '\0';
-        return inet_pton(AF_INET6, name, addr) == 1 && (end[1] == '\0' || end[1] == ':');
-    }
-    colon = strchr(host, ':');
-    n = colon ? (size_t)(colon - host) : strlen(host);
-    if (n >= sizeof(name))
-        return false;
-    memcpy(name, host, n);
-    name[n] = '\0';
-    return strcasecmp(name, "localhost") == 0 || inet_pton(AF_INET, name, addr) == 1;
-}
-
-/*
- * Origin must name this very server. With --public-url, it must be that origin (what a
- * browser behind a proxy sees). Without it, scheme://Host, and only when Host is an IP
- * literal or localhost: a DNS name in Host may be an attacker's that was rebound to us
- * (DNS rebinding), and would make its own origin look like ours.
- */
-bool srv_same_origin(const struct srv_req *r)
-{
-    const char *origin = srv_header(r, "Origin"), *host = srv_header(r, MHD_HTTP_HEADER_HOST);
-    const char *rest;
-
-    if (origin == NULL)
-        return false;
-    if (r->srv->cfg->public_url != NULL)
-        return strcasecmp(origin, r->srv->cfg->public_url) == 0;
-    if (host == NULL || !host_is_literal(host))
-        return false;
-    if (strncmp(origin, "http://", 7) == 0 && !r->srv->tls)
-        rest = origin + 7;
-    else if (strncmp(origin, "https://", 8) == 0 && r->srv->tls)
-        rest = origin + 8;
-    else
-        return false;
-    return strcmp(rest, host) == 0;
-}
-
-/* A request from the UI: the session cookie, and for changes the CSRF token
- * in X-CSRF-Token plus a same-origin Origin header. */
-static bool check_session(struct srv_req *r)
-{
-    const char *id = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, SRV_SESSION_COOKIE);
-    const char *sent = srv_header(r, "X-CSRF-Token");
-    char csrf[STORE_CSRF_LEN + 1];
-
-    if (store_session_check(r->srv->store, id, strlen(id), SRV_SESSION_IDLE_MS, SRV_SESSION_MAX_MS,
-                            &r->who, csrf) != MG_OK) {
-        srv_fail(r, MG_EUNAUTH, NULL, "your session has ended; sign in again");
-        return false;
-    }
-    r->authenticated = true;
-    r->via_session = true;
-    snprintf(r->csrf, sizeof(r->csrf), "%s", csrf);
-    if (is_mutation(r->method)) {
-        if (sent == NULL || strlen(sent) != STORE_CSRF_LEN ||
-            !mg_ct_equal(sent, csrf, STORE_CSRF_LEN)) {
-            srv_fail(r, MG_EFORBIDDEN, NULL,
-                     "this change needs the session's CSRF token in X-CSRF-Token");
-            return false;
-        }
-        if (!srv_same_origin(r)) {
-            srv_fail(r, MG_EFORBIDDEN, NULL,
-                     "this change must come from this server's own pages (reached through a "
-                     "proxy or a DNS name? start modelgated with --public-url)");
-            return false;
-        }
-    }
-    return authorize_route(r);
-}
-
-/* Authenticate and authorise; on failure an error reply is set. */
-static bool check_access(struct srv_req *r)
-{
-    const char *h = srv_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
-
-    if (r->route->roles == SRV_PUBLIC)
-        return true;
-    if (h == NULL && MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, SRV_SESSION_COOKIE))
-        return check_session(r);
-    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) {
-        srv_fail(r, MG_EUNAUTH, NULL,
-                 "this endpoint needs an 'Authorization: Bearer <token>' header");
-        return false;
-    }
-    h += 7;
-    while (*h == ' ')
-        h++;
-    if (store_token_authenticate(r->srv->store, h, strlen(h), &r->who) != MG_OK) {
-        srv_fail(r, MG_EUNAUTH, NULL, "the bearer token is unknown or was revoked");
-        return false;
-    }
-    r->authenticated = true;
-    return authorize_route(r);
-}
-
-static bool is_json_type(const char *ct)
-{
-    size_t n = strlen("application/json");
-
-    if (ct == NULL || strncasecmp(ct, "application/json", n) != 0)
-        return false;
-    return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
-}
-
-static bool has_dot_segment(const char *p)
-{
-    while (*p == '/') {
-        size_t n = strcspn(p + 1, "/");
-        if ((n == 0 && p[1] == '/') || (n == 1 && p[1] == '.') ||
-            (n == 2 && p[1] == '.' && p[2] == '.'))
-            return true;
-        p += 1 + n;
-    }
-    return false;
-}
-
-struct framing {
-    unsigned content_lengths;
-    bool lengths_differ;
-    const char *first_length;
-    bool transfer_encoding;
-};
-
-static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
-                                     const char *value)
-{
-    struct framing *f = cls;
-
-    (void)kind;
-    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
-        if (f->content_lengths++ == 0)
-            f->first_length = value;
-        else if (value == NULL || f->first_length == NULL || strcmp(value, f->first_length) != 0)
-            f->lengths_differ = true;
-    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
-        f->transfer_encoding = true;
-    }
-    return MHD_YES;
-}
-
-/*
- * RFC 9112 §6.3: a request with both Content-Length and Transfer-Encoding, or with
- * Content-Length values that differ, has no trustworthy end; a proxy in front may have
- * read it another way (request smuggling). Refuse it with 400 and close the connection
- * without reading on. On refusal the reply is set and false returned.
- */
-static bool framing_ok(struct srv_req *r)
-{
-    struct framing f = {0};
-
-    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_framing, &f);
-    if (f.content_lengths > 0 && f.transfer_encoding) {
-        srv_fail(r, MG_EINVAL, NULL,
-                 "send either Content-Length or Transfer-Encoding, not both; the request's "
-                 "length is ambiguous");
-    } else if (f.lengths_differ) {
-        srv_fail(r, MG_EINVAL, NULL,
-                 "the request has Content-Length headers that disagree; send one");
-    } else {
-        return true;
-    }
-    MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONNECTION, "close");
-    r->no_drain = true;
-    return false;
-}
-
-/* First call for a request: route, auth, headers. Returns false when a reply
- * is already set and the body (if any) should not be read. */
-static bool req_begin(struct srv_req *r, const char *method)
-{
-    const char *cl = srv_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    uint64_t len = 0, cap;
-    int64_t cl_n = 0;
-    enum mg_code rc;
-
-    /* Decoding tricks (%00, control characters, bytes that are not UTF-8) are refused
-     * before routing, from the target as sent: libmicrohttpd's decoded copy would already
-     * have been cut at a NUL. The message never echoes the bytes. */
-    if (r->target_problem != NULL) {
-        srv_fail(r, MG_EINVAL, NULL, "%s; send the path as percent-encoded UTF-8 text",
-                 r->target_problem);
-        return false;
-    }
-    if (!mg_method_valid(method)) {
-        srv_fail(r, MG_EINVAL, NULL, "the request method is not a valid HTTP token");
-        return false;
-    }
-    if (!framing_ok(r))
-        return false;
-    /* "." / ".." / empty segments never name anything: refuse them instead of
-     * guessing what a normalising proxy would have meant. */
-    if (has_dot_segment(r->path)) {
-        srv_fail(r, MG_EINVAL, NULL,
-                 "the path has an empty, '.' or '..' segment; name resources directly");
-        return false;
-    }
-    rc = srv_route_match(r, method, r->path);
-    if (rc == MG_ENOTFOUND) {
-        srv_fail(r, MG_ENOTFOUND, NULL, "no such endpoint: %s %s", method, r->path);
-        return false;
-    }
-    if (rc == MG_EMETHOD) {
-        srv_fail(r, MG_EMETHOD, NULL, "%s is not allowed on %s", method, r->path);
-        return false;
-    }
-    /* Authentication comes before parameter validation: no oracle for callers
-     * without a token. */
-    if (!check_access(r))
-        return false;
-    if (rc == MG_EINVAL) {
-        srv_reply_error(r, &r->err);
-        return false;
-    }
-    if (cl && !mg_parse_i64(cl, 0, INT64_MAX, &cl_n)) {
-        srv_fail(r, MG_EINVAL, NULL, "malformed Content-Length");
-        return false;
-    }
-    len = (uint64_t)cl_n;
-    if (r->route->body == SRV_BODY_JSON) {
-        cap = r->srv->cfg->max_json_bytes;
-        if (len > 0 && !is_json_type(srv_header(r, MHD_HTTP_HEADER_CONTENT_TYPE))) {
-            srv_fail(r, MG_EMEDIA, NULL, "send the body as Content-Type: application/json");
-            return false;
-        }
-        if (len > cap) {
-            srv_fail(r, MG_ETOOBIG, NULL, "the JSON body is larger than the limit of %llu bytes",
-                     (unsigned long long)cap);
-            return false;
-        }
-        mg_buf_init(&r->raw, (size_t)cap);
-    } else if (r->route->body == SRV_BODY_STREAM) {
-        cap = r->srv->cfg->max_blob_bytes;
-        if (len > cap) {
-            srv_fail(r, MG_ETOOBIG, NULL, "the body is larger than the limit of %llu bytes",
-                     (unsigned long long)cap);
-            return false;
-        }
-        if (r->route->stream_begin(r) != MG_OK) {
-            srv_reply_error(r, &r->err);
-            return false;
-        }
-    }
-    return true;
-}
-
-/* A body chunk. Errors are remembered and answered once the body ends. */
-static void req_body(struct srv_req *r, const char *data, size_t n)
-{
-    __atomic_add_fetch(&r->body_bytes, n, __ATOMIC_RELAXED);
-    if (r->failed)
-        return;
-    if (r->route->body == SRV_BODY_JSON) {
-        if (r->raw.max > 0 && mg_buf_append(&r->raw, data, n) != MG_OK) {
-            mg_fail(&r->err, MG_ETOOBIG, NULL,
-                    "the JSON body is larger than the limit of %llu bytes",
-                    (unsigned long long)r->raw.max);
-            r->failed = true;
-        }
-    } else if (r->route->body == SRV_BODY_STREAM) {
-        if (r->route->stream_data(r, data, n) != MG_OK)
-            r->failed = true;
-    }
-}
-
-/* The whole body is in: parse JSON if needed and call the handler. */
-static void req_finish(struct srv_req *r)
-{
-    json_error_t jerr;
-
-    if (r->failed) {
-        srv_reply_error(r, &r->err);
-        return;
-    }
-    if (r->route->body == SRV_BODY_JSON && r->raw.len > 0) {
-        if (!is_json_type(srv_header(r, MHD_HTTP_HEADER_CONTENT_TYPE))) {
-            srv_fail(r, MG_EMEDIA, NULL, "send the body as Content-Type: application/json");
-            return;
-        }
-        r->body = json_loadb(r->raw.data, r->raw.len, JSON_REJECT_DUPLICATES, &jerr);
-        if (r->body == NULL) {
-            srv_fail(r, MG_EINVAL, NULL, "the body is not valid JSON (line %d, column %d: %s)",
-                     jerr.line, jerr.column, jerr.text);
-            return;
-        }
-        mg_buf_release(&r->raw);
-    }
-    r->route->handle(r);
-    if (r->resp == NULL && !r->deferred)
-        srv_fail(r, MG_EIO, NULL, "the handler produced no response");
-}
-
-/*
- * A request refused before its body was read: does the client still send the body? Then it
- * is drained (up to DRAIN_MAX) before the reply goes out, or the client, still writing,
- * meets a closed socket (EPIPE) and never reads the reply. With "Expect: 100-continue" the
- * client waits for our word, so the reply goes at once and no body comes.
- */
-static bool body_on_its_way(struct srv_req *r)
-{
-    const char *cl = srv_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    const char *te = srv_header(r, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    const char *expect = srv_header(r, MHD_HTTP_HEADER_EXPECT);
-
-    if (expect != NULL && strcasecmp(expect, "100-continue") == 0)
-        return false;
-    return te != NULL || (cl != NULL && strcmp(cl, "0") != 0);
-}
-
-/* A refused body's connection is not reused: what the client sent after the part we
- * drained, if anything, is never read as a request. */
-static void close_after_reply(struct srv_req *r)
-{
-    if (r->resp != NULL)
-        MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONNECTION, "close");
-}
 
 static enum MHD_Result queue(struct srv_req *r)
 {
@@ -825,10 +150,10 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
             return MHD_NO;
         r->body_start_ms = mg_mono_ms();
         conn_request_begins(srv, r);
-        if (!req_begin(r, method)) {
-            if (r->no_drain || !body_on_its_way(r))
+        if (!srv_req_begin(r, method)) {
+            if (r->no_drain || !srv_req_body_on_its_way(r))
                 return queue(r); /* reply now; no body comes, or none is to be read */
-            close_after_reply(r);
+            srv_req_close_after_reply(r);
             return MHD_YES; /* drain the body below, then reply */
         }
         return MHD_YES;
@@ -859,16 +184,16 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         return r->drained > DRAIN_MAX ? MHD_NO : MHD_YES;
     }
     if (*upload_data_size > 0) {
-        req_body(r, upload_data, *upload_data_size);
+        srv_req_body(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
         if (r->failed) {
             srv_reply_error(r, &r->err);
-            close_after_reply(r);
+            srv_req_close_after_reply(r);
         }
         return MHD_YES;
     }
     __atomic_store_n(&r->body_done, true, __ATOMIC_RELEASE);
-    req_finish(r);
+    srv_req_finish(r);
     if (r->deferred) {
         /* Suspend first, then hand over: a resume can never come before. */
         MHD_suspend_connection(conn);
@@ -936,7 +261,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
              (strstr(r->route->pattern, "/blobs/{digest}") ||
               strstr(r->route->pattern, "/artifact")))
         srv_metrics_blob_out(srv->metrics, r->resp_bytes);
-    req_free(r);
+    srv_req_free(r);
     *con_cls = NULL;
     __atomic_sub_fetch(&srv->inflight, 1, __ATOMIC_SEQ_CST);
 }

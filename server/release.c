@@ -715,9 +715,10 @@ static enum mg_code apply_event(struct srv *srv, const char *actor, const char *
             mg_time_parse(json_string_value(json_object_get(p, "created_at")), &since);
             if (d->approval_by)
                 json_array_append_new(
-                    appr, json_pack("{s:s, s:s, s:O}", "by", d->approval_by, "decision",
-                                    d->approval_decision, "teams",
-                                    d->approval_teams ? d->approval_teams : json_array()));
+                    appr,
+                    json_pack("{s:s, s:s, s:o}", "by", d->approval_by, "decision",
+                              d->approval_decision, "teams",
+                              d->approval_teams ? json_incref(d->approval_teams) : json_array()));
             rc = store_version_get(srv->store, model, cur.candidate, &ver, err);
             if (rc == MG_OK && d->approval_by)
                 rc = tally_decision(p, ver, &pol, d, err);

@@ -177,9 +177,9 @@ static enum mg_code insert_token(struct store_conn *c, const char *actor, const 
     }
     if (rc != MG_OK)
         goto out;
-    detail = json_pack("{s:s, s:o, s:O, s:O}", "name", name, "roles", store_roles_to_json(roles),
-                       "teams", teams ? teams : json_array(), "aliases",
-                       aliases ? aliases : json_array());
+    detail = json_pack("{s:s, s:o, s:o, s:o}", "name", name, "roles", store_roles_to_json(roles),
+                       "teams", teams ? json_incref((json_t *)teams) : json_array(), "aliases",
+                       aliases ? json_incref((json_t *)aliases) : json_array());
     rc = store_audit_append(c, actor, "token.create", id, detail, err);
     json_decref(detail);
 out:

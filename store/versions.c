@@ -370,7 +370,8 @@ static enum mg_code sign_version(struct store *st, struct store_conn *c, int64_t
         goto out;
     }
     /* The manifest in model_signing's path order, whatever order the database used. */
-    qsort(res, nres, sizeof(*res), resource_order);
+    if (nres > 1)
+        qsort(res, nres, sizeof(*res), resource_order);
     if (nres == 0 && !blob_is_archive(c, artifact)) {
         res = calloc(1, sizeof(*res));
         if (res == NULL || (res[0].name = strdup(".")) == NULL) {

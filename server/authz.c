@@ -1,0 +1,240 @@
+/*
+ * authz.c - who is asking and may they: bearer tokens and UI sessions (with CSRF and
+ * same-origin checks), and every route's authorisation through the one decision in
+ * gates/authz.c (srv_authorize).
+ */
+#include "http.h"
+#include "http_int.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "../gates/authz.h"
+
+_Static_assert((unsigned)GATE_ROLE_ADMIN == (unsigned)STORE_ROLE_ADMIN &&
+                   (unsigned)GATE_ROLE_PUBLISHER == (unsigned)STORE_ROLE_PUBLISHER &&
+                   (unsigned)GATE_ROLE_REVIEWER == (unsigned)STORE_ROLE_REVIEWER &&
+                   (unsigned)GATE_ROLE_DEPLOYER == (unsigned)STORE_ROLE_DEPLOYER &&
+                   (unsigned)GATE_ROLE_READER == (unsigned)STORE_ROLE_READER,
+               "gates/ and store/ name the same role bits");
+_Static_assert(GATE_NEED_PUBLIC == SRV_PUBLIC && GATE_NEED_ANY == SRV_ANY_ROLE,
+               "route role masks are gate needs");
+
+/* The principal as gates/ sees it; the pointer arrays live in *buf. */
+struct token_view {
+    struct gate_token t;
+    const char *teams[STORE_MAX_SCOPES], *aliases[STORE_MAX_SCOPES];
+};
+
+static void token_view(const struct store_principal *who, struct token_view *v)
+{
+    size_t i;
+
+    for (i = 0; i < who->nteams && i < STORE_MAX_SCOPES; i++)
+        v->teams[i] = who->teams[i];
+    for (i = 0; i < who->naliases && i < STORE_MAX_SCOPES; i++)
+        v->aliases[i] = who->aliases[i];
+    v->t.name = who->name;
+    v->t.roles = who->roles;
+    v->t.teams = v->teams;
+    v->t.nteams = who->nteams;
+    v->t.aliases = v->aliases;
+    v->t.naliases = who->naliases;
+}
+
+enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *model,
+                        const char *alias, struct gate_decision *d, struct mg_error *err)
+{
+    struct token_view v;
+    struct gate_model m = {model, NULL, 0};
+    struct gate_request q = {need, NULL, alias,
+                             r->srv->cfg->read_scope_team ? GATE_READ_TEAM : GATE_READ_ALL};
+    const char *owners[STORE_MAX_SCOPES];
+    json_t *own = NULL, *o;
+    size_t i;
+
+    token_view(&r->who, &v);
+    /* Owners matter only to a token with teams: a global token never pays the lookup. */
+    if (model != NULL && r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN)) {
+        enum mg_code rc = store_model_owners(r->srv->store, model, &own, err);
+
+        if (rc == MG_OK) {
+            json_array_foreach(own, i, o)
+            {
+                if (m.nowners < STORE_MAX_SCOPES && json_is_string(o))
+                    owners[m.nowners++] = json_string_value(o);
+            }
+            m.owners = owners;
+            q.model = &m;
+        } else if (rc != MG_ENOTFOUND) {
+            return rc;
+        }
+    }
+    gate_authorize(&v.t, &q, d);
+    json_decref(own);
+    return MG_OK;
+}
+
+bool srv_authorize(struct srv_req *r, const char *model, const char *alias)
+{
+    struct gate_decision d;
+    struct mg_error err;
+
+    if (srv_decide(r, r->route->roles, model, alias, &d, &err) != MG_OK) {
+        srv_reply_error(r, &err);
+        return false;
+    }
+    if (!d.allow) {
+        srv_fail(r, d.status == 404 ? MG_ENOTFOUND : MG_EFORBIDDEN, NULL, "%s", d.reason);
+        return false;
+    }
+    return true;
+}
+
+bool srv_model_visible(const struct srv_req *r, const json_t *owners)
+{
+    struct token_view v;
+    const char *names[STORE_MAX_SCOPES];
+    struct gate_model m = {"", names, 0};
+    json_t *o;
+    size_t i;
+
+    if (!r->srv->cfg->read_scope_team || r->who.nteams == 0 || (r->who.roles & STORE_ROLE_ADMIN))
+        return true;
+    json_array_foreach(owners, i, o)
+    {
+        if (m.nowners < STORE_MAX_SCOPES && json_is_string(o))
+            names[m.nowners++] = json_string_value(o);
+    }
+    token_view(&r->who, &v);
+    return gate_team_owns(&v.t, &m);
+}
+
+/* Every route's authorisation, from its path: the model and alias it names, if any.
+ * Handlers that learn the model from the body or a stored promotion call
+ * srv_authorize() again with it. */
+static bool authorize_route(struct srv_req *r)
+{
+    return srv_authorize(r, srv_param(r, "model"), srv_param(r, "alias"));
+}
+
+static bool is_mutation(const char *m)
+{
+    return strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0 && strcmp(m, "OPTIONS") != 0;
+}
+
+/* Host is an IP literal or localhost, with an optional port: a name nobody can point
+ * elsewhere through DNS. */
+static bool host_is_literal(const char *host)
+{
+    char name[80];
+    const char *colon;
+    size_t n;
+    unsigned char addr[16];
+
+    if (host[0] == '[') { /* [v6]:port */
+        const char *end = strchr(host, ']');
+
+        if (end == NULL || (size_t)(end - host - 1) >= sizeof(name))
+            return false;
+        memcpy(name, host + 1, (size_t)(end - host - 1));
+        name[end - host - 1] = '\0';
+        return inet_pton(AF_INET6, name, addr) == 1 && (end[1] == '\0' || end[1] == ':');
+    }
+    colon = strchr(host, ':');
+    n = colon ? (size_t)(colon - host) : strlen(host);
+    if (n >= sizeof(name))
+        return false;
+    memcpy(name, host, n);
+    name[n] = '\0';
+    return strcasecmp(name, "localhost") == 0 || inet_pton(AF_INET, name, addr) == 1;
+}
+
+/*
+ * Origin must name this very server. With --public-url, it must be that origin (what a
+ * browser behind a proxy sees). Without it, scheme://Host, and only when Host is an IP
+ * literal or localhost: a DNS name in Host may be an attacker's that was rebound to us
+ * (DNS rebinding), and would make its own origin look like ours.
+ */
+bool srv_same_origin(const struct srv_req *r)
+{
+    const char *origin = srv_header(r, "Origin"), *host = srv_header(r, MHD_HTTP_HEADER_HOST);
+    const char *rest;
+
+    if (origin == NULL)
+        return false;
+    if (r->srv->cfg->public_url != NULL)
+        return strcasecmp(origin, r->srv->cfg->public_url) == 0;
+    if (host == NULL || !host_is_literal(host))
+        return false;
+    if (strncmp(origin, "http://", 7) == 0 && !r->srv->tls)
+        rest = origin + 7;
+    else if (strncmp(origin, "https://", 8) == 0 && r->srv->tls)
+        rest = origin + 8;
+    else
+        return false;
+    return strcmp(rest, host) == 0;
+}
+
+/* A request from the UI: the session cookie, and for changes the CSRF token
+ * in X-CSRF-Token plus a same-origin Origin header. */
+static bool check_session(struct srv_req *r)
+{
+    const char *id = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, SRV_SESSION_COOKIE);
+    const char *sent = srv_header(r, "X-CSRF-Token");
+    char csrf[STORE_CSRF_LEN + 1];
+
+    if (store_session_check(r->srv->store, id, strlen(id), SRV_SESSION_IDLE_MS, SRV_SESSION_MAX_MS,
+                            &r->who, csrf) != MG_OK) {
+        srv_fail(r, MG_EUNAUTH, NULL, "your session has ended; sign in again");
+        return false;
+    }
+    r->authenticated = true;
+    r->via_session = true;
+    snprintf(r->csrf, sizeof(r->csrf), "%s", csrf);
+    if (is_mutation(r->method)) {
+        if (sent == NULL || strlen(sent) != STORE_CSRF_LEN ||
+            !mg_ct_equal(sent, csrf, STORE_CSRF_LEN)) {
+            srv_fail(r, MG_EFORBIDDEN, NULL,
+                     "this change needs the session's CSRF token in X-CSRF-Token");
+            return false;
+        }
+        if (!srv_same_origin(r)) {
+            srv_fail(r, MG_EFORBIDDEN, NULL,
+                     "this change must come from this server's own pages (reached through a "
+                     "proxy or a DNS name? start modelgated with --public-url)");
+            return false;
+        }
+    }
+    return authorize_route(r);
+}
+
+/* Authenticate and authorise; on failure an error reply is set. */
+bool srv_check_access(struct srv_req *r)
+{
+    const char *h = srv_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+
+    if (r->route->roles == SRV_PUBLIC)
+        return true;
+    if (h == NULL && MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, SRV_SESSION_COOKIE))
+        return check_session(r);
+    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) {
+        srv_fail(r, MG_EUNAUTH, NULL,
+                 "this endpoint needs an 'Authorization: Bearer <token>' header");
+        return false;
+    }
+    h += 7;
+    while (*h == ' ')
+        h++;
+    if (store_token_authenticate(r->srv->store, h, strlen(h), &r->who) != MG_OK) {
+        srv_fail(r, MG_EUNAUTH, NULL, "the bearer token is unknown or was revoked");
+        return false;
+    }
+    r->authenticated = true;
+    return authorize_route(r);
+}

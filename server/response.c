@@ -1,0 +1,202 @@
+/*
+ * response.c - replies: errors mapped to HTTP statuses (the only place), JSON, bytes, files
+ * and cached bodies, and the headers every reply carries (no-store unless a route says
+ * otherwise, nosniff, HSTS under TLS).
+ */
+#include "http.h"
+#include "http_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+#include "cache.h"
+
+/* ---- errors → HTTP: the only place ------------------------------------ */
+
+static const struct {
+    enum mg_code code;
+    unsigned status;
+    const char *name;
+} error_map[] = {
+    {MG_EINVAL, 400, "invalid_argument"},
+    {MG_EDIGEST, 400, "digest_mismatch"},
+    {MG_EUNAUTH, 401, "unauthenticated"},
+    {MG_EFORBIDDEN, 403, "forbidden"},
+    {MG_ESELFAPPROVAL, 403, "self_approval"},
+    {MG_ENOTFOUND, 404, "not_found"},
+    {MG_EMETHOD, 405, "method_not_allowed"},
+    {MG_ECONFLICT, 409, "conflict"},
+    {MG_ESTALE, 409, "conflict"},
+    {MG_EPROTECTED, 409, "alias_protected"},
+    {MG_EINPROGRESS, 409, "promotion_in_progress"},
+    {MG_ENOKNOWNGOOD, 409, "no_known_good"},
+    {MG_ENOLKG, 404, "no_known_good"},
+    {MG_ETOOBIG, 413, "payload_too_large"},
+    {MG_ERANGE, 416, "range_not_satisfiable"},
+    {MG_EMEDIA, 415, "unsupported_media_type"},
+    {MG_ENOSPC, 507, "insufficient_storage"},
+    {MG_EUNAVAIL, 503, "unavailable"},
+};
+
+void srv_reply_error(struct srv_req *r, const struct mg_error *err)
+{
+    unsigned status = 500;
+    const char *name = "internal", *msg;
+    size_t i;
+    json_t *e;
+
+    for (i = 0; i < sizeof(error_map) / sizeof(error_map[0]); i++) {
+        if (error_map[i].code == err->code) {
+            status = error_map[i].status;
+            name = error_map[i].name;
+            break;
+        }
+    }
+    /* Internal errors may name server paths: log them, tell the client less. */
+    if (status == 500) {
+        fprintf(stderr, "error: %s %s: %s\n", r->method, r->path ? r->path : "", err->message);
+        msg = "internal error; the server log has the details";
+    } else {
+        msg = err->message[0] ? err->message : "request failed";
+    }
+    e = json_pack("{s:{s:s, s:s}}", "error", "code", name, "message", msg);
+    if (e && err->field[0])
+        json_object_set_new(json_object_get(e, "error"), "field", json_string(err->field));
+    srv_reply_json(r, status, e);
+}
+
+void srv_fail(struct srv_req *r, enum mg_code code, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+
+    r->err.code = code;
+    va_start(ap, fmt);
+    vsnprintf(r->err.message, sizeof(r->err.message), fmt, ap);
+    va_end(ap);
+    snprintf(r->err.field, sizeof(r->err.field), "%s", field ? field : "");
+    srv_reply_error(r, &r->err);
+}
+
+/* ---- replies ---------------------------------------------------------- */
+
+void srv_set_response(struct srv_req *r, unsigned status, struct MHD_Response *resp, uint64_t bytes)
+{
+    if (r->resp)
+        MHD_destroy_response(r->resp);
+    r->resp = resp;
+    r->status = status;
+    r->resp_bytes = bytes;
+}
+
+void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_type, const void *data,
+                     size_t len)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+
+    if (resp == NULL) {
+        srv_set_response(r, 500, NULL, 0);
+        return;
+    }
+    if (content_type)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (r->srv->tls)
+        MHD_add_response_header(resp, "Strict-Transport-Security", "max-age=31536000");
+    srv_set_response(r, status, resp, len);
+}
+
+void srv_reply_json(struct srv_req *r, unsigned status, json_t *v)
+{
+    char *text;
+
+    if (v == NULL) {
+        static const char oom[] =
+            "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+        srv_reply_bytes(r, 500, "application/json; charset=utf-8", oom, sizeof(oom) - 1);
+        return;
+    }
+    text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
+    json_decref(v);
+    if (text == NULL) {
+        srv_reply_json(r, 500, NULL);
+        return;
+    }
+    srv_reply_bytes(r, status, "application/json; charset=utf-8", text, strlen(text));
+    free(text);
+}
+
+static void reply_cached_body(const char *body, size_t len, void *arg)
+{
+    srv_reply_bytes(arg, 200, "application/json; charset=utf-8", body, len);
+}
+
+bool srv_reply_cached(struct srv_req *r, const char *key, uint64_t *epoch)
+{
+    /* Read before the handler's reads begin: what they see is at least this new. */
+    *epoch = store_data_epoch(r->srv->store);
+    return srv_cache_use(r->srv->cache, key, *epoch, reply_cached_body, r);
+}
+
+void srv_reply_json_keep(struct srv_req *r, json_t *v, const char *key, uint64_t epoch)
+{
+    char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15)) : NULL;
+
+    if (text == NULL) {
+        srv_reply_json(r, 200, v);
+        return;
+    }
+    json_decref(v);
+    srv_cache_put(r->srv->cache, key, epoch, text, strlen(text));
+    srv_reply_bytes(r, 200, "application/json; charset=utf-8", text, strlen(text));
+    free(text);
+}
+
+void srv_reply_empty(struct srv_req *r, unsigned status)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+
+    if (resp && r->srv->tls)
+        MHD_add_response_header(resp, "Strict-Transport-Security", "max-age=31536000");
+    srv_set_response(r, resp ? status : 500, resp, 0);
+}
+
+void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, int fd,
+                  uint64_t offset, uint64_t len)
+{
+    struct MHD_Response *resp = MHD_create_response_from_fd_at_offset64(len, fd, offset);
+
+    if (resp == NULL) {
+        close(fd);
+        srv_fail(r, MG_EIO, NULL, "cannot stream the file");
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    if (r->srv->tls)
+        MHD_add_response_header(resp, "Strict-Transport-Security", "max-age=31536000");
+    srv_set_response(r, status, resp, len);
+}
+
+void srv_reply_header(struct srv_req *r, const char *key, const char *value)
+{
+    const char *old;
+
+    if (r->resp == NULL)
+        return;
+    /* One Cache-Control per response: a route's own replaces the default no-store. */
+    if (strcasecmp(key, MHD_HTTP_HEADER_CACHE_CONTROL) == 0 &&
+        (old = MHD_get_response_header(r->resp, MHD_HTTP_HEADER_CACHE_CONTROL)) != NULL) {
+        char copy[128];
+
+        snprintf(copy, sizeof(copy), "%s", old);
+        MHD_del_response_header(r->resp, MHD_HTTP_HEADER_CACHE_CONTROL, copy);
+    }
+    MHD_add_response_header(r->resp, key, value);
+}
