@@ -343,6 +343,34 @@ static void add_lkg(json_t *alias, const json_t *facts)
                                       json_object_get(entry, "at")));
 }
 
+/* API.md "Routing strategies": the alias shows each gateway's names for it,
+ * {"gateway_names":{"<gateway>":[…]}} (what push_alias_names lists and the store claims). */
+static void add_gateway_names(struct srv *srv, const char *model, const char *alias, json_t *a)
+{
+    json_t *names = NULL, *by = json_object(), *n, *list;
+    struct mg_error err;
+    size_t i;
+
+    if (by == NULL)
+        return;
+    if (push_alias_names(srv, model, alias, json_object_get(a, "routes"), &names, &err) == MG_OK) {
+        json_array_foreach(names, i, n)
+        {
+            const char *gw = json_string_value(json_object_get(n, "gateway"));
+
+            if (gw == NULL)
+                continue;
+            if ((list = json_object_get(by, gw)) == NULL) {
+                list = json_array();
+                json_object_set_new(by, gw, list);
+            }
+            json_array_append(list, json_object_get(n, "name"));
+        }
+    }
+    json_decref(names);
+    json_object_set_new(a, "gateway_names", by);
+}
+
 enum mg_code rel_alias_get(struct srv *srv, const char *model, const char *alias, json_t **out,
                            struct mg_error *err)
 {
@@ -356,6 +384,7 @@ enum mg_code rel_alias_get(struct srv *srv, const char *model, const char *alias
     }
     add_lkg(a, facts);
     json_decref(facts);
+    add_gateway_names(srv, model, alias, a);
     *out = a;
     return MG_OK;
 }

@@ -29,6 +29,8 @@ bool push_name_encode(const char *in, char *out, size_t cap)
         const char *esc = *in == '-' ? "_0" : *in == '.' ? "_1" : *in == '_' ? "_2" : NULL;
         size_t n = esc ? 2 : 1;
 
+        if (!esc && !((*in >= 'a' && *in <= 'z') || (*in >= '0' && *in <= '9')))
+            return false; /* not a model or alias character: no name for it */
         if (o + n >= cap)
             return false;
         if (esc) {

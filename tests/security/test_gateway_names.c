@@ -149,6 +149,16 @@ static void test_each_alias_reaches_its_own_upstream(void **state)
         it_expect_status(srv, r, 200);
         if (!pc_all_in_sync(r->json))
             fail_msg("%s/%s not applied by nginx: %s", cases[i].model, cases[i].alias, r->body);
+        /* the alias shows its names on each gateway */
+        {
+            json_t *gn = json_object_get(json_object_get(r->json, "gateway_names"), "ngx");
+            char want[128];
+
+            snprintf(want, sizeof(want), "\"%s\"", cases[i].var);
+            if (!json_is_array(gn) || strstr(r->body, want) == NULL)
+                fail_msg("%s/%s: gateway_names lacks %s: %s", cases[i].model, cases[i].alias,
+                         cases[i].var, r->body);
+        }
         it_resp_free(srv, &r);
     }
     for (size_t i = 0; i < NCASES; i++) {
