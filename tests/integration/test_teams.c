@@ -448,8 +448,9 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE tokens DROP COLUMN aliases; "
                                     "ALTER TABLE models DROP COLUMN owners; "
                                     "ALTER TABLE promotion_approvals DROP COLUMN teams; "
-                                    "DELETE FROM schema_migrations WHERE version = 6;"),
-                     1); /* the one migration row */
+                                    "DROP TABLE gateway_names; "
+                                    "DELETE FROM schema_migrations WHERE version >= 6;"),
+                     2); /* migrations 6 and 7 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);
