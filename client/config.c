@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/file.h"
+
 #define CONFIG_MAX ((size_t)64 << 10)
 #define TOKEN_MAX 4096
 
@@ -215,12 +217,11 @@ out:
 /* Write the config atomically: temp file 0600 (O_EXCL), fsync, rename. */
 static int config_save(const char *url, const char *token, char file_out[PATH_MAX])
 {
-    char dir[PATH_MAX], tmp[PATH_MAX + 16];
+    char dir[PATH_MAX];
     json_t *cfg = NULL; /* NEW */
     char *text = NULL;
-    size_t len, off = 0;
-    ssize_t w;
-    int fd = -1, rc = MGC_ERR;
+    size_t len;
+    int rc = MGC_ERR;
 
     if (!config_paths(dir, file_out))
         return MGC_ERR;
@@ -243,43 +244,28 @@ static int config_save(const char *url, const char *token, char file_out[PATH_MA
         goto out;
     }
     len = strlen(text);
-    snprintf(tmp, sizeof(tmp), "%s.tmp%ld", file_out, (long)getpid());
-    (void)unlink(tmp);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        mgc_fail("cannot create '%s': %s", tmp, strerror(errno));
-        goto out;
-    }
-    while (off < len) {
-        w = write(fd, text + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            mgc_fail("cannot write '%s': %s", tmp, strerror(errno));
+    {
+        /* the file ends with a newline; written whole, 0600, or not at all (common/file.c) */
+        char *withnl = malloc(len + 2);
+        struct mg_error err;
+
+        if (withnl == NULL) {
+            mgc_fail("out of memory");
             goto out;
         }
-        off += (size_t)w;
-    }
-    if (write(fd, "\n", 1) != 1 || fchmod(fd, 0600) != 0 || fsync(fd) != 0) {
-        mgc_fail("cannot write '%s': %s", tmp, strerror(errno));
-        goto out;
-    }
-    if (close(fd) != 0) {
-        fd = -1;
-        mgc_fail("cannot write '%s': %s", tmp, strerror(errno));
-        goto out;
-    }
-    fd = -1;
-    if (rename(tmp, file_out) != 0) {
-        mgc_fail("cannot replace '%s': %s", file_out, strerror(errno));
-        goto out;
+        memcpy(withnl, text, len);
+        memcpy(withnl + len, "\n", 2);
+        if (mg_file_write_atomic(file_out, withnl, len + 1, 0600, &err) != MG_OK) {
+            memset(withnl, 0, len + 1);
+            free(withnl);
+            mgc_fail("%s", err.message);
+            goto out;
+        }
+        memset(withnl, 0, len + 1);
+        free(withnl);
     }
     rc = MGC_OK;
 out:
-    if (fd >= 0)
-        close(fd);
-    if (rc != MGC_OK)
-        (void)unlink(tmp);
     json_decref(cfg);
     if (text != NULL) {
         memset(text, 0, strlen(text));

@@ -16,6 +16,7 @@
 #include <curl/curl.h>
 #include <openssl/crypto.h>
 
+#include "../common/file.h"
 #include "../common/util.h"
 #include "cache.h"
 #include "config.h"
@@ -27,26 +28,16 @@
 /* How long in-flight requests may take to finish after a stop signal. */
 #define SHUTDOWN_GRACE_MS 10000
 
-/* Write data to path atomically (temp + fsync + rename) with mode. */
+/* Write data to path atomically with mode (common/file.c). */
 static int write_file_atomic(const char *path, const char *data, mode_t mode)
 {
-    char tmp[PATH_MAX];
-    size_t n = strlen(data);
-    int fd, rc = -1;
+    struct mg_error err;
 
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+    if (mg_file_write_atomic(path, data, strlen(data), mode, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
         return -1;
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0)
-        return -1;
-    if (fchmod(fd, mode) == 0 && write(fd, data, n) == (ssize_t)n && fsync(fd) == 0)
-        rc = 0;
-    close(fd);
-    if (rc == 0)
-        rc = rename(tmp, path);
-    if (rc != 0)
-        unlink(tmp);
-    return rc;
+    }
+    return 0;
 }
 
 static int bootstrap_admin(struct store *st, const char *data_dir)

@@ -27,6 +27,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include "../common/file.h"
 #include "../common/util.h"
 
 #define SIGN_MEDIA_TYPE "application/vnd.dev.sigstore.bundle.v0.3+json"
@@ -63,99 +64,17 @@ static enum mg_code path_join(char out[PATH_MAX], const char *dir, const char *n
     return MG_OK;
 }
 
-static enum mg_code fsync_dir(const char *dir, struct mg_error *err)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int e;
-
-    if (fd < 0 || fsync(fd) != 0) {
-        e = errno;
-        if (fd >= 0)
-            close(fd);
-        return mg_fail(err, MG_EIO, NULL, "cannot fsync %s: %s", dir, strerror(e));
-    }
-    close(fd);
-    return MG_OK;
-}
-
-static enum mg_code write_all(int fd, const void *data, size_t n, const char *path,
-                              struct mg_error *err)
-{
-    const char *p = data;
-
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return mg_fail(err, errno == ENOSPC ? MG_ENOSPC : MG_EIO, NULL, "cannot write %s: %s",
-                           path, strerror(errno));
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return MG_OK;
-}
-
-/* Write dir/name atomically, mode 0600: O_EXCL temp file, fsync, rename,
- * fsync dir. The temp name starts with '.' and does not end in ".pem", so a
- * leftover is never loaded as a key. */
+/* Write dir/name atomically, mode 0600 (common/file.c): the temp name starts with '.' and
+ * does not end in ".pem", so a leftover is never loaded as a key. */
 static enum mg_code write_file_atomic(const char *dir, const char *name, const void *data, size_t n,
                                       struct mg_error *err)
 {
-    char tmp[PATH_MAX], final[PATH_MAX], tmpname[NAME_MAX + 1], rnd_hex[17];
-    uint8_t rnd[8];
+    char final[PATH_MAX];
     enum mg_code rc;
-    int fd = -1, r;
 
-    if (!mg_random_bytes(rnd, sizeof(rnd)))
-        return mg_fail(err, MG_EIO, NULL, "the random number generator failed");
-    mg_hex_encode(rnd, sizeof(rnd), rnd_hex);
-    r = snprintf(tmpname, sizeof(tmpname), ".%s.tmp-%s", name, rnd_hex);
-    if (r < 0 || (size_t)r >= sizeof(tmpname))
-        return mg_fail(err, MG_EINVAL, NULL, "file name %s is too long", name);
-    tmp[0] = '\0';
-    if ((rc = path_join(tmp, dir, tmpname, err)) != MG_OK ||
-        (rc = path_join(final, dir, name, err)) != MG_OK) {
-        tmp[0] = '\0';
-        goto out;
-    }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) {
-        rc = mg_fail(err, errno == ENOSPC ? MG_ENOSPC : MG_EIO, NULL, "cannot create %s: %s", tmp,
-                     strerror(errno));
-        tmp[0] = '\0'; /* not ours: do not unlink */
-        goto out;
-    }
-    /* 0600 whatever the umask: the loader refuses anything wider or narrower for group/other */
-    if (fchmod(fd, 0600) != 0) {
-        rc = mg_fail(err, MG_EIO, NULL, "cannot chmod %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    if ((rc = write_all(fd, data, n, tmp, err)) != MG_OK)
-        goto out;
-    if (fsync(fd) != 0) {
-        rc = mg_fail(err, MG_EIO, NULL, "cannot fsync %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    r = close(fd);
-    fd = -1;
-    if (r != 0) {
-        rc = mg_fail(err, MG_EIO, NULL, "cannot close %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    if (rename(tmp, final) != 0) {
-        rc = mg_fail(err, MG_EIO, NULL, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
-        goto out;
-    }
-    tmp[0] = '\0';
-    rc = fsync_dir(dir, err);
-out:
-    if (fd >= 0)
-        close(fd);
-    if (tmp[0] != '\0')
-        unlink(tmp);
-    return rc;
+    if ((rc = path_join(final, dir, name, err)) != MG_OK)
+        return rc;
+    return mg_file_write_atomic(final, data, n, 0600, err);
 }
 
 /* Read a whole small file from an open descriptor (st from fstat). */

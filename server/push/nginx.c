@@ -10,6 +10,8 @@
  */
 #include "push.h"
 
+#include "../../common/file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -134,31 +136,14 @@ static bool render(const struct store_delivery *d, const char *up_tmpl, struct m
     return mg_buf_puts(b, "}\n") == MG_OK;
 }
 
+/* The include replaced whole or not at all (common/file.c), readable by nginx. */
 static int write_atomic(const char *path, const char *data, size_t n, char *err, size_t errsz)
 {
-    char tmp[PATH_MAX], dir[PATH_MAX];
-    int fd, dfd, rc = -1;
+    struct mg_error e;
 
-    snprintf(tmp, sizeof(tmp), "%s.modelgate-tmp", path);
-    snprintf(dir, sizeof(dir), "%s", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        snprintf(err, errsz, "cannot write %.300s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    if (write(fd, data, n) == (ssize_t)n && fsync(fd) == 0)
-        rc = 0;
-    close(fd);
-    if (rc == 0 && rename(tmp, path) == 0) {
-        dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
+    if (mg_file_write_atomic(path, data, n, 0644, &e) == MG_OK)
         return 0;
-    }
-    snprintf(err, errsz, "cannot replace %.300s: %s", path, strerror(errno));
-    unlink(tmp);
+    snprintf(err, errsz, "%s", e.message);
     return -1;
 }
 
