@@ -122,7 +122,7 @@ void srv_reply_json(struct srv_req *r, unsigned status, json_t *v)
         srv_reply_bytes(r, 500, "application/json; charset=utf-8", oom, sizeof(oom) - 1);
         return;
     }
-    text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
+    text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
     json_decref(v);
     if (text == NULL) {
         srv_reply_json(r, 500, NULL);
@@ -146,7 +146,7 @@ bool srv_reply_cached(struct srv_req *r, const char *key, uint64_t *epoch)
 
 void srv_reply_json_keep(struct srv_req *r, json_t *v, const char *key, uint64_t epoch)
 {
-    char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15)) : NULL;
+    char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17)) : NULL;
 
     if (text == NULL) {
         srv_reply_json(r, 200, v);
