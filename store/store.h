@@ -491,6 +491,10 @@ enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_err
  * "wal_bytes":n,"db_bytes":n}. */
 enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err);
 
+/* Archive expansion totals since the store was opened (uploads and
+ * extractions through this store). Thread-safe. */
+void store_archive_totals(struct store *st, struct store_archive_counters *out);
+
 /* ---- backup and restore ------------------------------------------------ */
 
 /* Write a tar of data_dir to out_path: a consistent database snapshot

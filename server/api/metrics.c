@@ -57,6 +57,22 @@ static void metrics(struct srv_req *r)
 
     mg_buf_init(&b, 16u << 20);
     srv_metrics_render(r->srv->metrics, &b);
+    {
+        struct store_archive_counters ac;
+        char tmp[512];
+        store_archive_totals(r->srv->store, &ac);
+        snprintf(tmp, sizeof(tmp),
+                 "# HELP modelgate_archive_expanded_bytes_total File bytes produced by archive "
+                 "inspection and extraction (sparse holes included).\n"
+                 "# TYPE modelgate_archive_expanded_bytes_total counter\n"
+                 "modelgate_archive_expanded_bytes_total %llu\n"
+                 "# HELP modelgate_archive_ratio_refusals_total Archives refused for expanding "
+                 "past the ratio cap.\n"
+                 "# TYPE modelgate_archive_ratio_refusals_total counter\n"
+                 "modelgate_archive_ratio_refusals_total %llu\n",
+                 (unsigned long long)ac.expanded_bytes, (unsigned long long)ac.ratio_refusals);
+        mg_buf_puts(&b, tmp);
+    }
     if (store_stats(r->srv->store, &st, &err) == MG_OK) {
         gauge_header(&b, "modelgate_promotions", "Promotions by state.");
         by_key(&b, "modelgate_promotions", "state", json_object_get(st, "promotions"));
