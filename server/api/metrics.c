@@ -73,6 +73,22 @@ static void metrics(struct srv_req *r)
                  (unsigned long long)ac.expanded_bytes, (unsigned long long)ac.ratio_refusals);
         mg_buf_puts(&b, tmp);
     }
+    {
+        uint64_t waiting, waited;
+        char tmp[512];
+        srv_work_stats(r->srv, &waiting, &waited);
+        snprintf(tmp, sizeof(tmp),
+                 "# HELP modelgate_upload_commit_waiting Finished uploads waiting for a commit "
+                 "worker (--commit-workers).\n"
+                 "# TYPE modelgate_upload_commit_waiting gauge\n"
+                 "modelgate_upload_commit_waiting %llu\n"
+                 "# HELP modelgate_upload_commit_waited_total Finished uploads that found every "
+                 "commit worker busy.\n"
+                 "# TYPE modelgate_upload_commit_waited_total counter\n"
+                 "modelgate_upload_commit_waited_total %llu\n",
+                 (unsigned long long)waiting, (unsigned long long)waited);
+        mg_buf_puts(&b, tmp);
+    }
     if (store_stats(r->srv->store, &st, &err) == MG_OK) {
         gauge_header(&b, "modelgate_promotions", "Promotions by state.");
         by_key(&b, "modelgate_promotions", "state", json_object_get(st, "promotions"));
