@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "../common/util.h"
@@ -363,7 +364,31 @@ struct pull {
     size_t bundle_len;
     struct sign_key key;
     size_t files;
+    uint32_t max_ratio; /* --max-archive-ratio */
 };
+
+/* Room left for slack: file system blocks, directories, metadata. */
+#define FREE_MARGIN(n) ((n) / 100 + ((uint64_t)4 << 20))
+
+/* Refuse before writing `need` bytes under `dir` when its file system has
+ * less free space (for unprivileged users) than that plus a margin. */
+static int check_free_space(const char *dir, uint64_t need, const char *what)
+{
+    struct statvfs sv;
+    uint64_t avail, want;
+
+    if (statvfs(dir, &sv) != 0)
+        return mgc_fail("cannot check the free space of '%s': %s", dir, strerror(errno));
+    avail = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+    want = need > UINT64_MAX - FREE_MARGIN(need) ? UINT64_MAX : need + FREE_MARGIN(need);
+    if (avail < want)
+        return mgc_fail("not enough free space to %s: it needs %llu bytes (%.1f MiB) plus a "
+                        "margin, and the file system of '%s' has %llu bytes (%.1f MiB) free; "
+                        "free some space or pull elsewhere",
+                        what, (unsigned long long)need, (double)need / 1048576.0, dir,
+                        (unsigned long long)avail, (double)avail / 1048576.0);
+    return MGC_OK;
+}
 
 /* Download the bundle (capped) into p->bundle. */
 static int fetch_bundle(struct mgc *c, struct pull *p)
@@ -401,6 +426,8 @@ static int fetch_artifact(struct mgc *c, struct pull *p, int *fd_out)
 
     if (!mg_valid_digest(digest, strlen(digest)) || size < 0)
         return mgc_fail("the server's version record has no valid artifact digest");
+    if ((rc = check_free_space(p->stage, (uint64_t)size, "download the artifact")) != MGC_OK)
+        return rc;
     fd = open(p->blob, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return mgc_fail("cannot create '%s': %s", p->blob, strerror(errno));
@@ -461,6 +488,7 @@ static int verify_and_unpack(struct pull *p, int fd)
      * against the bundle once more below. */
     memset(&err, 0, sizeof(err));
     store_archive_limits_default(&lim);
+    lim.max_ratio = p->max_ratio;
     if (store_archive_inspect(p->blob, detect_fd(fd), &lim, &m, &is_archive, &err) != MG_OK ||
         !is_archive) {
         rc = mgc_fail("cannot read the artifact as an archive: %s",
@@ -476,6 +504,8 @@ static int verify_and_unpack(struct pull *p, int fd)
         lim.max_total_bytes += m.files[i].size;
     store_archive_manifest_release(&m);
     resources_release(&r);
+    if ((rc = check_free_space(p->tree, lim.max_total_bytes, "extract the artifact")) != MGC_OK)
+        goto out;
     if (store_archive_extract(p->blob, detect_fd(fd), p->tree, &lim, &m, &err) != MG_OK) {
         rc = mgc_fail("cannot extract the artifact: %s", err.message);
         goto out;
@@ -501,6 +531,13 @@ int mgc_cmd_pull(struct mgc *c, const struct mgc_args *a)
     memset(&p, 0, sizeof(p));
     p.model = a->pos[0];
     p.dir = mgc_opt(a, "output");
+    p.max_ratio = STORE_ARCHIVE_MAX_RATIO;
+    if (mgc_opt(a, "max-archive-ratio") != NULL) {
+        int64_t v;
+        if (!mg_parse_i64(mgc_opt(a, "max-archive-ratio"), 0, 1000000, &v))
+            return mgc_usage(c, "--max-archive-ratio is an integer from 0 (no cap) to 1000000");
+        p.max_ratio = (uint32_t)v;
+    }
     if (!mgc_check_model(c, p.model))
         return MGC_USAGE;
     if (p.dir == NULL || p.dir[0] == '\0')
