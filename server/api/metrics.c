@@ -10,6 +10,7 @@
 #include "../../common/embedded.h"
 #include "../cache.h"
 #include "../metrics.h"
+#include "../runner/runner.h"
 
 extern const struct mg_embedded schema_files[];
 extern const unsigned schema_files_count;
@@ -71,6 +72,22 @@ static void metrics(struct srv_req *r)
                  "# TYPE modelgate_archive_ratio_refusals_total counter\n"
                  "modelgate_archive_ratio_refusals_total %llu\n",
                  (unsigned long long)ac.expanded_bytes, (unsigned long long)ac.ratio_refusals);
+        mg_buf_puts(&b, tmp);
+    }
+    {
+        uint64_t extractions, hits;
+        char tmp[512];
+        runner_cache_stats(r->srv, &extractions, &hits);
+        snprintf(tmp, sizeof(tmp),
+                 "# HELP modelgate_runner_extractions_total Artifacts the smoke runner "
+                 "extracted and hashed into its cache.\n"
+                 "# TYPE modelgate_runner_extractions_total counter\n"
+                 "modelgate_runner_extractions_total %llu\n"
+                 "# HELP modelgate_runner_cache_hits_total Smoke tests given a copy of an "
+                 "extraction verified earlier.\n"
+                 "# TYPE modelgate_runner_cache_hits_total counter\n"
+                 "modelgate_runner_cache_hits_total %llu\n",
+                 (unsigned long long)extractions, (unsigned long long)hits);
         mg_buf_puts(&b, tmp);
     }
     {
