@@ -41,7 +41,8 @@ static const struct mgc_optdef rollback_opts[] = {
     {"alias", 0, true}, {"reason", 0, true}, {"wait", 0, true}, {NULL, 0, false}};
 static const struct mgc_optdef pull_opts[] = {
     {"output", 'o', true}, {"key", 0, true}, {"max-archive-ratio", 0, true}, {NULL, 0, false}};
-static const struct mgc_optdef verify_opts[] = {{"key", 0, true}, {NULL, 0, false}};
+static const struct mgc_optdef verify_opts[] = {
+    {"key", 0, true}, {"max-archive-ratio", 0, true}, {NULL, 0, false}};
 
 static const struct mgc_cmd commands[] = {
     {"login", "--url URL --token-file FILE",
@@ -107,7 +108,7 @@ static const struct mgc_cmd commands[] = {
      "is refused before anything is extracted, and so is one that would not fit in the\n"
      "free space of DIR's file system.\n",
      pull_opts, 2, 2, mgc_cmd_pull},
-    {"verify", "BUNDLE --key pub.pem PATH",
+    {"verify", "BUNDLE --key pub.pem PATH [--max-archive-ratio N]",
      "Verify a signature bundle offline against PATH: a directory (the extracted model),\n"
      "an archive, or a single-file artifact. No server is contacted.\n",
      verify_opts, 1, 2, mgc_cmd_verify},

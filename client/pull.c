@@ -101,10 +101,11 @@ static const char *detect_fd(int fd)
  * What a file artifact signs: its archive manifest, or "." and its digest.
  * *is_archive says which; media_type is set for archives.
  */
-static int resources_of_file(const char *path, int fd, struct resources *r, bool *is_archive,
-                             const char **media_type)
+static int resources_of_file(const char *path, int fd, uint32_t max_ratio, struct resources *r,
+                             bool *is_archive, const char **media_type)
 {
     struct store_archive_manifest m;
+    struct store_archive_limits lim;
     struct mg_error err;
     char hex[65];
     uint64_t size;
@@ -112,7 +113,9 @@ static int resources_of_file(const char *path, int fd, struct resources *r, bool
 
     *media_type = detect_fd(fd);
     memset(&err, 0, sizeof(err));
-    if (store_archive_inspect(path, *media_type, NULL, &m, is_archive, &err) != MG_OK)
+    store_archive_limits_default(&lim);
+    lim.max_ratio = max_ratio;
+    if (store_archive_inspect(path, *media_type, &lim, &m, is_archive, &err) != MG_OK)
         return mgc_fail("'%s': %s", path, err.message);
     if (*is_archive) {
         rc = resources_from_manifest(&m, r);
@@ -367,6 +370,18 @@ struct pull {
     uint32_t max_ratio; /* --max-archive-ratio */
 };
 
+/* --max-archive-ratio N (default STORE_ARCHIVE_MAX_RATIO); false when malformed. */
+static bool parse_ratio(const struct mgc_args *a, uint32_t *out)
+{
+    const char *s = mgc_opt(a, "max-archive-ratio");
+    int64_t v = STORE_ARCHIVE_MAX_RATIO;
+
+    if (s != NULL && !mg_parse_i64(s, 0, 1000000, &v))
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
 /* Room left for slack: file system blocks, directories, metadata. */
 #define FREE_MARGIN(n) ((n) / 100 + ((uint64_t)4 << 20))
 
@@ -531,13 +546,8 @@ int mgc_cmd_pull(struct mgc *c, const struct mgc_args *a)
     memset(&p, 0, sizeof(p));
     p.model = a->pos[0];
     p.dir = mgc_opt(a, "output");
-    p.max_ratio = STORE_ARCHIVE_MAX_RATIO;
-    if (mgc_opt(a, "max-archive-ratio") != NULL) {
-        int64_t v;
-        if (!mg_parse_i64(mgc_opt(a, "max-archive-ratio"), 0, 1000000, &v))
-            return mgc_usage(c, "--max-archive-ratio is an integer from 0 (no cap) to 1000000");
-        p.max_ratio = (uint32_t)v;
-    }
+    if (!parse_ratio(a, &p.max_ratio))
+        return mgc_usage(c, "--max-archive-ratio is an integer from 0 (no cap) to 1000000");
     if (!mgc_check_model(c, p.model))
         return MGC_USAGE;
     if (p.dir == NULL || p.dir[0] == '\0')
@@ -606,9 +616,12 @@ int mgc_cmd_verify(struct mgc *c, const struct mgc_args *a)
     size_t len;
     char *bundle = NULL;
     bool is_archive;
+    uint32_t max_ratio;
     int fd, rc;
 
     memset(&key, 0, sizeof(key));
+    if (!parse_ratio(a, &max_ratio))
+        return mgc_usage(c, "--max-archive-ratio is an integer from 0 (no cap) to 1000000");
     if (keyfile == NULL)
         return mgc_usage(c, "verify needs --key pub.pem (it never asks a server)");
     if (target == NULL)
@@ -631,7 +644,7 @@ int mgc_cmd_verify(struct mgc *c, const struct mgc_args *a)
             rc = mgc_fail("cannot open '%s': %s", target, strerror(errno));
             goto out;
         }
-        rc = resources_of_file(target, fd, &r, &is_archive, &media);
+        rc = resources_of_file(target, fd, max_ratio, &r, &is_archive, &media);
         close(fd);
     }
     if (rc != MGC_OK || (rc = verify_bundle(bundle, len, &key, &r, NULL, 0, NULL, &st)) != MGC_OK)

@@ -418,6 +418,12 @@ check "... and leaves no staging directory" bash -c "! ls -A '$W' | grep -q pull
 cli pull fraud "$VB" -o "$W/outb" --max-archive-ratio 2000
 check "pull --max-archive-ratio 2000 takes it" rc_is 0
 check "... all of it" test "$(stat -c %s "$W/outb/zeros.bin")" -eq $((64 << 20))
+mg_api GET "/api/v1/models/fraud/versions/$VB/signature" >"$W/vb.sig"
+cli verify "$W/vb.sig" --key "$W/pub.pem" "$W/bomb.tar.gz"
+check "verify of the over-cap archive refuses (1)" rc_is 1
+check "... naming the cap" err_has "expands more than 200:1"
+cli verify "$W/vb.sig" --key "$W/pub.pem" "$W/bomb.tar.gz" --max-archive-ratio 2000
+check "verify --max-archive-ratio 2000 takes it" rc_is 0
 rm -rf "$W/outb"
 
 # ---- secrets ----------------------------------------------------------------------------------
