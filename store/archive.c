@@ -617,8 +617,11 @@ static enum mg_code ratio_refuse(struct inspect *in, uint64_t expanded)
 /* Count n more bytes of file data against the caps. */
 static enum mg_code account(struct inspect *in, uint64_t n)
 {
-    if (n > in->budget - in->total)
-        return ratio_refuse(in, in->total + (n < UINT64_MAX - in->total ? n : 0));
+    if (n > in->budget - in->total) {
+        /* These bytes were decompressed: they count, then nothing more is. */
+        in->total = n < UINT64_MAX - in->total ? in->total + n : UINT64_MAX;
+        return ratio_refuse(in, in->total);
+    }
     if (n > in->lim->max_total_bytes - in->total)
         return mg_fail(in->err, MG_EINVAL, NULL,
                        "archive files hold more than %llu bytes in all (limit reached at entry "

@@ -1033,6 +1033,52 @@ static void test_ratio_counters(void **state)
     assert_int_equal(cnt.ratio_refusals, 1);
 }
 
+/*
+ * A zip whose headers (central and local) understate an entry's size passes
+ * the header check; decompression itself stops at the cap.
+ */
+static void test_ratio_checked_while_decompressing(void **state)
+{
+    struct fx *fx = *state;
+    static const char zeros1m[1 << 20];
+    /* More than libarchive decompresses at once, so it hands over blocks
+     * before it could notice the size is wrong. */
+    const struct ent ents[] = {{.path = "b", .data = zeros1m, .size = sizeof(zeros1m)}};
+    struct store_archive_counters cnt = {0, 0};
+    struct store_archive_limits lim;
+    unsigned char *buf;
+    size_t n, i;
+    char path[256];
+    struct result res;
+
+    fx_path(fx, "liar.zip", path, sizeof(path));
+    write_archive(path, W_ZIP, F_NONE, ents, 1);
+    buf = read_bytes(path, &n);
+    for (i = 0; i + 46 <= n; i++) {
+        if (memcmp(buf + i, "PK\001\002", 4) == 0) {
+            memcpy(buf + i + 24, "\x64\0\0\0", 4); /* uncompressed size: 100 */
+            break;
+        }
+    }
+    assert_true(i + 46 <= n);
+    assert_memory_equal(buf, "PK\003\004", 4);
+    memcpy(buf + 22, "\x64\0\0\0", 4); /* and in the local header */
+    write_bytes(path, buf, n);
+    free(buf);
+    store_archive_limits_default(&lim);
+    lim.max_ratio = 2;
+    lim.ratio_floor_bytes = 1024;
+    lim.counters = &cnt;
+    inspect_path(path, &lim, &res);
+    assert_int_equal(res.rc, MG_EINVAL);
+    print_message("liar.zip: %s\n", res.err.message);
+    if (strstr(res.err.message, "more than 2:1") == NULL)
+        fail_msg("want the ratio refusal: %s", res.err.message);
+    /* one decompressed block past the cap at most */
+    assert_true(cnt.expanded_bytes > 1024 && cnt.expanded_bytes <= 1024 + (256 << 10));
+    assert_int_equal(cnt.ratio_refusals, 1);
+}
+
 /* The same archives pass with room to spare: the limits, not the content, rejected them. */
 static void test_limits_exact(void **state)
 {
@@ -1243,6 +1289,7 @@ int main(void)
     ADD(cmocka_unit_test(test_media_type_ustar_magic));
     ADD(cmocka_unit_test(test_limits_default));
     ADD(FX_TEST(test_ratio_counters));
+    ADD(FX_TEST(test_ratio_checked_while_decompressing));
     ADD(cmocka_unit_test(test_octet_stream_is_not_opened));
     ADD(cmocka_unit_test(test_missing_file_is_io_error));
     ADD_CASES(test_valid, valid_cases);
