@@ -33,6 +33,17 @@
 #define LATENCIES_MAX 1000000
 #define SAMPLE_MS 200
 
+/* Idle extractions the cache keeps; beyond that the least recently used go.
+ * Entries in use are never evicted: at most one per worker (16) on top. */
+#define CACHE_KEEP 8
+#define CACHE_SLOTS (CACHE_KEEP + 16 + 1)
+
+struct cache_slot {
+    char hex[65];
+    unsigned users; /* tests copying from it now */
+    uint64_t used;  /* rn->clock at its last use */
+};
+
 struct runner {
     struct srv *srv;
     struct runner_options opt;
@@ -51,6 +62,9 @@ struct runner {
     pthread_mutex_t cache_lock;
     char cache_dir[PATH_MAX];         /* work_dir + "-cache": no test's business */
     uint64_t extractions, cache_hits; /* atomic */
+    struct cache_slot slots[CACHE_SLOTS];
+    size_t nslots;
+    uint64_t clock; /* ticks at every use, for least-recently-used eviction */
 };
 
 /* ---- profiles ---------------------------------------------------------- */
@@ -990,6 +1004,84 @@ fail:
     return rc;
 }
 
+static struct cache_slot *slot_find(struct runner *rn, const char *hex)
+{
+    for (size_t i = 0; i < rn->nslots; i++) {
+        if (strcmp(rn->slots[i].hex, hex) == 0)
+            return &rn->slots[i];
+    }
+    return NULL;
+}
+
+static void slot_drop(struct runner *rn, struct cache_slot *sl)
+{
+    char path[PATH_MAX];
+
+    snprintf(path, sizeof(path), "%.3000s/%s", rn->cache_dir, sl->hex);
+    rm_tree(path);
+    *sl = rn->slots[--rn->nslots];
+}
+
+/* Evict idle entries, least recently used first, until at most `keep`
+ * remain (entries in use stay whatever `keep` says). Under cache_lock. */
+static void cache_evict(struct runner *rn, size_t keep)
+{
+    while (rn->nslots > keep) {
+        struct cache_slot *lru = NULL;
+        for (size_t i = 0; i < rn->nslots; i++) {
+            if (rn->slots[i].users == 0 && (lru == NULL || rn->slots[i].used < lru->used))
+                lru = &rn->slots[i];
+        }
+        if (lru == NULL)
+            return;
+        slot_drop(rn, lru);
+    }
+}
+
+/* Take (and fill when needed) the cache entry of digest. Under cache_lock. */
+static enum mg_code cache_take(struct runner *rn, const char *digest, const char *cache,
+                               uint64_t need, struct mg_error *err)
+{
+    struct cache_slot *sl = slot_find(rn, digest + 7);
+    enum mg_code rc;
+
+    if (sl == NULL) {
+        cache_evict(rn, CACHE_KEEP - 1);
+        if (rn->nslots == CACHE_SLOTS)
+            return mg_fail(err, MG_EIO, NULL, "the artifact cache is full of running tests");
+        sl = &rn->slots[rn->nslots++];
+        memset(sl, 0, sizeof(*sl));
+        snprintf(sl->hex, sizeof(sl->hex), "%s", digest + 7);
+    }
+    sl->users++;
+    sl->used = ++rn->clock;
+    rc = cache_fill(rn, digest, cache, need, err);
+    if (rc == MG_ENOSPC) {
+        /* Room may be held by idle extractions of other artifacts. */
+        sl->users++; /* pinned while the others go */
+        cache_evict(rn, 0);
+        sl = slot_find(rn, digest + 7);
+        sl->users--;
+        mg_error_clear(err);
+        rc = cache_fill(rn, digest, cache, need, err);
+    }
+    if (rc != MG_OK && --sl->users == 0)
+        slot_drop(rn, sl);
+    return rc;
+}
+
+static void cache_release(struct runner *rn, const char *digest)
+{
+    struct cache_slot *sl;
+
+    pthread_mutex_lock(&rn->cache_lock);
+    if ((sl = slot_find(rn, digest + 7)) != NULL) {
+        sl->users--;
+        sl->used = ++rn->clock;
+    }
+    pthread_mutex_unlock(&rn->cache_lock);
+}
+
 /*
  * Put the artifact in dir (the test's own fresh 0700 directory).
  *
@@ -997,7 +1089,9 @@ fail:
  * <work_dir>-cache/<hex>/tree, which no test ever sees; each test gets its own
  * copy of that tree. A copy rather than hard links: a test may chmod and
  * rewrite what it was given, and with links that would change the cache and
- * every later test of the digest. Free space is checked against the expanded
+ * every later test of the digest. The cache keeps CACHE_KEEP idle extractions,
+ * evicting the least recently used (and every idle one when the disk is too
+ * full for a new one). Free space is checked against the expanded
  * size (from the upload's inspection) before the cache is filled and before
  * each copy.
  */
@@ -1019,9 +1113,12 @@ static enum mg_code extract_artifact(struct runner *rn, const json_t *job, const
     snprintf(cache, sizeof(cache), "%.3000s/%s", rn->cache_dir, digest + 7);
     snprintf(tree, sizeof(tree), "%.4000s/tree", cache);
     pthread_mutex_lock(&rn->cache_lock);
-    rc = cache_fill(rn, digest, cache, need, err);
+    rc = cache_take(rn, digest, cache, need, err);
     pthread_mutex_unlock(&rn->cache_lock);
-    /* A filled cache entry never changes again: copy without the lock. */
+    if (rc != MG_OK)
+        return rc;
+    /* A filled entry never changes, and one in use is never evicted: copy
+     * without the lock. */
     if (rc == MG_OK && (rc = space_check(dir, need, err)) == MG_OK) {
         from = open(tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         to = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -1035,5 +1132,6 @@ static enum mg_code extract_artifact(struct runner *rn, const json_t *job, const
             rc = copy_tree(from, to, 0, err);
         }
     }
+    cache_release(rn, digest);
     return rc;
 }

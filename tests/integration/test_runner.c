@@ -399,6 +399,47 @@ static void test_artifact_extracted_once(void **state)
     free(files2);
 }
 
+/* The cache keeps 8 idle extractions: a ninth artifact evicts the least
+ * recently used, which is extracted again when next tested. */
+static void test_artifact_cache_is_bounded(void **state)
+{
+    struct mg_server *s = *state;
+    enum { N = 9 };
+    char art[N][IT_DIGEST_LEN + 1], id[64], content[64];
+    json_int_t v[N];
+    unsigned long long ex0;
+    json_t *t;
+
+    rc_model(s, "evict");
+    for (int i = 0; i < N; i++) {
+        struct rc_entry e = {"model.bin", content, NULL};
+        size_t len;
+        void *tar;
+
+        pc_fmt(content, sizeof(content), "artifact number %d", i);
+        tar = rc_tar(&e, 1, &len);
+        it_upload(s, tar, len, art[i]);
+        free(tar);
+        v[i] = rc_version(s, "evict", art[i], "pass", 100, 0, NULL);
+    }
+    ex0 = metric_value(s, "modelgate_runner_extractions_total");
+    for (int i = 0; i < N; i++) {
+        rc_smoke_post(s, dep, "evict", v[i], "{}", id);
+        t = rc_smoke_wait(s, "evict", v[i], id, 15000);
+        if (strcmp(it_jstr(t, "state"), "passed") != 0)
+            fail_msg("want passed: %s", json_dumps(t, JSON_COMPACT));
+    }
+    assert_int_equal(metric_value(s, "modelgate_runner_extractions_total"), ex0 + N);
+    assert_true(it_data_dir_count(s, "runner-cache") <= 8);
+    /* The first was the least recently used: gone, so extracted again. */
+    rc_smoke_post(s, dep, "evict", v[0], "{}", id);
+    t = rc_smoke_wait(s, "evict", v[0], id, 15000);
+    if (strcmp(it_jstr(t, "state"), "passed") != 0)
+        fail_msg("want passed: %s", json_dumps(t, JSON_COMPACT));
+    assert_int_equal(metric_value(s, "modelgate_runner_extractions_total"), ex0 + N + 1);
+    assert_true(it_data_dir_count(s, "runner-cache") <= 8);
+}
+
 static void test_passing_archive(void **state)
 {
     struct mg_server *s = *state;
@@ -1136,6 +1177,7 @@ int main(void)
         cmocka_unit_test_teardown(test_mid_rollout_failure_rolls_back, test_teardown),
         cmocka_unit_test_teardown(test_archive_escape_refused, test_teardown),
         cmocka_unit_test_teardown(test_artifact_extracted_once, test_teardown),
+        cmocka_unit_test_teardown(test_artifact_cache_is_bounded, test_teardown),
         cmocka_unit_test_teardown(test_timeout_kills_group, test_teardown),
         cmocka_unit_test_teardown(test_missing_program, test_teardown),
         cmocka_unit_test_teardown(test_bad_profiles_refused, test_teardown),
