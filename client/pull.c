@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "../common/util.h"
@@ -100,10 +101,11 @@ static const char *detect_fd(int fd)
  * What a file artifact signs: its archive manifest, or "." and its digest.
  * *is_archive says which; media_type is set for archives.
  */
-static int resources_of_file(const char *path, int fd, struct resources *r, bool *is_archive,
-                             const char **media_type)
+static int resources_of_file(const char *path, int fd, uint32_t max_ratio, struct resources *r,
+                             bool *is_archive, const char **media_type)
 {
     struct store_archive_manifest m;
+    struct store_archive_limits lim;
     struct mg_error err;
     char hex[65];
     uint64_t size;
@@ -111,7 +113,9 @@ static int resources_of_file(const char *path, int fd, struct resources *r, bool
 
     *media_type = detect_fd(fd);
     memset(&err, 0, sizeof(err));
-    if (store_archive_inspect(path, *media_type, NULL, &m, is_archive, &err) != MG_OK)
+    store_archive_limits_default(&lim);
+    lim.max_ratio = max_ratio;
+    if (store_archive_inspect(path, *media_type, &lim, &m, is_archive, &err) != MG_OK)
         return mgc_fail("'%s': %s", path, err.message);
     if (*is_archive) {
         rc = resources_from_manifest(&m, r);
@@ -363,7 +367,43 @@ struct pull {
     size_t bundle_len;
     struct sign_key key;
     size_t files;
+    uint32_t max_ratio; /* --max-archive-ratio */
 };
+
+/* --max-archive-ratio N (default STORE_ARCHIVE_MAX_RATIO); false when malformed. */
+static bool parse_ratio(const struct mgc_args *a, uint32_t *out)
+{
+    const char *s = mgc_opt(a, "max-archive-ratio");
+    int64_t v = STORE_ARCHIVE_MAX_RATIO;
+
+    if (s != NULL && !mg_parse_i64(s, 0, 1000000, &v))
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+/* Room left for slack: file system blocks, directories, metadata. */
+#define FREE_MARGIN(n) ((n) / 100 + ((uint64_t)4 << 20))
+
+/* Refuse before writing `need` bytes under `dir` when its file system has
+ * less free space (for unprivileged users) than that plus a margin. */
+static int check_free_space(const char *dir, uint64_t need, const char *what)
+{
+    struct statvfs sv;
+    uint64_t avail, want;
+
+    if (statvfs(dir, &sv) != 0)
+        return mgc_fail("cannot check the free space of '%s': %s", dir, strerror(errno));
+    avail = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+    want = need > UINT64_MAX - FREE_MARGIN(need) ? UINT64_MAX : need + FREE_MARGIN(need);
+    if (avail < want)
+        return mgc_fail("not enough free space to %s: it needs %llu bytes (%.1f MiB) plus a "
+                        "margin, and the file system of '%s' has %llu bytes (%.1f MiB) free; "
+                        "free some space or pull elsewhere",
+                        what, (unsigned long long)need, (double)need / 1048576.0, dir,
+                        (unsigned long long)avail, (double)avail / 1048576.0);
+    return MGC_OK;
+}
 
 /* Download the bundle (capped) into p->bundle. */
 static int fetch_bundle(struct mgc *c, struct pull *p)
@@ -401,6 +441,8 @@ static int fetch_artifact(struct mgc *c, struct pull *p, int *fd_out)
 
     if (!mg_valid_digest(digest, strlen(digest)) || size < 0)
         return mgc_fail("the server's version record has no valid artifact digest");
+    if ((rc = check_free_space(p->stage, (uint64_t)size, "download the artifact")) != MGC_OK)
+        return rc;
     fd = open(p->blob, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return mgc_fail("cannot create '%s': %s", p->blob, strerror(errno));
@@ -461,6 +503,7 @@ static int verify_and_unpack(struct pull *p, int fd)
      * against the bundle once more below. */
     memset(&err, 0, sizeof(err));
     store_archive_limits_default(&lim);
+    lim.max_ratio = p->max_ratio;
     if (store_archive_inspect(p->blob, detect_fd(fd), &lim, &m, &is_archive, &err) != MG_OK ||
         !is_archive) {
         rc = mgc_fail("cannot read the artifact as an archive: %s",
@@ -476,6 +519,8 @@ static int verify_and_unpack(struct pull *p, int fd)
         lim.max_total_bytes += m.files[i].size;
     store_archive_manifest_release(&m);
     resources_release(&r);
+    if ((rc = check_free_space(p->tree, lim.max_total_bytes, "extract the artifact")) != MGC_OK)
+        goto out;
     if (store_archive_extract(p->blob, detect_fd(fd), p->tree, &lim, &m, &err) != MG_OK) {
         rc = mgc_fail("cannot extract the artifact: %s", err.message);
         goto out;
@@ -501,6 +546,8 @@ int mgc_cmd_pull(struct mgc *c, const struct mgc_args *a)
     memset(&p, 0, sizeof(p));
     p.model = a->pos[0];
     p.dir = mgc_opt(a, "output");
+    if (!parse_ratio(a, &p.max_ratio))
+        return mgc_usage(c, "--max-archive-ratio is an integer from 0 (no cap) to 1000000");
     if (!mgc_check_model(c, p.model))
         return MGC_USAGE;
     if (p.dir == NULL || p.dir[0] == '\0')
@@ -569,9 +616,12 @@ int mgc_cmd_verify(struct mgc *c, const struct mgc_args *a)
     size_t len;
     char *bundle = NULL;
     bool is_archive;
+    uint32_t max_ratio;
     int fd, rc;
 
     memset(&key, 0, sizeof(key));
+    if (!parse_ratio(a, &max_ratio))
+        return mgc_usage(c, "--max-archive-ratio is an integer from 0 (no cap) to 1000000");
     if (keyfile == NULL)
         return mgc_usage(c, "verify needs --key pub.pem (it never asks a server)");
     if (target == NULL)
@@ -594,7 +644,7 @@ int mgc_cmd_verify(struct mgc *c, const struct mgc_args *a)
             rc = mgc_fail("cannot open '%s': %s", target, strerror(errno));
             goto out;
         }
-        rc = resources_of_file(target, fd, &r, &is_archive, &media);
+        rc = resources_of_file(target, fd, max_ratio, &r, &is_archive, &media);
         close(fd);
     }
     if (rc != MGC_OK || (rc = verify_bundle(bundle, len, &key, &r, NULL, 0, NULL, &st)) != MGC_OK)

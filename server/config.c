@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../common/util.h"
+#include "../store/archive.h"
 
 #define CONFIG_LINE_MAX 4096
 #define CONFIG_DEPTH_MAX 4
@@ -40,6 +41,8 @@ void srv_config_init(struct srv_config *cfg)
     cfg->data_dir = strdup("./var");
     cfg->max_blob_bytes = 64ull << 30;
     cfg->max_json_bytes = 1u << 20;
+    cfg->max_archive_ratio = STORE_ARCHIVE_MAX_RATIO;
+    cfg->commit_workers = 4;
     cfg->threads = default_threads();
     cfg->conn_limit = 1024;
     cfg->per_ip_limit = 256;
@@ -82,6 +85,9 @@ const char *srv_config_usage(void)
            "  --config FILE            read options from FILE (key = value, keys are these "
            "flag names)\n"
            "  --max-blob-bytes SIZE    largest upload (default 64G)\n"
+           "  --max-archive-ratio N    refuse archives expanding more than N:1 once past\n"
+           "                           32 MiB expanded; 0 = no cap (default 200)\n"
+           "  --commit-workers N       uploads verified and committed at once (default 4)\n"
            "  --max-json-bytes SIZE    largest JSON body (default 1M)\n"
            "  --log-format text|json   request log format on stderr (default text)\n"
            "  --sync full|normal       SQLite synchronous mode (default full)\n"
@@ -247,6 +253,10 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
         cfg->webhook_allow[cfg->nwebhook_allow++] = s;
         return MG_OK;
     }
+    if (strcmp(key, "max-archive-ratio") == 0)
+        return set_uint(&cfg->max_archive_ratio, key, v, 0, 1000000, err);
+    if (strcmp(key, "commit-workers") == 0)
+        return set_uint(&cfg->commit_workers, key, v, 1, 64, err);
     if (strcmp(key, "runner-workers") == 0)
         return set_uint(&cfg->runner_workers, key, v, 1, 16, err);
     if (strcmp(key, "smoke-interval") == 0)

@@ -19,6 +19,8 @@ struct srv_config {
     char *tls_key;     /* its PEM private key */
     uint64_t max_blob_bytes;
     uint64_t max_json_bytes;
+    unsigned max_archive_ratio; /* expansion cap N:1 (0 = none) */
+    unsigned commit_workers;    /* threads committing finished uploads */
     bool log_json;
     bool sync_normal;
     bool no_response_cache; /* --response-cache off */

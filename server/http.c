@@ -62,29 +62,131 @@ void srv_defer_work(struct srv_req *r, void (*work)(struct srv_req *r),
     r->on_resume = on_resume;
 }
 
-static void *work_main(void *arg)
+/*
+ * A fixed pool for srv_defer_work: one thread per finished upload let a burst
+ * of uploads hash and decompress all at once, without bound. Jobs queue FIFO.
+ */
+struct srv_workers {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct srv_req *head, *tail; /* queued, not yet started */
+    uint64_t waiting;            /* queue length */
+    uint64_t waited_total;       /* jobs that found every worker busy */
+    unsigned busy, n;
+    bool stop;
+    pthread_t *threads;
+};
+
+static void run_work(struct srv_req *r)
 {
-    struct srv_req *r = arg;
     struct srv *srv = r->srv;
 
     r->work(r);
     MHD_resume_connection(r->conn);
     __atomic_sub_fetch(&srv->working, 1, __ATOMIC_SEQ_CST);
+}
+
+static void *worker_main(void *arg)
+{
+    struct srv_workers *w = arg;
+    struct srv_req *r;
+
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        while (w->head == NULL && !w->stop)
+            pthread_cond_wait(&w->cond, &w->lock);
+        if (w->head == NULL)
+            break; /* stopping, and nothing left */
+        r = w->head;
+        w->head = r->work_next;
+        if (w->head == NULL)
+            w->tail = NULL;
+        w->waiting--;
+        w->busy++;
+        pthread_mutex_unlock(&w->lock);
+        run_work(r);
+        pthread_mutex_lock(&w->lock);
+        w->busy--;
+    }
+    pthread_mutex_unlock(&w->lock);
     return NULL;
 }
 
-/* Run r->work on its own thread (the connection is already suspended). */
+static void workers_stop(struct srv *srv)
+{
+    struct srv_workers *w = srv->workers;
+
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->stop = true;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    for (unsigned i = 0; i < w->n; i++)
+        pthread_join(w->threads[i], NULL);
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->lock);
+    free(w->threads);
+    free(w);
+    srv->workers = NULL;
+}
+
+static enum mg_code workers_start(struct srv *srv, struct mg_error *err)
+{
+    unsigned want = srv->cfg->commit_workers ? srv->cfg->commit_workers : 4;
+    struct srv_workers *w = calloc(1, sizeof(*w));
+
+    if (w == NULL || (w->threads = calloc(want, sizeof(*w->threads))) == NULL) {
+        free(w);
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    srv->workers = w;
+    for (; w->n < want; w->n++) {
+        if (pthread_create(&w->threads[w->n], NULL, worker_main, w) != 0) {
+            workers_stop(srv);
+            return mg_fail(err, MG_EIO, NULL, "cannot start the upload commit workers");
+        }
+    }
+    return MG_OK;
+}
+
+void srv_work_stats(struct srv *srv, uint64_t *waiting, uint64_t *waited_total)
+{
+    struct srv_workers *w = srv->workers;
+
+    *waiting = *waited_total = 0;
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&w->lock);
+    *waiting = w->waiting;
+    *waited_total = w->waited_total;
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Queue r->work for the pool (the connection is already suspended). */
 static void start_work(struct srv_req *r)
 {
-    pthread_t t;
-    pthread_attr_t attr;
+    struct srv_workers *w = r->srv->workers;
 
     __atomic_add_fetch(&r->srv->working, 1, __ATOMIC_SEQ_CST);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, work_main, r) != 0)
-        work_main(r); /* no thread to be had: do it here rather than not at all */
-    pthread_attr_destroy(&attr);
+    if (w == NULL) {
+        run_work(r); /* no pool (not started): do it here rather than not at all */
+        return;
+    }
+    pthread_mutex_lock(&w->lock);
+    r->work_next = NULL;
+    if (w->tail)
+        w->tail->work_next = r;
+    else
+        w->head = r;
+    w->tail = r;
+    if (w->busy + w->waiting >= w->n)
+        w->waited_total++;
+    w->waiting++;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
 }
 
 /* ---- the request state machine ---------------------------------------- */
@@ -592,6 +694,10 @@ enum mg_code srv_start(struct srv *srv, struct mg_error *err)
         return err->code;
     if (reaper_start(srv, err) != MG_OK)
         return err->code;
+    if (workers_start(srv, err) != MG_OK) {
+        reaper_stop(srv);
+        return err->code;
+    }
     flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
             MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0) | (srv->tls ? MHD_USE_TLS : 0);
     {
@@ -613,6 +719,7 @@ enum mg_code srv_start(struct srv *srv, struct mg_error *err)
     }
     /* libmicrohttpd copies nothing: the PEMs stay until srv_stop(). */
     if (srv->daemon == NULL) {
+        workers_stop(srv);
         reaper_stop(srv);
         return mg_fail(err, MG_EIO, "listen", "cannot listen on %s (in use, or not permitted)",
                        srv->cfg->listen);
@@ -642,6 +749,7 @@ void srv_stop(struct srv *srv, int grace_ms)
      * threads always finish (and resume), so wait for them however long. */
     while (__atomic_load_n(&srv->working, __ATOMIC_SEQ_CST) > 0)
         nanosleep(&ts, NULL);
+    workers_stop(srv);
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
     reaper_stop(srv);

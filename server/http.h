@@ -107,12 +107,14 @@ struct srv_req {
     /* srv_defer_work: slow work done on a thread of its own while the
      * request is suspended, then on_resume replies. */
     void (*work)(struct srv_req *r);
+    struct srv_req *work_next; /* the work queue's link (http.c) */
     unsigned status;
     uint64_t resp_bytes;
     int64_t start_ms;
 };
 
 struct srv_cache;
+struct srv_workers;
 
 struct srv {
     struct srv_config *cfg;
@@ -129,10 +131,15 @@ struct srv {
     struct srv_reaper *reaper;   /* per-request deadlines (http.c) */
     struct MHD_Daemon *daemon;
     uint16_t port;
-    volatile int inflight; /* requests not yet completed (atomic ops) */
-    volatile int working;  /* srv_defer_work threads still running (atomic ops) */
-    const char *crash_at;  /* MODELGATED_TEST_CRASH_AT: a named point to die at (tests) */
+    volatile int inflight;       /* requests not yet completed (atomic ops) */
+    volatile int working;        /* srv_defer_work jobs queued or running (atomic ops) */
+    struct srv_workers *workers; /* cfg->commit_workers threads for srv_defer_work */
+    const char *crash_at;        /* MODELGATED_TEST_CRASH_AT: a named point to die at (tests) */
 };
+
+/* srv_defer_work's queue: jobs waiting for a worker now, and jobs that ever
+ * had to wait because every worker was busy. Thread-safe. */
+void srv_work_stats(struct srv *srv, uint64_t *waiting, uint64_t *waited_total);
 
 /*
  * Fault injection for crash tests: when the environment variable MODELGATED_TEST_CRASH_AT
@@ -210,6 +217,8 @@ void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t 
  * run work(r) on a thread of its own — never on a libmicrohttpd thread —
  * then call on_resume(r), which sets the reply from what work left in r.
  */
+/* (The work runs on one of a fixed pool of cfg->commit_workers threads;
+ * beyond that, requests queue in arrival order.) */
 void srv_defer_work(struct srv_req *r, void (*work)(struct srv_req *r),
                     void (*on_resume)(struct srv_req *r));
 

@@ -271,6 +271,7 @@ int main(int argc, char **argv)
     sopt.sync_normal = cfg.sync_normal;
     sopt.read_conns = cfg.read_conns;
     store_archive_limits_default(&sopt.archive);
+    sopt.archive.max_ratio = cfg.max_archive_ratio;
     if (mkdir(cfg.data_dir, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "modelgated: cannot create data directory %s: %s\n", cfg.data_dir,
                 strerror(errno));

@@ -84,8 +84,11 @@ struct inspect {
     bool is_zip;
     struct name_list cd;   /* zip: names from the central directory */
     struct name_list seen; /* zip: names libarchive reported */
+    struct name_list dirs; /* directories named by entries (normalised) */
     uint64_t entries;
     uint64_t total;      /* regular-file bytes read so far, <= lim->max_total_bytes */
+    uint64_t stored;     /* the archive's size on disk */
+    uint64_t budget;     /* the expansion ratio cap in bytes (UINT64_MAX: none) */
     char show[SHOW_BUF]; /* the current entry's name, printable */
     struct extract *x;   /* extracting: where to write; NULL when only inspecting */
 };
@@ -95,6 +98,9 @@ void store_archive_limits_default(struct store_archive_limits *lim)
     lim->max_total_bytes = (uint64_t)256 << 30;
     lim->max_entries = 1000000;
     lim->max_path_len = 1024;
+    lim->max_ratio = STORE_ARCHIVE_MAX_RATIO;
+    lim->ratio_floor_bytes = STORE_ARCHIVE_RATIO_FLOOR;
+    lim->counters = NULL;
 }
 
 const char *store_media_type_detect(const uint8_t *head, size_t n)
@@ -597,9 +603,27 @@ static enum mg_code archive_failure(struct archive *a, struct inspect *in, const
                    where, in->show, why);
 }
 
-/* Count n more bytes of file data against the cap. */
+static enum mg_code ratio_refuse(struct inspect *in, uint64_t expanded)
+{
+    if (in->lim->counters != NULL)
+        __atomic_add_fetch(&in->lim->counters->ratio_refusals, 1, __ATOMIC_RELAXED);
+    return mg_fail(in->err, MG_EINVAL, NULL,
+                   "archive expands more than %u:1 (expanded %llu bytes (%.1f MiB) from %llu "
+                   "stored bytes when refused, at entry '%s'); raise the cap "
+                   "(modelgated --max-archive-ratio, modelgate pull --max-archive-ratio) or "
+                   "store it uncompressed",
+                   (unsigned)in->lim->max_ratio, (unsigned long long)expanded,
+                   (double)expanded / (1024.0 * 1024.0), (unsigned long long)in->stored, in->show);
+}
+
+/* Count n more bytes of file data against the caps. */
 static enum mg_code account(struct inspect *in, uint64_t n)
 {
+    if (n > in->budget - in->total) {
+        /* These bytes were decompressed: they count, then nothing more is. */
+        in->total = n < UINT64_MAX - in->total ? in->total + n : UINT64_MAX;
+        return ratio_refuse(in, in->total);
+    }
     if (n > in->lim->max_total_bytes - in->total)
         return mg_fail(in->err, MG_EINVAL, NULL,
                        "archive files hold more than %llu bytes in all (limit reached at entry "
@@ -971,6 +995,20 @@ static enum mg_code inspect_entry(struct archive *a, struct archive_entry *e, st
         if ((rc = name_list_push(&in->seen, copy, in->err)) != MG_OK)
             goto out;
     }
+    /* Decided from the header, before any byte is decompressed or hashed. */
+    if (type == AE_IFREG && archive_entry_size_is_set(e) && archive_entry_size(e) > 0 &&
+        (uint64_t)archive_entry_size(e) > in->budget - in->total) {
+        rc = ratio_refuse(in, in->total);
+        goto out;
+    }
+    if (type == AE_IFDIR && norm[0] != '\0') {
+        if ((copy = strdup(norm)) == NULL) {
+            rc = mg_fail(in->err, MG_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        if ((rc = name_list_push(&in->dirs, copy, in->err)) != MG_OK)
+            goto out;
+    }
     if (type == AE_IFREG) {
         rc = files_push(in, norm, &file);
         norm = NULL; /* owned by the manifest now */
@@ -1088,12 +1126,87 @@ out:
     return rc;
 }
 
+struct tree_name {
+    const char *path;
+    bool dir;
+};
+
+/* strcmp, but with '/' below every other byte, so that "a" is directly
+ * followed by everything below "a/" (and "a/b" sorts before "a-b"). */
+static int cmp_tree(const void *a, const void *b)
+{
+    const unsigned char *p = (const unsigned char *)((const struct tree_name *)a)->path;
+    const unsigned char *q = (const unsigned char *)((const struct tree_name *)b)->path;
+    int x, y;
+
+    for (;; p++, q++) {
+        x = *p == '/' ? 1 : *p == '\0' ? 0 : *p + 1;
+        y = *q == '/' ? 1 : *q == '\0' ? 0 : *q + 1;
+        if (x != y || x == 0)
+            return x - y;
+    }
+}
+
+/*
+ * A file that is also a directory ("a" as a file and "a/" as a directory,
+ * or "a" and "a/b") could never be extracted: refuse it, naming both.
+ */
+static enum mg_code check_tree(struct inspect *in)
+{
+    struct tree_name *t;
+    size_t n, i, len;
+    char other[SHOW_BUF];
+    enum mg_code rc = MG_OK;
+
+    if (in->nfiles > SIZE_MAX / sizeof(*t) - in->dirs.n)
+        return mg_fail(in->err, MG_ENOMEM, NULL, "out of memory");
+    n = in->nfiles + in->dirs.n;
+    if (n < 2)
+        return MG_OK;
+    if ((t = malloc(n * sizeof(*t))) == NULL)
+        return mg_fail(in->err, MG_ENOMEM, NULL, "out of memory");
+    for (i = 0; i < in->nfiles; i++)
+        t[i] = (struct tree_name){in->files[i].path, false};
+    for (i = 0; i < in->dirs.n; i++)
+        t[in->nfiles + i] = (struct tree_name){in->dirs.v[i], true};
+    qsort(t, n, sizeof(*t), cmp_tree);
+    for (i = 0; i + 1 < n; i++) {
+        const struct tree_name *a = &t[i], *b = &t[i + 1];
+        len = strlen(a->path);
+        if (strcmp(a->path, b->path) == 0 && a->dir && b->dir)
+            continue;
+        if (strcmp(a->path, b->path) == 0 ||
+            (!a->dir && strncmp(a->path, b->path, len) == 0 && b->path[len] == '/')) {
+            name_show(a->path, len, in->show);
+            name_show(b->path, strlen(b->path), other);
+            rc = mg_fail(in->err, MG_EINVAL, NULL,
+                         "archive entries '%s' and '%s%s' conflict: '%s' is a file but the other "
+                         "entry needs it to be a directory; rename one of them",
+                         in->show, other, b->dir ? "/" : "", in->show);
+            break;
+        }
+    }
+    free(t);
+    return rc;
+}
+
 static enum mg_code inspect_run(const char *path, const char *media_type, struct inspect *in,
                                 bool *is_archive)
 {
+    struct stat sb;
     enum mg_code rc;
 
     *is_archive = true;
+    if (stat(path, &sb) != 0)
+        return mg_fail(in->err, MG_EIO, NULL, "cannot read '%s': %s", path, strerror(errno));
+    in->stored = (uint64_t)sb.st_size;
+    in->budget = UINT64_MAX;
+    if (in->lim->max_ratio > 0) {
+        in->budget = in->stored > UINT64_MAX / in->lim->max_ratio ? UINT64_MAX
+                                                                  : in->stored * in->lim->max_ratio;
+        if (in->budget < in->lim->ratio_floor_bytes)
+            in->budget = in->lim->ratio_floor_bytes;
+    }
     if (in->is_zip) {
         rc = zip_scan_cd(path, in);
         if (rc != MG_OK || in->entries == 0)
@@ -1114,7 +1227,7 @@ static enum mg_code inspect_run(const char *path, const char *media_type, struct
                            "archive entry '%s' appears more than once; keep one copy", in->show);
         }
     }
-    return MG_OK;
+    return check_tree(in);
 }
 
 static bool is_archive_type(const char *media_type)
@@ -1160,6 +1273,8 @@ static enum mg_code archive_run(const char *path, const char *media_type,
         prev = uselocale(utf8);
 
     rc = inspect_run(path, media_type, &in, &archive);
+    if (lim->counters != NULL)
+        __atomic_add_fetch(&lim->counters->expanded_bytes, in.total, __ATOMIC_RELAXED);
 
     if (prev != (locale_t)0)
         uselocale(prev);
@@ -1168,6 +1283,7 @@ static enum mg_code archive_run(const char *path, const char *media_type,
     EVP_MD_CTX_free(in.md);
     name_list_release(&in.cd);
     name_list_release(&in.seen);
+    name_list_release(&in.dirs);
     tmp.files = in.files;
     tmp.n = in.nfiles;
     if (rc != MG_OK || !archive) {

@@ -20,13 +20,37 @@
 
 #include "../common/mg.h"
 
+/*
+ * Running totals over every inspection and extraction given the same
+ * counters (atomic updates: share one between threads).
+ */
+struct store_archive_counters {
+    uint64_t expanded_bytes; /* file bytes produced, sparse holes included */
+    uint64_t ratio_refusals; /* archives refused by the expansion ratio cap */
+};
+
 struct store_archive_limits {
     uint64_t max_total_bytes; /* sum of regular file sizes */
     uint64_t max_entries;     /* entries of any type */
     size_t max_path_len;      /* bytes of one entry's path */
+    /*
+     * Expansion cap: the file bytes an archive holds (declared sparse sizes
+     * included) may exceed neither max_ratio times its stored size nor
+     * ratio_floor_bytes, whichever is larger; the floor keeps small, highly
+     * compressible archives (configs, text) acceptable. max_ratio 0 = no cap.
+     * Checked from each entry's declared size before its data is read, and
+     * again while decompressing, which stops as soon as the cap is passed.
+     */
+    uint32_t max_ratio;
+    uint64_t ratio_floor_bytes;
+    struct store_archive_counters *counters; /* BORROWED, may be NULL */
 };
 
-/* Defaults: 256 GiB total, 1,000,000 entries, 1024-byte paths. */
+#define STORE_ARCHIVE_MAX_RATIO 200
+#define STORE_ARCHIVE_RATIO_FLOOR ((uint64_t)32 << 20)
+
+/* Defaults: 256 GiB total, 1,000,000 entries, 1024-byte paths, 200:1 above
+ * 32 MiB expanded, no counters. */
 void store_archive_limits_default(struct store_archive_limits *lim);
 
 struct store_archive_file {
@@ -59,6 +83,10 @@ const char *store_media_type_detect(const uint8_t *head, size_t n);
  * - An unsafe or over-cap archive: MG_EINVAL (MG_ETOOBIG is not used; caps
  *   are reported as invalid_argument) with a message naming the entry, e.g.
  *   "archive entry '../etc/passwd' escapes the archive root; remove it".
+ *   A file that is also a directory of another entry ("a" and "a/b") is
+ *   refused naming both. An archive over the expansion ratio is refused with
+ *   "archive expands more than R:1 (expanded N bytes from S stored bytes
+ *   when refused, at entry '...'); ...".
  * - An I/O failure: MG_EIO.
  *
  * On failure `out` is left empty. The caller owns `out` and releases it with

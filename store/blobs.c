@@ -466,6 +466,38 @@ out:
     return rc;
 }
 
+enum mg_code store_blob_expanded_size(struct store *st, const char *digest, uint64_t *out,
+                                      struct mg_error *err)
+{
+    static const char sql[] = "SELECT b.size, b.files, "
+                              "(SELECT COALESCE(SUM(f.size), 0) FROM blob_files f "
+                              "WHERE f.digest = b.digest) FROM blobs b WHERE b.digest = ?";
+    struct store_conn *c = store_read_begin(st);
+    sqlite3_stmt *s;
+    enum mg_code rc;
+    int r;
+
+    *out = 0;
+    if ((s = store_stmt(c, sql, err)) == NULL) {
+        rc = err ? err->code : MG_EDB;
+        goto out;
+    }
+    store_bind_text(s, 1, digest);
+    r = sqlite3_step(s);
+    if (r == SQLITE_ROW) {
+        *out = (uint64_t)sqlite3_column_int64(s, sqlite3_column_type(s, 1) == SQLITE_NULL ? 0 : 2);
+        rc = MG_OK;
+    } else if (r == SQLITE_DONE) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "blob %s does not exist", digest);
+    } else {
+        rc = store_db_error(c, r, err);
+    }
+    sqlite3_reset(s);
+out:
+    store_read_end(st, c);
+    return rc;
+}
+
 enum mg_code store_blob_open(struct store *st, const char *digest, int *fd, uint64_t *size,
                              struct mg_error *err)
 {

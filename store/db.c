@@ -353,6 +353,7 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     pthread_cond_init(&st->rcond, NULL);
     st->lock_fd = -1;
     st->archive = opt->archive;
+    st->archive.counters = &st->archive_counters;
     st->keys = opt->keys;
     st->nreaders = opt->read_conns ? opt->read_conns : 4;
     st->data_dir = strdup(opt->data_dir);
@@ -600,6 +601,12 @@ static void group_counts(struct store_conn *c, const char *sql, json_t *into)
         json_object_set_new(into, (const char *)sqlite3_column_text(s, 0),
                             json_integer(sqlite3_column_int64(s, 1)));
     sqlite3_reset(s);
+}
+
+void store_archive_totals(struct store *st, struct store_archive_counters *out)
+{
+    out->expanded_bytes = __atomic_load_n(&st->archive_counters.expanded_bytes, __ATOMIC_RELAXED);
+    out->ratio_refusals = __atomic_load_n(&st->archive_counters.ratio_refusals, __ATOMIC_RELAXED);
 }
 
 enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err)

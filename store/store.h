@@ -542,6 +542,16 @@ enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_err
  * "wal_bytes":n,"db_bytes":n}. */
 enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err);
 
+/* Archive expansion totals since the store was opened (uploads and
+ * extractions through this store). Thread-safe. */
+void store_archive_totals(struct store *st, struct store_archive_counters *out);
+
+/* Bytes a blob takes once materialised: the sum of its archive's file sizes
+ * (sparse holes included), or its own size for a single file. MG_ENOTFOUND
+ * for an unknown digest. */
+enum mg_code store_blob_expanded_size(struct store *st, const char *digest, uint64_t *out,
+                                      struct mg_error *err);
+
 /* ---- backup and restore ------------------------------------------------ */
 
 /* Write a tar of data_dir to out_path: a consistent database snapshot

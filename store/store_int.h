@@ -32,6 +32,7 @@ struct store {
     char *blob_dir; /* <data>/blobs/sha256 */
     char *tmp_dir;  /* <data>/blobs/tmp */
     struct store_archive_limits archive;
+    struct store_archive_counters archive_counters; /* archive.counters points here */
     const struct sign_keyring *keys;
 
     int lock_fd; /* flock'd <data>/modelgated.lock: one process per data directory */

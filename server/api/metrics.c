@@ -11,6 +11,7 @@
 #include "../../common/text.h"
 #include "../cache.h"
 #include "../metrics.h"
+#include "../runner/runner.h"
 
 extern const struct mg_embedded schema_files[];
 extern const unsigned schema_files_count;
@@ -59,6 +60,54 @@ static void metrics(struct srv_req *r)
 
     mg_buf_init(&b, 16u << 20);
     srv_metrics_render(r->srv->metrics, &b);
+    {
+        struct store_archive_counters ac;
+        char tmp[512];
+        store_archive_totals(r->srv->store, &ac);
+        snprintf(tmp, sizeof(tmp),
+                 "# HELP modelgate_archive_expanded_bytes_total File bytes produced by archive "
+                 "inspection and extraction (sparse holes included).\n"
+                 "# TYPE modelgate_archive_expanded_bytes_total counter\n"
+                 "modelgate_archive_expanded_bytes_total %llu\n"
+                 "# HELP modelgate_archive_ratio_refusals_total Archives refused for expanding "
+                 "past the ratio cap.\n"
+                 "# TYPE modelgate_archive_ratio_refusals_total counter\n"
+                 "modelgate_archive_ratio_refusals_total %llu\n",
+                 (unsigned long long)ac.expanded_bytes, (unsigned long long)ac.ratio_refusals);
+        mg_buf_puts(&b, tmp);
+    }
+    {
+        uint64_t extractions, hits;
+        char tmp[512];
+        runner_cache_stats(r->srv, &extractions, &hits);
+        snprintf(tmp, sizeof(tmp),
+                 "# HELP modelgate_runner_extractions_total Artifacts the smoke runner "
+                 "extracted and hashed into its cache.\n"
+                 "# TYPE modelgate_runner_extractions_total counter\n"
+                 "modelgate_runner_extractions_total %llu\n"
+                 "# HELP modelgate_runner_cache_hits_total Smoke tests given a copy of an "
+                 "extraction verified earlier.\n"
+                 "# TYPE modelgate_runner_cache_hits_total counter\n"
+                 "modelgate_runner_cache_hits_total %llu\n",
+                 (unsigned long long)extractions, (unsigned long long)hits);
+        mg_buf_puts(&b, tmp);
+    }
+    {
+        uint64_t waiting, waited;
+        char tmp[512];
+        srv_work_stats(r->srv, &waiting, &waited);
+        snprintf(tmp, sizeof(tmp),
+                 "# HELP modelgate_upload_commit_waiting Finished uploads waiting for a commit "
+                 "worker (--commit-workers).\n"
+                 "# TYPE modelgate_upload_commit_waiting gauge\n"
+                 "modelgate_upload_commit_waiting %llu\n"
+                 "# HELP modelgate_upload_commit_waited_total Finished uploads that found every "
+                 "commit worker busy.\n"
+                 "# TYPE modelgate_upload_commit_waited_total counter\n"
+                 "modelgate_upload_commit_waited_total %llu\n",
+                 (unsigned long long)waiting, (unsigned long long)waited);
+        mg_buf_puts(&b, tmp);
+    }
     if (store_stats(r->srv->store, &st, &err) == MG_OK) {
         gauge_header(&b, "modelgate_promotions", "Promotions by state.");
         by_key(&b, "modelgate_promotions", "state", json_object_get(st, "promotions"));

@@ -68,6 +68,18 @@ json_t *runner_info(struct srv *srv);
 /* Memory of the largest GPU in GiB, or -1 when none is reported. */
 double runner_largest_gpu_gib(struct srv *srv);
 
+/*
+ * Whether `need` bytes fit in `avail` free bytes with room to spare (1% plus
+ * 4 MiB for blocks and metadata). MG_ENOSPC with a message naming `dir`, the
+ * need and the free space when they do not. Pure: the caller measures avail.
+ */
+enum mg_code runner_space_check(const char *dir, uint64_t need, uint64_t avail,
+                                struct mg_error *err);
+
+/* Artifact cache figures since start: extractions done (cache misses) and
+ * tests that reused a verified extraction. */
+void runner_cache_stats(struct srv *srv, uint64_t *extractions, uint64_t *hits);
+
 /* Percentile (nearest rank) of n sorted values; p in (0, 100]. */
 double runner_percentile(const double *sorted, size_t n, double p);
 

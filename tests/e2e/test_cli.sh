@@ -12,7 +12,9 @@ unset MODELGATE_URL MODELGATE_TOKEN
 export XDG_CONFIG_HOME="$MG_TMP/config"
 W="$MG_TMP/work"
 mkdir -p "$W"
-mg_start
+# The server's expansion cap is raised so that an artifact over the CLI's
+# default cap can be stored, and pull is seen refusing it.
+mg_start --max-archive-ratio 100000
 
 # cli ARGS...: run the CLI; stdout in $OUT, stderr in $ERR, exit status in $RC.
 cli() {
@@ -386,6 +388,43 @@ check "pull of a tampered blob refuses (1)" rc_is 1
 check "... as a digest mismatch" err_has "does not match its digest"
 check "... and creates nothing" test ! -e "$W/outt"
 check "... and leaves no staging directory" bash -c "! ls -A '$W' | grep -q pull-"
+
+# An artifact expanding 1000:1 (64 MiB of zeros in a 64 KiB tar.gz): the
+# server above takes it, pull's default cap (200:1) refuses it unwritten.
+python3 - "$W/bomb.tar.gz" <<'EOF'
+import io, sys, tarfile
+class Zeros(io.RawIOBase):
+    def __init__(self, n): self.left = n
+    def readable(self): return True
+    def readinto(self, b):
+        n = min(len(b), self.left)
+        b[:n] = bytes(n)
+        self.left -= n
+        return n
+with tarfile.open(sys.argv[1], "w:gz") as t:
+    i = tarfile.TarInfo("zeros.bin")
+    i.size = 64 << 20
+    t.addfile(i, io.BufferedReader(Zeros(i.size)))
+EOF
+cli push fraud "$W/bomb.tar.gz" --json
+check "the server with a raised cap stores the 1000:1 artifact" rc_is 0
+VB=$(jq .version "$W/out")
+cli pull fraud "$VB" -o "$W/outb"
+check "pull of an artifact over the expansion cap refuses (1)" rc_is 1
+check "... naming the cap" err_has "expands more than 200:1"
+check "... and how far it got" err_has "expanded 0 bytes"
+check "... and creates nothing" test ! -e "$W/outb"
+check "... and leaves no staging directory" bash -c "! ls -A '$W' | grep -q pull-"
+cli pull fraud "$VB" -o "$W/outb" --max-archive-ratio 2000
+check "pull --max-archive-ratio 2000 takes it" rc_is 0
+check "... all of it" test "$(stat -c %s "$W/outb/zeros.bin")" -eq $((64 << 20))
+mg_api GET "/api/v1/models/fraud/versions/$VB/signature" >"$W/vb.sig"
+cli verify "$W/vb.sig" --key "$W/pub.pem" "$W/bomb.tar.gz"
+check "verify of the over-cap archive refuses (1)" rc_is 1
+check "... naming the cap" err_has "expands more than 200:1"
+cli verify "$W/vb.sig" --key "$W/pub.pem" "$W/bomb.tar.gz" --max-archive-ratio 2000
+check "verify --max-archive-ratio 2000 takes it" rc_is 0
+rm -rf "$W/outb"
 
 # ---- secrets ----------------------------------------------------------------------------------
 for t in "$PUB" "$DEP" "$REV1" "$REV2" "$RD" "$MG_TOKEN"; do

@@ -302,6 +302,68 @@ static void test_parallel_identical_uploads(void **state)
     assert_int_equal(it_data_dir_count(s, "blobs/tmp"), 0);
 }
 
+static unsigned long long metric_value(struct mg_server *s, const char *name)
+{
+    struct it_resp *r = it_get(s, "/metrics", s->admin_token);
+    char key[128];
+    const char *p;
+    unsigned long long v = 0;
+
+    it_expect_status(s, r, 200);
+    snprintf(key, sizeof(key), "\n%s ", name);
+    p = strstr(r->body, key);
+    if (p == NULL)
+        fail_msg("/metrics has no %s", name);
+    assert_int_equal(sscanf(p + strlen(key), "%llu", &v), 1);
+    return v;
+}
+
+/*
+ * With one commit worker, a burst of different uploads queues behind it:
+ * every one is still committed, and nothing is left waiting afterwards.
+ */
+static void test_commit_workers_are_bounded(void **state)
+{
+    static const char *const args[] = {"--commit-workers", "1", NULL};
+    enum { N = 12, LEN = 1 << 20 };
+    struct mg_server *s = it_server_start(args);
+    struct it_spec specs[N];
+    struct it_resp *out[N];
+    char digest[N][IT_DIGEST_LEN + 1], path[160];
+    unsigned char *data = malloc((size_t)N * LEN);
+
+    (void)state;
+    assert_non_null(data);
+    for (int i = 0; i < N; i++) {
+        it_pattern(1000 + (uint32_t)i, 0, data + (size_t)i * LEN, LEN);
+        it_digest(data + (size_t)i * LEN, LEN, digest[i]);
+        specs[i] = (struct it_spec){"POST",
+                                    "/api/v1/blobs",
+                                    s->admin_token,
+                                    "application/octet-stream",
+                                    data + (size_t)i * LEN,
+                                    LEN};
+    }
+    it_request_parallel(s, N, specs, out);
+    for (int i = 0; i < N; i++) {
+        it_expect_status(s, out[i], 201);
+        assert_string_equal(it_jstr(out[i]->json, "digest"), digest[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        struct it_resp *r;
+        snprintf(path, sizeof(path), "/api/v1/blobs/%.*s", IT_DIGEST_LEN, digest[i]);
+        r = it_request(s, "HEAD", path, s->admin_token, NULL, NULL, 0);
+        it_expect_status(s, r, 200);
+    }
+    assert_int_equal(metric_value(s, "modelgate_upload_commit_waiting"), 0);
+    /* How many had to wait depends on timing; that the counter is there does not. */
+    (void)metric_value(s, "modelgate_upload_commit_waited_total");
+    assert_int_equal(it_data_dir_count(s, "blobs/tmp"), 0);
+    free(data);
+    it_server_stop(s);
+    it_server_free(&s);
+}
+
 static void test_blob_error_bodies(void **state)
 {
     struct mg_server *s = *state;
@@ -323,6 +385,7 @@ int main(void)
         cmocka_unit_test_teardown(test_blob_paths_are_validated, it_test_teardown),
         cmocka_unit_test_teardown(test_parallel_identical_uploads, it_test_teardown),
         cmocka_unit_test_teardown(test_blob_error_bodies, it_test_teardown),
+        cmocka_unit_test(test_commit_workers_are_bounded),
         /* Last: when it fails, the temp file it leaves must not fail the others. */
         cmocka_unit_test_teardown(test_aborted_upload_leaves_nothing, it_test_teardown),
     };

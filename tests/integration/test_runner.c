@@ -334,6 +334,112 @@ static void test_runner_info_without_nvml(void **state)
     it_expect_error(s, r, 401, "unauthenticated");
 }
 
+static unsigned long long metric_value(struct mg_server *s, const char *name)
+{
+    struct it_resp *r = it_get(s, "/metrics", s->admin_token);
+    char key[128];
+    const char *p;
+    unsigned long long v = 0;
+
+    it_expect_status(s, r, 200);
+    pc_fmt(key, sizeof(key), "\n%s ", name);
+    p = strstr(r->body, key);
+    if (p == NULL)
+        fail_msg("/metrics has no %s", name);
+    assert_int_equal(sscanf(p + strlen(key), "%llu", &v), 1);
+    return v;
+}
+
+/*
+ * Tests of one artifact extract and hash it once: the second test of the
+ * same digest is given a copy of the verified extraction (in its own fresh
+ * directory) instead of decompressing it again.
+ */
+static void test_artifact_extracted_once(void **state)
+{
+    struct mg_server *s = *state;
+    static const struct rc_entry entries[] = {
+        {"config.json", "{\"layers\":3}\n", NULL},
+        {"weights", NULL, NULL},
+        {"weights/w0.bin", "weights, extracted once", NULL},
+    };
+    char art[IT_DIGEST_LEN + 1], id1[64], id2[64];
+    unsigned long long ex0, hit0;
+    size_t len;
+    void *tar = rc_tar(entries, 3, &len);
+    json_t *t;
+    json_int_t v;
+    char *files1, *files2;
+
+    it_upload(s, tar, len, art);
+    free(tar);
+    rc_model(s, "reuse");
+    v = rc_version(s, "reuse", art, "pass", 100, 0, NULL);
+    ex0 = metric_value(s, "modelgate_runner_extractions_total");
+    hit0 = metric_value(s, "modelgate_runner_cache_hits_total");
+
+    rc_smoke_post(s, dep, "reuse", v, "{}", id1);
+    t = rc_smoke_wait(s, "reuse", v, id1, 15000);
+    if (strcmp(it_jstr(t, "state"), "passed") != 0)
+        fail_msg("want passed: %s", json_dumps(t, JSON_COMPACT));
+    files1 = seen("reuse", v, "files");
+    assert_int_equal(metric_value(s, "modelgate_runner_extractions_total"), ex0 + 1);
+    assert_int_equal(metric_value(s, "modelgate_runner_cache_hits_total"), hit0);
+
+    rc_smoke_post(s, dep, "reuse", v, "{}", id2);
+    t = rc_smoke_wait(s, "reuse", v, id2, 15000);
+    if (strcmp(it_jstr(t, "state"), "passed") != 0)
+        fail_msg("want passed: %s", json_dumps(t, JSON_COMPACT));
+    files2 = seen("reuse", v, "files");
+    /* Not extracted again, and the test saw the same files. */
+    assert_int_equal(metric_value(s, "modelgate_runner_extractions_total"), ex0 + 1);
+    assert_int_equal(metric_value(s, "modelgate_runner_cache_hits_total"), hit0 + 1);
+    assert_string_equal(files1, files2);
+    free(files1);
+    free(files2);
+}
+
+/* The cache keeps 8 idle extractions: a ninth artifact evicts the least
+ * recently used, which is extracted again when next tested. */
+static void test_artifact_cache_is_bounded(void **state)
+{
+    struct mg_server *s = *state;
+    enum { N = 9 };
+    char art[N][IT_DIGEST_LEN + 1], id[64], content[64];
+    json_int_t v[N];
+    unsigned long long ex0;
+    json_t *t;
+
+    rc_model(s, "evict");
+    for (int i = 0; i < N; i++) {
+        struct rc_entry e = {"model.bin", content, NULL};
+        size_t len;
+        void *tar;
+
+        pc_fmt(content, sizeof(content), "artifact number %d", i);
+        tar = rc_tar(&e, 1, &len);
+        it_upload(s, tar, len, art[i]);
+        free(tar);
+        v[i] = rc_version(s, "evict", art[i], "pass", 100, 0, NULL);
+    }
+    ex0 = metric_value(s, "modelgate_runner_extractions_total");
+    for (int i = 0; i < N; i++) {
+        rc_smoke_post(s, dep, "evict", v[i], "{}", id);
+        t = rc_smoke_wait(s, "evict", v[i], id, 15000);
+        if (strcmp(it_jstr(t, "state"), "passed") != 0)
+            fail_msg("want passed: %s", json_dumps(t, JSON_COMPACT));
+    }
+    assert_int_equal(metric_value(s, "modelgate_runner_extractions_total"), ex0 + N);
+    assert_true(it_data_dir_count(s, "runner-cache") <= 8);
+    /* The first was the least recently used: gone, so extracted again. */
+    rc_smoke_post(s, dep, "evict", v[0], "{}", id);
+    t = rc_smoke_wait(s, "evict", v[0], id, 15000);
+    if (strcmp(it_jstr(t, "state"), "passed") != 0)
+        fail_msg("want passed: %s", json_dumps(t, JSON_COMPACT));
+    assert_int_equal(metric_value(s, "modelgate_runner_extractions_total"), ex0 + N + 1);
+    assert_true(it_data_dir_count(s, "runner-cache") <= 8);
+}
+
 static void test_passing_archive(void **state)
 {
     struct mg_server *s = *state;
@@ -1070,6 +1176,8 @@ int main(void)
         cmocka_unit_test_teardown(test_smoke_gate_waits_while_running, test_teardown),
         cmocka_unit_test_teardown(test_mid_rollout_failure_rolls_back, test_teardown),
         cmocka_unit_test_teardown(test_archive_escape_refused, test_teardown),
+        cmocka_unit_test_teardown(test_artifact_extracted_once, test_teardown),
+        cmocka_unit_test_teardown(test_artifact_cache_is_bounded, test_teardown),
         cmocka_unit_test_teardown(test_timeout_kills_group, test_teardown),
         cmocka_unit_test_teardown(test_missing_program, test_teardown),
         cmocka_unit_test_teardown(test_bad_profiles_refused, test_teardown),

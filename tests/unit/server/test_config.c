@@ -118,6 +118,8 @@ static void test_defaults(void **state)
     assert_null(c->signing_key);
     assert_int_equal(c->max_blob_bytes, 64ull << 30);
     assert_int_equal(c->max_json_bytes, 1u << 20);
+    assert_int_equal(c->max_archive_ratio, 200);
+    assert_int_equal(c->commit_workers, 4);
     assert_false(c->log_json);
     assert_false(c->sync_normal);
     /* One thread per CPU this process may use (1 to 32). */
@@ -236,6 +238,21 @@ static void test_size_suffixes(void **state)
     assert_false(fx->cfg.no_response_cache);
 }
 
+/* The archive expansion cap and the commit pool, as flags and config keys. */
+static void test_archive_ratio_and_commit_workers(void **state)
+{
+    struct fx *fx = *state;
+
+    assert_int_equal(parse_args(fx, "--max-archive-ratio", "0", "--commit-workers", "1", NULL),
+                     MG_OK);
+    assert_int_equal(fx->cfg.max_archive_ratio, 0);
+    assert_int_equal(fx->cfg.commit_workers, 1);
+    write_file(fx->path, "max-archive-ratio = 1000\ncommit-workers 8\n");
+    assert_int_equal(parse_args(fx, "--config", fx->path, NULL), MG_OK);
+    assert_int_equal(fx->cfg.max_archive_ratio, 1000);
+    assert_int_equal(fx->cfg.commit_workers, 8);
+}
+
 /* ---- bad flags --------------------------------------------------------------------------- */
 
 static void test_bad_values(void **state)
@@ -268,6 +285,11 @@ static void test_bad_values(void **state)
         {"sync", "fast", "sync", "--sync"},
         {"response-cache", "no", "response-cache", "--response-cache"},
         {"sync", "", "sync", "--sync"},
+        {"max-archive-ratio", "-1", "max-archive-ratio", "--max-archive-ratio"},
+        {"max-archive-ratio", "1000001", "max-archive-ratio", "--max-archive-ratio"},
+        {"max-archive-ratio", "lots", "max-archive-ratio", "--max-archive-ratio"},
+        {"commit-workers", "0", "commit-workers", "--commit-workers"},
+        {"commit-workers", "65", "commit-workers", "--commit-workers"},
     };
     size_t i;
 
@@ -529,6 +551,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_flags_mixed_and_last_wins, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_flag_value_with_equals, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_size_suffixes, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_archive_ratio_and_commit_workers, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test_setup_teardown(test_missing_value, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_unknown_option, fx_setup, fx_teardown),

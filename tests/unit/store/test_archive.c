@@ -421,6 +421,9 @@ static void test_limits_default(void **state)
     assert_int_equal(lim.max_total_bytes, (uint64_t)256 << 30);
     assert_int_equal(lim.max_entries, 1000000);
     assert_int_equal(lim.max_path_len, 1024);
+    assert_int_equal(lim.max_ratio, 200);
+    assert_int_equal(lim.ratio_floor_bytes, (uint64_t)32 << 20);
+    assert_null(lim.counters);
     store_archive_manifest_release(&m); /* safe on an empty manifest */
     store_archive_manifest_release(&m);
     assert_null(m.files);
@@ -712,7 +715,45 @@ struct reject_case {
     const char *want[3];
 };
 
+static const char zeros64k[65536];
+
 static const struct reject_case reject_cases[] = {
+    {"file and directory of the same name",
+     W_PAX,
+     F_NONE,
+     {{.path = "a", .data = "x"}, {.path = "a/", .type = AE_IFDIR}},
+     2,
+     {0},
+     {"'a' and 'a/' conflict", NULL}},
+    {"directory, then a file of the same name, zip",
+     W_ZIP,
+     F_NONE,
+     {{.path = "a/", .type = AE_IFDIR}, {.path = "a", .data = "x"}},
+     2,
+     {0},
+     {"'a' and 'a/' conflict", NULL}},
+    {"file under a file",
+     W_PAX,
+     F_GZIP,
+     {{.path = "m/a/c", .data = "x"}, {.path = "m/a-b", .data = "x"}, {.path = "m/a", .data = "x"}},
+     3,
+     {0},
+     {"'m/a' and 'm/a/c' conflict", NULL}},
+    {"expansion over the ratio, from the header",
+     W_PAX,
+     F_GZIP,
+     {{.path = "zeros", .data = zeros64k, .size = sizeof(zeros64k)}},
+     1,
+     {.max_ratio = 2, .ratio_floor_bytes = 1024},
+     {"more than 2:1 (expanded 0 bytes", "'zeros'", NULL}},
+    {"expansion over the ratio, zip",
+     W_ZIP,
+     F_NONE,
+     {{.path = "a", .data = zeros64k, .size = 1000},
+      {.path = "b", .data = zeros64k, .size = 60000}},
+     2,
+     {.max_ratio = 2, .ratio_floor_bytes = 1024},
+     {"more than 2:1 (expanded 1000 bytes", "'b'", NULL}},
     {"absolute path",
      W_PAX,
      F_NONE,
@@ -947,10 +988,95 @@ static void test_rejected(void **state)
         lim.max_entries = c->lim.max_entries;
     if (c->lim.max_path_len)
         lim.max_path_len = c->lim.max_path_len;
+    if (c->lim.max_ratio) {
+        lim.max_ratio = c->lim.max_ratio;
+        lim.ratio_floor_bytes = c->lim.ratio_floor_bytes;
+    }
     fx_path(fx, "bad", path, sizeof(path));
     write_archive(path, c->fmt, c->filt, c->ents, c->n);
     inspect_path(path, &lim, &res);
     assert_rejected(&res, c->want);
+}
+
+/* The counters see the bytes expanded and the refusal; a compressible
+ * archive under the floor passes whatever its ratio. */
+static void test_ratio_counters(void **state)
+{
+    struct fx *fx = *state;
+    const struct ent bomb[] = {
+        {.path = "a", .data = zeros64k, .size = 20000},
+        {.path = "b", .data = zeros64k, .size = 20000},
+        {.path = "c", .data = zeros64k, .size = 60000},
+    };
+    struct store_archive_counters cnt = {0, 0};
+    struct store_archive_limits lim;
+    char path[256];
+    struct result res;
+
+    store_archive_limits_default(&lim);
+    lim.counters = &cnt;
+    fx_path(fx, "small.tar.gz", path, sizeof(path));
+    write_archive(path, W_PAX, F_GZIP, bomb, 3);
+    inspect_path(path, &lim, &res); /* ~100:1, but far under the 32 MiB floor */
+    if (res.rc != MG_OK)
+        fail_msg("%s", res.err.message);
+    store_archive_manifest_release(&res.m);
+    assert_int_equal(cnt.expanded_bytes, 100000);
+    assert_int_equal(cnt.ratio_refusals, 0);
+
+    lim.max_ratio = 10;
+    lim.ratio_floor_bytes = 30000;
+    inspect_path(path, &lim, &res);
+    assert_rejected(&res, (const char *const[]){"'b'", "more than 10:1", NULL});
+    /* a was read, b was refused from its header */
+    assert_int_equal(cnt.expanded_bytes, 100000 + 20000);
+    assert_int_equal(cnt.ratio_refusals, 1);
+}
+
+/*
+ * A zip whose headers (central and local) understate an entry's size passes
+ * the header check; decompression itself stops at the cap.
+ */
+static void test_ratio_checked_while_decompressing(void **state)
+{
+    struct fx *fx = *state;
+    static const char zeros1m[1 << 20];
+    /* More than libarchive decompresses at once, so it hands over blocks
+     * before it could notice the size is wrong. */
+    const struct ent ents[] = {{.path = "b", .data = zeros1m, .size = sizeof(zeros1m)}};
+    struct store_archive_counters cnt = {0, 0};
+    struct store_archive_limits lim;
+    unsigned char *buf;
+    size_t n, i;
+    char path[256];
+    struct result res;
+
+    fx_path(fx, "liar.zip", path, sizeof(path));
+    write_archive(path, W_ZIP, F_NONE, ents, 1);
+    buf = read_bytes(path, &n);
+    for (i = 0; i + 46 <= n; i++) {
+        if (memcmp(buf + i, "PK\001\002", 4) == 0) {
+            memcpy(buf + i + 24, "\x64\0\0\0", 4); /* uncompressed size: 100 */
+            break;
+        }
+    }
+    assert_true(i + 46 <= n);
+    assert_memory_equal(buf, "PK\003\004", 4);
+    memcpy(buf + 22, "\x64\0\0\0", 4); /* and in the local header */
+    write_bytes(path, buf, n);
+    free(buf);
+    store_archive_limits_default(&lim);
+    lim.max_ratio = 2;
+    lim.ratio_floor_bytes = 1024;
+    lim.counters = &cnt;
+    inspect_path(path, &lim, &res);
+    assert_int_equal(res.rc, MG_EINVAL);
+    print_message("liar.zip: %s\n", res.err.message);
+    if (strstr(res.err.message, "more than 2:1") == NULL)
+        fail_msg("want the ratio refusal: %s", res.err.message);
+    /* one decompressed block past the cap at most */
+    assert_true(cnt.expanded_bytes > 1024 && cnt.expanded_bytes <= 1024 + (256 << 10));
+    assert_int_equal(cnt.ratio_refusals, 1);
 }
 
 /* The same archives pass with room to spare: the limits, not the content, rejected them. */
@@ -1162,6 +1288,8 @@ int main(void)
     ADD(cmocka_unit_test(test_media_type_table));
     ADD(cmocka_unit_test(test_media_type_ustar_magic));
     ADD(cmocka_unit_test(test_limits_default));
+    ADD(FX_TEST(test_ratio_counters));
+    ADD(FX_TEST(test_ratio_checked_while_decompressing));
     ADD(cmocka_unit_test(test_octet_stream_is_not_opened));
     ADD(cmocka_unit_test(test_missing_file_is_io_error));
     ADD_CASES(test_valid, valid_cases);
