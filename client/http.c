@@ -285,6 +285,15 @@ int mgc_http_json(struct mgc *c, const char *method, const char *path, const jso
     }
     reply_fill(c, rep, &resp);
     rc = MGC_OK;
+    /* A release tool never fails open: a success without a JSON body we can read (cut, not
+     * JSON, a number out of range) is an error, never an empty answer. */
+    if (rep->http >= 200 && rep->http < 300 && rep->http != 204 && rep->body == NULL) {
+        rc = MGC_ERR;
+        snprintf(rep->message, sizeof(rep->message),
+                 "the server's reply (HTTP %ld) is not JSON this client can read; refusing to "
+                 "guess",
+                 rep->http);
+    }
 out:
     curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, NULL);
     curl_slist_free_all(hdrs);

@@ -34,6 +34,10 @@ int mgc_cmd_versions(struct mgc *c, const struct mgc_args *a)
         return rc;
     }
     items = json_object_get(list, "items");
+    if (!json_is_array(items)) {
+        json_decref(list);
+        return mgc_fail("the server's reply has no list of versions; refusing to guess");
+    }
     mgc_table_init(&t, 6);
     mgc_table_row(&t, "VERSION", "CREATED", "BY", "ARTIFACT", "FILES", "METRICS");
     json_array_foreach(items, i, v)
@@ -176,10 +180,19 @@ int mgc_cmd_gates(struct mgc *c, const struct mgc_args *a)
     if ((rc = mgc_call(c, "GET", path, NULL, &rep)) != MGC_OK)
         return rc;
     gates = json_object_get(rep, "gates");
+    /* Only the server's own "passed": true is a pass; a reply without it is an error. */
+    if (!json_is_boolean(json_object_get(rep, "passed")) || !json_is_array(gates) ||
+        !json_is_boolean(json_object_get(rep, "pending"))) {
+        json_decref(rep);
+        return mgc_fail("the server's gate report is not one this client can read; refusing "
+                        "to guess");
+    }
     json_array_foreach(gates, i, g)
     {
         failed = failed || strcmp(mgc_str(g, "status", ""), "failed") == 0;
     }
+    failed = failed || (!json_is_true(json_object_get(rep, "passed")) &&
+                        !json_is_true(json_object_get(rep, "pending")));
     if (c->json) {
         rc = mgc_print_json(rep);
     } else {

@@ -20,6 +20,20 @@
 #define POLL_TRANSIENT_MAX 10 /* consecutive failed polls before giving up */
 #define SERVER_WAIT_MAX_S 60  /* the server's ?wait= cap */
 
+/* The promotion names one of API.md's states (anything else is a reply we cannot trust). */
+static bool promo_state_known(const json_t *p)
+{
+    static const char *const states[] = {"evaluating", "awaiting_approval", "rolling_out",
+                                         "succeeded",  "rejected",          "aborted",
+                                         "rolled_back"};
+    const char *s = json_string_value(json_object_get(p, "state"));
+
+    for (size_t i = 0; s != NULL && i < sizeof(states) / sizeof(states[0]); i++)
+        if (strcmp(s, states[i]) == 0)
+            return json_is_string(json_object_get(p, "id"));
+    return false;
+}
+
 /* MGC_OK for succeeded, MGC_FAILED for rejected/aborted/rolled_back, -1 while it runs. */
 static int promo_outcome(const json_t *p)
 {
@@ -105,6 +119,11 @@ static int promo_get(struct mgc *c, const char *id, json_t **p, bool *transient)
         *transient = false;
     snprintf(path, sizeof(path), "/api/v1/promotions/%s", id);
     rc = mgc_http_json(c, "GET", path, NULL, &rep);
+    if (rc != MGC_OK && rep.http >= 200 && rep.http < 300) {
+        rc = mgc_reply_fail(&rep, NULL); /* a reply we cannot read: no retry, no guess */
+        mgc_reply_release(&rep);
+        return rc;
+    }
     if (rc != MGC_OK || rep.http >= 500) {
         mgc_reply_release(&rep);
         if (transient)
@@ -115,6 +134,12 @@ static int promo_get(struct mgc *c, const char *id, json_t **p, bool *transient)
         rc = mgc_reply_fail(&rep, NULL);
         mgc_reply_release(&rep);
         return rc;
+    }
+    if (!promo_state_known(rep.body)) {
+        mgc_reply_release(&rep);
+        return mgc_fail("the server's reply for promotion %s names no known state; refusing to "
+                        "guess",
+                        id);
     }
     *p = rep.body;
     rep.body = NULL;
@@ -172,6 +197,9 @@ static int promo_report(struct mgc *c, const json_t *p, int outcome, bool id_onl
 {
     char state[256];
     int rc = MGC_OK;
+
+    if (!promo_state_known(p))
+        return mgc_fail("the server's reply names no known promotion state; refusing to guess");
 
     if (c->json)
         rc = mgc_print_json(p);

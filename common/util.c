@@ -304,24 +304,135 @@ bool mg_valid_digest(const char *s, size_t n)
     return s != NULL && n == 71 && memcmp(s, "sha256:", 7) == 0 && is_lower_hex(s + 7, 64);
 }
 
+/* OCI reference grammar (distribution/reference), pieces. */
+static bool ref_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* path-component: [a-z0-9]+ ((\.|_|__|-+)[a-z0-9]+)* over s[0..n) */
+static bool ref_component(const char *s, size_t n)
+{
+    size_t i = 0;
+
+    if (n == 0 || !ref_alnum(s[0]))
+        return false;
+    while (i < n) {
+        while (i < n && ref_alnum(s[i]))
+            i++;
+        if (i == n)
+            return true;
+        if (s[i] == '.' || (s[i] == '_' && (i + 1 >= n || s[i + 1] != '_'))) {
+            i++;
+        } else if (s[i] == '_' && s[i + 1] == '_') {
+            i += 2;
+        } else if (s[i] == '-') {
+            while (i < n && s[i] == '-')
+                i++;
+        } else {
+            return false;
+        }
+        if (i >= n || !ref_alnum(s[i]))
+            return false;
+    }
+    return true;
+}
+
+/* domain: labels of [a-zA-Z0-9] and inner '-', separated by '.', optional :port; or
+ * localhost[:port]. Only used for the first path part when it looks like a host. */
+static bool ref_domain(const char *s, size_t n)
+{
+    size_t i = 0, label = 0, colon = n;
+
+    for (size_t k = 0; k < n; k++)
+        if (s[k] == ':')
+            colon = k;
+    if (colon < n) {
+        if (colon + 1 == n || n - colon - 1 > 5)
+            return false;
+        for (size_t k = colon + 1; k < n; k++)
+            if (s[k] < '0' || s[k] > '9')
+                return false;
+        n = colon;
+    }
+    if (n == 0)
+        return false;
+    for (i = 0; i < n; i++) {
+        char c = s[i];
+
+        if (c == '.') {
+            if (label == 0 || s[i - 1] == '-')
+                return false;
+            label = 0;
+        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   (c == '-' && label > 0)) {
+            label++;
+        } else {
+            return false;
+        }
+    }
+    return label > 0 && s[n - 1] != '-';
+}
+
 bool mg_valid_image_ref(const char *s, size_t n)
 {
-    size_t i, at;
+    size_t at, name_end, start, i, tag_start = 0;
+    bool first = true;
 
-    if (s == NULL || n < 72 || n > 512)
+    /* <name>[:<tag>]@sha256:<64 hex> */
+    if (s == NULL || n < 73 || n > 512)
         return false;
     at = n - 71;
     if (s[at - 1] != '@' || !mg_valid_digest(s + at, 71))
         return false;
-    if (at - 1 == 0)
-        return false;
-    /* repository[:tag]: printable, no whitespace, no second '@' */
-    for (i = 0; i < at - 1; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c <= 0x20 || c >= 0x7f || c == '@')
-            return false;
+    name_end = at - 1;
+    /* a tag: the last ':' after the last '/' */
+    for (i = name_end; i > 0; i--) {
+        if (s[i - 1] == '/')
+            break;
+        if (s[i - 1] == ':') {
+            tag_start = i;
+            break;
+        }
     }
-    return s[0] != ':' && s[0] != '/';
+    if (tag_start) {
+        size_t tl = name_end - tag_start;
+
+        if (tl == 0 || tl > 128)
+            return false;
+        for (i = tag_start; i < name_end; i++) {
+            char c = s[i];
+
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || (i > tag_start && (c == '.' || c == '-'))))
+                return false;
+        }
+        name_end = tag_start - 1;
+    }
+    if (name_end == 0 || name_end > 255)
+        return false;
+    /* [domain/]component(/component)* */
+    for (start = 0; start <= name_end;) {
+        size_t end = start;
+
+        while (end < name_end && s[end] != '/')
+            end++;
+        if (end == start)
+            return false;
+        if (first && end < name_end &&
+            (memchr(s + start, '.', end - start) || memchr(s + start, ':', end - start) ||
+             (end - start == 9 && memcmp(s + start, "localhost", 9) == 0))) {
+            if (!ref_domain(s + start, end - start))
+                return false;
+        } else if (!ref_component(s + start, end - start)) {
+            return false;
+        }
+        first = false;
+        start = end + 1;
+        if (end == name_end)
+            break;
+    }
+    return true;
 }
 
 bool mg_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)

@@ -79,6 +79,7 @@ unsigned store_role_from_name(const char *name);
 json_t *store_roles_to_json(unsigned roles);
 
 #define STORE_TOKEN_NAME_MAX 64
+#define STORE_METRICS_MAX 1000    /* metrics one version may hold in all (API: 400 beyond) */
 #define STORE_TOKEN_SECRET_LEN 47 /* "mgt_" + 43 base64url chars */
 
 #define STORE_MAX_SCOPES 16    /* teams, or alias patterns, one token may name */

@@ -666,6 +666,31 @@ out:
     return rc;
 }
 
+/* A version holds at most STORE_METRICS_MAX metrics in all: one version once grew to 33 000
+ * (a 10 MB GET, echoed whole on every append). */
+static enum mg_code metrics_within_cap(struct store_conn *c, int64_t vid, struct mg_error *err)
+{
+    static const char sql[] = "SELECT count(*) FROM version_metrics WHERE version_id = ?";
+    sqlite3_stmt *s;
+    int64_t n = 0;
+    int r;
+
+    if ((s = store_stmt(c, sql, err)) == NULL)
+        return err->code;
+    sqlite3_bind_int64(s, 1, vid);
+    r = sqlite3_step(s);
+    if (r == SQLITE_ROW)
+        n = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    if (r != SQLITE_ROW)
+        return store_db_error(c, r, err);
+    if (n > STORE_METRICS_MAX)
+        return mg_fail(err, MG_EINVAL, "metrics",
+                       "a version holds at most %d metrics; this call would make %lld",
+                       STORE_METRICS_MAX, (long long)n);
+    return MG_OK;
+}
+
 enum mg_code store_version_add_metrics(struct store *st, const char *actor, const char *model,
                                        int64_t version, const json_t *metrics, json_t **out,
                                        struct mg_error *err)
@@ -683,6 +708,8 @@ enum mg_code store_version_add_metrics(struct store *st, const char *actor, cons
         goto out;
     if ((rc = insert_metrics(c, vid, actor, metrics, &changed, err)) != MG_OK)
         goto out;
+    if ((rc = metrics_within_cap(c, vid, err)) != MG_OK)
+        goto out; /* rolled back: nothing of this call is kept */
     snprintf(target, sizeof(target), "%s/v%lld", model, (long long)version);
     if (changed)
         rc = store_audit_append(c, actor, "version.metrics", target, metrics, err);

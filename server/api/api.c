@@ -91,9 +91,12 @@ bool api_tags(struct srv_req *r, const json_t *v, const char *field)
             return false;
         }
         if (!json_is_string(val) || json_string_length(val) > 1024 ||
-            strlen(json_string_value(val)) != json_string_length(val)) {
+            strlen(json_string_value(val)) != json_string_length(val) ||
+            !no_controls(json_string_value(val), json_string_length(val))) {
             srv_fail(r, MG_EINVAL, field,
-                     "tag '%.64s' must have a string value of at most 1024 bytes", k);
+                     "tag '%.64s' must have a string value of at most 1024 bytes without "
+                     "control characters",
+                     k);
             return false;
         }
     }
@@ -134,6 +137,15 @@ bool api_metrics(struct srv_req *r, const json_t *v, const char *field)
         }
         if (!json_is_number(val) || !isfinite(json_number_value(val))) {
             srv_fail(r, MG_EINVAL, field, "metric '%.64s' must be a finite number", k);
+            return false;
+        }
+        /* Metrics are doubles: an integer beyond 2^53 would silently become another number. */
+        if (json_is_integer(val) && (json_integer_value(val) > (json_int_t)1 << 53 ||
+                                     json_integer_value(val) < -((json_int_t)1 << 53))) {
+            srv_fail(r, MG_EINVAL, field,
+                     "metric '%.64s' is an integer beyond 2^53, which a metric (a double) cannot "
+                     "hold exactly; send it as a decimal or scale it",
+                     k);
             return false;
         }
     }

@@ -481,6 +481,22 @@ static void test_valid_image_ref(void **state)
         {":tag@sha256:" HEX64, false},
         {"/llm@sha256:" HEX64, false},
         {"ll\x7fm@sha256:" HEX64, false},
+        /* M18 finding 11: the OCI reference grammar, not "anything printable" */
+        {"a';$(id)|<>@sha256:" HEX64, false},
+        {"registry.example/serve@sha256:" HEX64, true},
+        {"ghcr.io/org/serve-api_v2:2024.01-rc1@sha256:" HEX64, true},
+        {"reg.example:443/a/b/c@sha256:" HEX64, true},
+        {"a__b/c.d-e@sha256:" HEX64, true},
+        {"Registry.Example.com/team/llm@sha256:" HEX64, true}, /* domains may be upper case */
+        {"registry.example/Team/llm@sha256:" HEX64, false},    /* paths may not */
+        {"llm:-tag@sha256:" HEX64, false},                     /* a tag starts with \w */
+        {"a//b@sha256:" HEX64, false},                         /* empty component */
+        {"a/b/@sha256:" HEX64, false},
+        {"a.-b@sha256:" HEX64, false},
+        {"a___b@sha256:" HEX64, false},
+        {"reg.example:99999999/a@sha256:" HEX64, false},
+        {"llm:a$b@sha256:" HEX64, false},
+        {"$(id)/llm@sha256:" HEX64, false},
     };
     size_t i;
 
