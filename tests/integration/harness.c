@@ -4,6 +4,7 @@
 #include "harness.h"
 
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -601,6 +602,243 @@ static void it_check_log_secrets(const struct mg_server *s)
     free(log);
 }
 
+/* ---- every JSON reply checked against the OpenAPI document --------------------------- */
+
+/*
+ * M14: the document must describe what the server really sends. Every JSON reply the
+ * harness receives is checked against the schema documented for its route (path template
+ * and method) and status: an undocumented route, method or status, a missing required
+ * property, a wrong type, an enum value not listed, a null where none is allowed, or a
+ * property a closed object does not list fails the test, naming the route, status and the
+ * JSON path. Replies to paths no route matches (hostile paths, unknown endpoints) must still
+ * be the Error shape. Set MG_SKIP_SCHEMA=1 to turn it off while debugging.
+ */
+static json_t *it_doc; /* the OpenAPI document, loaded once per process */
+
+static const json_t *it_doc_load(void)
+{
+    const char *src = getenv("MG_SOURCE_DIR");
+    char path[IT_PATH_MAX];
+    json_error_t e;
+
+    if (it_doc != NULL || src == NULL)
+        return it_doc;
+    snprintf(path, sizeof(path), "%s/schema/openapi.json", src);
+    it_doc = json_load_file(path, 0, &e);
+    if (it_doc == NULL)
+        fail_msg("cannot load %s: %s", path, e.text);
+    return it_doc;
+}
+
+static const json_t *it_deref(const json_t *node)
+{
+    const char *ref;
+    int guard = 0;
+
+    while (node && (ref = json_string_value(json_object_get(node, "$ref"))) != NULL &&
+           guard++ < 16) {
+        const json_t *cur = it_doc;
+        char buf[256], *tok, *save = NULL;
+
+        if (strncmp(ref, "#/", 2) != 0)
+            return NULL;
+        snprintf(buf, sizeof(buf), "%s", ref + 2);
+        for (tok = strtok_r(buf, "/", &save); tok && cur; tok = strtok_r(NULL, "/", &save))
+            cur = json_object_get(cur, tok);
+        node = cur;
+    }
+    return node;
+}
+
+static bool it_type_ok(const char *type, const json_t *v)
+{
+    if (strcmp(type, "object") == 0)
+        return json_is_object(v);
+    if (strcmp(type, "array") == 0)
+        return json_is_array(v);
+    if (strcmp(type, "string") == 0)
+        return json_is_string(v);
+    if (strcmp(type, "integer") == 0)
+        return json_is_integer(v);
+    if (strcmp(type, "number") == 0)
+        return json_is_number(v);
+    if (strcmp(type, "boolean") == 0)
+        return json_is_boolean(v);
+    return true;
+}
+
+/* Does v match schema? On a mismatch, why (with the JSON path) is written and false returned. */
+static bool it_schema_ok(const json_t *schema, const json_t *v, const char *at, char *why,
+                         size_t cap)
+{
+    const json_t *sub, *props, *addl, *en, *items;
+    const char *type, *k;
+    char p[512];
+    size_t i;
+    json_t *x;
+
+    schema = it_deref(schema);
+    if (schema == NULL)
+        return true;
+    if (json_is_null(v) && json_is_true(json_object_get(schema, "nullable")))
+        return true;
+    json_array_foreach(json_object_get(schema, "allOf"), i, sub)
+    {
+        if (!it_schema_ok(sub, v, at, why, cap))
+            return false;
+    }
+    if ((x = json_object_get(schema, "oneOf")) != NULL ||
+        (x = json_object_get(schema, "anyOf")) != NULL) {
+        bool any = false;
+        char ignore[256];
+
+        json_array_foreach(x, i, sub) any = any || it_schema_ok(sub, v, at, ignore, sizeof(ignore));
+        if (!any) {
+            snprintf(why, cap, "%s: matches none of the documented alternatives", at);
+            return false;
+        }
+    }
+    type = json_string_value(json_object_get(schema, "type"));
+    if (json_is_null(v) && (type != NULL || json_object_get(schema, "properties"))) {
+        snprintf(why, cap, "%s: null, but the document does not allow null here", at);
+        return false;
+    }
+    if (type != NULL && !it_type_ok(type, v)) {
+        snprintf(why, cap, "%s: not a%s %s", at, strchr("aeiou", type[0]) ? "n" : "", type);
+        return false;
+    }
+    if ((en = json_object_get(schema, "enum")) != NULL) {
+        bool listed = false;
+
+        json_array_foreach(en, i, x) listed = listed || json_equal(x, (json_t *)v);
+        if (!listed) {
+            char *t = json_dumps(v, JSON_ENCODE_ANY);
+
+            snprintf(why, cap, "%s: %s is not one of the documented values", at, t ? t : "?");
+            free(t);
+            return false;
+        }
+    }
+    if (json_is_object(v)) {
+        props = json_object_get(schema, "properties");
+        json_array_foreach(json_object_get(schema, "required"), i, x)
+        {
+            if (json_is_string(x) && json_object_get(v, json_string_value(x)) == NULL) {
+                snprintf(why, cap, "%s: the required property '%s' is missing", at,
+                         json_string_value(x));
+                return false;
+            }
+        }
+        addl = json_object_get(schema, "additionalProperties");
+        json_object_foreach((json_t *)v, k, x)
+        {
+            snprintf(p, sizeof(p), "%s.%s", at, k);
+            if ((sub = json_object_get(props, k)) != NULL) {
+                if (!it_schema_ok(sub, x, p, why, cap))
+                    return false;
+            } else if (json_is_false(addl) && json_object_get(schema, "allOf") == NULL) {
+                snprintf(why, cap, "%s: a property the document does not list", p);
+                return false;
+            } else if (json_is_object(addl) && !it_schema_ok(addl, x, p, why, cap)) {
+                return false;
+            }
+        }
+    }
+    if (json_is_array(v) && (items = json_object_get(schema, "items")) != NULL) {
+        json_array_foreach((json_t *)v, i, x)
+        {
+            snprintf(p, sizeof(p), "%s[%zu]", at, i);
+            if (!it_schema_ok(items, x, p, why, cap))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* The documented path template for a request path (the one with the most literal
+ * segments), or NULL. */
+static const char *it_match_path(const json_t *paths, const char *path)
+{
+    const char *tmpl, *best = NULL;
+    const json_t *ops;
+    int best_lit = -1;
+
+    json_object_foreach((json_t *)paths, tmpl, ops)
+    {
+        const char *a = tmpl, *b = path;
+        int lit = 0;
+        bool ok = true;
+
+        (void)ops;
+        while (ok && *a && *b) {
+            size_t la = strcspn(a + 1, "/") + 1, lb = strcspn(b + 1, "/") + 1;
+
+            if (a[1] == '{') {
+                ok = lb > 1;
+            } else {
+                ok = la == lb && memcmp(a, b, la) == 0;
+                lit++;
+            }
+            a += la;
+            b += lb;
+        }
+        if (ok && *a == '\0' && *b == '\0' && lit > best_lit) {
+            best = tmpl;
+            best_lit = lit;
+        }
+    }
+    return best;
+}
+
+static void it_validate_reply(const struct it_resp *r)
+{
+    const json_t *doc, *op = NULL, *resp, *schema;
+    const char *tmpl;
+    char method[16] = "", path[IT_PATH_MAX + 64], status[8], why[1024] = "";
+    const char *env = getenv("MG_SKIP_SCHEMA");
+
+    if ((env && strcmp(env, "1") == 0) || r->json == NULL || (doc = it_doc_load()) == NULL)
+        return;
+    if (sscanf(r->desc, "%15s %575s", method, path) != 2)
+        return;
+    path[strcspn(path, "?")] = '\0';
+    for (char *m = method; *m; m++)
+        *m = (char)tolower((unsigned char)*m);
+    snprintf(status, sizeof(status), "%ld", r->status);
+    tmpl = it_match_path(json_object_get(doc, "paths"), path);
+    if (tmpl != NULL) {
+        const json_t *ops = json_object_get(json_object_get(doc, "paths"), tmpl);
+
+        op = json_object_get(ops, method);
+        if (op == NULL && strcmp(method, "head") == 0)
+            op = json_object_get(ops, "get");
+    }
+    if (op == NULL) {
+        /* no documented operation: only an error may come back, in the Error shape */
+        if (r->status < 400)
+            fail_msg("%s: status %ld from an operation the OpenAPI document does not have", r->desc,
+                     r->status);
+        schema = json_object_get(json_object_get(json_object_get(doc, "components"), "schemas"),
+                                 "Error");
+    } else {
+        resp = json_object_get(json_object_get(op, "responses"), status);
+        if (resp == NULL)
+            resp = json_object_get(json_object_get(op, "responses"), "default");
+        if (resp == NULL)
+            fail_msg("%s: status %ld is not documented for %s %s", r->desc, r->status, method,
+                     tmpl);
+        resp = it_deref(resp);
+        schema = json_object_get(
+            json_object_get(json_object_get(resp, "content"), "application/json"), "schema");
+        if (schema == NULL)
+            fail_msg("%s: status %ld answered a JSON body the document does not describe: %.300s",
+                     r->desc, r->status, r->body);
+    }
+    if (!it_schema_ok(schema, r->json, "$", why, sizeof(why)))
+        fail_msg("%s: status %ld does not match the OpenAPI document (%s %s): %s\nbody: %.600s",
+                 r->desc, r->status, method, tmpl ? tmpl : "(no route)", why, r->body);
+}
+
 static void it_finish(struct mg_server *s, CURL *c, struct it_resp *r, CURLcode rc)
 {
     const char *ct;
@@ -624,6 +862,7 @@ static void it_finish(struct mg_server *s, CURL *c, struct it_resp *r, CURLcode 
             fail_msg("%s: status %ld, Content-Type %s but the body is not JSON (%s): %.400s",
                      r->desc, r->status, ct, jerr.text, r->body);
         it_note_secrets(s, r->json);
+        it_validate_reply(r);
     }
 }
 
