@@ -704,7 +704,7 @@ static void test_bad_whsec_refused(void **state)
         "whsec_not*base64*at*all*ABCDEFGHIJKL",
         "whsec_c2hvcnQ=", /* 5 bytes */
         "whsec_" /* 72 bytes: too long */ "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB"
-                                          "QUFBQUFBQUFBQUFBQUFBQUFB"
+        "QUFBQUFBQUFBQUFBQUFBQUFB"
         "QUFBQUFBQUFBQUFBQUFB",
         "whsec_",
         "short-raw-secret",

@@ -552,7 +552,8 @@ static void test_token_create_and_delete(void **state)
     char saved[STORE_TOKEN_SECRET_LEN + 1];
 
     assert_int_equal(store_token_create(fx->st, "admin", "ci",
-                                        STORE_ROLE_PUBLISHER | STORE_ROLE_READER, NULL, NULL, &tok, &fx->err),
+                                        STORE_ROLE_PUBLISHER | STORE_ROLE_READER, NULL, NULL, &tok,
+                                        &fx->err),
                      MG_OK);
     secret = json_string_value(json_object_get(tok, "token"));
     id = json_string_value(json_object_get(tok, "id"));
@@ -570,8 +571,9 @@ static void test_token_create_and_delete(void **state)
     assert_string_equal(who.id, id);
 
     /* Live names are unique. */
-    assert_int_equal(store_token_create(fx->st, "admin", "ci", STORE_ROLE_READER, NULL, NULL, &tok2, &fx->err),
-                     MG_ECONFLICT);
+    assert_int_equal(
+        store_token_create(fx->st, "admin", "ci", STORE_ROLE_READER, NULL, NULL, &tok2, &fx->err),
+        MG_ECONFLICT);
     assert_string_equal(fx->err.field, "name");
     assert_null(tok2);
 
@@ -591,8 +593,9 @@ static void test_token_create_and_delete(void **state)
     json_decref(list);
 
     /* The name is free again once revoked. */
-    assert_int_equal(store_token_create(fx->st, "admin", "ci", STORE_ROLE_READER, NULL, NULL, &tok2, &fx->err),
-                     MG_OK);
+    assert_int_equal(
+        store_token_create(fx->st, "admin", "ci", STORE_ROLE_READER, NULL, NULL, &tok2, &fx->err),
+        MG_OK);
     assert_string_not_equal(json_string_value(json_object_get(tok2, "token")), saved);
     assert_int_equal(audit_count_action(fx, "token.create"), 2);
     assert_int_equal(audit_count_action(fx, "token.delete"), 1);
