@@ -283,26 +283,26 @@ static char *path_join(const char *a, const char *b)
 
 /* The files that hold secrets (webhook secrets in the database and its WAL, the admin
  * token) are 0600 whatever mode an older version, a restore tool or a umask left them in.
- * Links are not followed. New files are 0600 through modelgated's umask (077). */
+ * New files are 0600 through modelgated's umask (077).
+ *
+ * By path, never by opening them: closing any descriptor of a file releases every POSIX
+ * lock this process holds on it, and SQLite's locks on the database and its shm are such
+ * locks; another process could then take the shm for its own and truncate it under our map.
+ * lstat first: a link is left alone. */
 static void tighten_modes(const char *data_dir)
 {
     static const char *const names[] = {"modelgate.db", "modelgate.db-wal", "modelgate.db-shm",
                                         "admin.token", "modelgated.lock"};
     struct stat sb;
     size_t i;
-    int fd;
 
     for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char *path = path_join(data_dir, names[i]);
 
         if (path == NULL)
             return;
-        fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-        if (fd >= 0) {
-            if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 077) != 0)
-                (void)fchmod(fd, 0600);
-            close(fd);
-        }
+        if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 077) != 0)
+            (void)chmod(path, 0600);
         free(path);
     }
 }
