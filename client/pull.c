@@ -1,6 +1,6 @@
 /*
  * pull.c - `modelgate pull` (download, verify, extract) and `modelgate
- * verify` (offline), both through store/sign.c and store/archive.c, the same
+ * verify` (offline), both through artifact/sign.c and artifact/archive.c, the same
  * code the server signs and inspects with.
  *
  * pull works in a private staging directory next to DIR (".DIR.pull-XXXXXX",
@@ -27,8 +27,8 @@
 #include <unistd.h>
 
 #include "../common/util.h"
-#include "../store/archive.h"
-#include "../store/sign.h"
+#include "../artifact/archive.h"
+#include "../artifact/sign.h"
 
 #define BUNDLE_MAX ((size_t)64 << 20)
 #define KEY_MAX ((size_t)64 << 10)

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "../common/util.h"
-#include "../store/archive.h"
+#include "../artifact/archive.h"
 
 #define CONFIG_LINE_MAX 4096
 #define CONFIG_DEPTH_MAX 4

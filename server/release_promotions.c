@@ -16,7 +16,7 @@
 #include "../gates/policy.h"
 #include "../gates/rollout.h"
 #include "../gates/vram.h"
-#include "../store/sign.h"
+#include "../artifact/sign.h"
 #include "push/push.h"
 #include "runner/runner.h"
 

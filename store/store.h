@@ -26,8 +26,8 @@
 #include <jansson.h>
 
 #include "../common/mg.h"
-#include "archive.h"
-#include "sign.h"
+#include "../artifact/archive.h"
+#include "../artifact/sign.h"
 
 struct store;
 

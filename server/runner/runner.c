@@ -23,7 +23,7 @@
 #include "../../common/util.h"
 #include "../../gates/policy.h"
 #include "../../gates/vram.h"
-#include "../../store/archive.h"
+#include "../../artifact/archive.h"
 #include "../http.h"
 #include "../proc.h"
 #include "../release.h"

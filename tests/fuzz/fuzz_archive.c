@@ -1,5 +1,5 @@
 /*
- * fuzz_archive.c - archive inspection of uploaded blobs (store/archive.h):
+ * fuzz_archive.c - archive inspection of uploaded blobs (artifact/archive.h):
  * store_media_type_detect(), store_archive_inspect() and, on the same bytes,
  * store_archive_extract(), with libarchive underneath (tar, gzip, zstd, xz,
  * zip and the zip central-directory walk in archive.c).
@@ -27,7 +27,7 @@
 #include <fcntl.h>
 
 #include "common/util.h"
-#include "store/archive.h"
+#include "artifact/archive.h"
 
 static char blob_path[PATH_MAX], dest_path[PATH_MAX]; /* harness context */
 static struct store_archive_limits limits;

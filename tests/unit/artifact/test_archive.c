@@ -1,5 +1,5 @@
 /*
- * test_archive.c - store/archive.c: media-type sniffing and safe inspection.
+ * test_archive.c - artifact/archive.c: media-type sniffing and safe inspection.
  *
  * Every archive is written here with libarchive's write API into a fresh
  * mkdtemp() directory (removed after each test); expected sizes and SHA-256
@@ -24,7 +24,7 @@
 #include <archive_entry.h>
 #include <openssl/sha.h>
 
-#include "store/archive.h"
+#include "artifact/archive.h"
 
 #define TMP_TEMPLATE "/tmp/test_archive.XXXXXX"
 #define MAX_ENTS 10
@@ -1307,5 +1307,5 @@ int main(void)
     ADD(FX_TEST(test_zip_without_end_record));
     ADD_CASES(test_truncated, trunc_cases);
     ADD(FX_TEST(test_truncated_compressed_blob));
-    return _cmocka_run_group_tests("store/archive", tests, n, NULL, NULL);
+    return _cmocka_run_group_tests("artifact/archive", tests, n, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 /*
- * test_sign.c - store/sign.c: the DESIGN.md "Signing" byte recipe, bundle
+ * test_sign.c - artifact/sign.c: the DESIGN.md "Signing" byte recipe, bundle
  * verification (and what must make it fail), the on-disk keyring, and a
  * cross-check with the stock openssl command line.
  */
@@ -28,7 +28,7 @@
 #include <openssl/x509.h>
 
 #include "common/util.h"
-#include "store/sign.h"
+#include "artifact/sign.h"
 
 #define PAYLOAD_TYPE "application/vnd.in-toto+json"
 

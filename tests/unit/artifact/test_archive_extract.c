@@ -28,7 +28,7 @@
 #include <archive_entry.h>
 #include <openssl/sha.h>
 
-#include "store/archive.h"
+#include "artifact/archive.h"
 
 #define TMP_TEMPLATE "/tmp/test_archive_extract.XXXXXX"
 #define PATH_BUF 4096
