@@ -15,7 +15,7 @@
 
 #include "../../common/util.h"
 #include "../http.h"
-#include "../release.h"
+#include "../events.h"
 #include "../runner/runner.h"
 
 /* A worker holds a claimed row this long; deliveries time out well before. */
@@ -241,8 +241,14 @@ static void deliver(struct push *p, struct store_delivery *d)
                 res.error);
         /* A rollout step a gateway cannot apply, after retries, rolls the
          * promotion back (a no-op once the promotion is no longer rolling out). */
-        if (promo && strcmp(d->kind, "runner") != 0 && d->attempts + 1 >= PUSH_ROLLBACK_ATTEMPTS)
-            rel_delivery_failed(p->srv, promo, d->gateway, res.error);
+        if (promo && strcmp(d->kind, "runner") != 0 && d->attempts + 1 >= PUSH_ROLLBACK_ATTEMPTS) {
+            struct srv_event ev = {.kind = SRV_EV_DELIVERY_FAILED,
+                                   .promotion = promo,
+                                   .gateway = d->gateway,
+                                   .error = res.error};
+
+            srv_event_post(p->srv, &ev);
+        }
     }
     check_waiters(p, false);
 }

@@ -26,7 +26,7 @@
 #include "../../artifact/archive.h"
 #include "../http.h"
 #include "../proc.h"
-#include "../release.h"
+#include "../events.h"
 #include "nvml.h"
 
 #define OUTPUT_MAX (1u << 20)
@@ -592,10 +592,17 @@ static void *worker_main(void *arg)
             }
             if (store_smoke_finish(rn->srv->store, id, result, &err) != MG_OK)
                 fprintf(stderr, "modelgated: smoke test %s: cannot record: %s\n", id, err.message);
-            rel_smoke_finished(rn->srv, json_string_value(json_object_get(job, "model")),
-                               json_integer_value(json_object_get(job, "version")),
-                               json_string_value(json_object_get(result, "state")),
-                               json_string_value(json_object_get(result, "reason")));
+            {
+                struct srv_event ev = {
+                    .kind = SRV_EV_SMOKE_FINISHED,
+                    .model = json_string_value(json_object_get(job, "model")),
+                    .version = json_integer_value(json_object_get(job, "version")),
+                    .state = json_string_value(json_object_get(result, "state")),
+                    .reason = json_string_value(json_object_get(result, "reason")),
+                };
+
+                srv_event_post(rn->srv, &ev);
+            }
             json_decref(result);
             json_decref(job);
             pthread_mutex_lock(&rn->lock);
