@@ -26,8 +26,6 @@
 #define HAPROXY_REPLY_MAX (256 * 1024)
 #define NAME_MAX_LEN 128
 
-enum mg_code push_haproxy_validate(const json_t *body, json_t **config, struct mg_error *err);
-
 static bool name_template_ok(const char *t)
 {
     char probe[NAME_MAX_LEN + 64];
@@ -42,8 +40,11 @@ static bool name_template_ok(const char *t)
     return push_expand(t, "m", "a", 1, probe, sizeof(probe));
 }
 
-enum mg_code push_haproxy_validate(const json_t *body, json_t **config, struct mg_error *err)
+enum mg_code push_haproxy_validate(const struct push_env *env, const json_t *body, json_t **config,
+                                   char **secret, struct mg_error *err)
 {
+    (void)env;
+    *secret = NULL;
     const char *addr = json_string_value(json_object_get(body, "address"));
     const char *be = json_string_value(json_object_get(body, "backend"));
     const char *srv = json_string_value(json_object_get(body, "server"));

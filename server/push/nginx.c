@@ -34,8 +34,6 @@
 #define RELOAD_SETTLE_MS 500
 #define ARGV_MAX 32
 
-enum mg_code push_nginx_validate(const json_t *body, json_t **config, struct mg_error *err);
-
 static bool argv_ok(const json_t *a)
 {
     json_t *x;
@@ -52,8 +50,11 @@ static bool argv_ok(const json_t *a)
     return true;
 }
 
-enum mg_code push_nginx_validate(const json_t *body, json_t **config, struct mg_error *err)
+enum mg_code push_nginx_validate(const struct push_env *env, const json_t *body, json_t **config,
+                                 char **secret, struct mg_error *err)
 {
+    (void)env;
+    *secret = NULL;
     const char *file = json_string_value(json_object_get(body, "file"));
     const char *up = json_string_value(json_object_get(body, "upstream"));
     json_t *test = json_object_get(body, "test_command"),
@@ -185,8 +186,22 @@ static bool run(const json_t *argvj, struct srv_proc_result *res)
     return srv_proc_run(argv, &o, res) && !res->timed_out && res->exit_code == 0;
 }
 
+static void nginx_deliver(const struct push_env *env, const struct store_delivery *d,
+                          struct push_result *res);
+
+/* One at a time: a reload must never pick up another delivery's untested file. */
 void push_nginx_deliver(const struct push_env *env, const struct store_delivery *d,
                         struct push_result *res)
+{
+    if (env->nginx_lock)
+        pthread_mutex_lock(env->nginx_lock);
+    nginx_deliver(env, d, res);
+    if (env->nginx_lock)
+        pthread_mutex_unlock(env->nginx_lock);
+}
+
+static void nginx_deliver(const struct push_env *env, const struct store_delivery *d,
+                          struct push_result *res)
 {
     const char *ft = json_string_value(json_object_get(d->config, "file"));
     const char *up = json_string_value(json_object_get(d->config, "upstream"));

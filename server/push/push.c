@@ -196,29 +196,16 @@ static void check_waiters(struct push *p, bool all)
 
 static void deliver(struct push *p, struct store_delivery *d)
 {
+    const struct push_adapter *ad;
     struct push_result res;
     struct mg_error err;
     int64_t next = 0;
 
     memset(&res, 0, sizeof(res));
-    if (strcmp(d->kind, "webhook") == 0) {
-        push_webhook_deliver(&p->env, d, &res);
-    } else if (strcmp(d->kind, "haproxy") == 0) {
-        push_haproxy_deliver(&p->env, d, &res);
-    } else if (strcmp(d->kind, "nginx") == 0) {
-        pthread_mutex_lock(&p->nginx_lock);
-        push_nginx_deliver(&p->env, d, &res);
-        pthread_mutex_unlock(&p->nginx_lock);
-    } else if (strcmp(d->kind, "runner") == 0) {
-        /* Acknowledged once the implied tests are queued, never waiting for
-         * them: ?wait does not wait for a smoke test. */
-        res.ok = runner_enqueue_routes(p->srv, d->model, d->alias,
-                                       json_object_get(d->payload, "routes"), &err) == MG_OK;
-        if (!res.ok)
-            snprintf(res.error, sizeof(res.error), "%s", err.message);
-    } else {
+    if ((ad = push_adapter_of(d->kind)) != NULL)
+        ad->deliver(&p->env, d, &res);
+    else
         snprintf(res.error, sizeof(res.error), "unknown gateway kind '%s'", d->kind);
-    }
     if (!res.ok) {
         next = push_backoff_ms(&p->opt, d->attempts + 1, random_unit());
         if (res.retry_after_ms > next)
@@ -241,7 +228,8 @@ static void deliver(struct push *p, struct store_delivery *d)
                 res.error);
         /* A rollout step a gateway cannot apply, after retries, rolls the
          * promotion back (a no-op once the promotion is no longer rolling out). */
-        if (promo && strcmp(d->kind, "runner") != 0 && d->attempts + 1 >= PUSH_ROLLBACK_ATTEMPTS) {
+        if (promo && ad != NULL && ad->rollback_on_failure &&
+            d->attempts + 1 >= PUSH_ROLLBACK_ATTEMPTS) {
             struct srv_event ev = {.kind = SRV_EV_DELIVERY_FAILED,
                                    .promotion = promo,
                                    .gateway = d->gateway,
@@ -329,6 +317,7 @@ enum mg_code push_start(struct srv *srv, const struct push_options *o, struct mg
     p->opt = *o;
     p->env.allow = &p->opt.allow;
     p->env.nginx_lock = &p->nginx_lock;
+    p->env.srv = srv;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->nginx_lock, NULL);
     pthread_cond_init(&p->cond, NULL);
@@ -429,11 +418,6 @@ void push_wait(struct srv *srv, struct srv_req *r, const char *model, const char
 
 /* ---- configuration ----------------------------------------------------- */
 
-enum mg_code push_webhook_validate(const struct push_env *env, const json_t *body, json_t **config,
-                                   char **secret, struct mg_error *err);
-enum mg_code push_haproxy_validate(const json_t *body, json_t **config, struct mg_error *err);
-enum mg_code push_nginx_validate(const json_t *body, json_t **config, struct mg_error *err);
-
 static bool names_ok(const json_t *v, size_t max, bool (*ok)(const char *, size_t))
 {
     json_t *x;
@@ -452,6 +436,7 @@ static bool names_ok(const json_t *v, size_t max, bool (*ok)(const char *, size_
 enum mg_code push_config_validate(const struct push_env *env, const char *kind, const json_t *body,
                                   json_t **config, char **secret, struct mg_error *err)
 {
+    const struct push_adapter *ad;
     json_t *v;
 
     *secret = NULL;
@@ -462,13 +447,26 @@ enum mg_code push_config_validate(const struct push_env *env, const char *kind, 
     if ((v = json_object_get(body, "aliases")) && !names_ok(v, 64, mg_valid_alias_name))
         return mg_fail(err, MG_EINVAL, "aliases",
                        "aliases must be a non-empty array of alias names (or absent for all)");
-    if (strcmp(kind, "webhook") == 0)
-        return push_webhook_validate(env, body, config, secret, err);
-    if (strcmp(kind, "haproxy") == 0)
-        return push_haproxy_validate(body, config, err);
-    if (strcmp(kind, "nginx") == 0)
-        return push_nginx_validate(body, config, err);
+    if ((ad = push_adapter_of(kind)) != NULL && ad->validate != NULL)
+        return ad->validate(env, body, config, secret, err);
     return mg_fail(err, MG_EINVAL, "kind", "kind is webhook, haproxy or nginx");
+}
+
+static const struct push_adapter adapters[] = {
+    {"webhook", push_webhook_validate, push_webhook_deliver, true},
+    {"haproxy", push_haproxy_validate, push_haproxy_deliver, true},
+    {"nginx", push_nginx_validate, push_nginx_deliver, true},
+    /* built in, never PUT: acknowledged once the implied tests are queued (?wait does not
+     * wait for a smoke test), and its trouble rolls nothing back */
+    {"runner", NULL, runner_gateway_deliver, false},
+};
+
+const struct push_adapter *push_adapter_of(const char *kind)
+{
+    for (size_t i = 0; kind != NULL && i < sizeof(adapters) / sizeof(adapters[0]); i++)
+        if (strcmp(adapters[i].kind, kind) == 0)
+            return &adapters[i];
+    return NULL;
 }
 
 bool push_expand(const char *tmpl, const char *model, const char *alias, int64_t version, char *out,

@@ -61,6 +61,7 @@ struct push_env {
     /* nginx deliveries run one at a time: a reload must never pick up
      * another delivery's untested file (write → test → reload is atomic). */
     pthread_mutex_t *nginx_lock;
+    struct srv *srv; /* for the built-in runner gateway */
 };
 
 /* Validate a GatewayConfig body of each kind. On success *config receives
@@ -69,12 +70,39 @@ struct push_env {
 enum mg_code push_config_validate(const struct push_env *env, const char *kind, const json_t *body,
                                   json_t **config, char **secret, struct mg_error *err);
 
+/*
+ * A gateway kind: validate a GatewayConfig body (NULL: the kind cannot be PUT, it is built
+ * in) and deliver one alias state to it. One table lists them (push.c, like curl's handler
+ * tables); each kind's code lives in its own file (webhook.c, haproxy.c, nginx.c, and the
+ * runner's in server/runner/runner.c).
+ */
+struct push_adapter {
+    const char *kind;
+    enum mg_code (*validate)(const struct push_env *env, const json_t *body, json_t **config,
+                             char **secret, struct mg_error *err);
+    void (*deliver)(const struct push_env *env, const struct store_delivery *d,
+                    struct push_result *res);
+    bool rollback_on_failure; /* a step this gateway cannot apply rolls the promotion back */
+};
+
+/* The adapter of a kind, or NULL. */
+const struct push_adapter *push_adapter_of(const char *kind);
+
+enum mg_code push_webhook_validate(const struct push_env *env, const json_t *body, json_t **config,
+                                   char **secret, struct mg_error *err);
+enum mg_code push_haproxy_validate(const struct push_env *env, const json_t *body, json_t **config,
+                                   char **secret, struct mg_error *err);
+enum mg_code push_nginx_validate(const struct push_env *env, const json_t *body, json_t **config,
+                                 char **secret, struct mg_error *err);
 void push_webhook_deliver(const struct push_env *env, const struct store_delivery *d,
                           struct push_result *res);
 void push_haproxy_deliver(const struct push_env *env, const struct store_delivery *d,
                           struct push_result *res);
 void push_nginx_deliver(const struct push_env *env, const struct store_delivery *d,
                         struct push_result *res);
+/* server/runner/runner.c: the built-in runner gateway queues the routed versions' tests. */
+void runner_gateway_deliver(const struct push_env *env, const struct store_delivery *d,
+                            struct push_result *res);
 
 /* The webhook body for a delivery at time now_ms (malloc'd JSON text). */
 char *push_webhook_body(const struct store_delivery *d, int64_t now_ms);

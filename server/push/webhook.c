@@ -32,9 +32,6 @@
 #define WEBHOOK_URL_MAX 2048
 #define RESPONSE_MAX 4096
 
-enum mg_code push_webhook_validate(const struct push_env *env, const json_t *body, json_t **config,
-                                   char **secret, struct mg_error *err);
-
 /* Check a URL: http/https, a host, no credentials; an IP-literal host must
  * pass the allowlist now (names are checked again at connect time). */
 static enum mg_code check_url(const struct push_env *env, const char *url, struct mg_error *err)

@@ -27,6 +27,7 @@
 #include "../http.h"
 #include "../proc.h"
 #include "../events.h"
+#include "../push/push.h"
 #include "nvml.h"
 
 #define OUTPUT_MAX (1u << 20)
@@ -626,6 +627,17 @@ static void kick(struct runner *rn)
     rn->kicks++;
     pthread_cond_broadcast(&rn->cond);
     pthread_mutex_unlock(&rn->lock);
+}
+
+void runner_gateway_deliver(const struct push_env *env, const struct store_delivery *d,
+                            struct push_result *res)
+{
+    struct mg_error err;
+
+    res->ok = runner_enqueue_routes(env->srv, d->model, d->alias,
+                                    json_object_get(d->payload, "routes"), &err) == MG_OK;
+    if (!res->ok)
+        snprintf(res->error, sizeof(res->error), "%s", err.message);
 }
 
 void runner_kick(struct srv *srv)
