@@ -13,85 +13,7 @@
  * the names libarchive reports be compared with them afterwards, so that an
  * archive cannot show one name to this check and another to an extractor.
  */
-#include "archive.h"
-#include "sign.h"
-#include "../common/util.h"
-
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <locale.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-#include <unistd.h>
-
-#include <archive.h>
-#include <archive_entry.h>
-#include <openssl/evp.h>
-
-#define MT_TAR "application/x-tar"
-#define MT_GZIP "application/gzip"
-#define MT_ZIP "application/zip"
-#define MT_ZSTD "application/zstd"
-#define MT_XZ "application/x-xz"
-#define MT_OCTET "application/octet-stream"
-
-#define READ_BLOCK 65536 /* libarchive's read size */
-/* libarchive's ARCHIVE_ERRNO_FILE_FORMAT (private): EFTYPE where it exists, else EILSEQ. */
-#ifdef EFTYPE
-#define LA_ERRNO_FILE_FORMAT EFTYPE
-#else
-#define LA_ERRNO_FILE_FORMAT EILSEQ
-#endif
-#define SHOW_MAX 160 /* bytes of a name quoted in an error message */
-#define SHOW_BUF (SHOW_MAX + 8)
-
-/* Zip record layouts (APPNOTE.TXT 4.3). */
-#define ZIP_EOCD_LEN 22
-#define ZIP_EOCD_SEARCH 16384 /* libarchive's seekable reader looks no further back */
-#define ZIP_CDH_LEN 46
-#define ZIP64_LOCATOR_LEN 20
-#define ZIP64_EOCD_MIN 56
-#define ZIP64_EOCD_MAX 16384
-#define ZIP_SYSTEM_UNIX 3
-
-struct name_list {
-    char **v;
-    size_t n, cap;
-};
-
-/*
- * Extraction state: everything is created relative to dest_fd with openat()
- * and friends, so no path is resolved against the process's working
- * directory and no symbolic link is ever followed.
- */
-struct extract {
-    int dest_fd;           /* the destination directory */
-    int dir_fd;            /* the parent directory of the last file, or -1 */
-    char *dir_path;        /* dir_fd's path relative to dest ("" for dest itself) */
-    struct name_list made; /* what was created, in order: "d<path>" or "f<path>" */
-};
-
-struct inspect {
-    const struct store_archive_limits *lim;
-    struct mg_error *err;
-    EVP_MD_CTX *md;
-    struct store_archive_file *files;
-    size_t nfiles, files_cap;
-    bool is_zip;
-    struct name_list cd;   /* zip: names from the central directory */
-    struct name_list seen; /* zip: names libarchive reported */
-    struct name_list dirs; /* directories named by entries (normalised) */
-    uint64_t entries;
-    uint64_t total;      /* regular-file bytes read so far, <= lim->max_total_bytes */
-    uint64_t stored;     /* the archive's size on disk */
-    uint64_t budget;     /* the expansion ratio cap in bytes (UINT64_MAX: none) */
-    char show[SHOW_BUF]; /* the current entry's name, printable */
-    struct extract *x;   /* extracting: where to write; NULL when only inspecting */
-};
+#include "archive_int.h"
 
 void store_archive_limits_default(struct store_archive_limits *lim)
 {
@@ -137,445 +59,6 @@ void store_archive_manifest_release(struct store_archive_manifest *m)
     m->n = 0;
 }
 
-/* ---- names ---------------------------------------------------------------------------- */
-
-/* Length of the valid UTF-8 sequence at p (at most n bytes), or 0. */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-    size_t len, i;
-    uint32_t cp;
-
-    if (p[0] < 0x80)
-        return 1;
-    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-        len = 2;
-        cp = p[0] & 0x1f;
-    } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-        len = 3;
-        cp = p[0] & 0x0f;
-    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-        len = 4;
-        cp = p[0] & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (p[i] & 0x3f);
-    }
-    /* overlong forms, UTF-16 surrogates, beyond U+10FFFF */
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
-/*
- * A printable rendering of n bytes for error messages: valid UTF-8 is kept,
- * other bytes become \xNN, and long names are cut with "...".
- */
-static void name_show(const char *s, size_t n, char out[SHOW_BUF])
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0, o = 0;
-
-    while (i < n) {
-        size_t len = utf8_len(p + i, n - i);
-        if (len == 1 && (p[i] < 0x20 || p[i] == 0x7f))
-            len = 0;
-        if (o + (len ? len : 4) > SHOW_MAX) {
-            memcpy(out + o, "...", 3);
-            o += 3;
-            break;
-        }
-        if (len) {
-            memcpy(out + o, p + i, len);
-            o += len;
-            i += len;
-        } else {
-            out[o++] = '\\';
-            out[o++] = 'x';
-            out[o++] = hex[p[i] >> 4];
-            out[o++] = hex[p[i] & 15];
-            i++;
-        }
-    }
-    out[o] = '\0';
-}
-
-/* Why the entry name raw[0..n) cannot be accepted, or NULL when it can. */
-static const char *path_problem(const char *raw, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)raw;
-    size_t i, len, start;
-
-    if (n == 0)
-        return "has an empty path; remove it from the archive";
-    for (i = 0; i < n; i += len) {
-        len = utf8_len(p + i, n - i);
-        if (len == 0)
-            return "has a path that is not valid UTF-8; rename it";
-        if (p[i] < 0x20 || p[i] == 0x7f)
-            return "has a control character in its path; rename it";
-        if (p[i] == '\\')
-            return "has a backslash in its path; use '/' as the separator";
-    }
-    if (raw[0] == '/')
-        return "has an absolute path; store paths relative to the archive root";
-    for (i = 0; i < n; i++) {
-        start = i;
-        while (i < n && raw[i] != '/')
-            i++;
-        if (i - start == 2 && raw[start] == '.' && raw[start + 1] == '.')
-            return "escapes the archive root; remove it from the archive";
-    }
-    return NULL;
-}
-
-/*
- * Check the entry name raw[0..n) and return its normalised form in *norm
- * (malloc'd; "" for the archive root itself). Leading "./", "//", "/./" and a
- * trailing "/" go away; anything that could land outside the extraction
- * directory, or could not be carried in JSON, is refused.
- */
-static enum mg_code path_normalise(const char *raw, size_t n,
-                                   const struct store_archive_limits *lim, char **norm,
-                                   struct mg_error *err)
-{
-    char show[SHOW_BUF];
-    const char *why = path_problem(raw, n);
-    size_t i, len, start, o = 0;
-    char *out;
-
-    *norm = NULL;
-    name_show(raw, n, show);
-    if (why != NULL) {
-        mg_fail(err, MG_EINVAL, NULL, "archive entry '%s' %s", show, why);
-        return MG_EINVAL;
-    }
-    out = malloc(n + 1);
-    if (out == NULL) {
-        mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-        return MG_ENOMEM;
-    }
-    for (i = 0; i <= n; i++) {
-        start = i;
-        while (i < n && raw[i] != '/')
-            i++;
-        len = i - start;
-        if (len == 0 || (len == 1 && raw[start] == '.'))
-            continue;
-        if (o > 0)
-            out[o++] = '/';
-        memcpy(out + o, raw + start, len);
-        o += len;
-    }
-    out[o] = '\0';
-    if (o > lim->max_path_len) {
-        free(out);
-        mg_fail(err, MG_EINVAL, NULL,
-                "archive entry '%s' has a path longer than %zu bytes; shorten it", show,
-                lim->max_path_len);
-        return MG_EINVAL;
-    }
-    *norm = out;
-    return MG_OK;
-}
-
-/* What an entry of this AE_IFMT type is called, or NULL for a file or directory. */
-static const char *special_type_name(unsigned type)
-{
-    switch (type) {
-    case AE_IFREG:
-    case AE_IFDIR:
-        return NULL;
-    case AE_IFLNK:
-        return "a symbolic link";
-    case AE_IFCHR:
-        return "a character device";
-    case AE_IFBLK:
-        return "a block device";
-    case AE_IFIFO:
-        return "a FIFO";
-    case AE_IFSOCK:
-        return "a socket";
-    default:
-        return "of an unsupported type";
-    }
-}
-
-static enum mg_code reject_type(const char *show, unsigned type, struct mg_error *err)
-{
-    if (type == AE_IFLNK)
-        return mg_fail(err, MG_EINVAL, NULL,
-                       "archive entry '%s' is a symbolic link; links are not allowed, store the "
-                       "file it points to instead",
-                       show);
-    return mg_fail(err, MG_EINVAL, NULL,
-                   "archive entry '%s' is %s; only regular files and directories are allowed, "
-                   "remove it from the archive",
-                   show, special_type_name(type));
-}
-
-static void name_list_release(struct name_list *l)
-{
-    size_t i;
-
-    for (i = 0; i < l->n; i++)
-        free(l->v[i]);
-    free(l->v);
-    l->v = NULL;
-    l->n = l->cap = 0;
-}
-
-/* Append s (taking ownership; freed on failure). */
-static enum mg_code name_list_push(struct name_list *l, char *s, struct mg_error *err)
-{
-    char **nv;
-    size_t ncap;
-
-    if (l->n == l->cap) {
-        ncap = l->cap ? l->cap * 2 : 64;
-        if (ncap > SIZE_MAX / sizeof(*nv) || (nv = realloc(l->v, ncap * sizeof(*nv))) == NULL) {
-            free(s);
-            return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-        }
-        l->v = nv;
-        l->cap = ncap;
-    }
-    l->v[l->n++] = s;
-    return MG_OK;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Files in the order the signing manifest lists them (sign_path_cmp). */
-static int cmp_file(const void *a, const void *b)
-{
-    return sign_path_cmp(((const struct store_archive_file *)a)->path,
-                         ((const struct store_archive_file *)b)->path);
-}
-
-/* ---- zip central directory ------------------------------------------------------------ */
-
-static uint16_t le16(const unsigned char *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t le64(const unsigned char *p)
-{
-    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
-static bool read_at(FILE *f, uint64_t off, void *buf, size_t n)
-{
-    if (off > INT64_MAX || fseeko(f, (off_t)off, SEEK_SET) != 0)
-        return false;
-    return fread(buf, 1, n, f) == n;
-}
-
-static enum mg_code zip_corrupt(struct mg_error *err, const char *why)
-{
-    return mg_fail(err, MG_EINVAL, NULL, "zip archive is corrupt: %s; re-create it", why);
-}
-
-/*
- * Where the central directory starts, found the way libarchive's seekable
- * reader finds it (last end record in the final 16 KiB, Zip64 locator just
- * before it), but refusing what it would quietly work around.
- */
-static enum mg_code zip_find_cd(FILE *f, uint64_t size, uint64_t *cd_start, struct mg_error *err)
-{
-    unsigned char *buf = NULL, e64[ZIP64_EOCD_MIN];
-    const unsigned char *eocd = NULL, *loc;
-    size_t tail, i;
-    uint64_t eocd_pos, cd_size, cd_off, e64_off, e64_size;
-    bool sane, have64 = false;
-    enum mg_code rc = MG_OK;
-
-    if (size < ZIP_EOCD_LEN)
-        return zip_corrupt(err, "it is too short to hold an end-of-central-directory record");
-    tail = size < ZIP_EOCD_SEARCH ? (size_t)size : ZIP_EOCD_SEARCH;
-    buf = malloc(tail);
-    if (buf == NULL)
-        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    if (!read_at(f, size - tail, buf, tail)) {
-        rc = mg_fail(err, MG_EIO, NULL, "cannot read the zip end record: %s", strerror(errno));
-        goto out;
-    }
-    for (i = tail - ZIP_EOCD_LEN + 1; i-- > 0;) {
-        if (memcmp(buf + i, "PK\005\006", 4) == 0) {
-            eocd = buf + i;
-            break;
-        }
-    }
-    if (eocd == NULL) {
-        rc = zip_corrupt(err, "no end-of-central-directory record in its last 16 KiB");
-        goto out;
-    }
-    eocd_pos = size - tail + i;
-    cd_size = le32(eocd + 12);
-    cd_off = le32(eocd + 16);
-    sane = le16(eocd + 4) == 0 && le16(eocd + 6) == 0 && le16(eocd + 8) == le16(eocd + 10) &&
-           cd_off + cd_size <= eocd_pos;
-    if (i >= ZIP64_LOCATOR_LEN && memcmp(eocd - ZIP64_LOCATOR_LEN, "PK\006\007", 4) == 0) {
-        loc = eocd - ZIP64_LOCATOR_LEN;
-        e64_off = le64(loc + 8);
-        if (le32(loc + 4) == 0 && le32(loc + 16) == 1 && e64_off < size &&
-            size - e64_off >= sizeof(e64) && read_at(f, e64_off, e64, sizeof(e64))) {
-            e64_size = le64(e64 + 4);
-            have64 = e64_size >= ZIP64_EOCD_MIN - 12 && e64_size <= ZIP64_EOCD_MAX - 12 &&
-                     le32(e64 + 16) == 0 && le32(e64 + 20) == 0 && le64(e64 + 24) == le64(e64 + 32);
-        }
-        if (have64 && memcmp(e64, "PK\006\006", 4) != 0) {
-            rc = zip_corrupt(err, "its Zip64 end record is damaged");
-            goto out;
-        }
-    }
-    if (have64)
-        *cd_start = le64(e64 + 48);
-    else if (sane)
-        *cd_start = eocd_pos - cd_size;
-    else
-        rc = zip_corrupt(err, "its end record is damaged or names several volumes");
-out:
-    free(buf);
-    return rc;
-}
-
-/* Check one central directory record (header h, name read into `name`). */
-static enum mg_code zip_cd_entry(struct inspect *in, const unsigned char *h, const char *name,
-                                 size_t name_len)
-{
-    char *norm = NULL;
-    unsigned type;
-    enum mg_code rc;
-
-    name_show(name, name_len, in->show);
-    in->entries++;
-    if (in->entries > in->lim->max_entries)
-        return mg_fail(in->err, MG_EINVAL, NULL,
-                       "archive has more than %llu entries (at entry '%s'); pack fewer files",
-                       (unsigned long long)in->lim->max_entries, in->show);
-    if (memchr(name, '\0', name_len) != NULL)
-        return mg_fail(in->err, MG_EINVAL, NULL,
-                       "archive entry '%s' has a NUL byte in its path; rename it", in->show);
-    rc = path_normalise(name, name_len, in->lim, &norm, in->err);
-    if (rc != MG_OK)
-        return rc;
-    /* Unix external attributes carry st_mode: links and devices show here. */
-    type = (le32(h + 38) >> 16) & AE_IFMT;
-    if (h[5] == ZIP_SYSTEM_UNIX && type != 0 && special_type_name(type) != NULL) {
-        free(norm);
-        return reject_type(in->show, type, in->err);
-    }
-    if (norm[0] == '\0') {
-        free(norm);
-        return MG_OK;
-    }
-    return name_list_push(&in->cd, norm, in->err);
-}
-
-/*
- * Walk the zip central directory of `path` into in->cd (sorted), applying
- * the entry cap and the path and type rules to every record.
- */
-static enum mg_code zip_scan_cd(const char *path, struct inspect *in)
-{
-    FILE *f;
-    unsigned char h[ZIP_CDH_LEN];
-    char *name = NULL;
-    off_t end;
-    uint64_t cd_start = 0;
-    size_t name_len, skip;
-    enum mg_code rc;
-
-    f = fopen(path, "rbe");
-    if (f == NULL)
-        return mg_fail(in->err, MG_EIO, NULL, "cannot open '%s': %s", path, strerror(errno));
-    name = malloc(UINT16_MAX + 1);
-    if (name == NULL) {
-        rc = mg_fail(in->err, MG_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    if (setvbuf(f, NULL, _IOFBF, READ_BLOCK) != 0 || fseeko(f, 0, SEEK_END) != 0 ||
-        (end = ftello(f)) < 0) {
-        rc = mg_fail(in->err, MG_EIO, NULL, "cannot read '%s': %s", path, strerror(errno));
-        goto out;
-    }
-    rc = zip_find_cd(f, (uint64_t)end, &cd_start, in->err);
-    if (rc != MG_OK)
-        goto out;
-    if (cd_start > INT64_MAX || fseeko(f, (off_t)cd_start, SEEK_SET) != 0) {
-        rc = zip_corrupt(in->err, "its central directory lies outside the file");
-        goto out;
-    }
-    for (;;) {
-        if (fread(h, 1, 4, f) != 4) {
-            rc = zip_corrupt(in->err, "its central directory is truncated");
-            goto out;
-        }
-        if (memcmp(h, "PK\005\006", 4) == 0 || memcmp(h, "PK\006\006", 4) == 0)
-            break;
-        if (memcmp(h, "PK\001\002", 4) != 0 ||
-            fread(h + 4, 1, ZIP_CDH_LEN - 4, f) != ZIP_CDH_LEN - 4) {
-            rc = zip_corrupt(in->err, "its central directory holds a damaged record");
-            goto out;
-        }
-        name_len = le16(h + 28);
-        skip = (size_t)le16(h + 30) + le16(h + 32); /* extra field and comment */
-        if (fread(name, 1, name_len, f) != name_len || fseeko(f, (off_t)skip, SEEK_CUR) != 0) {
-            rc = zip_corrupt(in->err, "its central directory is truncated");
-            goto out;
-        }
-        rc = zip_cd_entry(in, h, name, name_len);
-        if (rc != MG_OK)
-            goto out;
-    }
-    if (in->cd.n > 0)
-        qsort(in->cd.v, in->cd.n, sizeof(*in->cd.v), cmp_str);
-out:
-    free(name);
-    if (fclose(f) != 0 && rc == MG_OK)
-        rc = mg_fail(in->err, MG_EIO, NULL, "cannot read '%s': %s", path, strerror(errno));
-    return rc;
-}
-
-/* After libarchive's pass: the local headers must name what the central directory names. */
-static enum mg_code zip_cross_check(struct inspect *in)
-{
-    size_t i;
-    const char *name;
-
-    if (in->seen.n > 0)
-        qsort(in->seen.v, in->seen.n, sizeof(*in->seen.v), cmp_str);
-    for (i = 0; i < in->cd.n && i < in->seen.n; i++) {
-        if (strcmp(in->cd.v[i], in->seen.v[i]) != 0)
-            break;
-    }
-    if (i == in->cd.n && i == in->seen.n)
-        return MG_OK;
-    name = i < in->cd.n ? in->cd.v[i] : in->seen.v[i];
-    name_show(name, strlen(name), in->show);
-    return mg_fail(in->err, MG_EINVAL, NULL,
-                   "zip archive is inconsistent at entry '%s': its central directory and local "
-                   "file headers disagree; re-create it",
-                   in->show);
-}
-
 /* ---- libarchive pass ------------------------------------------------------------------ */
 
 static bool is_io_errno(int e)
@@ -592,7 +75,7 @@ static enum mg_code archive_failure(struct archive *a, struct inspect *in, const
     char why[SHOW_BUF];
     int e = archive_errno(a);
 
-    name_show(msg ? msg : "unknown error", strlen(msg ? msg : "unknown error"), why);
+    art_name_show(msg ? msg : "unknown error", strlen(msg ? msg : "unknown error"), why);
     if (e == ENOMEM)
         return mg_fail(in->err, MG_ENOMEM, NULL, "out of memory reading the archive");
     if (is_io_errno(e))
@@ -764,7 +247,7 @@ static enum mg_code x_record(struct inspect *in, char kind, const char *path, si
     s[0] = kind;
     memcpy(s + 1, path, n);
     s[n + 1] = '\0';
-    return name_list_push(&in->x->made, s, in->err);
+    return art_name_list_push(&in->x->made, s, in->err);
 }
 
 static enum mg_code x_fail(struct inspect *in, const char *what, int e)
@@ -959,12 +442,12 @@ static enum mg_code inspect_entry(struct archive *a, struct archive_entry *e, st
         return mg_fail(in->err, MG_EINVAL, NULL,
                        "archive entry #%llu has a path that cannot be decoded; rename it",
                        (unsigned long long)in->entries);
-    name_show(raw, strlen(raw), in->show);
+    art_name_show(raw, strlen(raw), in->show);
     if (in->entries > in->lim->max_entries)
         return mg_fail(in->err, MG_EINVAL, NULL,
                        "archive has more than %llu entries (at entry '%s'); pack fewer files",
                        (unsigned long long)in->lim->max_entries, in->show);
-    rc = path_normalise(raw, strlen(raw), in->lim, &norm, in->err);
+    rc = art_path_normalise(raw, strlen(raw), in->lim, &norm, in->err);
     if (rc != MG_OK)
         return rc;
     if (archive_entry_hardlink(e) != NULL || archive_entry_hardlink_w(e) != NULL) {
@@ -976,8 +459,8 @@ static enum mg_code inspect_entry(struct archive *a, struct archive_entry *e, st
     }
     if (archive_entry_symlink(e) != NULL || archive_entry_symlink_w(e) != NULL)
         type = AE_IFLNK;
-    if (special_type_name(type) != NULL) {
-        rc = reject_type(in->show, type, in->err);
+    if (art_special_type_name(type) != NULL) {
+        rc = art_reject_type(in->show, type, in->err);
         goto out;
     }
     if (type == AE_IFREG && norm[0] == '\0') {
@@ -992,7 +475,7 @@ static enum mg_code inspect_entry(struct archive *a, struct archive_entry *e, st
             rc = mg_fail(in->err, MG_ENOMEM, NULL, "out of memory");
             goto out;
         }
-        if ((rc = name_list_push(&in->seen, copy, in->err)) != MG_OK)
+        if ((rc = art_name_list_push(&in->seen, copy, in->err)) != MG_OK)
             goto out;
     }
     /* Decided from the header, before any byte is decompressed or hashed. */
@@ -1006,7 +489,7 @@ static enum mg_code inspect_entry(struct archive *a, struct archive_entry *e, st
             rc = mg_fail(in->err, MG_ENOMEM, NULL, "out of memory");
             goto out;
         }
-        if ((rc = name_list_push(&in->dirs, copy, in->err)) != MG_OK)
+        if ((rc = art_name_list_push(&in->dirs, copy, in->err)) != MG_OK)
             goto out;
     }
     if (type == AE_IFREG) {
@@ -1177,8 +660,8 @@ static enum mg_code check_tree(struct inspect *in)
             continue;
         if (strcmp(a->path, b->path) == 0 ||
             (!a->dir && strncmp(a->path, b->path, len) == 0 && b->path[len] == '/')) {
-            name_show(a->path, len, in->show);
-            name_show(b->path, strlen(b->path), other);
+            art_name_show(a->path, len, in->show);
+            art_name_show(b->path, strlen(b->path), other);
             rc = mg_fail(in->err, MG_EINVAL, NULL,
                          "archive entries '%s' and '%s%s' conflict: '%s' is a file but the other "
                          "entry needs it to be a directory; rename one of them",
@@ -1208,7 +691,7 @@ static enum mg_code inspect_run(const char *path, const char *media_type, struct
             in->budget = in->lim->ratio_floor_bytes;
     }
     if (in->is_zip) {
-        rc = zip_scan_cd(path, in);
+        rc = art_zip_scan_cd(path, in);
         if (rc != MG_OK || in->entries == 0)
             return rc;
         in->entries = 0; /* libarchive's pass counts them again */
@@ -1216,13 +699,13 @@ static enum mg_code inspect_run(const char *path, const char *media_type, struct
     rc = read_archive(path, media_type, in, is_archive);
     if (rc != MG_OK || !*is_archive)
         return rc;
-    if (in->is_zip && (rc = zip_cross_check(in)) != MG_OK)
+    if (in->is_zip && (rc = art_zip_cross_check(in)) != MG_OK)
         return rc;
     if (in->nfiles > 0)
-        qsort(in->files, in->nfiles, sizeof(*in->files), cmp_file);
+        qsort(in->files, in->nfiles, sizeof(*in->files), art_cmp_file);
     for (size_t i = 1; i < in->nfiles; i++) {
         if (strcmp(in->files[i - 1].path, in->files[i].path) == 0) {
-            name_show(in->files[i].path, strlen(in->files[i].path), in->show);
+            art_name_show(in->files[i].path, strlen(in->files[i].path), in->show);
             return mg_fail(in->err, MG_EINVAL, NULL,
                            "archive entry '%s' appears more than once; keep one copy", in->show);
         }
@@ -1281,9 +764,9 @@ static enum mg_code archive_run(const char *path, const char *media_type,
     if (utf8 != (locale_t)0)
         freelocale(utf8);
     EVP_MD_CTX_free(in.md);
-    name_list_release(&in.cd);
-    name_list_release(&in.seen);
-    name_list_release(&in.dirs);
+    art_name_list_release(&in.cd);
+    art_name_list_release(&in.seen);
+    art_name_list_release(&in.dirs);
     tmp.files = in.files;
     tmp.n = in.nfiles;
     if (rc != MG_OK || !archive) {
@@ -1340,7 +823,7 @@ enum mg_code store_archive_extract(const char *path, const char *media_type, con
         x_undo(&x);
     close(x.dest_fd);
     free(x.dir_path);
-    name_list_release(&x.made);
+    art_name_list_release(&x.made);
     if (rc != MG_OK || out == NULL) {
         store_archive_manifest_release(&m);
         return rc;

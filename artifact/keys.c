@@ -681,4 +681,3 @@ void sign_key_release(struct sign_key *k)
     free(k->public_pem);
     memset(k, 0, sizeof(*k));
 }
-
