@@ -189,7 +189,7 @@ rm -f -- "$copy"
 data_dir="$work/data"
 port_file="$work/modelgated.port"
 server_log="$work/modelgated.log"
-mkdir -p -- "$data_dir"
+mkdir -p -m 700 -- "$data_dir" # the server refuses a data directory others can open
 
 port_ready() {
     [[ -s "$port_file" && -s "$data_dir/admin.token" ]] || return 1

@@ -145,7 +145,7 @@ token=""
 
 start_server() {
     local deadline=$((SECONDS + ready_timeout_s))
-    mkdir -p "$work/data"
+    mkdir -p -m 700 "$work/data"
     "$modelgated" --listen 127.0.0.1:0 --data-dir "$work/data" --port-file "$work/port" \
         >>"$work/server.log" 2>&1 &
     server_pid=$!

@@ -109,7 +109,7 @@ bench_init read "$tmp_parent"
 # --- modelgated with one model, one version, an alias --------------------------------------
 
 data="$work/data"
-mkdir -p "$data"
+mkdir -p -m 700 "$data" # the server refuses a data directory others can open
 server_ready() {
     [[ -s "$work/port" && -s "$data/admin.token" ]] &&
         curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(tr -d '[:space:]' <"$work/port")/healthz" 2>/dev/null
