@@ -223,7 +223,7 @@ enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *
         gpu = store_json_text(v);
     if ((v = json_object_get(r, "latency_ms")) && !json_is_null(v))
         lat = store_json_text(v);
-    checks = store_json_text((v = json_object_get(r, "checks")) ? v : json_array());
+    checks = (v = json_object_get(r, "checks")) ? store_json_text(v) : strdup("[]");
     if ((s = store_stmt(c, sql, err)) == NULL) {
         rc = err->code;
         goto out;
