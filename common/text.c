@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when it is not one. */
@@ -188,5 +189,15 @@ char *mg_prom_label(const char *value, char *out, size_t cap)
         i += k;
     }
     out[o] = '\0';
+    return out;
+}
+
+char *mg_fmt_double(double v, char *out, size_t cap)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(out, cap, "%.*g", prec, v);
+        if (strtod(out, NULL) == v)
+            break;
+    }
     return out;
 }

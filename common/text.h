@@ -45,4 +45,8 @@ char *mg_log_escape(const char *s, char *out, size_t cap, bool for_json);
  */
 char *mg_prom_label(const char *value, char *out, size_t cap);
 
+/* The shortest decimal text (%.15g, %.16g or %.17g) that reads back as the same double,
+ * into out (cap bytes, 32 is always enough). Returns out. */
+char *mg_fmt_double(double v, char *out, size_t cap);
+
 #endif

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* gates/ has no dependency on common/util.c: a local error setter. */
@@ -23,6 +24,18 @@ static enum mg_code fail(struct mg_error *err, const char *field, const char *fm
     va_end(ap);
     snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
     return MG_EINVAL;
+}
+
+/* The shortest text that reads back as the same double (15, 16 or 17 digits): a gate's
+ * "expected" and "detail" never show a value other than the one compared. */
+static const char *dbl(double v, char out[32])
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(out, 32, "%.*g", prec, v);
+        if (strtod(out, NULL) == v)
+            break;
+    }
+    return out;
 }
 
 static const char *const op_names[] = {">=", ">", "<=", "<", "="};
@@ -451,7 +464,7 @@ static bool metric_of(const json_t *metrics, const char *name, double *out)
 
 static json_t *threshold_gate(const struct gate_input *in, const struct gate_threshold *t)
 {
-    char name[160], expected[96], detail[256];
+    char name[160], expected[128], detail[256], d1[32], d2[32];
     double cand, base, bound;
 
     snprintf(name, sizeof(name), "%s %s %s", t->metric, gate_op_name(t->op),
@@ -468,7 +481,7 @@ static json_t *threshold_gate(const struct gate_input *in, const struct gate_thr
     }
     if (!t->baseline) {
         bool ok = compare(cand, t->op, t->value);
-        snprintf(expected, sizeof(expected), "%s %.15g", gate_op_name(t->op), t->value);
+        snprintf(expected, sizeof(expected), "%s %s", gate_op_name(t->op), dbl(t->value, d1));
         return gate(name, "threshold", ok ? "passed" : "failed", json_real(cand),
                     json_string(expected), NULL);
     }
@@ -487,14 +500,14 @@ static json_t *threshold_gate(const struct gate_input *in, const struct gate_thr
         double tol = t->has_regression_pct ? fabs(base) * t->max_regression_pct / 100
                                            : (t->has_regression ? t->max_regression : 0);
         bool ok = fabs(cand - base) <= tol + 1e-9 * fmax(1.0, fabs(base));
-        snprintf(expected, sizeof(expected), "within %.15g of baseline v%lld (%.15g)", tol,
-                 (long long)in->baseline_version, base);
+        snprintf(expected, sizeof(expected), "within %s of baseline v%lld (%s)", dbl(tol, d1),
+                 (long long)in->baseline_version, dbl(base, d2));
         return gate(name, "threshold", ok ? "passed" : "failed", json_real(cand),
                     json_string(expected), NULL);
     }
-    snprintf(expected, sizeof(expected), "%s %.15g", gate_op_name(t->op), bound);
-    snprintf(detail, sizeof(detail), "baseline v%lld has %.15g", (long long)in->baseline_version,
-             base);
+    snprintf(expected, sizeof(expected), "%s %s", gate_op_name(t->op), dbl(bound, d1));
+    snprintf(detail, sizeof(detail), "baseline v%lld has %s", (long long)in->baseline_version,
+             dbl(base, d2));
     return gate(name, "threshold", compare_bound(cand, t->op, bound) ? "passed" : "failed",
                 json_real(cand), json_string(expected), detail);
 }

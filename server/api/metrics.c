@@ -26,10 +26,10 @@ static void gauge_header(struct mg_buf *b, const char *name, const char *help)
 
 static void gauge(struct mg_buf *b, const char *name, const char *labels, double v)
 {
-    char tmp[512];
+    char tmp[512], num[32];
 
-    snprintf(tmp, sizeof(tmp), "%s%s%s%s %.15g\n", name, labels[0] ? "{" : "", labels,
-             labels[0] ? "}" : "", v);
+    snprintf(tmp, sizeof(tmp), "%s%s%s%s %s\n", name, labels[0] ? "{" : "", labels,
+             labels[0] ? "}" : "", mg_fmt_double(v, num, sizeof(num)));
     mg_buf_puts(b, tmp);
 }
 

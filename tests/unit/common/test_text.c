@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -129,12 +130,25 @@ static void test_prom_label(void **state)
     assert_string_equal(mg_prom_label(NULL, out, sizeof(out)), "");
 }
 
+static void test_fmt_double(void **state)
+{
+    static const double v[] = {0.942, 0.1 + 0.2, 1.7976931348623157e308, 4.9406564584124654e-324,
+                               1e21,  -0.0,      9007199254740993.0,     0.905};
+    char out[32];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        assert_true(strtod(mg_fmt_double(v[i], out, sizeof(out)), NULL) == v[i]);
+    assert_string_equal(mg_fmt_double(0.942, out, sizeof(out)), "0.942"); /* shortest */
+    assert_string_equal(mg_fmt_double(0.1 + 0.2, out, sizeof(out)), "0.30000000000000004");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utf8),       cmocka_unit_test(test_request_target),
         cmocka_unit_test(test_methods),    cmocka_unit_test(test_log_escape),
-        cmocka_unit_test(test_prom_label),
+        cmocka_unit_test(test_prom_label), cmocka_unit_test(test_fmt_double),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
