@@ -230,7 +230,6 @@ static enum mg_code parse_groups(const json_t *groups, struct gate_policy *p, st
     char field[64];
     json_t *g, *team, *min;
     size_t i, k;
-    int sum = 0;
 
     if (groups == NULL)
         return MG_OK;
@@ -257,10 +256,9 @@ static enum mg_code parse_groups(const json_t *groups, struct gate_policy *p, st
         }
         snprintf(p->groups[i].team, sizeof(p->groups[i].team), "%s", json_string_value(team));
         p->groups[i].min = (int)json_integer_value(min);
-        sum += p->groups[i].min;
     }
     p->ngroups = json_array_size(groups);
-    (void)sum; /* groups may overlap (one approver in two teams): only each min <= required */
+    /* groups may overlap (one approver in two teams): only each min must fit in required */
     for (i = 0; i < p->ngroups; i++) {
         if (p->groups[i].min > p->approvals_required)
             return fail(err, "approvals.groups",

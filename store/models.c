@@ -264,15 +264,12 @@ out:
 enum mg_code store_model_set_owners(struct store *st, const char *actor, const char *model,
                                     const json_t *teams, json_t **out, struct mg_error *err)
 {
-    static const char sql_team[] = "SELECT 1 FROM teams WHERE name = ?";
     static const char sql[] = "UPDATE models SET owners = ? WHERE name = ?";
     struct store_conn *c;
     sqlite3_stmt *s;
-    json_t *v, *m = NULL, *detail = NULL;
+    json_t *m = NULL, *detail = NULL;
     char *text = store_json_text(teams);
     enum mg_code rc = MG_OK;
-    size_t i;
-    int r;
 
     *out = NULL;
     if (text == NULL)
@@ -281,26 +278,8 @@ enum mg_code store_model_set_owners(struct store *st, const char *actor, const c
         free(text);
         return err->code;
     }
-    json_array_foreach(teams, i, v)
-    {
-        if ((s = store_stmt(c, sql_team, err)) == NULL) {
-            rc = err->code;
-            goto out;
-        }
-        store_bind_text(s, 1, json_string_value(v));
-        r = sqlite3_step(s);
-        sqlite3_reset(s);
-        if (r != SQLITE_ROW && r != SQLITE_DONE) {
-            rc = store_db_error(c, r, err);
-            goto out;
-        }
-        if (r == SQLITE_DONE) {
-            rc = mg_fail(err, MG_EINVAL, "teams",
-                         "team '%s' does not exist; create it with POST /api/v1/teams",
-                         json_string_value(v));
-            goto out;
-        }
-    }
+    if ((rc = store_teams_exist(c, teams, err)) != MG_OK)
+        goto out;
     if ((s = store_stmt(c, sql, err)) == NULL) {
         rc = err->code;
         goto out;

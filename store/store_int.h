@@ -112,6 +112,10 @@ enum mg_code store_model_id(struct store_conn *c, const char *name, int64_t *id,
                             struct mg_error *err);
 
 /* Version row id for (model, n). MG_ENOTFOUND if the model or version is missing. */
+/* Every name in teams (a JSON array of strings) is a team that exists; MG_EINVAL naming
+ * "teams" and the first unknown one otherwise. */
+enum mg_code store_teams_exist(struct store_conn *c, const json_t *teams, struct mg_error *err);
+
 /* store_smoke_enqueue inside the caller's write transaction (a promotion queues its
  * candidate's test in the transaction that creates it). */
 enum mg_code store_smoke_enqueue_in(struct store_conn *c, const char *model, int64_t version,

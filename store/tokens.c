@@ -94,8 +94,7 @@ void store_principal_scopes(struct store_principal *who, const char *teams_json,
     json_decref(a);
 }
 
-/* Every name in teams (a JSON array) is a team that exists. */
-static enum mg_code teams_exist(struct store_conn *c, const json_t *teams, struct mg_error *err)
+enum mg_code store_teams_exist(struct store_conn *c, const json_t *teams, struct mg_error *err)
 {
     static const char sql[] = "SELECT 1 FROM teams WHERE name = ?";
     sqlite3_stmt *s;
@@ -139,7 +138,7 @@ static enum mg_code insert_token(struct store_conn *c, const char *actor, const 
     char *tt = NULL, *at_ = NULL;
     enum mg_code rc;
 
-    if (teams && (rc = teams_exist(c, teams, err)) != MG_OK)
+    if (teams && (rc = store_teams_exist(c, teams, err)) != MG_OK)
         return rc;
     tt = list_text(teams);
     at_ = list_text(aliases);

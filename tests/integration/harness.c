@@ -1007,6 +1007,24 @@ struct it_resp *it_jreq_v(struct mg_server *s, const char *method, const char *p
     return r;
 }
 
+unsigned long long it_metric(struct mg_server *s, const char *name)
+{
+    struct it_resp *r = it_get(s, "/metrics", s->admin_token);
+    char key[160];
+    const char *p;
+    unsigned long long v = 0;
+
+    if (r->status != 200)
+        fail_msg("GET /metrics: status %ld", r->status);
+    snprintf(key, sizeof(key), "\n%s ", name);
+    if ((p = strstr(r->body, key)) == NULL)
+        fail_msg("/metrics has no %s", name);
+    if (sscanf(p + strlen(key), "%llu", &v) != 1)
+        fail_msg("/metrics: %s is not a count", name);
+    it_resp_free(s, &r);
+    return v;
+}
+
 struct it_resp *it_get(struct mg_server *s, const char *path, const char *token)
 {
     return it_request(s, "GET", path, token, NULL, NULL, 0);

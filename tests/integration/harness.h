@@ -149,6 +149,9 @@ struct it_resp *it_treq(struct mg_server *s, const char *method, const char *pat
 struct it_resp *it_jreq_v(struct mg_server *s, const char *method, const char *path,
                           const char *token, json_t *body);
 
+/* The value of an unlabelled series on GET /metrics (admin token); fails when absent. */
+unsigned long long it_metric(struct mg_server *s, const char *name);
+
 /* GET with the given token. */
 struct it_resp *it_get(struct mg_server *s, const char *path, const char *token);
 

@@ -103,22 +103,6 @@ static void build(enum fmt fmt, const struct member *m, size_t n, struct abuf *o
     archive_write_free(a);
 }
 
-static uint64_t metric(struct mg_server *s, const char *name)
-{
-    struct it_resp *r = it_get(s, "/metrics", s->admin_token);
-    char key[128];
-    const char *p;
-    unsigned long long v = 0;
-
-    it_expect_status(s, r, 200);
-    snprintf(key, sizeof(key), "\n%s ", name);
-    p = strstr(r->body, key);
-    if (p == NULL)
-        fail_msg("/metrics has no %s", name);
-    assert_int_equal(sscanf(p + strlen(key), "%llu", &v), 1);
-    return v;
-}
-
 /*
  * Upload b, expect 400 naming the ratio cap, nothing kept, and return the
  * bytes expanded when refused (from the message, checked against /metrics).
@@ -126,8 +110,8 @@ static uint64_t metric(struct mg_server *s, const char *name)
 static uint64_t expect_bomb_refused(struct mg_server *s, const char *what, const struct abuf *b)
 {
     char digest[IT_DIGEST_LEN + 1], path[160], cap[32];
-    uint64_t before = metric(s, "modelgate_archive_expanded_bytes_total");
-    uint64_t refusals = metric(s, "modelgate_archive_ratio_refusals_total");
+    uint64_t before = it_metric(s, "modelgate_archive_expanded_bytes_total");
+    uint64_t refusals = it_metric(s, "modelgate_archive_ratio_refusals_total");
     uint64_t budget = (uint64_t)b->len * RATIO > FLOOR ? (uint64_t)b->len * RATIO : FLOOR;
     unsigned long long expanded = 0;
     const char *msg, *p;
@@ -151,8 +135,8 @@ static uint64_t expect_bomb_refused(struct mg_server *s, const char *what, const
                   what, b->len, expanded, budget);
     /* Bounded: never past the cap by more than one decompressed block. */
     assert_true(expanded <= budget + MIB);
-    assert_true(metric(s, "modelgate_archive_expanded_bytes_total") - before <= budget + MIB);
-    assert_int_equal(metric(s, "modelgate_archive_ratio_refusals_total"), refusals + 1);
+    assert_true(it_metric(s, "modelgate_archive_expanded_bytes_total") - before <= budget + MIB);
+    assert_int_equal(it_metric(s, "modelgate_archive_ratio_refusals_total"), refusals + 1);
 
     snprintf(path, sizeof(path), "/api/v1/blobs/%s", digest);
     r = it_request(s, "HEAD", path, s->admin_token, NULL, NULL, 0);
@@ -221,11 +205,11 @@ static void test_nested_bomb_is_not_expanded(void **state)
     build(F_TAR_GZ, inner_m, 1, &inner);
     outer_m[0] = (struct member){"inner.tar.gz", inner.len, inner.p};
     build(F_TAR_GZ, outer_m, 1, &outer);
-    before = metric(s, "modelgate_archive_expanded_bytes_total");
+    before = it_metric(s, "modelgate_archive_expanded_bytes_total");
     r = it_upload(s, outer.p, outer.len, NULL);
     it_expect_status(s, r, 201);
     assert_int_equal(it_jint(r->json, "files"), 1);
-    after = metric(s, "modelgate_archive_expanded_bytes_total");
+    after = it_metric(s, "modelgate_archive_expanded_bytes_total");
     print_message("nested: %zu stored, %zu inner, %" PRIu64 " bytes expanded\n", outer.len,
                   inner.len, after - before);
     assert_int_equal(after - before, inner.len);

@@ -302,22 +302,6 @@ static void test_parallel_identical_uploads(void **state)
     assert_int_equal(it_data_dir_count(s, "blobs/tmp"), 0);
 }
 
-static unsigned long long metric_value(struct mg_server *s, const char *name)
-{
-    struct it_resp *r = it_get(s, "/metrics", s->admin_token);
-    char key[128];
-    const char *p;
-    unsigned long long v = 0;
-
-    it_expect_status(s, r, 200);
-    snprintf(key, sizeof(key), "\n%s ", name);
-    p = strstr(r->body, key);
-    if (p == NULL)
-        fail_msg("/metrics has no %s", name);
-    assert_int_equal(sscanf(p + strlen(key), "%llu", &v), 1);
-    return v;
-}
-
 /*
  * With one commit worker, a burst of different uploads queues behind it:
  * every one is still committed, and nothing is left waiting afterwards.
@@ -355,9 +339,9 @@ static void test_commit_workers_are_bounded(void **state)
         r = it_request(s, "HEAD", path, s->admin_token, NULL, NULL, 0);
         it_expect_status(s, r, 200);
     }
-    assert_int_equal(metric_value(s, "modelgate_upload_commit_waiting"), 0);
+    assert_int_equal(it_metric(s, "modelgate_upload_commit_waiting"), 0);
     /* How many had to wait depends on timing; that the counter is there does not. */
-    (void)metric_value(s, "modelgate_upload_commit_waited_total");
+    (void)it_metric(s, "modelgate_upload_commit_waited_total");
     assert_int_equal(it_data_dir_count(s, "blobs/tmp"), 0);
     free(data);
     it_server_stop(s);

@@ -340,7 +340,7 @@ static void test_template_that_does_not_fit(void **state)
 {
     struct mg_server *s = *state;
     static const char longm[] = "m23456789012345678901234567890123456789012345678901234567890123";
-    char body[512], path[256];
+    char body[512];
     struct it_resp *r;
     const char *err;
     int before[3];
@@ -375,7 +375,6 @@ static void test_template_that_does_not_fit(void **state)
         assert_int_equal(pc_haproxy_weight(stats_port, "be_fraud_production", name), before[v - 1]);
     }
     pc_gateway_delete(s, "hap-long");
-    (void)path;
 }
 
 int main(void)

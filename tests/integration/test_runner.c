@@ -334,22 +334,6 @@ static void test_runner_info_without_nvml(void **state)
     it_expect_error(s, r, 401, "unauthenticated");
 }
 
-static unsigned long long metric_value(struct mg_server *s, const char *name)
-{
-    struct it_resp *r = it_get(s, "/metrics", s->admin_token);
-    char key[128];
-    const char *p;
-    unsigned long long v = 0;
-
-    it_expect_status(s, r, 200);
-    pc_fmt(key, sizeof(key), "\n%s ", name);
-    p = strstr(r->body, key);
-    if (p == NULL)
-        fail_msg("/metrics has no %s", name);
-    assert_int_equal(sscanf(p + strlen(key), "%llu", &v), 1);
-    return v;
-}
-
 /*
  * Tests of one artifact extract and hash it once: the second test of the
  * same digest is given a copy of the verified extraction (in its own fresh
@@ -375,16 +359,16 @@ static void test_artifact_extracted_once(void **state)
     free(tar);
     rc_model(s, "reuse");
     v = rc_version(s, "reuse", art, "pass", 100, 0, NULL);
-    ex0 = metric_value(s, "modelgate_runner_extractions_total");
-    hit0 = metric_value(s, "modelgate_runner_cache_hits_total");
+    ex0 = it_metric(s, "modelgate_runner_extractions_total");
+    hit0 = it_metric(s, "modelgate_runner_cache_hits_total");
 
     rc_smoke_post(s, dep, "reuse", v, "{}", id1);
     t = rc_smoke_wait(s, "reuse", v, id1, 15000);
     if (strcmp(it_jstr(t, "state"), "passed") != 0)
         fail_msg("want passed: %s", json_dumps(t, JSON_COMPACT));
     files1 = seen("reuse", v, "files");
-    assert_int_equal(metric_value(s, "modelgate_runner_extractions_total"), ex0 + 1);
-    assert_int_equal(metric_value(s, "modelgate_runner_cache_hits_total"), hit0);
+    assert_int_equal(it_metric(s, "modelgate_runner_extractions_total"), ex0 + 1);
+    assert_int_equal(it_metric(s, "modelgate_runner_cache_hits_total"), hit0);
 
     rc_smoke_post(s, dep, "reuse", v, "{}", id2);
     t = rc_smoke_wait(s, "reuse", v, id2, 15000);
@@ -392,8 +376,8 @@ static void test_artifact_extracted_once(void **state)
         fail_msg("want passed: %s", json_dumps(t, JSON_COMPACT));
     files2 = seen("reuse", v, "files");
     /* Not extracted again, and the test saw the same files. */
-    assert_int_equal(metric_value(s, "modelgate_runner_extractions_total"), ex0 + 1);
-    assert_int_equal(metric_value(s, "modelgate_runner_cache_hits_total"), hit0 + 1);
+    assert_int_equal(it_metric(s, "modelgate_runner_extractions_total"), ex0 + 1);
+    assert_int_equal(it_metric(s, "modelgate_runner_cache_hits_total"), hit0 + 1);
     assert_string_equal(files1, files2);
     free(files1);
     free(files2);
@@ -422,21 +406,21 @@ static void test_artifact_cache_is_bounded(void **state)
         free(tar);
         v[i] = rc_version(s, "evict", art[i], "pass", 100, 0, NULL);
     }
-    ex0 = metric_value(s, "modelgate_runner_extractions_total");
+    ex0 = it_metric(s, "modelgate_runner_extractions_total");
     for (int i = 0; i < N; i++) {
         rc_smoke_post(s, dep, "evict", v[i], "{}", id);
         t = rc_smoke_wait(s, "evict", v[i], id, 15000);
         if (strcmp(it_jstr(t, "state"), "passed") != 0)
             fail_msg("want passed: %s", json_dumps(t, JSON_COMPACT));
     }
-    assert_int_equal(metric_value(s, "modelgate_runner_extractions_total"), ex0 + N);
+    assert_int_equal(it_metric(s, "modelgate_runner_extractions_total"), ex0 + N);
     assert_true(it_data_dir_count(s, "runner-cache") <= 8);
     /* The first was the least recently used: gone, so extracted again. */
     rc_smoke_post(s, dep, "evict", v[0], "{}", id);
     t = rc_smoke_wait(s, "evict", v[0], id, 15000);
     if (strcmp(it_jstr(t, "state"), "passed") != 0)
         fail_msg("want passed: %s", json_dumps(t, JSON_COMPACT));
-    assert_int_equal(metric_value(s, "modelgate_runner_extractions_total"), ex0 + N + 1);
+    assert_int_equal(it_metric(s, "modelgate_runner_extractions_total"), ex0 + N + 1);
     assert_true(it_data_dir_count(s, "runner-cache") <= 8);
 }
 

@@ -382,7 +382,7 @@ static void test_approval_groups(void **state)
 static void test_read_scope_team(void **state)
 {
     struct mg_server *t = it_server_start((const char *const[]){"--read-scope", "team", NULL});
-    char *risk, *ads, *body_tok;
+    char *risk, *ads;
     struct it_resp *r;
 
     (void)state;
@@ -398,7 +398,6 @@ static void test_read_scope_team(void **state)
                 "{\"name\":\"a\",\"roles\":[\"reader\"],\"teams\":[\"ads\"]}");
     ads = strdup(it_jstr(r->json, "token"));
     it_resp_free(t, &r);
-    body_tok = NULL;
     r = it_jreq(t, "POST", "/api/v1/models", risk, "{\"name\":\"fraud\"}");
     it_expect_status(t, r, 201);
     it_resp_free(t, &r);
@@ -426,7 +425,6 @@ static void test_read_scope_team(void **state)
     it_resp_free(t, &r);
     free(risk);
     free(ads);
-    free(body_tok);
     it_server_free(&t);
 }
 
