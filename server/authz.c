@@ -181,6 +181,16 @@ bool srv_same_origin(const struct srv_req *r)
     return strcmp(rest, host) == 0;
 }
 
+/* The credentials could not be checked (the database failed): 503 when it is
+ * busy or unreachable, 500 otherwise; never "unauthenticated", which would
+ * tell a client to throw away a good token. */
+static void fail_unchecked(struct srv_req *r, enum mg_code rc)
+{
+    srv_fail(r, rc == MG_EUNAVAIL ? MG_EUNAVAIL : MG_EDB, NULL,
+             "the server could not check these credentials: its database is unavailable; "
+             "retry shortly");
+}
+
 /* A request from the UI: the session cookie, and for changes the CSRF token
  * in X-CSRF-Token plus a same-origin Origin header. */
 static bool check_session(struct srv_req *r)
@@ -188,10 +198,14 @@ static bool check_session(struct srv_req *r)
     const char *id = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, SRV_SESSION_COOKIE);
     const char *sent = srv_header(r, "X-CSRF-Token");
     char csrf[STORE_CSRF_LEN + 1];
+    enum mg_code rc = store_session_check(r->srv->store, id, strlen(id), SRV_SESSION_IDLE_MS,
+                                          SRV_SESSION_MAX_MS, &r->who, csrf);
 
-    if (store_session_check(r->srv->store, id, strlen(id), SRV_SESSION_IDLE_MS, SRV_SESSION_MAX_MS,
-                            &r->who, csrf) != MG_OK) {
-        srv_fail(r, MG_EUNAUTH, NULL, "your session has ended; sign in again");
+    if (rc != MG_OK) {
+        if (rc == MG_EUNAUTH)
+            srv_fail(r, MG_EUNAUTH, NULL, "your session has ended; sign in again");
+        else
+            fail_unchecked(r, rc);
         return false;
     }
     r->authenticated = true;
@@ -218,6 +232,7 @@ static bool check_session(struct srv_req *r)
 bool srv_check_access(struct srv_req *r)
 {
     const char *h = srv_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+    enum mg_code rc;
 
     if (r->route->roles == SRV_PUBLIC)
         return true;
@@ -231,8 +246,11 @@ bool srv_check_access(struct srv_req *r)
     h += 7;
     while (*h == ' ')
         h++;
-    if (store_token_authenticate(r->srv->store, h, strlen(h), &r->who) != MG_OK) {
-        srv_fail(r, MG_EUNAUTH, NULL, "the bearer token is unknown or was revoked");
+    if ((rc = store_token_authenticate(r->srv->store, h, strlen(h), &r->who)) != MG_OK) {
+        if (rc == MG_EUNAUTH)
+            srv_fail(r, MG_EUNAUTH, NULL, "the bearer token is unknown or was revoked");
+        else
+            fail_unchecked(r, rc);
         return false;
     }
     r->authenticated = true;

@@ -21,8 +21,8 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <openssl/evp.h>
 
+#include "../common/file.h"
 #include "../common/util.h"
 
 /* Add one file to the tar under name, streaming it. */
@@ -62,37 +62,6 @@ out:
         close(fd);
     archive_entry_free(e);
     return rc;
-}
-
-/* Snapshot the database into tmp with the online backup API. */
-static enum mg_code snapshot(const char *db_path, const char *tmp, struct mg_error *err)
-{
-    sqlite3 *src = NULL, *dst = NULL;
-    sqlite3_backup *b;
-    int rc;
-    enum mg_code out = MG_OK;
-
-    if (sqlite3_open_v2(db_path, &src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
-        sqlite3_open_v2(tmp, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
-        out = mg_fail(err, MG_EDB, NULL, "cannot open the database for backup: %s",
-                      sqlite3_errmsg(src ? src : dst));
-        goto done;
-    }
-    sqlite3_busy_timeout(src, 10000);
-    b = sqlite3_backup_init(dst, "main", src, "main");
-    if (b == NULL) {
-        out = mg_fail(err, MG_EDB, NULL, "backup failed: %s", sqlite3_errmsg(dst));
-        goto done;
-    }
-    /* All pages in one step: a consistent snapshot even while writers go on. */
-    rc = sqlite3_backup_step(b, -1);
-    sqlite3_backup_finish(b);
-    if (rc != SQLITE_DONE)
-        out = mg_fail(err, MG_EDB, NULL, "backup failed: %s", sqlite3_errstr(rc));
-done:
-    sqlite3_close(src);
-    sqlite3_close(dst);
-    return out;
 }
 
 static enum mg_code add_dir(struct archive *a, const char *dir, const char *prefix, mode_t mode,
@@ -142,7 +111,7 @@ enum mg_code store_backup(const char *data_dir, const char *out_path, json_t **s
         archive_write_free(a);
         return mg_fail(err, MG_EINVAL, "data-dir", "%s has no modelgate.db", data_dir);
     }
-    if ((rc = snapshot(db, tmp, err)) != MG_OK)
+    if ((rc = db_sqlite_snapshot(db, tmp, err)) != MG_OK)
         goto out;
     if (a == NULL || archive_write_set_format_pax(a) != ARCHIVE_OK ||
         archive_write_open_filename(a, part) != ARCHIVE_OK) {
@@ -213,43 +182,29 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 static enum mg_code verify_blobs(struct store *st, size_t *n, struct mg_error *err)
 {
     static const char sql[] = "SELECT digest FROM blobs";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s = store_stmt(c, sql, err);
-    enum mg_code rc = MG_OK;
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    struct mg_error why;
+    enum mg_code rc;
+    bool row;
 
     *n = 0;
-    if (s == NULL) {
-        store_read_end(st, c);
-        return err->code;
-    }
-    while (rc == MG_OK && sqlite3_step(s) == SQLITE_ROW) {
-        const char *digest = (const char *)sqlite3_column_text(s, 0);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        const char *digest = db_col_text(s, 0);
         char path[PATH_MAX], hex[65];
-        unsigned char md[32], buf[65536];
-        unsigned mdlen = 0;
-        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-        int fd;
-        ssize_t r;
 
         store_blob_path(st, digest, path, sizeof(path));
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
-            rc = mg_fail(err, MG_EINVAL, NULL, "blob %s is missing from the backup", digest);
-        } else {
-            while ((r = read(fd, buf, sizeof(buf))) > 0)
-                EVP_DigestUpdate(ctx, buf, (size_t)r);
-            EVP_DigestFinal_ex(ctx, md, &mdlen);
-            mg_hex_encode(md, 32, hex);
-            if (strcmp(hex, digest + 7) != 0)
-                rc = mg_fail(err, MG_EINVAL, NULL, "blob %s in the backup is damaged", digest);
-            else
-                (*n)++;
+        if (mg_file_sha256(path, hex, NULL, &why) != MG_OK)
+            rc = mg_fail(err, MG_EINVAL, NULL, "blob %s is missing from the backup (%s)", digest,
+                         why.message);
+        else if (strcmp(hex, digest + 7) != 0)
+            rc = mg_fail(err, MG_EINVAL, NULL, "blob %s in the backup is damaged", digest);
+        if (rc != MG_OK) {
+            db_reset(s);
+            break;
         }
-        if (fd >= 0)
-            close(fd);
-        EVP_MD_CTX_free(ctx);
+        (*n)++;
     }
-    sqlite3_reset(s);
     store_read_end(st, c);
     return rc;
 }

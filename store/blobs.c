@@ -311,8 +311,8 @@ static enum mg_code blob_insert(struct store *st, const char *actor, const char 
                                    "ON CONFLICT (digest) DO NOTHING";
     static const char sql_file[] =
         "INSERT INTO blob_files (digest, path, size, sha256) VALUES (?, ?, ?, ?)";
-    struct store_conn *c = store_write_begin(st, err);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
     char at[32];
     enum mg_code rc = MG_OK;
     size_t i;
@@ -320,33 +320,27 @@ static enum mg_code blob_insert(struct store *st, const char *actor, const char 
 
     if (c == NULL)
         return err->code;
-    if ((s = store_stmt(c, sql_blob, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
+    s = db_prepare(c, sql_blob);
     store_now(at);
-    store_bind_text(s, 1, digest);
-    sqlite3_bind_int64(s, 2, (int64_t)size);
-    store_bind_text(s, 3, media);
+    db_bind_text(s, 1, digest);
+    db_bind_i64(s, 2, (int64_t)size);
+    db_bind_text(s, 3, media);
     if (is_archive)
-        sqlite3_bind_int64(s, 4, (int64_t)m->n);
-    store_bind_text(s, 5, at);
-    store_bind_text(s, 6, actor);
-    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+        db_bind_i64(s, 4, (int64_t)m->n);
+    db_bind_text(s, 5, at);
+    db_bind_text(s, 6, actor);
+    if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
-    *created = sqlite3_changes(c->db) > 0;
+    *created = db_changes(s) > 0;
     if (!*created)
         goto out; /* a concurrent upload of the same bytes won */
     for (i = 0; is_archive && i < m->n; i++) {
-        if ((s = store_stmt(c, sql_file, err)) == NULL) {
-            rc = err->code;
-            goto out;
-        }
-        store_bind_text(s, 1, digest);
-        store_bind_text(s, 2, m->files[i].path);
-        sqlite3_bind_int64(s, 3, (int64_t)m->files[i].size);
-        store_bind_text(s, 4, m->files[i].sha256);
-        if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+        s = db_prepare(c, sql_file);
+        db_bind_text(s, 1, digest);
+        db_bind_text(s, 2, m->files[i].path);
+        db_bind_i64(s, 3, (int64_t)m->files[i].size);
+        db_bind_text(s, 4, m->files[i].sha256);
+        if ((rc = db_exec(s, err)) != MG_OK)
             goto out;
     }
     detail = json_pack("{s:I, s:s}", "size", (json_int_t)size, "media_type", media);
@@ -437,31 +431,23 @@ enum mg_code store_blob_get(struct store *st, const char *digest, json_t **out,
 {
     static const char sql[] = "SELECT size, media_type, files, created_at, created_by "
                               "FROM blobs WHERE digest = ?";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
     enum mg_code rc;
-    int r;
+    bool row;
 
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err ? err->code : MG_EDB;
-        goto out;
-    }
-    store_bind_text(s, 1, digest);
-    r = sqlite3_step(s);
-    if (r == SQLITE_ROW) {
-        int64_t files = sqlite3_column_type(s, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 2);
-        *out = blob_json(digest, (uint64_t)sqlite3_column_int64(s, 0),
-                         (const char *)sqlite3_column_text(s, 1), files);
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, digest);
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        int64_t files = db_col_null(s, 2) ? -1 : db_col_i64(s, 2);
+        *out = blob_json(digest, (uint64_t)db_col_i64(s, 0), db_col_text(s, 1), files);
         json_object_set_new(*out, "created_at", store_col_json_string(s, 3));
         json_object_set_new(*out, "created_by", store_col_json_string(s, 4));
         rc = MG_OK;
-    } else if (r == SQLITE_DONE) {
+    } else if (rc == MG_OK) {
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "blob %s does not exist", digest);
-    } else {
-        rc = store_db_error(c, r, err);
     }
-    sqlite3_reset(s);
-out:
+    db_reset(s);
     store_read_end(st, c);
     return rc;
 }
@@ -472,28 +458,21 @@ enum mg_code store_blob_expanded_size(struct store *st, const char *digest, uint
     static const char sql[] = "SELECT b.size, b.files, "
                               "(SELECT COALESCE(SUM(f.size), 0) FROM blob_files f "
                               "WHERE f.digest = b.digest) FROM blobs b WHERE b.digest = ?";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
     enum mg_code rc;
-    int r;
+    bool row;
 
     *out = 0;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err ? err->code : MG_EDB;
-        goto out;
-    }
-    store_bind_text(s, 1, digest);
-    r = sqlite3_step(s);
-    if (r == SQLITE_ROW) {
-        *out = (uint64_t)sqlite3_column_int64(s, sqlite3_column_type(s, 1) == SQLITE_NULL ? 0 : 2);
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, digest);
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        *out = (uint64_t)db_col_i64(s, db_col_null(s, 1) ? 0 : 2);
         rc = MG_OK;
-    } else if (r == SQLITE_DONE) {
+    } else if (rc == MG_OK) {
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "blob %s does not exist", digest);
-    } else {
-        rc = store_db_error(c, r, err);
     }
-    sqlite3_reset(s);
-out:
+    db_reset(s);
     store_read_end(st, c);
     return rc;
 }

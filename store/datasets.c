@@ -12,29 +12,26 @@
 /* Longest lineage walk we answer; deeper graphs are cut (and say so). */
 #define LINEAGE_MAX_ROWS 100000
 
-static enum mg_code string_list(struct store_conn *c, const char *sql, const char *digest,
+static enum mg_code string_list(struct db_conn *c, const char *sql, const char *digest,
                                 json_t **out, struct mg_error *err)
 {
-    sqlite3_stmt *s = store_stmt(c, sql, err);
-    json_t *a;
-    int r;
+    struct db_stmt *s = db_prepare(c, sql);
+    json_t *a = json_array();
+    enum mg_code rc;
+    bool row;
 
-    if (s == NULL)
-        return err->code;
-    a = json_array();
-    store_bind_text(s, 1, digest);
-    while ((r = sqlite3_step(s)) == SQLITE_ROW)
+    db_bind_text(s, 1, digest);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
         json_array_append_new(a, store_col_json_string(s, 0));
-    sqlite3_reset(s);
-    if (r != SQLITE_DONE) {
+    if (rc != MG_OK) {
         json_decref(a);
-        return store_db_error(c, r, err);
+        return rc;
     }
     *out = a;
     return MG_OK;
 }
 
-static enum mg_code dataset_read(struct store_conn *c, const char *digest, json_t **out,
+static enum mg_code dataset_read(struct db_conn *c, const char *digest, json_t **out,
                                  struct mg_error *err)
 {
     static const char sql[] = "SELECT name, uri, description, created_at, created_by "
@@ -43,25 +40,21 @@ static enum mg_code dataset_read(struct store_conn *c, const char *digest, json_
         "SELECT parent FROM dataset_parents WHERE child = ? ORDER BY parent";
     static const char sql_children[] =
         "SELECT child FROM dataset_parents WHERE parent = ? ORDER BY child";
-    sqlite3_stmt *s = store_stmt(c, sql, err);
+    struct db_stmt *s = db_prepare(c, sql);
     json_t *d = NULL, *parents = NULL, *children = NULL;
     enum mg_code rc;
-    int r;
+    bool row;
 
-    if (s == NULL)
-        return err->code;
-    store_bind_text(s, 1, digest);
-    r = sqlite3_step(s);
-    if (r == SQLITE_ROW)
-        d = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o}", "digest", digest, "name",
-                      store_col_json_string(s, 0), "uri", store_col_json_string(s, 1),
-                      "description", store_col_json_string(s, 2), "created_at",
-                      store_col_json_string(s, 3), "created_by", store_col_json_string(s, 4));
-    sqlite3_reset(s);
-    if (r == SQLITE_DONE)
+    db_bind_text(s, 1, digest);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (!row)
         return mg_fail(err, MG_ENOTFOUND, NULL, "dataset %s is not registered", digest);
-    if (r != SQLITE_ROW)
-        return store_db_error(c, r, err);
+    d = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o}", "digest", digest, "name",
+                  store_col_json_string(s, 0), "uri", store_col_json_string(s, 1), "description",
+                  store_col_json_string(s, 2), "created_at", store_col_json_string(s, 3),
+                  "created_by", store_col_json_string(s, 4));
+    db_reset(s);
     if (d == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     if ((rc = string_list(c, sql_parents, digest, &parents, err)) != MG_OK ||
@@ -122,8 +115,8 @@ enum mg_code store_dataset_create(struct store *st, const char *actor, const jso
     static const char sql_exists[] = "SELECT 1 FROM datasets WHERE digest = ?";
     const char *digest = json_string_value(json_object_get(req, "digest"));
     json_t *parents = json_object_get(req, "parents"), *p, *have = NULL;
-    struct store_conn *c = store_write_begin(st, err);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
     char at[32];
     size_t i;
     enum mg_code rc;
@@ -146,15 +139,13 @@ enum mg_code store_dataset_create(struct store *st, const char *actor, const jso
         goto out;
     json_array_foreach(parents, i, p)
     {
-        int r;
-        if ((s = store_stmt(c, sql_exists, err)) == NULL) {
-            rc = err->code;
+        bool found;
+
+        s = db_prepare(c, sql_exists);
+        db_bind_text(s, 1, json_string_value(p));
+        if ((rc = store_exists(s, &found, err)) != MG_OK)
             goto out;
-        }
-        store_bind_text(s, 1, json_string_value(p));
-        r = sqlite3_step(s);
-        sqlite3_reset(s);
-        if (r != SQLITE_ROW) {
+        if (!found) {
             rc = mg_fail(err, MG_EINVAL, "parents",
                          "parent dataset %s is not registered; register it first",
                          json_string_value(p));
@@ -165,28 +156,22 @@ enum mg_code store_dataset_create(struct store *st, const char *actor, const jso
             goto out;
         }
     }
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
+    s = db_prepare(c, sql);
     store_now(at);
-    store_bind_text(s, 1, digest);
-    store_bind_text(s, 2, json_string_value(json_object_get(req, "name")));
-    store_bind_text(s, 3, json_string_value(json_object_get(req, "uri")));
-    store_bind_text(s, 4, json_string_value(json_object_get(req, "description")));
-    store_bind_text(s, 5, at);
-    store_bind_text(s, 6, actor);
-    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+    db_bind_text(s, 1, digest);
+    db_bind_text(s, 2, json_string_value(json_object_get(req, "name")));
+    db_bind_text(s, 3, json_string_value(json_object_get(req, "uri")));
+    db_bind_text(s, 4, json_string_value(json_object_get(req, "description")));
+    db_bind_text(s, 5, at);
+    db_bind_text(s, 6, actor);
+    if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     json_array_foreach(parents, i, p)
     {
-        if ((s = store_stmt(c, sql_parent, err)) == NULL) {
-            rc = err->code;
-            goto out;
-        }
-        store_bind_text(s, 1, digest);
-        store_bind_text(s, 2, json_string_value(p));
-        if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+        s = db_prepare(c, sql_parent);
+        db_bind_text(s, 1, digest);
+        db_bind_text(s, 2, json_string_value(p));
+        if ((rc = db_exec(s, err)) != MG_OK)
             goto out;
     }
     if ((rc = store_audit_append(c, actor, "dataset.create", digest, req, err)) != MG_OK)
@@ -207,7 +192,7 @@ out:
 enum mg_code store_dataset_get(struct store *st, const char *digest, json_t **out,
                                struct mg_error *err)
 {
-    struct store_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_begin(st);
     enum mg_code rc = dataset_read(c, digest, out, err);
 
     store_read_end(st, c);
@@ -231,40 +216,36 @@ enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t
         "JOIN version_datasets vd ON vd.digest = d.digest "
         "JOIN versions v ON v.id = vd.version_id JOIN models m ON m.id = v.model_id "
         "ORDER BY d.depth, m.name, v.version, vd.role";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
     json_t *items = json_array(), *seen = json_object(), *probe = NULL;
     enum mg_code rc;
-    int r, rows = 0;
+    int rows = 0;
+    bool row;
 
     /* Registered, or at least used directly by a version: otherwise 404. */
     rc = dataset_read(c, digest, &probe, err);
     json_decref(probe);
     if (rc == MG_ENOTFOUND) {
         static const char sql_used[] = "SELECT 1 FROM version_datasets WHERE digest = ?";
-        if ((s = store_stmt(c, sql_used, err)) == NULL) {
-            rc = err->code;
+        s = db_prepare(c, sql_used);
+        db_bind_text(s, 1, digest);
+        if ((rc = store_exists(s, &row, err)) != MG_OK)
+            goto out;
+        if (!row) {
+            rc = MG_ENOTFOUND; /* err already says so */
             goto out;
         }
-        store_bind_text(s, 1, digest);
-        r = sqlite3_step(s);
-        sqlite3_reset(s);
-        if (r != SQLITE_ROW)
-            goto out;
-        rc = MG_OK;
     }
     if (rc != MG_OK)
         goto out;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    store_bind_text(s, 1, digest);
-    while ((r = sqlite3_step(s)) == SQLITE_ROW && rows++ < LINEAGE_MAX_ROWS) {
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, digest);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row && rows++ < LINEAGE_MAX_ROWS) {
         char key[256];
-        const char *model = (const char *)sqlite3_column_text(s, 0);
-        const char *role = (const char *)sqlite3_column_text(s, 2);
-        int64_t ver = sqlite3_column_int64(s, 1);
+        const char *model = db_col_text(s, 0);
+        const char *role = db_col_text(s, 2);
+        int64_t ver = db_col_i64(s, 1);
 
         /* Keep the shortest path to each (model, version, role). */
         snprintf(key, sizeof(key), "%s\n%lld\n%s", model, (long long)ver, role);
@@ -275,9 +256,7 @@ enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t
                                                (json_int_t)ver, "role", role, "via",
                                                store_col_json(s, 3)));
     }
-    if (r != SQLITE_ROW && r != SQLITE_DONE)
-        rc = store_db_error(c, r, err);
-    sqlite3_reset(s);
+    db_reset(s);
     if (rc == MG_OK)
         *out = json_pack("{s:O}", "items", items);
 out:
@@ -291,7 +270,7 @@ enum mg_code store_datasets_unregistered(struct store *st, const json_t *digests
                                          size_t *unregistered, json_t **first, struct mg_error *err)
 {
     static const char sql[] = "SELECT 1 FROM datasets WHERE digest = ?";
-    struct store_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_begin(st);
     json_t *d;
     size_t i, n = 0;
     enum mg_code rc = MG_OK;
@@ -299,21 +278,21 @@ enum mg_code store_datasets_unregistered(struct store *st, const json_t *digests
     *first = NULL;
     json_array_foreach(digests, i, d)
     {
-        sqlite3_stmt *s = store_stmt(c, sql, err);
-        int r;
-        if (s == NULL) {
-            rc = err->code;
+        struct db_stmt *s = db_prepare(c, sql);
+        bool found;
+
+        db_bind_text(s, 1, json_string_value(d));
+        if ((rc = store_exists(s, &found, err)) != MG_OK)
             break;
-        }
-        store_bind_text(s, 1, json_string_value(d));
-        r = sqlite3_step(s);
-        sqlite3_reset(s);
-        if (r != SQLITE_ROW) {
-            if (n++ == 0)
-                *first = json_copy(d);
-        }
+        if (!found && n++ == 0)
+            *first = json_copy(d);
+    }
+    store_read_end(st, c);
+    if (rc != MG_OK) {
+        json_decref(*first);
+        *first = NULL;
+        return rc;
     }
     *unregistered = n;
-    store_read_end(st, c);
-    return rc;
+    return MG_OK;
 }

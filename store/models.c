@@ -10,11 +10,9 @@
 
 #define MODEL_COLS "name, description, tags, created_at, created_by, latest_version, owners"
 
-static json_t *model_row(sqlite3_stmt *s)
+static json_t *model_row(struct db_stmt *s)
 {
-    json_t *latest = sqlite3_column_type(s, 5) == SQLITE_NULL
-                         ? json_null()
-                         : json_integer(sqlite3_column_int64(s, 5));
+    json_t *latest = db_col_null(s, 5) ? json_null() : json_integer(db_col_i64(s, 5));
 
     return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:[], s:o}", "name",
                      store_col_json_string(s, 0), "description", store_col_json_string(s, 1),
@@ -23,49 +21,53 @@ static json_t *model_row(sqlite3_stmt *s)
                      "owners", store_col_json(s, 6));
 }
 
-/* [{"alias","routes"}] of the model's live aliases. */
-static json_t *model_aliases(struct store_conn *c, const char *name)
+/* m (a Model) gains "aliases": [{"alias","routes"}] of its live aliases. */
+static enum mg_code add_aliases(struct db_conn *c, json_t *m, struct mg_error *err)
 {
     static const char sql[] = "SELECT a.name, a.routes FROM aliases a JOIN models m "
                               "ON m.id = a.model_id WHERE m.name = ? AND a.deleted = 0 "
                               "ORDER BY a.name";
-    sqlite3_stmt *s = store_stmt(c, sql, NULL);
-    json_t *out = json_array();
+    struct db_stmt *s = db_prepare(c, sql);
+    json_t *list = json_array();
+    enum mg_code rc;
+    bool row;
 
-    if (s == NULL)
-        return out;
-    store_bind_text(s, 1, name);
-    while (sqlite3_step(s) == SQLITE_ROW)
-        json_array_append_new(out, json_pack("{s:o, s:o}", "alias", store_col_json_string(s, 0),
-                                             "routes", store_col_json(s, 1)));
-    sqlite3_reset(s);
-    return out;
+    db_bind_text(s, 1, json_string_value(json_object_get(m, "name")));
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_array_append_new(list, json_pack("{s:o, s:o}", "alias", store_col_json_string(s, 0),
+                                              "routes", store_col_json(s, 1)));
+    if (rc == MG_OK && json_object_set_new(m, "aliases", list) == 0)
+        return MG_OK;
+    if (rc == MG_OK)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    json_decref(list);
+    return rc;
 }
 
-static enum mg_code model_read(struct store_conn *c, const char *name, json_t **out,
+static enum mg_code model_read(struct db_conn *c, const char *name, json_t **out,
                                struct mg_error *err)
 {
     static const char sql[] = "SELECT " MODEL_COLS " FROM models WHERE name = ?";
-    sqlite3_stmt *s = store_stmt(c, sql, err);
+    struct db_stmt *s = db_prepare(c, sql);
+    json_t *m;
     enum mg_code rc;
-    int r;
+    bool row;
 
-    if (s == NULL)
-        return err->code;
-    store_bind_text(s, 1, name);
-    r = sqlite3_step(s);
-    if (r == SQLITE_ROW) {
-        *out = model_row(s);
-        rc = *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-        if (*out)
-            json_object_set_new(*out, "aliases", model_aliases(c, name));
-    } else if (r == SQLITE_DONE) {
-        rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", name);
-    } else {
-        rc = store_db_error(c, r, err);
+    db_bind_text(s, 1, name);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (!row)
+        return mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", name);
+    m = model_row(s);
+    db_reset(s);
+    if (m == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    if ((rc = add_aliases(c, m, err)) != MG_OK) {
+        json_decref(m);
+        return rc;
     }
-    sqlite3_reset(s);
-    return rc;
+    *out = m;
+    return MG_OK;
 }
 
 enum mg_code store_model_create(struct store *st, const char *actor, const json_t *req,
@@ -77,8 +79,8 @@ enum mg_code store_model_create(struct store *st, const char *actor, const json_
     const char *desc = json_string_value(json_object_get(req, "description"));
     json_t *tags = json_object_get(req, "tags");
     json_t *owners = json_object_get(req, "owners"); /* the creating token's teams */
-    struct store_conn *c;
-    sqlite3_stmt *s;
+    struct db_conn *c;
+    struct db_stmt *s;
     char at[32], *tags_text, *owners_text;
     json_t *m = NULL;
     enum mg_code rc;
@@ -95,18 +97,15 @@ enum mg_code store_model_create(struct store *st, const char *actor, const json_
         free(owners_text);
         return err->code;
     }
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
+    s = db_prepare(c, sql);
     store_now(at);
-    store_bind_text(s, 1, name);
-    store_bind_text(s, 2, desc ? desc : "");
-    store_bind_text(s, 3, tags_text);
-    store_bind_text(s, 4, at);
-    store_bind_text(s, 5, actor);
-    store_bind_text(s, 6, owners_text);
-    rc = store_exec_stmt(c, s, err);
+    db_bind_text(s, 1, name);
+    db_bind_text(s, 2, desc ? desc : "");
+    db_bind_text(s, 3, tags_text);
+    db_bind_text(s, 4, at);
+    db_bind_text(s, 5, actor);
+    db_bind_text(s, 6, owners_text);
+    rc = db_exec(s, err);
     if (rc == MG_ECONFLICT) {
         rc = mg_fail(err, MG_ECONFLICT, "name", "model '%s' already exists", name);
         goto out;
@@ -128,11 +127,29 @@ out:
 
 enum mg_code store_model_get(struct store *st, const char *name, json_t **out, struct mg_error *err)
 {
-    struct store_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_begin(st);
     enum mg_code rc = model_read(c, name, out, err);
 
     store_read_end(st, c);
     return rc;
+}
+
+static enum mg_code list_row(struct db_stmt *s, void *ctx, json_t **item, char cursor[128],
+                             struct mg_error *err)
+{
+    struct db_conn *c = ctx;
+    json_t *m = model_row(s);
+    enum mg_code rc;
+
+    if (m == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    snprintf(cursor, 128, "%s", db_col_text(s, 0));
+    if ((rc = add_aliases(c, m, err)) != MG_OK) {
+        json_decref(m);
+        return rc;
+    }
+    *item = m;
+    return MG_OK;
 }
 
 enum mg_code store_model_list(struct store *st, const char *q, const struct store_page *page,
@@ -141,42 +158,13 @@ enum mg_code store_model_list(struct store *st, const char *q, const struct stor
     static const char sql[] = "SELECT " MODEL_COLS " FROM models "
                               "WHERE (?1 IS NULL OR instr(name, ?1) > 0) "
                               "AND (?2 IS NULL OR name > ?2) ORDER BY name LIMIT ?3";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s;
-    json_t *items = json_array(), *next = json_null();
-    enum mg_code rc = MG_OK;
-    unsigned n = 0;
-    int r;
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
 
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    store_bind_text(s, 1, q);
-    store_bind_text(s, 2, page->page_token);
-    sqlite3_bind_int64(s, 3, (int64_t)page->limit + 1);
-    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == page->limit) {
-            json_t *last = json_array_get(items, n - 1);
-            json_decref(next);
-            next = json_copy(json_object_get(last, "name"));
-            break;
-        }
-        json_t *m = model_row(s);
-        if (m)
-            json_object_set_new(m, "aliases",
-                                model_aliases(c, (const char *)sqlite3_column_text(s, 0)));
-        json_array_append_new(items, m);
-        n++;
-    }
-    if (r != SQLITE_ROW && r != SQLITE_DONE)
-        rc = store_db_error(c, r, err);
-    sqlite3_reset(s);
-    if (rc == MG_OK)
-        *out = json_pack("{s:O, s:O}", "items", items, "next_page_token", next);
-out:
-    json_decref(items);
-    json_decref(next);
+    db_bind_text(s, 1, q);
+    db_bind_text(s, 2, page->page_token);
+    rc = store_page_rows(s, 3, page, list_row, c, out, err);
     store_read_end(st, c);
     return rc;
 }
@@ -188,8 +176,8 @@ enum mg_code store_model_patch(struct store *st, const char *actor, const char *
                               "tags = coalesce(?, tags) WHERE name = ?";
     const char *desc = json_string_value(json_object_get(patch, "description"));
     json_t *tags = json_object_get(patch, "tags");
-    struct store_conn *c;
-    sqlite3_stmt *s;
+    struct db_conn *c;
+    struct db_stmt *s;
     char *tags_text = NULL;
     json_t *m = NULL;
     enum mg_code rc;
@@ -200,16 +188,13 @@ enum mg_code store_model_patch(struct store *st, const char *actor, const char *
         free(tags_text);
         return err->code;
     }
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, desc);
+    db_bind_text(s, 2, tags_text);
+    db_bind_text(s, 3, name);
+    if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
-    }
-    store_bind_text(s, 1, desc);
-    store_bind_text(s, 2, tags_text);
-    store_bind_text(s, 3, name);
-    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
-        goto out;
-    if (sqlite3_changes(c->db) == 0) {
+    if (db_changes(s) == 0) {
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", name);
         goto out;
     }
@@ -230,29 +215,22 @@ enum mg_code store_model_owners(struct store *st, const char *model, json_t **ou
                                 struct mg_error *err)
 {
     static const char sql[] = "SELECT owners FROM models WHERE name = ?";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
     enum mg_code rc;
-    int r;
+    bool row;
 
     *out = NULL;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    store_bind_text(s, 1, model);
-    r = sqlite3_step(s);
-    if (r == SQLITE_ROW) {
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, model);
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
         *out = store_col_json(s, 0);
         rc =
             json_is_array(*out) ? MG_OK : mg_fail(err, MG_EDB, NULL, "corrupt owners of %s", model);
-    } else if (r == SQLITE_DONE) {
+    } else if (rc == MG_OK) {
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", model);
-    } else {
-        rc = store_db_error(c, r, err);
     }
-    sqlite3_reset(s);
-out:
+    db_reset(s);
     store_read_end(st, c);
     if (rc != MG_OK) {
         json_decref(*out);
@@ -265,8 +243,8 @@ enum mg_code store_model_set_owners(struct store *st, const char *actor, const c
                                     const json_t *teams, json_t **out, struct mg_error *err)
 {
     static const char sql[] = "UPDATE models SET owners = ? WHERE name = ?";
-    struct store_conn *c;
-    sqlite3_stmt *s;
+    struct db_conn *c;
+    struct db_stmt *s;
     json_t *m = NULL, *detail = NULL;
     char *text = store_json_text(teams);
     enum mg_code rc = MG_OK;
@@ -280,15 +258,12 @@ enum mg_code store_model_set_owners(struct store *st, const char *actor, const c
     }
     if ((rc = store_teams_exist(c, teams, err)) != MG_OK)
         goto out;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, text);
+    db_bind_text(s, 2, model);
+    if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
-    }
-    store_bind_text(s, 1, text);
-    store_bind_text(s, 2, model);
-    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
-        goto out;
-    if (sqlite3_changes(c->db) == 0) {
+    if (db_changes(s) == 0) {
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", model);
         goto out;
     }

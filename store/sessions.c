@@ -36,8 +36,8 @@ enum mg_code store_session_open(struct store *st, const char *secret, size_t n,
 {
     static const char sql[] = "INSERT INTO ui_sessions (id_hash, token_id, csrf, created_ms, "
                               "last_ms) VALUES (?, ?, ?, ?, ?)";
-    struct store_conn *c;
-    sqlite3_stmt *s;
+    struct db_conn *c;
+    struct db_stmt *s;
     uint8_t hash[32];
     int64_t now = mg_now_ms();
     enum mg_code rc;
@@ -49,16 +49,13 @@ enum mg_code store_session_open(struct store *st, const char *secret, size_t n,
     SHA256((const unsigned char *)id_out, STORE_SESSION_ID_LEN, hash);
     if ((c = store_write_begin(st, err)) == NULL)
         return err->code;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    sqlite3_bind_blob(s, 1, hash, sizeof(hash), SQLITE_TRANSIENT);
-    store_bind_text(s, 2, who->id);
-    store_bind_text(s, 3, csrf_out);
-    sqlite3_bind_int64(s, 4, now);
-    sqlite3_bind_int64(s, 5, now);
-    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+    s = db_prepare(c, sql);
+    db_bind_blob(s, 1, hash, sizeof(hash));
+    db_bind_text(s, 2, who->id);
+    db_bind_text(s, 3, csrf_out);
+    db_bind_i64(s, 4, now);
+    db_bind_i64(s, 5, now);
+    if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     rc = store_audit_append(c, who->name, "session.open", who->id, NULL, err);
 out:
@@ -75,43 +72,45 @@ enum mg_code store_session_check(struct store *st, const char *id, size_t n, int
         "FROM ui_sessions s JOIN tokens t ON t.id = s.token_id "
         "WHERE s.id_hash = ? AND t.revoked_at IS NULL";
     static const char sql_touch[] = "UPDATE ui_sessions SET last_ms = ? WHERE id_hash = ?";
-    struct store_conn *c;
-    sqlite3_stmt *s;
+    struct db_conn *c;
+    struct db_stmt *s;
     uint8_t hash[32];
     int64_t now = mg_now_ms(), last = 0, created = 0;
-    enum mg_code rc = MG_EUNAUTH;
+    enum mg_code rc;
+    bool row;
 
     if (n != STORE_SESSION_ID_LEN)
         return MG_EUNAUTH;
     SHA256((const unsigned char *)id, n, hash);
     c = store_read_begin(st);
-    if ((s = store_stmt(c, sql, NULL)) != NULL) {
-        sqlite3_bind_blob(s, 1, hash, sizeof(hash), SQLITE_TRANSIENT);
-        if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_bytes(s, 6) == 32 &&
-            mg_ct_equal(sqlite3_column_blob(s, 6), hash, 32)) {
-            snprintf(who->id, sizeof(who->id), "%s", sqlite3_column_text(s, 0));
-            snprintf(who->name, sizeof(who->name), "%s", sqlite3_column_text(s, 1));
-            who->roles = (unsigned)sqlite3_column_int(s, 2);
-            store_principal_scopes(who, (const char *)sqlite3_column_text(s, 7),
-                                   (const char *)sqlite3_column_text(s, 8));
-            snprintf(csrf_out, STORE_CSRF_LEN + 1, "%s", sqlite3_column_text(s, 3));
-            created = sqlite3_column_int64(s, 4);
-            last = sqlite3_column_int64(s, 5);
+    s = db_prepare(c, sql);
+    db_bind_blob(s, 1, hash, sizeof(hash));
+    if ((rc = db_step(s, &row, NULL)) == MG_OK) {
+        rc = MG_EUNAUTH;
+        if (row && db_col_bytes(s, 6) == 32 && mg_ct_equal(db_col_blob(s, 6), hash, 32)) {
+            snprintf(who->id, sizeof(who->id), "%s", db_col_text(s, 0));
+            snprintf(who->name, sizeof(who->name), "%s", db_col_text(s, 1));
+            who->roles = (unsigned)db_col_i64(s, 2);
+            store_principal_scopes(who, db_col_text(s, 7), db_col_text(s, 8));
+            snprintf(csrf_out, STORE_CSRF_LEN + 1, "%s", db_col_text(s, 3));
+            created = db_col_i64(s, 4);
+            last = db_col_i64(s, 5);
             rc = MG_OK;
         }
-        sqlite3_reset(s);
+        db_reset(s);
     }
     store_read_end(st, c);
-    if (rc != MG_OK || now - last > idle_ms || now - created > max_ms)
+    if (rc != MG_OK)
+        return rc;
+    if (now - last > idle_ms || now - created > max_ms)
         return MG_EUNAUTH;
-    /* Refresh the idle clock at most every 10 s: reads stay reads. */
+    /* Refresh the idle clock at most every 10 s: reads stay reads. A failed
+     * refresh only means the next request tries again. */
     if (now - last > 10000 && (c = store_write_begin(st, NULL)) != NULL) {
-        if ((s = store_stmt(c, sql_touch, NULL)) != NULL) {
-            sqlite3_bind_int64(s, 1, now);
-            sqlite3_bind_blob(s, 2, hash, sizeof(hash), SQLITE_TRANSIENT);
-            store_exec_stmt(c, s, NULL);
-        }
-        store_write_end(st, c, MG_OK, NULL);
+        s = db_prepare(c, sql_touch);
+        db_bind_i64(s, 1, now);
+        db_bind_blob(s, 2, hash, sizeof(hash));
+        store_write_end(st, c, db_exec(s, NULL), NULL);
     }
     return MG_OK;
 }
@@ -119,19 +118,14 @@ enum mg_code store_session_check(struct store *st, const char *id, size_t n, int
 enum mg_code store_session_close(struct store *st, const char *id, size_t n, struct mg_error *err)
 {
     static const char sql[] = "DELETE FROM ui_sessions WHERE id_hash = ?";
-    struct store_conn *c;
-    sqlite3_stmt *s;
+    struct db_conn *c;
+    struct db_stmt *s;
     uint8_t hash[32];
-    enum mg_code rc;
 
     SHA256((const unsigned char *)id, n, hash);
     if ((c = store_write_begin(st, err)) == NULL)
         return err->code;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-    } else {
-        sqlite3_bind_blob(s, 1, hash, sizeof(hash), SQLITE_TRANSIENT);
-        rc = store_exec_stmt(c, s, err);
-    }
-    return store_write_end(st, c, rc, err);
+    s = db_prepare(c, sql);
+    db_bind_blob(s, 1, hash, sizeof(hash));
+    return store_write_end(st, c, db_exec(s, err), err);
 }

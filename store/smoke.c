@@ -17,53 +17,45 @@
     " FROM smoke_tests t JOIN versions v ON v.id = t.version_id JOIN models m ON m.id = "          \
     "v.model_id "
 
-static json_t *col_int_or_null(sqlite3_stmt *s, int i)
+static json_t *smoke_row(struct db_stmt *s)
 {
-    return sqlite3_column_type(s, i) == SQLITE_NULL ? json_null()
-                                                    : json_integer(sqlite3_column_int64(s, i));
+    return json_pack(
+        "{s:o, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+        " s:o, s:o, s:o, s:o}",
+        "id", store_col_json_string(s, 0), "model", store_col_json_string(s, 1), "version",
+        (json_int_t)db_col_i64(s, 2), "profile", store_col_json_string(s, 3), "state",
+        store_col_json_string(s, 4), "trigger", store_col_json_string(s, 5), "gpu_mode",
+        store_col_json_string(s, 6), "gpu", store_col_json(s, 7), "created_at",
+        store_col_json_string(s, 8), "started_at", store_col_json_string(s, 9), "finished_at",
+        store_col_json_string(s, 10), "duration_ms", store_col_json_int(s, 11), "exit_code",
+        store_col_json_int(s, 12), "latency_ms", store_col_json(s, 13), "checks",
+        store_col_json(s, 14), "log_tail", store_col_json_string(s, 15), "reason",
+        store_col_json_string(s, 16), "peak_gpu_memory_mib", store_col_json_int(s, 17));
 }
 
-static json_t *smoke_row(sqlite3_stmt *s)
-{
-    return json_pack("{s:o, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-                     " s:o, s:o, s:o, s:o}",
-                     "id", store_col_json_string(s, 0), "model", store_col_json_string(s, 1),
-                     "version", (json_int_t)sqlite3_column_int64(s, 2), "profile",
-                     store_col_json_string(s, 3), "state", store_col_json_string(s, 4), "trigger",
-                     store_col_json_string(s, 5), "gpu_mode", store_col_json_string(s, 6), "gpu",
-                     store_col_json(s, 7), "created_at", store_col_json_string(s, 8), "started_at",
-                     store_col_json_string(s, 9), "finished_at", store_col_json_string(s, 10),
-                     "duration_ms", col_int_or_null(s, 11), "exit_code", col_int_or_null(s, 12),
-                     "latency_ms", store_col_json(s, 13), "checks", store_col_json(s, 14),
-                     "log_tail", store_col_json_string(s, 15), "reason",
-                     store_col_json_string(s, 16), "peak_gpu_memory_mib", col_int_or_null(s, 17));
-}
-
-static enum mg_code smoke_read(struct store_conn *c, const char *id, json_t **out,
+static enum mg_code smoke_read(struct db_conn *c, const char *id, json_t **out,
                                struct mg_error *err)
 {
     static const char sql[] = "SELECT " SMOKE_COLS SMOKE_FROM "WHERE t.id = ?";
-    sqlite3_stmt *s = store_stmt(c, sql, err);
-    int r;
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
 
-    if (s == NULL)
-        return err->code;
-    store_bind_text(s, 1, id);
-    r = sqlite3_step(s);
-    if (r == SQLITE_ROW)
-        *out = smoke_row(s);
-    sqlite3_reset(s);
-    if (r == SQLITE_ROW)
-        return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    return r == SQLITE_DONE ? mg_fail(err, MG_ENOTFOUND, NULL, "smoke test %s does not exist", id)
-                            : store_db_error(c, r, err);
+    db_bind_text(s, 1, id);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (!row)
+        return mg_fail(err, MG_ENOTFOUND, NULL, "smoke test %s does not exist", id);
+    *out = smoke_row(s);
+    db_reset(s);
+    return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 }
 
 enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t version,
                                  const char *trigger, const char *gpu_mode, json_t **out,
                                  bool *created, struct mg_error *err)
 {
-    struct store_conn *c = store_write_begin(st, err);
+    struct db_conn *c = store_write_begin(st, err);
     json_t *t = NULL;
     enum mg_code rc;
 
@@ -78,7 +70,7 @@ enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t ve
     return rc;
 }
 
-enum mg_code store_smoke_enqueue_in(struct store_conn *c, const char *model, int64_t version,
+enum mg_code store_smoke_enqueue_in(struct db_conn *c, const char *model, int64_t version,
                                     const char *trigger, const char *gpu_mode, json_t **out,
                                     bool *created, struct mg_error *err)
 {
@@ -89,37 +81,38 @@ enum mg_code store_smoke_enqueue_in(struct store_conn *c, const char *model, int
     static const char sql_ins[] =
         "INSERT INTO smoke_tests (id, version_id, profile, state, trigger, gpu_mode, created_at, "
         "created_ms) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)";
-    sqlite3_stmt *s;
+    struct db_stmt *s;
     int64_t vid;
     char id[24], at[32], *existing = NULL, *profile = NULL;
     uint8_t rnd[8];
     json_t *t = NULL;
     enum mg_code rc;
+    bool row;
 
     *out = NULL;
     *created = false;
     if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
         goto out;
-    if ((s = store_stmt(c, sql_open, err)) == NULL) {
-        rc = err->code;
+    s = db_prepare(c, sql_open);
+    db_bind_i64(s, 1, vid);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
         goto out;
+    if (row) {
+        existing = store_col_strdup(s, 0);
+        db_reset(s);
     }
-    sqlite3_bind_int64(s, 1, vid);
-    if (sqlite3_step(s) == SQLITE_ROW)
-        existing = strdup((const char *)sqlite3_column_text(s, 0));
-    sqlite3_reset(s);
     if (existing) {
         rc = smoke_read(c, existing, &t, err);
         goto out;
     }
-    if ((s = store_stmt(c, sql_profile, err)) == NULL) {
-        rc = err->code;
+    s = db_prepare(c, sql_profile);
+    db_bind_i64(s, 1, vid);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
         goto out;
+    if (row) {
+        profile = store_col_strdup(s, 0);
+        db_reset(s);
     }
-    sqlite3_bind_int64(s, 1, vid);
-    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
-        profile = strdup((const char *)sqlite3_column_text(s, 0));
-    sqlite3_reset(s);
     if (!mg_random_bytes(rnd, sizeof(rnd))) {
         rc = mg_fail(err, MG_EIO, NULL, "no random bytes for a smoke test id");
         goto out;
@@ -127,18 +120,15 @@ enum mg_code store_smoke_enqueue_in(struct store_conn *c, const char *model, int
     memcpy(id, "smk_", 4);
     mg_hex_encode(rnd, sizeof(rnd), id + 4);
     store_now(at);
-    if ((s = store_stmt(c, sql_ins, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    store_bind_text(s, 1, id);
-    sqlite3_bind_int64(s, 2, vid);
-    store_bind_text(s, 3, profile);
-    store_bind_text(s, 4, trigger);
-    store_bind_text(s, 5, gpu_mode);
-    store_bind_text(s, 6, at);
-    sqlite3_bind_int64(s, 7, mg_now_ms());
-    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+    s = db_prepare(c, sql_ins);
+    db_bind_text(s, 1, id);
+    db_bind_i64(s, 2, vid);
+    db_bind_text(s, 3, profile);
+    db_bind_text(s, 4, trigger);
+    db_bind_text(s, 5, gpu_mode);
+    db_bind_text(s, 6, at);
+    db_bind_i64(s, 7, mg_now_ms());
+    if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     *created = true;
     rc = smoke_read(c, id, &t, err);
@@ -161,39 +151,38 @@ enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found, stru
         "WHERE t.state = 'queued' ORDER BY t.created_ms LIMIT 1";
     static const char sql_run[] = "UPDATE smoke_tests SET state = 'running', started_at = ? WHERE "
                                   "id = ? AND state = 'queued'";
-    struct store_conn *c = store_write_begin(st, err);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
     json_t *j = NULL;
     char at[32];
     enum mg_code rc = MG_OK;
+    bool row;
 
     if (c == NULL)
         return err->code;
     *found = false;
-    if ((s = store_stmt(c, sql_next, err)) == NULL) {
-        rc = err->code;
+    s = db_prepare(c, sql_next);
+    if ((rc = db_step(s, &row, err)) != MG_OK || !row)
+        goto out;
+    j = json_pack("{s:o, s:o, s:I, s:o, s:o, s:{s:o, s:o, s:o}, s:o, s:o}", "id",
+                  store_col_json_string(s, 0), "model", store_col_json_string(s, 1), "version",
+                  (json_int_t)db_col_i64(s, 2), "profile", store_col_json_string(s, 3), "gpu_mode",
+                  store_col_json_string(s, 4), "artifact", "digest", store_col_json_string(s, 5),
+                  "media_type", store_col_json_string(s, 6), "files", store_col_json_int(s, 7),
+                  "smoke", store_col_json(s, 8), "resources", store_col_json(s, 9));
+    db_reset(s);
+    if (j == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    if (sqlite3_step(s) == SQLITE_ROW)
-        j = json_pack("{s:o, s:o, s:I, s:o, s:o, s:{s:o, s:o, s:o}, s:o, s:o}", "id",
-                      store_col_json_string(s, 0), "model", store_col_json_string(s, 1), "version",
-                      (json_int_t)sqlite3_column_int64(s, 2), "profile",
-                      store_col_json_string(s, 3), "gpu_mode", store_col_json_string(s, 4),
-                      "artifact", "digest", store_col_json_string(s, 5), "media_type",
-                      store_col_json_string(s, 6), "files", col_int_or_null(s, 7), "smoke",
-                      store_col_json(s, 8), "resources", store_col_json(s, 9));
-    sqlite3_reset(s);
-    if (j == NULL)
-        goto out;
-    if ((s = store_stmt(c, sql_run, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
+    s = db_prepare(c, sql_run);
     store_now(at);
-    store_bind_text(s, 1, at);
-    store_bind_text(s, 2, json_string_value(json_object_get(j, "id")));
-    if ((rc = store_exec_stmt(c, s, err)) == MG_OK)
-        *found = true;
+    db_bind_text(s, 1, at);
+    db_bind_text(s, 2, json_string_value(json_object_get(j, "id")));
+    /* Claimed only if this update moved it out of 'queued': with several
+     * processes on one database, another may have taken it first. */
+    if ((rc = db_exec(s, err)) == MG_OK)
+        *found = db_changes(s) == 1;
 out:
     rc = store_write_end(st, c, rc, err);
     if (rc == MG_OK && *found)
@@ -211,8 +200,8 @@ enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *
         "log_tail = coalesce(?, ''), reason = ?, duration_ms = ?, peak_gpu_memory_mib = ?, "
         "finished_at = ? "
         "WHERE id = ?";
-    struct store_conn *c = store_write_begin(st, err);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
     char at[32], *gpu = NULL, *lat = NULL, *checks = NULL;
     json_t *v;
     enum mg_code rc;
@@ -224,27 +213,23 @@ enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *
     if ((v = json_object_get(r, "latency_ms")) && !json_is_null(v))
         lat = store_json_text(v);
     checks = (v = json_object_get(r, "checks")) ? store_json_text(v) : strdup("[]");
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
+    s = db_prepare(c, sql);
     store_now(at);
-    store_bind_text(s, 1, json_string_value(json_object_get(r, "state")));
-    store_bind_text(s, 2, gpu);
+    db_bind_text(s, 1, json_string_value(json_object_get(r, "state")));
+    db_bind_text(s, 2, gpu);
     if (json_is_integer(v = json_object_get(r, "exit_code")))
-        sqlite3_bind_int64(s, 3, json_integer_value(v));
-    store_bind_text(s, 4, lat);
-    store_bind_text(s, 5, checks ? checks : "[]");
-    store_bind_text(s, 6, json_string_value(json_object_get(r, "log_tail")));
-    store_bind_text(s, 7, json_string_value(json_object_get(r, "reason")));
+        db_bind_i64(s, 3, json_integer_value(v));
+    db_bind_text(s, 4, lat);
+    db_bind_text(s, 5, checks ? checks : "[]");
+    db_bind_text(s, 6, json_string_value(json_object_get(r, "log_tail")));
+    db_bind_text(s, 7, json_string_value(json_object_get(r, "reason")));
     if (json_is_integer(v = json_object_get(r, "duration_ms")))
-        sqlite3_bind_int64(s, 8, json_integer_value(v));
+        db_bind_i64(s, 8, json_integer_value(v));
     if (json_is_integer(v = json_object_get(r, "peak_gpu_memory_mib")))
-        sqlite3_bind_int64(s, 9, json_integer_value(v));
-    store_bind_text(s, 10, at);
-    store_bind_text(s, 11, id);
-    rc = store_exec_stmt(c, s, err);
-out:
+        db_bind_i64(s, 9, json_integer_value(v));
+    db_bind_text(s, 10, at);
+    db_bind_text(s, 11, id);
+    rc = db_exec(s, err);
     free(gpu);
     free(lat);
     free(checks);
@@ -256,23 +241,21 @@ enum mg_code store_smoke_list(struct store *st, const char *model, int64_t versi
 {
     static const char sql[] = "SELECT " SMOKE_COLS SMOKE_FROM
                               "WHERE t.version_id = ? ORDER BY t.created_ms DESC LIMIT 100";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
     json_t *items = json_array();
     int64_t vid;
     enum mg_code rc;
+    bool row;
 
     if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
         goto out;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    sqlite3_bind_int64(s, 1, vid);
-    while (sqlite3_step(s) == SQLITE_ROW)
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, vid);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
         json_array_append_new(items, smoke_row(s));
-    sqlite3_reset(s);
-    *out = json_pack("{s:O}", "items", items);
+    if (rc == MG_OK)
+        *out = json_pack("{s:O}", "items", items);
 out:
     json_decref(items);
     store_read_end(st, c);
@@ -287,26 +270,29 @@ enum mg_code store_smoke_latest(struct store *st, const char *model, int64_t ver
     static const char sql[] =
         "SELECT " SMOKE_COLS SMOKE_FROM "WHERE t.version_id = ? AND (t.finished_at IS NULL OR "
         "t.finished_at >= ?) ORDER BY t.created_ms DESC LIMIT 1";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
     int64_t vid;
     char since[32];
     enum mg_code rc;
+    bool row;
 
     if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
         goto out;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, vid);
+    mg_time_format(since_ms, since);
+    db_bind_text(s, 2, since);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        goto out;
+    if (!row) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "no smoke test yet");
         goto out;
     }
-    sqlite3_bind_int64(s, 1, vid);
-    mg_time_format(since_ms, since);
-    store_bind_text(s, 2, since);
-    if (sqlite3_step(s) == SQLITE_ROW)
-        *out = smoke_row(s);
-    else
-        rc = mg_fail(err, MG_ENOTFOUND, NULL, "no smoke test yet");
-    sqlite3_reset(s);
+    *out = smoke_row(s);
+    db_reset(s);
+    if (*out == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 out:
     store_read_end(st, c);
     return rc;
@@ -318,19 +304,16 @@ enum mg_code store_smoke_counts(struct store *st, int64_t *queued, int64_t *runn
     static const char sql[] = "SELECT coalesce(sum(state = 'queued'), 0), "
                               "coalesce(sum(state = 'running'), 0) FROM smoke_tests "
                               "WHERE state IN ('queued', 'running')";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s = store_stmt(c, sql, err);
-    enum mg_code rc = MG_OK;
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
 
     *queued = *running = 0;
-    if (s == NULL) {
-        rc = err->code;
-    } else {
-        if (sqlite3_step(s) == SQLITE_ROW) {
-            *queued = sqlite3_column_int64(s, 0);
-            *running = sqlite3_column_int64(s, 1);
-        }
-        sqlite3_reset(s);
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        *queued = db_col_i64(s, 0);
+        *running = db_col_i64(s, 1);
+        db_reset(s);
     }
     store_read_end(st, c);
     return rc;
@@ -350,21 +333,17 @@ enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_err
         "SELECT DISTINCT m.name, json_extract(r.value, '$.version') FROM aliases a "
         "JOIN models m ON m.id = a.model_id, json_each(a.routes) r "
         "WHERE a.deleted = 0 AND json_extract(r.value, '$.weight') > 0 ORDER BY 1, 2";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s = store_stmt(c, sql, err);
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
     json_t *items = json_array();
-    enum mg_code rc = MG_OK;
+    enum mg_code rc;
+    bool row;
 
-    if (s == NULL) {
-        rc = err->code;
-    } else {
-        while (sqlite3_step(s) == SQLITE_ROW)
-            json_array_append_new(items,
-                                  json_pack("{s:o, s:I}", "model", store_col_json_string(s, 0),
-                                            "version", (json_int_t)sqlite3_column_int64(s, 1)));
-        sqlite3_reset(s);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_array_append_new(items, json_pack("{s:o, s:I}", "model", store_col_json_string(s, 0),
+                                               "version", (json_int_t)db_col_i64(s, 1)));
+    if (rc == MG_OK)
         *out = json_incref(items);
-    }
     json_decref(items);
     store_read_end(st, c);
     return rc;

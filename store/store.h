@@ -147,7 +147,8 @@ enum mg_code store_token_delete(struct store *st, const char *actor, const char 
                                 struct mg_error *err);
 
 /* Look a secret up (by its SHA-256, compared in constant time).
- * MG_EUNAUTH if unknown or revoked. */
+ * MG_EUNAUTH if unknown or revoked; a database failure is its own code
+ * (MG_EDB, MG_EUNAVAIL), never MG_EUNAUTH. */
 enum mg_code store_token_authenticate(struct store *st, const char *secret, size_t n,
                                       struct store_principal *out);
 
@@ -164,7 +165,8 @@ enum mg_code store_session_open(struct store *st, const char *secret, size_t n,
                                 struct mg_error *err);
 
 /* Resolve a cookie value: MG_EUNAUTH when unknown, idle longer than idle_ms,
- * older than max_ms, or its token was revoked. Refreshes last use. */
+ * older than max_ms, or its token was revoked; a database failure is its own
+ * code. Refreshes last use. */
 enum mg_code store_session_check(struct store *st, const char *id, size_t n, int64_t idle_ms,
                                  int64_t max_ms, struct store_principal *who,
                                  char csrf_out[STORE_CSRF_LEN + 1]);

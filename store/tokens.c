@@ -94,27 +94,26 @@ void store_principal_scopes(struct store_principal *who, const char *teams_json,
     json_decref(a);
 }
 
-enum mg_code store_teams_exist(struct store_conn *c, const json_t *teams, struct mg_error *err)
+enum mg_code store_teams_exist(struct db_conn *c, const json_t *teams, struct mg_error *err)
 {
     static const char sql[] = "SELECT 1 FROM teams WHERE name = ?";
-    sqlite3_stmt *s;
+    struct db_stmt *s;
     json_t *v;
     size_t i;
-    int r;
+    enum mg_code rc;
+    bool row;
 
     json_array_foreach(teams, i, v)
     {
-        if ((s = store_stmt(c, sql, err)) == NULL)
-            return err->code;
-        store_bind_text(s, 1, json_string_value(v));
-        r = sqlite3_step(s);
-        sqlite3_reset(s);
-        if (r != SQLITE_ROW && r != SQLITE_DONE)
-            return store_db_error(c, r, err);
-        if (r == SQLITE_DONE)
+        s = db_prepare(c, sql);
+        db_bind_text(s, 1, json_string_value(v));
+        if ((rc = db_step(s, &row, err)) != MG_OK)
+            return rc;
+        if (!row)
             return mg_fail(err, MG_EINVAL, "teams",
                            "team '%s' does not exist; create it with POST /api/v1/teams",
                            json_string_value(v));
+        db_reset(s);
     }
     return MG_OK;
 }
@@ -125,14 +124,14 @@ static char *list_text(const json_t *v)
     return v ? json_dumps(v, JSON_COMPACT) : strdup("[]");
 }
 
-static enum mg_code insert_token(struct store_conn *c, const char *actor, const char *name,
+static enum mg_code insert_token(struct db_conn *c, const char *actor, const char *name,
                                  unsigned roles, const json_t *teams, const json_t *aliases,
                                  char secret[STORE_TOKEN_SECRET_LEN + 1], char id[24], char at[32],
                                  struct mg_error *err)
 {
     static const char sql[] = "INSERT INTO tokens (id, name, roles, secret_hash, created_at, "
                               "created_by, teams, aliases) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
-    sqlite3_stmt *s;
+    struct db_stmt *s;
     uint8_t hash[32], rid[8];
     json_t *detail;
     char *tt = NULL, *at_ = NULL;
@@ -155,19 +154,16 @@ static enum mg_code insert_token(struct store_conn *c, const char *actor, const 
     memcpy(id, "tok_", 4);
     mg_hex_encode(rid, sizeof(rid), id + 4);
     store_now(at);
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    store_bind_text(s, 1, id);
-    store_bind_text(s, 2, name);
-    sqlite3_bind_int(s, 3, (int)roles);
-    sqlite3_bind_blob(s, 4, hash, sizeof(hash), SQLITE_TRANSIENT);
-    store_bind_text(s, 5, at);
-    store_bind_text(s, 6, actor);
-    store_bind_text(s, 7, tt);
-    store_bind_text(s, 8, at_);
-    rc = store_exec_stmt(c, s, err);
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, id);
+    db_bind_text(s, 2, name);
+    db_bind_i64(s, 3, (int)roles);
+    db_bind_blob(s, 4, hash, sizeof(hash));
+    db_bind_text(s, 5, at);
+    db_bind_text(s, 6, actor);
+    db_bind_text(s, 7, tt);
+    db_bind_text(s, 8, at_);
+    rc = db_exec(s, err);
     if (rc == MG_ECONFLICT) {
         rc =
             mg_fail(err, MG_ECONFLICT, "name",
@@ -191,22 +187,22 @@ enum mg_code store_token_bootstrap(struct store *st, char secret_out[STORE_TOKEN
                                    bool *created, struct mg_error *err)
 {
     static const char sql[] = "SELECT count(*) FROM tokens";
-    struct store_conn *c = store_write_begin(st, err);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
     char id[24], at[32];
     enum mg_code rc = MG_OK;
     int64_t n = 0;
+    bool row;
 
     if (c == NULL)
         return err->code;
     *created = false;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
+    s = db_prepare(c, sql);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
         goto out;
-    }
-    if (sqlite3_step(s) == SQLITE_ROW)
-        n = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
+    if (row)
+        n = db_col_i64(s, 0);
+    db_reset(s);
     if (n == 0) {
         rc = insert_token(c, "modelgated", "admin", STORE_ROLE_ADMIN, NULL, NULL, secret_out, id,
                           at, err);
@@ -220,7 +216,7 @@ enum mg_code store_token_create(struct store *st, const char *actor, const char 
                                 unsigned roles, const json_t *teams, const json_t *aliases,
                                 json_t **out, struct mg_error *err)
 {
-    struct store_conn *c = store_write_begin(st, err);
+    struct db_conn *c = store_write_begin(st, err);
     char secret[STORE_TOKEN_SECRET_LEN + 1], id[24], at[32];
     enum mg_code rc;
 
@@ -245,31 +241,25 @@ enum mg_code store_token_list(struct store *st, json_t **out, struct mg_error *e
 {
     static const char sql[] = "SELECT id, name, roles, created_at, created_by, teams, aliases "
                               "FROM tokens WHERE revoked_at IS NULL ORDER BY created_at, id";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
     json_t *items = json_array();
     enum mg_code rc = MG_OK;
-    int r;
+    bool row;
 
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+    s = db_prepare(c, sql);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
         json_array_append_new(
             items,
             json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "id", store_col_json_string(s, 0),
                       "name", store_col_json_string(s, 1), "roles",
-                      store_roles_to_json((unsigned)sqlite3_column_int(s, 2)), "created_at",
+                      store_roles_to_json((unsigned)(int)db_col_i64(s, 2)), "created_at",
                       store_col_json_string(s, 3), "created_by", store_col_json_string(s, 4),
                       "teams", store_col_json(s, 5), "aliases", store_col_json(s, 6)));
     }
-    if (r != SQLITE_DONE)
-        rc = store_db_error(c, r, err);
-    sqlite3_reset(s);
+    db_reset(s);
     if (rc == MG_OK)
         *out = json_pack("{s:O, s:n}", "items", items, "next_page_token");
-out:
     json_decref(items);
     store_read_end(st, c);
     return rc;
@@ -280,23 +270,20 @@ enum mg_code store_token_delete(struct store *st, const char *actor, const char 
 {
     static const char sql[] =
         "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL";
-    struct store_conn *c = store_write_begin(st, err);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
     char at[32];
     enum mg_code rc;
 
     if (c == NULL)
         return err->code;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
+    s = db_prepare(c, sql);
     store_now(at);
-    store_bind_text(s, 1, at);
-    store_bind_text(s, 2, id);
-    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+    db_bind_text(s, 1, at);
+    db_bind_text(s, 2, id);
+    if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
-    if (sqlite3_changes(c->db) == 0) {
+    if (db_changes(s) == 0) {
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "token '%s' does not exist", id);
         goto out;
     }
@@ -351,11 +338,12 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
 {
     static const char sql[] = "SELECT id, name, roles, secret_hash, teams, aliases FROM tokens "
                               "WHERE secret_hash = ? AND revoked_at IS NULL";
-    struct store_conn *c;
-    sqlite3_stmt *s;
+    struct db_conn *c;
+    struct db_stmt *s;
     uint8_t hash[32];
-    enum mg_code rc = MG_EUNAUTH;
+    enum mg_code rc;
     uint64_t epoch;
+    bool row;
 
     if (n == 0 || n > 256)
         return MG_EUNAUTH;
@@ -366,22 +354,21 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
     epoch = st->tcache_epoch;
     pthread_mutex_unlock(&st->tlock);
     c = store_read_begin(st);
-    if ((s = store_stmt(c, sql, NULL)) == NULL) {
-        rc = MG_EDB;
-        goto out;
+    s = db_prepare(c, sql);
+    db_bind_blob(s, 1, hash, sizeof(hash));
+    /* A database error is that error (the server answers 500/503), never
+     * "unknown token". */
+    if ((rc = db_step(s, &row, NULL)) == MG_OK) {
+        rc = MG_EUNAUTH;
+        if (row && db_col_bytes(s, 3) == 32 && mg_ct_equal(db_col_blob(s, 3), hash, 32)) {
+            snprintf(out->id, sizeof(out->id), "%s", db_col_text(s, 0));
+            snprintf(out->name, sizeof(out->name), "%s", db_col_text(s, 1));
+            out->roles = (unsigned)db_col_i64(s, 2);
+            store_principal_scopes(out, db_col_text(s, 4), db_col_text(s, 5));
+            rc = MG_OK;
+        }
+        db_reset(s);
     }
-    sqlite3_bind_blob(s, 1, hash, sizeof(hash), SQLITE_TRANSIENT);
-    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_bytes(s, 3) == 32 &&
-        mg_ct_equal(sqlite3_column_blob(s, 3), hash, 32)) {
-        snprintf(out->id, sizeof(out->id), "%s", (const char *)sqlite3_column_text(s, 0));
-        snprintf(out->name, sizeof(out->name), "%s", (const char *)sqlite3_column_text(s, 1));
-        out->roles = (unsigned)sqlite3_column_int(s, 2);
-        store_principal_scopes(out, (const char *)sqlite3_column_text(s, 4),
-                               (const char *)sqlite3_column_text(s, 5));
-        rc = MG_OK;
-    }
-    sqlite3_reset(s);
-out:
     store_read_end(st, c);
     if (rc == MG_OK)
         cache_put(st, hash, epoch, out);
@@ -409,8 +396,8 @@ enum mg_code store_team_create(struct store *st, const char *actor, const char *
                                struct mg_error *err)
 {
     static const char sql[] = "INSERT INTO teams (name, created_at, created_by) VALUES (?, ?, ?)";
-    struct store_conn *c;
-    sqlite3_stmt *s;
+    struct db_conn *c;
+    struct db_stmt *s;
     char at[32];
     enum mg_code rc;
 
@@ -420,15 +407,12 @@ enum mg_code store_team_create(struct store *st, const char *actor, const char *
                        "a team name is 1-63 of a-z, 0-9 and '-', not starting with '-'");
     if ((c = store_write_begin(st, err)) == NULL)
         return err->code;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
+    s = db_prepare(c, sql);
     store_now(at);
-    store_bind_text(s, 1, name);
-    store_bind_text(s, 2, at);
-    store_bind_text(s, 3, actor);
-    rc = store_exec_stmt(c, s, err);
+    db_bind_text(s, 1, name);
+    db_bind_text(s, 2, at);
+    db_bind_text(s, 3, actor);
+    rc = db_exec(s, err);
     if (rc == MG_ECONFLICT) {
         rc = mg_fail(err, MG_ECONFLICT, "name", "team '%s' already exists", name);
         goto out;
@@ -445,26 +429,20 @@ out:
 enum mg_code store_team_list(struct store *st, json_t **out, struct mg_error *err)
 {
     static const char sql[] = "SELECT name, created_at FROM teams ORDER BY name";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
     json_t *items = json_array();
     enum mg_code rc = MG_OK;
-    int r;
+    bool row;
 
     *out = NULL;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    while ((r = sqlite3_step(s)) == SQLITE_ROW)
+    s = db_prepare(c, sql);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
         json_array_append_new(items, json_pack("{s:o, s:o}", "name", store_col_json_string(s, 0),
                                                "created_at", store_col_json_string(s, 1)));
-    if (r != SQLITE_DONE)
-        rc = store_db_error(c, r, err);
-    sqlite3_reset(s);
+    db_reset(s);
     if (rc == MG_OK)
         *out = json_pack("{s:O, s:n}", "items", items, "next_page_token");
-out:
     json_decref(items);
     store_read_end(st, c);
     return rc;

@@ -28,97 +28,79 @@ static void set_json_or_skip(json_t *obj, const char *key, json_t *v)
     json_object_set_new(obj, key, v);
 }
 
-static enum mg_code load_datasets(struct store_conn *c, int64_t vid, json_t *ver,
-                                  struct mg_error *err)
+static enum mg_code load_datasets(struct db_conn *c, int64_t vid, json_t *ver, struct mg_error *err)
 {
     static const char sql[] = "SELECT digest, name, uri, role FROM version_datasets "
                               "WHERE version_id = ? ORDER BY ord";
-    sqlite3_stmt *s = store_stmt(c, sql, err);
+    struct db_stmt *s = db_prepare(c, sql);
     json_t *arr = json_array();
-    int r;
+    enum mg_code rc;
+    bool row;
 
-    if (s == NULL) {
-        json_decref(arr);
-        return err->code;
-    }
-    sqlite3_bind_int64(s, 1, vid);
-    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+    db_bind_i64(s, 1, vid);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
         json_t *d = json_pack("{s:o, s:o}", "digest", store_col_json_string(s, 0), "role",
                               store_col_json_string(s, 3));
         set_json_or_skip(d, "name", store_col_json_string(s, 1));
         set_json_or_skip(d, "uri", store_col_json_string(s, 2));
         json_array_append_new(arr, d);
     }
-    sqlite3_reset(s);
     json_object_set_new(ver, "datasets", arr);
-    return r == SQLITE_DONE ? MG_OK : store_db_error(c, r, err);
+    return rc;
 }
 
-static enum mg_code load_metrics(struct store_conn *c, int64_t vid, json_t *ver,
-                                 struct mg_error *err)
+static enum mg_code load_metrics(struct db_conn *c, int64_t vid, json_t *ver, struct mg_error *err)
 {
     static const char sql[] = "SELECT name, value, by, at FROM version_metrics "
                               "WHERE version_id = ? ORDER BY seq";
-    sqlite3_stmt *s = store_stmt(c, sql, err);
+    struct db_stmt *s = db_prepare(c, sql);
     json_t *metrics = json_object(), *hist = json_array();
-    int r;
+    enum mg_code rc;
+    bool row;
 
-    if (s == NULL) {
-        json_decref(metrics);
-        json_decref(hist);
-        return err->code;
-    }
-    sqlite3_bind_int64(s, 1, vid);
-    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(s, 0);
-        double value = sqlite3_column_double(s, 1);
+    db_bind_i64(s, 1, vid);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        const char *name = db_col_text(s, 0);
+        double value = db_col_double(s, 1);
         json_object_set_new(metrics, name, json_real(value));
         json_array_append_new(hist, json_pack("{s:s, s:f, s:o, s:o}", "name", name, "value", value,
                                               "by", store_col_json_string(s, 2), "at",
                                               store_col_json_string(s, 3)));
     }
-    sqlite3_reset(s);
     json_object_set_new(ver, "metrics", metrics);
     json_object_set_new(ver, "metrics_history", hist);
-    return r == SQLITE_DONE ? MG_OK : store_db_error(c, r, err);
+    return rc;
 }
 
 /* The aliases this version was rolled back from. */
-static enum mg_code load_bad_for(struct store_conn *c, int64_t vid, json_t *ver,
-                                 struct mg_error *err)
+static enum mg_code load_bad_for(struct db_conn *c, int64_t vid, json_t *ver, struct mg_error *err)
 {
     static const char sql[] = "SELECT a.name FROM versions v "
                               "JOIN aliases a ON a.model_id = v.model_id "
                               "JOIN alias_bad b ON b.alias_id = a.id AND b.version = v.version "
                               "WHERE v.id = ? ORDER BY a.name";
-    sqlite3_stmt *s = store_stmt(c, sql, err);
+    struct db_stmt *s = db_prepare(c, sql);
     json_t *arr = json_array();
-    int r;
+    enum mg_code rc;
+    bool row;
 
-    if (s == NULL) {
-        json_decref(arr);
-        return err->code;
-    }
-    sqlite3_bind_int64(s, 1, vid);
-    while ((r = sqlite3_step(s)) == SQLITE_ROW)
+    db_bind_i64(s, 1, vid);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
         json_array_append_new(arr, store_col_json_string(s, 0));
-    sqlite3_reset(s);
     json_object_set_new(ver, "bad_for", arr);
-    return r == SQLITE_DONE ? MG_OK : store_db_error(c, r, err);
+    return rc;
 }
 
 /* Build the Version object from the current row of a VERSION_SELECT statement. */
-static json_t *version_row(sqlite3_stmt *s)
+static json_t *version_row(struct db_stmt *s)
 {
-    json_t *files = sqlite3_column_type(s, 6) == SQLITE_NULL
-                        ? json_null()
-                        : json_integer(sqlite3_column_int64(s, 6));
+    json_t *files = db_col_null(s, 6) ? json_null() : json_integer(db_col_i64(s, 6));
     json_t *v = json_pack(
         "{s:o, s:I, s:{s:o, s:I, s:o, s:o}, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:n, s:[]}", "model",
-        store_col_json_string(s, 1), "version", (json_int_t)sqlite3_column_int64(s, 2), "artifact",
-        "digest", store_col_json_string(s, 3), "size", (json_int_t)sqlite3_column_int64(s, 4),
-        "media_type", store_col_json_string(s, 5), "files", files, "params", store_col_json(s, 10),
-        "tags", store_col_json(s, 11), "description", store_col_json_string(s, 14), "created_at",
+        store_col_json_string(s, 1), "version", (json_int_t)db_col_i64(s, 2), "artifact", "digest",
+        store_col_json_string(s, 3), "size", (json_int_t)db_col_i64(s, 4), "media_type",
+        store_col_json_string(s, 5), "files", files, "params", store_col_json(s, 10), "tags",
+        store_col_json(s, 11), "description", store_col_json_string(s, 14), "created_at",
         store_col_json_string(s, 15), "created_by", store_col_json_string(s, 16), "image",
         store_col_json_string(s, 7), "status", "ready", "signature", "bad_for");
 
@@ -128,10 +110,10 @@ static json_t *version_row(sqlite3_stmt *s)
     set_json_or_skip(v, "source", store_col_json(s, 9));
     set_json_or_skip(v, "smoke", store_col_json(s, 12));
     set_json_or_skip(v, "resources", store_col_json(s, 13));
-    if (sqlite3_column_type(s, 17) != SQLITE_NULL) {
+    if (!db_col_null(s, 17)) {
         char url[256];
-        snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature",
-                 (const char *)sqlite3_column_text(s, 1), (long long)sqlite3_column_int64(s, 2));
+        snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature", db_col_text(s, 1),
+                 (long long)db_col_i64(s, 2));
         json_object_set_new(
             v, "signature",
             json_pack("{s:o, s:s}", "keyid", store_col_json_string(s, 17), "url", url));
@@ -140,25 +122,21 @@ static json_t *version_row(sqlite3_stmt *s)
 }
 
 /* Load a full Version by row id, in any open transaction. */
-static enum mg_code version_load(struct store_conn *c, int64_t vid, json_t **out,
-                                 struct mg_error *err)
+static enum mg_code version_load(struct db_conn *c, int64_t vid, json_t **out, struct mg_error *err)
 {
     static const char sql[] = VERSION_SELECT "WHERE v.id = ?";
-    sqlite3_stmt *s = store_stmt(c, sql, err);
+    struct db_stmt *s = db_prepare(c, sql);
     json_t *v = NULL;
     enum mg_code rc;
-    int r;
+    bool row;
 
-    if (s == NULL)
-        return err->code;
-    sqlite3_bind_int64(s, 1, vid);
-    r = sqlite3_step(s);
-    if (r == SQLITE_ROW)
-        v = version_row(s);
-    sqlite3_reset(s);
-    if (r != SQLITE_ROW)
-        return r == SQLITE_DONE ? mg_fail(err, MG_ENOTFOUND, NULL, "version does not exist")
-                                : store_db_error(c, r, err);
+    db_bind_i64(s, 1, vid);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (!row)
+        return mg_fail(err, MG_ENOTFOUND, NULL, "version does not exist");
+    v = version_row(s);
+    db_reset(s);
     if (v == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     if ((rc = load_datasets(c, vid, v, err)) != MG_OK ||
@@ -171,7 +149,7 @@ static enum mg_code version_load(struct store_conn *c, int64_t vid, json_t **out
     return MG_OK;
 }
 
-static enum mg_code insert_metrics(struct store_conn *c, int64_t vid, const char *actor,
+static enum mg_code insert_metrics(struct db_conn *c, int64_t vid, const char *actor,
                                    const json_t *metrics, bool *changed, struct mg_error *err)
 {
     static const char sql_get[] =
@@ -181,23 +159,23 @@ static enum mg_code insert_metrics(struct store_conn *c, int64_t vid, const char
     const char *name;
     json_t *val;
     char at[32];
-    sqlite3_stmt *s;
+    struct db_stmt *s;
     enum mg_code rc;
 
     store_now(at);
     json_object_foreach((json_t *)metrics, name, val)
     {
         double d = json_number_value(val);
-        int r;
+        bool row;
 
-        if ((s = store_stmt(c, sql_get, err)) == NULL)
-            return err->code;
-        sqlite3_bind_int64(s, 1, vid);
-        store_bind_text(s, 2, name);
-        r = sqlite3_step(s);
-        if (r == SQLITE_ROW) {
-            double have = sqlite3_column_double(s, 0);
-            sqlite3_reset(s);
+        s = db_prepare(c, sql_get);
+        db_bind_i64(s, 1, vid);
+        db_bind_text(s, 2, name);
+        if ((rc = db_step(s, &row, err)) != MG_OK)
+            return rc;
+        if (row) {
+            double have = db_col_double(s, 0);
+            db_reset(s);
             if (have != d)
                 return mg_fail(err, MG_ECONFLICT, "metrics",
                                "metric '%s' already has the value %.17g; metrics are "
@@ -205,83 +183,68 @@ static enum mg_code insert_metrics(struct store_conn *c, int64_t vid, const char
                                name, have);
             continue;
         }
-        sqlite3_reset(s);
-        if (r != SQLITE_DONE)
-            return store_db_error(c, r, err);
-        if ((s = store_stmt(c, sql_ins, err)) == NULL)
-            return err->code;
-        sqlite3_bind_int64(s, 1, vid);
-        store_bind_text(s, 2, name);
-        sqlite3_bind_double(s, 3, d);
-        store_bind_text(s, 4, actor);
-        store_bind_text(s, 5, at);
-        if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+        s = db_prepare(c, sql_ins);
+        db_bind_i64(s, 1, vid);
+        db_bind_text(s, 2, name);
+        db_bind_double(s, 3, d);
+        db_bind_text(s, 4, actor);
+        db_bind_text(s, 5, at);
+        if ((rc = db_exec(s, err)) != MG_OK)
             return rc;
         *changed = true;
     }
     return MG_OK;
 }
 
-static enum mg_code insert_datasets(struct store_conn *c, int64_t vid, const json_t *datasets,
+static enum mg_code insert_datasets(struct db_conn *c, int64_t vid, const json_t *datasets,
                                     struct mg_error *err)
 {
     static const char sql[] = "INSERT INTO version_datasets (version_id, ord, digest, name, "
                               "uri, role) VALUES (?, ?, ?, ?, ?, ?)";
     size_t i;
     json_t *d;
-    sqlite3_stmt *s;
+    struct db_stmt *s;
     enum mg_code rc;
 
     json_array_foreach(datasets, i, d)
     {
-        if ((s = store_stmt(c, sql, err)) == NULL)
-            return err->code;
-        sqlite3_bind_int64(s, 1, vid);
-        sqlite3_bind_int64(s, 2, (int64_t)i);
-        store_bind_text(s, 3, json_string_value(json_object_get(d, "digest")));
-        store_bind_text(s, 4, json_string_value(json_object_get(d, "name")));
-        store_bind_text(s, 5, json_string_value(json_object_get(d, "uri")));
-        store_bind_text(s, 6, json_string_value(json_object_get(d, "role")));
-        if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+        s = db_prepare(c, sql);
+        db_bind_i64(s, 1, vid);
+        db_bind_i64(s, 2, (int64_t)i);
+        db_bind_text(s, 3, json_string_value(json_object_get(d, "digest")));
+        db_bind_text(s, 4, json_string_value(json_object_get(d, "name")));
+        db_bind_text(s, 5, json_string_value(json_object_get(d, "uri")));
+        db_bind_text(s, 6, json_string_value(json_object_get(d, "role")));
+        if ((rc = db_exec(s, err)) != MG_OK)
             return rc;
     }
     return MG_OK;
 }
 
-static enum mg_code blob_exists(struct store_conn *c, const char *digest, struct mg_error *err)
+static enum mg_code blob_exists(struct db_conn *c, const char *digest, struct mg_error *err)
 {
     static const char sql[] = "SELECT 1 FROM blobs WHERE digest = ?";
-    sqlite3_stmt *s = store_stmt(c, sql, err);
-    int r;
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool found;
 
-    if (s == NULL)
-        return err->code;
-    store_bind_text(s, 1, digest);
-    r = sqlite3_step(s);
-    sqlite3_reset(s);
-    if (r == SQLITE_ROW)
-        return MG_OK;
-    if (r != SQLITE_DONE)
-        return store_db_error(c, r, err);
+    db_bind_text(s, 1, digest);
+    if ((rc = store_exists(s, &found, err)) != MG_OK || found)
+        return rc;
     return mg_fail(err, MG_EINVAL, "artifact",
                    "artifact blob %s does not exist; upload it with POST /api/v1/blobs first",
                    digest);
 }
 
 /* Whether a stored blob was recognised as an archive (files is not NULL). */
-static bool blob_is_archive(struct store_conn *c, const char *digest)
+static enum mg_code blob_is_archive(struct db_conn *c, const char *digest, bool *yes,
+                                    struct mg_error *err)
 {
-    static const char sql[] = "SELECT files IS NOT NULL FROM blobs WHERE digest = ?";
-    sqlite3_stmt *s = store_stmt(c, sql, NULL);
-    bool yes = false;
+    static const char sql[] = "SELECT 1 FROM blobs WHERE digest = ? AND files IS NOT NULL";
+    struct db_stmt *s = db_prepare(c, sql);
 
-    if (s == NULL)
-        return false;
-    store_bind_text(s, 1, digest);
-    if (sqlite3_step(s) == SQLITE_ROW)
-        yes = sqlite3_column_int(s, 0) != 0;
-    sqlite3_reset(s);
-    return yes;
+    db_bind_text(s, 1, digest);
+    return store_exists(s, yes, err);
 }
 
 /* JSON text of an optional member, or NULL when absent. */
@@ -320,7 +283,7 @@ static int resource_order(const void *a, const void *b)
 
 /* Sign the new version with the active key and store the bundle, inside the
  * version's transaction: a version never exists unsigned. */
-static enum mg_code sign_version(struct store *st, struct store_conn *c, int64_t vid,
+static enum mg_code sign_version(struct store *st, struct db_conn *c, int64_t vid,
                                  const char *model, int64_t n, const char *artifact,
                                  const json_t *req, const char *at, const char *actor,
                                  struct mg_error *err)
@@ -333,17 +296,16 @@ static enum mg_code sign_version(struct store *st, struct store_conn *c, int64_t
     size_t nres = 0, cap = 0, i;
     char subject[128], *bundle = NULL;
     json_t *meta = NULL;
-    sqlite3_stmt *s;
+    struct db_stmt *s;
     enum mg_code rc = MG_OK;
-    int r;
+    bool row, archive = false;
 
     if (st->keys == NULL || st->keys->active == NULL)
         return MG_OK; /* a store opened without keys (tools, tests) signs nothing */
-    if ((s = store_stmt(c, sql_files, err)) == NULL)
-        return err->code;
-    store_bind_text(s, 1, artifact);
-    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
-        const char *hex = (const char *)sqlite3_column_text(s, 1);
+    s = db_prepare(c, sql_files);
+    db_bind_text(s, 1, artifact);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        const char *hex = db_col_text(s, 1);
         if (nres == cap) {
             size_t ncap = cap ? cap * 2 : 64;
             struct sign_resource *nr = realloc(res, ncap * sizeof(*res));
@@ -354,7 +316,7 @@ static enum mg_code sign_version(struct store *st, struct store_conn *c, int64_t
             res = nr;
             cap = ncap;
         }
-        res[nres].name = strdup((const char *)sqlite3_column_text(s, 0));
+        res[nres].name = strdup(db_col_text(s, 0));
         if (res[nres].name == NULL || hex == NULL || !mg_hex_decode(hex, 32, res[nres].digest)) {
             free((char *)res[nres].name);
             rc = mg_fail(err, MG_EDB, NULL, "corrupt file manifest of %s", artifact);
@@ -362,17 +324,15 @@ static enum mg_code sign_version(struct store *st, struct store_conn *c, int64_t
         }
         nres++;
     }
-    sqlite3_reset(s);
+    db_reset(s);
     if (rc != MG_OK)
         goto out;
-    if (r != SQLITE_DONE && r != SQLITE_ROW) {
-        rc = store_db_error(c, r, err);
-        goto out;
-    }
     /* The manifest in model_signing's path order, whatever order the database used. */
     if (nres > 1)
         qsort(res, nres, sizeof(*res), resource_order);
-    if (nres == 0 && !blob_is_archive(c, artifact)) {
+    if (nres == 0 && (rc = blob_is_archive(c, artifact, &archive, err)) != MG_OK)
+        goto out;
+    if (nres == 0 && !archive) {
         res = calloc(1, sizeof(*res));
         if (res == NULL || (res[0].name = strdup(".")) == NULL) {
             rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
@@ -390,14 +350,11 @@ static enum mg_code sign_version(struct store *st, struct store_conn *c, int64_t
     if ((rc = sign_bundle_create(st->keys->active, subject, res, nres, meta, &bundle, err)) !=
         MG_OK)
         goto out;
-    if ((s = store_stmt(c, sql_ins, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    sqlite3_bind_int64(s, 1, vid);
-    store_bind_text(s, 2, st->keys->active->keyid);
-    store_bind_text(s, 3, bundle);
-    rc = store_exec_stmt(c, s, err);
+    s = db_prepare(c, sql_ins);
+    db_bind_i64(s, 1, vid);
+    db_bind_text(s, 2, st->keys->active->keyid);
+    db_bind_text(s, 3, bundle);
+    rc = db_exec(s, err);
 out:
     for (i = 0; i < nres; i++)
         free((char *)res[i].name);
@@ -410,13 +367,15 @@ out:
 enum mg_code store_version_create(struct store *st, const char *actor, const char *model,
                                   const json_t *req, json_t **out, struct mg_error *err)
 {
-    static const char sql_next[] =
-        "SELECT coalesce(max(version), 0) + 1 FROM versions WHERE model_id = ?";
+    /* The model's row is the counter: the update takes its lock, so versions are
+     * numbered 1, 2, 3… without gaps or duplicates whoever else creates one. */
+    static const char sql_next[] = "UPDATE models SET latest_version = "
+                                   "coalesce(latest_version, 0) + 1 WHERE id = ? "
+                                   "RETURNING latest_version";
     static const char sql_ins[] =
         "INSERT INTO versions (model_id, version, artifact, image, run_id, source, params, "
         "tags, smoke, resources, description, created_at, created_by) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-    static const char sql_latest[] = "UPDATE models SET latest_version = ? WHERE id = ?";
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id";
     const char *artifact = json_string_value(json_object_get(req, "artifact"));
     const char *desc = json_string_value(json_object_get(req, "description"));
     json_t *params = json_object_get(req, "params"), *tags = json_object_get(req, "tags");
@@ -425,12 +384,12 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
     char *resources = member_text(req, "resources");
     char *params_t = params ? store_json_text(params) : strdup("{}");
     char *tags_t = tags ? store_json_text(tags) : strdup("{}");
-    struct store_conn *c = NULL;
-    sqlite3_stmt *s;
+    struct db_conn *c = NULL;
+    struct db_stmt *s;
     int64_t mid, n = 0, vid = 0;
     char at[32], target[128];
     json_t *v = NULL, *detail;
-    bool changed = false;
+    bool changed = false, row;
     enum mg_code rc = MG_OK;
 
     if (params_t == NULL || tags_t == NULL) {
@@ -444,46 +403,40 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
     if ((rc = store_model_id(c, model, &mid, err)) != MG_OK ||
         (rc = blob_exists(c, artifact, err)) != MG_OK)
         goto out;
-    if ((s = store_stmt(c, sql_next, err)) == NULL) {
-        rc = err->code;
+    s = db_prepare(c, sql_next);
+    db_bind_i64(s, 1, mid);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        goto out;
+    if (!row) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", model);
         goto out;
     }
-    sqlite3_bind_int64(s, 1, mid);
-    if (sqlite3_step(s) == SQLITE_ROW)
-        n = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    if ((s = store_stmt(c, sql_ins, err)) == NULL) {
-        rc = err->code;
+    n = db_col_i64(s, 0);
+    if ((rc = db_exec(s, err)) != MG_OK) /* a RETURNING statement ends at its last step */
         goto out;
-    }
+    s = db_prepare(c, sql_ins);
     store_now(at);
-    sqlite3_bind_int64(s, 1, mid);
-    sqlite3_bind_int64(s, 2, n);
-    store_bind_text(s, 3, artifact);
-    store_bind_text(s, 4, json_string_value(json_object_get(req, "image")));
-    store_bind_text(s, 5, json_string_value(json_object_get(req, "run_id")));
-    store_bind_text(s, 6, source);
-    store_bind_text(s, 7, params_t);
-    store_bind_text(s, 8, tags_t);
-    store_bind_text(s, 9, smoke);
-    store_bind_text(s, 10, resources);
-    store_bind_text(s, 11, desc ? desc : "");
-    store_bind_text(s, 12, at);
-    store_bind_text(s, 13, actor);
-    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+    db_bind_i64(s, 1, mid);
+    db_bind_i64(s, 2, n);
+    db_bind_text(s, 3, artifact);
+    db_bind_text(s, 4, json_string_value(json_object_get(req, "image")));
+    db_bind_text(s, 5, json_string_value(json_object_get(req, "run_id")));
+    db_bind_text(s, 6, source);
+    db_bind_text(s, 7, params_t);
+    db_bind_text(s, 8, tags_t);
+    db_bind_text(s, 9, smoke);
+    db_bind_text(s, 10, resources);
+    db_bind_text(s, 11, desc ? desc : "");
+    db_bind_text(s, 12, at);
+    db_bind_text(s, 13, actor);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
         goto out;
-    vid = sqlite3_last_insert_rowid(c->db);
+    vid = row ? db_col_i64(s, 0) : 0;
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
     if (ds && (rc = insert_datasets(c, vid, ds, err)) != MG_OK)
         goto out;
     if (metrics && (rc = insert_metrics(c, vid, actor, metrics, &changed, err)) != MG_OK)
-        goto out;
-    if ((s = store_stmt(c, sql_latest, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    sqlite3_bind_int64(s, 1, n);
-    sqlite3_bind_int64(s, 2, mid);
-    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
         goto out;
     if ((rc = sign_version(st, c, vid, model, n, artifact, req, at, actor, err)) != MG_OK)
         goto out;
@@ -511,7 +464,7 @@ done:
 enum mg_code store_version_get(struct store *st, const char *model, int64_t version, json_t **out,
                                struct mg_error *err)
 {
-    struct store_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_begin(st);
     int64_t vid;
     enum mg_code rc = store_version_id(c, model, version, &vid, err);
 
@@ -526,32 +479,32 @@ enum mg_code store_version_brief(struct store *st, const char *model, int64_t ve
 {
     static const char sql[] = "SELECT v.artifact, v.image FROM versions v JOIN models m ON "
                               "m.id = v.model_id WHERE m.name = ? AND v.version = ?";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s = store_stmt(c, sql, err);
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
-    int r;
+    bool row;
 
-    if (s == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    store_bind_text(s, 1, model);
-    sqlite3_bind_int64(s, 2, version);
-    r = sqlite3_step(s);
-    if (r == SQLITE_ROW) {
+    db_bind_text(s, 1, model);
+    db_bind_i64(s, 2, version);
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
         *out = json_pack("{s:o, s:o}", "artifact", store_col_json_string(s, 0), "image",
                          store_col_json_string(s, 1));
         rc = *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    } else if (r == SQLITE_DONE) {
+    } else if (rc == MG_OK) {
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "version %lld of model '%s' does not exist",
                      (long long)version, model);
-    } else {
-        rc = store_db_error(c, r, err);
     }
-    sqlite3_reset(s);
-out:
+    db_reset(s);
     store_read_end(st, c);
     return rc;
+}
+
+/* A page's row: the whole Version, loaded with nested queries on other statements. */
+static enum mg_code list_row(struct db_stmt *s, void *ctx, json_t **item, char cursor[128],
+                             struct mg_error *err)
+{
+    snprintf(cursor, 128, "%lld", (long long)db_col_i64(s, 1));
+    return version_load(ctx, db_col_i64(s, 0), item, err);
 }
 
 enum mg_code store_version_list(struct store *st, const char *model,
@@ -570,56 +523,25 @@ enum mg_code store_version_list(struct store *st, const char *model,
         "       WHEN '<=' THEN mm.value <= ?8 WHEN '<' THEN mm.value < ?8 "
         "       WHEN '=' THEN mm.value = ?8 ELSE 0 END)) "
         "ORDER BY v.version DESC LIMIT ?9";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s;
-    int64_t mid, cursor, ids[1001], last = 0;
-    unsigned n = 0, i;
-    json_t *items = json_array(), *next = json_null();
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
+    int64_t mid, cursor;
     enum mg_code rc;
-    int r;
 
-    if ((rc = store_model_id(c, model, &mid, err)) != MG_OK)
+    if ((rc = store_model_id(c, model, &mid, err)) != MG_OK ||
+        (rc = store_page_cursor(page, &cursor, err)) != MG_OK)
         goto out;
-    if (!store_page_cursor(page, &cursor)) {
-        rc = mg_fail(err, MG_EINVAL, "page_token", "page_token is not one this server issued");
-        goto out;
-    }
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    sqlite3_bind_int64(s, 1, mid);
-    sqlite3_bind_int64(s, 2, cursor);
-    store_bind_text(s, 3, f->tag_key);
-    store_bind_text(s, 4, f->tag_value);
-    store_bind_text(s, 5, f->dataset);
-    store_bind_text(s, 6, f->metric);
-    store_bind_text(s, 7, f->metric_op);
-    sqlite3_bind_double(s, 8, f->metric_value);
-    sqlite3_bind_int64(s, 9, (int64_t)page->limit + 1);
-    while ((r = sqlite3_step(s)) == SQLITE_ROW && n < page->limit && n < 1000) {
-        ids[n++] = sqlite3_column_int64(s, 0);
-        last = sqlite3_column_int64(s, 1);
-    }
-    if (r == SQLITE_ROW) {
-        char buf[24];
-        snprintf(buf, sizeof(buf), "%lld", (long long)last);
-        json_decref(next);
-        next = json_string(buf);
-    } else if (r != SQLITE_DONE) {
-        rc = store_db_error(c, r, err);
-    }
-    sqlite3_reset(s);
-    for (i = 0; rc == MG_OK && i < n; i++) {
-        json_t *v;
-        if ((rc = version_load(c, ids[i], &v, err)) == MG_OK)
-            json_array_append_new(items, v);
-    }
-    if (rc == MG_OK)
-        *out = json_pack("{s:O, s:O}", "items", items, "next_page_token", next);
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, mid);
+    db_bind_i64(s, 2, cursor);
+    db_bind_text(s, 3, f->tag_key);
+    db_bind_text(s, 4, f->tag_value);
+    db_bind_text(s, 5, f->dataset);
+    db_bind_text(s, 6, f->metric);
+    db_bind_text(s, 7, f->metric_op);
+    db_bind_double(s, 8, f->metric_value);
+    rc = store_page_rows(s, 9, page, list_row, c, out, err);
 out:
-    json_decref(items);
-    json_decref(next);
     store_read_end(st, c);
     return rc;
 }
@@ -632,8 +554,8 @@ enum mg_code store_version_patch(struct store *st, const char *actor, const char
                               "tags = coalesce(?, tags) WHERE id = ?";
     const char *desc = json_string_value(json_object_get(patch, "description"));
     char *tags = member_text(patch, "tags"), target[128];
-    struct store_conn *c = store_write_begin(st, err);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
     int64_t vid;
     json_t *v = NULL;
     enum mg_code rc;
@@ -644,14 +566,11 @@ enum mg_code store_version_patch(struct store *st, const char *actor, const char
     }
     if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
         goto out;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    store_bind_text(s, 1, desc);
-    store_bind_text(s, 2, tags);
-    sqlite3_bind_int64(s, 3, vid);
-    if ((rc = store_exec_stmt(c, s, err)) != MG_OK)
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, desc);
+    db_bind_text(s, 2, tags);
+    db_bind_i64(s, 3, vid);
+    if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     snprintf(target, sizeof(target), "%s/v%lld", model, (long long)version);
     if ((rc = store_audit_append(c, actor, "version.update", target, patch, err)) == MG_OK)
@@ -668,22 +587,22 @@ out:
 
 /* A version holds at most STORE_METRICS_MAX metrics in all: one version once grew to 33 000
  * (a 10 MB GET, echoed whole on every append). */
-static enum mg_code metrics_within_cap(struct store_conn *c, int64_t vid, struct mg_error *err)
+static enum mg_code metrics_within_cap(struct db_conn *c, int64_t vid, struct mg_error *err)
 {
     static const char sql[] = "SELECT count(*) FROM version_metrics WHERE version_id = ?";
-    sqlite3_stmt *s;
+    struct db_stmt *s;
     int64_t n = 0;
-    int r;
+    bool row;
 
-    if ((s = store_stmt(c, sql, err)) == NULL)
-        return err->code;
-    sqlite3_bind_int64(s, 1, vid);
-    r = sqlite3_step(s);
-    if (r == SQLITE_ROW)
-        n = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
-    if (r != SQLITE_ROW)
-        return store_db_error(c, r, err);
+    enum mg_code rc;
+
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, vid);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (row)
+        n = db_col_i64(s, 0);
+    db_reset(s);
     if (n > STORE_METRICS_MAX)
         return mg_fail(err, MG_EINVAL, "metrics",
                        "a version holds at most %d metrics; this call would make %lld",
@@ -695,7 +614,7 @@ enum mg_code store_version_add_metrics(struct store *st, const char *actor, cons
                                        int64_t version, const json_t *metrics, json_t **out,
                                        struct mg_error *err)
 {
-    struct store_conn *c = store_write_begin(st, err);
+    struct db_conn *c = store_write_begin(st, err);
     int64_t vid;
     json_t *v = NULL;
     bool changed = false;
@@ -730,30 +649,25 @@ enum mg_code store_version_files(struct store *st, const char *model, int64_t ve
     static const char sql[] = "SELECT f.path, f.size, f.sha256 FROM versions v "
                               "JOIN blob_files f ON f.digest = v.artifact "
                               "WHERE v.id = ? ORDER BY f.path";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
     int64_t vid;
     json_t *items = json_array();
     enum mg_code rc;
-    int r;
+    bool row;
 
     if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
         goto out;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    sqlite3_bind_int64(s, 1, vid);
-    while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, vid);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
         char digest[72];
-        snprintf(digest, sizeof(digest), "sha256:%s", (const char *)sqlite3_column_text(s, 2));
-        json_array_append_new(
-            items, json_pack("{s:o, s:I, s:s}", "path", store_col_json_string(s, 0), "size",
-                             (json_int_t)sqlite3_column_int64(s, 1), "digest", digest));
+        snprintf(digest, sizeof(digest), "sha256:%s", db_col_text(s, 2));
+        json_array_append_new(items,
+                              json_pack("{s:o, s:I, s:s}", "path", store_col_json_string(s, 0),
+                                        "size", (json_int_t)db_col_i64(s, 1), "digest", digest));
     }
-    if (r != SQLITE_DONE)
-        rc = store_db_error(c, r, err);
-    sqlite3_reset(s);
+    db_reset(s);
     if (rc == MG_OK)
         *out = json_pack("{s:O}", "items", items);
 out:
@@ -766,38 +680,33 @@ enum mg_code store_version_signature(struct store *st, const char *model, int64_
                                      char **bundle, size_t *len, struct mg_error *err)
 {
     static const char sql[] = "SELECT bundle FROM version_signatures WHERE version_id = ?";
-    struct store_conn *c = store_read_begin(st);
-    sqlite3_stmt *s;
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
     int64_t vid;
     enum mg_code rc;
-    int r;
+    bool row;
 
     if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
         goto out;
-    if ((s = store_stmt(c, sql, err)) == NULL) {
-        rc = err->code;
-        goto out;
-    }
-    sqlite3_bind_int64(s, 1, vid);
-    r = sqlite3_step(s);
-    if (r == SQLITE_ROW) {
-        size_t n = (size_t)sqlite3_column_bytes(s, 0);
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, vid);
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        size_t n = db_col_bytes(s, 0);
         char *b = malloc(n + 1);
+
         if (b == NULL) {
             rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         } else {
-            memcpy(b, sqlite3_column_text(s, 0), n);
+            memcpy(b, db_col_text(s, 0), n);
             b[n] = '\0';
             *bundle = b;
             *len = n;
         }
-    } else if (r == SQLITE_DONE) {
+        db_reset(s);
+    } else if (rc == MG_OK) {
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "version %lld of '%s' has no signature",
                      (long long)version, model);
-    } else {
-        rc = store_db_error(c, r, err);
     }
-    sqlite3_reset(s);
 out:
     store_read_end(st, c);
     return rc;

@@ -148,7 +148,7 @@ static bool is_dir(const char *p, mode_t *mode)
 }
 
 /* Run SQL on the database file directly (the store must be closed). */
-static void db_exec(const struct fx *fx, const char *sql)
+static void raw_exec(const struct fx *fx, const char *sql)
 {
     char p[256];
     sqlite3 *db = NULL;
@@ -375,34 +375,6 @@ static void test_second_open_refused(void **state)
     fx->st = other;
 }
 
-/* A connection keeps every statement it prepared: asking for the 65th, 200th
- * one never finalizes a statement a caller is still stepping. */
-static void test_statement_cache_never_evicts(void **state)
-{
-    static char sqls[200][48];
-    struct fx *fx = *state;
-    struct store_conn *c = store_read_begin(fx->st);
-    sqlite3_stmt *outer, *s;
-
-    for (int i = 0; i < 200; i++)
-        snprintf(sqls[i], sizeof(sqls[i]), "SELECT %d UNION ALL SELECT %d", i, i + 1000);
-    outer = store_stmt(c, sqls[0], &fx->err);
-    assert_non_null(outer);
-    assert_int_equal(sqlite3_step(outer), SQLITE_ROW); /* mid-iteration */
-    for (int i = 1; i < 200; i++) {
-        s = store_stmt(c, sqls[i], &fx->err);
-        assert_non_null(s);
-        assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-        assert_int_equal(sqlite3_column_int(s, 0), i);
-        sqlite3_reset(s);
-    }
-    assert_int_equal(sqlite3_step(outer), SQLITE_ROW); /* still the same statement */
-    assert_int_equal(sqlite3_column_int(outer, 0), 1000);
-    sqlite3_reset(outer);
-    assert_ptr_equal(store_stmt(c, sqls[0], &fx->err), outer); /* cached, not re-prepared */
-    store_read_end(fx->st, c);
-}
-
 /* The epoch moves with every committed write, and only then. */
 static void test_data_epoch(void **state)
 {
@@ -441,8 +413,8 @@ static void test_refuses_newer_schema(void **state)
     struct mg_error err;
 
     store_close(&fx->st);
-    db_exec(fx, "INSERT INTO schema_migrations(version,name,applied_at) "
-                "VALUES(999,'future','x')");
+    raw_exec(fx, "INSERT INTO schema_migrations(version,name,applied_at) "
+                 "VALUES(999,'future','x')");
     mg_error_clear(&err);
     assert_int_equal(open_store_at(fx->dir, &st, &err), MG_EINVAL);
     assert_int_equal(err.code, MG_EINVAL);
@@ -1803,7 +1775,7 @@ static void test_audit_tamper_detected(void **state)
 
     some_history(fx);
     store_close(&fx->st);
-    db_exec(fx, "UPDATE audit SET actor='mallory' WHERE seq=2");
+    raw_exec(fx, "UPDATE audit SET actor='mallory' WHERE seq=2");
     reopen(fx);
     v = verify(fx);
     assert_true(json_is_false(json_object_get(v, "ok")));
@@ -1818,7 +1790,7 @@ static void test_audit_tamper_detail_detected(void **state)
 
     some_history(fx);
     store_close(&fx->st);
-    db_exec(fx, "UPDATE audit SET detail='{\"name\":\"x\"}' WHERE seq=3");
+    raw_exec(fx, "UPDATE audit SET detail='{\"name\":\"x\"}' WHERE seq=3");
     reopen(fx);
     v = verify(fx);
     assert_true(json_is_false(json_object_get(v, "ok")));
@@ -1833,7 +1805,7 @@ static void test_audit_middle_deletion_detected(void **state)
 
     some_history(fx);
     store_close(&fx->st);
-    db_exec(fx, "DELETE FROM audit WHERE seq=2");
+    raw_exec(fx, "DELETE FROM audit WHERE seq=2");
     reopen(fx);
     v = verify(fx);
     assert_true(json_is_false(json_object_get(v, "ok")));
@@ -1848,7 +1820,7 @@ static void test_audit_truncation_detected(void **state)
 
     some_history(fx);
     store_close(&fx->st);
-    db_exec(fx, "DELETE FROM audit WHERE seq=(SELECT max(seq) FROM audit)");
+    raw_exec(fx, "DELETE FROM audit WHERE seq=(SELECT max(seq) FROM audit)");
     reopen(fx);
     v = verify(fx);
     assert_true(json_is_false(json_object_get(v, "ok")));
@@ -1867,7 +1839,6 @@ int main(void)
         T(test_refuses_newer_schema),
         T(test_second_open_refused),
         T(test_data_epoch),
-        T(test_statement_cache_never_evicts),
         T(test_sweeps_interrupted_uploads),
         T(test_token_bootstrap_and_authenticate),
         T(test_token_create_and_delete),

@@ -1,5 +1,5 @@
 /*
- * db.c - opening the store: data directory layout, SQLite connections
+ * store.c - opening the store: data directory layout, database connections
  * (one writer, a pool of readers), migrations, transactions and the small
  * helpers every store file uses.
  */
@@ -34,98 +34,44 @@ void store_now(char out[32])
     mg_time_format(mg_now_ms(), out);
 }
 
-enum mg_code store_db_error(struct store_conn *c, int rc, struct mg_error *err)
+enum mg_code store_exists(struct db_stmt *s, bool *found, struct mg_error *err)
 {
-    const char *msg = c && c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc);
+    enum mg_code rc = db_step(s, found, err);
 
-    switch (rc & 0xff) {
-    case SQLITE_FULL:
-        return mg_fail(err, MG_ENOSPC, NULL, "the server's disk is full; free space and retry");
-    case SQLITE_CONSTRAINT:
-        return mg_fail(err, MG_ECONFLICT, NULL, "conflicting record: %s", msg);
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-        return mg_fail(err, MG_EUNAVAIL, NULL, "the database is busy; retry shortly");
-    default:
-        return mg_fail(err, MG_EDB, NULL, "database error: %s", msg);
-    }
+    db_reset(s);
+    return rc;
 }
 
-sqlite3_stmt *store_stmt(struct store_conn *c, const char *sql, struct mg_error *err)
+json_t *store_col_json_string(struct db_stmt *s, int i)
 {
-    sqlite3_stmt *s = NULL;
-    unsigned i;
-    int rc;
-
-    for (i = 0; i < c->ncache; i++) {
-        if (c->cache[i].sql == sql) {
-            s = c->cache[i].stmt;
-            sqlite3_reset(s);
-            sqlite3_clear_bindings(s);
-            return s;
-        }
-    }
-    rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, NULL);
-    if (rc != SQLITE_OK) {
-        store_db_error(c, rc, err);
-        return NULL;
-    }
-    if (c->ncache == c->capcache) {
-        unsigned cap = c->capcache ? c->capcache * 2 : 64;
-        void *grown = realloc(c->cache, cap * sizeof(*c->cache));
-
-        if (grown == NULL) {
-            sqlite3_finalize(s);
-            mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-            return NULL;
-        }
-        c->cache = grown;
-        c->capcache = cap;
-    }
-    c->cache[c->ncache].sql = sql;
-    c->cache[c->ncache].stmt = s;
-    c->ncache++;
-    return s;
-}
-
-enum mg_code store_exec_stmt(struct store_conn *c, sqlite3_stmt *s, struct mg_error *err)
-{
-    int rc = sqlite3_step(s);
-
-    if (rc == SQLITE_DONE || rc == SQLITE_ROW) {
-        sqlite3_reset(s);
-        return MG_OK;
-    }
-    store_db_error(c, rc, err);
-    sqlite3_reset(s);
-    return err ? err->code : MG_EDB;
-}
-
-int store_bind_text(sqlite3_stmt *s, int i, const char *text)
-{
-    if (text == NULL)
-        return sqlite3_bind_null(s, i);
-    return sqlite3_bind_text(s, i, text, -1, SQLITE_TRANSIENT);
-}
-
-json_t *store_col_json_string(sqlite3_stmt *s, int i)
-{
-    const unsigned char *t = sqlite3_column_text(s, i);
+    const char *t = db_col_text(s, i);
 
     if (t == NULL)
         return json_null();
-    return json_stringn((const char *)t, (size_t)sqlite3_column_bytes(s, i));
+    return json_stringn(t, db_col_bytes(s, i));
 }
 
-json_t *store_col_json(sqlite3_stmt *s, int i)
+json_t *store_col_json_int(struct db_stmt *s, int i)
 {
-    const unsigned char *t = sqlite3_column_text(s, i);
+    return db_col_null(s, i) ? json_null() : json_integer(db_col_i64(s, i));
+}
+
+json_t *store_col_json(struct db_stmt *s, int i)
+{
+    const char *t = db_col_text(s, i);
     json_t *v;
 
     if (t == NULL)
         return json_null();
-    v = json_loadb((const char *)t, (size_t)sqlite3_column_bytes(s, i), JSON_DECODE_ANY, NULL);
+    v = json_loadb(t, db_col_bytes(s, i), JSON_DECODE_ANY, NULL);
     return v ? v : json_null();
+}
+
+char *store_col_strdup(struct db_stmt *s, int i)
+{
+    const char *t = db_col_text(s, i);
+
+    return t ? strdup(t) : NULL;
 }
 
 char *store_json_text(const json_t *v)
@@ -133,66 +79,59 @@ char *store_json_text(const json_t *v)
     return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
 }
 
-bool store_page_cursor(const struct store_page *page, int64_t *cursor)
+enum mg_code store_page_cursor(const struct store_page *page, int64_t *cursor, struct mg_error *err)
 {
     if (page == NULL || page->page_token == NULL) {
         *cursor = INT64_MAX;
-        return true;
+        return MG_OK;
     }
-    return mg_parse_i64(page->page_token, 1, INT64_MAX, cursor);
-}
-
-static enum mg_code exec_sql(struct store_conn *c, const char *sql, struct mg_error *err)
-{
-    char *msg = NULL;
-    int rc = sqlite3_exec(c->db, sql, NULL, NULL, &msg);
-
-    if (rc != SQLITE_OK) {
-        enum mg_code code = store_db_error(c, rc, err);
-        sqlite3_free(msg);
-        return code;
-    }
+    if (!mg_parse_i64(page->page_token, 1, INT64_MAX, cursor))
+        return mg_fail(err, MG_EINVAL, "page_token", "page_token is not one this server issued");
     return MG_OK;
 }
 
-static enum mg_code conn_open(struct store *st, struct store_conn *c, bool writer, bool sync_normal,
-                              struct mg_error *err)
+enum mg_code store_page_rows(struct db_stmt *s, int limit_param, const struct store_page *page,
+                             store_row_fn row, void *ctx, json_t **out, struct mg_error *err)
 {
-    int flags = writer ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
-    int rc;
+    json_t *items = json_array(), *item = NULL;
+    char cursor[128] = "", last[128] = "";
+    enum mg_code rc;
+    unsigned n = 0;
+    bool more = false, have;
 
-    memset(c, 0, sizeof(*c));
-    rc = sqlite3_open_v2(st->db_path, &c->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc != SQLITE_OK)
-        return mg_fail(err, MG_EDB, NULL, "cannot open database %s: %s", st->db_path,
-                       c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
-    sqlite3_busy_timeout(c->db, BUSY_TIMEOUT_MS);
-    sqlite3_extended_result_codes(c->db, 1);
-    if (writer) {
-        if (exec_sql(c, "PRAGMA journal_mode=WAL", err) != MG_OK)
-            return err->code;
-        if (exec_sql(c, sync_normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL",
-                     err) != MG_OK)
-            return err->code;
+    *out = NULL;
+    if (items == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    db_bind_i64(s, limit_param, (int64_t)page->limit + 1);
+    while ((rc = db_step(s, &have, err)) == MG_OK && have) {
+        if (n == page->limit) {
+            more = true; /* the extra row: a next page exists */
+            db_reset(s);
+            break;
+        }
+        if ((rc = row(s, ctx, &item, cursor, err)) != MG_OK) {
+            db_reset(s);
+            break;
+        }
+        if (json_array_append_new(items, item) != 0) {
+            db_reset(s);
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+            break;
+        }
+        memcpy(last, cursor, sizeof(last));
+        n++;
     }
-    return exec_sql(c, "PRAGMA foreign_keys=ON", err);
+    if (rc == MG_OK)
+        *out = json_pack("{s:o, s:o}", "items", items, "next_page_token",
+                         more ? json_string(last) : json_null());
+    else
+        json_decref(items);
+    if (rc == MG_OK && *out == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    return rc;
 }
 
-static void conn_close(struct store_conn *c)
-{
-    unsigned i;
-
-    for (i = 0; i < c->ncache; i++)
-        sqlite3_finalize(c->cache[i].stmt);
-    free(c->cache);
-    c->cache = NULL;
-    c->ncache = c->capcache = 0;
-    if (c->db)
-        sqlite3_close(c->db);
-    c->db = NULL;
-}
-
-static enum mg_code migrate(struct store_conn *c, struct mg_error *err)
+static enum mg_code migrate(struct db_conn *c, struct mg_error *err)
 {
     static const char sql_create[] =
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
@@ -200,19 +139,21 @@ static enum mg_code migrate(struct store_conn *c, struct mg_error *err)
     static const char sql_max[] = "SELECT coalesce(max(version), 0) FROM schema_migrations";
     static const char sql_record[] =
         "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)";
-    sqlite3_stmt *s;
+    struct db_stmt *s;
     int64_t have = 0;
     unsigned i;
     char now[32];
+    enum mg_code rc;
+    bool row;
 
-    if (exec_sql(c, sql_create, err) != MG_OK)
-        return err->code;
-    s = store_stmt(c, sql_max, err);
-    if (s == NULL)
-        return err->code;
-    if (sqlite3_step(s) == SQLITE_ROW)
-        have = sqlite3_column_int64(s, 0);
-    sqlite3_reset(s);
+    if ((rc = db_exec_script(c, sql_create, err)) != MG_OK)
+        return rc;
+    s = db_prepare(c, sql_max);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (row)
+        have = db_col_i64(s, 0);
+    db_reset(s);
     if (have > (int64_t)store_migrations_count)
         return mg_fail(err, MG_EINVAL, NULL,
                        "the database is at schema version %lld but this modelgated knows only "
@@ -220,31 +161,26 @@ static enum mg_code migrate(struct store_conn *c, struct mg_error *err)
                        (long long)have, store_migrations_count);
     for (i = (unsigned)have; i < store_migrations_count; i++) {
         const struct mg_embedded *m = &store_migrations[i];
-        enum mg_code rc;
 
-        if (exec_sql(c, "BEGIN IMMEDIATE", err) != MG_OK)
-            return err->code;
-        rc = exec_sql(c, (const char *)m->data, err);
+        if ((rc = db_begin(c, DB_WRITE, err)) != MG_OK)
+            return rc;
+        rc = db_exec_script(c, (const char *)m->data, err);
         if (rc == MG_OK) {
-            s = store_stmt(c, sql_record, err);
-            if (s == NULL) {
-                rc = err->code;
-            } else {
-                store_now(now);
-                sqlite3_bind_int64(s, 1, (int64_t)i + 1);
-                store_bind_text(s, 2, m->name);
-                store_bind_text(s, 3, now);
-                rc = store_exec_stmt(c, s, err);
-            }
+            s = db_prepare(c, sql_record);
+            store_now(now);
+            db_bind_i64(s, 1, (int64_t)i + 1);
+            db_bind_text(s, 2, m->name);
+            db_bind_text(s, 3, now);
+            rc = db_exec(s, err);
         }
+        if (rc == MG_OK)
+            rc = db_commit(c, err);
         if (rc != MG_OK) {
-            exec_sql(c, "ROLLBACK", NULL);
+            db_rollback(c);
             char why[MG_ERR_MSG_MAX]; /* mg_fail writes err: not into itself */
             snprintf(why, sizeof(why), "%s", err->message);
             return mg_fail(err, rc, NULL, "migration %s failed: %s", m->name, why);
         }
-        if (exec_sql(c, "COMMIT", err) != MG_OK)
-            return err->code;
     }
     return MG_OK;
 }
@@ -377,13 +313,19 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     sweep_tmp(st->tmp_dir);
     tighten_modes(st->data_dir);
 
-    if ((rc = conn_open(st, &st->writer, true, opt->sync_normal, err)) != MG_OK)
-        goto fail;
-    if ((rc = migrate(&st->writer, err)) != MG_OK)
-        goto fail;
-    for (i = 0; i < st->nreaders; i++) {
-        if ((rc = conn_open(st, &st->readers[i], false, false, err)) != MG_OK)
+    {
+        struct db_open_options o = {
+            .path = st->db_path, .writer = true, .sync_normal = opt->sync_normal};
+
+        if ((rc = db_open(&o, &st->writer, err)) != MG_OK)
             goto fail;
+        if ((rc = migrate(st->writer, err)) != MG_OK)
+            goto fail;
+        o.writer = false;
+        for (i = 0; i < st->nreaders; i++) {
+            if ((rc = db_open(&o, &st->readers[i], err)) != MG_OK)
+                goto fail;
+        }
     }
     tighten_modes(st->data_dir); /* the WAL and shm the connections just made */
     free(blobs);
@@ -402,13 +344,11 @@ void store_close(struct store **stp)
 
     if (st == NULL)
         return;
+    /* Readers first: the writer folds the WAL back as it closes, so the
+     * database is one file at rest. */
     for (i = 0; st->readers && i < st->nreaders; i++)
-        conn_close(&st->readers[i]);
-    if (st->writer.db) {
-        /* Fold the WAL back so the database is one file at rest. */
-        sqlite3_wal_checkpoint_v2(st->writer.db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-        conn_close(&st->writer);
-    }
+        db_close(&st->readers[i]);
+    db_close(&st->writer);
     pthread_mutex_destroy(&st->wlock);
     pthread_mutex_destroy(&st->rlock);
     pthread_mutex_destroy(&st->tlock);
@@ -425,17 +365,17 @@ void store_close(struct store **stp)
     *stp = NULL;
 }
 
-struct store_conn *store_read_begin(struct store *st)
+struct db_conn *store_read_begin(struct store *st)
 {
     unsigned i;
-    struct store_conn *c = NULL;
+    struct db_conn *c = NULL;
 
     pthread_mutex_lock(&st->rlock);
     while (c == NULL) {
         for (i = 0; i < st->nreaders; i++) {
             if (!st->rbusy[i]) {
                 st->rbusy[i] = 1;
-                c = &st->readers[i];
+                c = st->readers[i];
                 break;
             }
         }
@@ -443,69 +383,53 @@ struct store_conn *store_read_begin(struct store *st)
             pthread_cond_wait(&st->rcond, &st->rlock);
     }
     pthread_mutex_unlock(&st->rlock);
-    /* Cached statements: sqlite3_exec would parse "BEGIN" on every read. */
-    {
-        static const char sql_begin[] = "BEGIN";
-        sqlite3_stmt *s = store_stmt(c, sql_begin, NULL);
-        if (s) {
-            sqlite3_step(s);
-            sqlite3_reset(s);
-        }
+    if (db_begin(c, DB_READ, NULL) != MG_OK) {
+        /* Reads then run without one snapshot; a broken connection shows in
+         * the first statement's error. */
     }
     return c;
 }
 
-void store_read_end(struct store *st, struct store_conn *c)
+void store_read_end(struct store *st, struct db_conn *c)
 {
-    unsigned i = (unsigned)(c - st->readers);
+    unsigned i;
 
-    if (!sqlite3_get_autocommit(c->db)) {
-        static const char sql_commit[] = "COMMIT";
-        sqlite3_stmt *s;
-
-        /* A statement left stepping would keep this connection's snapshot
-         * past the COMMIT, and the next borrower would read old data under a
-         * new data epoch (store_data_epoch): end them all first. */
-        for (s = sqlite3_next_stmt(c->db, NULL); s; s = sqlite3_next_stmt(c->db, s)) {
-            if (sqlite3_stmt_busy(s))
-                sqlite3_reset(s);
-        }
-        s = store_stmt(c, sql_commit, NULL);
-        if (s) {
-            sqlite3_step(s);
-            sqlite3_reset(s);
-        } else {
-            sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
-        }
+    /* Ends any statement left stepping, so the next borrower does not read
+     * old data under a new data epoch (store_data_epoch). */
+    if (db_commit(c, NULL) != MG_OK) {
+        /* A read transaction has nothing to lose; db_commit rolled it back. */
     }
     pthread_mutex_lock(&st->rlock);
-    st->rbusy[i] = 0;
+    for (i = 0; i < st->nreaders; i++) {
+        if (st->readers[i] == c)
+            st->rbusy[i] = 0;
+    }
     pthread_cond_signal(&st->rcond);
     pthread_mutex_unlock(&st->rlock);
 }
 
-struct store_conn *store_write_begin(struct store *st, struct mg_error *err)
+struct db_conn *store_write_begin(struct store *st, struct mg_error *err)
 {
     pthread_mutex_lock(&st->wlock);
-    if (exec_sql(&st->writer, "BEGIN IMMEDIATE", err) != MG_OK) {
+    if (db_begin(st->writer, DB_WRITE, err) != MG_OK) {
         pthread_mutex_unlock(&st->wlock);
         return NULL;
     }
-    st->writer.changes = sqlite3_total_changes64(st->writer.db);
-    return &st->writer;
+    st->writer_changes = db_total_changes(st->writer);
+    return st->writer;
 }
 
-enum mg_code store_write_end(struct store *st, struct store_conn *c, enum mg_code rc,
+enum mg_code store_write_end(struct store *st, struct db_conn *c, enum mg_code rc,
                              struct mg_error *err)
 {
     if (rc == MG_OK)
-        rc = exec_sql(c, "COMMIT", err);
-    if (rc != MG_OK && !sqlite3_get_autocommit(c->db))
-        exec_sql(c, "ROLLBACK", NULL);
+        rc = db_commit(c, err);
+    else
+        db_rollback(c);
     /* After the commit is visible: a reader that sees the new epoch sees the
      * data. Only commits that changed rows count, so the polls of idle push
      * and runner workers (a claim that finds nothing) leave caches alone. */
-    if (rc == MG_OK && sqlite3_total_changes64(c->db) != c->changes)
+    if (rc == MG_OK && db_total_changes(c) != st->writer_changes)
         atomic_fetch_add(&st->epoch, 1);
     pthread_mutex_unlock(&st->wlock);
     return rc;
@@ -519,7 +443,7 @@ uint64_t store_data_epoch(struct store *st)
 bool store_ready(struct store *st)
 {
     struct mg_error err;
-    struct store_conn *c;
+    struct db_conn *c;
     char path[PATH_MAX];
     int fd;
     bool ok;
@@ -527,10 +451,10 @@ bool store_ready(struct store *st)
     c = store_write_begin(st, &err);
     if (c == NULL)
         return false;
-    ok = exec_sql(c,
-                  "CREATE TEMP TABLE IF NOT EXISTS readyz_probe (x); "
-                  "INSERT INTO readyz_probe VALUES (1); DELETE FROM readyz_probe",
-                  &err) == MG_OK;
+    ok = db_exec_script(c,
+                        "CREATE TEMP TABLE IF NOT EXISTS readyz_probe (x); "
+                        "INSERT INTO readyz_probe VALUES (1); DELETE FROM readyz_probe",
+                        &err) == MG_OK;
     store_write_end(st, c, MG_EIO, &err); /* roll back: the probe leaves nothing */
     snprintf(path, sizeof(path), "%s/readyz-XXXXXX", st->tmp_dir);
     fd = mkstemp(path);
@@ -541,66 +465,59 @@ bool store_ready(struct store *st)
     return ok;
 }
 
-enum mg_code store_model_id(struct store_conn *c, const char *name, int64_t *id,
-                            struct mg_error *err)
+enum mg_code store_model_id(struct db_conn *c, const char *name, int64_t *id, struct mg_error *err)
 {
     static const char sql[] = "SELECT id FROM models WHERE name = ?";
-    sqlite3_stmt *s = store_stmt(c, sql, err);
-    int rc;
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
 
-    if (s == NULL)
-        return err->code;
-    store_bind_text(s, 1, name);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
-        *id = sqlite3_column_int64(s, 0);
-        sqlite3_reset(s);
-        return MG_OK;
-    }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE)
-        return store_db_error(c, rc, err);
-    return mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", name);
+    db_bind_text(s, 1, name);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (!row)
+        return mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", name);
+    *id = db_col_i64(s, 0);
+    db_reset(s);
+    return MG_OK;
 }
 
-enum mg_code store_version_id(struct store_conn *c, const char *model, int64_t n, int64_t *id,
+enum mg_code store_version_id(struct db_conn *c, const char *model, int64_t n, int64_t *id,
                               struct mg_error *err)
 {
     static const char sql[] = "SELECT v.id FROM versions v JOIN models m ON m.id = v.model_id "
                               "WHERE m.name = ? AND v.version = ?";
-    sqlite3_stmt *s;
+    struct db_stmt *s;
     int64_t mid;
-    int rc;
+    enum mg_code rc;
+    bool row;
 
-    if (store_model_id(c, model, &mid, err) != MG_OK)
-        return err->code;
-    s = store_stmt(c, sql, err);
-    if (s == NULL)
-        return err->code;
-    store_bind_text(s, 1, model);
-    sqlite3_bind_int64(s, 2, n);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
-        *id = sqlite3_column_int64(s, 0);
-        sqlite3_reset(s);
-        return MG_OK;
-    }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE)
-        return store_db_error(c, rc, err);
-    return mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has no version %lld", model, (long long)n);
+    if ((rc = store_model_id(c, model, &mid, err)) != MG_OK)
+        return rc;
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, model);
+    db_bind_i64(s, 2, n);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (!row)
+        return mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has no version %lld", model,
+                       (long long)n);
+    *id = db_col_i64(s, 0);
+    db_reset(s);
+    return MG_OK;
 }
 
-static void group_counts(struct store_conn *c, const char *sql, json_t *into)
+/* Rows of (text key, count) into an object. */
+static enum mg_code group_counts(struct db_conn *c, const char *sql, json_t *into,
+                                 struct mg_error *err)
 {
-    sqlite3_stmt *s = store_stmt(c, sql, NULL);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
 
-    if (s == NULL)
-        return;
-    while (sqlite3_step(s) == SQLITE_ROW)
-        json_object_set_new(into, (const char *)sqlite3_column_text(s, 0),
-                            json_integer(sqlite3_column_int64(s, 1)));
-    sqlite3_reset(s);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_object_set_new(into, db_col_text(s, 0), json_integer(db_col_i64(s, 1)));
+    return rc;
 }
 
 void store_archive_totals(struct store *st, struct store_archive_counters *out)
@@ -618,32 +535,40 @@ enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err)
     static const char sql_lag[] =
         "SELECT g.name, coalesce(max(CASE WHEN o.state != 'in_sync' THEN ? - o.written_ms END), 0) "
         "FROM gateways g LEFT JOIN outbox o ON o.gateway = g.name GROUP BY g.name";
-    struct store_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_begin(st);
     json_t *promo = json_object(), *smoke = json_object(), *deliv = json_array();
     json_t *lag = json_object();
-    sqlite3_stmt *s;
+    struct db_stmt *s;
     char path[PATH_MAX];
     struct stat sb;
     int64_t wal = 0, db = 0, now = mg_now_ms();
+    enum mg_code rc;
+    bool row;
 
-    group_counts(c, sql_promo, promo);
-    group_counts(c, sql_smoke, smoke);
-    if ((s = store_stmt(c, sql_deliv, NULL)) != NULL) {
-        while (sqlite3_step(s) == SQLITE_ROW)
-            json_array_append_new(deliv, json_pack("{s:o, s:o, s:I}", "gateway",
-                                                   store_col_json_string(s, 0), "state",
-                                                   store_col_json_string(s, 1), "count",
-                                                   (json_int_t)sqlite3_column_int64(s, 2)));
-        sqlite3_reset(s);
-    }
-    if ((s = store_stmt(c, sql_lag, NULL)) != NULL) {
-        sqlite3_bind_int64(s, 1, now);
-        while (sqlite3_step(s) == SQLITE_ROW)
-            json_object_set_new(lag, (const char *)sqlite3_column_text(s, 0),
-                                json_real((double)sqlite3_column_int64(s, 1) / 1000.0));
-        sqlite3_reset(s);
-    }
+    *out = NULL;
+    if ((rc = group_counts(c, sql_promo, promo, err)) != MG_OK ||
+        (rc = group_counts(c, sql_smoke, smoke, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_deliv);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_array_append_new(
+            deliv, json_pack("{s:o, s:o, s:I}", "gateway", store_col_json_string(s, 0), "state",
+                             store_col_json_string(s, 1), "count", (json_int_t)db_col_i64(s, 2)));
+    if (rc != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_lag);
+    db_bind_i64(s, 1, now);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_object_set_new(lag, db_col_text(s, 0), json_real((double)db_col_i64(s, 1) / 1000.0));
+out:
     store_read_end(st, c);
+    if (rc != MG_OK) {
+        json_decref(promo);
+        json_decref(smoke);
+        json_decref(deliv);
+        json_decref(lag);
+        return rc;
+    }
     snprintf(path, sizeof(path), "%s-wal", st->db_path);
     if (stat(path, &sb) == 0)
         wal = sb.st_size;
@@ -657,15 +582,9 @@ enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err)
 
 enum mg_code store_write_sql(struct store *st, const char *sql, struct mg_error *err)
 {
-    struct store_conn *c = store_write_begin(st, err);
-    sqlite3_stmt *s;
-    enum mg_code rc;
+    struct db_conn *c = store_write_begin(st, err);
 
     if (c == NULL)
         return err->code;
-    if ((s = store_stmt(c, sql, err)) == NULL)
-        rc = err->code;
-    else
-        rc = store_exec_stmt(c, s, err);
-    return store_write_end(st, c, rc, err);
+    return store_write_end(st, c, db_exec(db_prepare(c, sql), err), err);
 }

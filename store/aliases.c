@@ -1,0 +1,552 @@
+/*
+ * aliases.c - aliases: routes, generations, history and bad marks; the alias
+ * half of a release commit (store_alias_apply) with its gateway-name claims.
+ *
+ * Decisions (which routes) are made by the caller with gates/ on what it
+ * read; the apply checks that what it read still holds (the generation) and
+ * otherwise answers MG_ESTALE.
+ */
+#include "store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+
+/* Longest history handed to decision code (LKG looks back this far). */
+#define FACTS_HISTORY_MAX 10000
+
+/* Routes [{version, weight}] enriched with each version's artifact and image
+ * (*out NEW): what gateways and the runner are told. */
+static enum mg_code routes_enriched(struct db_conn *c, int64_t model_id, const json_t *routes,
+                                    json_t **out, struct mg_error *err)
+{
+    static const char sql[] =
+        "SELECT artifact, image FROM versions WHERE model_id = ? AND version = ?";
+    json_t *list = json_array(), *r;
+    enum mg_code rc = MG_OK;
+    size_t i;
+    bool row;
+
+    json_array_foreach(routes, i, r)
+    {
+        json_int_t v = json_integer_value(json_object_get(r, "version"));
+        json_t *e = json_pack("{s:I, s:O}", "version", v, "weight", json_object_get(r, "weight"));
+        struct db_stmt *s = db_prepare(c, sql);
+
+        if (e == NULL || json_array_append_new(list, e) != 0) {
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+            break;
+        }
+        db_bind_i64(s, 1, model_id);
+        db_bind_i64(s, 2, v);
+        if ((rc = db_step(s, &row, err)) != MG_OK)
+            break;
+        if (row) {
+            json_object_set_new(e, "artifact", store_col_json_string(s, 0));
+            json_object_set_new(e, "image", store_col_json_string(s, 1));
+            db_reset(s);
+        }
+    }
+    if (rc != MG_OK) {
+        json_decref(list);
+        return rc;
+    }
+    *out = list;
+    return MG_OK;
+}
+
+/* *id: the id of the alias's active promotion as a json string, or json null (NEW). */
+static enum mg_code active_promotion(struct db_conn *c, int64_t model_id, const char *alias,
+                                     json_t **id, struct mg_error *err)
+{
+    static const char sql[] = "SELECT id FROM promotions WHERE model_id = ? AND alias = ? AND "
+                              "state IN ('evaluating', 'awaiting_approval', 'rolling_out')";
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    *id = NULL;
+    db_bind_i64(s, 1, model_id);
+    db_bind_text(s, 2, alias);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    *id = row ? store_col_json_string(s, 0) : json_null();
+    db_reset(s);
+    return MG_OK;
+}
+
+/* Both facts of an alias that its readers show: protected and promotion. */
+static enum mg_code alias_guard(struct db_conn *c, int64_t model_id, const char *alias,
+                                bool *protected_, json_t **promotion, struct mg_error *err)
+{
+    enum mg_code rc = store_policy_exists(c, model_id, alias, protected_, err);
+
+    return rc == MG_OK ? active_promotion(c, model_id, alias, promotion, err) : rc;
+}
+
+/* The alias's outbox rows, as its "deliveries" (*out NEW). */
+static enum mg_code deliveries(struct db_conn *c, const char *model, const char *alias,
+                               json_t **out, struct mg_error *err)
+{
+    static const char sql[] = "SELECT gateway, generation, state, attempts, last_error, "
+                              "acked_at FROM outbox WHERE model = ? AND alias = ? ORDER BY gateway";
+    struct db_stmt *s = db_prepare(c, sql);
+    json_t *list = json_array();
+    enum mg_code rc;
+    bool row;
+
+    db_bind_text(s, 1, model);
+    db_bind_text(s, 2, alias);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_array_append_new(
+            list, json_pack("{s:o, s:I, s:o, s:I, s:o, s:o}", "gateway",
+                            store_col_json_string(s, 0), "generation", (json_int_t)db_col_i64(s, 1),
+                            "state", store_col_json_string(s, 2), "attempts",
+                            (json_int_t)db_col_i64(s, 3), "last_error", store_col_json_string(s, 4),
+                            "acked_at", store_col_json_string(s, 5)));
+    if (rc != MG_OK) {
+        json_decref(list);
+        return rc;
+    }
+    *out = list;
+    return MG_OK;
+}
+
+enum mg_code store_alias_read(struct db_conn *c, const char *model, const char *alias, json_t **out,
+                              struct mg_error *err)
+{
+    static const char sql[] = "SELECT generation, routes, updated_at, deleted FROM aliases "
+                              "WHERE model_id = ? AND name = ?";
+    struct db_stmt *s;
+    int64_t mid, gen;
+    json_t *raw = NULL, *routes = NULL, *a = NULL, *promo = NULL, *deliv = NULL, *updated;
+    bool prot = false, row;
+    enum mg_code rc;
+
+    if ((rc = store_model_id(c, model, &mid, err)) != MG_OK ||
+        (rc = alias_guard(c, mid, alias, &prot, &promo, err)) != MG_OK)
+        return rc;
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, mid);
+    db_bind_text(s, 2, alias);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        goto out;
+    if (!row) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has no alias '%s'", model, alias);
+        goto out;
+    }
+    if (db_col_i64(s, 3) != 0) {
+        db_reset(s);
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "alias '%s' of model '%s' was deleted", alias, model);
+        goto out;
+    }
+    gen = db_col_i64(s, 0);
+    raw = store_col_json(s, 1);
+    updated = store_col_json_string(s, 2);
+    db_reset(s);
+    if ((rc = routes_enriched(c, mid, raw, &routes, err)) != MG_OK ||
+        (rc = deliveries(c, model, alias, &deliv, err)) != MG_OK) {
+        json_decref(updated);
+        goto out;
+    }
+    a = json_pack("{s:s, s:s, s:I, s:O, s:b, s:O, s:n, s:o, s:O}", "model", model, "alias", alias,
+                  "generation", (json_int_t)gen, "routes", routes, "protected", prot, "promotion",
+                  promo, "last_known_good", "updated_at", updated, "deliveries", deliv);
+    if (a == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+out:
+    json_decref(raw);
+    json_decref(routes);
+    json_decref(promo);
+    json_decref(deliv);
+    if (rc == MG_OK)
+        *out = a;
+    return rc;
+}
+
+enum mg_code store_alias_get(struct store *st, const char *model, const char *alias, json_t **out,
+                             struct mg_error *err)
+{
+    struct db_conn *c = store_read_begin(st);
+    enum mg_code rc = store_alias_read(c, model, alias, out, err);
+
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_alias_list(struct store *st, const char *model, json_t **out,
+                              struct mg_error *err)
+{
+    static const char sql[] =
+        "SELECT name FROM aliases WHERE model_id = ? AND deleted = 0 ORDER BY name";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
+    json_t *names = json_array(), *items = json_array(), *n, *a;
+    int64_t mid;
+    size_t i;
+    enum mg_code rc;
+    bool row;
+
+    if ((rc = store_model_id(c, model, &mid, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, mid);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_array_append_new(names, store_col_json_string(s, 0));
+    if (rc != MG_OK)
+        goto out;
+    json_array_foreach(names, i, n)
+    {
+        if ((rc = store_alias_read(c, model, json_string_value(n), &a, err)) != MG_OK)
+            goto out;
+        json_array_append_new(items, a);
+    }
+    *out = json_pack("{s:O}", "items", items);
+out:
+    json_decref(names);
+    json_decref(items);
+    store_read_end(st, c);
+    return rc;
+}
+
+static enum mg_code alias_id(struct db_conn *c, const char *model, const char *alias, int64_t *mid,
+                             int64_t *aid, struct mg_error *err)
+{
+    static const char sql[] = "SELECT id FROM aliases WHERE model_id = ? AND name = ?";
+    struct db_stmt *s;
+    enum mg_code rc;
+    bool row;
+
+    if ((rc = store_model_id(c, model, mid, err)) != MG_OK)
+        return rc;
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, *mid);
+    db_bind_text(s, 2, alias);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (!row)
+        return mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has no alias '%s'", model, alias);
+    *aid = db_col_i64(s, 0);
+    db_reset(s);
+    return MG_OK;
+}
+
+static enum mg_code history_row(struct db_stmt *s, void *ctx, json_t **item, char cursor[128],
+                                struct mg_error *err)
+{
+    int64_t gen = db_col_i64(s, 0);
+
+    (void)ctx;
+    snprintf(cursor, 128, "%lld", (long long)gen);
+    *item =
+        json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "generation", (json_int_t)gen, "routes",
+                  store_col_json(s, 1), "at", store_col_json_string(s, 2), "by",
+                  store_col_json_string(s, 3), "reason", store_col_json_string(s, 4), "promotion",
+                  store_col_json_string(s, 5), "kind", store_col_json_string(s, 6));
+    return *item ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+}
+
+enum mg_code store_alias_history(struct store *st, const char *model, const char *alias,
+                                 const struct store_page *page, json_t **out, struct mg_error *err)
+{
+    static const char sql[] = "SELECT generation, routes, at, by, reason, promotion, kind "
+                              "FROM alias_history WHERE alias_id = ? AND generation < ? "
+                              "ORDER BY generation DESC LIMIT ?";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
+    int64_t mid, aid = 0, cursor;
+    enum mg_code rc;
+
+    if ((rc = alias_id(c, model, alias, &mid, &aid, err)) != MG_OK ||
+        (rc = store_page_cursor(page, &cursor, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, aid);
+    db_bind_i64(s, 2, cursor);
+    rc = store_page_rows(s, 3, page, history_row, NULL, out, err);
+out:
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_alias_facts(struct store *st, const char *model, const char *alias, json_t **out,
+                               struct mg_error *err)
+{
+    static const char sql_alias[] =
+        "SELECT id, generation, routes, deleted FROM aliases WHERE model_id = ? AND name = ?";
+    static const char sql_hist[] = "SELECT generation, kind, routes, at FROM alias_history "
+                                   "WHERE alias_id = ? ORDER BY generation DESC LIMIT ?";
+    static const char sql_bad[] = "SELECT version, generation FROM alias_bad WHERE alias_id = ?";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
+    int64_t mid, aid = 0, gen = 0;
+    json_t *routes = NULL, *hist = json_array(), *bad = json_array(), *promo = NULL;
+    bool deleted = false, prot = false, row;
+    enum mg_code rc;
+
+    if ((rc = store_model_id(c, model, &mid, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_alias);
+    db_bind_i64(s, 1, mid);
+    db_bind_text(s, 2, alias);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        goto out;
+    if (row) {
+        aid = db_col_i64(s, 0);
+        gen = db_col_i64(s, 1);
+        routes = store_col_json(s, 2);
+        deleted = db_col_i64(s, 3) != 0;
+        db_reset(s);
+    }
+    if (aid != 0) {
+        s = db_prepare(c, sql_hist);
+        db_bind_i64(s, 1, aid);
+        db_bind_i64(s, 2, FACTS_HISTORY_MAX);
+        while ((rc = db_step(s, &row, err)) == MG_OK && row)
+            json_array_append_new(
+                hist, json_pack("{s:I, s:o, s:o, s:o}", "generation", (json_int_t)db_col_i64(s, 0),
+                                "kind", store_col_json_string(s, 1), "routes", store_col_json(s, 2),
+                                "at", store_col_json_string(s, 3)));
+        if (rc != MG_OK)
+            goto out;
+        s = db_prepare(c, sql_bad);
+        db_bind_i64(s, 1, aid);
+        while ((rc = db_step(s, &row, err)) == MG_OK && row)
+            json_array_append_new(bad,
+                                  json_pack("{s:I, s:I}", "version", (json_int_t)db_col_i64(s, 0),
+                                            "generation", (json_int_t)db_col_i64(s, 1)));
+        if (rc != MG_OK)
+            goto out;
+    }
+    if ((rc = alias_guard(c, mid, alias, &prot, &promo, err)) != MG_OK)
+        goto out;
+    *out = json_pack("{s:b, s:b, s:I, s:o, s:b, s:o, s:O, s:O}", "exists", aid != 0 && !deleted,
+                     "deleted", deleted, "generation", (json_int_t)gen, "routes",
+                     routes ? routes : json_array(), "protected", prot, "promotion", promo,
+                     "history", hist, "bad", bad);
+    routes = NULL;
+    if (*out == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+out:
+    json_decref(routes);
+    json_decref(hist);
+    json_decref(bad);
+    store_read_end(st, c);
+    return rc;
+}
+
+/* Every routed version must exist for the model. */
+static enum mg_code check_route_versions(struct db_conn *c, int64_t mid, const char *model,
+                                         const json_t *routes, struct mg_error *err)
+{
+    static const char sql[] = "SELECT 1 FROM versions WHERE model_id = ? AND version = ?";
+    json_t *r;
+    size_t i;
+
+    json_array_foreach(routes, i, r)
+    {
+        struct db_stmt *s = db_prepare(c, sql);
+        json_int_t v = json_integer_value(json_object_get(r, "version"));
+        enum mg_code rc;
+        bool found;
+
+        db_bind_i64(s, 1, mid);
+        db_bind_i64(s, 2, v);
+        if ((rc = store_exists(s, &found, err)) != MG_OK)
+            return rc;
+        if (!found)
+            return mg_fail(err, MG_EINVAL, "routes", "model '%s' has no version %lld", model,
+                           (long long)v);
+    }
+    return MG_OK;
+}
+
+/* Claim the gateway object names of a change for its (model, alias); see
+ * store_alias_change.names. */
+static enum mg_code claim_names(struct db_conn *c, const struct store_alias_change *a,
+                                struct mg_error *err)
+{
+    static const char sql_ins[] = "INSERT INTO gateway_names (gateway, name, model, alias) "
+                                  "VALUES (?, ?, ?, ?) ON CONFLICT (gateway, name) DO NOTHING";
+    static const char sql_get[] =
+        "SELECT model, alias FROM gateway_names WHERE gateway = ? AND name = ?";
+    json_t *n;
+    size_t i;
+    bool row;
+
+    json_array_foreach(a->names, i, n)
+    {
+        const char *gw = json_string_value(json_object_get(n, "gateway"));
+        const char *name = json_string_value(json_object_get(n, "name"));
+        const char *scope = json_string_value(json_object_get(n, "scope"));
+        bool model_scope = scope && strcmp(scope, "model") == 0;
+        const char *want_alias = model_scope ? "*" : a->alias;
+        char owner_model[80] = "", owner_alias[40] = "";
+        struct db_stmt *s;
+        enum mg_code rc;
+
+        if (gw == NULL || name == NULL)
+            continue;
+        s = db_prepare(c, sql_ins);
+        db_bind_text(s, 1, gw);
+        db_bind_text(s, 2, name);
+        db_bind_text(s, 3, a->model);
+        db_bind_text(s, 4, want_alias);
+        if ((rc = db_exec(s, err)) != MG_OK)
+            return rc;
+        s = db_prepare(c, sql_get);
+        db_bind_text(s, 1, gw);
+        db_bind_text(s, 2, name);
+        if ((rc = db_step(s, &row, err)) != MG_OK)
+            return rc;
+        if (!row) /* inserted or kept just above, in this transaction */
+            return mg_fail(err, MG_EDB, NULL, "gateway name '%.200s' vanished", name);
+        snprintf(owner_model, sizeof(owner_model), "%s", db_col_text(s, 0));
+        snprintf(owner_alias, sizeof(owner_alias), "%s", db_col_text(s, 1));
+        db_reset(s);
+        if (strcmp(owner_model, a->model) != 0 ||
+            (!model_scope && strcmp(owner_alias, want_alias) != 0))
+            return mg_fail(err, MG_ECONFLICT, "alias",
+                           "gateway '%s' already uses the name '%.200s' for model '%s'%s%s%s; "
+                           "two aliases never share a gateway name: rename one, or change the "
+                           "gateway's template",
+                           gw, name, owner_model, strcmp(owner_alias, "*") ? " alias '" : "",
+                           strcmp(owner_alias, "*") ? owner_alias : "",
+                           strcmp(owner_alias, "*") ? "'" : "");
+    }
+    return MG_OK;
+}
+
+enum mg_code store_alias_apply(struct db_conn *c, const char *actor,
+                               const struct store_alias_change *a, const char *at,
+                               struct mg_error *err)
+{
+    static const char sql_get[] =
+        "SELECT id, generation FROM aliases WHERE model_id = ? AND name = ?";
+    static const char sql_ins[] =
+        "INSERT INTO aliases (model_id, name, generation, routes, deleted, promotion, "
+        "updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id";
+    static const char sql_upd[] = "UPDATE aliases SET generation = ?, routes = ?, deleted = ?, "
+                                  "promotion = ?, updated_at = ?, updated_by = ? WHERE id = ?";
+    static const char sql_hist[] =
+        "INSERT INTO alias_history (alias_id, generation, routes, kind, reason, promotion, at, "
+        "by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+    static const char sql_bad[] =
+        "INSERT INTO alias_bad (alias_id, version, generation, at, by, reason) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (alias_id, version) DO UPDATE SET "
+        "generation = excluded.generation, at = excluded.at, by = excluded.by, "
+        "reason = excluded.reason";
+    bool deleting = strcmp(a->kind, "delete") == 0;
+    int64_t mid, aid = 0, gen = 0;
+    struct db_stmt *s;
+    char *routes = NULL, target[160];
+    json_t *payload = NULL, *detail = NULL, *enriched;
+    enum mg_code rc;
+    bool row;
+
+    if ((rc = store_model_id(c, a->model, &mid, err)) != MG_OK)
+        return rc;
+    if (a->require_unprotected) {
+        bool prot = true;
+
+        if ((rc = store_policy_exists(c, mid, a->alias, &prot, err)) != MG_OK)
+            return rc;
+        if (prot)
+            return mg_fail(err, MG_EPROTECTED, NULL,
+                           "alias '%s' is protected by a policy; create a promotion instead",
+                           a->alias);
+    }
+    s = db_prepare(c, sql_get);
+    db_bind_i64(s, 1, mid);
+    db_bind_text(s, 2, a->alias);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (row) {
+        aid = db_col_i64(s, 0);
+        gen = db_col_i64(s, 1);
+        db_reset(s);
+    }
+    if (a->expected_generation != gen)
+        return mg_fail(err, MG_ESTALE, NULL,
+                       "alias '%s' changed meanwhile (generation %lld, not %lld); read it and "
+                       "try again",
+                       a->alias, (long long)gen, (long long)a->expected_generation);
+    if ((rc = check_route_versions(c, mid, a->model, a->routes, err)) != MG_OK)
+        return rc;
+    if ((routes = store_json_text(a->routes)) == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    gen++;
+    s = db_prepare(c, aid ? sql_upd : sql_ins);
+    if (aid) {
+        db_bind_i64(s, 1, gen);
+        db_bind_text(s, 2, routes);
+        db_bind_i64(s, 3, deleting);
+        db_bind_text(s, 4, a->promotion);
+        db_bind_text(s, 5, at);
+        db_bind_text(s, 6, actor);
+        db_bind_i64(s, 7, aid);
+    } else {
+        db_bind_i64(s, 1, mid);
+        db_bind_text(s, 2, a->alias);
+        db_bind_i64(s, 3, gen);
+        db_bind_text(s, 4, routes);
+        db_bind_i64(s, 5, deleting);
+        db_bind_text(s, 6, a->promotion);
+        db_bind_text(s, 7, at);
+        db_bind_text(s, 8, actor);
+    }
+    if (!aid) {
+        if ((rc = db_step(s, &row, err)) != MG_OK)
+            goto out;
+        aid = row ? db_col_i64(s, 0) : 0;
+    }
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_hist);
+    db_bind_i64(s, 1, aid);
+    db_bind_i64(s, 2, gen);
+    db_bind_text(s, 3, routes);
+    db_bind_text(s, 4, a->kind);
+    db_bind_text(s, 5, a->reason);
+    db_bind_text(s, 6, a->promotion);
+    db_bind_text(s, 7, at);
+    db_bind_text(s, 8, actor);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    if (a->mark_bad) {
+        s = db_prepare(c, sql_bad);
+        db_bind_i64(s, 1, aid);
+        db_bind_i64(s, 2, a->mark_bad);
+        db_bind_i64(s, 3, gen);
+        db_bind_text(s, 4, at);
+        db_bind_text(s, 5, actor);
+        db_bind_text(s, 6, a->reason);
+        if ((rc = db_exec(s, err)) != MG_OK)
+            goto out;
+    }
+    if ((rc = routes_enriched(c, mid, a->routes, &enriched, err)) != MG_OK)
+        goto out;
+    payload = json_pack("{s:o, s:s?}", "routes", enriched, "promotion", a->promotion);
+    if (payload == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if (a->names && (rc = claim_names(c, a, err)) != MG_OK)
+        goto out;
+    if ((rc = store_outbox_write(c, a->model, a->alias, gen, payload, at, err)) != MG_OK)
+        goto out;
+    snprintf(target, sizeof(target), "%s/%s", a->model, a->alias);
+    detail = json_pack("{s:I, s:O, s:s, s:s?, s:s?}", "generation", (json_int_t)gen, "routes",
+                       a->routes, "kind", a->kind, "reason", a->reason, "promotion", a->promotion);
+    if (a->mark_bad)
+        json_object_set_new(detail, "marked_bad", json_integer(a->mark_bad));
+    rc = store_audit_append(c, actor, deleting ? "alias.delete" : "alias.update", target, detail,
+                            err);
+out:
+    free(routes);
+    json_decref(payload);
+    json_decref(detail);
+    return rc;
+}

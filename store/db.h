@@ -1,0 +1,139 @@
+/*
+ * db.h - the thin database layer under store/: connections, transactions and
+ * prepared statements, with nothing of any one engine in its types. The store's
+ * files write their domain SQL against this; db_sqlite.c implements it over
+ * SQLite (and, for several replicas, a libpq implementation sits beside it).
+ * Nothing outside store/ includes this.
+ *
+ * Errors cannot be lost: a statement has exactly one place where its failure
+ * shows, the db_step or db_exec that runs it, and both must be checked (the
+ * compiler refuses to build code that drops their result). db_prepare never
+ * fails on its own; a failure to prepare or to bind is kept in the statement
+ * and reported by the step. So the usual shapes are:
+ *
+ *     s = db_prepare(c, sql);                 one statement, run to the end
+ *     db_bind_i64(s, 1, id);
+ *     if ((rc = db_exec(s, err)) != MG_OK)
+ *         goto out;
+ *
+ *     while ((rc = db_step(s, &row, err)) == MG_OK && row)   rows
+ *         ... db_col_text(s, 0) ...
+ *     if (rc != MG_OK)
+ *         goto out;
+ *
+ * Thread safety: a connection and its statements belong to one thread at a
+ * time (the store lends connections out; see store_int.h).
+ */
+#ifndef STORE_DB_H
+#define STORE_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/mg.h"
+
+#define DB_MUST_CHECK __attribute__((warn_unused_result))
+
+struct db_conn;
+struct db_stmt;
+
+/* ---- connections ---------------------------------------------------------- */
+
+struct db_open_options {
+    const char *path; /* SQLite: the database file */
+    bool writer;      /* a read-write connection (creates the file) */
+    bool sync_normal; /* writer: synchronous=NORMAL instead of FULL */
+    int busy_timeout_ms;
+};
+
+/* Open a connection; *out is NEW (db_close). On failure *out is NULL and err
+ * says which database and why. */
+enum mg_code db_open(const struct db_open_options *opt, struct db_conn **out,
+                     struct mg_error *err) DB_MUST_CHECK;
+
+/* Finalize every cached statement and close. Sets *c to NULL; NULL is fine. */
+void db_close(struct db_conn **c);
+
+/* Run SQL text that may hold several statements and takes no parameters
+ * (migrations, pragmas). Not cached. */
+enum mg_code db_exec_script(struct db_conn *c, const char *sql, struct mg_error *err) DB_MUST_CHECK;
+
+/* ---- transactions --------------------------------------------------------- */
+
+/* A read transaction sees one consistent snapshot; a write transaction takes
+ * the database's write lock at its start (SQLite: BEGIN IMMEDIATE). */
+enum db_txn { DB_READ, DB_WRITE };
+
+enum mg_code db_begin(struct db_conn *c, enum db_txn kind, struct mg_error *err) DB_MUST_CHECK;
+
+/* Commit. Statements still open on the connection are ended first (a read
+ * left stepping must not hold its snapshot past the end of the transaction).
+ * On failure the transaction is rolled back. */
+enum mg_code db_commit(struct db_conn *c, struct mg_error *err) DB_MUST_CHECK;
+
+/* Roll back if a transaction is open; otherwise nothing. Never fails in a way
+ * the caller could act on. */
+void db_rollback(struct db_conn *c);
+
+/* Rows changed by every statement run on c so far: compare two readings to
+ * tell whether a transaction wrote anything. */
+int64_t db_total_changes(struct db_conn *c);
+
+/* ---- statements ----------------------------------------------------------- */
+
+/*
+ * The prepared statement for sql on c, reset and with no bindings. sql must be
+ * a string that outlives the connection (a static const array): statements are
+ * cached per connection, keyed by the text's address. Never NULL: when
+ * preparing fails, the handle carries the failure and the step reports it. The
+ * handle is BORROWED from the connection; a later db_prepare of the same sql on
+ * the same connection resets it.
+ */
+struct db_stmt *db_prepare(struct db_conn *c, const char *sql);
+
+/* Bind parameter i (1-based). A failure is kept and reported by the step. */
+void db_bind_text(struct db_stmt *s, int i, const char *text); /* NULL binds NULL */
+void db_bind_i64(struct db_stmt *s, int i, int64_t v);
+void db_bind_double(struct db_stmt *s, int i, double v);
+void db_bind_blob(struct db_stmt *s, int i, const void *p, size_t n);
+void db_bind_null(struct db_stmt *s, int i);
+
+/*
+ * Run to the next row. MG_OK with *row true: the row's columns can be read
+ * until the next step or reset. MG_OK with *row false: no more rows; the
+ * statement is reset. Anything else: the failure (of preparing, binding or
+ * stepping) is in err, *row is false and the statement is reset. Constraint
+ * violations are MG_ECONFLICT, a full disk MG_ENOSPC, a busy database
+ * MG_EUNAVAIL, everything else MG_EDB.
+ */
+enum mg_code db_step(struct db_stmt *s, bool *row, struct mg_error *err) DB_MUST_CHECK;
+
+/* Run a statement whose rows are not wanted (INSERT, UPDATE, DELETE) to its
+ * end, then reset it. */
+enum mg_code db_exec(struct db_stmt *s, struct mg_error *err) DB_MUST_CHECK;
+
+/* Stop reading rows before the end (the rest are not wanted). */
+void db_reset(struct db_stmt *s);
+
+/* Rows changed by the last INSERT, UPDATE or DELETE run on the statement's
+ * connection. */
+int64_t db_changes(struct db_stmt *s);
+
+/* Columns of the current row, 0-based. Text and blobs are BORROWED, valid
+ * until the next step or reset; text is NUL-terminated; NULL for SQL NULL. */
+bool db_col_null(struct db_stmt *s, int i);
+int64_t db_col_i64(struct db_stmt *s, int i);
+double db_col_double(struct db_stmt *s, int i);
+const char *db_col_text(struct db_stmt *s, int i);
+const void *db_col_blob(struct db_stmt *s, int i);
+size_t db_col_bytes(struct db_stmt *s, int i);
+
+/* ---- the embedded database only ------------------------------------------- */
+
+/* Copy the SQLite database at path into a new file dest, as one consistent
+ * snapshot taken while writers go on (the online backup API). */
+enum mg_code db_sqlite_snapshot(const char *path, const char *dest,
+                                struct mg_error *err) DB_MUST_CHECK;
+
+#endif

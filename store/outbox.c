@@ -1,0 +1,205 @@
+/*
+ * outbox.c - the outbox: the desired state of each (gateway, model, alias),
+ * written in the transaction of the change that makes it (the newest
+ * generation only). A worker claims a row with a lease (so one delivery per
+ * row is in flight, and a crashed worker's row comes back when the lease
+ * ends), delivers, and records the outcome only for the generation it
+ * delivered; a newer generation written meanwhile stays pending.
+ */
+#include "store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "../common/util.h"
+
+enum mg_code store_outbox_write(struct db_conn *c, const char *model, const char *alias,
+                                int64_t gen, const json_t *payload, const char *at,
+                                struct mg_error *err)
+{
+    static const char sql[] =
+        "INSERT INTO outbox (gateway, model, alias, generation, payload, state, attempts, "
+        "last_error, next_attempt_at, written_ms, written_at, acked_at) "
+        "SELECT g.name, ?1, ?2, ?3, ?4, 'pending', 0, NULL, 0, ?6, ?5, NULL FROM gateways g "
+        "WHERE (g.models IS NULL OR EXISTS (SELECT 1 FROM json_each(g.models) WHERE value = ?1)) "
+        "AND (g.aliases IS NULL OR EXISTS (SELECT 1 FROM json_each(g.aliases) WHERE value = ?2)) "
+        "ON CONFLICT (gateway, model, alias) DO UPDATE SET generation = excluded.generation, "
+        "payload = excluded.payload, state = 'pending', attempts = 0, last_error = NULL, "
+        "next_attempt_at = 0, written_ms = excluded.written_ms, written_at = excluded.written_at, "
+        "acked_at = NULL";
+    struct db_stmt *s = db_prepare(c, sql);
+    char *text = store_json_text(payload);
+    enum mg_code rc;
+
+    if (text == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    db_bind_text(s, 1, model);
+    db_bind_text(s, 2, alias);
+    db_bind_i64(s, 3, gen);
+    db_bind_text(s, 4, text);
+    db_bind_text(s, 5, at);
+    db_bind_i64(s, 6, mg_now_ms());
+    rc = db_exec(s, err);
+    free(text);
+    return rc;
+}
+
+void store_delivery_release(struct store_delivery *d)
+{
+    json_decref(d->config);
+    json_decref(d->payload);
+    if (d->secret)
+        OPENSSL_cleanse(d->secret, strlen(d->secret));
+    free(d->secret);
+    memset(d, 0, sizeof(*d));
+}
+
+enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_ms,
+                                struct store_delivery *out, bool *found, struct mg_error *err)
+{
+    static const char sql[] =
+        "UPDATE outbox SET lease_until = ?2 WHERE (gateway, model, alias) = ("
+        "  SELECT o.gateway, o.model, o.alias FROM outbox o JOIN gateways g ON g.name = o.gateway"
+        "  WHERE o.state != 'in_sync' AND o.next_attempt_at <= ?1 AND o.lease_until <= ?1"
+        "  AND g.disabled_reason IS NULL ORDER BY o.next_attempt_at, o.written_ms LIMIT 1) "
+        "RETURNING gateway, model, alias, generation, payload, attempts, written_ms";
+    static const char sql_gw[] = "SELECT kind, config, secret FROM gateways WHERE name = ?";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    enum mg_code rc = MG_OK;
+    bool row;
+
+    if (c == NULL)
+        return err->code;
+    *found = false;
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, now_ms);
+    db_bind_i64(s, 2, now_ms + lease_ms);
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        memset(out, 0, sizeof(*out));
+        snprintf(out->gateway, sizeof(out->gateway), "%s", db_col_text(s, 0));
+        snprintf(out->model, sizeof(out->model), "%s", db_col_text(s, 1));
+        snprintf(out->alias, sizeof(out->alias), "%s", db_col_text(s, 2));
+        out->generation = db_col_i64(s, 3);
+        out->payload = store_col_json(s, 4);
+        out->attempts = (int)db_col_i64(s, 5);
+        out->written_ms = db_col_i64(s, 6);
+        *found = true;
+        rc = db_exec(s, err); /* a RETURNING statement ends at its last step */
+    }
+    if (rc != MG_OK || !*found)
+        goto out;
+    s = db_prepare(c, sql_gw);
+    db_bind_text(s, 1, out->gateway);
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        snprintf(out->kind, sizeof(out->kind), "%s", db_col_text(s, 0));
+        out->config = store_col_json(s, 1);
+        out->secret = store_col_strdup(s, 2);
+        db_reset(s);
+    }
+out:
+    rc = store_write_end(st, c, rc, err);
+    if (rc != MG_OK && *found) {
+        store_delivery_release(out);
+        *found = false;
+    }
+    return rc;
+}
+
+enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d, bool ok,
+                               const char *error, int64_t next_attempt_ms, struct mg_error *err)
+{
+    /* Only the generation that was delivered is settled; a newer one written
+     * meanwhile keeps its pending state and is due at once. */
+    static const char sql_ok[] =
+        "UPDATE outbox SET state = 'in_sync', attempts = attempts + 1, last_error = NULL, "
+        "next_attempt_at = 0, acked_at = ?4, lease_until = 0 WHERE gateway = ?1 AND model = ?2 AND "
+        "alias = ?3 "
+        "AND generation = ?5";
+    static const char sql_fail[] =
+        "UPDATE outbox SET state = 'failing', attempts = attempts + 1, last_error = ?4, "
+        "next_attempt_at = ?6, lease_until = 0 WHERE gateway = ?1 AND model = ?2 AND alias = ?3 "
+        "AND generation = ?5";
+    static const char sql_release[] = "UPDATE outbox SET lease_until = 0 WHERE gateway = ?1 "
+                                      "AND model = ?2 AND alias = ?3";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    char at[32];
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, ok ? sql_ok : sql_fail);
+    store_now(at);
+    db_bind_text(s, 1, d->gateway);
+    db_bind_text(s, 2, d->model);
+    db_bind_text(s, 3, d->alias);
+    db_bind_text(s, 4, ok ? at : error);
+    db_bind_i64(s, 5, d->generation);
+    if (!ok)
+        db_bind_i64(s, 6, next_attempt_ms);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    if (db_changes(s) == 0) {
+        /* Superseded: release the lease so the newer generation goes out. */
+        s = db_prepare(c, sql_release);
+        db_bind_text(s, 1, d->gateway);
+        db_bind_text(s, 2, d->model);
+        db_bind_text(s, 3, d->alias);
+        rc = db_exec(s, err);
+    }
+out:
+    return store_write_end(st, c, rc, err);
+}
+
+enum mg_code store_outbox_next_due(struct store *st, int64_t *next_ms, struct mg_error *err)
+{
+    static const char sql[] = "SELECT min(max(o.next_attempt_at, o.lease_until)) FROM outbox o "
+                              "JOIN gateways g ON g.name = o.gateway "
+                              "WHERE o.state != 'in_sync' AND g.disabled_reason IS NULL";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    *next_ms = 0;
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        if (!db_col_null(s, 0))
+            *next_ms = db_col_i64(s, 0);
+        db_reset(s);
+    }
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_outbox_synced(struct store *st, const char *model, const char *alias,
+                                 int64_t gen, bool *synced, struct mg_error *err)
+{
+    static const char sql[] = "SELECT count(*) FROM outbox WHERE model = ? AND alias = ? AND "
+                              "NOT (state = 'in_sync' AND generation >= ?)";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    *synced = false;
+    db_bind_text(s, 1, model);
+    db_bind_text(s, 2, alias);
+    db_bind_i64(s, 3, gen);
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        *synced = db_col_i64(s, 0) == 0;
+        db_reset(s);
+    }
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_outbox_recover(struct store *st, struct mg_error *err)
+{
+    static const char sql[] = "UPDATE outbox SET lease_until = 0 WHERE lease_until != 0";
+
+    return store_write_sql(st, sql, err);
+}
