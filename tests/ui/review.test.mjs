@@ -80,6 +80,28 @@ async function waitFor(what, fn, timeoutMs = 15000 * SLOW) {
   }
 }
 
+// Every module of the UI by name: app.js and what it imports, transitively,
+// each with the server's answer.
+async function jsModules() {
+  const found = new Map();
+  const todo = ['app.js'];
+  while (todo.length) {
+    const name = todo.pop();
+    if (found.has(name))
+      continue;
+    const r = await call(null, 'GET', '/static/' + name);
+    assert.equal(r.status, 200, '/static/' + name);
+    found.set(name, r);
+    assert.doesNotMatch(r.text, /\bimport\s*\(/, name + ' imports dynamically');
+    for (const [, spec] of r.text.matchAll(/^(?:import|export)\b[^;]*?\bfrom\s+'([^']*)'/gm)) {
+      // Flat and relative, so that every import resolves to /static/NAME.js.
+      assert.match(spec, /^\.\/[a-z0-9_]+\.js$/, name + ' imports ' + spec);
+      todo.push(spec.slice(2));
+    }
+  }
+  return found;
+}
+
 async function startServer() {
   tmp = await mkdtemp(path.join(tmpdir(), 'mg-ui-'));
   const data = path.join(tmp, 'data');
@@ -217,11 +239,21 @@ async function newPage(width = 1280, height = 900) {
   });
   page.on('pageerror', (e) => pageErrors.push('pageerror: ' + e.message));
   page.on('console', (m) => {
-    // A 401/403 from fetch also logs an error; only CSP violations and
-    // script errors count against the page.
-    if (m.type() === 'error' && /Content Security Policy|Uncaught|TypeError|ReferenceError/
-      .test(m.text()))
+    // A 401/403 from fetch also logs an error; only CSP violations, script
+    // errors and modules that did not load count against the page.
+    if (m.type() === 'error' &&
+        /Content Security Policy|Uncaught|TypeError|ReferenceError|SyntaxError|module script/
+          .test(m.text()))
       pageErrors.push('console: ' + m.text());
+  });
+  // A module that is missing or refused leaves the page half drawn, not broken.
+  page.on('response', (r) => {
+    if (new URL(r.url()).pathname.startsWith('/static/') && r.status() !== 200)
+      pageErrors.push('static: ' + r.status() + ' ' + r.url());
+  });
+  page.on('requestfailed', (r) => {
+    if (new URL(r.url()).pathname.startsWith('/static/'))
+      pageErrors.push('static: failed ' + r.url());
   });
   return page;
 }
@@ -304,7 +336,13 @@ describe('reviewer UI', { concurrency: false }, () => {
   });
 
   test('the page and its files come with a strict CSP and nothing from elsewhere', async () => {
-    for (const p of ['/', '/static/app.js', '/static/app.css', '/static/logo.svg']) {
+    const modules = await jsModules();
+    for (const m of ['page_signin.js', 'page_queue.js', 'page_promotion.js', 'page_models.js',
+                     'page_model.js', 'page_dataset.js'])
+      assert.ok(modules.has(m), 'app.js does not load ' + m);
+    const files = ['/', '/static/app.css', '/static/logo.svg',
+                   ...[...modules.keys()].map((m) => '/static/' + m)];
+    for (const p of files) {
       const r = await call(null, 'GET', p);
       assert.equal(r.status, 200, p);
       assert.match(r.headers.get('content-security-policy') || '', /default-src 'none'/, p);
@@ -312,8 +350,12 @@ describe('reviewer UI', { concurrency: false }, () => {
     }
     const html = (await call(null, 'GET', '/')).text;
     assert.doesNotMatch(html, /<script>|\sstyle=|\son[a-z]+=/i, 'index.html has inline code');
-    const js = (await call(null, 'GET', '/static/app.js')).text;
-    assert.doesNotMatch(js, /\.(inner|outer)HTML\b|insertAdjacentHTML\s*\(|document\.write\s*\(|\beval\s*\(|new Function\s*\(/);
+    assert.match(html, /<script type="module" src="\/static\/app\.js"><\/script>/);
+    for (const [name, r] of modules) {
+      // Browsers refuse to run a module served with any other type.
+      assert.match(r.headers.get('content-type') || '', /^text\/javascript\b/, name);
+      assert.doesNotMatch(r.text, /\.(inner|outer)HTML\b|insertAdjacentHTML\s*\(|document\.write\s*\(|\beval\s*\(|new Function\s*\(/, name);
+    }
   });
 
   test('a reviewer signs in and sees the queue, newest first', async () => {
@@ -591,6 +633,27 @@ describe('reviewer UI', { concurrency: false }, () => {
     await r1.locator('main dd a').first().click();   // its parent
     await r1.locator('h1', { hasText: 'fraud-train-2026-10' }).waitFor();
     assert.match(await r1.locator('#dataset-users').innerText(), /fraud-detector[\s\S]*v1/);
+  });
+
+  test('the browser loads every module and each page module draws its page', async () => {
+    const page = await newPage();
+    await signIn(page, 'reviewer1');
+    await page.locator('#queue').waitFor();
+    await page.goto(base + '/#/models');
+    await page.locator('.models-table tr', { hasText: 'fraud-detector' }).waitFor();
+    await page.goto(base + '/#/models/fraud-detector');
+    await page.locator('#versions tr[data-version="2"]').waitFor();
+    await page.goto(base + '/#/promotions/' + promoProd);
+    await page.locator('#metrics tr[data-metric="auc"]').waitFor();
+    await page.goto(base + '/#/datasets/' + encodeURIComponent(H1));
+    await page.locator('h1', { hasText: 'fraud-train-2026-10' }).waitFor();
+    await page.goto(base + '/#/no-such-page');
+    await page.locator('h1', { hasText: 'Not found' }).waitFor();
+    const loaded = await page.evaluate(() => performance.getEntriesByType('resource')
+      .map((e) => new URL(e.name).pathname).filter((p) => p.endsWith('.js')));
+    const modules = [...(await jsModules()).keys()].map((m) => '/static/' + m);
+    assert.deepEqual([...new Set(loaded)].sort(), modules.sort());
+    await page.context().close();
   });
 
   test('signing out ends the session', async () => {

@@ -1,0 +1,263 @@
+/* #/promotions/ID: one promotion, its decision panel, and a poll that follows
+ * it while it is active. */
+
+import { compareTable, gatesTable, smokeList } from './page_promotion_evidence.js';
+import { metricsChart, metricsTable } from './page_promotion_metrics.js';
+import { api, maybe } from './ui_api.js';
+import { add, enc, h } from './ui_dom.js';
+import { ago } from './ui_format.js';
+import { approvalsOf, missingGroup, promoTitle } from './ui_promotion.js';
+import { drafts, hasRole, session, stopPoll, view } from './ui_state.js';
+import { badge, mount, section, splitBar, when } from './ui_widgets.js';
+
+const ACTIVE = ['evaluating', 'awaiting_approval', 'rolling_out'];
+const POLL_MS = 2000;
+
+function approvalsList(p) {
+  const list = p.approvals || [];
+  if (list.length === 0)
+    return h('p', { class: 'empty' }, 'No decisions yet.');
+  return h('ol', { class: 'plain approvals' }, list.map((a) =>
+    h('li', { class: 'approval', 'data-by': a.by },
+      h('div', { class: 'approval-head' }, badge(a.decision), ' ', h('strong', null, a.by), ' ',
+        h('span', { class: 'muted small' }, when(a.at))),
+      a.comment ? h('p', { class: 'comment' }, a.comment)
+                : h('p', { class: 'comment muted' }, 'No comment.'))));
+}
+
+function rolloutView(p) {
+  const ro = p.rollout || { steps: [], step_index: -1, weight: 0 };
+  const steps = h('ol', { class: 'steps' }, (ro.steps || []).map((w, i) => {
+    const st = i < ro.step_index || (i === ro.step_index && p.state === 'succeeded') ? 'done'
+      : i === ro.step_index ? 'current' : 'todo';
+    return h('li', { class: 'step step-' + st, 'aria-current': st === 'current' ? 'step' : null },
+             h('span', { class: 'step-n' }, String(i + 1)),
+             h('span', null, w + '%'),
+             h('span', { class: 'sr-only' }, ' (' + st + ')'));
+  }));
+  const w = ro.weight || 0;
+  const routes = [];
+  if (p.baseline_version && w < 100)
+    routes.push({ version: p.baseline_version, weight: 100 - w });
+  if (w > 0)
+    routes.push({ version: p.version, weight: w });
+  const policy = (p.policy && p.policy.rollout) || {};
+  return h('div', { class: 'rollout' },
+           h('p', { id: 'rollout-weight', class: 'big' }, 'Candidate weight: ',
+             h('strong', null, w + '%'),
+             ro.next_step_at ? h('span', { class: 'muted small' }, ' · next step ',
+                                 when(ro.next_step_at)) : null),
+           steps,
+           ACTIVE.includes(p.state) || p.state === 'succeeded' ? splitBar(routes, p.version) : null,
+           h('p', { class: 'muted small' },
+             'Bake time ' + (policy.bake_seconds !== undefined ? policy.bake_seconds + ' s' : '—') +
+             ' per step, ' + (policy.auto_advance === false ? 'advanced by a deployer.'
+                                                            : 'advances automatically.')));
+}
+
+function eventsList(p) {
+  const ev = (p.events || []).slice().reverse();
+  if (ev.length === 0)
+    return h('p', { class: 'empty' }, 'No events.');
+  return h('ol', { class: 'plain events' }, ev.map((e) =>
+    h('li', null, h('span', { class: 'event-type' }, e.type), ' ',
+      h('span', { class: 'muted small' }, when(e.at)),
+      e.detail ? h('span', { class: 'block' }, e.detail) : null)));
+}
+
+/* Why the signed-in user may not decide, or null when they may. */
+function whyNot(p, cand) {
+  const me = session.me.name;
+  if (!hasRole('reviewer'))
+    return { id: 'not-reviewer', text: 'Only reviewers decide on promotions. You are signed in as ' +
+             me + ' (' + session.me.roles.join(', ') + ').' };
+  const reasons = [];
+  if (cand && cand.created_by === me)
+    reasons.push('you published version ' + cand.version);
+  if (p.created_by === me)
+    reasons.push('you requested this promotion');
+  if (reasons.length)
+    return { id: 'self-approval', self: true,
+             text: 'You cannot approve or reject this promotion: ' + reasons.join(' and ') +
+                   '. A different reviewer has to decide, so that no change reaches ' +
+                   'production on one person\'s word.' };
+  /* The server's word on the rest: teams, metric contributors, every rule. */
+  if (p.viewer && !p.viewer.can_decide && p.state === 'awaiting_approval' &&
+      !(p.approvals || []).some((a) => a.by === me))
+    return { id: /appended a metric/.test(p.viewer.reason || '') ? 'self-approval' : 'not-allowed',
+             self: /appended a metric/.test(p.viewer.reason || ''),
+             text: 'You cannot approve or reject this promotion: ' + p.viewer.reason + '.' };
+  const mine = (p.approvals || []).find((a) => a.by === me);
+  if (mine)
+    return { id: 'already-decided', text: 'You ' + (mine.decision === 'approve' ? 'approved'
+                                                                                  : 'rejected') +
+             ' this promotion ' + ago(mine.at) + '.' };
+  return null;
+}
+
+function decisionPanel(p, cand, onDone) {
+  const appr = approvalsOf(p);
+  const box = h('section', { class: 'card decide', id: 'decision', 'aria-labelledby': 'decide-h' },
+                h('h2', { id: 'decide-h' }, 'Decision'));
+  add(box, h('p', { class: 'big', id: 'approval-count' },
+             h('strong', null, appr.given + ' of ' + appr.required), ' approvals',
+             p.state === 'awaiting_approval'
+               ? h('span', { class: 'muted' }, ' · ' + appr.needed + ' more needed') : null,
+             p.state === 'awaiting_approval' && missingGroup(p)
+               ? h('span', { class: 'block', id: 'missing-group' },
+                   'Still needed from a team: ' + missingGroup(p)) : null));
+  if (p.state !== 'awaiting_approval') {
+    const text = {
+      evaluating: 'Gates are still being evaluated; decisions open once they pass.',
+      rolling_out: 'Approved. The rollout is in progress.',
+      succeeded: 'Approved and fully rolled out.',
+      rejected: 'This promotion was rejected.',
+      aborted: 'This promotion was aborted.',
+      rolled_back: 'This promotion was rolled back.',
+    }[p.state] || 'Nothing to decide.';
+    add(box, h('p', { id: 'decision-closed' }, text));
+    return box;
+  }
+  const why = whyNot(p, cand);
+  if (why) {
+    add(box, h('div', { class: 'notice ' + (why.self ? 'notice-warn' : 'notice-info'),
+                        id: why.id, role: 'note' }, why.text));
+    return box;
+  }
+  const ta = h('textarea', { id: 'comment', rows: '4', maxlength: '4000',
+                             'aria-describedby': 'comment-help', oninput: () => {
+                               drafts[p.id] = ta.value;
+                               err.textContent = '';
+                             } });
+  ta.value = drafts[p.id] || '';
+  const err = h('div', { class: 'form-error', id: 'decision-error', role: 'alert' });
+  const send = async (decision) => {
+    const comment = ta.value.trim();
+    err.textContent = '';
+    if (decision === 'reject' && !comment) {
+      err.textContent = 'Say why you reject: a comment is required.';
+      ta.focus();
+      return;
+    }
+    approve.disabled = reject.disabled = true;
+    try {
+      const body = { decision };
+      if (comment)
+        body.comment = comment;
+      const np = await api('POST', '/api/v1/promotions/' + enc(p.id) + '/approvals', body);
+      delete drafts[p.id];
+      view.flash = { tone: 'good', text: decision === 'approve'
+        ? 'You approved this promotion.' : 'You rejected this promotion.' };
+      onDone(np);
+    } catch (e) {
+      err.textContent = e.message;
+      approve.disabled = reject.disabled = false;
+    }
+  };
+  const approve = h('button', { type: 'button', class: 'btn btn-good', id: 'approve',
+                                onclick: () => send('approve') }, 'Approve');
+  const reject = h('button', { type: 'button', class: 'btn btn-bad', id: 'reject',
+                               onclick: () => send('reject') }, 'Reject');
+  add(box, h('label', { for: 'comment' }, 'Comment'),
+      h('p', { id: 'comment-help', class: 'muted small' },
+        'Optional when approving, required when rejecting. Shown to everyone as plain text.'),
+      ta, err, h('div', { class: 'actions' }, approve, reject));
+  return box;
+}
+
+async function loadPromotion(id, pIn) {
+  const p = pIn || await api('GET', '/api/v1/promotions/' + enc(id));
+  const vbase = '/api/v1/models/' + enc(p.model) + '/versions/';
+  const [cand, base, smoke] = await Promise.all([
+    api('GET', vbase + enc(p.version)),
+    p.baseline_version ? maybe(vbase + enc(p.baseline_version)) : Promise.resolve(null),
+    maybe(vbase + enc(p.version) + '/smoke-tests?limit=6'),
+  ]);
+  return { p, cand, base, smoke: (smoke && smoke.items) || [] };
+}
+
+export async function renderPromotion(seq, id, pIn) {
+  let data = await loadPromotion(id, pIn);
+  if (seq !== view.seq)
+    return;
+  let last = '';
+
+  const draw = (d) => {
+    const { p, cand, base, smoke } = d;
+    const appr = approvalsOf(p);
+    /* Keep the reviewer's place if the page redraws while they type. */
+    const active = document.activeElement;
+    const typing = active && active.id === 'comment';
+    const sel = typing ? [active.selectionStart, active.selectionEnd] : null;
+    const scrollY = window.scrollY;
+
+    mount(
+      h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' },
+        h('a', { href: '#/queue' }, 'Review queue'), ' / ',
+        h('a', { href: '#/models/' + enc(p.model) }, p.model), ' / ',
+        h('span', null, 'promotion ' + p.id)),
+      h('div', { class: 'page-head' },
+        h('div', null,
+          h('h1', null, h('span', { id: 'promo-title' }, promoTitle(p)), ' ',
+            h('span', { id: 'promo-state' }, badge(p.state))),
+          h('p', { class: 'muted' },
+            'Requested by ', h('strong', null, p.created_by), ' ', when(p.created_at),
+            ' · baseline ', p.baseline_version ? 'v' + p.baseline_version + ' (last known good)'
+                                               : 'none (first release)',
+            p.reason ? [' · reason: ', h('span', { class: 'reason' }, p.reason)] : null))),
+      h('div', { class: 'layout' },
+        h('div', { class: 'main-col' },
+          section('Metrics', 'metrics', metricsTable(p, cand, base),
+                  metricsChart(p, cand, base)),
+          section('Candidate and baseline', 'compare', compareTable(p, cand, base)),
+          section('Gates', 'gates', gatesTable(p, appr)),
+          section('Smoke tests', 'smoke', smokeList(smoke, p.gates))),
+        h('div', { class: 'side-col' },
+          decisionPanel(p, cand, (np) => {
+            data = Object.assign({}, data, { p: np });
+            draw(data);
+            refresh();
+          }),
+          section('Approvals', 'approvals', approvalsList(p)),
+          section('Rollout', 'rollout', rolloutView(p)),
+          section('Events', 'events', eventsList(p)))));
+
+    if (typing) {
+      const ta = document.getElementById('comment');
+      if (ta) {
+        ta.focus();
+        ta.setSelectionRange(sel[0], sel[1]);
+      }
+    }
+    window.scrollTo(0, scrollY);
+  };
+
+  const schedule = () => {
+    stopPoll();
+    if (ACTIVE.includes(data.p.state) || data.smoke.some((t) => t.state === 'queued' ||
+                                                                 t.state === 'running'))
+      view.pollTimer = setTimeout(refresh, POLL_MS);
+  };
+
+  const refresh = async () => {
+    try {
+      const d = await loadPromotion(id);
+      if (seq !== view.seq)
+        return;
+      const key = JSON.stringify([d.p, d.smoke]);
+      if (key !== last) {
+        last = key;
+        data = d;
+        draw(d);
+      }
+      schedule();
+    } catch (e) {
+      if (seq === view.seq && e.status !== 401)
+        schedule();
+    }
+  };
+
+  last = JSON.stringify([data.p, data.smoke]);
+  draw(data);
+  schedule();
+}
