@@ -40,20 +40,29 @@ struct db_stmt;
 
 /* ---- connections ---------------------------------------------------------- */
 
+enum db_dialect { DB_SQLITE, DB_POSTGRES };
+
 struct db_open_options {
-    const char *path; /* SQLite: the database file */
-    bool writer;      /* a read-write connection (creates the file) */
-    bool sync_normal; /* writer: synchronous=NORMAL instead of FULL */
-    int busy_timeout_ms;
+    const char *path;    /* SQLite: the database file */
+    const char *url;     /* PostgreSQL: a libpq URI or conninfo; when set, path is unused */
+    bool writer;         /* SQLite: a read-write connection (creates the file) */
+    bool sync_normal;    /* SQLite writer: synchronous=NORMAL instead of FULL */
+    int busy_timeout_ms; /* SQLite: how long to wait for a lock */
 };
 
 /* Open a connection; *out is NEW (db_close). On failure *out is NULL and err
- * says which database and why. */
+ * says which database and why (never a password). */
 enum mg_code db_open(const struct db_open_options *opt, struct db_conn **out,
                      struct mg_error *err) DB_MUST_CHECK;
 
 /* Finalize every cached statement and close. Sets *c to NULL; NULL is fine. */
 void db_close(struct db_conn **c);
+
+/* Which SQL the connection speaks. Where the engines spell a statement
+ * differently the store keeps both spellings side by side and picks one with
+ * DB_SQL (each spelling a static string, so the statement cache keys on it). */
+enum db_dialect db_dialect(const struct db_conn *c);
+#define DB_SQL(c, sqlite_text, pg_text) (db_dialect(c) == DB_POSTGRES ? (pg_text) : (sqlite_text))
 
 /* Run SQL text that may hold several statements and takes no parameters
  * (migrations, pragmas). Not cached. */
@@ -61,8 +70,12 @@ enum mg_code db_exec_script(struct db_conn *c, const char *sql, struct mg_error 
 
 /* ---- transactions --------------------------------------------------------- */
 
-/* A read transaction sees one consistent snapshot; a write transaction takes
- * the database's write lock at its start (SQLite: BEGIN IMMEDIATE). */
+/* A read transaction sees one consistent snapshot. A write transaction takes
+ * the database's one write lock at its start (SQLite: BEGIN IMMEDIATE;
+ * PostgreSQL: a transaction-scoped advisory lock every writer of every
+ * process takes), so what it reads stays true until it commits. On
+ * PostgreSQL a lost connection is re-established here, outside any
+ * transaction; failing that, MG_EUNAVAIL. */
 enum db_txn { DB_READ, DB_WRITE };
 
 enum mg_code db_begin(struct db_conn *c, enum db_txn kind, struct mg_error *err) DB_MUST_CHECK;

@@ -3,27 +3,45 @@
  * connection, statements prepared once and cached by the address of their
  * text, failures kept in the statement until its step reports them.
  */
-#include "db.h"
+#include "db_int.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct db_stmt {
-    struct db_conn *conn;
+struct lite_stmt {
+    struct db_stmt base; /* base.conn: the lite_conn */
     const char *sql;
     sqlite3_stmt *st; /* NULL when preparing failed */
     int rc;           /* first failure of prepare or bind since db_prepare, else SQLITE_OK */
     char msg[256];    /* its message, copied: SQLite's own is overwritten by the next call */
 };
 
-struct db_conn {
+struct lite_conn {
+    struct db_conn base;
     sqlite3 *db;
-    struct db_stmt **cache; /* one allocation each: handles stay put when the array grows */
+    struct lite_stmt **cache; /* one allocation each: handles stay put when the array grows */
     unsigned ncache, capcache;
-    struct db_stmt failed; /* handed out when a statement cannot be prepared or cached */
+    struct lite_stmt failed; /* handed out when a statement cannot be prepared or cached */
 };
+
+static const struct db_ops lite_ops;
+
+static struct lite_conn *LC(struct db_conn *c)
+{
+    return (struct lite_conn *)c;
+}
+
+static struct lite_stmt *LS(struct db_stmt *s)
+{
+    return (struct lite_stmt *)s;
+}
+
+static sqlite3 *DB(struct lite_stmt *s)
+{
+    return LC(s->base.conn)->db;
+}
 
 /* The error a SQLite result code means, with the message SQLite gave. */
 static enum mg_code fail_rc(int rc, const char *msg, struct mg_error *err)
@@ -43,7 +61,7 @@ static enum mg_code fail_rc(int rc, const char *msg, struct mg_error *err)
     }
 }
 
-static void keep_failure(struct db_stmt *s, int rc, const char *msg)
+static void keep_failure(struct lite_stmt *s, int rc, const char *msg)
 {
     if (s->rc != SQLITE_OK)
         return; /* the first failure is the one to report */
@@ -63,49 +81,11 @@ static enum mg_code exec_text(sqlite3 *db, const char *sql, struct mg_error *err
     return code;
 }
 
-enum mg_code db_open(const struct db_open_options *opt, struct db_conn **out, struct mg_error *err)
+static void lite_close(struct db_conn *base)
 {
-    int flags = opt->writer ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
-    struct db_conn *c = calloc(1, sizeof(*c));
-    enum mg_code rc;
-    int r;
-
-    *out = NULL;
-    if (c == NULL)
-        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    c->failed.conn = c;
-    r = sqlite3_open_v2(opt->path, &c->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
-    if (r != SQLITE_OK) {
-        rc = mg_fail(err, MG_EDB, NULL, "cannot open database %s: %s", opt->path,
-                     c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(r));
-        goto fail;
-    }
-    sqlite3_busy_timeout(c->db, opt->busy_timeout_ms > 0 ? opt->busy_timeout_ms : 10000);
-    sqlite3_extended_result_codes(c->db, 1);
-    if (opt->writer) {
-        if ((rc = exec_text(c->db, "PRAGMA journal_mode=WAL", err)) != MG_OK)
-            goto fail;
-        if ((rc = exec_text(
-                 c->db, opt->sync_normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL",
-                 err)) != MG_OK)
-            goto fail;
-    }
-    if ((rc = exec_text(c->db, "PRAGMA foreign_keys=ON", err)) != MG_OK)
-        goto fail;
-    *out = c;
-    return MG_OK;
-fail:
-    db_close(&c);
-    return rc;
-}
-
-void db_close(struct db_conn **cp)
-{
-    struct db_conn *c = *cp;
+    struct lite_conn *c = LC(base);
     unsigned i;
 
-    if (c == NULL)
-        return;
     for (i = 0; i < c->ncache; i++) {
         sqlite3_finalize(c->cache[i]->st);
         free(c->cache[i]);
@@ -119,17 +99,55 @@ void db_close(struct db_conn **cp)
         sqlite3_close(c->db);
     }
     free(c);
-    *cp = NULL;
 }
 
-enum mg_code db_exec_script(struct db_conn *c, const char *sql, struct mg_error *err)
+enum mg_code db_sqlite_open(const struct db_open_options *opt, struct db_conn **out,
+                            struct mg_error *err)
 {
-    return exec_text(c->db, sql, err);
+    int flags = opt->writer ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+    struct lite_conn *c = calloc(1, sizeof(*c));
+    enum mg_code rc;
+    int r;
+
+    *out = NULL;
+    if (c == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    c->base.ops = &lite_ops;
+    c->failed.base.conn = &c->base;
+    r = sqlite3_open_v2(opt->path, &c->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+    if (r != SQLITE_OK) {
+        rc = mg_fail(err, MG_EDB, NULL, "cannot open database %s: %s", opt->path,
+                     c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(r));
+        goto fail;
+    }
+    sqlite3_busy_timeout(c->db, opt->busy_timeout_ms > 0 ? opt->busy_timeout_ms : 10000);
+    sqlite3_extended_result_codes(c->db, 1);
+    if (opt->writer) {
+        if ((rc = exec_text(c->db, "PRAGMA journal_mode=WAL", err)) != MG_OK)
+            goto fail;
+        if ((rc = exec_text(c->db,
+                            opt->sync_normal ? "PRAGMA synchronous=NORMAL"
+                                             : "PRAGMA synchronous=FULL",
+                            err)) != MG_OK)
+            goto fail;
+    }
+    if ((rc = exec_text(c->db, "PRAGMA foreign_keys=ON", err)) != MG_OK)
+        goto fail;
+    *out = &c->base;
+    return MG_OK;
+fail:
+    lite_close(&c->base);
+    return rc;
+}
+
+static enum mg_code lite_exec_script(struct db_conn *c, const char *sql, struct mg_error *err)
+{
+    return exec_text(LC(c)->db, sql, err);
 }
 
 /* ---- transactions --------------------------------------------------------- */
 
-enum mg_code db_begin(struct db_conn *c, enum db_txn kind, struct mg_error *err)
+static enum mg_code lite_begin(struct db_conn *c, enum db_txn kind, struct mg_error *err)
 {
     static const char sql_read[] = "BEGIN";
     static const char sql_write[] = "BEGIN IMMEDIATE";
@@ -138,57 +156,59 @@ enum mg_code db_begin(struct db_conn *c, enum db_txn kind, struct mg_error *err)
     return db_exec(db_prepare(c, kind == DB_WRITE ? sql_write : sql_read), err);
 }
 
-enum mg_code db_commit(struct db_conn *c, struct mg_error *err)
+/* A statement left stepping would keep the connection's snapshot past the end
+ * of its transaction, and the next borrower would read old data. */
+static void end_statements(sqlite3 *db)
 {
-    static const char sql_commit[] = "COMMIT";
     sqlite3_stmt *s;
-    enum mg_code rc;
 
-    if (sqlite3_get_autocommit(c->db))
-        return MG_OK;
-    /* A statement left stepping would keep this connection's snapshot past the
-     * COMMIT, and the next borrower would read old data: end them all first. */
-    for (s = sqlite3_next_stmt(c->db, NULL); s; s = sqlite3_next_stmt(c->db, s)) {
+    for (s = sqlite3_next_stmt(db, NULL); s; s = sqlite3_next_stmt(db, s)) {
         if (sqlite3_stmt_busy(s))
             sqlite3_reset(s);
     }
+}
+
+static void lite_rollback(struct db_conn *c)
+{
+    if (sqlite3_get_autocommit(LC(c)->db))
+        return;
+    end_statements(LC(c)->db);
+    (void)exec_text(LC(c)->db, "ROLLBACK", NULL);
+}
+
+static enum mg_code lite_commit(struct db_conn *c, struct mg_error *err)
+{
+    static const char sql_commit[] = "COMMIT";
+    enum mg_code rc;
+
+    if (sqlite3_get_autocommit(LC(c)->db))
+        return MG_OK;
+    end_statements(LC(c)->db);
     rc = db_exec(db_prepare(c, sql_commit), err);
     if (rc != MG_OK)
-        db_rollback(c);
+        lite_rollback(c);
     return rc;
 }
 
-void db_rollback(struct db_conn *c)
+static int64_t lite_total_changes(struct db_conn *c)
 {
-    sqlite3_stmt *s;
-
-    if (sqlite3_get_autocommit(c->db))
-        return;
-    for (s = sqlite3_next_stmt(c->db, NULL); s; s = sqlite3_next_stmt(c->db, s)) {
-        if (sqlite3_stmt_busy(s))
-            sqlite3_reset(s);
-    }
-    (void)exec_text(c->db, "ROLLBACK", NULL);
-}
-
-int64_t db_total_changes(struct db_conn *c)
-{
-    return sqlite3_total_changes64(c->db);
+    return sqlite3_total_changes64(LC(c)->db);
 }
 
 /* ---- statements ----------------------------------------------------------- */
 
-static struct db_stmt *failed_stmt(struct db_conn *c, int rc, const char *msg)
+static struct db_stmt *failed_stmt(struct lite_conn *c, int rc, const char *msg)
 {
     c->failed.rc = SQLITE_OK;
     c->failed.st = NULL;
     keep_failure(&c->failed, rc, msg);
-    return &c->failed;
+    return &c->failed.base;
 }
 
-struct db_stmt *db_prepare(struct db_conn *c, const char *sql)
+static struct db_stmt *lite_prepare(struct db_conn *base, const char *sql)
 {
-    struct db_stmt *s;
+    struct lite_conn *c = LC(base);
+    struct lite_stmt *s;
     sqlite3_stmt *st = NULL;
     unsigned i;
     int rc;
@@ -199,7 +219,7 @@ struct db_stmt *db_prepare(struct db_conn *c, const char *sql)
             sqlite3_reset(s->st);
             sqlite3_clear_bindings(s->st);
             s->rc = SQLITE_OK;
-            return s;
+            return &s->base;
         }
     }
     rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
@@ -220,41 +240,49 @@ struct db_stmt *db_prepare(struct db_conn *c, const char *sql)
         sqlite3_finalize(st);
         return failed_stmt(c, SQLITE_NOMEM, NULL);
     }
-    s->conn = c;
+    s->base.conn = base;
     s->sql = sql;
     s->st = st;
     c->cache[c->ncache++] = s;
-    return s;
+    return &s->base;
 }
 
-static void bound(struct db_stmt *s, int rc)
+static void bound(struct lite_stmt *s, int rc)
 {
     if (rc != SQLITE_OK)
-        keep_failure(s, rc, sqlite3_errmsg(s->conn->db));
+        keep_failure(s, rc, sqlite3_errmsg(DB(s)));
 }
 
-void db_bind_text(struct db_stmt *s, int i, const char *text)
+static void lite_bind_text(struct db_stmt *base, int i, const char *text)
 {
+    struct lite_stmt *s = LS(base);
+
     if (s->st == NULL)
         return;
     bound(s, text ? sqlite3_bind_text(s->st, i, text, -1, SQLITE_TRANSIENT)
                   : sqlite3_bind_null(s->st, i));
 }
 
-void db_bind_i64(struct db_stmt *s, int i, int64_t v)
+static void lite_bind_i64(struct db_stmt *base, int i, int64_t v)
 {
+    struct lite_stmt *s = LS(base);
+
     if (s->st)
         bound(s, sqlite3_bind_int64(s->st, i, v));
 }
 
-void db_bind_double(struct db_stmt *s, int i, double v)
+static void lite_bind_double(struct db_stmt *base, int i, double v)
 {
+    struct lite_stmt *s = LS(base);
+
     if (s->st)
         bound(s, sqlite3_bind_double(s->st, i, v));
 }
 
-void db_bind_blob(struct db_stmt *s, int i, const void *p, size_t n)
+static void lite_bind_blob(struct db_stmt *base, int i, const void *p, size_t n)
 {
+    struct lite_stmt *s = LS(base);
+
     if (s->st == NULL)
         return;
     if (n > INT32_MAX) {
@@ -264,14 +292,17 @@ void db_bind_blob(struct db_stmt *s, int i, const void *p, size_t n)
     bound(s, sqlite3_bind_blob(s->st, i, p, (int)n, SQLITE_TRANSIENT));
 }
 
-void db_bind_null(struct db_stmt *s, int i)
+static void lite_bind_null(struct db_stmt *base, int i)
 {
+    struct lite_stmt *s = LS(base);
+
     if (s->st)
         bound(s, sqlite3_bind_null(s->st, i));
 }
 
-enum mg_code db_step(struct db_stmt *s, bool *row, struct mg_error *err)
+static enum mg_code lite_step(struct db_stmt *base, bool *row, struct mg_error *err)
 {
+    struct lite_stmt *s = LS(base);
     enum mg_code code;
     int rc;
 
@@ -291,61 +322,76 @@ enum mg_code db_step(struct db_stmt *s, bool *row, struct mg_error *err)
         sqlite3_reset(s->st);
         return MG_OK;
     }
-    code = fail_rc(rc, sqlite3_errmsg(s->conn->db), err);
+    code = fail_rc(rc, sqlite3_errmsg(DB(s)), err);
     sqlite3_reset(s->st);
     return code;
 }
 
-enum mg_code db_exec(struct db_stmt *s, struct mg_error *err)
+static void lite_reset(struct db_stmt *base)
 {
-    enum mg_code rc;
-    bool row;
-
-    while ((rc = db_step(s, &row, err)) == MG_OK && row)
-        ;
-    return rc;
+    if (LS(base)->st)
+        sqlite3_reset(LS(base)->st);
 }
 
-void db_reset(struct db_stmt *s)
+static int64_t lite_changes(struct db_stmt *base)
 {
-    if (s->st)
-        sqlite3_reset(s->st);
+    return sqlite3_changes64(DB(LS(base)));
 }
 
-int64_t db_changes(struct db_stmt *s)
+static bool lite_col_null(struct db_stmt *s, int i)
 {
-    return sqlite3_changes64(s->conn->db);
+    return sqlite3_column_type(LS(s)->st, i) == SQLITE_NULL;
 }
 
-bool db_col_null(struct db_stmt *s, int i)
+static int64_t lite_col_i64(struct db_stmt *s, int i)
 {
-    return sqlite3_column_type(s->st, i) == SQLITE_NULL;
+    return sqlite3_column_int64(LS(s)->st, i);
 }
 
-int64_t db_col_i64(struct db_stmt *s, int i)
+static double lite_col_double(struct db_stmt *s, int i)
 {
-    return sqlite3_column_int64(s->st, i);
+    return sqlite3_column_double(LS(s)->st, i);
 }
 
-double db_col_double(struct db_stmt *s, int i)
+static const char *lite_col_text(struct db_stmt *s, int i)
 {
-    return sqlite3_column_double(s->st, i);
+    return (const char *)sqlite3_column_text(LS(s)->st, i);
 }
 
-const char *db_col_text(struct db_stmt *s, int i)
+static const void *lite_col_blob(struct db_stmt *s, int i)
 {
-    return (const char *)sqlite3_column_text(s->st, i);
+    return sqlite3_column_blob(LS(s)->st, i);
 }
 
-const void *db_col_blob(struct db_stmt *s, int i)
+static size_t lite_col_bytes(struct db_stmt *s, int i)
 {
-    return sqlite3_column_blob(s->st, i);
+    return (size_t)sqlite3_column_bytes(LS(s)->st, i);
 }
 
-size_t db_col_bytes(struct db_stmt *s, int i)
-{
-    return (size_t)sqlite3_column_bytes(s->st, i);
-}
+static const struct db_ops lite_ops = {
+    .dialect = DB_SQLITE,
+    .close = lite_close,
+    .exec_script = lite_exec_script,
+    .begin = lite_begin,
+    .commit = lite_commit,
+    .rollback = lite_rollback,
+    .total_changes = lite_total_changes,
+    .prepare = lite_prepare,
+    .bind_text = lite_bind_text,
+    .bind_i64 = lite_bind_i64,
+    .bind_double = lite_bind_double,
+    .bind_blob = lite_bind_blob,
+    .bind_null = lite_bind_null,
+    .step = lite_step,
+    .reset = lite_reset,
+    .changes = lite_changes,
+    .col_null = lite_col_null,
+    .col_i64 = lite_col_i64,
+    .col_double = lite_col_double,
+    .col_text = lite_col_text,
+    .col_blob = lite_col_blob,
+    .col_bytes = lite_col_bytes,
+};
 
 /* ---- the embedded database only ------------------------------------------- */
 
