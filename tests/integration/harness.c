@@ -7,7 +7,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +15,6 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -24,9 +22,11 @@
 #include <sqlite3.h>
 
 #include "common/util.h"
+#include "sys.h"
 
 #define IT_BODY_MAX (256u << 20) /* responses we buffer; blobs in tests are small */
-#define IT_POLL_NS (5 * 1000 * 1000)
+#define IT_WAIT_MS 20000         /* start-up and shutdown, before it_scaled_ms() */
+#define IT_POLL_MS 5
 
 /* curl_global_init/cleanup pairing across servers of one test program. */
 static int it_curl_users;
@@ -35,17 +35,6 @@ bool it_sanitized(void)
 {
     const char *v = getenv("MG_SANITIZE");
     return v != NULL && strcmp(v, "1") == 0;
-}
-
-static int64_t it_deadline_ms(void)
-{
-    return it_sanitized() ? 60000 : 20000;
-}
-
-static void it_poll_pause(void)
-{
-    struct timespec ts = {0, IT_POLL_NS};
-    nanosleep(&ts, NULL);
 }
 
 /* ---- daemon lifecycle ----------------------------------------------- */
@@ -155,7 +144,7 @@ static void it_spawn(struct mg_server *s)
     s->pid = pid;
 
     /* The port file appears (atomically) once the server accepts connections. */
-    deadline = mg_mono_ms() + it_deadline_ms();
+    deadline = it_deadline(IT_WAIT_MS);
     for (;;) {
         int status;
         pid_t w;
@@ -170,15 +159,15 @@ static void it_spawn(struct mg_server *s)
             it_server_dump_log(s, 8192);
             fail_msg("modelgated exited during start-up (status 0x%x); see the log above", status);
         }
-        if (mg_mono_ms() > deadline) {
+        if (it_now_ms() > deadline) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             s->pid = 0;
             it_server_dump_log(s, 8192);
             fail_msg("modelgated wrote no port file %s within %lld ms", s->port_file,
-                     (long long)it_deadline_ms());
+                     (long long)it_scaled_ms(IT_WAIT_MS));
         }
-        it_poll_pause();
+        it_pause_ms(IT_POLL_MS);
     }
     {
         int64_t port;
@@ -200,11 +189,11 @@ static void it_spawn(struct mg_server *s)
             if (text != NULL && complete)
                 break;
             free(text);
-            if (mg_mono_ms() > deadline) {
+            if (it_now_ms() > deadline) {
                 it_server_dump_log(s, 8192);
                 fail_msg("no complete admin token in %s", path);
             }
-            it_poll_pause();
+            it_pause_ms(IT_POLL_MS);
         }
         if (strlen(text) >= sizeof(s->admin_token))
             fail_msg("admin token in %s is %zu bytes long", path, strlen(text));
@@ -267,7 +256,7 @@ void it_server_stop(struct mg_server *s)
 
     if (kill(pid, SIGTERM) != 0)
         fail_msg("kill(%d, SIGTERM): %s", (int)pid, strerror(errno));
-    deadline = mg_mono_ms() + it_deadline_ms();
+    deadline = it_deadline(IT_WAIT_MS);
     for (;;) {
         pid_t w = waitpid(pid, &status, WNOHANG);
 
@@ -275,15 +264,15 @@ void it_server_stop(struct mg_server *s)
             break;
         if (w < 0)
             fail_msg("waitpid: %s", strerror(errno));
-        if (mg_mono_ms() > deadline) {
+        if (it_now_ms() > deadline) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             s->pid = 0;
             it_server_dump_log(s, 8192);
             fail_msg("modelgated did not exit within %lld ms of SIGTERM; killed",
-                     (long long)it_deadline_ms());
+                     (long long)it_scaled_ms(IT_WAIT_MS));
         }
-        it_poll_pause();
+        it_pause_ms(IT_POLL_MS);
     }
     s->pid = 0;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -300,21 +289,11 @@ void it_server_restart(struct mg_server *s)
     it_spawn(s);
 }
 
-static int it_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
 static void it_check_log_secrets(const struct mg_server *s);
 
 void it_server_free(struct mg_server **sp)
 {
     struct mg_server *s = *sp;
-    const char *keep = getenv("MG_KEEP_DATA");
 
     if (s == NULL)
         return;
@@ -334,14 +313,23 @@ void it_server_free(struct mg_server **sp)
         curl_easy_cleanup(s->curl);
     if (--it_curl_users == 0)
         curl_global_cleanup();
-    if (keep != NULL && strcmp(keep, "1") == 0)
-        print_message("keeping %s (MG_KEEP_DATA=1)\n", s->root);
-    else
-        nftw(s->root, it_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    it_rmtree(s->root);
     for (size_t i = 0; s->args[i] != NULL; i++)
         free(s->args[i]);
     free(s);
     *sp = NULL;
+}
+
+void it_server_kill9(struct mg_server *s)
+{
+    int status;
+
+    if (s->pid == 0)
+        fail_msg("the server is not running");
+    if (kill(s->pid, SIGKILL) != 0)
+        fail_msg("kill -9 %d: %s", (int)s->pid, strerror(errno));
+    waitpid(s->pid, &status, 0);
+    s->pid = 0;
 }
 
 long it_server_peak_rss_kib(const struct mg_server *s)
@@ -1439,6 +1427,16 @@ void it_data_path(const struct mg_server *s, const char *rel, char out[IT_PATH_M
 
     if (n < 0 || n >= IT_PATH_MAX)
         fail_msg("data path too long: %s/%s", s->data_dir, rel);
+}
+
+void it_blob_file(const struct mg_server *s, const char *digest, char out[IT_PATH_MAX])
+{
+    char rel[128];
+
+    if (strncmp(digest, "sha256:", 7) != 0 || strlen(digest) != IT_DIGEST_LEN)
+        fail_msg("not a digest: %s", digest);
+    snprintf(rel, sizeof(rel), "blobs/sha256/%.2s/%s", digest + 7, digest + 7);
+    it_data_path(s, rel, out);
 }
 
 bool it_data_exists(const struct mg_server *s, const char *rel)

@@ -83,6 +83,10 @@ void it_server_stop(struct mg_server *s);
 /* Stop if running, then start again on the same data directory and args. */
 void it_server_restart(struct mg_server *s);
 
+/* kill -9 the daemon (no clean shutdown); it_server_restart() then starts a
+ * fresh process on the same data directory. */
+void it_server_kill9(struct mg_server *s);
+
 /* Kill if still running, free responses, remove ROOT; sets *s to NULL. */
 void it_server_free(struct mg_server **s);
 
@@ -259,6 +263,10 @@ void it_expect_rfc3339_at(const char *s, const char *file, int line);
 /* ROOT/data/<rel> into out. */
 void it_data_path(const struct mg_server *s, const char *rel, char out[IT_PATH_MAX]);
 
+/* The file below ROOT/data that holds the blob with digest ("sha256:<hex>"). */
+void it_blob_file(const struct mg_server *s, const char *digest, char out[IT_PATH_MAX]);
+
+/* Does ROOT/data/<rel> exist (not following a final symbolic link)? */
 bool it_data_exists(const struct mg_server *s, const char *rel);
 
 /* Entries (other than . and ..) of a data directory, 0 when it is missing. */

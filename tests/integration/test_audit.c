@@ -5,6 +5,7 @@
  * being edited directly in the SQLite file while the server is stopped.
  */
 #include "harness.h"
+#include "api.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,8 +72,7 @@ static void mutate(struct mg_server *s, const char *model)
     char path[160];
     struct it_resp *r;
 
-    r = it_jreq_v(s, "POST", "/api/v1/models", s->admin_token, json_pack("{ss}", "name", model));
-    it_expect_status(s, r, 201);
+    it_model_create(s, s->admin_token, model);
     it_upload(s, model, strlen(model), digest);
     snprintf(path, sizeof(path), "/api/v1/models/%s/versions", model);
     r = it_jreq_v(s, "POST", path, s->admin_token, json_pack("{ss}", "artifact", digest));

@@ -28,10 +28,22 @@
  *
  * MG_CRASH_ITERATIONS and MG_CRASH_SEED override the count and the seed.
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
+#include "push_common.h"
 #include "webhook_rx.h"
 
-#include <openssl/evp.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
 #include <sqlite3.h>
 
 #define SECRET "whsec-modelgate-crash-0123456789abcdef"
@@ -214,7 +226,7 @@ static bool w_http(struct worker *w, const char *method, const char *path, const
         pthread_mutex_unlock(&sh.lock);
         free(out->body);
         out->body = NULL;
-        pc_pause_ms(2); /* the server is down: do not spin until the pause */
+        it_pause_ms(2); /* the server is down: do not spin until the pause */
         return false;
     }
     curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &out->status);
@@ -296,7 +308,7 @@ static void do_version(struct worker *w)
     pthread_mutex_unlock(&sh.lock);
     snprintf(path, sizeof(path), "/api/v1/models/%s/versions", model);
     if (w_json(w, "POST", path,
-               json_pack("{ss ss ss s{sf}}", "artifact", digest, "image", PC_IMAGE, "run_id",
+               json_pack("{ss ss ss s{sf}}", "artifact", digest, "image", IT_IMAGE, "run_id",
                          "crash-loop", "metrics", "auc", 0.9 + (double)(rnd(&w->rng) % 90) / 1000),
                &r) &&
         r.status == 201) {
@@ -364,11 +376,11 @@ static void do_promotion(struct worker *w)
                 snprintf(idc, sizeof(idc), "%s", id);
                 if (what == 8)
                     w_json(w, "POST",
-                           pc_fmt(path, sizeof(path), "/api/v1/promotions/%s/abort", idc),
+                           it_fmt(path, sizeof(path), "/api/v1/promotions/%s/abort", idc),
                            json_pack("{ss}", "reason", "crash loop abort"), &a);
                 else
                     w_json(w, "POST",
-                           pc_fmt(path, sizeof(path), "/api/v1/promotions/%s/advance", idc),
+                           it_fmt(path, sizeof(path), "/api/v1/promotions/%s/advance", idc),
                            json_object(), &a);
                 w_free(&a);
             } else if (w_json(w, "POST", "/api/v1/promotions",
@@ -424,7 +436,7 @@ static void do_alias(struct worker *w)
         char path[160];
 
         if (w_json(w, "PUT",
-                   pc_fmt(path, sizeof(path), "/api/v1/models/%s/aliases/%s", model, alias), body,
+                   it_fmt(path, sizeof(path), "/api/v1/models/%s/aliases/%s", model, alias), body,
                    &r) &&
             r.status == 200) {
             struct ack a = {.kind = ACK_ALIAS};
@@ -476,7 +488,7 @@ static void *worker_main(void *arg)
 /* Let the clients go, or stop them and wait until all are idle. */
 static void clients_run(bool run)
 {
-    int64_t deadline = pc_deadline(30000);
+    int64_t deadline = it_deadline(30000);
 
     pthread_mutex_lock(&sh.lock);
     sh.run = run;
@@ -494,7 +506,7 @@ static void clients_run(bool run)
                 ts.tv_nsec -= 1000000000L;
             }
             pthread_cond_timedwait(&sh.cond, &sh.lock, &ts);
-            if (pc_now_ms() > deadline) {
+            if (it_now_ms() > deadline) {
                 pthread_mutex_unlock(&sh.lock);
                 fail_msg("the client threads did not pause");
             }
@@ -534,18 +546,18 @@ static struct seen *seen_of(const char *model, const char *alias)
 /* Take what the receiver recorded so far (it keeps at most RX_MAX_RECS). */
 static void rx_drain(void)
 {
-    pthread_mutex_lock(&rx->lock);
-    for (size_t i = 0; i < rx->n; i++) {
-        struct rx_rec *r = &rx->recs[i];
+    static struct rx_rec recs[RX_MAX_RECS];
+    size_t n = rx_take(rx, recs);
+
+    for (size_t i = 0; i < n; i++) {
+        struct rx_rec *r = &recs[i];
         struct seen *s;
 
         deliveries++;
-        if (!r->sig_ok || !r->ts_ok) {
-            pthread_mutex_unlock(&rx->lock);
+        if (!r->sig_ok || !r->ts_ok)
             fail_msg("a delivery did not verify (id '%s', signature %s, timestamp %s): %.300s",
                      r->id, r->sig_ok ? "ok" : "BAD", r->ts_ok ? "ok" : "BAD",
                      r->body ? r->body : "");
-        }
         if (r->status != 200 || r->gen < 0)
             continue;
         s = seen_of(r->model, r->alias);
@@ -561,10 +573,8 @@ static void rx_drain(void)
             r->body = NULL;
         }
     }
-    for (size_t i = 0; i < rx->n; i++)
-        free(rx->recs[i].body);
-    rx->n = 0;
-    pthread_mutex_unlock(&rx->lock);
+    for (size_t i = 0; i < n; i++)
+        free(recs[i].body);
 }
 
 /* ---- routes ---------------------------------------------------------------------------- */
@@ -625,11 +635,6 @@ static bool is_verified(const char *d)
     return false;
 }
 
-static void blob_file(const char *digest, char *out, size_t n)
-{
-    pc_fmt(out, n, "%s/blobs/sha256/%.2s/%s", srv->data_dir, digest + 7, digest + 7);
-}
-
 static void check_blob_hash(const char *digest, const char *what)
 {
     char path[IT_PATH_MAX], hex[65];
@@ -641,7 +646,7 @@ static void check_blob_hash(const char *digest, const char *what)
 
     if (is_verified(digest))
         return;
-    blob_file(digest, path, sizeof(path));
+    it_blob_file(srv, digest, path);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         fail_msg("%s: its artifact %s has no file (%s): %s", what, digest, path, strerror(errno));
@@ -752,7 +757,7 @@ static void db_checks(int iter)
         struct stat st;
         char file[IT_PATH_MAX];
 
-        blob_file(col(s, 0), file, sizeof(file));
+        it_blob_file(srv, col(s, 0), file);
         if (stat(file, &st) != 0 || st.st_size != sqlite3_column_int64(s, 1))
             fail_msg("iteration %d: blob %s: file %s %s (row says %lld bytes)", iter, col(s, 0),
                      file, errno == ENOENT ? "missing" : "of another size",
@@ -898,7 +903,7 @@ static void check_audit(int iter)
     if (audit_entries > 0) {
         char path[96];
         struct it_resp *a = it_get(
-            srv, pc_fmt(path, sizeof(path), "/api/v1/audit?after=%lld&limit=1", audit_entries - 1),
+            srv, it_fmt(path, sizeof(path), "/api/v1/audit?after=%lld&limit=1", audit_entries - 1),
             srv->admin_token);
         json_t *e;
 
@@ -924,7 +929,7 @@ static void check_acks(int iter)
 
         switch (a->kind) {
         case ACK_BLOB:
-            r = it_request(srv, "HEAD", pc_fmt(path, sizeof(path), "/api/v1/blobs/%s", a->key),
+            r = it_request(srv, "HEAD", it_fmt(path, sizeof(path), "/api/v1/blobs/%s", a->key),
                            srv->admin_token, NULL, NULL, 0);
             if (r->status != 200)
                 fail_msg("iteration %d: blob %s was acknowledged before the kill, HEAD now "
@@ -933,7 +938,7 @@ static void check_acks(int iter)
             break;
         case ACK_VERSION:
             r = it_get(
-                srv, pc_fmt(path, sizeof(path), "/api/v1/models/%s/versions/%lld", a->model, a->n),
+                srv, it_fmt(path, sizeof(path), "/api/v1/models/%s/versions/%lld", a->model, a->n),
                 srv->admin_token);
             if (r->status != 200 ||
                 strcmp(jstr0(json_object_get(json_object_get(r->json, "artifact"), "digest")),
@@ -943,14 +948,14 @@ static void check_acks(int iter)
                          iter, a->model, a->n, a->artifact, r->status, r->body);
             break;
         case ACK_ALIAS:
-            r = pc_alias_get(srv, a->model, a->key);
+            r = it_alias_get(srv, srv->admin_token, a->model, a->key);
             if (it_jint(r->json, "generation") < a->n)
                 fail_msg("iteration %d: alias %s/%s generation %lld was acknowledged before the "
                          "kill; now it is at %lld",
                          iter, a->model, a->key, a->n, (long long)it_jint(r->json, "generation"));
             break;
         default:
-            r = it_get(srv, pc_fmt(path, sizeof(path), "/api/v1/promotions/%s", a->key),
+            r = it_get(srv, it_fmt(path, sizeof(path), "/api/v1/promotions/%s", a->key),
                        srv->admin_token);
             if (r->status != 200)
                 fail_msg("iteration %d: promotion %s was acknowledged before the kill; now "
@@ -967,7 +972,7 @@ static void check_acks(int iter)
 static void check_delivered(int iter)
 {
     static const char *const models[] = {MA, MB};
-    int64_t deadline = pc_deadline(20000);
+    int64_t deadline = it_deadline(20000);
     char why[512];
 
     for (;;) {
@@ -980,7 +985,7 @@ static void check_delivered(int iter)
         for (size_t m = 0; m < 2 && all; m++) {
             char path[128];
             struct it_resp *r =
-                it_get(srv, pc_fmt(path, sizeof(path), "/api/v1/models/%s/aliases", models[m]),
+                it_get(srv, it_fmt(path, sizeof(path), "/api/v1/models/%s/aliases", models[m]),
                        srv->admin_token);
             json_t *a;
             size_t i;
@@ -1023,11 +1028,11 @@ static void check_delivered(int iter)
         it_resp_free(srv, &gw);
         if (all)
             return;
-        if (pc_now_ms() > deadline) {
+        if (it_now_ms() > deadline) {
             pc_dump_server_notes(srv, 12);
             fail_msg("iteration %d: deliveries did not catch up: %s", iter, why);
         }
-        pc_pause_ms(20);
+        it_pause_ms(20);
     }
 }
 
@@ -1052,7 +1057,7 @@ static struct worker workers[NWORKERS];
 
 static int setup(void **state)
 {
-    char url[128], body[512], art[IT_DIGEST_LEN + 1];
+    char art[IT_DIGEST_LEN + 1];
 
     pthread_mutex_init(&sh.lock, NULL);
     pthread_cond_init(&sh.cond, NULL);
@@ -1062,11 +1067,11 @@ static int setup(void **state)
 
     it_upload(srv, "crash loop base artifact", 24, art);
     digest_add(art);
-    pc_model(srv, MA);
-    pc_model(srv, MB);
+    it_model_create(srv, srv->admin_token, MA);
+    it_model_create(srv, srv->admin_token, MB);
     for (int i = 0; i < 2; i++) {
-        pc_version(srv, MA, art);
-        pc_version(srv, MB, art);
+        it_version_create(srv, srv->admin_token, MA, art, NULL);
+        it_version_create(srv, srv->admin_token, MB, art, NULL);
     }
     sh.max_version_a = sh.max_version_b = 2;
     {
@@ -1079,12 +1084,9 @@ static int setup(void **state)
                     "{\"rollout\":{\"steps\":[50,100],\"bake_seconds\":0,\"auto_advance\":false}}");
         it_expect_status(srv, r, 200);
     }
-    rx_url(rx, "hook", url, sizeof(url));
-    pc_gateway_put(srv, "hook",
-                   pc_fmt(body, sizeof(body),
-                          "{\"kind\":\"webhook\",\"url\":\"%s\",\"secret\":\"%s\"}", url, SECRET));
-    pc_alias_set(srv, MB, "staging", "{\"version\":1}");
-    pc_alias_set(srv, MA, "dev", "{\"version\":1}");
+    rx_gateway_put(srv, "hook", rx, "");
+    it_alias_set(srv, srv->admin_token, MB, "staging", "{\"version\":1}");
+    it_alias_set(srv, srv->admin_token, MA, "dev", "{\"version\":1}");
     it_release(srv);
 
     for (int i = 0; i < NWORKERS; i++) {
@@ -1133,7 +1135,7 @@ static void test_kill9_loop(void **state)
     const char *env_n = getenv("MG_CRASH_ITERATIONS"), *env_seed = getenv("MG_CRASH_SEED");
     int iterations = it_sanitized() ? 50 : 60;
     uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
-    int64_t t0 = pc_now_ms(), killed_total = 0;
+    int64_t t0 = it_now_ms(), killed_total = 0;
     unsigned regressions = 0;
 
     if (env_n != NULL && atoi(env_n) > 0)
@@ -1153,8 +1155,8 @@ static void test_kill9_loop(void **state)
         unsigned delay = rnd_in(&seed, 20, 300);
 
         clients_run(true);
-        pc_pause_ms(delay); /* the random point of the kill */
-        pc_server_kill9(s);
+        it_pause_ms(delay); /* the random point of the kill */
+        it_server_kill9(s);
         killed_total += delay;
         clients_run(false);
 
@@ -1177,7 +1179,7 @@ static void test_kill9_loop(void **state)
                   iterations, (long long)(killed_total / iterations), sh.ok[ACK_BLOB],
                   sh.ok[ACK_VERSION], sh.ok[ACK_PROMOTION], sh.ok[ACK_ALIAS], sh.conflicts,
                   sh.other4xx, sh.transport, deliveries, verified.n, audit_entries,
-                  (double)(pc_now_ms() - t0) / 1000.0);
+                  (double)(it_now_ms() - t0) / 1000.0);
     if (sh.ok[ACK_BLOB] == 0 || sh.ok[ACK_VERSION] == 0 || sh.ok[ACK_PROMOTION] == 0 ||
         sh.ok[ACK_ALIAS] == 0)
         fail_msg("some kind of client never got a write through; the loop tested little");

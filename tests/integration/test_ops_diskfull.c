@@ -12,12 +12,23 @@
  * serving: /healthz, /readyz, a small upload once space is free again, and a
  * new version (a database write).
  */
-#include "push_common.h"
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
 
-#include <openssl/evp.h>
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
 
 struct big_upload {
     uint32_t seed;
@@ -72,8 +83,8 @@ static void upload_big(struct mg_server *s, uint64_t size, uint32_t seed, struct
 
     memset(out, 0, sizeof(*out));
     assert_non_null(c);
-    pc_fmt(url, sizeof(url), "%s/api/v1/blobs", s->base_url);
-    pc_fmt(auth, sizeof(auth), "Authorization: Bearer %s", s->admin_token);
+    it_fmt(url, sizeof(url), "%s/api/v1/blobs", s->base_url);
+    it_fmt(auth, sizeof(auth), "Authorization: Bearer %s", s->admin_token);
     h = curl_slist_append(h, auth);
     h = curl_slist_append(h, "Content-Type: application/octet-stream");
     curl_easy_setopt(c, CURLOPT_URL, url);
@@ -202,19 +213,19 @@ static void expect_clean_failure(struct mg_server *s, uint64_t size, uint32_t se
 
     /* No partial file anywhere. */
     {
-        int64_t deadline = pc_deadline(10000);
+        int64_t deadline = it_deadline(10000);
 
         while (it_data_dir_count(s, "blobs/tmp") != 0) {
-            if (pc_now_ms() > deadline)
+            if (it_now_ms() > deadline)
                 fail_msg("%s: %zu files left in blobs/tmp after the failed upload", how,
                          it_data_dir_count(s, "blobs/tmp"));
-            pc_pause_ms(20);
+            it_pause_ms(20);
         }
     }
     if (count_files(s, "blobs/sha256") != blobs_before)
         fail_msg("%s: blobs/sha256 holds %zu files after the failed upload, %zu before", how,
                  count_files(s, "blobs/sha256"), blobs_before);
-    h = it_request(s, "HEAD", pc_fmt(path, sizeof(path), "/api/v1/blobs/%s", digest),
+    h = it_request(s, "HEAD", it_fmt(path, sizeof(path), "/api/v1/blobs/%s", digest),
                    s->admin_token, NULL, NULL, 0);
     it_expect_status(s, h, 404);
     it_resp_free(s, &h);
@@ -227,7 +238,7 @@ static void expect_serving(struct mg_server *s, const char *model, uint64_t want
 {
     struct it_resp *r;
     char digest[IT_DIGEST_LEN + 1], path[128], body[64];
-    int64_t deadline = pc_deadline(10000);
+    int64_t deadline = it_deadline(10000);
 
     expect_alive(s, "after the failed upload");
     for (;;) {
@@ -239,10 +250,10 @@ static void expect_serving(struct mg_server *s, const char *model, uint64_t want
         got = (uint64_t)v.f_bavail * v.f_frsize;
         if (got >= want_free)
             break;
-        if (pc_now_ms() > deadline)
+        if (it_now_ms() > deadline)
             fail_msg("the failed upload's space was not given back: %llu bytes free, want %llu",
                      (unsigned long long)got, (unsigned long long)want_free);
-        pc_pause_ms(20);
+        it_pause_ms(20);
     }
     r = it_get(s, "/healthz", NULL);
     it_expect_status(s, r, 200);
@@ -251,19 +262,19 @@ static void expect_serving(struct mg_server *s, const char *model, uint64_t want
         r = it_get(s, "/readyz", NULL);
         if (r->status == 200)
             break;
-        if (pc_now_ms() > deadline)
+        if (it_now_ms() > deadline)
             it_expect_status(s, r, 200);
         it_resp_free(s, &r);
-        pc_pause_ms(50);
+        it_pause_ms(50);
     }
     snprintf(body, sizeof(body), "small model after a full disk (%s)", model);
     it_upload(s, body, strlen(body), digest);
-    r = it_get(s, pc_fmt(path, sizeof(path), "/api/v1/blobs/%s", digest), s->admin_token);
+    r = it_get(s, it_fmt(path, sizeof(path), "/api/v1/blobs/%s", digest), s->admin_token);
     it_expect_status(s, r, 200);
     assert_int_equal(r->len, strlen(body));
     assert_memory_equal(r->body, body, strlen(body));
-    pc_model(s, model);
-    pc_version(s, model, digest);
+    it_model_create(s, s->admin_token, model);
+    it_version_create(s, s->admin_token, model, digest, NULL);
     it_release(s);
 }
 
@@ -297,7 +308,7 @@ static void test_disk_full_on_a_small_tmpfs(void **state)
     size_t before;
 
     (void)state;
-    pc_mkdtemp(mnt, "ops-tmpfs");
+    it_mkdtemp(mnt, "ops-tmpfs");
     if (mount("tmpfs", mnt, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0700") != 0) {
         print_message("cannot mount a tmpfs here (%s); the RLIMIT_FSIZE test covers a full "
                       "disk\n",

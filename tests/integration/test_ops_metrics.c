@@ -8,10 +8,16 @@
  * caught up); smoke tests by state; the SQLite WAL and database sizes; and
  * the daemon's resident memory (checked against /proc).
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
+#include "push_common.h"
 #include "webhook_rx.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
+#include <string.h>
 
 #define SECRET "whsec-modelgate-metrics-0123456789abcdef"
 #define MAX_SAMPLES 4096
@@ -292,12 +298,12 @@ static int setup(void **state)
     char script[IT_PATH_MAX], prof[IT_PATH_MAX + 96];
     const char *args[8];
 
-    pc_mkdtemp(dir, "ops-metrics");
-    pc_fmt(script, sizeof(script), "%s/ok.sh", dir);
-    pc_write_file(script, "#!/bin/sh\n"
+    it_mkdtemp(dir, "ops-metrics");
+    it_fmt(script, sizeof(script), "%s/ok.sh", dir);
+    it_write_file(script, "#!/bin/sh\n"
                           "printf '{\"latencies_ms\":[1.5,2.5,3.5],\"checks\":[{\"name\":\"loads\","
                           "\"passed\":true,\"detail\":\"fine\"}]}' > \"$2\"\n");
-    pc_fmt(prof, sizeof(prof), "--smoke-profile=ok=/bin/sh %s {model_dir} {output}", script);
+    it_fmt(prof, sizeof(prof), "--smoke-profile=ok=/bin/sh %s {model_dir} {output}", script);
     args[0] = "--push-backoff-base-ms";
     args[1] = "50";
     args[2] = "--push-backoff-max-ms";
@@ -319,7 +325,7 @@ static int teardown(void **state)
     }
     rx_stop(&rx);
     free(reader_tok);
-    pc_rmtree(dir);
+    it_rmtree(dir);
     *state = NULL;
     return 0;
 }
@@ -347,10 +353,10 @@ static void test_metrics_needs_the_reader_role(void **state)
 /* Wait until the smoke test of model/version reaches passed. */
 static void wait_smoke_passed(const char *model, int version)
 {
-    int64_t deadline = pc_deadline(20000);
+    int64_t deadline = it_deadline(20000);
     char path[256];
 
-    pc_fmt(path, sizeof(path), "/api/v1/models/%s/versions/%d/smoke-tests", model, version);
+    it_fmt(path, sizeof(path), "/api/v1/models/%s/versions/%d/smoke-tests", model, version);
     for (;;) {
         struct it_resp *r = it_get(srv, path, srv->admin_token);
         json_t *items;
@@ -365,10 +371,10 @@ static void wait_smoke_passed(const char *model, int version)
         }
         if (st != NULL && (strcmp(st, "failed") == 0 || strcmp(st, "error") == 0))
             fail_msg("the smoke test ended %s: %s", st, r->body);
-        if (pc_now_ms() > deadline)
+        if (it_now_ms() > deadline)
             fail_msg("the smoke test did not pass within the deadline: %s", r->body);
         it_resp_free(srv, &r);
-        pc_pause_ms(20);
+        it_pause_ms(20);
     }
 }
 
@@ -377,7 +383,7 @@ static void test_values_move_with_traffic(void **state)
     struct mg_server *s = *state;
     struct scrape a, b;
     struct it_resp *r;
-    char digest[IT_DIGEST_LEN + 1], path[256], url[128], body[512];
+    char digest[IT_DIGEST_LEN + 1], path[256];
     const size_t big = 300000;
     uint8_t *bytes = malloc(big);
     json_int_t gen;
@@ -400,7 +406,7 @@ static void test_values_move_with_traffic(void **state)
     /* Blob bytes in and out: an upload, a full GET, an artifact GET, a range. */
     it_pattern(77, 0, bytes, big);
     it_upload(s, bytes, big, digest);
-    r = it_get(s, pc_fmt(path, sizeof(path), "/api/v1/blobs/%s", digest), s->admin_token);
+    r = it_get(s, it_fmt(path, sizeof(path), "/api/v1/blobs/%s", digest), s->admin_token);
     it_expect_status(s, r, 200);
     assert_int_equal(r->len, big);
     r = it_request_h(s, "GET", path, s->admin_token, NULL, NULL, 0,
@@ -410,23 +416,18 @@ static void test_values_move_with_traffic(void **state)
 
     /* A model, two versions (one with the smoke profile), an alias pushed to
      * a webhook gateway, and a promotion that succeeds at once (no policy). */
-    pc_model(s, "metrics-m");
+    it_model_create(s, s->admin_token, "metrics-m");
     r = it_jreq_v(s, "POST", "/api/v1/models/metrics-m/versions", s->admin_token,
-                  json_pack("{ss ss s{ss}}", "artifact", digest, "image", PC_IMAGE, "smoke",
+                  json_pack("{ss ss s{ss}}", "artifact", digest, "image", IT_IMAGE, "smoke",
                             "profile", "ok"));
     it_expect_status(s, r, 201);
-    pc_version(s, "metrics-m", digest);
+    it_version_create(s, s->admin_token, "metrics-m", digest, NULL);
     r = it_get(s, "/api/v1/models/metrics-m/versions/1/artifact", s->admin_token);
     it_expect_status(s, r, 200);
     assert_int_equal(r->len, big);
 
-    rx_url(rx, "hook", url, sizeof(url));
-    pc_gateway_put(s, "hook",
-                   pc_fmt(body, sizeof(body),
-                          "{\"kind\":\"webhook\",\"url\":\"%s\",\"secret\":\"%s\","
-                          "\"models\":[\"metrics-m\"]}",
-                          url, SECRET));
-    gen = pc_alias_set(s, "metrics-m", "staging", "{\"version\":1}");
+    rx_gateway_put(s, "hook", rx, ",\"models\":[\"metrics-m\"]");
+    gen = it_alias_set(s, s->admin_token, "metrics-m", "staging", "{\"version\":1}");
     it_release(s);
     pc_wait_delivery(s, "hook", "metrics-m", "staging", gen, "in_sync", 10000);
     r = it_jreq(s, "POST", "/api/v1/promotions", s->admin_token,
@@ -503,9 +504,9 @@ static void test_values_move_with_traffic(void **state)
                 continue;
             if (route == NULL || method == NULL || status == NULL)
                 fail_msg("a request counter without route, method and status labels");
-            pc_fmt(rl, sizeof(rl), "route=%s", route);
-            pc_fmt(ml, sizeof(ml), "method=%s", method);
-            pc_fmt(sl, sizeof(sl), "status=%s", status);
+            it_fmt(rl, sizeof(rl), "route=%s", route);
+            it_fmt(ml, sizeof(ml), "method=%s", method);
+            it_fmt(sl, sizeof(sl), "status=%s", status);
             for (size_t j = 0; j < b.n; j++) {
                 const char *le;
                 double lev;
@@ -575,7 +576,7 @@ static void test_values_move_with_traffic(void **state)
         long kib = -1;
         FILE *f;
 
-        pc_fmt(p, sizeof(p), "/proc/%d/status", (int)s->pid);
+        it_fmt(p, sizeof(p), "/proc/%d/status", (int)s->pid);
         f = fopen(p, "re");
         assert_non_null(f);
         while (fgets(line, sizeof(line), f) != NULL)
@@ -602,7 +603,7 @@ static void test_delivery_lag_moves(void **state)
     double lag = NAN, first = NAN;
 
     rx_set_up(rx, false);
-    gen = pc_alias_set(s, "metrics-m", "staging", "{\"version\":2}");
+    gen = it_alias_set(s, s->admin_token, "metrics-m", "staging", "{\"version\":2}");
     it_release(s);
     pc_wait_delivery(s, "hook", "metrics-m", "staging", gen, "failing", 10000);
     it_release(s);
@@ -616,16 +617,16 @@ static void test_delivery_lag_moves(void **state)
     first = msum(&sc, "modelgate_delivery_lag_seconds", L("gateway=hook"));
     scrape_free(&sc);
     /* The lag is an age: watch it grow past a second. */
-    deadline = pc_deadline(10000);
+    deadline = it_deadline(10000);
     for (;;) {
         sc = scrape();
         lag = msum(&sc, "modelgate_delivery_lag_seconds", L("gateway=hook"));
         scrape_free(&sc);
         if (!isnan(lag) && lag >= 1.0 && lag > first)
             break;
-        if (pc_now_ms() > deadline)
+        if (it_now_ms() > deadline)
             fail_msg("delivery lag of a gateway that is down stayed at %g (first %g)", lag, first);
-        pc_pause_ms(100);
+        it_pause_ms(100);
     }
     rx_set_up(rx, true);
     pc_wait_delivery(s, "hook", "metrics-m", "staging", gen, "in_sync", 10000);

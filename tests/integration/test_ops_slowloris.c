@@ -12,9 +12,18 @@
  *
  * Sleeping to trickle bytes is the point here; nothing waits by sleeping.
  */
-#include "push_common.h"
+#include "harness.h"
+#include "sys.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
 
 #define TIMEOUT_S 2
 #define N_HEAD 20
@@ -66,7 +75,7 @@ static void mark_closed(struct trickler *t, struct slow *c, const char *how)
 {
     pthread_mutex_lock(&t->lock);
     if (c->closed_ms == 0) {
-        c->closed_ms = pc_now_ms();
+        c->closed_ms = it_now_ms();
         c->how = how;
     }
     pthread_mutex_unlock(&t->lock);
@@ -77,12 +86,12 @@ static void mark_closed(struct trickler *t, struct slow *c, const char *how)
 static void *trickle_main(void *arg)
 {
     struct trickler *t = arg;
-    int64_t next_tick = pc_now_ms() + 1000;
+    int64_t next_tick = it_now_ms() + 1000;
 
     while (!t->stop) {
         struct pollfd pfd[N_SLOW];
         size_t idx[N_SLOW], n = 0;
-        int64_t now = pc_now_ms();
+        int64_t now = it_now_ms();
         int wait = next_tick > now ? (int)(next_tick - now) : 0;
 
         for (size_t i = 0; i < N_SLOW; i++) {
@@ -114,7 +123,7 @@ static void *trickle_main(void *arg)
                     c->answered += (size_t)r;
             }
         }
-        if (pc_now_ms() >= next_tick) {
+        if (it_now_ms() >= next_tick) {
             next_tick += 1000;
             for (size_t i = 0; i < N_SLOW; i++) {
                 struct slow *c = &t->conns[i];
@@ -156,18 +165,18 @@ static void open_slow(struct slow *c, enum slow_kind kind)
 
     memset(c, 0, sizeof(*c));
     c->kind = kind;
-    c->fd = pc_connect(srv->port);
+    c->fd = it_connect(srv->port);
     if (c->fd < 0)
         fail_msg("cannot connect to the server: %s", strerror(errno));
-    c->opened_ms = pc_now_ms();
+    c->opened_ms = it_now_ms();
     if (kind == SLOW_HEAD) {
         /* A request line and the start of a header that never ends. */
-        pc_fmt(head, sizeof(head),
+        it_fmt(head, sizeof(head),
                "GET /api/v1/models HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Slow: ", srv->port);
         send_all(c->fd, head, strlen(head));
     } else if (kind == SLOW_BODY) {
         /* Complete, authorised headers of an upload whose body never ends. */
-        pc_fmt(head, sizeof(head),
+        it_fmt(head, sizeof(head),
                "POST /api/v1/blobs HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
                "Authorization: Bearer %s\r\nContent-Type: application/octet-stream\r\n"
                "Content-Length: 1000000\r\n\r\n",
@@ -195,7 +204,7 @@ static void test_slow_clients_are_cut_off(void **state)
         open_slow(&t->conns[i], i < N_HEAD            ? SLOW_HEAD
                                 : i < N_HEAD + N_BODY ? SLOW_BODY
                                                       : SLOW_IDLE);
-    start = pc_now_ms();
+    start = it_now_ms();
     if (pthread_create(&t->thread, NULL, trickle_main, t) != 0)
         fail_msg("cannot start the trickling thread");
 
@@ -203,11 +212,11 @@ static void test_slow_clients_are_cut_off(void **state)
      * on fresh connections, each timed. Watch for a while past the deadline
      * so a server that never cuts them off is seen to keep them. */
     watch_until = start + allowed_ms + 3000;
-    while (pc_now_ms() < watch_until) {
+    while (it_now_ms() < watch_until) {
         static const char *const what[] = {"GET /healthz", "GET /api/v1/models",
                                            "POST /api/v1/blobs"};
         size_t k = normal % 3;
-        int64_t t0 = pc_now_ms(), took;
+        int64_t t0 = it_now_ms(), took;
         struct it_resp *r;
         char body[64];
 
@@ -227,21 +236,21 @@ static void test_slow_clients_are_cut_off(void **state)
                            body, strlen(body));
             it_expect_status(s, r, 201);
         }
-        took = pc_now_ms() - t0;
+        took = it_now_ms() - t0;
         if (took > worst) {
             worst = took;
             snprintf(worst_what, sizeof(worst_what), "%s", what[k]);
         }
         it_resp_free(s, &r);
         normal++;
-        pc_pause_ms(50);
+        it_pause_ms(50);
         /* Done early once every slow connection is gone. */
         pthread_mutex_lock(&t->lock);
         open_after = 0;
         for (size_t i = 0; i < N_SLOW; i++)
             open_after += t->conns[i].closed_ms == 0;
         pthread_mutex_unlock(&t->lock);
-        if (open_after == 0 && pc_now_ms() > start + allowed_ms)
+        if (open_after == 0 && it_now_ms() > start + allowed_ms)
             break;
     }
     t->stop = true;
@@ -257,7 +266,7 @@ static void test_slow_clients_are_cut_off(void **state)
     }
     if (normal < 10) {
         print_error("only %zu normal requests were answered in %lld ms\n", normal,
-                    (long long)(pc_now_ms() - start));
+                    (long long)(it_now_ms() - start));
         failed = true;
     }
     for (int kind = SLOW_HEAD; kind <= SLOW_IDLE; kind++) {
@@ -284,13 +293,13 @@ static void test_slow_clients_are_cut_off(void **state)
         print_message("%zu %s connections: %zu closed (longest after %lld ms), %zu still open "
                       "after %lld ms having trickled up to %zu bytes each\n",
                       n, kind_name((enum slow_kind)kind), n - open, (long long)longest, open,
-                      (long long)(pc_now_ms() - start), trickled);
+                      (long long)(it_now_ms() - start), trickled);
         if (open > 0 || late > 0) {
             print_error("%zu of %zu %s connections were still open after %lld ms and %zu were "
                         "closed later than %lld ms after they started, with --timeout %d: the "
                         "server must cut a request off at its deadline however slowly its bytes "
                         "keep coming\n",
-                        open, n, kind_name((enum slow_kind)kind), (long long)(pc_now_ms() - start),
+                        open, n, kind_name((enum slow_kind)kind), (long long)(it_now_ms() - start),
                         late, (long long)allowed_ms, TIMEOUT_S);
             failed = true;
         }
@@ -302,17 +311,17 @@ static void test_slow_clients_are_cut_off(void **state)
 
     /* The slow uploads' temp files go with their connections. */
     {
-        int64_t deadline = pc_deadline(5000);
+        int64_t deadline = it_deadline(5000);
 
         while (it_data_dir_count(s, "blobs/tmp") != 0) {
-            if (pc_now_ms() > deadline) {
+            if (it_now_ms() > deadline) {
                 print_error("%zu upload temp files are left in blobs/tmp after the slow uploads "
                             "were cut off\n",
                             it_data_dir_count(s, "blobs/tmp"));
                 failed = true;
                 break;
             }
-            pc_pause_ms(20);
+            it_pause_ms(20);
         }
     }
     /* And the server still serves. */

@@ -8,9 +8,17 @@
  * A plain-HTTP server sends no HSTS. A mismatched, missing or malformed key
  * or certificate makes modelgated refuse to start, saying why.
  */
-#include "push_common.h"
+#include "harness.h"
+#include "sys.h"
 
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+
+#include <curl/curl.h>
 
 static char dir[IT_PATH_MAX];
 static char cert[IT_PATH_MAX], key[IT_PATH_MAX];
@@ -88,7 +96,7 @@ static void request(const char *url, const char *token, const char *cainfo, cons
     if (cainfo != NULL)
         curl_easy_setopt(c, CURLOPT_CAINFO, cainfo);
     if (token != NULL) {
-        pc_fmt(auth, sizeof(auth), "Authorization: Bearer %s", token);
+        it_fmt(auth, sizeof(auth), "Authorization: Bearer %s", token);
         h = curl_slist_append(h, auth);
     }
     if (body != NULL) {
@@ -113,7 +121,7 @@ static void resp_free(struct tls_resp *r)
 
 static const char *https(char *buf, size_t n, int port, const char *path)
 {
-    return pc_fmt(buf, n, "https://127.0.0.1:%d%s", port, path);
+    return it_fmt(buf, n, "https://127.0.0.1:%d%s", port, path);
 }
 
 static void expect_ok(const struct tls_resp *r, long status, const char *what)
@@ -149,7 +157,7 @@ static void make_cert(const char *c, const char *k, const char *cn)
 {
     char cmd[4 * IT_PATH_MAX];
 
-    pc_fmt(cmd, sizeof(cmd),
+    it_fmt(cmd, sizeof(cmd),
            "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
            "-subj /CN=%s -addext subjectAltName=IP:127.0.0.1 -keyout '%s' -out '%s' "
            ">/dev/null 2>&1 && chmod 600 '%s'",
@@ -161,11 +169,11 @@ static int setup(void **state)
 {
     char port_arg[2][IT_PATH_MAX];
 
-    pc_mkdtemp(dir, "ops-tls");
-    pc_fmt(cert, sizeof(cert), "%s/cert.pem", dir);
-    pc_fmt(key, sizeof(key), "%s/key.pem", dir);
-    pc_fmt(cert2, sizeof(cert2), "%s/other-cert.pem", dir);
-    pc_fmt(key2, sizeof(key2), "%s/other-key.pem", dir);
+    it_mkdtemp(dir, "ops-tls");
+    it_fmt(cert, sizeof(cert), "%s/cert.pem", dir);
+    it_fmt(key, sizeof(key), "%s/key.pem", dir);
+    it_fmt(cert2, sizeof(cert2), "%s/other-cert.pem", dir);
+    it_fmt(key2, sizeof(key2), "%s/other-key.pem", dir);
     make_cert(cert, key, "127.0.0.1");
     make_cert(cert2, key2, "other.example");
     snprintf(port_arg[0], sizeof(port_arg[0]), "%s", cert);
@@ -182,7 +190,7 @@ static int teardown(void **state)
         it_server_stop(srv);
         it_server_free(&srv);
     }
-    pc_rmtree(dir);
+    it_rmtree(dir);
     *state = NULL;
     return 0;
 }
@@ -239,7 +247,7 @@ static void test_https_serves_with_hsts(void **state)
             fail_msg("the upload over HTTPS answered %s, want digest %s", r.body, digest);
         resp_free(&r);
         request(https(url, sizeof(url), s->port,
-                      pc_fmt(path, sizeof(path), "/api/v1/blobs/%s", digest)),
+                      it_fmt(path, sizeof(path), "/api/v1/blobs/%s", digest)),
                 s->admin_token, cert, NULL, 0, &r);
         expect_ok(&r, 200, "GET of the blob over HTTPS");
         expect_hsts(&r, "GET of a blob (a file response)");
@@ -264,7 +272,7 @@ static void test_untrusted_and_plain_clients_fail(void **state)
 
     /* Plain HTTP to the TLS port: no HTTP answer at all, or an error one;
      * never the resource. */
-    request(pc_fmt(url, sizeof(url), "http://127.0.0.1:%d/healthz", s->port), NULL, NULL, NULL, 0,
+    request(it_fmt(url, sizeof(url), "http://127.0.0.1:%d/healthz", s->port), NULL, NULL, NULL, 0,
             &r);
     if (r.rc == CURLE_OK && r.status >= 200 && r.status < 300)
         fail_msg("plain HTTP to the TLS port was answered %ld: %s", r.status, r.body);
@@ -304,15 +312,15 @@ static char *refused_start(const char *tag, const char *const *tls_args)
     char data[IT_PATH_MAX], port[IT_PATH_MAX], log[IT_PATH_MAX];
     const char *argv[16];
     size_t argc = 0;
-    int64_t deadline = pc_deadline(20000);
+    int64_t deadline = it_deadline(20000);
     int status = 0;
     pid_t pid;
     char *text;
 
     assert_non_null(bin);
-    pc_fmt(data, sizeof(data), "%s/data-%s", dir, tag);
-    pc_fmt(port, sizeof(port), "%s/port-%s", dir, tag);
-    pc_fmt(log, sizeof(log), "%s/log-%s", dir, tag);
+    it_fmt(data, sizeof(data), "%s/data-%s", dir, tag);
+    it_fmt(port, sizeof(port), "%s/port-%s", dir, tag);
+    it_fmt(log, sizeof(log), "%s/log-%s", dir, tag);
     argv[argc++] = bin;
     argv[argc++] = "--data-dir";
     argv[argc++] = data;
@@ -336,14 +344,14 @@ static char *refused_start(const char *tag, const char *const *tls_args)
         _exit(127);
     }
     while (waitpid(pid, &status, WNOHANG) != pid) {
-        if (pc_now_ms() > deadline) {
+        if (it_now_ms() > deadline) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             fail_msg("%s: modelgated kept running (it should refuse to start)", tag);
         }
-        pc_pause_ms(10);
+        it_pause_ms(10);
     }
-    text = pc_read_file(log, NULL);
+    text = it_read_file(log, NULL);
     if (text == NULL)
         text = strdup("");
     assert_non_null(text);
@@ -412,9 +420,9 @@ static void test_missing_or_malformed_tls_files_refuse_to_start(void **state)
     char *out;
 
     (void)state;
-    pc_fmt(missing, sizeof(missing), "%s/no-such-key.pem", dir);
-    pc_fmt(garbage, sizeof(garbage), "%s/garbage.pem", dir);
-    pc_write_file(garbage, "this is not a certificate\n");
+    it_fmt(missing, sizeof(missing), "%s/no-such-key.pem", dir);
+    it_fmt(garbage, sizeof(garbage), "%s/garbage.pem", dir);
+    it_write_file(garbage, "this is not a certificate\n");
 
     /* A key file that does not exist. */
     out = refused_start("missing",

@@ -8,12 +8,18 @@
  * last-known-good version; HAProxy's own errors become the delivery's
  * last_error.
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
 #include "push_common.h"
+
+#include <string.h>
+#include <unistd.h>
 
 static const char *const NAMES[] = {"v1", "v2", "v3"};
 
 static struct mg_server *srv;
-static struct pc_proc hap;
+static struct it_proc hap;
 static char dir[IT_PATH_MAX];
 static char art[IT_DIGEST_LEN + 1];
 static char front_url[64];
@@ -23,7 +29,7 @@ static void write_config(int front_port)
 {
     char path[IT_PATH_MAX], cfg[4096];
 
-    pc_fmt(cfg, sizeof(cfg),
+    it_fmt(cfg, sizeof(cfg),
            "global\n"
            "    stats socket ipv4@127.0.0.1:%d level admin\n"
            "    stats socket %s/admin.sock level admin\n"
@@ -51,7 +57,7 @@ static void write_config(int front_port)
            "    bind unix@%s/v3.sock\n"
            "    http-request return status 200 content-type text/plain string v3\n",
            stats_port, dir, front_port, dir, dir, dir, dir, dir, dir);
-    pc_write_file(pc_fmt(path, sizeof(path), "%s/haproxy.cfg", dir), cfg);
+    it_write_file(it_fmt(path, sizeof(path), "%s/haproxy.cfg", dir), cfg);
 }
 
 static int setup(void **state)
@@ -59,16 +65,16 @@ static int setup(void **state)
     char cfg[IT_PATH_MAX], log[IT_PATH_MAX];
     int front_port;
 
-    pc_mkdtemp(dir, "haproxy");
-    stats_port = pc_free_port();
-    front_port = pc_free_port();
+    it_mkdtemp(dir, "haproxy");
+    stats_port = it_free_port();
+    front_port = it_free_port();
     write_config(front_port);
-    pc_fmt(cfg, sizeof(cfg), "%s/haproxy.cfg", dir);
-    pc_fmt(log, sizeof(log), "%s/haproxy.log", dir);
-    pc_spawn(&hap, "haproxy", (const char *const[]){PC_HAPROXY, "-db", "-f", cfg, NULL}, log);
-    pc_wait_port(&hap, stats_port);
-    pc_wait_port(&hap, front_port);
-    pc_fmt(front_url, sizeof(front_url), "http://127.0.0.1:%d/", front_port);
+    it_fmt(cfg, sizeof(cfg), "%s/haproxy.cfg", dir);
+    it_fmt(log, sizeof(log), "%s/haproxy.log", dir);
+    it_proc_spawn(&hap, "haproxy", (const char *const[]){PC_HAPROXY, "-db", "-f", cfg, NULL}, log);
+    it_proc_wait_port(&hap, stats_port);
+    it_proc_wait_port(&hap, front_port);
+    it_fmt(front_url, sizeof(front_url), "http://127.0.0.1:%d/", front_port);
 
     srv = it_server_start(PC_SERVER_ARGS);
     it_upload(srv, "haproxy test model bytes", 24, art);
@@ -83,8 +89,8 @@ static int teardown(void **state)
         it_server_stop(srv);
         it_server_free(&srv);
     }
-    pc_stop(&hap);
-    pc_rmtree(dir);
+    it_proc_stop(&hap);
+    it_rmtree(dir);
     *state = NULL;
     return 0;
 }
@@ -111,16 +117,6 @@ static void split(int n, int *counts)
     pc_count(front_url, n, 3, NAMES, counts);
 }
 
-static struct it_resp *promotion_get(struct mg_server *s, const char *id)
-{
-    char path[128];
-    struct it_resp *r =
-        it_get(s, pc_fmt(path, sizeof(path), "/api/v1/promotions/%s", id), s->admin_token);
-
-    it_expect_status(s, r, 200);
-    return r;
-}
-
 static void test_promotion_steps_move_haproxy_weights(void **state)
 {
     struct mg_server *s = *state;
@@ -130,18 +126,18 @@ static void test_promotion_steps_move_haproxy_weights(void **state)
     char id[64];
     static const int want[3][2] = {{90, 10}, {50, 50}, {0, 100}};
 
-    pc_model(s, "fraud");
+    it_model_create(s, s->admin_token, "fraud");
     for (int i = 1; i <= 3; i++)
-        assert_int_equal(pc_version(s, "fraud", art), i);
+        assert_int_equal(it_version_create(s, s->admin_token, "fraud", art, NULL), i);
     pc_gateway_put(s, "hap",
-                   pc_fmt((char[512]){0}, 512,
+                   it_fmt((char[512]){0}, 512,
                           "{\"kind\":\"haproxy\",\"address\":\"127.0.0.1:%d\","
                           "\"backend\":\"be_{model}_{alias}\",\"server\":\"v{version}\","
                           "\"models\":[\"fraud\"],\"aliases\":[\"production\"]}",
                           stats_port));
 
     /* v1 takes everything; the servers not routed go to 0. */
-    r = pc_alias_put(s, "fraud", "production", "{\"version\":1}", 5);
+    r = it_alias_put(s, s->admin_token, "fraud", "production", "{\"version\":1}", 5);
     if (!pc_all_in_sync(r->json))
         fail_msg("?wait=5: not in sync: %s", r->body);
     expect_weights(100, 0, 0);
@@ -160,7 +156,7 @@ static void test_promotion_steps_move_haproxy_weights(void **state)
                             "reason", "haproxy steps"));
     it_expect_status(s, r, 201);
     snprintf(id, sizeof(id), "%s", it_jstr(r->json, "id"));
-    deadline = pc_deadline(20000);
+    deadline = it_deadline(20000);
     while (step < 3) {
         int w1 = weight("v1"), w2 = weight("v2");
 
@@ -175,23 +171,23 @@ static void test_promotion_steps_move_haproxy_weights(void **state)
         }
         if (w1 == want[step][0] && w2 == want[step][1])
             step++;
-        if (step < 3 && pc_now_ms() > deadline) {
+        if (step < 3 && it_now_ms() > deadline) {
             for (int i = 0; i < nseen; i++)
                 print_error("seen v1=%d v2=%d\n", seen[i][0], seen[i][1]);
             pc_dump_server_notes(s, 12);
             fail_msg("HAProxy went through %d of the steps 90/10, 50/50, 0/100", step);
         }
-        pc_pause_ms(5);
+        it_pause_ms(5);
     }
-    deadline = pc_deadline(10000);
+    deadline = it_deadline(10000);
     for (;;) {
-        r = promotion_get(s, id);
+        r = it_promotion_get(s, s->admin_token, id);
         if (strcmp(it_jstr(r->json, "state"), "succeeded") == 0)
             break;
-        if (pc_now_ms() > deadline)
+        if (it_now_ms() > deadline)
             fail_msg("the promotion did not succeed: %s", r->body);
         it_resp_free(s, &r);
-        pc_pause_ms(20);
+        it_pause_ms(20);
     }
     expect_weights(0, 100, 0);
     split(200, counts);
@@ -215,11 +211,11 @@ static void test_held_step_split_and_rollback(void **state)
                   json_pack("{ss si ss ss}", "model", "fraud", "version", 3, "alias", "production",
                             "reason", "haproxy split"));
     it_expect_status(s, r, 201);
-    stepped = pc_now_ms();
+    stepped = it_now_ms();
     snprintf(id, sizeof(id), "%s", it_jstr(r->json, "id"));
     assert_string_equal(it_jstr(r->json, "state"), "rolling_out");
     assert_int_equal(it_jint(it_jobj(r->json, "rollout"), "weight"), 10);
-    r = pc_alias_get(s, "fraud", "production");
+    r = it_alias_get(s, s->admin_token, "fraud", "production");
     if (!pc_all_in_sync(r->json))
         fail_msg("promotions?wait=5 returned before the gateways acknowledged: %s", r->body);
     expect_weights(0, 90, 10);
@@ -227,16 +223,16 @@ static void test_held_step_split_and_rollback(void **state)
     pc_expect_split(1000, 3, NAMES, counts, 0, 90, 10);
 
     /* auto_advance false: the step holds past its bake time. */
-    while (pc_now_ms() < stepped + 1500)
-        pc_pause_ms(50);
-    r = promotion_get(s, id);
+    while (it_now_ms() < stepped + 1500)
+        it_pause_ms(50);
+    r = it_promotion_get(s, s->admin_token, id);
     assert_string_equal(it_jstr(r->json, "state"), "rolling_out");
     assert_int_equal(it_jint(it_jobj(r->json, "rollout"), "step_index"), 0);
     expect_weights(0, 90, 10);
 
     /* Step 2 (50%) on request. */
     r = it_request(s, "POST",
-                   pc_fmt((char[128]){0}, 128, "/api/v1/promotions/%s/advance?wait=5", id),
+                   it_fmt((char[128]){0}, 128, "/api/v1/promotions/%s/advance?wait=5", id),
                    s->admin_token, NULL, NULL, 0);
     it_expect_status(s, r, 200);
     assert_int_equal(it_jint(it_jobj(r->json, "rollout"), "weight"), 50);
@@ -260,7 +256,7 @@ static void test_held_step_split_and_rollback(void **state)
     expect_weights(0, 100, 0);
     split(1000, counts);
     pc_expect_split(1000, 3, NAMES, counts, 0, 100, 0);
-    r = promotion_get(s, id);
+    r = it_promotion_get(s, s->admin_token, id);
     assert_string_equal(it_jstr(r->json, "state"), "rolled_back");
 }
 
@@ -282,30 +278,30 @@ static void test_runtime_api_errors_surface(void **state)
 
     /* The unix-socket runtime API, a server template HAProxy does not know. */
     pc_gateway_put(s, "hap-unix",
-                   pc_fmt(body, sizeof(body),
+                   it_fmt(body, sizeof(body),
                           "{\"kind\":\"haproxy\",\"address\":\"unix:%s/admin.sock\","
                           "\"backend\":\"be_{model}_production\",\"server\":\"srv{version}\","
                           "\"models\":[\"fraud\"],\"aliases\":[\"staging\"]}",
                           dir));
     /* A backend HAProxy does not have. */
     pc_gateway_put(s, "hap-nobackend",
-                   pc_fmt(body, sizeof(body),
+                   it_fmt(body, sizeof(body),
                           "{\"kind\":\"haproxy\",\"address\":\"127.0.0.1:%d\","
                           "\"backend\":\"be_{model}_{alias}\",\"server\":\"v{version}\","
                           "\"models\":[\"fraud\"],\"aliases\":[\"staging\"]}",
                           stats_port));
     /* Nothing listening. */
     pc_gateway_put(s, "hap-closed",
-                   pc_fmt(body, sizeof(body),
+                   it_fmt(body, sizeof(body),
                           "{\"kind\":\"haproxy\",\"address\":\"127.0.0.1:%d\","
                           "\"backend\":\"be_{model}_{alias}\",\"server\":\"v{version}\","
                           "\"models\":[\"fraud\"],\"aliases\":[\"staging\"]}",
-                          pc_free_port()));
-    pc_alias_set(s, "fraud", "staging", "{\"version\":1}");
+                          it_free_port()));
+    it_alias_set(s, s->admin_token, "fraud", "staging", "{\"version\":1}");
     expect_failing_with(s, "hap-unix", "No such server");
     expect_failing_with(s, "hap-nobackend", "No such backend");
     expect_failing_with(s, "hap-closed", "connect");
-    r = pc_alias_get(s, "fraud", "staging");
+    r = it_alias_get(s, s->admin_token, "fraud", "staging");
     assert_string_equal(it_jstr(pc_alias_delivery(r->json, "hap-unix"), "state"), "failing");
     /* Production is untouched by them. */
     expect_weights(0, 100, 0);
@@ -351,15 +347,15 @@ static void test_template_that_does_not_fit(void **state)
         snprintf(name, sizeof(name), "v%d", v);
         before[v - 1] = pc_haproxy_weight(stats_port, "be_fraud_production", name);
     }
-    pc_model(s, longm);
-    pc_version(s, longm, art);
+    it_model_create(s, s->admin_token, longm);
+    it_version_create(s, s->admin_token, longm, art, NULL);
     pc_gateway_put(s, "hap-long",
-                   pc_fmt(body, sizeof(body),
+                   it_fmt(body, sizeof(body),
                           "{\"kind\":\"haproxy\",\"address\":\"127.0.0.1:%d\","
                           "\"backend\":\"be_fraud_production\","
                           "\"server\":\"{model}_{model}_v{version}\",\"models\":[\"%s\"]}",
                           stats_port, longm));
-    pc_alias_set(s, longm, "production", "{\"version\":1}");
+    it_alias_set(s, s->admin_token, longm, "production", "{\"version\":1}");
     r = pc_wait_delivery(s, "hap-long", longm, "production", 0, "failing", 10000);
     err = it_jstr(pc_gw_delivery(r->json, longm, "production"), "last_error");
     if (strstr(err, "server template gives a name too long") == NULL ||

@@ -9,12 +9,22 @@
  * when the gateway's file template points where split_clients is not
  * allowed.
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
 #include "push_common.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const NAMES[] = {"v1", "v2", "v3"};
 
 static struct mg_server *srv;
-static struct pc_proc ngx;
+static struct it_proc ngx;
 static char dir[IT_PATH_MAX];
 static char art[IT_DIGEST_LEN + 1];
 static char url[64], eu_url[80], health_url[80];
@@ -29,7 +39,7 @@ static void write_site(const char *extra)
     char text[8192];
     const char *user = getuid() == 0 ? "user root;\n" : "";
 
-    pc_fmt(text, sizeof(text),
+    it_fmt(text, sizeof(text),
            "daemon off;\n"
            "%s"
            "worker_processes 1;\n"
@@ -64,13 +74,13 @@ static void write_site(const char *extra)
            "}\n",
            user, dir, dir, dir, dir, dir, dir, dir, dir, dir, dir, dir, dir, dir, dir, dir, dir,
            dir, dir, port, dir, extra);
-    pc_write_file(conf, text);
+    it_write_file(conf, text);
 }
 
 /* The gateway config, with the file template given. */
 static const char *gateway_config(const char *file_tmpl, char *out, size_t n)
 {
-    return pc_fmt(out, n,
+    return it_fmt(out, n,
                   "{\"kind\":\"nginx\",\"file\":\"%s\",\"upstream\":\"{model}_v{version}\","
                   "\"test_command\":[\"%s\",\"-t\",\"-q\",\"-p\",\"%s\",\"-c\",\"%s\","
                   "\"-e\",\"stderr\"],"
@@ -100,7 +110,7 @@ static size_t workers(pid_t *out)
 
         if (e->d_name[0] < '1' || e->d_name[0] > '9')
             continue;
-        f = fopen(pc_fmt(path, sizeof(path), "/proc/%s/stat", e->d_name), "re");
+        f = fopen(it_fmt(path, sizeof(path), "/proc/%s/stat", e->d_name), "re");
         if (f == NULL)
             continue;
         if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL &&
@@ -116,7 +126,7 @@ static size_t workers(pid_t *out)
  * reload has taken effect for new connections. */
 static void wait_reloaded(const pid_t *old, size_t nold)
 {
-    int64_t deadline = pc_deadline(10000);
+    int64_t deadline = it_deadline(10000);
 
     for (;;) {
         pid_t now[MAX_PIDS];
@@ -128,11 +138,11 @@ static void wait_reloaded(const pid_t *old, size_t nold)
                 stale = stale || now[i] == old[j];
         if (n > 0 && !stale)
             return;
-        if (pc_now_ms() > deadline) {
-            pc_dump_log(&ngx);
+        if (it_now_ms() > deadline) {
+            it_proc_dump_log(&ngx);
             fail_msg("nginx did not replace its workers after the reload");
         }
-        pc_pause_ms(10);
+        it_pause_ms(10);
     }
 }
 
@@ -141,7 +151,7 @@ static json_int_t change(struct mg_server *s, const char *model, const char *bod
 {
     pid_t old[MAX_PIDS];
     size_t nold = workers(old);
-    struct it_resp *r = pc_alias_put(s, model, "production", body, 10);
+    struct it_resp *r = it_alias_put(s, s->admin_token, model, "production", body, 10);
     json_int_t gen = it_jint(r->json, "generation");
 
     if (!pc_all_in_sync(r->json))
@@ -153,7 +163,7 @@ static json_int_t change(struct mg_server *s, const char *model, const char *bod
 
 static void expect_file_has(const char *path, const char *text)
 {
-    char *got = pc_read_file(path, NULL);
+    char *got = it_read_file(path, NULL);
 
     if (got == NULL || strstr(got, text) == NULL)
         fail_msg("%s should contain:\n%s\nit holds:\n%s", path, text, got ? got : "(no file)");
@@ -168,7 +178,7 @@ static void expect_file_has(const char *path, const char *text)
  */
 static char *read_between_attempts(struct mg_server *s, const char *gw, const char *path)
 {
-    int64_t deadline = pc_deadline(15000);
+    int64_t deadline = it_deadline(15000);
 
     for (;;) {
         struct it_resp *a = pc_gateway_get(s, gw), *b;
@@ -177,14 +187,14 @@ static char *read_between_attempts(struct mg_server *s, const char *gw, const ch
         char *text = NULL;
 
         if (next != NULL && strcmp(it_jstr(da, "state"), "failing") == 0 &&
-            pc_wall_now_ms() + 30 < pc_wall_ms_of(next)) {
-            text = pc_read_file(path, NULL);
+            it_wall_now_ms() + 30 < it_wall_ms_of(next)) {
+            text = it_read_file(path, NULL);
             b = pc_gateway_get(s, gw);
             db = pc_gw_delivery(b->json, "fraud", "production");
             if (it_jint(da, "attempts") == it_jint(db, "attempts") &&
                 json_equal(json_object_get(da, "next_attempt_at"),
                            json_object_get(db, "next_attempt_at")) &&
-                pc_wall_now_ms() < pc_wall_ms_of(next)) {
+                it_wall_now_ms() < it_wall_ms_of(next)) {
                 it_resp_free(s, &a);
                 it_resp_free(s, &b);
                 return text;
@@ -193,9 +203,9 @@ static char *read_between_attempts(struct mg_server *s, const char *gw, const ch
             free(text);
         }
         it_resp_free(s, &a);
-        if (pc_now_ms() > deadline)
+        if (it_now_ms() > deadline)
             fail_msg("found no quiet moment between two failed deliveries of %s", gw);
-        pc_pause_ms(5);
+        it_pause_ms(5);
     }
 }
 
@@ -205,43 +215,44 @@ static int setup(void **state)
     pid_t old[MAX_PIDS];
     size_t nold;
 
-    pc_mkdtemp(dir, "nginx");
-    port = pc_free_port();
-    pc_fmt(conf, sizeof(conf), "%s/nginx.conf", dir);
-    pc_fmt(inc, sizeof(inc), "%s/inc/fraud_production.conf", dir);
-    pc_fmt(site_inc, sizeof(site_inc), "%s/site/fraud_production.conf", dir);
-    pc_fmt(url, sizeof(url), "http://127.0.0.1:%d/", port);
-    pc_fmt(eu_url, sizeof(eu_url), "http://127.0.0.1:%d/eu", port);
-    pc_fmt(health_url, sizeof(health_url), "http://127.0.0.1:%d/healthz", port);
-    if (mkdir(pc_fmt(path, sizeof(path), "%s/inc", dir), 0755) != 0 ||
-        mkdir(pc_fmt(path, sizeof(path), "%s/site", dir), 0755) != 0)
+    it_mkdtemp(dir, "nginx");
+    port = it_free_port();
+    it_fmt(conf, sizeof(conf), "%s/nginx.conf", dir);
+    it_fmt(inc, sizeof(inc), "%s/inc/fraud_production.conf", dir);
+    it_fmt(site_inc, sizeof(site_inc), "%s/site/fraud_production.conf", dir);
+    it_fmt(url, sizeof(url), "http://127.0.0.1:%d/", port);
+    it_fmt(eu_url, sizeof(eu_url), "http://127.0.0.1:%d/eu", port);
+    it_fmt(health_url, sizeof(health_url), "http://127.0.0.1:%d/healthz", port);
+    if (mkdir(it_fmt(path, sizeof(path), "%s/inc", dir), 0755) != 0 ||
+        mkdir(it_fmt(path, sizeof(path), "%s/site", dir), 0755) != 0)
         fail_msg("mkdir in %s: %s", dir, strerror(errno));
     /* What an operator starts with, before modelgate manages the files. */
-    pc_write_file(inc, "split_clients \"${request_id}\" $modelgate_fraud_production {\n"
+    it_write_file(inc, "split_clients \"${request_id}\" $modelgate_fraud_production {\n"
                        "    * fraud_v3;\n}\n");
-    pc_write_file(pc_fmt(path, sizeof(path), "%s/inc/fraud.eu-west_production.conf", dir),
+    it_write_file(it_fmt(path, sizeof(path), "%s/inc/fraud.eu-west_production.conf", dir),
                   "split_clients \"${request_id}\" $modelgate_fraud_1eu_0west_production {\n"
                   "    * fraud.eu-west_v3;\n}\n");
-    pc_write_file(site_inc, "location = /healthz { return 200 \"ok\"; }\n");
+    it_write_file(site_inc, "location = /healthz { return 200 \"ok\"; }\n");
     write_site("");
-    pc_fmt(log, sizeof(log), "%s/nginx.log", dir);
-    pc_spawn(&ngx, "nginx",
-             (const char *const[]){PC_NGINX, "-p", dir, "-c", conf, "-e", "stderr", NULL}, log);
-    pc_wait_port(&ngx, port);
+    it_fmt(log, sizeof(log), "%s/nginx.log", dir);
+    it_proc_spawn(&ngx, "nginx",
+                  (const char *const[]){PC_NGINX, "-p", dir, "-c", conf, "-e", "stderr", NULL},
+                  log);
+    it_proc_wait_port(&ngx, port);
 
     srv = it_server_start(PC_SERVER_ARGS);
     it_upload(srv, "nginx test model bytes", 22, art);
-    pc_model(srv, "fraud");
-    pc_model(srv, "fraud.eu-west");
+    it_model_create(srv, srv->admin_token, "fraud");
+    it_model_create(srv, srv->admin_token, "fraud.eu-west");
     for (int i = 1; i <= 3; i++) {
-        pc_version(srv, "fraud", art);
-        pc_version(srv, "fraud.eu-west", art);
+        it_version_create(srv, srv->admin_token, "fraud", art, NULL);
+        it_version_create(srv, srv->admin_token, "fraud.eu-west", art, NULL);
     }
-    pc_alias_set(srv, "fraud", "production", "{\"version\":1}");
+    it_alias_set(srv, srv->admin_token, "fraud", "production", "{\"version\":1}");
     /* A new gateway gets the current state at once: v1 everywhere. */
     nold = workers(old);
     pc_gateway_put(srv, "ngx",
-                   gateway_config(pc_fmt(tmpl, sizeof(tmpl), "%s/inc/{model}_{alias}.conf", dir),
+                   gateway_config(it_fmt(tmpl, sizeof(tmpl), "%s/inc/{model}_{alias}.conf", dir),
                                   body, sizeof(body)));
     pc_wait_delivery(srv, "ngx", "fraud", "production", 0, "in_sync", 15000);
     wait_reloaded(old, nold);
@@ -256,8 +267,8 @@ static int teardown(void **state)
         it_server_stop(srv);
         it_server_free(&srv);
     }
-    pc_stop(&ngx);
-    pc_rmtree(dir);
+    it_proc_stop(&ngx);
+    it_rmtree(dir);
     *state = NULL;
     return 0;
 }
@@ -277,7 +288,7 @@ static void test_include_and_reload_change_the_split(void **state)
 
     gen = change(s, "fraud",
                  "{\"routes\":[{\"version\":1,\"weight\":10},{\"version\":2,\"weight\":90}]}");
-    expect_file_has(inc, pc_fmt(want, sizeof(want),
+    expect_file_has(inc, it_fmt(want, sizeof(want),
                                 "# Managed by modelgate: model fraud, alias production, "
                                 "generation %lld. Do not edit.\n",
                                 (long long)gen));
@@ -297,7 +308,7 @@ static void test_include_and_reload_change_the_split(void **state)
     pc_count(eu_url, 50, 3, NAMES, counts);
     pc_expect_split(50, 3, NAMES, counts, 0, 0, 100);
     change(s, "fraud.eu-west", "{\"version\":2}");
-    expect_file_has(pc_fmt(want, sizeof(want), "%s/inc/fraud.eu-west_production.conf", dir),
+    expect_file_has(it_fmt(want, sizeof(want), "%s/inc/fraud.eu-west_production.conf", dir),
                     "split_clients \"${request_id}\" $modelgate_fraud_1eu_0west_production {\n"
                     "    * fraud.eu-west_v2;\n}\n");
     pc_count(eu_url, 100, 3, NAMES, counts);
@@ -309,7 +320,7 @@ static void test_failed_config_test_keeps_the_old_file(void **state)
     struct mg_server *s = *state;
     pid_t before[MAX_PIDS], after[MAX_PIDS];
     size_t nbefore, nafter, len0 = 0;
-    char *old = pc_read_file(inc, &len0), *now, tmp[IT_PATH_MAX];
+    char *old = it_read_file(inc, &len0), *now, tmp[IT_PATH_MAX];
     struct it_resp *r;
     json_t *d;
     const char *err;
@@ -321,7 +332,7 @@ static void test_failed_config_test_keeps_the_old_file(void **state)
     write_site("    bogus_directive on;\n");
     nbefore = workers(before);
     gen =
-        pc_alias_set(s, "fraud", "production",
+        it_alias_set(s, s->admin_token, "fraud", "production",
                      "{\"routes\":[{\"version\":1,\"weight\":90},{\"version\":2,\"weight\":10}]}");
     r = pc_wait_delivery(s, "ngx", "fraud", "production", gen, "failing", 15000);
     d = pc_gw_delivery(r->json, "fraud", "production");
@@ -329,7 +340,7 @@ static void test_failed_config_test_keeps_the_old_file(void **state)
     if (strstr(err, "config test failed") == NULL || strstr(err, "[emerg]") == NULL ||
         strstr(err, "bogus_directive") == NULL)
         fail_msg("last_error should carry nginx's own complaint: %s", err);
-    r = pc_alias_get(s, "fraud", "production");
+    r = it_alias_get(s, s->admin_token, "fraud", "production");
     assert_string_equal(it_jstr(pc_alias_delivery(r->json, "ngx"), "state"), "failing");
 
     /* The previous include, byte for byte; no temporary left; no reload. */
@@ -338,7 +349,7 @@ static void test_failed_config_test_keeps_the_old_file(void **state)
         fail_msg("the include file changed although nginx -t failed:\nbefore:\n%s\nafter:\n%s", old,
                  now ? now : "(gone)");
     free(now);
-    assert_false(access(pc_fmt(tmp, sizeof(tmp), "%s.modelgate-tmp", inc), F_OK) == 0);
+    assert_false(access(it_fmt(tmp, sizeof(tmp), "%s.modelgate-tmp", inc), F_OK) == 0);
     nafter = workers(after);
     assert_int_equal(nafter, nbefore);
     for (size_t i = 0; i < nafter; i++)
@@ -361,7 +372,7 @@ static void test_broken_file_template_keeps_the_old_file(void **state)
 {
     struct mg_server *s = *state;
     size_t len0 = 0;
-    char *old = pc_read_file(site_inc, &len0), *now, tmpl[IT_PATH_MAX], body[2048];
+    char *old = it_read_file(site_inc, &len0), *now, tmpl[IT_PATH_MAX], body[2048];
     static const char *const ok[] = {"ok"};
     struct it_resp *r;
     const char *err;
@@ -371,7 +382,7 @@ static void test_broken_file_template_keeps_the_old_file(void **state)
      * where split_clients is not allowed: nginx -t refuses every candidate. */
     assert_non_null(old);
     pc_gateway_put(s, "ngx-bad",
-                   gateway_config(pc_fmt(tmpl, sizeof(tmpl), "%s/site/{model}_{alias}.conf", dir),
+                   gateway_config(it_fmt(tmpl, sizeof(tmpl), "%s/site/{model}_{alias}.conf", dir),
                                   body, sizeof(body)));
     r = pc_wait_delivery(s, "ngx-bad", "fraud", "production", 0, "failing", 15000);
     err = it_jstr(pc_gw_delivery(r->json, "fraud", "production"), "last_error");
@@ -395,7 +406,7 @@ static void test_broken_file_template_keeps_the_old_file(void **state)
 /* Poll / until every answer is `want` (each of 20 in a row), or fail. */
 static bool serves_within(const char *want, int64_t timeout_ms)
 {
-    int64_t deadline = pc_deadline(timeout_ms);
+    int64_t deadline = it_deadline(timeout_ms);
     const char *const names[] = {want, want[1] == '1' ? "v2" : "v1", "v3"};
     int counts[3];
 
@@ -403,9 +414,9 @@ static bool serves_within(const char *want, int64_t timeout_ms)
         pc_count(url, 20, 3, names, counts);
         if (counts[0] == 20)
             return true;
-        if (pc_now_ms() > deadline)
+        if (it_now_ms() > deadline)
             return false;
-        pc_pause_ms(10);
+        it_pause_ms(10);
     }
 }
 
@@ -427,9 +438,9 @@ static void test_acked_changes_are_served_beside_a_failing_gateway(void **state)
 
     for (size_t i = 0; i < sizeof(noisy) / sizeof(noisy[0]); i++) {
         o += (size_t)snprintf(aliases + o, sizeof(aliases) - o, "%s\"%s\"", i ? "," : "", noisy[i]);
-        pc_alias_set(s, "fraud", noisy[i], "{\"version\":3}");
+        it_alias_set(s, s->admin_token, "fraud", noisy[i], "{\"version\":3}");
     }
-    gateway_config(pc_fmt(tmpl, sizeof(tmpl), "%s/site/{model}_{alias}.conf", dir), body,
+    gateway_config(it_fmt(tmpl, sizeof(tmpl), "%s/site/{model}_{alias}.conf", dir), body,
                    sizeof(body));
     /* Same command and file shape, other aliases, a file that cannot load. */
     {
@@ -439,13 +450,13 @@ static void test_acked_changes_are_served_beside_a_failing_gateway(void **state)
         assert_non_null(p);
         *p = '\0';
         pc_gateway_put(s, "ngx-noisy",
-                       pc_fmt(fixed, sizeof(fixed), "%s\"aliases\":[%s]}", body, aliases));
+                       it_fmt(fixed, sizeof(fixed), "%s\"aliases\":[%s]}", body, aliases));
     }
     pc_wait_delivery(s, "ngx-noisy", "fraud", "canary", 0, "failing", 15000);
 
     for (int i = 0; i < 30 && missed == 0; i++) {
         const char *v = i % 2 ? "v1" : "v2";
-        struct it_resp *r = pc_alias_put(s, "fraud", "production",
+        struct it_resp *r = it_alias_put(s, s->admin_token, "fraud", "production",
                                          i % 2 ? "{\"version\":1}" : "{\"version\":2}", 20);
 
         if (!pc_all_in_sync(r->json)) {
@@ -458,7 +469,7 @@ static void test_acked_changes_are_served_beside_a_failing_gateway(void **state)
                         i + 1, (long long)it_jint(r->json, "generation"));
             {
                 char path[IT_PATH_MAX];
-                char *log = pc_read_file(pc_fmt(path, sizeof(path), "%s/error.log", dir), NULL);
+                char *log = it_read_file(it_fmt(path, sizeof(path), "%s/error.log", dir), NULL);
                 size_t n = log ? strlen(log) : 0;
 
                 print_error("nginx's error log ends:\n%s\n",

@@ -6,7 +6,13 @@
  * (the receiver holds the request without answering): after the restart
  * the delivery is made again promptly, not after the dead worker's lease.
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
+#include "push_common.h"
 #include "webhook_rx.h"
+
+#include <string.h>
 
 #define SECRET "whsec-modelgate-restart-0123456789abcdef"
 
@@ -31,18 +37,6 @@ static int teardown(void **state)
     }
     *state = NULL;
     return 0;
-}
-
-static void webhook_gateway(const char *name, const struct rx *x, const char *model)
-{
-    char url[128], body[1024];
-
-    rx_url(x, name, url, sizeof(url));
-    pc_gateway_put(srv, name,
-                   pc_fmt(body, sizeof(body),
-                          "{\"kind\":\"webhook\",\"url\":\"%s\",\"secret\":\"%s\","
-                          "\"models\":[\"%s\"]}",
-                          url, SECRET, model));
 }
 
 static void expect_only(struct rx *x, json_int_t gen, const char *what)
@@ -70,18 +64,18 @@ static void test_kill9_with_pending_deliveries(void **state)
     struct it_resp *r;
     json_int_t gen = 0;
 
-    pc_model(s, "rs-pending");
-    pc_version(s, "rs-pending", art);
-    pc_version(s, "rs-pending", art);
-    webhook_gateway("rs-pending", x, "rs-pending");
+    it_model_create(s, s->admin_token, "rs-pending");
+    it_version_create(s, s->admin_token, "rs-pending", art, NULL);
+    it_version_create(s, s->admin_token, "rs-pending", art, NULL);
+    rx_gateway_put(srv, "rs-pending", x, ",\"models\":[\"rs-pending\"]");
     for (int i = 0; i < 4; i++)
-        gen = pc_alias_set(s, "rs-pending", "production",
+        gen = it_alias_set(s, s->admin_token, "rs-pending", "production",
                            i % 2 ? "{\"version\":1}" : "{\"version\":2}");
     pc_wait_delivery(s, "rs-pending", "rs-pending", "production", gen, "failing", 10000);
     /* Kill between two attempts (none in flight): a delivery in flight at
      * the kill is test_kill9_during_a_delivery's case. */
     {
-        int64_t deadline = pc_deadline(10000);
+        int64_t deadline = it_deadline(10000);
 
         for (;;) {
             json_t *d;
@@ -90,16 +84,16 @@ static void test_kill9_with_pending_deliveries(void **state)
             r = pc_gateway_get(s, "rs-pending");
             d = pc_gw_delivery(r->json, "rs-pending", "production");
             next = json_string_value(json_object_get(d, "next_attempt_at"));
-            if (next != NULL && pc_wall_now_ms() + 30 < pc_wall_ms_of(next))
+            if (next != NULL && it_wall_now_ms() + 30 < it_wall_ms_of(next))
                 break;
-            if (pc_now_ms() > deadline)
+            if (it_now_ms() > deadline)
                 fail_msg("no moment between two attempts: %s", r->body);
             it_resp_free(s, &r);
-            pc_pause_ms(5);
+            it_pause_ms(5);
         }
         it_resp_free(s, &r);
     }
-    pc_server_kill9(s);
+    it_server_kill9(s);
     it_server_restart(s);
     /* Still owed after the restart. */
     r = pc_gateway_get(s, "rs-pending");
@@ -118,7 +112,7 @@ static void test_kill9_with_pending_deliveries(void **state)
     rx_set_up(x, true);
     pc_wait_delivery(s, "rs-pending", "rs-pending", "production", gen, "in_sync", 10000);
     expect_only(x, gen, "receiver up after the restart");
-    r = pc_alias_get(s, "rs-pending", "production");
+    r = it_alias_get(s, s->admin_token, "rs-pending", "production");
     assert_true(pc_all_in_sync(r->json));
     pc_gateway_delete(s, "rs-pending");
     rx_stop(&x);
@@ -131,17 +125,17 @@ static void test_kill9_during_a_delivery(void **state)
     int64_t t0, took;
     json_int_t gen;
 
-    pc_model(s, "rs-inflight");
-    pc_version(s, "rs-inflight", art);
-    webhook_gateway("rs-inflight", x, "rs-inflight");
+    it_model_create(s, s->admin_token, "rs-inflight");
+    it_version_create(s, s->admin_token, "rs-inflight", art, NULL);
+    rx_gateway_put(srv, "rs-inflight", x, ",\"models\":[\"rs-inflight\"]");
     rx_set_hang(x, true);
-    gen = pc_alias_set(s, "rs-inflight", "production", "{\"version\":1}");
+    gen = it_alias_set(s, s->admin_token, "rs-inflight", "production", "{\"version\":1}");
     rx_wait_count(x, 1, 10000); /* the worker is waiting for our answer */
 
-    pc_server_kill9(s);
+    it_server_kill9(s);
     rx_set_hang(x, false);
     it_server_restart(s);
-    t0 = pc_now_ms();
+    t0 = it_now_ms();
     /* A fresh process owns no delivery: it must not wait out the killed
      * worker's claim on the row (a two-minute lease) before trying again. */
     for (;;) {
@@ -150,7 +144,7 @@ static void test_kill9_during_a_delivery(void **state)
 
         if (d != NULL && strcmp(it_jstr(d, "state"), "in_sync") == 0)
             break;
-        if (pc_now_ms() - t0 > (it_sanitized() ? 60000 : 20000)) {
+        if (it_now_ms() - t0 > (it_sanitized() ? 60000 : 20000)) {
             pc_dump_server_notes(s, 12);
             fail_msg("20 s after the restart the delivery that was in flight when the server "
                      "was killed has not been tried again (attempts %lld, receiver saw %zu "
@@ -158,9 +152,9 @@ static void test_kill9_during_a_delivery(void **state)
                      d ? (long long)it_jint(d, "attempts") : -1LL, rx_count(x), r->body);
         }
         it_resp_free(s, &r);
-        pc_pause_ms(50);
+        it_pause_ms(50);
     }
-    took = pc_now_ms() - t0;
+    took = it_now_ms() - t0;
     print_message("delivered %lld ms after the restart\n", (long long)took);
     {
         struct rx_rec recs[8];

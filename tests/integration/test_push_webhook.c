@@ -8,7 +8,13 @@
  * deadline, SSRF refusals at config time, redirects not followed, and 410
  * disabling the gateway with a visible reason.
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
+#include "push_common.h"
 #include "webhook_rx.h"
+
+#include <string.h>
 
 #include "common/util.h"
 
@@ -39,22 +45,9 @@ static int teardown(void **state)
 /* A model with n versions. */
 static void model_with_versions(const char *model, int n)
 {
-    pc_model(srv, model);
+    it_model_create(srv, srv->admin_token, model);
     for (int i = 1; i <= n; i++)
-        assert_int_equal(pc_version(srv, model, art), i);
-}
-
-/* PUT a webhook gateway to rx's /hook/<name>; filters: extra JSON members
- * (",\"models\":[...]") or "". */
-static void webhook_gateway(const char *name, const struct rx *x, const char *filters)
-{
-    char url[128], body[1024];
-
-    rx_url(x, name, url, sizeof(url));
-    pc_gateway_put(srv, name,
-                   pc_fmt(body, sizeof(body),
-                          "{\"kind\":\"webhook\",\"url\":\"%s\",\"secret\":\"%s\"%s}", url, SECRET,
-                          filters));
+        assert_int_equal(it_version_create(srv, srv->admin_token, model, art, NULL), i);
 }
 
 /* Every record: signature and timestamp verified, sent to /hook/<tag>. */
@@ -62,7 +55,7 @@ static void expect_all_verified(const struct rx_rec *recs, size_t n, const char 
 {
     char path[128];
 
-    pc_fmt(path, sizeof(path), "/hook/%s", tag);
+    it_fmt(path, sizeof(path), "/hook/%s", tag);
     for (size_t i = 0; i < n; i++) {
         if (!recs[i].sig_ok || !recs[i].ts_ok || strcmp(recs[i].path, path) != 0 || recs[i].gen < 1)
             fail_msg("delivery %zu to %s: signature %s, timestamp %lld %s, generation %lld; "
@@ -131,13 +124,13 @@ static void test_signed_retries_converge_in_order(void **state)
     size_t n, ok = 0;
 
     model_with_versions("wh-retry", 3);
-    webhook_gateway("wh-retry", x, ",\"models\":[\"wh-retry\"]");
+    rx_gateway_put(srv, "wh-retry", x, ",\"models\":[\"wh-retry\"]");
     /* Four 500s with Retry-After: 1, then 200. */
     rx_behave(x, 4, 1, 200, NULL);
-    g1 = pc_alias_set(s, "wh-retry", "production", "{\"version\":1}");
+    g1 = it_alias_set(s, s->admin_token, "wh-retry", "production", "{\"version\":1}");
     rx_wait_count(x, 2, 10000); /* generation 1 failed twice */
-    pc_alias_set(s, "wh-retry", "production", "{\"version\":2}");
-    g3 = pc_alias_set(s, "wh-retry", "production",
+    it_alias_set(s, s->admin_token, "wh-retry", "production", "{\"version\":2}");
+    g3 = it_alias_set(s, s->admin_token, "wh-retry", "production",
                       "{\"routes\":[{\"version\":2,\"weight\":50},{\"version\":3,\"weight\":50}]}");
     r = pc_wait_delivery(s, "wh-retry", "wh-retry", "production", g3, "in_sync", 20000);
     d = pc_gw_delivery(r->json, "wh-retry", "production");
@@ -186,7 +179,7 @@ static void test_signed_retries_converge_in_order(void **state)
     assert_true(json_is_null(json_object_get(body, "promotion")));
     it_expect_rfc3339(it_jstr(body, "timestamp"));
     json_decref(body);
-    r = pc_alias_get(s, "wh-retry", "production");
+    r = it_alias_get(s, s->admin_token, "wh-retry", "production");
     expect_routes_like_alias(recs[n - 1].body, r->json);
     d = pc_alias_delivery(r->json, "wh-retry");
     assert_non_null(d);
@@ -217,9 +210,9 @@ static void test_down_then_up_gets_only_newest(void **state)
     size_t n;
 
     model_with_versions("wh-down", 2);
-    webhook_gateway("wh-down", x, ",\"models\":[\"wh-down\"]");
+    rx_gateway_put(srv, "wh-down", x, ",\"models\":[\"wh-down\"]");
     for (int i = 0; i < 5; i++)
-        gen = pc_alias_set(s, "wh-down", "production",
+        gen = it_alias_set(s, s->admin_token, "wh-down", "production",
                            i % 2 ? "{\"version\":2}"
                                  : "{\"routes\":[{\"version\":1,\"weight\":80},"
                                    "{\"version\":2,\"weight\":20}]}");
@@ -229,7 +222,7 @@ static void test_down_then_up_gets_only_newest(void **state)
     assert_true(it_jint(d, "attempts") >= 1);
     err = it_jstr(d, "last_error");
     assert_true(strlen(err) > 0);
-    r = pc_alias_get(s, "wh-down", "production");
+    r = it_alias_get(s, s->admin_token, "wh-down", "production");
     d = pc_alias_delivery(r->json, "wh-down");
     assert_non_null(d);
     assert_string_equal(it_jstr(d, "state"), "failing");
@@ -243,7 +236,7 @@ static void test_down_then_up_gets_only_newest(void **state)
         fail_msg("after coming back the receiver got %zu deliveries, the first of generation "
                  "%lld; want exactly one, of the newest generation %lld",
                  n, n ? (long long)recs[0].gen : -1LL, (long long)gen);
-    r = pc_alias_get(s, "wh-down", "production");
+    r = it_alias_get(s, s->admin_token, "wh-down", "production");
     expect_routes_like_alias(recs[0].body, r->json);
     pc_gateway_delete(s, "wh-down");
     rx_stop(&x);
@@ -256,7 +249,7 @@ static size_t count_for(const struct rx_rec *recs, size_t n, const char *tag, co
     char path[128];
     size_t k = 0;
 
-    pc_fmt(path, sizeof(path), "/hook/%s", tag);
+    it_fmt(path, sizeof(path), "/hook/%s", tag);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(recs[i].path, path) == 0 &&
             (model == NULL || strcmp(recs[i].model, model) == 0) &&
@@ -274,7 +267,7 @@ static const struct rx_rec *find_rec(const struct rx_rec *recs, size_t n, const 
 {
     char path[128];
 
-    pc_fmt(path, sizeof(path), "/hook/%s", tag);
+    it_fmt(path, sizeof(path), "/hook/%s", tag);
     for (size_t i = n; i-- > 0;) {
         if (strcmp(recs[i].path, path) == 0 && strcmp(recs[i].model, model) == 0 &&
             strcmp(recs[i].alias, alias) == 0)
@@ -295,15 +288,15 @@ static void test_new_gateway_gets_current_state(void **state)
 
     model_with_versions("wh-cur-a", 2);
     model_with_versions("wh-cur-b", 2);
-    pc_alias_set(s, "wh-cur-a", "production", "{\"version\":1}");
-    ga = pc_alias_set(s, "wh-cur-a", "production", "{\"version\":2}");
-    gs = pc_alias_set(s, "wh-cur-a", "staging",
+    it_alias_set(s, s->admin_token, "wh-cur-a", "production", "{\"version\":1}");
+    ga = it_alias_set(s, s->admin_token, "wh-cur-a", "production", "{\"version\":2}");
+    gs = it_alias_set(s, s->admin_token, "wh-cur-a", "staging",
                       "{\"routes\":[{\"version\":1,\"weight\":30},{\"version\":2,\"weight\":70}]}");
-    gb = pc_alias_set(s, "wh-cur-b", "production", "{\"version\":1}");
+    gb = it_alias_set(s, s->admin_token, "wh-cur-b", "production", "{\"version\":1}");
 
-    webhook_gateway("cur-filt", x, ",\"models\":[\"wh-cur-a\"],\"aliases\":[\"production\"]");
-    webhook_gateway("cur-models", x, ",\"models\":[\"wh-cur-a\"]");
-    webhook_gateway("cur-all", x, "");
+    rx_gateway_put(srv, "cur-filt", x, ",\"models\":[\"wh-cur-a\"],\"aliases\":[\"production\"]");
+    rx_gateway_put(srv, "cur-models", x, ",\"models\":[\"wh-cur-a\"]");
+    rx_gateway_put(srv, "cur-all", x, "");
     pc_wait_delivery(s, "cur-filt", "wh-cur-a", "production", ga, "in_sync", 10000);
     pc_wait_delivery(s, "cur-models", "wh-cur-a", "production", ga, "in_sync", 10000);
     pc_wait_delivery(s, "cur-models", "wh-cur-a", "staging", gs, "in_sync", 10000);
@@ -336,18 +329,18 @@ static void test_new_gateway_gets_current_state(void **state)
     assert_int_equal(got, gs);
     assert_int_equal(count_for(recs, n, "cur-all", "wh-cur-b", "production", &got), 1);
     assert_int_equal(got, gb);
-    a = pc_alias_get(s, "wh-cur-a", "staging");
+    a = it_alias_get(s, s->admin_token, "wh-cur-a", "staging");
     expect_routes_like_alias(find_rec(recs, n, "cur-models", "wh-cur-a", "staging")->body, a->json);
     expect_routes_like_alias(find_rec(recs, n, "cur-all", "wh-cur-a", "staging")->body, a->json);
-    a = pc_alias_get(s, "wh-cur-a", "production");
+    a = it_alias_get(s, s->admin_token, "wh-cur-a", "production");
     expect_routes_like_alias(find_rec(recs, n, "cur-filt", "wh-cur-a", "production")->body,
                              a->json);
-    a = pc_alias_get(s, "wh-cur-b", "production");
+    a = it_alias_get(s, s->admin_token, "wh-cur-b", "production");
     expect_routes_like_alias(find_rec(recs, n, "cur-all", "wh-cur-b", "production")->body, a->json);
 
     /* A later change goes to the gateways that hear it, only. */
-    gb = pc_alias_set(s, "wh-cur-b", "production", "{\"version\":2}");
-    a = pc_alias_put(s, "wh-cur-b", "production", "{\"version\":1}", 10);
+    gb = it_alias_set(s, s->admin_token, "wh-cur-b", "production", "{\"version\":2}");
+    a = it_alias_put(s, s->admin_token, "wh-cur-b", "production", "{\"version\":1}", 10);
     gb = it_jint(a->json, "generation");
     if (!pc_all_in_sync(a->json))
         fail_msg("?wait=10 returned before every gateway acknowledged: %s", a->body);
@@ -368,7 +361,7 @@ static void test_new_gateway_gets_current_state(void **state)
     pc_gateway_delete(s, "cur-models");
     r = it_get(s, "/api/v1/gateways/cur-all", s->admin_token);
     it_expect_error(s, r, 404, "not_found");
-    a = pc_alias_get(s, "wh-cur-b", "production");
+    a = it_alias_get(s, s->admin_token, "wh-cur-b", "production");
     assert_null(pc_alias_delivery(a->json, "cur-all"));
     rx_stop(&x);
 }
@@ -384,12 +377,12 @@ static void test_wait_in_sync_and_at_deadline(void **state)
     const char *st;
 
     model_with_versions("wh-wait", 2);
-    webhook_gateway("wh-wait", x, ",\"models\":[\"wh-wait\"]");
+    rx_gateway_put(srv, "wh-wait", x, ",\"models\":[\"wh-wait\"]");
 
     /* Up: the answer comes once acknowledged, well before the deadline. */
-    t0 = pc_now_ms();
-    r = pc_alias_put(s, "wh-wait", "production", "{\"version\":1}", 5);
-    took = pc_now_ms() - t0;
+    t0 = it_now_ms();
+    r = it_alias_put(s, s->admin_token, "wh-wait", "production", "{\"version\":1}", 5);
+    took = it_now_ms() - t0;
     if (took > 4000)
         fail_msg("?wait=5 with a receiver that answers at once took %lld ms", (long long)took);
     if (!pc_all_in_sync(r->json))
@@ -400,7 +393,7 @@ static void test_wait_in_sync_and_at_deadline(void **state)
     assert_int_equal(rx_count(x), 1);
 
     /* Rollback takes ?wait too. */
-    pc_alias_set(s, "wh-wait", "production", "{\"version\":2}");
+    it_alias_set(s, s->admin_token, "wh-wait", "production", "{\"version\":2}");
     r = it_jreq(s, "POST", "/api/v1/models/wh-wait/aliases/production/rollback?wait=5",
                 s->admin_token, "{\"reason\":\"wait test\"}");
     it_expect_status(s, r, 200);
@@ -409,9 +402,9 @@ static void test_wait_in_sync_and_at_deadline(void **state)
 
     /* Down: the answer comes at the deadline, showing what is not in sync. */
     rx_set_up(x, false);
-    t0 = pc_now_ms();
-    r = pc_alias_put(s, "wh-wait", "production", "{\"version\":2}", 5);
-    took = pc_now_ms() - t0;
+    t0 = it_now_ms();
+    r = it_alias_put(s, s->admin_token, "wh-wait", "production", "{\"version\":2}", 5);
+    took = it_now_ms() - t0;
     gen = it_jint(r->json, "generation");
     if (took < 4900 || took > 9000)
         fail_msg("?wait=5 with the receiver down answered after %lld ms, want about 5000",
@@ -513,9 +506,9 @@ static void test_redirects_not_followed(void **state)
     rx_behave(meta, 0, 0, 302, "http://169.254.169.254/latest/meta-data/iam/");
     rx_behave(hop, 0, 0, 307, rx_url(target, "target", loc, sizeof(loc)));
     model_with_versions("wh-redirect", 1);
-    webhook_gateway("redir-meta", meta, ",\"models\":[\"wh-redirect\"]");
-    webhook_gateway("redir-hop", hop, ",\"models\":[\"wh-redirect\"]");
-    gen = pc_alias_set(s, "wh-redirect", "production", "{\"version\":1}");
+    rx_gateway_put(srv, "redir-meta", meta, ",\"models\":[\"wh-redirect\"]");
+    rx_gateway_put(srv, "redir-hop", hop, ",\"models\":[\"wh-redirect\"]");
+    gen = it_alias_set(s, s->admin_token, "wh-redirect", "production", "{\"version\":1}");
 
     /* Several attempts each, none followed. */
     rx_wait_count(meta, 3, 10000);
@@ -528,7 +521,7 @@ static void test_redirects_not_followed(void **state)
     d = pc_gw_delivery(r->json, "wh-redirect", "production");
     if (strstr(it_jstr(d, "last_error"), "307") == NULL)
         fail_msg("last_error should name the 307: %s", r->body);
-    r = pc_alias_get(s, "wh-redirect", "production");
+    r = it_alias_get(s, s->admin_token, "wh-redirect", "production");
     assert_string_equal(it_jstr(pc_alias_delivery(r->json, "redir-meta"), "state"), "failing");
     /* The redirect target (an allowed loopback address) was never contacted. */
     assert_int_equal(rx_count(target), 0);
@@ -545,22 +538,22 @@ static void test_gone_disables_the_gateway(void **state)
     struct mg_server *s = *state;
     struct rx *x = rx_start(SECRET, true);
     struct it_resp *r;
-    int64_t deadline = pc_deadline(10000);
+    int64_t deadline = it_deadline(10000);
     json_int_t gen;
     const char *reason;
 
     rx_behave(x, 0, 0, 410, NULL);
     model_with_versions("wh-gone", 2);
-    webhook_gateway("wh-gone", x, ",\"models\":[\"wh-gone\"]");
-    pc_alias_set(s, "wh-gone", "production", "{\"version\":1}");
+    rx_gateway_put(srv, "wh-gone", x, ",\"models\":[\"wh-gone\"]");
+    it_alias_set(s, s->admin_token, "wh-gone", "production", "{\"version\":1}");
     for (;;) {
         r = pc_gateway_get(s, "wh-gone");
         if (json_is_true(json_object_get(r->json, "disabled")))
             break;
-        if (pc_now_ms() > deadline)
+        if (it_now_ms() > deadline)
             fail_msg("the gateway answered 410 but is not disabled: %s", r->body);
         it_resp_free(s, &r);
-        pc_pause_ms(20);
+        it_pause_ms(20);
     }
     reason = it_jstr(r->json, "disabled_reason");
     if (strstr(reason, "410") == NULL)
@@ -585,13 +578,13 @@ static void test_gone_disables_the_gateway(void **state)
 
     /* A disabled gateway hears nothing more; ?wait gives up at its deadline. */
     rx_behave(x, 0, 0, 200, NULL);
-    r = pc_alias_put(s, "wh-gone", "production", "{\"version\":2}", 1);
+    r = it_alias_put(s, s->admin_token, "wh-gone", "production", "{\"version\":2}", 1);
     gen = it_jint(r->json, "generation");
     assert_false(pc_all_in_sync(r->json));
     assert_int_equal(rx_count(x), 1);
 
     /* Configuring it again enables it, and it gets the current state. */
-    webhook_gateway("wh-gone", x, ",\"models\":[\"wh-gone\"]");
+    rx_gateway_put(srv, "wh-gone", x, ",\"models\":[\"wh-gone\"]");
     r = pc_wait_delivery(s, "wh-gone", "wh-gone", "production", gen, "in_sync", 10000);
     assert_false(json_is_true(json_object_get(r->json, "disabled")));
     assert_true(json_is_null(json_object_get(r->json, "disabled_reason")));
@@ -609,20 +602,14 @@ static void test_whsec_secret_verifies_with_the_library(void **state)
     struct mg_server *s = *state;
     struct rx *x = rx_start(whsec, true);
     struct rx_rec recs[32];
-    char url[128], body[512];
     struct it_resp *r;
     json_int_t g;
     size_t n;
 
     model_with_versions("wh-std", 2);
-    rx_url(x, "wh-std", url, sizeof(url));
-    pc_gateway_put(s, "wh-std",
-                   pc_fmt(body, sizeof(body),
-                          "{\"kind\":\"webhook\",\"url\":\"%s\",\"secret\":\"%s\","
-                          "\"models\":[\"wh-std\"]}",
-                          url, whsec));
+    rx_gateway_put(s, "wh-std", x, ",\"models\":[\"wh-std\"]");
     rx_behave(x, 2, 0, 200, NULL); /* two 500s: the retries are verified too */
-    g = pc_alias_set(s, "wh-std", "production", "{\"version\":2}");
+    g = it_alias_set(s, s->admin_token, "wh-std", "production", "{\"version\":2}");
     r = pc_wait_delivery(s, "wh-std", "wh-std", "production", g, "in_sync", 20000);
     it_resp_free(s, &r);
     n = rx_snapshot(x, recs, 32);
@@ -654,9 +641,9 @@ static void test_generated_secret_shown_once(void **state)
     size_t n;
 
     model_with_versions("wh-gen", 1);
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/hook/wh-gen", pc_free_port());
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/hook/wh-gen", it_free_port());
     r = it_jreq(s, "PUT", "/api/v1/gateways/wh-gen", s->admin_token,
-                pc_fmt(body, sizeof(body),
+                it_fmt(body, sizeof(body),
                        "{\"kind\":\"webhook\",\"url\":\"%s\",\"models\":[\"wh-gen\"]}", url));
     it_expect_status(s, r, 201);
     snprintf(secret, sizeof(secret), "%s", it_jstr(r->json, "secret"));
@@ -681,13 +668,8 @@ static void test_generated_secret_shown_once(void **state)
 
     /* a receiver configured with it verifies with the library */
     x = rx_start(secret, true);
-    rx_url(x, "wh-gen", url, sizeof(url));
-    pc_gateway_put(s, "wh-gen",
-                   pc_fmt(body, sizeof(body),
-                          "{\"kind\":\"webhook\",\"url\":\"%s\",\"secret\":\"%s\","
-                          "\"models\":[\"wh-gen\"]}",
-                          url, secret));
-    g = pc_alias_set(s, "wh-gen", "production", "{\"version\":1}");
+    rx_gateway_put(s, "wh-gen", x, ",\"models\":[\"wh-gen\"]");
+    g = it_alias_set(s, s->admin_token, "wh-gen", "production", "{\"version\":1}");
     r = pc_wait_delivery(s, "wh-gen", "wh-gen", "production", g, "in_sync", 20000);
     it_resp_free(s, &r);
     n = rx_snapshot(x, recs, 8);
@@ -715,7 +697,7 @@ static void test_bad_whsec_refused(void **state)
 
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         r = it_jreq(s, "PUT", "/api/v1/gateways/wh-bad", s->admin_token,
-                    pc_fmt(body, sizeof(body),
+                    it_fmt(body, sizeof(body),
                            "{\"kind\":\"webhook\",\"url\":\"http://127.0.0.1:9/h\","
                            "\"secret\":\"%s\"}",
                            bad[i]));

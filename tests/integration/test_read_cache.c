@@ -6,8 +6,12 @@
  * from the cache (its hit counter in /metrics moves). And one data directory
  * serves one modelgated: a second one refuses to start, saying why.
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
 #include "release_common.h"
 
+#include <string.h>
 #include <sys/wait.h>
 
 /* modelgate_response_cache_lookups_total{result="hit"} now. */
@@ -30,8 +34,8 @@ static void test_version_changes_show_at_once(void **state)
     struct it_resp *r, *first;
     double h0;
 
-    rel_model(&cx, cx.t.pub, "cv");
-    rel_version(&cx, cx.t.pub, "cv", 0.9, 40);
+    it_model_create(cx.s, cx.t.pub, "cv");
+    it_version_create(cx.s, cx.t.pub, "cv", cx.art, rel_metrics(0.9, 40));
     first = it_get(s, path, cx.t.rd);
     it_expect_status(s, first, 200);
     h0 = cache_hits();
@@ -63,7 +67,7 @@ static void test_version_changes_show_at_once(void **state)
     /* Not found is answered, not remembered: the version appears when created. */
     r = it_get(s, "/api/v1/models/cv/versions/2", cx.t.rd);
     it_expect_error(s, r, 404, "not_found");
-    rel_version(&cx, cx.t.pub, "cv", 0.8, 40);
+    it_version_create(cx.s, cx.t.pub, "cv", cx.art, rel_metrics(0.8, 40));
     r = it_get(s, "/api/v1/models/cv/versions/2", cx.t.rd);
     it_expect_status(s, r, 200);
     assert_int_equal(it_jint(r->json, "version"), 2);
@@ -79,23 +83,23 @@ static void test_lkg_changes_show_at_once(void **state)
     struct it_resp *r;
     double h0;
 
-    rel_model(&cx, cx.t.pub, "cl");
-    rel_version(&cx, cx.t.pub, "cl", 0.9, 40);
-    rel_version(&cx, cx.t.pub, "cl", 0.91, 40);
+    it_model_create(cx.s, cx.t.pub, "cl");
+    it_version_create(cx.s, cx.t.pub, "cl", cx.art, rel_metrics(0.9, 40));
+    it_version_create(cx.s, cx.t.pub, "cl", cx.art, rel_metrics(0.91, 40));
     r = it_get(s, path, cx.t.rd);
     it_expect_error(s, r, 404, "no_known_good");
 
-    rel_alias_set(&cx, "cl", "production", 1);
+    it_alias_to(cx.s, cx.t.dep, "cl", "production", 1, 0);
     r = it_get(s, path, cx.t.rd);
     it_expect_status(s, r, 200);
     assert_int_equal(it_jint(r->json, "version"), 1);
     /* The alias change is still being delivered (the runner's gateway acks it,
      * a write): reads are served from the cache once nothing more is written. */
     {
-        int64_t deadline = rel_now_ms() + rel_deadline_ms(10000);
+        int64_t deadline = it_deadline(10000);
         bool hit = false;
 
-        while (!hit && rel_now_ms() < deadline) {
+        while (!hit && it_now_ms() < deadline) {
             h0 = cache_hits();
             for (int i = 0; i < 3; i++)
                 assert_int_equal(rel_lkg(&cx, "cl", "production"), 1);
@@ -105,7 +109,7 @@ static void test_lkg_changes_show_at_once(void **state)
             fail_msg("repeated last-known-good reads were never answered from the cache");
     }
 
-    rel_alias_set(&cx, "cl", "production", 2);
+    it_alias_to(cx.s, cx.t.dep, "cl", "production", 2, 0);
     assert_int_equal(rel_lkg(&cx, "cl", "production"), 2);
     /* Another alias of the same model is another entry. */
     r = it_get(s, "/api/v1/models/cl/aliases/staging/last-known-good", cx.t.rd);
@@ -128,8 +132,8 @@ static void test_reads_racing_a_write(void **state)
     struct it_resp *out[16], *r;
     char body[64];
 
-    rel_model(&cx, cx.t.pub, "cr");
-    rel_version(&cx, cx.t.pub, "cr", 0.9, 40);
+    it_model_create(cx.s, cx.t.pub, "cr");
+    it_version_create(cx.s, cx.t.pub, "cr", cx.art, rel_metrics(0.9, 40));
     for (size_t i = 0; i < 16; i++)
         specs[i] = (struct it_spec){"GET", path, cx.t.rd, NULL, NULL, 0};
     for (int round = 0; round < 20; round++) {

@@ -5,7 +5,16 @@
  * promotion's own transaction. The server is made to die (MODELGATED_TEST_CRASH_AT) right
  * after that commit; after a restart the candidate is tested and the promotion goes on.
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
 #include "runner_common.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static char dir[IT_PATH_MAX];
 
@@ -25,7 +34,7 @@ static void test_smoke_survives_a_crash_after_the_commit(void **state)
     const char *id;
 
     (void)state;
-    pc_mkdtemp(dir, "release-crash");
+    it_mkdtemp(dir, "release-crash");
     rc_write_script(dir, "pass.sh", PASS_SH, NULL);
     rc_profile_arg(profile, sizeof(profile), dir, "pass", "");
     setenv("MODELGATED_TEST_CRASH_AT", "promotion-created", 1);
@@ -33,17 +42,17 @@ static void test_smoke_survives_a_crash_after_the_commit(void **state)
     unsetenv("MODELGATED_TEST_CRASH_AT");
     r = it_upload(s, "crash candidate", 15, art);
     it_resp_free(s, &r);
-    rc_model(s, "fraud");
-    v = rc_version(s, "fraud", art, "pass", 0, 0, NULL);
-    rc_policy(s, "fraud", "production",
-              "{\"smoke\":{\"required\":true,\"gpu\":\"none\"},\"rollout\":{\"steps\":[100],"
-              "\"bake_seconds\":0,\"auto_advance\":true}}");
+    it_model_create(s, s->admin_token, "fraud");
+    v = it_version_create(s, s->admin_token, "fraud", art, rc_smoke_spec("pass", 0, 0, NULL));
+    it_policy_put(s, "fraud", "production",
+                  "{\"smoke\":{\"required\":true,\"gpu\":\"none\"},\"rollout\":{\"steps\":[100],"
+                  "\"bake_seconds\":0,\"auto_advance\":true}}");
 
     /* the server dies right after the promotion commits: no reply comes (a raw socket: the
      * harness's client takes a lost connection for a failure) */
     {
         char req[1024], body[160], buf[256];
-        int fd = pc_connect(s->port);
+        int fd = it_connect(s->port);
         ssize_t got;
 
         snprintf(body, sizeof(body),
@@ -79,7 +88,7 @@ static void test_smoke_survives_a_crash_after_the_commit(void **state)
         snprintf(pid, sizeof(pid), "%s", id);
         it_resp_free(s, &r);
         /* the promotion succeeds only once its candidate's smoke test passed */
-        done = rc_promotion_wait(s, pid, "succeeded", 30000);
+        done = it_promotion_wait(s, s->admin_token, pid, "succeeded", 30000);
         it_resp_free(s, &done);
         r = rc_smoke_list(s, "fraud", v);
         found = false;
@@ -96,7 +105,7 @@ static void test_smoke_survives_a_crash_after_the_commit(void **state)
         it_resp_free(s, &r);
     }
     it_server_free(&s);
-    pc_rmtree(dir);
+    it_rmtree(dir);
 }
 
 /* M15 defect: approvals and events were read with "while (step == ROW)" and no error, so a
@@ -112,11 +121,10 @@ static void test_a_failing_approvals_read_is_an_error(void **state)
     (void)state;
     r = it_upload(s, "approvals read", 14, art);
     it_resp_free(s, &r);
-    rc_model(s, "fraud");
-    v = rc_version(s, "fraud", art, NULL, 0, 0, NULL);
-    rc_policy(s, "fraud", "production", "{\"approvals\":{\"required\":2}}");
-    r = rc_promote(s, s->admin_token, "fraud", v, "production");
-    snprintf(id, sizeof(id), "%s", it_jstr(r->json, "id"));
+    it_model_create(s, s->admin_token, "fraud");
+    v = it_version_create(s, s->admin_token, "fraud", art, rc_smoke_spec(NULL, 0, 0, NULL));
+    it_policy_put(s, "fraud", "production", "{\"approvals\":{\"required\":2}}");
+    r = it_promote(s, s->admin_token, "fraud", v, "production", id);
     it_resp_free(s, &r);
     snprintf(path, sizeof(path), "/api/v1/promotions/%s", id);
     r = it_get(s, path, s->admin_token);

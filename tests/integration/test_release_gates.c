@@ -8,12 +8,18 @@
  * without a comment (400), one rejection rejects, and a second promotion on
  * a busy alias (409 promotion_in_progress, also when two race).
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
 #include "release_common.h"
+
+#include <math.h>
+#include <string.h>
 
 /* A promotion that fails a gate must leave the alias as it was. */
 static void expect_alias_untouched(const char *model, const char *alias, json_int_t v)
 {
-    struct it_resp *r = rel_alias_get(&cx, model, alias);
+    struct it_resp *r = it_alias_get(cx.s, cx.t.rd, model, alias);
 
     rel_expect_routes(&cx, r, it_jarr(r->json, "routes"), 1, v, 100);
     assert_true(json_is_null(json_object_get(r->json, "promotion")));
@@ -28,18 +34,18 @@ static void test_absolute_threshold_failure(void **state)
     json_t *gates, *g;
     json_int_t v1, v2;
 
-    rel_model(&cx, cx.t.pub, "absm");
-    v1 = rel_version(&cx, cx.t.pub, "absm", 0.95, 40);
-    v2 = rel_version(&cx, cx.t.pub, "absm", 0.995, 60);
-    rel_alias_set(&cx, "absm", "production", v1);
-    rel_policy_put(&cx, "absm", "production",
-                   "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"value\":0.99},"
-                   "{\"metric\":\"p95_latency_ms\",\"op\":\"<=\",\"value\":50}],"
-                   "\"approvals\":{\"required\":1},"
-                   "\"rollout\":{\"steps\":[10,100],\"bake_seconds\":600}}");
+    it_model_create(cx.s, cx.t.pub, "absm");
+    v1 = it_version_create(cx.s, cx.t.pub, "absm", cx.art, rel_metrics(0.95, 40));
+    v2 = it_version_create(cx.s, cx.t.pub, "absm", cx.art, rel_metrics(0.995, 60));
+    it_alias_to(cx.s, cx.t.dep, "absm", "production", v1, 0);
+    it_policy_put(cx.s, "absm", "production",
+                  "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"value\":0.99},"
+                  "{\"metric\":\"p95_latency_ms\",\"op\":\"<=\",\"value\":50}],"
+                  "\"approvals\":{\"required\":1},"
+                  "\"rollout\":{\"steps\":[10,100],\"bake_seconds\":600}}");
 
     /* v2: auc passes, latency fails. Rejected at creation: 201 all the same. */
-    p = rel_promote(&cx, "absm", v2, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "absm", v2, "production", id);
     rel_expect_state(p, "rejected");
     gates = it_jarr(p->json, "gates");
     rel_expect_gate(gates, "threshold", "auc", "passed");
@@ -51,13 +57,13 @@ static void test_absolute_threshold_failure(void **state)
     expect_alias_untouched("absm", "production", v1);
 
     /* v1 against auc >= 0.99 fails too; observed 0.95, expected 0.99. */
-    rel_policy_put(&cx, "absm", "staging",
-                   "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"value\":0.99}]}");
-    p = rel_promote(&cx, "absm", v1, "staging", id2);
+    it_policy_put(cx.s, "absm", "staging",
+                  "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"value\":0.99}]}");
+    p = it_promote(cx.s, cx.t.dep, "absm", v1, "staging", id2);
     rel_expect_state(p, "rejected");
     gates = it_jarr(p->json, "gates");
     rel_expect_gate(gates, "threshold", "auc", "failed");
-    g = rel_find_gate(gates, "threshold", "auc");
+    g = it_gate_find(gates, "threshold", "auc");
     assert_true(fabs(rel_gate_observed(gates, "threshold", "auc") - 0.95) < 1e-9);
     if (!rel_gate_expects(gates, "threshold", "auc", 0.99))
         fail_msg("the failed gate should say it expected >= 0.99: %s", p->body);
@@ -72,27 +78,27 @@ static void test_absolute_threshold_failure(void **state)
     {
         char path[160];
 
-        r = it_jreq(s, "POST", rel_path(path, sizeof(path), "/api/v1/promotions/%s/advance", id),
+        r = it_jreq(s, "POST", it_fmt(path, sizeof(path), "/api/v1/promotions/%s/advance", id),
                     cx.t.dep, "{}");
         it_expect_status(s, r, 409);
-        r = it_jreq(s, "POST", rel_path(path, sizeof(path), "/api/v1/promotions/%s/abort", id),
+        r = it_jreq(s, "POST", it_fmt(path, sizeof(path), "/api/v1/promotions/%s/abort", id),
                     cx.t.dep, "{\"reason\":\"x\"}");
         it_expect_status(s, r, 409);
     }
 
     /* A rejected promotion does not block the alias. */
-    rel_policy_put(&cx, "absm", "production",
-                   "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"value\":0.99}],"
-                   "\"rollout\":{\"steps\":[100]}}");
-    p = rel_promote(&cx, "absm", v2, "production", id);
+    it_policy_put(cx.s, "absm", "production",
+                  "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"value\":0.99}],"
+                  "\"rollout\":{\"steps\":[100]}}");
+    p = it_promote(cx.s, cx.t.dep, "absm", v2, "production", id);
     rel_expect_state(p, "succeeded");
     rel_expect_alias_routes(&cx, "absm", "production", 1, v2, 100);
 
     /* A candidate without the metric fails the gate. */
     {
-        json_int_t v3 = rel_version(&cx, cx.t.pub, "absm", -1, 30);
+        json_int_t v3 = it_version_create(cx.s, cx.t.pub, "absm", cx.art, rel_metrics(-1, 30));
 
-        p = rel_promote(&cx, "absm", v3, "production", id);
+        p = it_promote(cx.s, cx.t.dep, "absm", v3, "production", id);
         rel_expect_state(p, "rejected");
         rel_expect_gate(it_jarr(p->json, "gates"), "threshold", "auc", "failed");
         rel_expect_alias_routes(&cx, "absm", "production", 1, v2, 100);
@@ -107,16 +113,18 @@ static void test_relative_max_regression(void **state)
     json_t *gates;
     json_int_t v1, v2, v3;
 
-    rel_model(&cx, cx.t.pub, "relm");
-    v1 = rel_version(&cx, cx.t.pub, "relm", 0.92, -1);
-    v2 = rel_version(&cx, cx.t.pub, "relm", 0.90, -1);  /* 0.90 < 0.92 - 0.005 */
-    v3 = rel_version(&cx, cx.t.pub, "relm", 0.916, -1); /* 0.916 >= 0.915 */
-    rel_alias_set(&cx, "relm", "production", v1);
-    rel_policy_put(&cx, "relm", "production",
-                   "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"baseline\":true,"
-                   "\"max_regression\":0.005}],\"rollout\":{\"steps\":[100]}}");
+    it_model_create(cx.s, cx.t.pub, "relm");
+    v1 = it_version_create(cx.s, cx.t.pub, "relm", cx.art, rel_metrics(0.92, -1));
+    v2 = it_version_create(cx.s, cx.t.pub, "relm", cx.art,
+                           rel_metrics(0.90, -1)); /* 0.90 < 0.92 - 0.005 */
+    v3 = it_version_create(cx.s, cx.t.pub, "relm", cx.art,
+                           rel_metrics(0.916, -1)); /* 0.916 >= 0.915 */
+    it_alias_to(cx.s, cx.t.dep, "relm", "production", v1, 0);
+    it_policy_put(cx.s, "relm", "production",
+                  "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"baseline\":true,"
+                  "\"max_regression\":0.005}],\"rollout\":{\"steps\":[100]}}");
 
-    p = rel_promote(&cx, "relm", v2, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "relm", v2, "production", id);
     rel_expect_state(p, "rejected");
     assert_int_equal(it_jint(p->json, "baseline_version"), v1);
     gates = it_jarr(p->json, "gates");
@@ -127,7 +135,7 @@ static void test_relative_max_regression(void **state)
     expect_alias_untouched("relm", "production", v1);
 
     /* Within the allowed regression: passes, and with no approvals or steps it is done. */
-    p = rel_promote(&cx, "relm", v3, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "relm", v3, "production", id);
     rel_expect_state(p, "succeeded");
     assert_int_equal(it_jint(p->json, "baseline_version"), v1);
     rel_expect_gate(it_jarr(p->json, "gates"), "threshold", "auc", "passed");
@@ -150,17 +158,18 @@ static void test_relative_max_regression_pct(void **state)
     json_int_t v1, v_bad, v_ok;
 
     (void)state;
-    rel_model(&cx, cx.t.pub, "pctm");
-    v1 = rel_version(&cx, cx.t.pub, "pctm", 0.9, 40);
-    v_bad = rel_version(&cx, cx.t.pub, "pctm", 0.9, 45);  /* > 40 * 1.10 = 44 */
-    v_ok = rel_version(&cx, cx.t.pub, "pctm", 0.9, 43.5); /* <= 44 */
-    rel_alias_set(&cx, "pctm", "production", v1);
-    rel_policy_put(&cx, "pctm", "production",
-                   "{\"thresholds\":[{\"metric\":\"p95_latency_ms\",\"op\":\"<=\","
-                   "\"baseline\":true,\"max_regression_pct\":10}],"
-                   "\"rollout\":{\"steps\":[100]}}");
+    it_model_create(cx.s, cx.t.pub, "pctm");
+    v1 = it_version_create(cx.s, cx.t.pub, "pctm", cx.art, rel_metrics(0.9, 40));
+    v_bad = it_version_create(cx.s, cx.t.pub, "pctm", cx.art,
+                              rel_metrics(0.9, 45)); /* > 40 * 1.10 = 44 */
+    v_ok = it_version_create(cx.s, cx.t.pub, "pctm", cx.art, rel_metrics(0.9, 43.5)); /* <= 44 */
+    it_alias_to(cx.s, cx.t.dep, "pctm", "production", v1, 0);
+    it_policy_put(cx.s, "pctm", "production",
+                  "{\"thresholds\":[{\"metric\":\"p95_latency_ms\",\"op\":\"<=\","
+                  "\"baseline\":true,\"max_regression_pct\":10}],"
+                  "\"rollout\":{\"steps\":[100]}}");
 
-    p = rel_promote(&cx, "pctm", v_bad, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "pctm", v_bad, "production", id);
     rel_expect_state(p, "rejected");
     gates = it_jarr(p->json, "gates");
     rel_expect_gate(gates, "threshold", "p95_latency_ms", "failed");
@@ -169,7 +178,7 @@ static void test_relative_max_regression_pct(void **state)
         fail_msg("the gate should expect <= 44 (40 + 10%%): %s", p->body);
     expect_alias_untouched("pctm", "production", v1);
 
-    p = rel_promote(&cx, "pctm", v_ok, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "pctm", v_ok, "production", id);
     rel_expect_state(p, "succeeded");
     rel_expect_gate(it_jarr(p->json, "gates"), "threshold", "p95_latency_ms", "passed");
     assert_true(fabs(rel_gate_observed(it_jarr(p->json, "gates"), "threshold", "p95_latency_ms") -
@@ -180,18 +189,19 @@ static void test_relative_max_regression_pct(void **state)
     {
         json_int_t w1, w_bad, w_ok;
 
-        rel_model(&cx, cx.t.pub, "pctge");
-        w1 = rel_version(&cx, cx.t.pub, "pctge", 0.80, -1);
-        w_bad = rel_version(&cx, cx.t.pub, "pctge", 0.75, -1); /* < 0.80 * 0.95 = 0.76 */
-        w_ok = rel_version(&cx, cx.t.pub, "pctge", 0.77, -1);
-        rel_alias_set(&cx, "pctge", "production", w1);
-        rel_policy_put(&cx, "pctge", "production",
-                       "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"baseline\":true,"
-                       "\"max_regression_pct\":5}],\"rollout\":{\"steps\":[100]}}");
-        p = rel_promote(&cx, "pctge", w_bad, "production", id);
+        it_model_create(cx.s, cx.t.pub, "pctge");
+        w1 = it_version_create(cx.s, cx.t.pub, "pctge", cx.art, rel_metrics(0.80, -1));
+        w_bad = it_version_create(cx.s, cx.t.pub, "pctge", cx.art,
+                                  rel_metrics(0.75, -1)); /* < 0.80 * 0.95 = 0.76 */
+        w_ok = it_version_create(cx.s, cx.t.pub, "pctge", cx.art, rel_metrics(0.77, -1));
+        it_alias_to(cx.s, cx.t.dep, "pctge", "production", w1, 0);
+        it_policy_put(cx.s, "pctge", "production",
+                      "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"baseline\":true,"
+                      "\"max_regression_pct\":5}],\"rollout\":{\"steps\":[100]}}");
+        p = it_promote(cx.s, cx.t.dep, "pctge", w_bad, "production", id);
         rel_expect_state(p, "rejected");
         rel_expect_gate(it_jarr(p->json, "gates"), "threshold", "auc", "failed");
-        p = rel_promote(&cx, "pctge", w_ok, "production", id);
+        p = it_promote(cx.s, cx.t.dep, "pctge", w_ok, "production", id);
         rel_expect_state(p, "succeeded");
         rel_expect_gate(it_jarr(p->json, "gates"), "threshold", "auc", "passed");
     }
@@ -205,25 +215,26 @@ static void test_relative_without_baseline(void **state)
     json_int_t v1, v2;
 
     (void)state;
-    rel_model(&cx, cx.t.pub, "nobase");
-    v1 = rel_version(&cx, cx.t.pub, "nobase", 0.5, -1);
-    v2 = rel_version(&cx, cx.t.pub, "nobase", 0.9, -1); /* has auc; the baseline will not */
-    rel_policy_put(&cx, "nobase", "production",
-                   "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"baseline\":true,"
-                   "\"max_regression\":0}],\"rollout\":{\"steps\":[100]}}");
+    it_model_create(cx.s, cx.t.pub, "nobase");
+    v1 = it_version_create(cx.s, cx.t.pub, "nobase", cx.art, rel_metrics(0.5, -1));
+    v2 = it_version_create(cx.s, cx.t.pub, "nobase", cx.art,
+                           rel_metrics(0.9, -1)); /* has auc; the baseline will not */
+    it_policy_put(cx.s, "nobase", "production",
+                  "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"baseline\":true,"
+                  "\"max_regression\":0}],\"rollout\":{\"steps\":[100]}}");
 
     /* No LKG: the relative gate passes with detail "no baseline". */
-    p = rel_promote(&cx, "nobase", v1, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "nobase", v1, "production", id);
     rel_expect_state(p, "succeeded");
     assert_true(json_is_null(json_object_get(p->json, "baseline_version")));
     rel_expect_gate(it_jarr(p->json, "gates"), "threshold", "auc", "passed");
-    g = rel_find_gate(it_jarr(p->json, "gates"), "threshold", "auc");
+    g = it_gate_find(it_jarr(p->json, "gates"), "threshold", "auc");
     if (!json_is_string(json_object_get(g, "detail")) ||
         strstr(json_string_value(json_object_get(g, "detail")), "no baseline") == NULL)
         fail_msg("a relative gate without a baseline should say \"no baseline\": %s", p->body);
 
     /* Baseline v1 has auc 0.5; v2 has 0.9: passes against it. */
-    p = rel_promote(&cx, "nobase", v2, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "nobase", v2, "production", id);
     rel_expect_state(p, "succeeded");
     assert_int_equal(it_jint(p->json, "baseline_version"), v1);
 }
@@ -237,15 +248,15 @@ static void test_separation_of_duties(void **state)
     json_int_t v1, v2;
     size_t i;
 
-    rel_model(&cx, cx.t.pubrev, "sod");
-    v1 = rel_version(&cx, cx.t.pubrev, "sod", 0.9, -1);
-    v2 = rel_version(&cx, cx.t.pubrev, "sod", 0.9, -1);
-    rel_alias_set(&cx, "sod", "production", v1);
-    rel_policy_put(&cx, "sod", "production",
-                   "{\"approvals\":{\"required\":2},"
-                   "\"rollout\":{\"steps\":[10,100],\"bake_seconds\":600}}");
+    it_model_create(cx.s, cx.t.pubrev, "sod");
+    v1 = it_version_create(cx.s, cx.t.pubrev, "sod", cx.art, rel_metrics(0.9, -1));
+    v2 = it_version_create(cx.s, cx.t.pubrev, "sod", cx.art, rel_metrics(0.9, -1));
+    it_alias_to(cx.s, cx.t.dep, "sod", "production", v1, 0);
+    it_policy_put(cx.s, "sod", "production",
+                  "{\"approvals\":{\"required\":2},"
+                  "\"rollout\":{\"steps\":[10,100],\"bake_seconds\":600}}");
 
-    p = rel_promote_as(&cx, cx.t.deprev, "sod", v2, "production");
+    p = it_promotion_post(cx.s, cx.t.deprev, "sod", v2, "production");
     it_expect_status(s, p, 201);
     rel_expect_state(p, "awaiting_approval");
     snprintf(id, sizeof(id), "%s", it_jstr(p->json, "id"));
@@ -258,7 +269,7 @@ static void test_separation_of_duties(void **state)
     it_expect_error(s, r, 403, "self_approval");
     r = rel_decide(&cx, cx.t.pubrev, id, "reject", "even rejecting");
     it_expect_error(s, r, 403, "self_approval");
-    r = rel_promotion_get(&cx, id);
+    r = it_promotion_get(cx.s, cx.t.rd, id);
     rel_expect_state(r, "awaiting_approval");
     assert_int_equal(json_array_size(it_jarr(r->json, "approvals")), 0);
 
@@ -278,7 +289,7 @@ static void test_separation_of_duties(void **state)
     it_expect_error(s, r, 409, "conflict");
     r = rel_decide(&cx, cx.t.rev_a, id, "reject", "changed my mind");
     it_expect_error(s, r, 409, "conflict");
-    r = rel_promotion_get(&cx, id);
+    r = it_promotion_get(cx.s, cx.t.rd, id);
     assert_int_equal(json_array_size(it_jarr(r->json, "approvals")), 1);
 
     /* One rejection rejects, even with an approval on record. */
@@ -320,14 +331,14 @@ static void test_self_approval_by_publisher_of_version(void **state)
     json_int_t v1, v2;
 
     /* The same with the plain deployer as creator: only the author is refused. */
-    rel_model(&cx, cx.t.pub, "sod2");
-    v1 = rel_version(&cx, cx.t.pub, "sod2", 0.9, -1);
-    v2 = rel_version(&cx, cx.t.pubrev, "sod2", 0.9, -1);
-    rel_alias_set(&cx, "sod2", "production", v1);
-    rel_policy_put(&cx, "sod2", "production",
-                   "{\"approvals\":{\"required\":1},"
-                   "\"rollout\":{\"steps\":[100]}}");
-    r = rel_promote(&cx, "sod2", v2, "production", id);
+    it_model_create(cx.s, cx.t.pub, "sod2");
+    v1 = it_version_create(cx.s, cx.t.pub, "sod2", cx.art, rel_metrics(0.9, -1));
+    v2 = it_version_create(cx.s, cx.t.pubrev, "sod2", cx.art, rel_metrics(0.9, -1));
+    it_alias_to(cx.s, cx.t.dep, "sod2", "production", v1, 0);
+    it_policy_put(cx.s, "sod2", "production",
+                  "{\"approvals\":{\"required\":1},"
+                  "\"rollout\":{\"steps\":[100]}}");
+    r = it_promote(cx.s, cx.t.dep, "sod2", v2, "production", id);
     rel_expect_state(r, "awaiting_approval");
     r = rel_decide(&cx, cx.t.pubrev, id, "approve", "mine");
     it_expect_error(s, r, 403, "self_approval");
@@ -345,44 +356,44 @@ static void test_promotion_in_progress(void **state)
     struct it_resp *p, *r;
     json_int_t v1, v2, v3;
 
-    rel_model(&cx, cx.t.pub, "busy");
-    v1 = rel_version(&cx, cx.t.pub, "busy", 0.9, -1);
-    v2 = rel_version(&cx, cx.t.pub, "busy", 0.9, -1);
-    v3 = rel_version(&cx, cx.t.pub, "busy", 0.9, -1);
-    rel_alias_set(&cx, "busy", "production", v1);
-    rel_policy_put(&cx, "busy", "production",
-                   "{\"approvals\":{\"required\":1},"
-                   "\"rollout\":{\"steps\":[10,100],\"bake_seconds\":600}}");
+    it_model_create(cx.s, cx.t.pub, "busy");
+    v1 = it_version_create(cx.s, cx.t.pub, "busy", cx.art, rel_metrics(0.9, -1));
+    v2 = it_version_create(cx.s, cx.t.pub, "busy", cx.art, rel_metrics(0.9, -1));
+    v3 = it_version_create(cx.s, cx.t.pub, "busy", cx.art, rel_metrics(0.9, -1));
+    it_alias_to(cx.s, cx.t.dep, "busy", "production", v1, 0);
+    it_policy_put(cx.s, "busy", "production",
+                  "{\"approvals\":{\"required\":1},"
+                  "\"rollout\":{\"steps\":[10,100],\"bake_seconds\":600}}");
 
     /* Awaiting approval blocks the alias. */
-    p = rel_promote(&cx, "busy", v2, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "busy", v2, "production", id);
     rel_expect_state(p, "awaiting_approval");
-    r = rel_promote_as(&cx, cx.t.dep, "busy", v3, "production");
+    r = it_promotion_post(cx.s, cx.t.dep, "busy", v3, "production");
     it_expect_error(s, r, 409, "promotion_in_progress");
-    r = rel_promote_as(&cx, cx.t.dep, "busy", v2, "production");
+    r = it_promotion_post(cx.s, cx.t.dep, "busy", v2, "production");
     it_expect_error(s, r, 409, "promotion_in_progress");
 
     /* So does rolling out. */
     r = rel_decide(&cx, cx.t.rev_a, id, "approve", "ok");
     it_expect_status(s, r, 200);
     rel_expect_state(r, "rolling_out");
-    r = rel_promote_as(&cx, cx.t.dep, "busy", v3, "production");
+    r = it_promotion_post(cx.s, cx.t.dep, "busy", v3, "production");
     it_expect_error(s, r, 409, "promotion_in_progress");
     r = it_get(s, "/api/v1/promotions?model=busy", cx.t.rd);
     it_expect_status(s, r, 200);
     assert_int_equal(json_array_size(it_jarr(r->json, "items")), 1);
 
     /* Another alias of the same model is independent. */
-    p = rel_promote_as(&cx, cx.t.dep, "busy", v3, "staging");
+    p = it_promotion_post(cx.s, cx.t.dep, "busy", v3, "staging");
     it_expect_status(s, p, 201);
     rel_expect_state(p, "succeeded");
 
     /* Once it is over, the alias is free again. */
-    r = it_jreq(s, "POST", rel_path(path, sizeof(path), "/api/v1/promotions/%s/abort", id),
-                cx.t.dep, "{\"reason\":\"make room\"}");
+    r = it_jreq(s, "POST", it_fmt(path, sizeof(path), "/api/v1/promotions/%s/abort", id), cx.t.dep,
+                "{\"reason\":\"make room\"}");
     it_expect_status(s, r, 200);
     rel_expect_state(r, "aborted");
-    p = rel_promote(&cx, "busy", v3, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "busy", v3, "production", id);
     rel_expect_state(p, "awaiting_approval");
 }
 
@@ -395,13 +406,13 @@ static void test_concurrent_promotions_one_wins(void **state)
     char bodies[N][160];
     int created = 0, busy = 0;
 
-    rel_model(&cx, cx.t.pub, "race");
-    rel_version(&cx, cx.t.pub, "race", 0.9, -1);
+    it_model_create(cx.s, cx.t.pub, "race");
+    it_version_create(cx.s, cx.t.pub, "race", cx.art, rel_metrics(0.9, -1));
     for (int i = 0; i < N; i++)
-        rel_version(&cx, cx.t.pub, "race", 0.9, -1);
-    rel_alias_set(&cx, "race", "production", 1);
-    rel_policy_put(&cx, "race", "production",
-                   "{\"approvals\":{\"required\":1},\"rollout\":{\"steps\":[100]}}");
+        it_version_create(cx.s, cx.t.pub, "race", cx.art, rel_metrics(0.9, -1));
+    it_alias_to(cx.s, cx.t.dep, "race", "production", 1, 0);
+    it_policy_put(cx.s, "race", "production",
+                  "{\"approvals\":{\"required\":1},\"rollout\":{\"steps\":[100]}}");
     for (int i = 0; i < N; i++) {
         snprintf(bodies[i], sizeof(bodies[i]),
                  "{\"model\":\"race\",\"version\":%d,\"alias\":\"production\"}", i + 2);

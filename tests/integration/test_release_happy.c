@@ -7,7 +7,13 @@
  * canonical form, DELETE policy, the roles of every release endpoint, and
  * an audit chain that verifies at the end.
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
 #include "release_common.h"
+
+#include <math.h>
+#include <string.h>
 
 #define HAPPY_POLICY                                                                               \
     "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"baseline\":true,"                        \
@@ -25,9 +31,9 @@ static void test_full_happy_path(void **state)
     size_t i, steps = 0;
     bool saw_success = false;
 
-    rel_model(&cx, cx.t.pub, "fraud");
-    v1 = rel_version(&cx, cx.t.pub, "fraud", 0.91, -1);
-    v2 = rel_version(&cx, cx.t.pub, "fraud", 0.92, -1);
+    it_model_create(cx.s, cx.t.pub, "fraud");
+    v1 = it_version_create(cx.s, cx.t.pub, "fraud", cx.art, rel_metrics(0.91, -1));
+    v2 = it_version_create(cx.s, cx.t.pub, "fraud", cx.art, rel_metrics(0.92, -1));
     assert_int_equal(v1, 1);
     assert_int_equal(v2, 2);
 
@@ -52,12 +58,12 @@ static void test_full_happy_path(void **state)
     it_expect_error(s, r, 409, "alias_protected");
     r = it_request(s, "DELETE", "/api/v1/models/fraud/aliases/production", cx.t.dep, NULL, NULL, 0);
     it_expect_status(s, r, 409);
-    r = rel_alias_get(&cx, "fraud", "production");
+    r = it_alias_get(cx.s, cx.t.rd, "fraud", "production");
     assert_true(json_is_true(json_object_get(r->json, "protected")));
     rel_expect_routes(&cx, r, it_jarr(r->json, "routes"), 1, 1, 100);
 
     /* The promotion: gates pass against baseline v1, approvals are awaited. */
-    p = rel_promote(&cx, "fraud", v2, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "fraud", v2, "production", id);
     rel_expect_state(p, "awaiting_approval");
     assert_string_equal(it_jstr(p->json, "model"), "fraud");
     assert_string_equal(it_jstr(p->json, "alias"), "production");
@@ -81,7 +87,7 @@ static void test_full_happy_path(void **state)
         assert_int_equal(json_integer_value(json_array_get(st, 0)), 10);
         assert_int_equal(json_integer_value(json_array_get(st, 2)), 100);
     }
-    r = rel_alias_get(&cx, "fraud", "production");
+    r = it_alias_get(cx.s, cx.t.rd, "fraud", "production");
     assert_string_equal(it_jstr(r->json, "promotion"), id);
     rel_expect_routes(&cx, r, it_jarr(r->json, "routes"), 1, 1, 100);
 
@@ -127,11 +133,11 @@ static void test_full_happy_path(void **state)
     }
 
     /* The timer takes the remaining steps. */
-    p = rel_wait_state(&cx, id, "succeeded", 20000);
+    p = it_promotion_wait(cx.s, cx.t.rd, id, "succeeded", 20000);
     assert_int_equal(it_jint(it_jobj(p->json, "rollout"), "weight"), 100);
     assert_true(json_is_null(json_object_get(it_jobj(p->json, "rollout"), "next_step_at")));
     rel_expect_alias_routes(&cx, "fraud", "production", 1, 2, 100);
-    r = rel_alias_get(&cx, "fraud", "production");
+    r = it_alias_get(cx.s, cx.t.rd, "fraud", "production");
     assert_true(json_is_null(json_object_get(r->json, "promotion")));
     assert_int_equal(it_jint(it_jobj(r->json, "last_known_good"), "version"), 2);
     assert_int_equal(rel_lkg(&cx, "fraud", "production"), 2);
@@ -189,7 +195,7 @@ static void test_full_happy_path(void **state)
             assert_non_null(json_object_get(e, "reason"));
         }
         /* The alias's generation is the newest history entry's. */
-        p = rel_alias_get(&cx, "fraud", "production");
+        p = it_alias_get(cx.s, cx.t.rd, "fraud", "production");
         assert_int_equal(it_jint(p->json, "generation"),
                          it_jint(json_array_get(items, 0), "generation"));
     }
@@ -201,7 +207,7 @@ static void test_full_happy_path(void **state)
     assert_string_equal(it_jstr(r->json, "alias"), "production");
     assert_int_equal(it_jint(r->json, "version"), 2);
     assert_string_equal(it_jstr(r->json, "artifact"), cx.art);
-    assert_string_equal(it_jstr(r->json, "image"), REL_IMAGE);
+    assert_string_equal(it_jstr(r->json, "image"), IT_IMAGE);
     assert_non_null(strstr(it_jstr(r->json, "signature_url"), "/versions/2/signature"));
     it_expect_rfc3339(it_jstr(r->json, "since"));
     assert_int_equal(it_jint(r->json, "generation"), top_gen);
@@ -228,8 +234,7 @@ static void test_full_happy_path(void **state)
     assert_int_equal(json_array_size(it_jarr(r->json, "items")), 0);
     r = it_get(s, "/api/v1/promotions?state=bogus", cx.t.rd);
     it_expect_error(s, r, 400, "invalid_argument");
-    r = it_get(s, rel_path(path, sizeof(path), "/api/v1/promotions/%s", "prm_doesnotexist"),
-               cx.t.rd);
+    r = it_get(s, it_fmt(path, sizeof(path), "/api/v1/promotions/%s", "prm_doesnotexist"), cx.t.rd);
     it_expect_error(s, r, 404, "not_found");
 }
 
@@ -240,12 +245,12 @@ static void test_no_policy_promotes_at_once(void **state)
     struct it_resp *p, *r;
     json_int_t v1, v2;
 
-    rel_model(&cx, cx.t.pub, "nopol");
-    v1 = rel_version(&cx, cx.t.pub, "nopol", 0.5, -1);
-    v2 = rel_version(&cx, cx.t.pub, "nopol", 0.4, -1);
+    it_model_create(cx.s, cx.t.pub, "nopol");
+    v1 = it_version_create(cx.s, cx.t.pub, "nopol", cx.art, rel_metrics(0.5, -1));
+    v2 = it_version_create(cx.s, cx.t.pub, "nopol", cx.art, rel_metrics(0.4, -1));
 
     /* No policy: no gates, one step to 100%, at once. */
-    p = rel_promote(&cx, "nopol", v1, "staging", id);
+    p = it_promote(cx.s, cx.t.dep, "nopol", v1, "staging", id);
     rel_expect_state(p, "succeeded");
     assert_true(json_is_null(json_object_get(p->json, "baseline_version")));
     assert_int_equal(json_array_size(it_jarr(p->json, "gates")), 0);
@@ -260,20 +265,20 @@ static void test_no_policy_promotes_at_once(void **state)
     assert_int_equal(rel_lkg(&cx, "nopol", "staging"), v1);
 
     /* A second one replaces it in one step, with v1 as the baseline. */
-    p = rel_promote(&cx, "nopol", v2, "staging", id);
+    p = it_promote(cx.s, cx.t.dep, "nopol", v2, "staging", id);
     rel_expect_state(p, "succeeded");
     assert_int_equal(it_jint(p->json, "baseline_version"), v1);
     rel_expect_alias_routes(&cx, "nopol", "staging", 1, v2, 100);
     assert_int_equal(rel_lkg(&cx, "nopol", "staging"), v2);
-    r = rel_alias_get(&cx, "nopol", "staging");
+    r = it_alias_get(cx.s, cx.t.rd, "nopol", "staging");
     assert_false(json_is_true(json_object_get(r->json, "protected")));
 
     /* Unknown model or version: 404. */
-    r = rel_promote_as(&cx, cx.t.dep, "nopol", 99, "staging");
+    r = it_promotion_post(cx.s, cx.t.dep, "nopol", 99, "staging");
     it_expect_error(s, r, 404, "not_found");
-    r = rel_promote_as(&cx, cx.t.dep, "no-such-model", 1, "staging");
+    r = it_promotion_post(cx.s, cx.t.dep, "no-such-model", 1, "staging");
     it_expect_error(s, r, 404, "not_found");
-    r = rel_promote_as(&cx, cx.t.dep, "nopol", 1, "Bad_Alias");
+    r = it_promotion_post(cx.s, cx.t.dep, "nopol", 1, "Bad_Alias");
     it_expect_error(s, r, 400, "invalid_argument");
 }
 
@@ -289,16 +294,17 @@ static void test_simultaneous_approvals(void **state)
     struct it_resp *out[2], *p;
     static const char body[] = "{\"decision\":\"approve\"}";
 
-    rel_model(&cx, cx.t.pub, "race");
-    rel_alias_set(&cx, "race", "production", rel_version(&cx, cx.t.pub, "race", 0.9, -1));
-    rel_policy_put(&cx, "race", "production",
-                   "{\"approvals\":{\"required\":2},\"rollout\":{\"steps\":[100]}}");
+    it_model_create(cx.s, cx.t.pub, "race");
+    it_alias_to(cx.s, cx.t.dep, "race", "production",
+                it_version_create(cx.s, cx.t.pub, "race", cx.art, rel_metrics(0.9, -1)), 0);
+    it_policy_put(cx.s, "race", "production",
+                  "{\"approvals\":{\"required\":2},\"rollout\":{\"steps\":[100]}}");
     for (int round = 0; round < 8; round++) {
-        json_int_t v = rel_version(&cx, cx.t.pub, "race", 0.9, -1);
+        json_int_t v = it_version_create(cx.s, cx.t.pub, "race", cx.art, rel_metrics(0.9, -1));
 
-        p = rel_promote(&cx, "race", v, "production", id);
+        p = it_promote(cx.s, cx.t.dep, "race", v, "production", id);
         rel_expect_state(p, "awaiting_approval");
-        rel_path(path, sizeof(path), "/api/v1/promotions/%s/approvals", id);
+        it_fmt(path, sizeof(path), "/api/v1/promotions/%s/approvals", id);
         specs[0] =
             (struct it_spec){"POST", path, cx.t.rev_a, "application/json", body, sizeof(body) - 1};
         specs[1] =
@@ -306,7 +312,7 @@ static void test_simultaneous_approvals(void **state)
         it_request_parallel(s, 2, specs, out);
         it_expect_status(s, out[0], 200);
         it_expect_status(s, out[1], 200);
-        p = rel_wait_state(&cx, id, "succeeded", rel_deadline_ms(10000));
+        p = it_promotion_wait(cx.s, cx.t.rd, id, "succeeded", it_scaled_ms(10000));
         assert_int_equal(json_array_size(it_jarr(p->json, "approvals")), 2);
         rel_expect_alias_routes(&cx, "race", "production", 1, v, 100);
         it_release(s);
@@ -318,17 +324,17 @@ static void test_lkg_of_fresh_alias(void **state)
     struct mg_server *s = *state;
     struct it_resp *r;
 
-    rel_model(&cx, cx.t.pub, "fresh");
-    rel_version(&cx, cx.t.pub, "fresh", 0.9, -1);
+    it_model_create(cx.s, cx.t.pub, "fresh");
+    it_version_create(cx.s, cx.t.pub, "fresh", cx.art, rel_metrics(0.9, -1));
     r = it_get(s, "/api/v1/models/fresh/aliases/production/last-known-good", cx.t.rd);
     it_expect_error(s, r, 404, "no_known_good");
 
     /* An alias that only ever held a step of a rollout has no LKG either. */
-    rel_policy_put(&cx, "fresh", "canary",
-                   "{\"rollout\":{\"steps\":[20,100],\"bake_seconds\":600}}");
+    it_policy_put(cx.s, "fresh", "canary",
+                  "{\"rollout\":{\"steps\":[20,100],\"bake_seconds\":600}}");
     {
         char id[64], path[128];
-        struct it_resp *p = rel_promote(&cx, "fresh", 1, "canary", id);
+        struct it_resp *p = it_promote(cx.s, cx.t.dep, "fresh", 1, "canary", id);
 
         rel_expect_state(p, "rolling_out");
         assert_int_equal(it_jint(it_jobj(p->json, "rollout"), "step_index"), 0);
@@ -336,9 +342,9 @@ static void test_lkg_of_fresh_alias(void **state)
         rel_expect_alias_routes(&cx, "fresh", "canary", 1, 1, 100);
         r = it_get(s, "/api/v1/models/fresh/aliases/canary/last-known-good", cx.t.rd);
         it_expect_error(s, r, 404, "no_known_good");
-        r = rel_alias_get(&cx, "fresh", "canary");
+        r = it_alias_get(cx.s, cx.t.rd, "fresh", "canary");
         assert_true(json_is_null(json_object_get(r->json, "last_known_good")));
-        r = it_jreq(s, "POST", rel_path(path, sizeof(path), "/api/v1/promotions/%s/abort", id),
+        r = it_jreq(s, "POST", it_fmt(path, sizeof(path), "/api/v1/promotions/%s/abort", id),
                     cx.t.dep, "{\"reason\":\"done with it\"}");
         it_expect_status(s, r, 200);
         rel_expect_state(r, "aborted");
@@ -351,12 +357,12 @@ static void test_gates_dry_run(void **state)
     struct it_resp *r;
     json_t *gates;
 
-    rel_model(&cx, cx.t.pub, "dry");
-    rel_version(&cx, cx.t.pub, "dry", 0.91, -1);
-    rel_version(&cx, cx.t.pub, "dry", 0.92, -1);
-    rel_version(&cx, cx.t.pub, "dry", 0.80, -1);
-    rel_alias_set(&cx, "dry", "production", 1);
-    rel_policy_put(&cx, "dry", "production", HAPPY_POLICY);
+    it_model_create(cx.s, cx.t.pub, "dry");
+    it_version_create(cx.s, cx.t.pub, "dry", cx.art, rel_metrics(0.91, -1));
+    it_version_create(cx.s, cx.t.pub, "dry", cx.art, rel_metrics(0.92, -1));
+    it_version_create(cx.s, cx.t.pub, "dry", cx.art, rel_metrics(0.80, -1));
+    it_alias_to(cx.s, cx.t.dep, "dry", "production", 1, 0);
+    it_policy_put(cx.s, "dry", "production", HAPPY_POLICY);
 
     /* v2 passes its threshold; the approvals are still to come. */
     r = it_get(s, "/api/v1/models/dry/versions/2/gates?alias=production", cx.t.rd);
@@ -411,9 +417,9 @@ static void test_policy_validation_and_canonical_form(void **state)
     struct it_resp *r, *g;
     json_t *canon, *ro;
 
-    rel_model(&cx, cx.t.pub, "pol");
-    rel_version(&cx, cx.t.pub, "pol", 0.9, 40);
-    rel_version(&cx, cx.t.pub, "pol", 0.9, 40);
+    it_model_create(cx.s, cx.t.pub, "pol");
+    it_version_create(cx.s, cx.t.pub, "pol", cx.art, rel_metrics(0.9, 40));
+    it_version_create(cx.s, cx.t.pub, "pol", cx.art, rel_metrics(0.9, 40));
 
     /* Invalid policies: 400 naming the field. */
     r = it_jreq(s, "PUT", P, s->admin_token, "{\"rollout\":{\"steps\":[10,50]}}");
@@ -444,7 +450,7 @@ static void test_policy_validation_and_canonical_form(void **state)
     /* None of these protected the alias. */
     r = it_get(s, P, cx.t.rd);
     it_expect_error(s, r, 404, "not_found");
-    rel_alias_set(&cx, "pol", "production", 1);
+    it_alias_to(cx.s, cx.t.dep, "pol", "production", 1, 0);
 
     /* A partial policy comes back in canonical form: every field present. */
     r = it_jreq(s, "PUT", P, s->admin_token,
@@ -501,7 +507,7 @@ static void test_policy_validation_and_canonical_form(void **state)
     /* Protected now. */
     r = it_jreq(s, "PUT", "/api/v1/models/pol/aliases/production", cx.t.dep, "{\"version\":2}");
     it_expect_error(s, r, 409, "alias_protected");
-    r = rel_alias_get(&cx, "pol", "production");
+    r = it_alias_get(cx.s, cx.t.rd, "pol", "production");
     assert_true(json_is_true(json_object_get(r->json, "protected")));
 
     /* DELETE: 204, the alias is unprotected and moves directly again. */
@@ -509,7 +515,7 @@ static void test_policy_validation_and_canonical_form(void **state)
     it_expect_status(s, r, 204);
     r = it_get(s, P, cx.t.rd);
     it_expect_error(s, r, 404, "not_found");
-    r = rel_alias_get(&cx, "pol", "production");
+    r = it_alias_get(cx.s, cx.t.rd, "pol", "production");
     assert_false(json_is_true(json_object_get(r->json, "protected")));
     r = it_jreq(s, "PUT", "/api/v1/models/pol/aliases/production", cx.t.dep, "{\"version\":2}");
     it_expect_status(s, r, 200);
@@ -532,10 +538,10 @@ static void test_roles(void **state)
     const char *const readers[] = {cx.t.rd, cx.t.pub, cx.t.dep, cx.t.rev_a, s->admin_token};
     size_t i;
 
-    rel_model(&cx, cx.t.pub, "roles");
-    rel_version(&cx, cx.t.pub, "roles", 0.9, -1);
-    rel_version(&cx, cx.t.pub, "roles", 0.9, -1);
-    rel_alias_set(&cx, "roles", "production", 1);
+    it_model_create(cx.s, cx.t.pub, "roles");
+    it_version_create(cx.s, cx.t.pub, "roles", cx.art, rel_metrics(0.9, -1));
+    it_version_create(cx.s, cx.t.pub, "roles", cx.art, rel_metrics(0.9, -1));
+    it_alias_to(cx.s, cx.t.dep, "roles", "production", 1, 0);
 
     /* Policies: PUT and DELETE need admin. */
     for (i = 0; i < sizeof(not_admin) / sizeof(not_admin[0]); i++) {
@@ -546,7 +552,7 @@ static void test_roles(void **state)
     it_expect_error(s, r, 401, "unauthenticated");
     r = it_jreq(s, "PUT", P, "not-a-token", pol);
     it_expect_error(s, r, 401, "unauthenticated");
-    rel_policy_put(&cx, "roles", "production", pol);
+    it_policy_put(cx.s, "roles", "production", pol);
     for (i = 0; i < sizeof(not_admin) / sizeof(not_admin[0]); i++) {
         r = it_request(s, "DELETE", P, not_admin[i], NULL, NULL, 0);
         it_expect_error(s, r, 403, "forbidden");
@@ -554,12 +560,12 @@ static void test_roles(void **state)
 
     /* Promotions: POST needs deployer. */
     for (i = 0; i < sizeof(not_deployer) / sizeof(not_deployer[0]); i++) {
-        r = rel_promote_as(&cx, not_deployer[i], "roles", 2, "production");
+        r = it_promotion_post(cx.s, not_deployer[i], "roles", 2, "production");
         it_expect_error(s, r, 403, "forbidden");
     }
-    r = rel_promote_as(&cx, NULL, "roles", 2, "production");
+    r = it_promotion_post(cx.s, NULL, "roles", 2, "production");
     it_expect_error(s, r, 401, "unauthenticated");
-    r = rel_promote(&cx, "roles", 2, "production", id);
+    r = it_promote(cx.s, cx.t.dep, "roles", 2, "production", id);
     rel_expect_state(r, "awaiting_approval");
 
     /* Approvals need reviewer. */
@@ -569,7 +575,7 @@ static void test_roles(void **state)
     }
     r = rel_decide(&cx, NULL, id, "approve", "me too");
     it_expect_error(s, r, 401, "unauthenticated");
-    r = rel_promotion_get(&cx, id);
+    r = it_promotion_get(cx.s, cx.t.rd, id);
     rel_expect_state(r, "awaiting_approval");
     assert_int_equal(json_array_size(it_jarr(r->json, "approvals")), 0);
     r = rel_decide(&cx, cx.t.rev_a, id, "approve", "fine");
@@ -578,10 +584,10 @@ static void test_roles(void **state)
 
     /* Advance, abort and rollback need deployer. */
     for (i = 0; i < sizeof(not_deployer) / sizeof(not_deployer[0]); i++) {
-        r = it_jreq(s, "POST", rel_path(path, sizeof(path), "/api/v1/promotions/%s/advance", id),
+        r = it_jreq(s, "POST", it_fmt(path, sizeof(path), "/api/v1/promotions/%s/advance", id),
                     not_deployer[i], "{}");
         it_expect_error(s, r, 403, "forbidden");
-        r = it_jreq(s, "POST", rel_path(path, sizeof(path), "/api/v1/promotions/%s/abort", id),
+        r = it_jreq(s, "POST", it_fmt(path, sizeof(path), "/api/v1/promotions/%s/abort", id),
                     not_deployer[i], "{\"reason\":\"no\"}");
         it_expect_error(s, r, 403, "forbidden");
         r = it_jreq(s, "POST", "/api/v1/models/roles/aliases/production/rollback", not_deployer[i],
@@ -591,7 +597,7 @@ static void test_roles(void **state)
                     "{\"version\":1}");
         it_expect_error(s, r, 403, "forbidden");
     }
-    r = rel_promotion_get(&cx, id);
+    r = it_promotion_get(cx.s, cx.t.rd, id);
     rel_expect_state(r, "rolling_out");
     rel_expect_alias_routes(&cx, "roles", "production", 2, 1, 50, 2, 50);
 
@@ -600,7 +606,7 @@ static void test_roles(void **state)
         char gp[6][160];
         const char *gets[6];
 
-        gets[0] = rel_path(gp[0], sizeof(gp[0]), "/api/v1/promotions/%s", id);
+        gets[0] = it_fmt(gp[0], sizeof(gp[0]), "/api/v1/promotions/%s", id);
         gets[1] = "/api/v1/promotions?model=roles";
         gets[2] = P;
         gets[3] = "/api/v1/models/roles/aliases/production";
@@ -622,7 +628,7 @@ static void test_roles(void **state)
     }
 
     /* The deployer finishes it. */
-    r = it_jreq(s, "POST", rel_path(path, sizeof(path), "/api/v1/promotions/%s/advance", id),
+    r = it_jreq(s, "POST", it_fmt(path, sizeof(path), "/api/v1/promotions/%s/advance", id),
                 cx.t.dep, "{}");
     it_expect_status(s, r, 200);
     rel_expect_state(r, "succeeded");

@@ -6,14 +6,19 @@
  * Policies, protection, approvals-in-waiting and LKG survive as well, and
  * the audit chain verifies across the restarts.
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
 #include "release_common.h"
+
+#include <string.h>
 
 /* How many history entries of the alias hold exactly these routes. */
 static int history_count(const char *model, const char *alias, size_t n, const json_int_t *pairs)
 {
     char path[200];
     struct it_resp *r = it_get(
-        cx.s, rel_path(path, sizeof(path), "/api/v1/models/%s/aliases/%s/history", model, alias),
+        cx.s, it_fmt(path, sizeof(path), "/api/v1/models/%s/aliases/%s/history", model, alias),
         cx.t.rd);
     json_t *e;
     size_t i;
@@ -37,16 +42,16 @@ static void test_rollout_resumes_after_restart(void **state)
     json_int_t v1, v2;
     const char *st;
 
-    rel_model(&cx, cx.t.pub, "resume");
-    v1 = rel_version(&cx, cx.t.pub, "resume", 0.9, -1);
-    v2 = rel_version(&cx, cx.t.pub, "resume", 0.91, -1);
-    rel_alias_set(&cx, "resume", "production", v1);
-    rel_policy_put(&cx, "resume", "production",
-                   "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"baseline\":true,"
-                   "\"max_regression\":0.005}],"
-                   "\"rollout\":{\"steps\":[10,50,100],\"bake_seconds\":3}}");
+    it_model_create(cx.s, cx.t.pub, "resume");
+    v1 = it_version_create(cx.s, cx.t.pub, "resume", cx.art, rel_metrics(0.9, -1));
+    v2 = it_version_create(cx.s, cx.t.pub, "resume", cx.art, rel_metrics(0.91, -1));
+    it_alias_to(cx.s, cx.t.dep, "resume", "production", v1, 0);
+    it_policy_put(cx.s, "resume", "production",
+                  "{\"thresholds\":[{\"metric\":\"auc\",\"op\":\">=\",\"baseline\":true,"
+                  "\"max_regression\":0.005}],"
+                  "\"rollout\":{\"steps\":[10,50,100],\"bake_seconds\":3}}");
 
-    p = rel_promote(&cx, "resume", v2, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "resume", v2, "production", id);
     rel_expect_state(p, "rolling_out");
     assert_int_equal(it_jint(it_jobj(p->json, "rollout"), "weight"), 10);
     rel_expect_alias_routes(&cx, "resume", "production", 2, v1, 90, v2, 10);
@@ -55,13 +60,13 @@ static void test_rollout_resumes_after_restart(void **state)
     /* Stop right after the first step, start again on the same data. */
     it_server_restart(s);
 
-    p = rel_promotion_get(&cx, id);
+    p = it_promotion_get(cx.s, cx.t.rd, id);
     st = rel_state(p);
     if (strcmp(st, "rolling_out") != 0 && strcmp(st, "succeeded") != 0)
         fail_msg("after the restart the promotion is %s, want rolling_out: %s", st, p->body);
     assert_true(it_jint(it_jobj(p->json, "rollout"), "step_index") <= 2);
     {
-        struct it_resp *a = rel_alias_get(&cx, "resume", "production");
+        struct it_resp *a = it_alias_get(cx.s, cx.t.rd, "resume", "production");
 
         assert_true(json_is_true(json_object_get(a->json, "protected")));
         if (strcmp(st, "rolling_out") == 0)
@@ -69,7 +74,7 @@ static void test_rollout_resumes_after_restart(void **state)
     }
 
     /* It resumes by itself and finishes. */
-    p = rel_wait_state(&cx, id, "succeeded", 30000);
+    p = it_promotion_wait(cx.s, cx.t.rd, id, "succeeded", 30000);
     assert_int_equal(it_jint(it_jobj(p->json, "rollout"), "weight"), 100);
     rel_expect_alias_routes(&cx, "resume", "production", 1, v2, 100);
     assert_int_equal(rel_lkg(&cx, "resume", "production"), v2);
@@ -109,13 +114,13 @@ static void test_waiting_promotion_survives_restart(void **state)
     struct it_resp *p, *r, *pol_before, *pol_after;
     json_int_t v1, v2;
 
-    rel_model(&cx, cx.t.pub, "wait");
-    v1 = rel_version(&cx, cx.t.pub, "wait", 0.9, -1);
-    v2 = rel_version(&cx, cx.t.pub, "wait", 0.9, -1);
-    rel_alias_set(&cx, "wait", "production", v1);
-    rel_policy_put(&cx, "wait", "production",
-                   "{\"approvals\":{\"required\":2},\"rollout\":{\"steps\":[100]}}");
-    p = rel_promote(&cx, "wait", v2, "production", id);
+    it_model_create(cx.s, cx.t.pub, "wait");
+    v1 = it_version_create(cx.s, cx.t.pub, "wait", cx.art, rel_metrics(0.9, -1));
+    v2 = it_version_create(cx.s, cx.t.pub, "wait", cx.art, rel_metrics(0.9, -1));
+    it_alias_to(cx.s, cx.t.dep, "wait", "production", v1, 0);
+    it_policy_put(cx.s, "wait", "production",
+                  "{\"approvals\":{\"required\":2},\"rollout\":{\"steps\":[100]}}");
+    p = it_promote(cx.s, cx.t.dep, "wait", v2, "production", id);
     rel_expect_state(p, "awaiting_approval");
     r = rel_decide(&cx, cx.t.rev_a, id, "approve", "one");
     it_expect_status(s, r, 200);
@@ -131,12 +136,12 @@ static void test_waiting_promotion_survives_restart(void **state)
                  pol_after->body);
     r = it_jreq(s, "PUT", "/api/v1/models/wait/aliases/production", cx.t.dep, "{\"version\":2}");
     it_expect_error(s, r, 409, "alias_protected");
-    p = rel_promotion_get(&cx, id);
+    p = it_promotion_get(cx.s, cx.t.rd, id);
     rel_expect_state(p, "awaiting_approval");
     assert_int_equal(json_array_size(it_jarr(p->json, "approvals")), 1);
     r = rel_decide(&cx, cx.t.rev_a, id, "approve", "again");
     it_expect_error(s, r, 409, "conflict");
-    r = rel_promote_as(&cx, cx.t.dep, "wait", v2, "production");
+    r = it_promotion_post(cx.s, cx.t.dep, "wait", v2, "production");
     it_expect_error(s, r, 409, "promotion_in_progress");
     r = rel_decide(&cx, cx.t.rev_b, id, "approve", "two");
     it_expect_status(s, r, 200);

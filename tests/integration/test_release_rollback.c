@@ -7,7 +7,12 @@
  * (409 no_known_good), and manual rollouts with auto_advance false
  * (advance step by step; advance on a finished promotion is 409).
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
 #include "release_common.h"
+
+#include <string.h>
 
 /* A long bake: the rollout stays on its first step for the whole test. */
 #define SLOW_POLICY "{\"rollout\":{\"steps\":[10,50,100],\"bake_seconds\":600}}"
@@ -17,9 +22,8 @@ static struct it_resp *post_action(const char *id, const char *action, const cha
 {
     char path[160];
 
-    return it_jreq(cx.s, "POST",
-                   rel_path(path, sizeof(path), "/api/v1/promotions/%s/%s", id, action), token,
-                   body);
+    return it_jreq(cx.s, "POST", it_fmt(path, sizeof(path), "/api/v1/promotions/%s/%s", id, action),
+                   token, body);
 }
 
 static struct it_resp *rollback(const char *model, const char *alias, const char *reason)
@@ -29,19 +33,19 @@ static struct it_resp *rollback(const char *model, const char *alias, const char
     snprintf(body, sizeof(body), "{\"reason\":\"%s\"}", reason);
     return it_jreq(
         cx.s, "POST",
-        rel_path(path, sizeof(path), "/api/v1/models/%s/aliases/%s/rollback", model, alias),
-        cx.t.dep, body);
+        it_fmt(path, sizeof(path), "/api/v1/models/%s/aliases/%s/rollback", model, alias), cx.t.dep,
+        body);
 }
 
 /* Model with v1 set directly on production (LKG v1), v2.. for candidates. */
 static void world(const char *model, int versions, const char *policy)
 {
-    rel_model(&cx, cx.t.pub, model);
+    it_model_create(cx.s, cx.t.pub, model);
     for (int i = 0; i < versions; i++)
-        rel_version(&cx, cx.t.pub, model, 0.9, 40);
-    rel_alias_set(&cx, model, "production", 1);
+        it_version_create(cx.s, cx.t.pub, model, cx.art, rel_metrics(0.9, 40));
+    it_alias_to(cx.s, cx.t.dep, model, "production", 1, 0);
     if (policy != NULL)
-        rel_policy_put(&cx, model, "production", policy);
+        it_policy_put(cx.s, model, "production", policy);
 }
 
 static void test_abort_mid_rollout(void **state)
@@ -51,7 +55,7 @@ static void test_abort_mid_rollout(void **state)
     struct it_resp *p, *r;
 
     world("abrt", 2, SLOW_POLICY);
-    p = rel_promote(&cx, "abrt", 2, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "abrt", 2, "production", id);
     rel_expect_state(p, "rolling_out");
     assert_int_equal(it_jint(it_jobj(p->json, "rollout"), "step_index"), 0);
     assert_int_equal(it_jint(it_jobj(p->json, "rollout"), "weight"), 10);
@@ -62,13 +66,13 @@ static void test_abort_mid_rollout(void **state)
     rel_expect_state(r, "aborted");
     assert_string_equal(it_jstr(r->json, "id"), id);
     rel_expect_alias_routes(&cx, "abrt", "production", 1, 1, 100);
-    r = rel_alias_get(&cx, "abrt", "production");
+    r = it_alias_get(cx.s, cx.t.rd, "abrt", "production");
     assert_true(json_is_null(json_object_get(r->json, "promotion")));
     assert_int_equal(it_jint(it_jobj(r->json, "last_known_good"), "version"), 1);
     assert_int_equal(rel_lkg(&cx, "abrt", "production"), 1);
 
     /* The event log says why; aborting is not a rollback: v2 is not marked bad. */
-    p = rel_promotion_get(&cx, id);
+    p = it_promotion_get(cx.s, cx.t.rd, id);
     rel_expect_state(p, "aborted");
     {
         json_t *events = it_jarr(p->json, "events"), *e;
@@ -94,7 +98,7 @@ static void test_abort_mid_rollout(void **state)
     it_expect_status(s, r, 409);
 
     /* The timer does not revive it, and the alias may be promoted again (same version). */
-    p = rel_promote(&cx, "abrt", 2, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "abrt", 2, "production", id);
     rel_expect_state(p, "rolling_out");
     r = post_action(id, "abort", cx.t.dep, NULL);
     it_expect_status(s, r, 200);
@@ -115,13 +119,13 @@ static void test_abort_while_awaiting_approval(void **state)
     world("abrt2", 2,
           "{\"approvals\":{\"required\":1},"
           "\"rollout\":{\"steps\":[10,100],\"bake_seconds\":600}}");
-    p = rel_promote(&cx, "abrt2", 2, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "abrt2", 2, "production", id);
     rel_expect_state(p, "awaiting_approval");
     r = post_action(id, "abort", cx.t.dep, "{\"reason\":\"not today\"}");
     it_expect_status(s, r, 200);
     rel_expect_state(r, "aborted");
     /* No route was ever changed. */
-    r = rel_alias_get(&cx, "abrt2", "production");
+    r = it_alias_get(cx.s, cx.t.rd, "abrt2", "production");
     rel_expect_routes(&cx, r, it_jarr(r->json, "routes"), 1, 1, 100);
     assert_true(json_is_null(json_object_get(r->json, "promotion")));
     r = rel_decide(&cx, cx.t.rev_a, id, "approve", "late");
@@ -135,7 +139,7 @@ static void test_rollback_mid_rollout(void **state)
     struct it_resp *p, *r;
 
     world("rbmid", 3, SLOW_POLICY);
-    p = rel_promote(&cx, "rbmid", 2, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "rbmid", 2, "production", id);
     rel_expect_state(p, "rolling_out");
     rel_expect_alias_routes(&cx, "rbmid", "production", 2, 1, 90, 2, 10);
 
@@ -147,7 +151,7 @@ static void test_rollback_mid_rollout(void **state)
     assert_int_equal(it_jint(it_jobj(r->json, "last_known_good"), "version"), 1);
     rel_expect_alias_routes(&cx, "rbmid", "production", 1, 1, 100);
 
-    p = rel_promotion_get(&cx, id);
+    p = it_promotion_get(cx.s, cx.t.rd, id);
     rel_expect_state(p, "rolled_back");
     assert_true(rel_bad_for(&cx, "rbmid", 2, "production"));
     assert_false(rel_bad_for(&cx, "rbmid", 1, "production"));
@@ -170,7 +174,7 @@ static void test_rollback_mid_rollout(void **state)
     /* The rolled-back promotion is final; the alias is free for v3. */
     r = post_action(id, "advance", cx.t.dep, "{}");
     it_expect_status(s, r, 409);
-    p = rel_promote(&cx, "rbmid", 3, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "rbmid", 3, "production", id);
     rel_expect_state(p, "rolling_out");
     assert_int_equal(it_jint(p->json, "baseline_version"), 1);
     rel_expect_alias_routes(&cx, "rbmid", "production", 2, 1, 90, 3, 10);
@@ -185,7 +189,7 @@ static void test_rollback_after_success(void **state)
     struct it_resp *p, *r;
 
     world("rbok", 4, "{\"rollout\":{\"steps\":[100]}}");
-    p = rel_promote(&cx, "rbok", 2, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "rbok", 2, "production", id);
     rel_expect_state(p, "succeeded");
     assert_int_equal(rel_lkg(&cx, "rbok", "production"), 2);
 
@@ -196,11 +200,11 @@ static void test_rollback_after_success(void **state)
     assert_int_equal(rel_lkg(&cx, "rbok", "production"), 1);
     assert_true(rel_bad_for(&cx, "rbok", 2, "production"));
     /* The succeeded promotion stays succeeded. */
-    p = rel_promotion_get(&cx, id);
+    p = it_promotion_get(cx.s, cx.t.rd, id);
     rel_expect_state(p, "succeeded");
 
     /* v3 succeeds; rolling it back skips v2 (rolled back once) and lands on v1. */
-    p = rel_promote(&cx, "rbok", 3, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "rbok", 3, "production", id);
     rel_expect_state(p, "succeeded");
     assert_int_equal(it_jint(p->json, "baseline_version"), 1);
     assert_int_equal(rel_lkg(&cx, "rbok", "production"), 3);
@@ -233,23 +237,23 @@ static void test_rollback_with_nowhere_to_go(void **state)
 
     /* Only v1 was ever known good, and it is what is routed. */
     world("rbnone", 2, NULL);
-    r = rel_alias_get(&cx, "rbnone", "production");
+    r = it_alias_get(cx.s, cx.t.rd, "rbnone", "production");
     gen = it_jint(r->json, "generation");
     r = rollback("rbnone", "production", "nothing to go to");
     it_expect_error(s, r, 409, "no_known_good");
-    r = rel_alias_get(&cx, "rbnone", "production");
+    r = it_alias_get(cx.s, cx.t.rd, "rbnone", "production");
     assert_int_equal(it_jint(r->json, "generation"), gen);
     rel_expect_routes(&cx, r, it_jarr(r->json, "routes"), 1, 1, 100);
     assert_false(rel_bad_for(&cx, "rbnone", 1, "production"));
 
     /* A rollout on an alias with no baseline has nowhere to go either. */
-    rel_policy_put(&cx, "rbnone", "canary", SLOW_POLICY);
-    p = rel_promote(&cx, "rbnone", 2, "canary", id);
+    it_policy_put(cx.s, "rbnone", "canary", SLOW_POLICY);
+    p = it_promote(cx.s, cx.t.dep, "rbnone", 2, "canary", id);
     rel_expect_state(p, "rolling_out");
     assert_true(json_is_null(json_object_get(p->json, "baseline_version")));
     r = rollback("rbnone", "canary", "nowhere");
     it_expect_error(s, r, 409, "no_known_good");
-    p = rel_promotion_get(&cx, id);
+    p = it_promotion_get(cx.s, cx.t.rd, id);
     rel_expect_state(p, "rolling_out");
     r = post_action(id, "abort", cx.t.dep, "{\"reason\":\"cleanup\"}");
     it_expect_status(s, r, 200);
@@ -271,7 +275,7 @@ static void test_manual_advance(void **state)
 
     world("adv", 2,
           "{\"rollout\":{\"steps\":[25,50,100],\"bake_seconds\":1,\"auto_advance\":false}}");
-    p = rel_promote(&cx, "adv", 2, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "adv", 2, "production", id);
     rel_expect_state(p, "rolling_out");
     ro = it_jobj(p->json, "rollout");
     assert_int_equal(it_jint(ro, "step_index"), 0);
@@ -279,13 +283,13 @@ static void test_manual_advance(void **state)
     rel_expect_alias_routes(&cx, "adv", "production", 2, 1, 75, 2, 25);
 
     /* Without auto_advance the bake time passing moves nothing. */
-    until = rel_now_ms() + 2500;
-    while (rel_now_ms() < until) {
-        r = rel_promotion_get(&cx, id);
+    until = it_now_ms() + 2500;
+    while (it_now_ms() < until) {
+        r = it_promotion_get(cx.s, cx.t.rd, id);
         rel_expect_state(r, "rolling_out");
         assert_int_equal(it_jint(it_jobj(r->json, "rollout"), "step_index"), 0);
         it_resp_free(s, &r);
-        rel_pause_ms(250);
+        it_pause_ms(250);
     }
     rel_expect_alias_routes(&cx, "adv", "production", 2, 1, 75, 2, 25);
 
@@ -321,7 +325,7 @@ static void test_advance_skips_bake_with_auto_advance(void **state)
 
     /* auto_advance true, long bake: advance moves on now instead of waiting. */
     world("adv2", 2, SLOW_POLICY);
-    p = rel_promote(&cx, "adv2", 2, "production", id);
+    p = it_promote(cx.s, cx.t.dep, "adv2", 2, "production", id);
     rel_expect_state(p, "rolling_out");
     r = post_action(id, "advance", cx.t.dep, "{}");
     it_expect_status(s, r, 200);
@@ -335,13 +339,13 @@ static void test_advance_skips_bake_with_auto_advance(void **state)
     it_expect_status(s, r, 409);
 
     /* Advance while awaiting approval is 409 too. */
-    rel_policy_put(&cx, "adv2", "staging",
-                   "{\"approvals\":{\"required\":1},\"rollout\":{\"steps\":[100]}}");
-    p = rel_promote(&cx, "adv2", 2, "staging", id);
+    it_policy_put(cx.s, "adv2", "staging",
+                  "{\"approvals\":{\"required\":1},\"rollout\":{\"steps\":[100]}}");
+    p = it_promote(cx.s, cx.t.dep, "adv2", 2, "staging", id);
     rel_expect_state(p, "awaiting_approval");
     r = post_action(id, "advance", cx.t.dep, "{}");
     it_expect_status(s, r, 409);
-    r = rel_promotion_get(&cx, id);
+    r = it_promotion_get(cx.s, cx.t.rd, id);
     rel_expect_state(r, "awaiting_approval");
 }
 

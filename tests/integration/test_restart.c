@@ -4,12 +4,11 @@
  * (and revocations), the admin token file, and an audit chain that verifies.
  */
 #include "harness.h"
+#include "api.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define HEX64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 static const char *const snapshot_paths[] = {
     "/api/v1/models/persist",
@@ -78,12 +77,12 @@ static void build_world(struct mg_server *s, struct world *w)
     r = it_jreq_v(
         s, "POST", "/api/v1/models/persist/versions", w->keeper,
         json_pack("{ss ss ss s{ss ss} s[{ss ss ss ss}] s{sf} s{si} s{ss} s{ss} s{sI ss} ss}",
-                  "artifact", w->blob, "image", "registry.example/serve@sha256:" HEX64, "run_id",
-                  "train-1", "source", "repo", "https://git.example/ml/persist", "commit", "abc123",
-                  "datasets", "digest", w->child, "name", "child", "uri", "s3://b/child/", "role",
-                  "train", "metrics", "auc", 0.93, "params", "epochs", 3, "tags", "team", "risk",
-                  "smoke", "profile", "onnx", "resources", "parameters", (json_int_t)1000000,
-                  "precision", "int8", "description", "v1"));
+                  "artifact", w->blob, "image", IT_IMAGE, "run_id", "train-1", "source", "repo",
+                  "https://git.example/ml/persist", "commit", "abc123", "datasets", "digest",
+                  w->child, "name", "child", "uri", "s3://b/child/", "role", "train", "metrics",
+                  "auc", 0.93, "params", "epochs", 3, "tags", "team", "risk", "smoke", "profile",
+                  "onnx", "resources", "parameters", (json_int_t)1000000, "precision", "int8",
+                  "description", "v1"));
     it_expect_status(s, r, 201);
     r = it_jreq(s, "POST", "/api/v1/models/persist/versions/1/metrics", w->keeper,
                 "{\"metrics\":{\"f1\":0.7}}");

@@ -30,10 +30,19 @@
  * (p50 10 not 10.5, p95 30 not 30.5); the 5 of slow.sh tell ceil from
  * floor (p50 55 not 45, p95 120 not 60).
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
+#include "push_common.h"
 #include "runner_common.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #define NPROFILES 8
@@ -48,7 +57,7 @@ static char dir[IT_PATH_MAX];  /* scripts, what they record, flag files */
 static char straggler[64];     /* the marker of exit1.sh's background child */
 static char hang_mark[64];     /* the marker of hang.sh's two processes */
 static char dep[128];          /* a deployer token */
-static struct pc_proc hap;
+static struct it_proc hap;
 static int hap_stats_port;
 
 /* ---- the profiles --------------------------------------------------------- */
@@ -130,8 +139,8 @@ static void haproxy_start(void)
     char cfg[2048], path[IT_PATH_MAX], log[IT_PATH_MAX];
     const char *argv[] = {PC_HAPROXY, "-db", "-f", path, NULL};
 
-    hap_stats_port = pc_free_port();
-    pc_fmt(cfg, sizeof(cfg),
+    hap_stats_port = it_free_port();
+    it_fmt(cfg, sizeof(cfg),
            "global\n"
            "    stats socket ipv4@127.0.0.1:%d level admin\n"
            "    nbthread 1\n"
@@ -146,10 +155,10 @@ static void haproxy_start(void)
            "backend be_canary_production\n"
            "    server v1 127.0.0.1:9 weight 1\n"
            "    server v2 127.0.0.1:9 weight 1\n",
-           hap_stats_port, pc_free_port());
-    pc_write_file(pc_fmt(path, sizeof(path), "%s/haproxy.cfg", dir), cfg);
-    pc_spawn(&hap, "haproxy", argv, pc_fmt(log, sizeof(log), "%s/haproxy.log", dir));
-    pc_wait_port(&hap, hap_stats_port);
+           hap_stats_port, it_free_port());
+    it_write_file(it_fmt(path, sizeof(path), "%s/haproxy.cfg", dir), cfg);
+    it_proc_spawn(&hap, "haproxy", argv, it_fmt(log, sizeof(log), "%s/haproxy.log", dir));
+    it_proc_wait_port(&hap, hap_stats_port);
 }
 
 /* `get weight be_canary_production/<server>` over the runtime API. */
@@ -161,7 +170,7 @@ static int haproxy_weight(const char *server)
 /* Poll HAProxy until v1 and v2 have these weights. */
 static void expect_haproxy(int w1, int w2)
 {
-    int64_t deadline = pc_deadline(10000);
+    int64_t deadline = it_deadline(10000);
     int g1, g2;
 
     for (;;) {
@@ -169,11 +178,11 @@ static void expect_haproxy(int w1, int w2)
         g2 = haproxy_weight("v2");
         if (g1 == w1 && g2 == w2)
             return;
-        if (pc_now_ms() > deadline) {
+        if (it_now_ms() > deadline) {
             it_server_dump_log(srv, 3000);
             fail_msg("HAProxy weights v1=%d v2=%d, want %d and %d", g1, g2, w1, w2);
         }
-        pc_pause_ms(10);
+        it_pause_ms(10);
     }
 }
 
@@ -192,8 +201,8 @@ static int setup(void **state)
     char flip[IT_PATH_MAX];
     char *secret;
 
-    pc_mkdtemp(dir, "runner");
-    rc_marker(straggler, sizeof(straggler), "mg-straggler");
+    it_mkdtemp(dir, "runner");
+    it_marker(straggler, sizeof(straggler), "mg-straggler");
     write_script("pass.sh", PASS_SH, NULL);
     write_script("check-fail.sh", CHECK_FAIL_SH, NULL);
     write_script("exit1.sh", EXIT1_SH, straggler);
@@ -201,7 +210,7 @@ static int setup(void **state)
     write_script("slow.sh", SLOW_SH, NULL);
     write_script("gated.sh", GATED_SH, NULL);
     write_script("flip.sh", FLIP_SH, NULL);
-    pc_write_file(pc_fmt(flip, sizeof(flip), "%s/flip", dir), "pass\n");
+    it_write_file(it_fmt(flip, sizeof(flip), "%s/flip", dir), "pass\n");
 
     /* Something of the test's environment the server inherits; the smoke
      * command must not see it (nor HOME). */
@@ -214,13 +223,13 @@ static int setup(void **state)
     n++;
     for (size_t i = 1; i < NPROFILES - 1; i++, n++)
         profile_arg(args[n], sizeof(args[n]), PROFILES[i], "");
-    pc_fmt(args[n++], sizeof(args[0]),
+    it_fmt(args[n++], sizeof(args[0]),
            "--smoke-profile=missing=/nonexistent/smoke-command {model_dir}");
-    pc_fmt(args[n++], sizeof(args[0]), "--nvml-library=%s/absent/libnvidia-ml.so.1", dir);
-    pc_fmt(args[n++], sizeof(args[0]), "--smoke-interval=0");
-    pc_fmt(args[n++], sizeof(args[0]), "--smoke-timeout=30");
-    pc_fmt(args[n++], sizeof(args[0]), "--runner-workers=2");
-    pc_fmt(args[n++], sizeof(args[0]), "--smoke-memory-mib=1024");
+    it_fmt(args[n++], sizeof(args[0]), "--nvml-library=%s/absent/libnvidia-ml.so.1", dir);
+    it_fmt(args[n++], sizeof(args[0]), "--smoke-interval=0");
+    it_fmt(args[n++], sizeof(args[0]), "--smoke-timeout=30");
+    it_fmt(args[n++], sizeof(args[0]), "--runner-workers=2");
+    it_fmt(args[n++], sizeof(args[0]), "--smoke-memory-mib=1024");
     for (size_t i = 0; i < n; i++)
         argv[i] = args[i];
     argv[n] = NULL;
@@ -244,17 +253,17 @@ static int teardown(void **state)
         it_server_stop(srv);
         it_server_free(&srv);
     }
-    pc_stop(&hap);
-    rc_kill_procs(straggler);
-    rc_kill_procs(hang_mark);
-    pc_rmtree(dir);
+    it_proc_stop(&hap);
+    it_kill_procs(straggler);
+    it_kill_procs(hang_mark);
+    it_rmtree(dir);
     *state = NULL;
     return 0;
 }
 
 static int test_teardown(void **state)
 {
-    rc_kill_procs(hang_mark);
+    it_kill_procs(hang_mark);
     if (srv2 != NULL) {
         it_server_stop(srv2);
         it_server_free(&srv2);
@@ -268,8 +277,8 @@ static int test_teardown(void **state)
 static char *seen(const char *model, json_int_t version, const char *what)
 {
     char path[IT_PATH_MAX];
-    char *text = pc_read_file(
-        pc_fmt(path, sizeof(path), "%s/seen.%s.%lld.%s", dir, model, (long long)version, what),
+    char *text = it_read_file(
+        it_fmt(path, sizeof(path), "%s/seen.%s.%lld.%s", dir, model, (long long)version, what),
         NULL);
 
     if (text == NULL)
@@ -357,8 +366,8 @@ static void test_artifact_extracted_once(void **state)
 
     it_upload(s, tar, len, art);
     free(tar);
-    rc_model(s, "reuse");
-    v = rc_version(s, "reuse", art, "pass", 100, 0, NULL);
+    it_model_create(s, s->admin_token, "reuse");
+    v = it_version_create(s, s->admin_token, "reuse", art, rc_smoke_spec("pass", 100, 0, NULL));
     ex0 = it_metric(s, "modelgate_runner_extractions_total");
     hit0 = it_metric(s, "modelgate_runner_cache_hits_total");
 
@@ -394,17 +403,18 @@ static void test_artifact_cache_is_bounded(void **state)
     unsigned long long ex0;
     json_t *t;
 
-    rc_model(s, "evict");
+    it_model_create(s, s->admin_token, "evict");
     for (int i = 0; i < N; i++) {
         struct rc_entry e = {"model.bin", content, NULL};
         size_t len;
         void *tar;
 
-        pc_fmt(content, sizeof(content), "artifact number %d", i);
+        it_fmt(content, sizeof(content), "artifact number %d", i);
         tar = rc_tar(&e, 1, &len);
         it_upload(s, tar, len, art[i]);
         free(tar);
-        v[i] = rc_version(s, "evict", art[i], "pass", 100, 0, NULL);
+        v[i] = it_version_create(s, s->admin_token, "evict", art[i],
+                                 rc_smoke_spec("pass", 100, 0, NULL));
     }
     ex0 = it_metric(s, "modelgate_runner_extractions_total");
     for (int i = 0; i < N; i++) {
@@ -447,8 +457,8 @@ static void test_passing_archive(void **state)
     r = it_upload(s, tar, len, art);
     assert_string_equal(it_jstr(r->json, "media_type"), "application/x-tar");
     free(tar);
-    rc_model(s, "passing");
-    v = rc_version(s, "passing", art, "pass", 100, 0, NULL);
+    it_model_create(s, s->admin_token, "passing");
+    v = it_version_create(s, s->admin_token, "passing", art, rc_smoke_spec("pass", 100, 0, NULL));
 
     /* Publishers and readers may not queue a test; deployers may. */
     reader = it_token_create(s, "rd-only", "reader", NULL);
@@ -497,11 +507,11 @@ static void test_passing_archive(void **state)
     assert_string_equal(it_jstr(json_array_get(checks, 1), "detail"), "3 file(s)");
 
     /* The environment, exactly. */
-    it_data_path(s, pc_fmt(rel, sizeof(rel), "runner/%s", id), work);
-    pc_fmt(model_dir, sizeof(model_dir), "%s/model", work);
-    pc_fmt(output, sizeof(output), "%s/output.json", work);
-    pc_fmt(e_dir, sizeof(e_dir), "MODELGATE_MODEL_DIR=%s", model_dir);
-    pc_fmt(e_out, sizeof(e_out), "MODELGATE_OUTPUT=%s", output);
+    it_data_path(s, it_fmt(rel, sizeof(rel), "runner/%s", id), work);
+    it_fmt(model_dir, sizeof(model_dir), "%s/model", work);
+    it_fmt(output, sizeof(output), "%s/output.json", work);
+    it_fmt(e_dir, sizeof(e_dir), "MODELGATE_MODEL_DIR=%s", model_dir);
+    it_fmt(e_out, sizeof(e_out), "MODELGATE_OUTPUT=%s", output);
     expect_env("passing", v,
                (const char *const[]){e_dir, e_out, "MODELGATE_MODEL=passing", "MODELGATE_VERSION=1",
                                      "CUDA_VISIBLE_DEVICES=", "PATH=" RC_PATH, "LANG=C.UTF-8",
@@ -510,7 +520,7 @@ static void test_passing_archive(void **state)
     /* argv: whole words replaced, quotes grouped, the rest verbatim; run in
      * the test's directory with the address-space limit (1024 MiB). */
     args = seen("passing", v, "args");
-    pc_fmt(want_args, sizeof(want_args), "%s\n%s\ntwo words\npre{output}\n%s\n%d\n", model_dir,
+    it_fmt(want_args, sizeof(want_args), "%s\n%s\ntwo words\npre{output}\n%s\n%d\n", model_dir,
            output, work, 1024 * 1024);
     assert_string_equal(args, want_args);
     free(args);
@@ -519,7 +529,7 @@ static void test_passing_archive(void **state)
     it_digest(entries[0].content, strlen(entries[0].content), d0);
     it_digest(entries[2].content, strlen(entries[2].content), d1);
     it_digest(entries[3].content, strlen(entries[3].content), d2);
-    pc_fmt(want_files, sizeof(want_files),
+    it_fmt(want_files, sizeof(want_files),
            "%s  ./config.json\n%s  ./weights/w0.bin\n%s  ./weights/w1.bin\n", d0 + 7, d1 + 7,
            d2 + 7);
     files = seen("passing", v, "files");
@@ -540,13 +550,13 @@ static void test_single_file_artifact(void **state)
     char *files;
 
     it_upload(s, bytes, sizeof(bytes) - 1, art);
-    rc_model(s, "single");
-    v = rc_version(s, "single", art, "pass", 0, 0, NULL);
+    it_model_create(s, s->admin_token, "single");
+    v = it_version_create(s, s->admin_token, "single", art, rc_smoke_spec("pass", 0, 0, NULL));
     rc_smoke_post(s, dep, "single", v, NULL, id);
     t = rc_smoke_wait(s, "single", v, id, 15000);
     assert_string_equal(it_jstr(t, "state"), "passed");
     files = seen("single", v, "files");
-    assert_string_equal(files, pc_fmt(want, sizeof(want), "%s  ./artifact\n", art + 7));
+    assert_string_equal(files, it_fmt(want, sizeof(want), "%s  ./artifact\n", art + 7));
     free(files);
 }
 
@@ -560,8 +570,9 @@ static void test_failing_check(void **state)
     size_t n;
 
     it_upload(s, "check-fail model", 16, art);
-    rc_model(s, "checkfail");
-    v = rc_version(s, "checkfail", art, "check-fail", 0, 0, NULL);
+    it_model_create(s, s->admin_token, "checkfail");
+    v = it_version_create(s, s->admin_token, "checkfail", art,
+                          rc_smoke_spec("check-fail", 0, 0, NULL));
     rc_smoke_post(s, dep, "checkfail", v, "{\"gpu\":\"none\"}", id);
     t = rc_smoke_wait(s, "checkfail", v, id, 15000);
     rc_expect_smoke_shape(t);
@@ -598,8 +609,8 @@ static void test_exit_status_and_straggler(void **state)
     char *pid;
 
     it_upload(s, "exit-1 model", 12, art);
-    rc_model(s, "exits");
-    v = rc_version(s, "exits", art, "exit1", 0, 0, NULL);
+    it_model_create(s, s->admin_token, "exits");
+    v = it_version_create(s, s->admin_token, "exits", art, rc_smoke_spec("exit1", 0, 0, NULL));
     rc_smoke_post(s, dep, "exits", v, NULL, id);
     t = rc_smoke_wait(s, "exits", v, id, 15000);
     rc_expect_smoke_shape(t);
@@ -615,10 +626,10 @@ static void test_exit_status_and_straggler(void **state)
     assert_string_equal(it_jstr(json_array_get(checks, 0), "name"), "load");
 
     /* The child it left running went with its process group. */
-    pid = pc_read_file(pc_fmt(path, sizeof(path), "%s/straggler.pid", dir), NULL);
+    pid = it_read_file(it_fmt(path, sizeof(path), "%s/straggler.pid", dir), NULL);
     assert_non_null(pid);
     free(pid);
-    rc_expect_no_procs(straggler, 3000);
+    it_expect_no_procs(straggler, 3000);
 }
 
 static void test_malformed_output(void **state)
@@ -629,8 +640,8 @@ static void test_malformed_output(void **state)
     json_t *t;
 
     it_upload(s, "bad json model", 14, art);
-    rc_model(s, "badjson");
-    v = rc_version(s, "badjson", art, "badjson", 0, 0, NULL);
+    it_model_create(s, s->admin_token, "badjson");
+    v = it_version_create(s, s->admin_token, "badjson", art, rc_smoke_spec("badjson", 0, 0, NULL));
     rc_smoke_post(s, dep, "badjson", v, NULL, id);
     t = rc_smoke_wait(s, "badjson", v, id, 15000);
     rc_expect_smoke_shape(t);
@@ -648,8 +659,8 @@ static void test_p95_over_budget(void **state)
     json_t *t, *lat;
 
     it_upload(s, "slow model", 10, art);
-    rc_model(s, "slow");
-    v1 = rc_version(s, "slow", art, "slow", 50, 0, NULL);
+    it_model_create(s, s->admin_token, "slow");
+    v1 = it_version_create(s, s->admin_token, "slow", art, rc_smoke_spec("slow", 50, 0, NULL));
     rc_smoke_post(s, dep, "slow", v1, NULL, id);
     t = rc_smoke_wait(s, "slow", v1, id, 15000);
     rc_expect_smoke_shape(t);
@@ -663,7 +674,7 @@ static void test_p95_over_budget(void **state)
     rc_expect_contains(rc_reason(t), "50");
 
     /* Within a budget of 120 (p95 equal to the budget passes). */
-    v2 = rc_version(s, "slow", art, "slow", 120, 0, NULL);
+    v2 = it_version_create(s, s->admin_token, "slow", art, rc_smoke_spec("slow", 120, 0, NULL));
     rc_smoke_post(s, dep, "slow", v2, NULL, id);
     t = rc_smoke_wait(s, "slow", v2, id, 15000);
     assert_string_equal(it_jstr(t, "state"), "passed");
@@ -678,8 +689,8 @@ static void test_unknown_profile_rejects_promotion(void **state)
     struct it_resp *r;
 
     it_upload(s, "unknown profile model", 21, art);
-    rc_model(s, "noprof");
-    v1 = rc_version(s, "noprof", art, "nosuch", 0, 0, NULL);
+    it_model_create(s, s->admin_token, "noprof");
+    v1 = it_version_create(s, s->admin_token, "noprof", art, rc_smoke_spec("nosuch", 0, 0, NULL));
     rc_smoke_post(s, dep, "noprof", v1, NULL, id);
     t = rc_smoke_wait(s, "noprof", v1, id, 15000);
     rc_expect_smoke_shape(t);
@@ -691,12 +702,11 @@ static void test_unknown_profile_rejects_promotion(void **state)
 
     /* A policy that requires a smoke test: the promotion is rejected with
      * that reason. */
-    rc_policy(s, "noprof", "production", "{\"smoke\":{\"required\":true,\"gpu\":\"none\"}}");
-    r = rc_promote(s, dep, "noprof", v1, "production");
+    it_policy_put(s, "noprof", "production", "{\"smoke\":{\"required\":true,\"gpu\":\"none\"}}");
+    r = it_promote(s, dep, "noprof", v1, "production", pid);
     assert_string_equal(it_jstr(r->json, "state"), "evaluating");
-    snprintf(pid, sizeof(pid), "%s", it_jstr(r->json, "id"));
-    r = rc_promotion_wait(s, pid, "rejected", 15000);
-    gate = rc_gate(it_jarr(r->json, "gates"), "smoke");
+    r = it_promotion_wait(s, s->admin_token, pid, "rejected", 15000);
+    gate = it_gate_find(it_jarr(r->json, "gates"), "smoke", NULL);
     assert_non_null(gate);
     assert_string_equal(it_jstr(gate, "status"), "failed");
     rc_expect_contains(it_jstr(gate, "detail"), "unknown smoke profile 'nosuch'");
@@ -706,11 +716,10 @@ static void test_unknown_profile_rejects_promotion(void **state)
         fail_msg("a rejected promotion routed traffic: %s", r->body);
 
     /* A version that names no profile at all. */
-    v2 = rc_version(s, "noprof", art, NULL, 0, 0, NULL);
-    r = rc_promote(s, dep, "noprof", v2, "production");
-    snprintf(pid, sizeof(pid), "%s", it_jstr(r->json, "id"));
-    r = rc_promotion_wait(s, pid, "rejected", 15000);
-    gate = rc_gate(it_jarr(r->json, "gates"), "smoke");
+    v2 = it_version_create(s, s->admin_token, "noprof", art, rc_smoke_spec(NULL, 0, 0, NULL));
+    r = it_promote(s, dep, "noprof", v2, "production", pid);
+    r = it_promotion_wait(s, s->admin_token, pid, "rejected", 15000);
+    gate = it_gate_find(it_jarr(r->json, "gates"), "smoke", NULL);
     assert_non_null(gate);
     assert_string_equal(it_jstr(gate, "status"), "failed");
     rc_expect_contains(it_jstr(gate, "detail"), "no smoke.profile");
@@ -725,8 +734,8 @@ static void test_gpu_required_without_nvml(void **state)
     struct it_resp *r;
 
     it_upload(s, "needs a gpu", 11, art);
-    rc_model(s, "needgpu");
-    v1 = rc_version(s, "needgpu", art, "pass", 0, 0, NULL);
+    it_model_create(s, s->admin_token, "needgpu");
+    v1 = it_version_create(s, s->admin_token, "needgpu", art, rc_smoke_spec("pass", 0, 0, NULL));
 
     /* Asked for directly. */
     rc_smoke_post(s, dep, "needgpu", v1, "{\"gpu\":\"required\"}", id);
@@ -739,26 +748,27 @@ static void test_gpu_required_without_nvml(void **state)
 
     /* Through a policy: the smoke gate fails naming the missing GPU. With no
      * resources declared the fit gate is skipped. */
-    rc_policy(s, "needgpu", "production", "{\"smoke\":{\"required\":true,\"gpu\":\"required\"}}");
-    r = rc_promote(s, dep, "needgpu", v1, "production");
-    snprintf(pid, sizeof(pid), "%s", it_jstr(r->json, "id"));
-    r = rc_promotion_wait(s, pid, "rejected", 15000);
-    gate = rc_gate(it_jarr(r->json, "gates"), "smoke");
+    it_policy_put(s, "needgpu", "production",
+                  "{\"smoke\":{\"required\":true,\"gpu\":\"required\"}}");
+    r = it_promote(s, dep, "needgpu", v1, "production", pid);
+    r = it_promotion_wait(s, s->admin_token, pid, "rejected", 15000);
+    gate = it_gate_find(it_jarr(r->json, "gates"), "smoke", NULL);
     assert_non_null(gate);
     assert_string_equal(it_jstr(gate, "status"), "failed");
     rc_expect_contains(it_jstr(gate, "detail"), "requires a GPU");
-    gate = rc_gate(it_jarr(r->json, "gates"), "fit");
+    gate = it_gate_find(it_jarr(r->json, "gates"), "fit", NULL);
     assert_non_null(gate);
     assert_string_equal(it_jstr(gate, "status"), "skipped");
     t = rc_smoke_wait_state(s, "needgpu", v1, "failed", 5000);
     assert_string_equal(it_jstr(t, "trigger"), "promotion");
 
     /* With resources the fit gate fails too: the runner reports no GPU. */
-    v2 = rc_version(s, "needgpu", art, "pass", 0, 1000000000, "fp16");
+    v2 = it_version_create(s, s->admin_token, "needgpu", art,
+                           rc_smoke_spec("pass", 0, 1000000000, "fp16"));
     r = it_get(s, "/api/v1/models/needgpu/versions/2/gates?alias=production", s->admin_token);
     it_expect_status(s, r, 200);
     (void)v2;
-    gate = rc_gate(it_jarr(r->json, "gates"), "fit");
+    gate = it_gate_find(it_jarr(r->json, "gates"), "fit", NULL);
     assert_non_null(gate);
     assert_string_equal(it_jstr(gate, "status"), "failed");
     assert_false(json_is_true(json_object_get(r->json, "passed")));
@@ -774,15 +784,17 @@ static void test_gpu_preferred_runs_on_cpu(void **state)
     char *env;
 
     it_upload(s, "cpu is fine", 11, art);
-    rc_model(s, "cpuok");
-    v = rc_version(s, "cpuok", art, "pass", 0, 1000000000, "fp16");
-    rc_policy(s, "cpuok", "production", "{\"smoke\":{\"required\":true,\"gpu\":\"preferred\"}}");
-    r = rc_promote(s, dep, "cpuok", v, "production");
-    snprintf(pid, sizeof(pid), "%s", it_jstr(r->json, "id"));
-    r = rc_promotion_wait(s, pid, "succeeded", 15000);
-    assert_string_equal(it_jstr(rc_gate(it_jarr(r->json, "gates"), "smoke"), "status"), "passed");
+    it_model_create(s, s->admin_token, "cpuok");
+    v = it_version_create(s, s->admin_token, "cpuok", art,
+                          rc_smoke_spec("pass", 0, 1000000000, "fp16"));
+    it_policy_put(s, "cpuok", "production",
+                  "{\"smoke\":{\"required\":true,\"gpu\":\"preferred\"}}");
+    r = it_promote(s, dep, "cpuok", v, "production", pid);
+    r = it_promotion_wait(s, s->admin_token, pid, "succeeded", 15000);
+    assert_string_equal(it_jstr(it_gate_find(it_jarr(r->json, "gates"), "smoke", NULL), "status"),
+                        "passed");
     /* gpu "preferred": no fit gate. */
-    assert_null(rc_gate(it_jarr(r->json, "gates"), "fit"));
+    assert_null(it_gate_find(it_jarr(r->json, "gates"), "fit", NULL));
     t = rc_smoke_wait_state(s, "cpuok", v, "passed", 5000);
     assert_true(json_is_null(json_object_get(t, "gpu")));
     env = seen("cpuok", v, "env");
@@ -801,16 +813,15 @@ static void test_smoke_gate_waits_while_running(void **state)
     struct it_resp *r;
 
     it_upload(s, "gated model", 11, art);
-    rc_model(s, "gatewait");
-    v1 = rc_version(s, "gatewait", art, "pass", 0, 0, NULL);
-    v2 = rc_version(s, "gatewait", art, "gated", 0, 0, NULL);
-    rc_alias_to(s, "gatewait", "production", v1);
-    rc_policy(s, "gatewait", "production", "{\"smoke\":{\"required\":true,\"gpu\":\"none\"}}");
+    it_model_create(s, s->admin_token, "gatewait");
+    v1 = it_version_create(s, s->admin_token, "gatewait", art, rc_smoke_spec("pass", 0, 0, NULL));
+    v2 = it_version_create(s, s->admin_token, "gatewait", art, rc_smoke_spec("gated", 0, 0, NULL));
+    it_alias_to(s, s->admin_token, "gatewait", "production", v1, 10);
+    it_policy_put(s, "gatewait", "production", "{\"smoke\":{\"required\":true,\"gpu\":\"none\"}}");
 
-    r = rc_promote(s, dep, "gatewait", v2, "production");
-    snprintf(pid, sizeof(pid), "%s", it_jstr(r->json, "id"));
+    r = it_promote(s, dep, "gatewait", v2, "production", pid);
     assert_string_equal(it_jstr(r->json, "state"), "evaluating");
-    gate = rc_gate(it_jarr(r->json, "gates"), "smoke");
+    gate = it_gate_find(it_jarr(r->json, "gates"), "smoke", NULL);
     assert_non_null(gate);
     assert_string_equal(it_jstr(gate, "status"), "pending");
 
@@ -823,22 +834,24 @@ static void test_smoke_gate_waits_while_running(void **state)
     assert_true(it_jint(r->json, "running") >= 1);
     r = it_get(s, "/api/v1/models/gatewait/versions/2/gates?alias=production", s->admin_token);
     it_expect_status(s, r, 200);
-    assert_string_equal(it_jstr(rc_gate(it_jarr(r->json, "gates"), "smoke"), "status"), "running");
+    assert_string_equal(it_jstr(it_gate_find(it_jarr(r->json, "gates"), "smoke", NULL), "status"),
+                        "running");
     assert_true(json_is_true(json_object_get(r->json, "pending")));
     /* While it runs the promotion waits and the alias stays on v1. */
-    r = rc_promotion_get(s, pid);
+    r = it_promotion_get(s, s->admin_token, pid);
     assert_string_equal(it_jstr(r->json, "state"), "evaluating");
-    r = rc_alias_get(s, "gatewait", "production");
-    rc_routes_text(r->json, routes, sizeof(routes));
+    r = it_alias_get(s, s->admin_token, "gatewait", "production");
+    it_routes_text(json_object_get(r->json, "routes"), routes, sizeof(routes));
     assert_string_equal(routes, "v1:100");
     t = rc_smoke_wait_state(s, "gatewait", v2, "running", 1000);
 
     /* Release it: the promotion proceeds. */
-    pc_write_file(pc_fmt(path, sizeof(path), "%s/gated.release", dir), "go\n");
-    r = rc_promotion_wait(s, pid, "succeeded", 15000);
-    assert_string_equal(it_jstr(rc_gate(it_jarr(r->json, "gates"), "smoke"), "status"), "passed");
-    r = rc_alias_get(s, "gatewait", "production");
-    rc_routes_text(r->json, routes, sizeof(routes));
+    it_write_file(it_fmt(path, sizeof(path), "%s/gated.release", dir), "go\n");
+    r = it_promotion_wait(s, s->admin_token, pid, "succeeded", 15000);
+    assert_string_equal(it_jstr(it_gate_find(it_jarr(r->json, "gates"), "smoke", NULL), "status"),
+                        "passed");
+    r = it_alias_get(s, s->admin_token, "gatewait", "production");
+    it_routes_text(json_object_get(r->json, "routes"), routes, sizeof(routes));
     assert_string_equal(routes, "v2:100");
 }
 
@@ -852,27 +865,26 @@ static void test_mid_rollout_failure_rolls_back(void **state)
     size_t i;
 
     it_upload(s, "canary model", 12, art);
-    rc_model(s, "canary");
-    v1 = rc_version(s, "canary", art, "flip", 0, 0, NULL);
-    v2 = rc_version(s, "canary", art, "flip", 0, 0, NULL);
+    it_model_create(s, s->admin_token, "canary");
+    v1 = it_version_create(s, s->admin_token, "canary", art, rc_smoke_spec("flip", 0, 0, NULL));
+    v2 = it_version_create(s, s->admin_token, "canary", art, rc_smoke_spec("flip", 0, 0, NULL));
     r = it_jreq(s, "PUT", "/api/v1/gateways/hap", s->admin_token,
-                pc_fmt(gw, sizeof(gw),
+                it_fmt(gw, sizeof(gw),
                        "{\"kind\":\"haproxy\",\"address\":\"127.0.0.1:%d\","
                        "\"backend\":\"be_{model}_{alias}\",\"server\":\"v{version}\","
                        "\"models\":[\"canary\"],\"aliases\":[\"production\"]}",
                        hap_stats_port));
     if (r->status != 200 && r->status != 201)
         it_expect_status(s, r, 201);
-    rc_alias_to(s, "canary", "production", v1);
+    it_alias_to(s, s->admin_token, "canary", "production", v1, 10);
     expect_haproxy(100, 0);
 
-    rc_policy(s, "canary", "production",
-              "{\"smoke\":{\"required\":true,\"gpu\":\"none\"},"
-              "\"rollout\":{\"steps\":[20,100],\"bake_seconds\":3600,\"auto_advance\":false}}");
-    r = rc_promote(s, dep, "canary", v2, "production");
-    snprintf(pid, sizeof(pid), "%s", it_jstr(r->json, "id"));
+    it_policy_put(s, "canary", "production",
+                  "{\"smoke\":{\"required\":true,\"gpu\":\"none\"},"
+                  "\"rollout\":{\"steps\":[20,100],\"bake_seconds\":3600,\"auto_advance\":false}}");
+    r = it_promote(s, dep, "canary", v2, "production", pid);
     assert_string_equal(it_jstr(r->json, "state"), "evaluating");
-    r = rc_promotion_wait(s, pid, "rolling_out", 15000);
+    r = it_promotion_wait(s, s->admin_token, pid, "rolling_out", 15000);
     assert_int_equal(it_jint(it_jobj(r->json, "rollout"), "weight"), 20);
     expect_haproxy(80, 20);
     /* The route change queued tests of both versions (the runner is a
@@ -888,7 +900,7 @@ static void test_mid_rollout_failure_rolls_back(void **state)
         assert_string_equal(it_jstr(t, "state"), "passed");
 
     /* The candidate breaks; a deployer re-runs its test. */
-    pc_write_file(pc_fmt(path, sizeof(path), "%s/flip", dir), "fail\n");
+    it_write_file(it_fmt(path, sizeof(path), "%s/flip", dir), "fail\n");
     r = rc_smoke_post(s, dep, "canary", v2, "{}", id);
     assert_string_equal(it_jstr(r->json, "trigger"), "manual");
     t = rc_smoke_wait(s, "canary", v2, id, 15000);
@@ -896,27 +908,27 @@ static void test_mid_rollout_failure_rolls_back(void **state)
     rc_expect_contains(rc_reason(t), "canary-health");
 
     /* Rolled back, with the reason, and the alias is on the baseline. */
-    r = rc_promotion_wait(s, pid, "rolled_back", 15000);
+    r = it_promotion_wait(s, s->admin_token, pid, "rolled_back", 15000);
     ev = rc_event(r->json, "rolled_back");
     assert_non_null(ev);
     rc_expect_contains(it_jstr(ev, "detail"), "smoke test of v2 failed");
     rc_expect_contains(it_jstr(ev, "detail"), "canary-health");
     rc_expect_contains(it_jstr(ev, "detail"), "error rate 12% over 1%");
-    r = rc_alias_get(s, "canary", "production");
-    rc_routes_text(r->json, routes, sizeof(routes));
+    r = it_alias_get(s, s->admin_token, "canary", "production");
+    it_routes_text(json_object_get(r->json, "routes"), routes, sizeof(routes));
     assert_string_equal(routes, "v1:100");
     r = it_get(s, "/api/v1/models/canary/aliases/production/history", s->admin_token);
     it_expect_status(s, r, 200);
     items = it_jarr(r->json, "items");
     h = json_array_get(items, 0);
     assert_non_null(h);
-    rc_routes_text(h, routes, sizeof(routes));
+    it_routes_text(json_object_get(h, "routes"), routes, sizeof(routes));
     assert_string_equal(routes, "v1:100");
     assert_string_equal(it_jstr(h, "promotion"), pid);
 
     /* The real HAProxy agrees. */
     expect_haproxy(100, 0);
-    pc_write_file(path, "pass\n");
+    it_write_file(path, "pass\n");
 }
 
 /* Replace the bytes of a stored blob (the server never rewrites them). */
@@ -925,12 +937,12 @@ static void overwrite_blob(struct mg_server *s, const char *digest, const void *
     char path[IT_PATH_MAX];
     struct stat st;
 
-    rc_blob_file(s, digest, path);
+    it_blob_file(s, digest, path);
     if (stat(path, &st) != 0)
         fail_msg("the blob of %s is not at %s: %s", digest, path, strerror(errno));
     if (chmod(path, 0600) != 0)
         fail_msg("chmod %s: %s", path, strerror(errno));
-    rc_write_bytes(path, data, len);
+    it_write_bytes(path, data, len);
     chmod(path, st.st_mode & 07777);
 }
 
@@ -943,16 +955,16 @@ static void test_archive_escape_refused(void **state)
     struct it_resp *r;
     json_t *t;
 
-    rc_marker(mark, sizeof(mark), "escape");
-    pc_fmt(outside, sizeof(outside), "%s/outside", dir);
+    it_marker(mark, sizeof(mark), "escape");
+    it_fmt(outside, sizeof(outside), "%s/outside", dir);
     if (mkdir(outside, 0700) != 0)
         fail_msg("mkdir %s: %s", outside, strerror(errno));
-    pc_fmt(up1, sizeof(up1), "../%s-up1", mark);
+    it_fmt(up1, sizeof(up1), "../%s-up1", mark);
     /* From ROOT/data/runner/<id>/model, five levels up is $TMPDIR. */
-    pc_fmt(up5, sizeof(up5), "../../../../../%s-up5", mark);
-    pc_fmt(abs_path, sizeof(abs_path), "%s/%s-abs", outside, mark);
-    pc_fmt(lname, sizeof(lname), "%s-link", mark);
-    pc_fmt(planted, sizeof(planted), "%s-link/planted", mark);
+    it_fmt(up5, sizeof(up5), "../../../../../%s-up5", mark);
+    it_fmt(abs_path, sizeof(abs_path), "%s/%s-abs", outside, mark);
+    it_fmt(lname, sizeof(lname), "%s-link", mark);
+    it_fmt(planted, sizeof(planted), "%s-link/planted", mark);
     {
         const struct {
             const char *what;
@@ -964,7 +976,7 @@ static void test_archive_escape_refused(void **state)
             {"a symbolic link out", {{lname, NULL, outside}, {planted, "escaped", NULL}}},
         };
 
-        rc_model(s, "escape");
+        it_model_create(s, s->admin_token, "escape");
         for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
             char vname[64], art[IT_DIGEST_LEN + 1], id[64], seen_path[IT_PATH_MAX];
             struct rc_entry valid = {vname, "a valid archive", NULL};
@@ -978,14 +990,15 @@ static void test_archive_escape_refused(void **state)
             it_expect_error(s, r, 400, "invalid_argument");
 
             /* ...so a valid one is stored and then replaced on disk. */
-            pc_fmt(vname, sizeof(vname), "valid-%zu.bin", k);
+            it_fmt(vname, sizeof(vname), "valid-%zu.bin", k);
             vtar = rc_tar(&valid, 1, &vlen);
             r = it_upload(s, vtar, vlen, art);
             assert_int_equal(it_jint(r->json, "files"), 1);
             free(vtar);
             overwrite_blob(s, art, tar, len);
             free(tar);
-            v = rc_version(s, "escape", art, "pass", 0, 0, NULL);
+            v = it_version_create(s, s->admin_token, "escape", art,
+                                  rc_smoke_spec("pass", 0, 0, NULL));
             rc_smoke_post(s, dep, "escape", v, NULL, id);
             t = rc_smoke_wait(s, "escape", v, id, 15000);
             if (strcmp(it_jstr(t, "state"), "failed") != 0 ||
@@ -993,8 +1006,8 @@ static void test_archive_escape_refused(void **state)
                 fail_msg("%s: want failed with an extraction reason: %s", cases[k].what,
                          json_dumps(t, JSON_COMPACT));
             /* The command never ran on it. */
-            pc_fmt(seen_path, sizeof(seen_path), "%s/seen.escape.%lld.env", dir, (long long)v);
-            if (rc_exists(seen_path))
+            it_fmt(seen_path, sizeof(seen_path), "%s/seen.escape.%lld.env", dir, (long long)v);
+            if (it_exists(seen_path))
                 fail_msg("%s: the smoke command ran on a refused archive", cases[k].what);
         }
     }
@@ -1002,12 +1015,12 @@ static void test_archive_escape_refused(void **state)
     /* Nothing was written outside: not next to the model directory, not in
      * the server's scratch space or ours, not in TMPDIR. */
     rc_runner_idle(s, 10000);
-    if ((found = rc_find_name(s->root, mark)) != NULL)
+    if ((found = it_find_name(s->root, mark)) != NULL)
         fail_msg("an archive entry escaped to %s", found);
-    if ((found = rc_find_name(dir, mark)) != NULL)
+    if ((found = it_find_name(dir, mark)) != NULL)
         fail_msg("an archive entry escaped to %s", found);
-    pc_fmt(p, sizeof(p), "%s/%s-up5", tmp && *tmp ? tmp : "/tmp", mark);
-    if (rc_exists(p)) {
+    it_fmt(p, sizeof(p), "%s/%s-up5", tmp && *tmp ? tmp : "/tmp", mark);
+    if (it_exists(p)) {
         unlink(p);
         fail_msg("an archive entry escaped to %s", p);
     }
@@ -1026,21 +1039,21 @@ static void test_timeout_kills_group(void **state)
     int64_t started;
 
     (void)state;
-    rc_marker(hang_mark, sizeof(hang_mark), "mg-hang");
+    it_marker(hang_mark, sizeof(hang_mark), "mg-hang");
     write_script("hang.sh", RC_HANG_SH, mark);
     profile_arg(arg, sizeof(arg), "hang", "");
-    pc_fmt(nvml, sizeof(nvml), "--nvml-library=%s/absent/libnvidia-ml.so.1", dir);
+    it_fmt(nvml, sizeof(nvml), "--nvml-library=%s/absent/libnvidia-ml.so.1", dir);
     srv2 = it_server_start(
         (const char *const[]){arg, nvml, "--smoke-timeout=2", "--smoke-interval=0", NULL});
     it_upload(srv2, "hanging model", 13, art);
-    rc_model(srv2, "hang");
-    rc_version(srv2, "hang", art, "hang", 0, 0, NULL);
-    started = pc_now_ms();
+    it_model_create(srv2, srv2->admin_token, "hang");
+    it_version_create(srv2, srv2->admin_token, "hang", art, rc_smoke_spec("hang", 0, 0, NULL));
+    started = it_now_ms();
     rc_smoke_post(srv2, srv2->admin_token, "hang", 1, NULL, id);
 
     /* While it runs, both processes exist. */
     rc_smoke_wait_state(srv2, "hang", 1, "running", 10000);
-    rc_wait_procs(mark, 2);
+    it_wait_procs(mark, 2);
 
     t = rc_smoke_wait(srv2, "hang", 1, id, 20000);
     rc_expect_smoke_shape(t);
@@ -1050,12 +1063,12 @@ static void test_timeout_kills_group(void **state)
     rc_expect_contains(it_jstr(t, "log_tail"), "hanging");
     if (it_jint(t, "duration_ms") < 2000 || it_jint(t, "duration_ms") > 8000)
         fail_msg("killed after %lld ms, want about 2000", (long long)it_jint(t, "duration_ms"));
-    if (pc_now_ms() - started < 2000)
+    if (it_now_ms() - started < 2000)
         fail_msg("finished before the timeout");
-    leader = pc_read_file(pc_fmt(path, sizeof(path), "%s/hang.leader", dir), NULL);
+    leader = it_read_file(it_fmt(path, sizeof(path), "%s/hang.leader", dir), NULL);
     assert_non_null(leader);
     free(leader);
-    rc_expect_no_procs(mark, 3000);
+    it_expect_no_procs(mark, 3000);
 }
 
 /* A command that cannot be started: exit 127 and why, in the log tail. */
@@ -1066,8 +1079,8 @@ static void test_missing_program(void **state)
     json_t *t;
 
     it_upload(s, "missing program model", 21, art);
-    rc_model(s, "missing");
-    rc_version(s, "missing", art, "missing", 0, 0, NULL);
+    it_model_create(s, s->admin_token, "missing");
+    it_version_create(s, s->admin_token, "missing", art, rc_smoke_spec("missing", 0, 0, NULL));
     rc_smoke_post(s, dep, "missing", 1, NULL, id);
     t = rc_smoke_wait(s, "missing", 1, id, 15000);
     rc_expect_smoke_shape(t);
@@ -1084,14 +1097,14 @@ static int daemon_exit_status(const char *extra, const char *log)
 {
     char data[IT_PATH_MAX], port[IT_PATH_MAX];
     const char *bin = getenv("MODELGATED");
-    int64_t deadline = pc_deadline(10000);
+    int64_t deadline = it_deadline(10000);
     int status;
     pid_t pid;
 
     if (bin == NULL)
         fail_msg("MODELGATED is not set");
-    pc_fmt(data, sizeof(data), "%s/refused-data", dir);
-    pc_fmt(port, sizeof(port), "%s/refused-port", dir);
+    it_fmt(data, sizeof(data), "%s/refused-data", dir);
+    it_fmt(port, sizeof(port), "%s/refused-port", dir);
     mkdir(data, 0700);
     pid = fork();
     if (pid < 0)
@@ -1105,12 +1118,12 @@ static int daemon_exit_status(const char *extra, const char *log)
         _exit(127);
     }
     while (waitpid(pid, &status, WNOHANG) != pid) {
-        if (pc_now_ms() > deadline) {
+        if (it_now_ms() > deadline) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             return -1;
         }
-        pc_pause_ms(10);
+        it_pause_ms(10);
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -1129,10 +1142,10 @@ static void test_bad_profiles_refused(void **state)
     char log[IT_PATH_MAX];
 
     (void)state;
-    pc_fmt(log, sizeof(log), "%s/refused.log", dir);
+    it_fmt(log, sizeof(log), "%s/refused.log", dir);
     for (size_t i = 0; bad[i]; i++) {
         int st = daemon_exit_status(bad[i], log);
-        char *text = pc_read_file(log, NULL);
+        char *text = it_read_file(log, NULL);
 
         if (st == 0 || st == -1)
             fail_msg("modelgated %s: %s, want a refusal at start-up; output: %s", bad[i],

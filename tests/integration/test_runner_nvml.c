@@ -20,9 +20,15 @@
  * - NVML present but without devices, NVML whose init fails, and (where it
  *   is absent) the default libnvidia-ml.so.1: no GPU, never a crash.
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
 #include "runner_common.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
 
 #define UUID0 "GPU-fa4e0000-0000-4000-8000-000000000000"
 #define UUID1 "GPU-fa4e0000-0000-4000-8000-000000000001"
@@ -51,35 +57,12 @@ static const char GPU_SH[] =
     "printf '{\"latencies_ms\":[1,2,3],\"checks\":[{\"name\":\"cuda\",\"passed\":true,"
     "\"detail\":\"%s\"}]}' \"$CUDA_VISIBLE_DEVICES\" > \"$MODELGATE_OUTPUT\"\n";
 
-/* Write DIR/<name>, replacing @DIR@. */
-static void write_with_dir(const char *name, const char *text)
-{
-    char path[IT_PATH_MAX], out[4096];
-    size_t k = 0;
-
-    for (const char *p = text; *p;) {
-        if (strncmp(p, "@DIR@", 5) == 0) {
-            if (k + strlen(dir) >= sizeof(out))
-                fail_msg("%s too long", name);
-            memcpy(out + k, dir, strlen(dir));
-            k += strlen(dir);
-            p += 5;
-        } else {
-            if (k + 1 >= sizeof(out))
-                fail_msg("%s too long", name);
-            out[k++] = *p++;
-        }
-    }
-    out[k] = '\0';
-    pc_write_file(pc_fmt(path, sizeof(path), "%s/%s", dir, name), out);
-}
-
 /* Replace the GPUs the fake reports (atomically: write, then rename). */
 static void set_gpus(const char *spec)
 {
     char tmp[IT_PATH_MAX];
 
-    pc_write_file(pc_fmt(tmp, sizeof(tmp), "%s/gpus.set", dir), spec);
+    it_write_file(it_fmt(tmp, sizeof(tmp), "%s/gpus.set", dir), spec);
     if (rename(tmp, spec_path) != 0)
         fail_msg("rename %s: %s", tmp, strerror(errno));
 }
@@ -101,15 +84,15 @@ static int setup(void **state)
     char nvml[IT_PATH_MAX + 32], prof[IT_PATH_MAX + 128];
     char *secret;
 
-    pc_mkdtemp(dir, "runner-nvml");
-    pc_fmt(spec_path, sizeof(spec_path), "%s/gpus", dir);
-    write_with_dir("gpu.sh", GPU_SH);
+    it_mkdtemp(dir, "runner-nvml");
+    it_fmt(spec_path, sizeof(spec_path), "%s/gpus", dir);
+    rc_write_script(dir, "gpu.sh", GPU_SH, NULL);
     set_gpus(IDLE_SPEC);
     setenv("FAKE_NVML_GPUS_FILE", spec_path, 1);
     unsetenv("FAKE_NVML_GPUS");
     unsetenv("FAKE_NVML_FAIL_INIT");
-    pc_fmt(nvml, sizeof(nvml), "--nvml-library=%s", fake_nvml());
-    pc_fmt(prof, sizeof(prof), "--smoke-profile=gpu=/bin/sh %s/gpu.sh {model_dir} {output}", dir);
+    it_fmt(nvml, sizeof(nvml), "--nvml-library=%s", fake_nvml());
+    it_fmt(prof, sizeof(prof), "--smoke-profile=gpu=/bin/sh %s/gpu.sh {model_dir} {output}", dir);
     srv = it_server_start((const char *const[]){nvml, prof, "--smoke-interval=0",
                                                 "--smoke-timeout=30", "--runner-workers=1",
                                                 "--smoke-memory-mib=1024", NULL});
@@ -131,7 +114,7 @@ static int teardown(void **state)
         it_server_stop(srv);
         it_server_free(&srv);
     }
-    pc_rmtree(dir);
+    it_rmtree(dir);
     *state = NULL;
     return 0;
 }
@@ -143,7 +126,7 @@ static int test_setup(void **state)
 
     (void)state;
     set_gpus(IDLE_SPEC);
-    unlink(pc_fmt(path, sizeof(path), "%s/gpus.busy", dir));
+    unlink(it_fmt(path, sizeof(path), "%s/gpus.busy", dir));
     return 0;
 }
 
@@ -164,8 +147,8 @@ static char *seen_env(const char *model, json_int_t version, const char *name)
     char path[IT_PATH_MAX], *text, *save = NULL, *line, *out = NULL;
     size_t n = strlen(name);
 
-    text = pc_read_file(
-        pc_fmt(path, sizeof(path), "%s/seen.%s.%lld.env", dir, model, (long long)version), NULL);
+    text = it_read_file(
+        it_fmt(path, sizeof(path), "%s/seen.%s.%lld.env", dir, model, (long long)version), NULL);
     if (text == NULL)
         fail_msg("the smoke command did not record its environment (%s)", path);
     for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -181,8 +164,8 @@ static char *seen_env(const char *model, json_int_t version, const char *name)
 static char *seen_ulimit(const char *model, json_int_t version)
 {
     char path[IT_PATH_MAX];
-    char *text = pc_read_file(
-        pc_fmt(path, sizeof(path), "%s/seen.%s.%lld.ulimit", dir, model, (long long)version), NULL);
+    char *text = it_read_file(
+        it_fmt(path, sizeof(path), "%s/seen.%s.%lld.ulimit", dir, model, (long long)version), NULL);
 
     if (text == NULL)
         fail_msg("the smoke command did not record its limit (%s)", path);
@@ -264,10 +247,12 @@ static void test_placement_by_free_memory(void **state)
     char *cuda, *lim;
 
     it_upload(s, "gpu placement model", 19, art);
-    rc_model(s, "place");
+    it_model_create(s, s->admin_token, "place");
     /* 1e9 fp16: 2.42 GiB; 7e9 fp16: 16.95 GiB. */
-    small = rc_version(s, "place", art, "gpu", 0, 1000000000, "fp16");
-    mid = rc_version(s, "place", art, "gpu", 0, 7000000000, "fp16");
+    small = it_version_create(s, s->admin_token, "place", art,
+                              rc_smoke_spec("gpu", 0, 1000000000, "fp16"));
+    mid = it_version_create(s, s->admin_token, "place", art,
+                            rc_smoke_spec("gpu", 0, 7000000000, "fp16"));
 
     /* H100 has the most free memory. */
     t = smoke_run(s, "place", small, "{\"gpu\":\"required\"}");
@@ -314,11 +299,12 @@ static void test_peak_gpu_memory(void **state)
     json_t *t;
 
     it_upload(s, "gpu memory model", 16, art);
-    rc_model(s, "peak");
-    v = rc_version(s, "peak", art, "gpu", 0, 1000000000, "fp16");
+    it_model_create(s, s->admin_token, "peak");
+    v = it_version_create(s, s->admin_token, "peak", art,
+                          rc_smoke_spec("gpu", 0, 1000000000, "fp16"));
     /* While it runs the command takes 1536 MiB of the H100. */
-    pc_write_file(pc_fmt(path, sizeof(path), "%s/gpus.idle", dir), IDLE_SPEC);
-    pc_write_file(pc_fmt(path, sizeof(path), "%s/gpus.busy", dir),
+    it_write_file(it_fmt(path, sizeof(path), "%s/gpus.idle", dir), IDLE_SPEC);
+    it_write_file(it_fmt(path, sizeof(path), "%s/gpus.busy", dir),
                   "A100:40960:10240,H100:81920:68464");
     t = smoke_run(s, "peak", v, "{\"gpu\":\"required\"}");
     assert_string_equal(it_jstr(t, "state"), "passed");
@@ -336,9 +322,10 @@ static void test_too_big_for_every_gpu(void **state)
     char *cuda;
 
     it_upload(s, "too big model", 13, art);
-    rc_model(s, "huge");
+    it_model_create(s, s->admin_token, "huge");
     /* 70e9 fp16: 169.5 GiB, more than any GPU has at all. */
-    huge = rc_version(s, "huge", art, "gpu", 0, 70000000000, "fp16");
+    huge = it_version_create(s, s->admin_token, "huge", art,
+                             rc_smoke_spec("gpu", 0, 70000000000, "fp16"));
     t = smoke_run(s, "huge", huge, "{\"gpu\":\"required\"}");
     rc_expect_smoke_shape(t);
     assert_string_equal(it_jstr(t, "state"), "failed");
@@ -354,14 +341,16 @@ static void test_too_big_for_every_gpu(void **state)
     assert_string_equal(cuda, "");
     free(cuda);
     /* gpu none: on the CPU even though a GPU would fit. */
-    tight = rc_version(s, "huge", art, "gpu", 0, 1000000000, "int8");
+    tight = it_version_create(s, s->admin_token, "huge", art,
+                              rc_smoke_spec("gpu", 0, 1000000000, "int8"));
     t = smoke_run(s, "huge", tight, "{\"gpu\":\"none\"}");
     assert_string_equal(it_jstr(t, "state"), "passed");
     assert_true(json_is_null(json_object_get(t, "gpu")));
 
     /* 30e9 fp16: 72.6 GiB fits the H100's 80 GiB, but only 68.4 GiB are
      * free: placement goes by free memory. */
-    tight = rc_version(s, "huge", art, "gpu", 0, 30000000000, "fp16");
+    tight = it_version_create(s, s->admin_token, "huge", art,
+                              rc_smoke_spec("gpu", 0, 30000000000, "fp16"));
     t = smoke_run(s, "huge", tight, "{\"gpu\":\"required\"}");
     assert_string_equal(it_jstr(t, "state"), "failed");
     rc_expect_contains(rc_reason(t), "no GPU has 72.");
@@ -376,39 +365,43 @@ static void test_fit_gate(void **state)
     json_t *gate, *t;
 
     it_upload(s, "fit gate model", 14, art);
-    rc_model(s, "fit");
-    fits = rc_version(s, "fit", art, "gpu", 0, 30000000000, "fp16");    /* 72.6 GiB */
-    too_big = rc_version(s, "fit", art, "gpu", 0, 40000000000, "fp16"); /* 96.9 GiB */
-    small = rc_version(s, "fit", art, "gpu", 0, 1000000000, "fp16");
-    rc_policy(s, "fit", "production", "{\"smoke\":{\"required\":false,\"gpu\":\"required\"}}");
+    it_model_create(s, s->admin_token, "fit");
+    fits = it_version_create(s, s->admin_token, "fit", art,
+                             rc_smoke_spec("gpu", 0, 30000000000, "fp16")); /* 72.6 GiB */
+    too_big = it_version_create(s, s->admin_token, "fit", art,
+                                rc_smoke_spec("gpu", 0, 40000000000, "fp16")); /* 96.9 GiB */
+    small = it_version_create(s, s->admin_token, "fit", art,
+                              rc_smoke_spec("gpu", 0, 1000000000, "fp16"));
+    it_policy_put(s, "fit", "production", "{\"smoke\":{\"required\":false,\"gpu\":\"required\"}}");
 
     /* Against the largest GPU (the H100's 80 GiB), not its free memory. */
     r = it_get(s, "/api/v1/models/fit/versions/1/gates?alias=production", s->admin_token);
     it_expect_status(s, r, 200);
-    gate = rc_gate(it_jarr(r->json, "gates"), "fit");
+    gate = it_gate_find(it_jarr(r->json, "gates"), "fit", NULL);
     assert_non_null(gate);
     assert_string_equal(it_jstr(gate, "status"), "passed");
     rc_expect_contains(it_jstr(gate, "expected"), "80.000");
     assert_true(json_is_true(json_object_get(r->json, "passed")));
     r = it_get(s, "/api/v1/models/fit/versions/2/gates?alias=production", s->admin_token);
     it_expect_status(s, r, 200);
-    gate = rc_gate(it_jarr(r->json, "gates"), "fit");
+    gate = it_gate_find(it_jarr(r->json, "gates"), "fit", NULL);
     assert_string_equal(it_jstr(gate, "status"), "failed");
     assert_false(json_is_true(json_object_get(r->json, "passed")));
 
     /* A promotion of the one that does not fit is rejected. */
-    r = rc_promote(s, dep, "fit", too_big, "production");
-    snprintf(pid, sizeof(pid), "%s", it_jstr(r->json, "id"));
-    r = rc_promotion_wait(s, pid, "rejected", 15000);
-    assert_string_equal(it_jstr(rc_gate(it_jarr(r->json, "gates"), "fit"), "status"), "failed");
+    r = it_promote(s, dep, "fit", too_big, "production", pid);
+    r = it_promotion_wait(s, s->admin_token, pid, "rejected", 15000);
+    assert_string_equal(it_jstr(it_gate_find(it_jarr(r->json, "gates"), "fit", NULL), "status"),
+                        "failed");
 
     /* With a smoke test required, one that fits runs it on a GPU. */
-    rc_policy(s, "fit", "production", "{\"smoke\":{\"required\":true,\"gpu\":\"required\"}}");
-    r = rc_promote(s, dep, "fit", small, "production");
-    snprintf(pid, sizeof(pid), "%s", it_jstr(r->json, "id"));
-    r = rc_promotion_wait(s, pid, "succeeded", 15000);
-    assert_string_equal(it_jstr(rc_gate(it_jarr(r->json, "gates"), "fit"), "status"), "passed");
-    assert_string_equal(it_jstr(rc_gate(it_jarr(r->json, "gates"), "smoke"), "status"), "passed");
+    it_policy_put(s, "fit", "production", "{\"smoke\":{\"required\":true,\"gpu\":\"required\"}}");
+    r = it_promote(s, dep, "fit", small, "production", pid);
+    r = it_promotion_wait(s, s->admin_token, pid, "succeeded", 15000);
+    assert_string_equal(it_jstr(it_gate_find(it_jarr(r->json, "gates"), "fit", NULL), "status"),
+                        "passed");
+    assert_string_equal(it_jstr(it_gate_find(it_jarr(r->json, "gates"), "smoke", NULL), "status"),
+                        "passed");
     t = rc_smoke_wait_state(s, "fit", small, "passed", 5000);
     expect_on_gpu(t, "NVIDIA H100", UUID1, 1);
     (void)fits;
@@ -428,16 +421,18 @@ static void test_no_devices(void **state)
     assert_int_equal(json_array_size(it_jarr(r->json, "gpus")), 0);
 
     it_upload(s, "no devices model", 16, art);
-    rc_model(s, "nodev");
-    v = rc_version(s, "nodev", art, "gpu", 0, 1000000000, "fp16");
+    it_model_create(s, s->admin_token, "nodev");
+    v = it_version_create(s, s->admin_token, "nodev", art,
+                          rc_smoke_spec("gpu", 0, 1000000000, "fp16"));
     t = smoke_run(s, "nodev", v, "{\"gpu\":\"required\"}");
     assert_string_equal(it_jstr(t, "state"), "failed");
     rc_expect_contains(rc_reason(t), "requires a GPU");
     rc_expect_contains(rc_reason(t), "no device");
-    rc_policy(s, "nodev", "production", "{\"smoke\":{\"required\":false,\"gpu\":\"required\"}}");
+    it_policy_put(s, "nodev", "production",
+                  "{\"smoke\":{\"required\":false,\"gpu\":\"required\"}}");
     r = it_get(s, "/api/v1/models/nodev/versions/1/gates?alias=production", s->admin_token);
     it_expect_status(s, r, 200);
-    gate = rc_gate(it_jarr(r->json, "gates"), "fit");
+    gate = it_gate_find(it_jarr(r->json, "gates"), "fit", NULL);
     assert_string_equal(it_jstr(gate, "status"), "failed");
 }
 
@@ -448,7 +443,7 @@ static void test_nvml_init_fails(void **state)
 
     (void)state;
     setenv("FAKE_NVML_FAIL_INIT", "1", 1);
-    pc_fmt(nvml, sizeof(nvml), "--nvml-library=%s", fake_nvml());
+    it_fmt(nvml, sizeof(nvml), "--nvml-library=%s", fake_nvml());
     srv2 = it_server_start((const char *const[]){nvml, "--smoke-interval=0", NULL});
     unsetenv("FAKE_NVML_FAIL_INIT");
     r = it_get(srv2, "/api/v1/runner", srv2->admin_token);
@@ -468,7 +463,7 @@ static void test_library_lacks_symbols(void **state)
 
     (void)state;
     /* A real shared library that is not NVML: the C library itself. */
-    pc_fmt(nvml, sizeof(nvml), "--nvml-library=libc.so.6");
+    it_fmt(nvml, sizeof(nvml), "--nvml-library=libc.so.6");
     srv2 = it_server_start((const char *const[]){nvml, "--smoke-interval=0", NULL});
     r = it_get(srv2, "/api/v1/runner", srv2->admin_token);
     it_expect_status(srv2, r, 200);

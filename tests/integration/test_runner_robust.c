@@ -14,10 +14,20 @@
  *   nothing of the crashed server's process group is left running;
  * - --smoke-interval re-tests routed versions.
  */
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
 #include "runner_common.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static struct mg_server *srv; /* this test's server */
 static char dir[IT_PATH_MAX]; /* scripts */
@@ -42,13 +52,13 @@ static void start_srv(int timeout_s, int interval_s, const char *const *profiles
 
     for (size_t i = 0; profiles[i] && n < 4; i++, n++) {
         if (strncmp(profiles[i], "--", 2) == 0)
-            pc_fmt(args[n], sizeof(args[n]), "%s", profiles[i]);
+            it_fmt(args[n], sizeof(args[n]), "%s", profiles[i]);
         else
             rc_profile_arg(args[n], sizeof(args[n]), dir, profiles[i], "");
     }
-    pc_fmt(args[n++], sizeof(args[0]), "--nvml-library=%s/absent/libnvidia-ml.so.1", dir);
-    pc_fmt(args[n++], sizeof(args[0]), "--smoke-timeout=%d", timeout_s);
-    pc_fmt(args[n++], sizeof(args[0]), "--smoke-interval=%d", interval_s);
+    it_fmt(args[n++], sizeof(args[0]), "--nvml-library=%s/absent/libnvidia-ml.so.1", dir);
+    it_fmt(args[n++], sizeof(args[0]), "--smoke-timeout=%d", timeout_s);
+    it_fmt(args[n++], sizeof(args[0]), "--smoke-interval=%d", interval_s);
     for (size_t i = 0; i < n; i++)
         argv[i] = args[i];
     argv[n] = NULL;
@@ -83,7 +93,7 @@ static void unblock_fifos(struct mg_server *s)
 static int setup(void **state)
 {
     (void)state;
-    pc_mkdtemp(dir, "runner-robust");
+    it_mkdtemp(dir, "runner-robust");
     rc_write_script(dir, "pass.sh", PASS_SH, NULL);
     return 0;
 }
@@ -91,7 +101,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    pc_rmtree(dir);
+    it_rmtree(dir);
     return 0;
 }
 
@@ -99,7 +109,7 @@ static int teardown(void **state)
 static int test_teardown(void **state)
 {
     (void)state;
-    rc_kill_procs(hang_mark);
+    it_kill_procs(hang_mark);
     if (srv != NULL) {
         unblock_fifos(srv);
         it_server_stop(srv);
@@ -123,8 +133,8 @@ static void test_fds_not_inherited(void **state)
     start_srv(10, 0, (const char *const[]){"--smoke-profile=fds=/bin/ls -l /proc/self/fd", NULL});
     s = srv;
     it_upload(s, "descriptor model", 16, art);
-    rc_model(s, "fds");
-    rc_version(s, "fds", art, "fds", 0, 0, NULL);
+    it_model_create(s, s->admin_token, "fds");
+    it_version_create(s, s->admin_token, "fds", art, rc_smoke_spec("fds", 0, 0, NULL));
     rc_smoke_post(s, s->admin_token, "fds", 1, NULL, id);
     t = rc_smoke_wait(s, "fds", 1, id, 15000);
     /* ls writes no output file: failed, but the listing is in the tail. */
@@ -167,22 +177,22 @@ static void test_output_fifo(void **state)
     rc_write_script(dir, "fifo.sh", FIFO_SH, NULL);
     start_srv(5, 0, (const char *const[]){"fifo", NULL});
     it_upload(srv, "fifo model", 10, art);
-    rc_model(srv, "fifo");
-    rc_version(srv, "fifo", art, "fifo", 0, 0, NULL);
+    it_model_create(srv, srv->admin_token, "fifo");
+    it_version_create(srv, srv->admin_token, "fifo", art, rc_smoke_spec("fifo", 0, 0, NULL));
     rc_smoke_post(srv, srv->admin_token, "fifo", 1, NULL, id);
-    deadline = pc_deadline(10000);
+    deadline = it_deadline(10000);
     for (;;) {
         struct it_resp *r = rc_smoke_list(srv, "fifo", 1);
 
         t = rc_smoke_find(r->json, id);
         if (t != NULL && rc_smoke_final(it_jstr(t, "state")))
             break;
-        if (pc_now_ms() > deadline)
+        if (it_now_ms() > deadline)
             fail_msg("the test is still '%s' 10 s after its command exited: a FIFO as "
                      "$MODELGATE_OUTPUT blocks the runner's worker in reading it",
                      it_jstr(t, "state"));
         it_resp_free(srv, &r);
-        pc_pause_ms(50);
+        it_pause_ms(50);
     }
     assert_string_equal(it_jstr(t, "state"), "failed");
     rc_expect_contains(it_jstr(t, "log_tail"), "made a fifo");
@@ -201,28 +211,28 @@ static void test_shutdown_while_running(void **state)
     pid_t pid;
 
     (void)state;
-    rc_marker(hang_mark, sizeof(hang_mark), "mg-hang");
+    it_marker(hang_mark, sizeof(hang_mark), "mg-hang");
     rc_write_script(dir, "hang.sh", RC_HANG_SH, hang_mark);
     start_srv(60, 0, (const char *const[]){"hang", NULL});
     it_upload(srv, "hanging model", 13, art);
-    rc_model(srv, "hang");
-    rc_version(srv, "hang", art, "hang", 0, 0, NULL);
+    it_model_create(srv, srv->admin_token, "hang");
+    it_version_create(srv, srv->admin_token, "hang", art, rc_smoke_spec("hang", 0, 0, NULL));
     rc_smoke_post(srv, srv->admin_token, "hang", 1, NULL, id);
     rc_smoke_wait_state(srv, "hang", 1, "running", 10000);
-    rc_wait_procs(hang_mark, 2);
+    it_wait_procs(hang_mark, 2);
 
     pid = srv->pid;
-    t0 = pc_now_ms();
+    t0 = it_now_ms();
     if (kill(pid, SIGTERM) != 0)
         fail_msg("kill: %s", strerror(errno));
-    while (pc_now_ms() - t0 < 10000) {
+    while (it_now_ms() - t0 < 10000) {
         if (waitpid(pid, &status, WNOHANG) == pid) {
             exited = true;
             break;
         }
-        pc_pause_ms(20);
+        it_pause_ms(20);
     }
-    waited = pc_now_ms() - t0;
+    waited = it_now_ms() - t0;
     if (!exited) {
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
@@ -236,7 +246,7 @@ static void test_shutdown_while_running(void **state)
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         fail_msg("modelgated exited with status 0x%x after SIGTERM", status);
-    rc_expect_no_procs(hang_mark, 3000);
+    it_expect_no_procs(hang_mark, 3000);
 
     /* Shutdown is not a verdict on the version: the test was not recorded
      * as failed (which would roll back a rolling-out candidate); it is
@@ -265,16 +275,16 @@ static void test_crash_requeues(void **state)
     int status;
 
     (void)state;
-    rc_marker(hang_mark, sizeof(hang_mark), "mg-hang");
+    it_marker(hang_mark, sizeof(hang_mark), "mg-hang");
     rc_write_script(dir, "hang.sh", RC_HANG_SH, hang_mark);
     start_srv(2, 0, (const char *const[]){"hang", NULL});
     it_upload(srv, "hanging model", 13, art);
-    rc_model(srv, "hang");
-    rc_version(srv, "hang", art, "hang", 0, 0, NULL);
+    it_model_create(srv, srv->admin_token, "hang");
+    it_version_create(srv, srv->admin_token, "hang", art, rc_smoke_spec("hang", 0, 0, NULL));
     rc_smoke_post(srv, srv->admin_token, "hang", 1, NULL, id);
     rc_smoke_wait_state(srv, "hang", 1, "running", 10000);
-    rc_wait_procs(hang_mark, 2);
-    n_before = rc_procs_with_arg(hang_mark, before, 8);
+    it_wait_procs(hang_mark, 2);
+    n_before = it_procs_with_arg(hang_mark, before, 8);
 
     kill(srv->pid, SIGKILL);
     waitpid(srv->pid, &status, 0);
@@ -289,9 +299,9 @@ static void test_crash_requeues(void **state)
     assert_int_equal(json_array_size(it_jarr(r->json, "items")), 1);
 
     /* Neither run's processes remain. */
-    deadline = pc_deadline(3000);
-    while ((n_after = rc_procs_with_arg(hang_mark, after, 8)) > 0 && pc_now_ms() < deadline)
-        pc_pause_ms(20);
+    deadline = it_deadline(3000);
+    while ((n_after = it_procs_with_arg(hang_mark, after, 8)) > 0 && it_now_ms() < deadline)
+        it_pause_ms(20);
     if (n_after > 0) {
         bool from_crash = false;
         for (size_t i = 0; i < n_after && i < 8; i++)
@@ -312,10 +322,10 @@ static void test_periodic_retest(void **state)
     (void)state;
     start_srv(10, 1, (const char *const[]){"pass", NULL});
     it_upload(srv, "periodic model", 14, art);
-    rc_model(srv, "periodic");
-    rc_version(srv, "periodic", art, "pass", 0, 0, NULL);
-    rc_alias_to(srv, "periodic", "production", 1);
-    deadline = pc_deadline(10000);
+    it_model_create(srv, srv->admin_token, "periodic");
+    it_version_create(srv, srv->admin_token, "periodic", art, rc_smoke_spec("pass", 0, 0, NULL));
+    it_alias_to(srv, srv->admin_token, "periodic", "production", 1, 10);
+    deadline = it_deadline(10000);
     for (;;) {
         struct it_resp *r = rc_smoke_list(srv, "periodic", 1);
         json_t *t;
@@ -329,10 +339,10 @@ static void test_periodic_retest(void **state)
         }
         if (periodic >= 2 && route == 1)
             break;
-        if (pc_now_ms() > deadline)
+        if (it_now_ms() > deadline)
             fail_msg("want a route test and two passed periodic ones: %s", r->body);
         it_resp_free(srv, &r);
-        pc_pause_ms(50);
+        it_pause_ms(50);
     }
 }
 

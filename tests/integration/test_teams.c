@@ -7,9 +7,12 @@
  * routes that name one through the body or a stored promotion, is called with another
  * team's token and must answer 403 naming the owners, with nothing changed.
  */
-#include "push_common.h"
+#include "harness.h"
+#include "sys.h"
+#include "api.h"
 
 #include <ctype.h>
+#include <string.h>
 
 static struct mg_server *srv;
 static char *risk_pub, *ads_ci, *risk_dep, *stage_dep, *ml1, *ml2, *risk_rev, *global_pub;
@@ -320,14 +323,10 @@ static void test_alias_scoped_deployer(void **state)
 static const char *promotion_state(const char *id, char *detail, size_t cap)
 {
     static char state[64];
-    char path[128];
-    struct it_resp *r;
+    struct it_resp *r = it_promotion_get(srv, srv->admin_token, id);
     json_t *g;
     size_t i;
 
-    snprintf(path, sizeof(path), "/api/v1/promotions/%s", id);
-    r = it_get(srv, path, srv->admin_token);
-    it_expect_status(srv, r, 200);
     snprintf(state, sizeof(state), "%s", it_jstr(r->json, "state"));
     detail[0] = '\0';
     json_array_foreach(it_jarr(r->json, "gates"), i, g)
@@ -365,10 +364,10 @@ static void test_approval_groups(void **state)
     it_expect_status(srv, r, 201);
     snprintf(id, sizeof(id), "%s", it_jstr(r->json, "id"));
     it_resp_free(srv, &r);
-    for (int64_t d = pc_deadline(10000);
+    for (int64_t d = it_deadline(10000);
          strcmp(promotion_state(id, detail, sizeof(detail)), "awaiting_approval") != 0;
-         pc_pause_ms(20))
-        if (pc_now_ms() > d)
+         it_pause_ms(20))
+        if (it_now_ms() > d)
             fail_msg("never awaited approval");
     snprintf(path, sizeof(path), "/api/v1/promotions/%s/approvals", id);
     post_ok(path, ml1, "{\"decision\":\"approve\",\"comment\":\"ok\"}", 200);

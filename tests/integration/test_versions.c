@@ -6,14 +6,12 @@
  * value), body validation and version numbers in paths.
  */
 #include "harness.h"
+#include "api.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define IMAGE "registry.example/serve@sha256:" HEX64
-#define HEX64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 struct fixture {
     struct mg_server *s;
@@ -93,14 +91,6 @@ static void expect_member_equiv(const json_t *got, const json_t *want, const cha
     fail();
 }
 
-static void create_model(const char *name)
-{
-    struct it_resp *r = it_jreq_v(fx.s, "POST", "/api/v1/models", fx.s->admin_token,
-                                  json_pack("{ss}", "name", name));
-
-    it_expect_status(fx.s, r, 201);
-}
-
 /* POST a version (body stolen); asserts 201 and returns the Version. */
 static struct it_resp *create_version(const char *model, json_t *body)
 {
@@ -117,8 +107,8 @@ static json_t *full_create_body(void)
 {
     return json_pack("{ss ss ss s{ss ss} s[{ss ss ss ss}] s{sf sf} s{sf si} s{ss} s{ss si} "
                      "s{sI ss} ss}",
-                     "artifact", fx.art, "image", IMAGE, "run_id", "train-1234", "source", "repo",
-                     "https://git.example/ml/fraud", "commit",
+                     "artifact", fx.art, "image", IT_IMAGE, "run_id", "train-1234", "source",
+                     "repo", "https://git.example/ml/fraud", "commit",
                      "9f2c1e0d9f2c1e0d9f2c1e0d9f2c1e0d9f2c1e0d", "datasets", "digest", fx.d1,
                      "name", "fraud-train", "uri", "s3://bucket/train/", "role", "train", "metrics",
                      "auc", 0.942, "p95_latency_ms", 41.5, "params", "lr", 0.001, "epochs", 12,
@@ -138,7 +128,7 @@ static void test_full_version_round_trip(void **state)
     size_t i;
     double want_vram = 7000000000.0 * 2 * 1.3 / 1073741824.0;
 
-    create_model("full");
+    it_model_create(fx.s, fx.s->admin_token, "full");
     r = create_version("full", json_incref(req));
     for (i = 0; i < sizeof(echoed) / sizeof(echoed[0]); i++)
         expect_member_equiv(r->json, req, echoed[i]);
@@ -184,7 +174,7 @@ static void test_numbering_latest_and_pages(void **state)
     char *token = NULL;
     int expect = 3;
 
-    create_model("numbers");
+    it_model_create(fx.s, fx.s->admin_token, "numbers");
     r = it_get(s, "/api/v1/models/numbers/versions", s->admin_token);
     it_expect_status(s, r, 200);
     assert_int_equal(json_array_size(it_jarr(r->json, "items")), 0);
@@ -197,7 +187,7 @@ static void test_numbering_latest_and_pages(void **state)
         assert_int_equal(it_jint(r->json, "latest_version"), n);
     }
     /* Numbering is per model. */
-    create_model("numbers-other");
+    it_model_create(fx.s, fx.s->admin_token, "numbers-other");
     r = create_version("numbers-other", json_pack("{ss}", "artifact", fx.art));
     assert_int_equal(it_jint(r->json, "version"), 1);
 
@@ -247,7 +237,7 @@ static void test_estimated_vram_per_precision(void **state)
     struct it_resp *r;
     json_t *v;
 
-    create_model("vram");
+    it_model_create(fx.s, fx.s->admin_token, "vram");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         json_int_t params = 1500000000;
         double want = (double)params * cases[i].bytes * 1.3 / 1073741824.0;
@@ -317,7 +307,7 @@ static void test_list_filters(void **state)
     char got[64];
     char query[256];
 
-    create_model("filters");
+    it_model_create(fx.s, fx.s->admin_token, "filters");
     create_version("filters", json_pack("{ss s{ss} s{sf} s[{ss ss ss}]}", "artifact", fx.art,
                                         "tags", "team", "risk", "metrics", "auc", 0.85, "datasets",
                                         "digest", fx.d1, "name", "d1", "role", "train"));
@@ -357,7 +347,7 @@ static void test_patch_description_and_tags_only(void **state)
     static const char *const refused[] = {
         "{\"run_id\":\"other\"}",
         "{\"metrics\":{\"auc\":1.0}}",
-        "{\"image\":\"" IMAGE "\"}",
+        "{\"image\":\"" IT_IMAGE "\"}",
         "{\"datasets\":[]}",
         "{\"resources\":{\"parameters\":1,\"precision\":\"fp32\"}}",
         "{\"version\":7}",
@@ -372,7 +362,7 @@ static void test_patch_description_and_tags_only(void **state)
     struct it_resp *r, *before;
     char body[256];
 
-    create_model("patchv");
+    it_model_create(fx.s, fx.s->admin_token, "patchv");
     create_version("patchv",
                    json_pack("{ss ss ss s{ss} s{sf}}", "artifact", fx.art, "run_id", "run-1",
                              "description", "d1", "tags", "team", "risk", "metrics", "auc", 0.9));
@@ -438,7 +428,7 @@ static void test_metrics_append(void **state)
     size_t h0;
     const json_t *e;
 
-    create_model("metrics");
+    it_model_create(fx.s, fx.s->admin_token, "metrics");
     r = create_version("metrics",
                        json_pack("{ss s{sf}}", "artifact", fx.art, "metrics", "auc", 0.9));
     h0 = json_array_size(it_jarr(r->json, "metrics_history"));
@@ -506,7 +496,7 @@ static void test_create_validation(void **state)
         {"{\"artifact\":\"%s\",\"metrics\":{\"auc\":\"high\"}}", "metrics"},
         {"{\"artifact\":\"%s\",\"metrics\":[1]}", "metrics"},
         {"{\"artifact\":\"%s\",\"datasets\":[{\"digest\":\""
-         "sha256:" HEX64 "\",\"name\":\"d\",\"role\":\"training\"}]}",
+         "sha256:" IT_HEX64 "\",\"name\":\"d\",\"role\":\"training\"}]}",
          "role"},
         {"{\"artifact\":\"%s\",\"datasets\":[{\"digest\":\"sha256:nothex\",\"name\":\"d\","
          "\"role\":\"train\"}]}",
@@ -518,7 +508,7 @@ static void test_create_validation(void **state)
          "parameters"},
         {"{\"artifact\":\"%s\",\"image\":\"registry.example/serve:latest\"}", "image"},
         {"{\"artifact\":\"%s\",\"image\":\"registry.example/serve@sha256:abc\"}", "image"},
-        {"{\"artifact\":\"%s\",\"image\":\"@sha256:" HEX64 "\"}", "image"},
+        {"{\"artifact\":\"%s\",\"image\":\"@sha256:" IT_HEX64 "\"}", "image"},
         {"{\"artifact\":\"%s\",\"image\":7}", "image"},
         {"{\"artifact\":\"%s\",\"tags\":[\"a\"]}", "tags"},
         {"{\"artifact\":\"%s\",\"params\":\"lr=1\"}", "params"},
@@ -531,7 +521,7 @@ static void test_create_validation(void **state)
     char body[512];
     struct it_resp *r;
 
-    create_model("valid");
+    it_model_create(fx.s, fx.s->admin_token, "valid");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         snprintf(body, sizeof(body), cases[i].body, fx.art);
         r = it_jreq(s, "POST", "/api/v1/models/valid/versions", s->admin_token, body);
@@ -554,7 +544,7 @@ static void test_create_validation(void **state)
     r = it_get(s, "/api/v1/models/valid", s->admin_token);
     assert_true(json_is_null(json_object_get(r->json, "latest_version")));
     r = create_version("valid", json_pack("{ss ss}", "artifact", fx.art, "image",
-                                          "registry.example/serve:1.2@sha256:" HEX64));
+                                          "registry.example/serve:1.2@sha256:" IT_HEX64));
     assert_int_equal(it_jint(r->json, "version"), 1);
 }
 
@@ -567,7 +557,7 @@ static void test_version_numbers_in_paths(void **state)
     char path[256];
     struct it_resp *r;
 
-    create_model("paths");
+    it_model_create(fx.s, fx.s->admin_token, "paths");
     create_version("paths", json_pack("{ss}", "artifact", fx.art));
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *enc = it_urlencode(bad[i]);
@@ -606,7 +596,7 @@ static void test_parallel_creates_get_distinct_numbers(void **state)
     char body[128];
     struct it_resp *r;
 
-    create_model("parallel");
+    it_model_create(fx.s, fx.s->admin_token, "parallel");
     snprintf(body, sizeof(body), "{\"artifact\":\"%s\"}", fx.art);
     for (int i = 0; i < N; i++)
         specs[i] = (struct it_spec){"POST",         "/api/v1/models/parallel/versions",

@@ -7,10 +7,19 @@
  * requests through a real nginx reach each alias's own upstream. A template that would still
  * make two aliases share a name is refused with 409 naming the holder, nothing changed.
  */
+#include "tests/integration/harness.h"
+#include "tests/integration/sys.h"
+#include "tests/integration/api.h"
 #include "tests/integration/push_common.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 static struct mg_server *srv;
-static struct pc_proc ngx;
+static struct it_proc ngx;
 static char dir[IT_PATH_MAX], conf[IT_PATH_MAX];
 static int port;
 
@@ -54,7 +63,7 @@ static void write_conf(void)
                               "        location %s { proxy_pass http://$%s; }\n", cases[i].loc,
                               cases[i].var);
     snprintf(text + o, sizeof(text) - o, "    }\n}\n");
-    pc_write_file(conf, text);
+    it_write_file(conf, text);
 }
 
 static int setup(void **state)
@@ -66,25 +75,26 @@ static int setup(void **state)
         print_error("%s is missing: install the Debian package nginx-light\n", PC_NGINX);
         return getenv("MG_REQUIRE_ALL") ? -1 : 0;
     }
-    pc_mkdtemp(dir, "gwnames");
-    port = pc_free_port();
-    pc_fmt(conf, sizeof(conf), "%s/nginx.conf", dir);
-    if (mkdir(pc_fmt(path, sizeof(path), "%s/inc", dir), 0755) != 0)
+    it_mkdtemp(dir, "gwnames");
+    port = it_free_port();
+    it_fmt(conf, sizeof(conf), "%s/nginx.conf", dir);
+    if (mkdir(it_fmt(path, sizeof(path), "%s/inc", dir), 0755) != 0)
         fail_msg("mkdir: %s", strerror(errno));
     /* what the operator starts with: each variable defined, pointing nowhere useful */
     for (size_t i = 0; i < NCASES; i++) {
         char text[256];
 
-        pc_fmt(path, sizeof(path), "%s/inc/%s_%s.conf", dir, cases[i].model, cases[i].alias);
-        pc_write_file(path, pc_fmt(text, sizeof(text),
+        it_fmt(path, sizeof(path), "%s/inc/%s_%s.conf", dir, cases[i].model, cases[i].alias);
+        it_write_file(path, it_fmt(text, sizeof(text),
                                    "split_clients \"${request_id}\" $%s {\n    * %s_v1;\n}\n",
                                    cases[i].var, cases[0].model));
     }
     write_conf();
-    pc_fmt(log, sizeof(log), "%s/nginx.log", dir);
-    pc_spawn(&ngx, "nginx",
-             (const char *const[]){PC_NGINX, "-p", dir, "-c", conf, "-e", "stderr", NULL}, log);
-    pc_wait_port(&ngx, port);
+    it_fmt(log, sizeof(log), "%s/nginx.log", dir);
+    it_proc_spawn(&ngx, "nginx",
+                  (const char *const[]){PC_NGINX, "-p", dir, "-c", conf, "-e", "stderr", NULL},
+                  log);
+    it_proc_wait_port(&ngx, port);
 
     srv = it_server_start(PC_SERVER_ARGS);
     r = it_upload(srv, "gateway names", 13, art);
@@ -93,11 +103,11 @@ static int setup(void **state)
         r = it_jreq_v(srv, "POST", "/api/v1/models", srv->admin_token,
                       json_pack("{ss}", "name", cases[i].model));
         it_resp_free(srv, &r);
-        pc_version(srv, cases[i].model, art);
+        it_version_create(srv, srv->admin_token, cases[i].model, art, NULL);
     }
     pc_gateway_put(
         srv, "ngx",
-        pc_fmt(body, sizeof(body),
+        it_fmt(body, sizeof(body),
                "{\"kind\":\"nginx\",\"file\":\"%s/inc/{model}_{alias}.conf\","
                "\"upstream\":\"{model}_v{version}\","
                "\"test_command\":[\"%s\",\"-t\",\"-q\",\"-p\",\"%s\",\"-c\",\"%s\",\"-e\","
@@ -115,8 +125,8 @@ static int teardown(void **state)
     if (srv == NULL)
         return 0;
     it_server_free(&srv);
-    pc_stop(&ngx);
-    pc_rmtree(dir);
+    it_proc_stop(&ngx);
+    it_rmtree(dir);
     return 0;
 }
 
@@ -126,11 +136,11 @@ static char *through_nginx(const char *loc)
     char cmd[IT_PATH_MAX + 128], path[IT_PATH_MAX];
     size_t len;
 
-    pc_fmt(path, sizeof(path), "%s/out.txt", dir);
+    it_fmt(path, sizeof(path), "%s/out.txt", dir);
     snprintf(cmd, sizeof(cmd), "curl -s -o '%s' http://127.0.0.1:%d%s", path, port, loc);
     if (system(cmd) != 0)
         fail_msg("curl %s failed", loc);
-    return pc_read_file(path, &len);
+    return it_read_file(path, &len);
 }
 
 static void test_each_alias_reaches_its_own_upstream(void **state)
@@ -166,8 +176,8 @@ static void test_each_alias_reaches_its_own_upstream(void **state)
         size_t len;
 
         /* the include defines this alias's own variable... */
-        text = pc_read_file(
-            pc_fmt(file, sizeof(file), "%s/inc/%s_%s.conf", dir, cases[i].model, cases[i].alias),
+        text = it_read_file(
+            it_fmt(file, sizeof(file), "%s/inc/%s_%s.conf", dir, cases[i].model, cases[i].alias),
             &len);
         if (strstr(text, cases[i].var) == NULL)
             fail_msg("%s defines no $%s:\n%s", file, cases[i].var, text);
@@ -192,23 +202,23 @@ static void test_template_collision_refused(void **state)
     (void)state;
     if (srv == NULL)
         skip();
-    pc_model(srv, "ab");
-    pc_model(srv, "a");
+    it_model_create(srv, srv->admin_token, "ab");
+    it_model_create(srv, srv->admin_token, "a");
     {
         char a2[IT_DIGEST_LEN + 1];
 
         r = it_upload(srv, "collide", 7, a2);
         it_resp_free(srv, &r);
-        pc_version(srv, "ab", a2);
-        pc_version(srv, "a", a2);
+        it_version_create(srv, srv->admin_token, "ab", a2, NULL);
+        it_version_create(srv, srv->admin_token, "a", a2, NULL);
     }
     /* nothing listens there: deliveries fail, but names are claimed when the alias changes */
     pc_gateway_put(srv, "hap-tmpl",
-                   pc_fmt(body, sizeof(body),
+                   it_fmt(body, sizeof(body),
                           "{\"kind\":\"haproxy\",\"address\":\"127.0.0.1:%d\","
                           "\"backend\":\"be_{model}{alias}\",\"server\":\"v{version}\","
                           "\"models\":[\"ab\",\"a\"]}",
-                          pc_free_port()));
+                          it_free_port()));
     r = it_jreq(srv, "PUT", "/api/v1/models/ab/aliases/c", srv->admin_token, "{\"version\":1}");
     it_expect_status(srv, r, 200);
     it_resp_free(srv, &r);

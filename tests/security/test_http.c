@@ -13,20 +13,27 @@
  *   method label is a standard method or "other".
  * - Authenticated bytes are never "public" to shared caches; one Cache-Control per reply.
  */
-#include "tests/integration/push_common.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/sys.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static struct mg_server *srv;
 
 /* Send req, read until the server closes or 5 s pass; *closed tells which. */
 static char *exchange(int port, const char *req, size_t len, bool *closed)
 {
-    int fd = pc_connect(port);
+    int fd = it_connect(port);
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
-    int64_t deadline = pc_deadline(5000);
+    int64_t deadline = it_deadline(5000);
 
     assert_non_null(buf);
     *closed = false;
@@ -40,7 +47,7 @@ static char *exchange(int port, const char *req, size_t len, bool *closed)
         req += w;
         len -= (size_t)w;
     }
-    while (pc_now_ms() < deadline && n < cap) {
+    while (it_now_ms() < deadline && n < cap) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         ssize_t r;
 
@@ -222,7 +229,7 @@ static void test_log_lines_text(void **state)
     const char *line;
 
     (void)state;
-    log = pc_read_file(srv->log_path, &len);
+    log = it_read_file(srv->log_path, &len);
     before = count_lines_with(log, "token=");
     free(log);
     resp = raw_get("GET", "/api/v1/models/a%0d%0a2026-01-01T00:00:00.000Z%20GET%20/FORGED%20200");
@@ -232,10 +239,10 @@ static void test_log_lines_text(void **state)
     resp = raw_get("GET", "/api/v1/models/ok-name");
     free(resp);
     /* the lines are written when each request completes: poll for all three */
-    for (int64_t d = pc_deadline(5000);; pc_pause_ms(20)) {
-        log = pc_read_file(srv->log_path, &len);
+    for (int64_t d = it_deadline(5000);; it_pause_ms(20)) {
+        log = it_read_file(srv->log_path, &len);
         after = count_lines_with(log, "token=");
-        if (after >= before + 3 || pc_now_ms() > d)
+        if (after >= before + 3 || it_now_ms() > d)
             break;
         free(log);
     }
@@ -267,7 +274,7 @@ static void test_log_lines_json(void **state)
     free(exchange(j->port, req, strlen(req), &closed));
     resp = NULL;
     it_server_stop(j);
-    log = pc_read_file(j->log_path, &len);
+    log = it_read_file(j->log_path, &len);
     for (line = strtok_r(log, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         json_t *l;
 
@@ -378,11 +385,11 @@ static void test_metrics_hostile_methods(void **state)
     after = count_lines_with(r->body, "modelgate_http_requests_total{");
     assert_true(after <= before + 8);
     snprintf(path, sizeof(path), "%s/metrics.txt", srv->root);
-    pc_write_file(path, r->body);
+    it_write_file(path, r->body);
     snprintf(cmd, sizeof(cmd), "promtool check metrics < '%s' > '%s.out' 2>&1", path, path);
     if (system(cmd) != 0) {
         snprintf(cmd, sizeof(cmd), "%s.out", path);
-        fail_msg("promtool refuses /metrics:\n%s", pc_read_file(cmd, NULL));
+        fail_msg("promtool refuses /metrics:\n%s", it_read_file(cmd, NULL));
     }
     it_resp_free(srv, &r);
 }

@@ -7,9 +7,11 @@
  * - image references follow the OCI reference grammar (no shell metacharacters);
  * - tag values refuse control characters like other free text.
  */
-#include "tests/integration/push_common.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/api.h"
 
 #include <math.h>
+#include <string.h>
 
 static struct mg_server *srv;
 static char art[IT_DIGEST_LEN + 1];
@@ -21,7 +23,7 @@ static int setup(void **state)
     srv = it_server_start(NULL);
     r = it_upload(srv, "input caps", 10, art);
     it_resp_free(srv, &r);
-    pc_model(srv, "caps");
+    it_model_create(srv, srv->admin_token, "caps");
     *state = srv;
     return 0;
 }

@@ -4,19 +4,19 @@
  * version pass its threshold, then approved that promotion: only the version's author and
  * the promotion's creator were excluded. Now whoever appended a metric is excluded too.
  */
-#include "tests/integration/push_common.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/sys.h"
+#include "tests/integration/api.h"
+
+#include <string.h>
 
 static struct mg_server *srv;
 
 static const char *promotion_state(const char *id)
 {
     static char state[64];
-    char path[128];
-    struct it_resp *r;
+    struct it_resp *r = it_promotion_get(srv, srv->admin_token, id);
 
-    snprintf(path, sizeof(path), "/api/v1/promotions/%s", id);
-    r = it_get(srv, path, srv->admin_token);
-    it_expect_status(srv, r, 200);
     snprintf(state, sizeof(state), "%s", it_jstr(r->json, "state"));
     it_resp_free(srv, &r);
     return state;
@@ -57,9 +57,9 @@ static void test_metric_appender_cannot_approve(void **state)
     it_expect_status(srv, r, 201);
     snprintf(id, sizeof(id), "%s", it_jstr(r->json, "id"));
     it_resp_free(srv, &r);
-    for (int64_t d = pc_deadline(10000); strcmp(promotion_state(id), "awaiting_approval") != 0;
-         pc_pause_ms(20)) {
-        if (pc_now_ms() > d)
+    for (int64_t d = it_deadline(10000); strcmp(promotion_state(id), "awaiting_approval") != 0;
+         it_pause_ms(20)) {
+        if (it_now_ms() > d)
             fail_msg("the promotion never awaited approval: %s", promotion_state(id));
     }
 
