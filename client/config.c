@@ -214,6 +214,15 @@ out:
     return rc;
 }
 
+/* In the library rather than main.c: every command file calls it, and mg_client must link
+ * without main.c (the unit tests). */
+int mgc_connect(struct mgc *c)
+{
+    int rc = mgc_config_load(c);
+
+    return rc == MGC_OK ? mgc_http_init(c) : rc;
+}
+
 /* Write the config atomically: temp file 0600 (O_EXCL), fsync, rename. */
 static int config_save(const char *url, const char *token, char file_out[PATH_MAX])
 {
