@@ -188,7 +188,7 @@ static void test_render(void **state)
 
 static void test_render_longest_names(void **state)
 {
-    char model[64], alias[33], var[256], want[300], *got;
+    char model[64], alias[33], var[256], want[400], *got;
     struct store_delivery d;
 
     (void)state;
