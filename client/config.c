@@ -101,13 +101,14 @@ fail:
 
 char *mgc_url_clean(const char *url)
 {
-    size_t n = strlen(url), i;
+    size_t n = strlen(url), i, host;
     char *out;
 
     if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
         mgc_fail("the server URL must start with http:// or https://, not '%s'", url);
         return NULL;
     }
+    host = url[4] == ':' ? 7 : 8;
     for (i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)url[i];
         if (ch <= 0x20 || ch == 0x7f || ch == '?' || ch == '#') {
@@ -117,6 +118,11 @@ char *mgc_url_clean(const char *url)
     }
     while (n > 0 && url[n - 1] == '/')
         n--;
+    /* "http://" alone would become "http:" */
+    if (n <= host || url[host] == '/') {
+        mgc_fail("the server URL names no host: '%s'", url);
+        return NULL;
+    }
     if ((out = strndup(url, n)) == NULL)
         mgc_fail("out of memory");
     return out;
@@ -212,6 +218,15 @@ out:
         free(text);
     }
     return rc;
+}
+
+/* In the library rather than main.c: every command file calls it, and mg_client must link
+ * without main.c (the unit tests). */
+int mgc_connect(struct mgc *c)
+{
+    int rc = mgc_config_load(c);
+
+    return rc == MGC_OK ? mgc_http_init(c) : rc;
 }
 
 /* Write the config atomically: temp file 0600 (O_EXCL), fsync, rename. */

@@ -118,13 +118,6 @@ static const struct mgc_cmd commands[] = {
 
 /* ---- main --------------------------------------------------------------------------------- */
 
-int mgc_connect(struct mgc *c)
-{
-    int rc = mgc_config_load(c);
-
-    return rc == MGC_OK ? mgc_http_init(c) : rc;
-}
-
 static void print_overview(FILE *f)
 {
     size_t i;

@@ -191,9 +191,6 @@ void mgc_tree_release(struct mgc_tree *t);
  */
 int mgc_tar_pack(const char *root, int fd, char sha256[65], uint64_t *size);
 
-/* SHA-256 of a whole file descriptor from its start (64 hex). */
-int mgc_hash_fd(int fd, const char *what, char sha256[65], uint64_t *size);
-
 /* An unlinked temporary file in $TMPDIR (or /tmp), open read-write. */
 int mgc_temp_fd(void);
 

@@ -26,6 +26,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "../common/file.h"
 #include "../common/util.h"
 #include "../artifact/archive.h"
 #include "../artifact/sign.h"
@@ -122,8 +123,9 @@ static int resources_of_file(const char *path, int fd, uint32_t max_ratio, struc
         store_archive_manifest_release(&m);
         return rc;
     }
-    if ((rc = mgc_hash_fd(fd, path, hex, &size)) != MGC_OK)
-        return rc;
+    memset(&err, 0, sizeof(err));
+    if (mg_file_sha256(path, hex, &size, &err) != MG_OK)
+        return mgc_fail("%s", err.message);
     return resources_single(hex, r);
 }
 
@@ -131,10 +133,11 @@ static int resources_of_file(const char *path, int fd, uint32_t max_ratio, struc
 static int resources_of_dir(const char *root, struct resources *r)
 {
     struct mgc_tree t;
+    struct mg_error err;
     char path[PATH_MAX], hex[65];
     uint64_t size;
     size_t i, k = 0;
-    int fd, rc;
+    int rc;
 
     memset(r, 0, sizeof(*r));
     if ((rc = mgc_tree_scan(root, &t)) != MGC_OK)
@@ -149,15 +152,11 @@ static int resources_of_dir(const char *root, struct resources *r)
         if (t.v[i].dir)
             continue;
         snprintf(path, sizeof(path), "%s/%s", root, t.v[i].path);
-        fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-            rc = mgc_fail("cannot open '%s': %s", path, strerror(errno));
+        memset(&err, 0, sizeof(err));
+        if (mg_file_sha256(path, hex, &size, &err) != MG_OK) {
+            rc = mgc_fail("%s", err.message);
             goto out;
         }
-        rc = mgc_hash_fd(fd, path, hex, &size);
-        close(fd);
-        if (rc != MGC_OK)
-            goto out;
         r->names[k] = t.v[i].path;
         t.v[i].path = NULL; /* moved */
         r->v[k].name = r->names[k];

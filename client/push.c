@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/file.h"
 #include "../common/util.h"
 
 #define META_MAX ((size_t)16 << 20)
@@ -202,6 +203,7 @@ static int create_model(struct mgc *c, const char *model)
 static int prepare_artifact(const char *path, bool tty, int *fd_out, char hex[65], uint64_t *size,
                             bool *packed)
 {
+    struct mg_error err;
     struct stat st;
     int fd, rc;
 
@@ -222,7 +224,8 @@ static int prepare_artifact(const char *path, bool tty, int *fd_out, char hex[65
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             return mgc_fail("cannot open '%s': %s", path, strerror(errno));
-        rc = mgc_hash_fd(fd, path, hex, size);
+        memset(&err, 0, sizeof(err));
+        rc = mg_file_sha256(path, hex, size, &err) == MG_OK ? MGC_OK : mgc_fail("%s", err.message);
     } else {
         return mgc_fail("'%s' is neither a file nor a directory", path);
     }

@@ -166,53 +166,6 @@ int mgc_temp_fd(void)
     return fd;
 }
 
-int mgc_hash_fd(int fd, const char *what, char sha256[65], uint64_t *size)
-{
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    uint8_t dg[EVP_MAX_MD_SIZE];
-    unsigned int dlen = 0;
-    char *buf = malloc(IO_BLOCK);
-    uint64_t total = 0;
-    ssize_t r;
-    int rc = MGC_ERR;
-
-    if (md == NULL || buf == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-        mgc_fail("out of memory");
-        goto out;
-    }
-    if (lseek(fd, 0, SEEK_SET) != 0) {
-        mgc_fail("cannot read '%s': %s", what, strerror(errno));
-        goto out;
-    }
-    for (;;) {
-        r = read(fd, buf, IO_BLOCK);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            mgc_fail("cannot read '%s': %s", what, strerror(errno));
-            goto out;
-        }
-        if (r == 0)
-            break;
-        if (EVP_DigestUpdate(md, buf, (size_t)r) != 1) {
-            mgc_fail("SHA-256 failed");
-            goto out;
-        }
-        total += (uint64_t)r;
-    }
-    if (EVP_DigestFinal_ex(md, dg, &dlen) != 1 || dlen != 32) {
-        mgc_fail("SHA-256 failed");
-        goto out;
-    }
-    mg_hex_encode(dg, 32, sha256);
-    *size = total;
-    rc = MGC_OK;
-out:
-    EVP_MD_CTX_free(md);
-    free(buf);
-    return rc;
-}
-
 /* ---- packing ------------------------------------------------------------------------------ */
 
 struct pack_sink {

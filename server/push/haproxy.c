@@ -31,6 +31,8 @@ static bool name_template_ok(const char *t)
     char probe[NAME_MAX_LEN + 64];
     size_t i;
 
+    if (t[0] == '\0')
+        return false; /* "set weight /v1" names nothing */
     for (i = 0; t[i]; i++) {
         char c = t[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -38,6 +40,19 @@ static bool name_template_ok(const char *t)
             return false;
     }
     return push_expand(t, "m", "a", 1, probe, sizeof(probe));
+}
+
+/* "unix:/path", or "host:port" with a port connect_to() can use. */
+static bool address_ok(const char *addr)
+{
+    const char *colon = strrchr(addr, ':');
+    int64_t port;
+
+    if (strlen(addr) > 200)
+        return false;
+    if (strncmp(addr, "unix:", 5) == 0)
+        return addr[5] == '/'; /* a relative path would depend on the server's cwd */
+    return colon != NULL && colon != addr && mg_parse_i64(colon + 1, 1, 65535, &port);
 }
 
 enum mg_code push_haproxy_validate(const struct push_env *env, const json_t *body, json_t **config,
@@ -57,8 +72,7 @@ enum mg_code push_haproxy_validate(const struct push_env *env, const json_t *bod
             strcmp(k, "server") && strcmp(k, "models") && strcmp(k, "aliases"))
             return mg_fail(err, MG_EINVAL, k, "unknown field '%.64s' for an haproxy gateway", k);
     }
-    if (addr == NULL || strlen(addr) > 200 ||
-        (strncmp(addr, "unix:/", 6) != 0 && strchr(addr, ':') == NULL))
+    if (addr == NULL || !address_ok(addr))
         return mg_fail(err, MG_EINVAL, "address",
                        "address is the runtime API as host:port or unix:/path/to/socket");
     if (be == NULL || !name_template_ok(be))

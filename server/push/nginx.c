@@ -8,7 +8,7 @@
  * to the upstream name of the chosen version; the site's own config uses it,
  * e.g. `proxy_pass http://$modelgate_fraud_production;`.
  */
-#include "push.h"
+#include "push_int.h"
 
 #include "../../common/file.h"
 
@@ -95,21 +95,23 @@ enum mg_code push_nginx_validate(const struct push_env *env, const json_t *body,
     return *config ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 }
 
-/* The split_clients block for the routes. */
-static bool render(const struct store_delivery *d, const char *up_tmpl, struct mg_buf *b)
+/* The split_clients block for the routes (push_int.h). */
+bool push_nginx_render(const struct store_delivery *d, const char *up_tmpl, struct mg_buf *b)
 {
     json_t *routes = json_object_get(d->payload, "routes"), *r;
-    char var[160], name[256], line[400];
+    /* var: the longest names, every character escaped, make 199 bytes (names.c) */
+    char var[256], name[256], line[640];
     size_t i, last = SIZE_MAX;
+    int n;
 
     /* one-to-one: no other (model, alias) can define the same variable (names.c) */
     if (!push_nginx_variable(d->model, d->alias, var, sizeof(var)))
         return false;
-    snprintf(line, sizeof(line),
-             "# Managed by modelgate: model %s, alias %s, generation %lld. Do not edit.\n"
-             "split_clients \"${request_id}\" $%s {\n",
-             d->model, d->alias, (long long)d->generation, var);
-    if (mg_buf_puts(b, line) != MG_OK)
+    n = snprintf(line, sizeof(line),
+                 "# Managed by modelgate: model %s, alias %s, generation %lld. Do not edit.\n"
+                 "split_clients \"${request_id}\" $%s {\n",
+                 d->model, d->alias, (long long)d->generation, var);
+    if (n < 0 || (size_t)n >= sizeof(line) || mg_buf_puts(b, line) != MG_OK)
         return false;
     json_array_foreach(routes, i, r)
     {
@@ -213,7 +215,7 @@ static void nginx_deliver(const struct push_env *env, const struct store_deliver
     (void)env;
     mg_buf_init(&b, NGINX_FILE_MAX);
     if (!ft || !up || !push_expand(ft, d->model, d->alias, 0, path, sizeof(path)) ||
-        !render(d, up, &b)) {
+        !push_nginx_render(d, up, &b)) {
         snprintf(res->error, sizeof(res->error), "gateway misconfigured");
         goto out;
     }

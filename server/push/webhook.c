@@ -6,7 +6,7 @@
  * address is checked against the allowlist when the socket is opened (so a
  * DNS answer cannot smuggle a forbidden address past a config-time check).
  */
-#include "push.h"
+#include "push_int.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -248,7 +248,8 @@ bool push_webhook_key(const char *secret, uint8_t key[512], size_t *keylen)
     return true;
 }
 
-static bool sign(const char *secret, const char *id, const char *ts, const char *body, char out[64])
+bool push_webhook_sign(const char *secret, const char *id, const char *ts, const char *body,
+                       char out[64])
 {
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned maclen = 0;
@@ -300,7 +301,7 @@ void push_webhook_deliver(const struct push_env *env, const struct store_deliver
     snprintf(id, sizeof(id), "mg_%s_%s_%s_%lld", d->gateway, d->model, d->alias,
              (long long)d->generation);
     snprintf(ts, sizeof(ts), "%lld", (long long)(now / 1000));
-    if (!sign(d->secret, id, ts, body, sig)) {
+    if (!push_webhook_sign(d->secret, id, ts, body, sig)) {
         snprintf(res->error, sizeof(res->error), "cannot sign the delivery");
         goto out;
     }

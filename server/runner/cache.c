@@ -86,9 +86,8 @@ out:
     return rc;
 }
 
-/* Copy the tree below from_fd into to_fd (both directories; consumed).
- * Only what extraction makes exists there: directories and regular files. */
-static enum mg_code copy_tree(int from_fd, int to_fd, unsigned depth, struct mg_error *err)
+/* Copy the tree below from_fd into to_fd (runner_int.h). */
+enum mg_code runner_copy_tree(int from_fd, int to_fd, unsigned depth, struct mg_error *err)
 {
     DIR *d = fdopendir(from_fd);
     struct dirent *de;
@@ -120,7 +119,7 @@ static enum mg_code copy_tree(int from_fd, int to_fd, unsigned depth, struct mg_
                 rc =
                     mg_fail(err, MG_EIO, NULL, "cannot copy '%s': %s", de->d_name, strerror(errno));
             } else {
-                rc = copy_tree(a, b, depth + 1, err);
+                rc = runner_copy_tree(a, b, depth + 1, err);
             }
         } else {
             rc = mg_fail(err, MG_EIO, NULL, "the artifact cache holds an unexpected entry '%s'",
@@ -204,9 +203,8 @@ static void slot_drop(struct runner *rn, struct cache_slot *sl)
     *sl = rn->slots[--rn->nslots];
 }
 
-/* Evict idle entries, least recently used first, until at most `keep`
- * remain (entries in use stay whatever `keep` says). Under cache_lock. */
-static void cache_evict(struct runner *rn, size_t keep)
+/* Evict idle entries (runner_int.h). */
+void runner_cache_evict(struct runner *rn, size_t keep)
 {
     while (rn->nslots > keep) {
         struct cache_slot *lru = NULL;
@@ -228,7 +226,7 @@ static enum mg_code cache_take(struct runner *rn, const char *digest, const char
     enum mg_code rc;
 
     if (sl == NULL) {
-        cache_evict(rn, CACHE_KEEP - 1);
+        runner_cache_evict(rn, CACHE_KEEP - 1);
         if (rn->nslots == CACHE_SLOTS)
             return mg_fail(err, MG_EIO, NULL, "the artifact cache is full of running tests");
         sl = &rn->slots[rn->nslots++];
@@ -241,7 +239,7 @@ static enum mg_code cache_take(struct runner *rn, const char *digest, const char
     if (rc == MG_ENOSPC) {
         /* Room may be held by idle extractions of other artifacts. */
         sl->users++; /* pinned while the others go */
-        cache_evict(rn, 0);
+        runner_cache_evict(rn, 0);
         sl = slot_find(rn, digest + 7);
         sl->users--;
         mg_error_clear(err);
@@ -311,7 +309,7 @@ enum mg_code runner_extract_artifact(struct runner *rn, const json_t *job, const
             if (to >= 0)
                 close(to);
         } else {
-            rc = copy_tree(from, to, 0, err);
+            rc = runner_copy_tree(from, to, 0, err);
         }
     }
     cache_release(rn, digest);

@@ -111,7 +111,8 @@ double runner_percentile(const double *sorted, size_t n, double p)
 
     if (n == 0)
         return 0;
-    rank = (size_t)ceil(p / 100.0 * (double)n);
+    /* p * n first: p / 100 is inexact (0.07 * 100 is 7.000000000000001, rank 8) */
+    rank = (size_t)ceil(p * (double)n / 100.0);
     if (rank < 1)
         rank = 1;
     if (rank > n)

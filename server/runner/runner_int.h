@@ -77,4 +77,15 @@ void runner_rm_tree(const char *dir);
 enum mg_code runner_extract_artifact(struct runner *rn, const json_t *job, const char *dir,
                                      struct mg_error *err);
 
+/* cache.c: copy the tree below from_fd into to_fd (both directories, both consumed; depth 0
+ * at the top, deeper than 4096 refused). Only what extraction makes may be there: regular
+ * files (copied 0755 when owner-executable, else 0644) and directories; anything else fails
+ * with MG_EIO naming it. MG_ENOSPC when the disk is full. */
+enum mg_code runner_copy_tree(int from_fd, int to_fd, unsigned depth, struct mg_error *err);
+
+/* cache.c: evict idle cache entries (users == 0), least recently used first, removing their
+ * directories under rn->cache_dir, until at most `keep` remain; entries in use stay whatever
+ * `keep` says. Under rn->cache_lock. */
+void runner_cache_evict(struct runner *rn, size_t keep);
+
 #endif

@@ -119,11 +119,43 @@ static void test_file_sha256(void **state)
     free(data);
 }
 
+/* The edges the CLI relies on since it hashes files with mg_file_sha256 (M15): an empty
+ * file, a directory, and a failure leaving no stale digest behind. */
+static void test_file_sha256_edges(void **state)
+{
+    char path[128], hex[65];
+    struct mg_error err = {0};
+    uint64_t size = 42;
+    FILE *f;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/empty", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(mg_file_sha256(path, hex, &size, &err), MG_OK);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    assert_int_equal(size, 0);
+    /* a directory opens but cannot be read: MG_EIO naming it, no digest, size untouched */
+    size = 42;
+    memcpy(hex, "stale", 6);
+    assert_int_equal(mg_file_sha256(dir, hex, &size, &err), MG_EIO);
+    assert_string_equal(hex, "");
+    assert_int_equal(size, 42);
+    assert_non_null(strstr(err.message, "cannot read"));
+    assert_non_null(strstr(err.message, dir));
+    snprintf(path, sizeof(path), "%s/none", dir);
+    assert_int_equal(mg_file_sha256(path, hex, &size, &err), MG_ENOTFOUND);
+    assert_non_null(strstr(err.message, "cannot open"));
+    assert_non_null(strstr(err.message, path));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_write_atomic),
         cmocka_unit_test(test_file_sha256),
+        cmocka_unit_test(test_file_sha256_edges),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
