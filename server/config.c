@@ -72,6 +72,7 @@ void srv_config_release(struct srv_config *cfg)
     while (cfg->nsmoke_profiles > 0)
         free(cfg->smoke_profiles[--cfg->nsmoke_profiles]);
     free(cfg->nvml_library);
+    free(cfg->database);
     free(cfg->public_url);
     memset(cfg, 0, sizeof(*cfg));
 }
@@ -90,6 +91,10 @@ const char *srv_config_usage(void)
            "  --commit-workers N       uploads verified and committed at once (default 4)\n"
            "  --max-json-bytes SIZE    largest JSON body (default 1M)\n"
            "  --log-format text|json   request log format on stderr (default text)\n"
+           "  --database sqlite|URL    where records live: sqlite (the file modelgate.db in the\n"
+           "                           data directory; default) or a PostgreSQL URL\n"
+           "                           (postgresql://user:pw@host:port/db or ?host=/socket/dir)\n"
+           "                           that any number of modelgated replicas share\n"
            "  --sync full|normal       SQLite synchronous mode (default full)\n"
            "  --response-cache on|off  answer repeated version and last-known-good reads\n"
            "                           from memory until the next write (default on)\n"
@@ -272,6 +277,17 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
     }
     if (strcmp(key, "nvml-library") == 0)
         return set_str(&cfg->nvml_library, v, err);
+    if (strcmp(key, "database") == 0) {
+        if (strcmp(v, "sqlite") == 0) {
+            free(cfg->database);
+            cfg->database = NULL;
+            return MG_OK;
+        }
+        if (strncmp(v, "postgresql://", 13) != 0 && strncmp(v, "postgres://", 11) != 0)
+            return mg_fail(err, MG_EINVAL, key,
+                           "--database is sqlite or a postgresql:// URL");
+        return set_str(&cfg->database, v, err);
+    }
     if (strcmp(key, "read-scope") == 0) {
         if (strcmp(v, "all") != 0 && strcmp(v, "team") != 0)
             return mg_fail(err, MG_EINVAL, key, "--read-scope is all or team, not '%s'", v);

@@ -290,6 +290,7 @@ int main(int argc, char **argv)
     if (check_data_dir(&cfg) != 0)
         goto out;
     sopt.data_dir = cfg.data_dir;
+    sopt.database = cfg.database;
     if (sign_keyring_load(cfg.data_dir, cfg.signing_key, true, &keys, &err) != MG_OK) {
         fprintf(stderr, "modelgated: signing key: %s\n", err.message);
         goto out;

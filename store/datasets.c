@@ -111,7 +111,7 @@ enum mg_code store_dataset_create(struct store *st, const char *actor, const jso
     static const char sql[] = "INSERT INTO datasets (digest, name, uri, description, "
                               "created_at, created_by) VALUES (?, ?, ?, ?, ?, ?)";
     static const char sql_parent[] =
-        "INSERT OR IGNORE INTO dataset_parents (child, parent) VALUES (?, ?)";
+        "INSERT INTO dataset_parents (child, parent) VALUES (?, ?) ON CONFLICT DO NOTHING";
     static const char sql_exists[] = "SELECT 1 FROM datasets WHERE digest = ?";
     const char *digest = json_string_value(json_object_get(req, "digest"));
     json_t *parents = json_object_get(req, "parents"), *p, *have = NULL;
@@ -216,6 +216,19 @@ enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t
         "JOIN version_datasets vd ON vd.digest = d.digest "
         "JOIN versions v ON v.id = vd.version_id JOIN models m ON m.id = v.model_id "
         "ORDER BY d.depth, m.name, v.version, vd.role";
+    /* PostgreSQL allows no LIMIT inside the recursion; it evaluates a recursive
+     * query only as far as its reader fetches, so the limit goes outside. */
+    static const char sql_pg[] =
+        "WITH RECURSIVE d(digest, via, depth) AS ("
+        "  SELECT ?1::text, '[]'::jsonb, 0"
+        "  UNION"
+        "  SELECT p.child, d.via || to_jsonb(p.child), d.depth + 1"
+        "  FROM dataset_parents p JOIN d ON p.parent = d.digest WHERE d.depth < 64"
+        ") "
+        "SELECT m.name, v.version, vd.role, d.via::text FROM (SELECT * FROM d LIMIT 100000) d "
+        "JOIN version_datasets vd ON vd.digest = d.digest "
+        "JOIN versions v ON v.id = vd.version_id JOIN models m ON m.id = v.model_id "
+        "ORDER BY d.depth, m.name, v.version, vd.role";
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s;
     json_t *items = json_array(), *seen = json_object(), *probe = NULL;
@@ -239,7 +252,7 @@ enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t
     }
     if (rc != MG_OK)
         goto out;
-    s = db_prepare(c, sql);
+    s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     db_bind_text(s, 1, digest);
     while ((rc = db_step(s, &row, err)) == MG_OK && row && rows++ < LINEAGE_MAX_ROWS) {
         char key[256];

@@ -104,6 +104,22 @@ static enum mg_code enqueue_current(struct db_conn *c, const char *name, const c
         "AND (g.models IS NULL OR EXISTS (SELECT 1 FROM json_each(g.models) WHERE value = m.name)) "
         "AND (g.aliases IS NULL OR EXISTS (SELECT 1 FROM json_each(g.aliases) WHERE value = "
         "a.name))";
+    static const char sql_pg[] =
+        "INSERT INTO outbox (gateway, model, alias, generation, payload, state, attempts, "
+        "last_error, next_attempt_at, written_ms, written_at, acked_at) "
+        "SELECT g.name, m.name, a.name, a.generation, "
+        "  jsonb_build_object('routes', coalesce((SELECT jsonb_agg(jsonb_build_object("
+        "     'version', r.value -> 'version', 'weight', r.value -> 'weight', "
+        "     'artifact', v.artifact, 'image', v.image) ORDER BY r.ord) "
+        "   FROM jsonb_array_elements(a.routes::jsonb) WITH ORDINALITY r(value, ord) "
+        "   LEFT JOIN versions v ON v.model_id = a.model_id "
+        "     AND v.version = (r.value ->> 'version')::bigint), '[]'::jsonb), "
+        "   'promotion', a.promotion)::text, "
+        "  'pending', 0, NULL, 0, ?3, ?2, NULL "
+        "FROM gateways g, aliases a JOIN models m ON m.id = a.model_id "
+        "WHERE g.name = ?1 AND a.deleted = 0 "
+        "AND (g.models IS NULL OR g.models::jsonb ? m.name) "
+        "AND (g.aliases IS NULL OR g.aliases::jsonb ? a.name)";
     struct db_stmt *s;
     enum mg_code rc;
 
@@ -111,7 +127,7 @@ static enum mg_code enqueue_current(struct db_conn *c, const char *name, const c
     db_bind_text(s, 1, name);
     if ((rc = db_exec(s, err)) != MG_OK)
         return rc;
-    s = db_prepare(c, sql);
+    s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     db_bind_text(s, 1, name);
     db_bind_text(s, 2, at);
     db_bind_i64(s, 3, mg_now_ms());

@@ -158,8 +158,11 @@ enum mg_code store_model_list(struct store *st, const char *q, const struct stor
     static const char sql[] = "SELECT " MODEL_COLS " FROM models "
                               "WHERE (?1 IS NULL OR instr(name, ?1) > 0) "
                               "AND (?2 IS NULL OR name > ?2) ORDER BY name LIMIT ?3";
+    static const char sql_pg[] = "SELECT " MODEL_COLS " FROM models "
+                                 "WHERE (?1::text IS NULL OR strpos(name, ?1) > 0) "
+                                 "AND (?2::text IS NULL OR name > ?2) ORDER BY name LIMIT ?3";
     struct db_conn *c = store_read_begin(st);
-    struct db_stmt *s = db_prepare(c, sql);
+    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     enum mg_code rc;
 
     db_bind_text(s, 1, q);

@@ -30,7 +30,17 @@ enum mg_code store_outbox_write(struct db_conn *c, const char *model, const char
         "payload = excluded.payload, state = 'pending', attempts = 0, last_error = NULL, "
         "next_attempt_at = 0, written_ms = excluded.written_ms, written_at = excluded.written_at, "
         "acked_at = NULL";
-    struct db_stmt *s = db_prepare(c, sql);
+    static const char sql_pg[] =
+        "INSERT INTO outbox (gateway, model, alias, generation, payload, state, attempts, "
+        "last_error, next_attempt_at, written_ms, written_at, acked_at) "
+        "SELECT g.name, ?1, ?2, ?3, ?4, 'pending', 0, NULL, 0, ?6, ?5, NULL FROM gateways g "
+        "WHERE (g.models IS NULL OR g.models::jsonb ? ?1::text) "
+        "AND (g.aliases IS NULL OR g.aliases::jsonb ? ?2::text) "
+        "ON CONFLICT (gateway, model, alias) DO UPDATE SET generation = excluded.generation, "
+        "payload = excluded.payload, state = 'pending', attempts = 0, last_error = NULL, "
+        "next_attempt_at = 0, written_ms = excluded.written_ms, written_at = excluded.written_at, "
+        "acked_at = NULL";
+    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     char *text = store_json_text(payload);
     enum mg_code rc;
 
@@ -160,8 +170,12 @@ enum mg_code store_outbox_next_due(struct store *st, int64_t *next_ms, struct mg
     static const char sql[] = "SELECT min(max(o.next_attempt_at, o.lease_until)) FROM outbox o "
                               "JOIN gateways g ON g.name = o.gateway "
                               "WHERE o.state != 'in_sync' AND g.disabled_reason IS NULL";
+    static const char sql_pg[] =
+        "SELECT min(greatest(o.next_attempt_at, o.lease_until)) FROM outbox o "
+        "JOIN gateways g ON g.name = o.gateway "
+        "WHERE o.state != 'in_sync' AND g.disabled_reason IS NULL";
     struct db_conn *c = store_read_begin(st);
-    struct db_stmt *s = db_prepare(c, sql);
+    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     enum mg_code rc;
     bool row;
 

@@ -78,6 +78,7 @@ enum mg_code store_smoke_enqueue_in(struct db_conn *c, const char *model, int64_
                                    "state IN ('queued', 'running') ORDER BY created_ms LIMIT 1";
     static const char sql_profile[] =
         "SELECT json_extract(smoke, '$.profile') FROM versions WHERE id = ?";
+    static const char sql_profile_pg[] = "SELECT smoke::jsonb ->> 'profile' FROM versions WHERE id = ?";
     static const char sql_ins[] =
         "INSERT INTO smoke_tests (id, version_id, profile, state, trigger, gpu_mode, created_at, "
         "created_ms) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)";
@@ -105,7 +106,7 @@ enum mg_code store_smoke_enqueue_in(struct db_conn *c, const char *model, int64_
         rc = smoke_read(c, existing, &t, err);
         goto out;
     }
-    s = db_prepare(c, sql_profile);
+    s = db_prepare(c, DB_SQL(c, sql_profile, sql_profile_pg));
     db_bind_i64(s, 1, vid);
     if ((rc = db_step(s, &row, err)) != MG_OK)
         goto out;
@@ -301,8 +302,9 @@ out:
 enum mg_code store_smoke_counts(struct store *st, int64_t *queued, int64_t *running,
                                 struct mg_error *err)
 {
-    static const char sql[] = "SELECT coalesce(sum(state = 'queued'), 0), "
-                              "coalesce(sum(state = 'running'), 0) FROM smoke_tests "
+    static const char sql[] = "SELECT coalesce(sum(CASE WHEN state = 'queued' THEN 1 END), 0), "
+                              "coalesce(sum(CASE WHEN state = 'running' THEN 1 END), 0) "
+                              "FROM smoke_tests "
                               "WHERE state IN ('queued', 'running')";
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s = db_prepare(c, sql);
@@ -333,8 +335,12 @@ enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_err
         "SELECT DISTINCT m.name, json_extract(r.value, '$.version') FROM aliases a "
         "JOIN models m ON m.id = a.model_id, json_each(a.routes) r "
         "WHERE a.deleted = 0 AND json_extract(r.value, '$.weight') > 0 ORDER BY 1, 2";
+    static const char sql_pg[] =
+        "SELECT DISTINCT m.name, (r.value ->> 'version')::bigint FROM aliases a "
+        "JOIN models m ON m.id = a.model_id, jsonb_array_elements(a.routes::jsonb) r "
+        "WHERE a.deleted = 0 AND (r.value ->> 'weight')::bigint > 0 ORDER BY 1, 2";
     struct db_conn *c = store_read_begin(st);
-    struct db_stmt *s = db_prepare(c, sql);
+    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     json_t *items = json_array();
     enum mg_code rc;
     bool row;

@@ -21,6 +21,8 @@
 
 extern const struct mg_embedded store_migrations[];
 extern const unsigned store_migrations_count;
+extern const struct mg_embedded store_migrations_pg[];
+extern const unsigned store_migrations_pg_count;
 
 #define BUSY_TIMEOUT_MS 10000
 
@@ -131,6 +133,12 @@ enum mg_code store_page_rows(struct db_stmt *s, int limit_param, const struct st
     return rc;
 }
 
+/*
+ * Bring the schema up to date, one migration per write transaction. The
+ * version is read inside each transaction, under the write lock, so processes
+ * starting at once against one PostgreSQL database apply each migration once:
+ * the others find it done.
+ */
 static enum mg_code migrate(struct db_conn *c, struct mg_error *err)
 {
     static const char sql_create[] =
@@ -139,36 +147,45 @@ static enum mg_code migrate(struct db_conn *c, struct mg_error *err)
     static const char sql_max[] = "SELECT coalesce(max(version), 0) FROM schema_migrations";
     static const char sql_record[] =
         "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)";
+    bool pg = db_dialect(c) == DB_POSTGRES;
+    const struct mg_embedded *set = pg ? store_migrations_pg : store_migrations;
+    unsigned count = pg ? store_migrations_pg_count : store_migrations_count;
     struct db_stmt *s;
-    int64_t have = 0;
-    unsigned i;
     char now[32];
     enum mg_code rc;
     bool row;
 
-    if ((rc = db_exec_script(c, sql_create, err)) != MG_OK)
-        return rc;
-    s = db_prepare(c, sql_max);
-    if ((rc = db_step(s, &row, err)) != MG_OK)
-        return rc;
-    if (row)
-        have = db_col_i64(s, 0);
-    db_reset(s);
-    if (have > (int64_t)store_migrations_count)
-        return mg_fail(err, MG_EINVAL, NULL,
-                       "the database is at schema version %lld but this modelgated knows only "
-                       "up to %u; run a newer modelgated or restore a backup",
-                       (long long)have, store_migrations_count);
-    for (i = (unsigned)have; i < store_migrations_count; i++) {
-        const struct mg_embedded *m = &store_migrations[i];
+    if (count != store_migrations_count)
+        return mg_fail(err, MG_EINVAL, NULL, "this build has %u SQLite but %u PostgreSQL migrations",
+                       store_migrations_count, count);
+    for (;;) {
+        const struct mg_embedded *m;
+        int64_t have = 0;
 
         if ((rc = db_begin(c, DB_WRITE, err)) != MG_OK)
             return rc;
-        rc = db_exec_script(c, (const char *)m->data, err);
-        if (rc == MG_OK) {
+        if ((rc = db_exec_script(c, sql_create, err)) != MG_OK)
+            goto fail;
+        s = db_prepare(c, sql_max);
+        if ((rc = db_step(s, &row, err)) != MG_OK)
+            goto fail;
+        if (row)
+            have = db_col_i64(s, 0);
+        db_reset(s);
+        if (have > (int64_t)count) {
+            rc = mg_fail(err, MG_EINVAL, NULL,
+                         "the database is at schema version %lld but this modelgated knows only "
+                         "up to %u; run a newer modelgated or restore a backup",
+                         (long long)have, count);
+            goto fail;
+        }
+        if (have == (int64_t)count)
+            return db_commit(c, err);
+        m = &set[have];
+        if ((rc = db_exec_script(c, (const char *)m->data, err)) == MG_OK) {
             s = db_prepare(c, sql_record);
             store_now(now);
-            db_bind_i64(s, 1, (int64_t)i + 1);
+            db_bind_i64(s, 1, have + 1);
             db_bind_text(s, 2, m->name);
             db_bind_text(s, 3, now);
             rc = db_exec(s, err);
@@ -176,13 +193,16 @@ static enum mg_code migrate(struct db_conn *c, struct mg_error *err)
         if (rc == MG_OK)
             rc = db_commit(c, err);
         if (rc != MG_OK) {
-            db_rollback(c);
             char why[MG_ERR_MSG_MAX]; /* mg_fail writes err: not into itself */
+
+            db_rollback(c);
             snprintf(why, sizeof(why), "%s", err->message);
             return mg_fail(err, rc, NULL, "migration %s failed: %s", m->name, why);
         }
     }
-    return MG_OK;
+fail:
+    db_rollback(c);
+    return rc;
 }
 
 static enum mg_code make_dir(const char *path, struct mg_error *err)
@@ -314,8 +334,10 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     tighten_modes(st->data_dir);
 
     {
-        struct db_open_options o = {
-            .path = st->db_path, .writer = true, .sync_normal = opt->sync_normal};
+        struct db_open_options o = {.path = st->db_path,
+                                    .url = opt->database,
+                                    .writer = true,
+                                    .sync_normal = opt->sync_normal};
 
         if ((rc = db_open(&o, &st->writer, err)) != MG_OK)
             goto fail;

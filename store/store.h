@@ -33,16 +33,18 @@ struct store;
 
 struct store_options {
     const char *data_dir; /* created (0700) if missing */
+    const char *database; /* NULL: SQLite in data_dir; else a PostgreSQL URL, shared by replicas */
     bool sync_normal;     /* synchronous=NORMAL instead of FULL */
     unsigned read_conns;  /* read connection pool size (>= 1) */
     struct store_archive_limits archive;
     const struct sign_keyring *keys; /* signs new versions; BORROWED, outlives the store */
 };
 
-/* Open (creating and migrating if needed). A database written by a newer
- * modelgate is refused with MG_EINVAL; a data directory another process has
- * open, with MG_EUNAVAIL. Temp files of interrupted uploads are
- * removed. */
+/* Open (creating and migrating if needed; processes opening one PostgreSQL
+ * database at once migrate it once). A database written by a newer modelgate
+ * is refused with MG_EINVAL; with SQLite, a data directory another process
+ * has open, with MG_EUNAVAIL; an unreachable PostgreSQL, with MG_EUNAVAIL.
+ * Temp files of interrupted uploads are removed. */
 enum mg_code store_open(const struct store_options *opt, struct store **out, struct mg_error *err);
 
 /* Close all connections and free; sets *st to NULL. No call may be in flight. */

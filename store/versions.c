@@ -523,6 +523,18 @@ enum mg_code store_version_list(struct store *st, const char *model,
         "       WHEN '<=' THEN mm.value <= ?8 WHEN '<' THEN mm.value < ?8 "
         "       WHEN '=' THEN mm.value = ?8 ELSE 0 END)) "
         "ORDER BY v.version DESC LIMIT ?9";
+    static const char sql_pg[] =
+        "SELECT v.id, v.version FROM versions v WHERE v.model_id = ?1 AND v.version < ?2 "
+        "AND (?3::text IS NULL OR (jsonb_typeof(v.tags::jsonb -> ?3::text) = 'string' "
+        "     AND v.tags::jsonb ->> ?3::text = ?4::text)) "
+        "AND (?5::text IS NULL OR EXISTS (SELECT 1 FROM version_datasets d "
+        "     WHERE d.version_id = v.id AND d.digest = ?5)) "
+        "AND (?6::text IS NULL OR EXISTS (SELECT 1 FROM version_metrics mm "
+        "     WHERE mm.version_id = v.id AND mm.name = ?6 AND CASE ?7::text "
+        "       WHEN '>=' THEN mm.value >= ?8 WHEN '>' THEN mm.value > ?8 "
+        "       WHEN '<=' THEN mm.value <= ?8 WHEN '<' THEN mm.value < ?8 "
+        "       WHEN '=' THEN mm.value = ?8 ELSE false END)) "
+        "ORDER BY v.version DESC LIMIT ?9";
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s;
     int64_t mid, cursor;
@@ -531,7 +543,7 @@ enum mg_code store_version_list(struct store *st, const char *model,
     if ((rc = store_model_id(c, model, &mid, err)) != MG_OK ||
         (rc = store_page_cursor(page, &cursor, err)) != MG_OK)
         goto out;
-    s = db_prepare(c, sql);
+    s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     db_bind_i64(s, 1, mid);
     db_bind_i64(s, 2, cursor);
     db_bind_text(s, 3, f->tag_key);

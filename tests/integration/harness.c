@@ -19,6 +19,8 @@
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
+#include <libpq-fe.h>
+#include <pwd.h>
 #include <sqlite3.h>
 
 #include "common/util.h"
@@ -202,6 +204,73 @@ static void it_spawn(struct mg_server *s)
     }
 }
 
+bool it_on_postgres(void)
+{
+    const char *dir = getenv("MG_PG_DIR");
+
+    return dir != NULL && *dir != '\0';
+}
+
+void it_sqlite_only(void)
+{
+    if (it_on_postgres()) {
+        print_message("(skipped: a test of the embedded SQLite database)\n");
+        skip();
+    }
+}
+
+/* The user scripts/pg-test.sh runs PostgreSQL as (and trusts). */
+static const char *pg_user(void)
+{
+    struct passwd *pw;
+
+    if (getuid() == 0)
+        return "nobody";
+    pw = getpwuid(getuid());
+    return pw ? pw->pw_name : "postgres";
+}
+
+/* Run one statement as the test cluster's superuser in its postgres database. */
+static void pg_admin(const char *sql)
+{
+    char url[IT_PATH_MAX + 128];
+    PGconn *c;
+    PGresult *r;
+
+    snprintf(url, sizeof(url), "postgresql:///postgres?host=%s&user=%s", getenv("MG_PG_DIR"),
+             pg_user());
+    c = PQconnectdb(url);
+    if (PQstatus(c) != CONNECTION_OK)
+        fail_msg("test PostgreSQL at %s: %s", url, PQerrorMessage(c));
+    r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+}
+
+/* A fresh database for s, and --database naming it (unless the test gave one). */
+static void pg_database_for(struct mg_server *s, size_t nargs)
+{
+    static unsigned seq;
+    char name[64], sql[128];
+
+    for (size_t i = 0; i < nargs; i++) {
+        if (strcmp(s->args[i], "--database") == 0)
+            return;
+    }
+    if (nargs + 2 >= IT_MAX_ARGS)
+        fail_msg("too many extra arguments");
+    snprintf(name, sizeof(name), "it_%d_%u", (int)getpid(), ++seq);
+    snprintf(sql, sizeof(sql), "CREATE DATABASE %s", name);
+    pg_admin(sql);
+    snprintf(s->database, sizeof(s->database), "postgresql:///%s?host=%s&user=%s", name,
+             getenv("MG_PG_DIR"), pg_user());
+    s->args[nargs] = strdup("--database");
+    s->args[nargs + 1] = strdup(s->database);
+    s->args[nargs + 2] = NULL;
+}
+
 struct mg_server *it_server_start(const char *const *extra_args)
 {
     struct mg_server *s = calloc(1, sizeof(*s));
@@ -219,6 +288,8 @@ struct mg_server *it_server_start(const char *const *extra_args)
         }
     }
     s->args[n] = NULL;
+    if (it_on_postgres())
+        pg_database_for(s, n);
 
     snprintf(s->root, sizeof(s->root), "%s/mg-it.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (mkdtemp(s->root) == NULL)
@@ -305,6 +376,15 @@ void it_server_free(struct mg_server **sp)
         s->pid = 0;
     }
     it_check_log_secrets(s);
+    if (getenv("MG_IT_KEEP_ERRORS")) {
+        /* Debugging aid: collect the server's "error:" lines (internal errors with details). */
+        char cmd[IT_PATH_MAX * 2 + 64];
+
+        snprintf(cmd, sizeof(cmd), "grep -h '^error:' '%s' >> '%s' 2>/dev/null", s->log_path,
+                 getenv("MG_IT_KEEP_ERRORS"));
+        if (system(cmd) < 0)
+            print_error("harness: could not keep the error lines\n");
+    }
     for (size_t i = 0; i < s->nsecrets; i++)
         free(s->secrets[i]);
     free(s->secrets);
@@ -314,6 +394,14 @@ void it_server_free(struct mg_server **sp)
     if (--it_curl_users == 0)
         curl_global_cleanup();
     it_rmtree(s->root);
+    if (s->database[0] != '\0') {
+        char sql[160];
+        const char *name = s->database + strlen("postgresql:///");
+
+        snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %.*s WITH (FORCE)",
+                 (int)strcspn(name, "?"), name);
+        pg_admin(sql);
+    }
     for (size_t i = 0; s->args[i] != NULL; i++)
         free(s->args[i]);
     free(s);

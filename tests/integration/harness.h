@@ -66,7 +66,17 @@ struct mg_server {
     struct it_resp *resps;   /* responses not yet freed */
     char **secrets;          /* every secret the server issued (tokens, whsec_, csrf) */
     size_t nsecrets;
+    char database[IT_PATH_MAX]; /* its PostgreSQL URL, or "" when it runs on SQLite */
 };
+
+/* True when the suite runs on PostgreSQL ($MG_PG_DIR: the socket directory of a
+ * server scripts/pg-test.sh started): every it_server_start gets a fresh
+ * database of its own there, passed as --database. */
+bool it_on_postgres(void);
+
+/* Skip the calling test (cmocka skip()) when the suite runs on PostgreSQL: for
+ * tests of the embedded database itself (its file, backups, WAL). */
+void it_sqlite_only(void);
 
 /* ---- daemon lifecycle ----------------------------------------------- */
 
