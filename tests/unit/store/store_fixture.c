@@ -199,6 +199,37 @@ int64_t fx_set_alias(struct fx *fx, const char *model, const char *alias, int64_
     return gen;
 }
 
+void fx_gateway(struct fx *fx, const char *name, const json_t *models, const json_t *aliases)
+{
+    json_t *config = json_pack("{s:s}", "url", "https://gw.example/hook"), *out = NULL;
+    bool created = false;
+
+    if (store_gateway_put(fx->st, "alice", name, "webhook", config, "s3cret", models, aliases, &out,
+                          &created, &fx->err) != MG_OK)
+        fail_msg("store_gateway_put(%s): %s", name, fx->err.message);
+    json_decref(out);
+    json_decref(config);
+}
+
+json_t *fx_delivery(struct fx *fx, const char *gateway, const char *model, const char *alias)
+{
+    json_t *g = NULL, *d, *found = NULL;
+    size_t i;
+
+    if (store_gateway_get(fx->st, gateway, &g, &fx->err) != MG_OK)
+        fail_msg("store_gateway_get(%s): %s", gateway, fx->err.message);
+    json_array_foreach(json_object_get(g, "deliveries"), i, d)
+    {
+        if (strcmp(json_string_value(json_object_get(d, "model")), model) == 0 &&
+            strcmp(json_string_value(json_object_get(d, "alias")), alias) == 0) {
+            assert_null(found); /* one row per (gateway, model, alias) */
+            found = json_incref(d);
+        }
+    }
+    json_decref(g);
+    return found;
+}
+
 json_t *fx_audit_items(struct fx *fx)
 {
     json_t *out = NULL, *items;

@@ -69,6 +69,13 @@ void fx_model_versions(struct fx *fx, const char *model, int n);
 int64_t fx_set_alias(struct fx *fx, const char *model, const char *alias, int64_t expected,
                      int64_t version);
 
+/* Create or replace a webhook gateway (config {"url"}, secret "s3cret") hearing the models and
+ * aliases in the JSON arrays given (BORROWED; NULL: all). */
+void fx_gateway(struct fx *fx, const char *name, const json_t *models, const json_t *aliases);
+
+/* The gateway's delivery of (model, alias) as store_gateway_get shows it (NEW), or NULL. */
+json_t *fx_delivery(struct fx *fx, const char *gateway, const char *model, const char *alias);
+
 /* The audit log, oldest first (NEW reference), and counts over it. */
 json_t *fx_audit_items(struct fx *fx);
 size_t fx_audit_count(struct fx *fx);
