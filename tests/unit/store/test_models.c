@@ -1,6 +1,6 @@
 /*
  * test_models.c - store/models.c: models created, read, listed (q, pages) and patched,
- * each change with its audit entry.
+ * each change with its audit entry; the teams that own a model.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -207,6 +207,68 @@ static void test_model_patch(void **state)
     json_decref(patch);
 }
 
+/* Owners: the creating token's teams at first, replaced whole by set_owners (existing teams
+ * only), audited. */
+static void test_model_owners(void **state)
+{
+    struct fx *fx = *state;
+    json_t *req = json_pack("{s:s, s:[s]}", "name", "m", "owners", "vision"), *m = NULL, *t = NULL;
+    json_t *two = json_pack("[s, s]", "ml", "vision"), *unknown = json_pack("[s]", "nope"),
+           *none = json_array(), *owners = NULL;
+
+    assert_int_equal(store_team_create(fx->st, "admin", "vision", &t, &fx->err), MG_OK);
+    json_decref(t);
+    assert_int_equal(store_team_create(fx->st, "admin", "ml", &t, &fx->err), MG_OK);
+    json_decref(t);
+    assert_int_equal(store_model_create(fx->st, "alice", req, &m, &fx->err), MG_OK);
+    json_decref(m);
+    assert_int_equal(store_model_owners(fx->st, "m", &owners, &fx->err), MG_OK);
+    assert_int_equal(json_array_size(owners), 1);
+    assert_string_equal(json_string_value(json_array_get(owners, 0)), "vision");
+    json_decref(owners);
+    fx_model(fx, "bare");
+    assert_int_equal(store_model_owners(fx->st, "bare", &owners, &fx->err), MG_OK);
+    assert_int_equal(json_array_size(owners), 0);
+    json_decref(owners);
+
+    assert_int_equal(store_model_set_owners(fx->st, "admin", "m", two, &m, &fx->err), MG_OK);
+    assert_string_equal(json_string_value(json_object_get(m, "name")), "m");
+    json_decref(m);
+    assert_int_equal(store_model_owners(fx->st, "m", &owners, &fx->err), MG_OK);
+    assert_true(json_equal(owners, two));
+    json_decref(owners);
+    assert_int_equal(fx_audit_count_action(fx, "model.owners"), 1);
+
+    /* An unknown team: refused, owners unchanged, nothing audited. */
+    m = NULL;
+    assert_int_equal(store_model_set_owners(fx->st, "admin", "m", unknown, &m, &fx->err),
+                     MG_EINVAL);
+    assert_string_equal(fx->err.field, "teams");
+    assert_null(m);
+    assert_int_equal(store_model_owners(fx->st, "m", &owners, &fx->err), MG_OK);
+    assert_true(json_equal(owners, two));
+    json_decref(owners);
+    assert_int_equal(fx_audit_count_action(fx, "model.owners"), 1);
+
+    assert_int_equal(store_model_set_owners(fx->st, "admin", "m", none, &m, &fx->err), MG_OK);
+    json_decref(m);
+    assert_int_equal(store_model_owners(fx->st, "m", &owners, &fx->err), MG_OK);
+    assert_int_equal(json_array_size(owners), 0);
+    json_decref(owners);
+
+    m = NULL;
+    assert_int_equal(store_model_set_owners(fx->st, "admin", "nope", two, &m, &fx->err),
+                     MG_ENOTFOUND);
+    assert_null(m);
+    owners = NULL;
+    assert_int_equal(store_model_owners(fx->st, "nope", &owners, &fx->err), MG_ENOTFOUND);
+    assert_null(owners);
+    json_decref(req);
+    json_decref(two);
+    json_decref(unknown);
+    json_decref(none);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
@@ -214,6 +276,7 @@ int main(void)
         T(test_model_create_get),
         T(test_model_list_q_and_pages),
         T(test_model_patch),
+        T(test_model_owners),
     };
 #undef T
 

@@ -1,6 +1,6 @@
 /*
  * test_tokens.c - store/tokens.c: the bootstrap token, token creation, revocation and
- * authentication, and roles.
+ * authentication, roles, and teams (with the scopes a token carries).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -160,6 +160,91 @@ static void test_roles(void **state)
     json_decref(a);
 }
 
+static void test_teams(void **state)
+{
+    struct fx *fx = *state;
+    json_t *t = NULL, *list = NULL, *items;
+    char longest[STORE_TEAM_NAME_MAX + 2];
+
+    assert_int_equal(store_team_create(fx->st, "admin", "vision", &t, &fx->err), MG_OK);
+    assert_string_equal(json_string_value(json_object_get(t, "name")), "vision");
+    assert_true(fx_is_rfc3339_ms(json_string_value(json_object_get(t, "created_at"))));
+    json_decref(t);
+    assert_int_equal(store_team_create(fx->st, "admin", "ml-2", &t, &fx->err), MG_OK);
+    json_decref(t);
+
+    t = NULL;
+    assert_int_equal(store_team_create(fx->st, "admin", "vision", &t, &fx->err), MG_ECONFLICT);
+    assert_string_equal(fx->err.field, "name");
+    assert_null(t);
+    /* Names: 1-63 of a-z, 0-9 and '-', not starting with '-'. */
+    assert_int_equal(store_team_create(fx->st, "admin", "", &t, &fx->err), MG_EINVAL);
+    assert_int_equal(store_team_create(fx->st, "admin", "-ml", &t, &fx->err), MG_EINVAL);
+    assert_int_equal(store_team_create(fx->st, "admin", "Vision", &t, &fx->err), MG_EINVAL);
+    assert_int_equal(store_team_create(fx->st, "admin", "a_b", &t, &fx->err), MG_EINVAL);
+    memset(longest, 'a', STORE_TEAM_NAME_MAX + 1);
+    longest[STORE_TEAM_NAME_MAX + 1] = '\0';
+    assert_int_equal(store_team_create(fx->st, "admin", longest, &t, &fx->err), MG_EINVAL);
+    assert_string_equal(fx->err.field, "name");
+    longest[STORE_TEAM_NAME_MAX] = '\0';
+    assert_int_equal(store_team_create(fx->st, "admin", longest, &t, &fx->err), MG_OK);
+    json_decref(t);
+    assert_int_equal(fx_audit_count_action(fx, "team.create"), 3);
+
+    assert_int_equal(store_team_list(fx->st, &list, &fx->err), MG_OK);
+    items = json_object_get(list, "items");
+    assert_int_equal(json_array_size(items), 3);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(items, 0), "name")),
+                        longest);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(items, 1), "name")),
+                        "ml-2");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(items, 2), "name")),
+                        "vision");
+    assert_true(json_is_null(json_object_get(list, "next_page_token")));
+    json_decref(list);
+}
+
+/* A token's teams must exist; its teams and alias patterns come back with the principal. */
+static void test_token_scopes(void **state)
+{
+    struct fx *fx = *state;
+    json_t *teams = json_pack("[s, s]", "vision", "ml"), *unknown = json_pack("[s]", "nope"),
+           *aliases = json_pack("[s, s]", "staging", "canary-*"), *t = NULL, *tok = NULL;
+    struct store_principal who;
+    const char *secret;
+
+    assert_int_equal(store_team_create(fx->st, "admin", "vision", &t, &fx->err), MG_OK);
+    json_decref(t);
+    assert_int_equal(store_team_create(fx->st, "admin", "ml", &t, &fx->err), MG_OK);
+    json_decref(t);
+
+    assert_int_equal(store_token_create(fx->st, "admin", "ci", STORE_ROLE_DEPLOYER, unknown, NULL,
+                                        &tok, &fx->err),
+                     MG_EINVAL);
+    assert_string_equal(fx->err.field, "teams");
+    assert_non_null(strstr(fx->err.message, "nope"));
+    assert_null(tok);
+    assert_int_equal(fx_audit_count_action(fx, "token.create"), 0);
+
+    assert_int_equal(store_token_create(fx->st, "admin", "ci", STORE_ROLE_DEPLOYER, teams, aliases,
+                                        &tok, &fx->err),
+                     MG_OK);
+    assert_true(json_equal(json_object_get(tok, "teams"), teams));
+    assert_true(json_equal(json_object_get(tok, "aliases"), aliases));
+    secret = json_string_value(json_object_get(tok, "token"));
+    memset(&who, 0, sizeof(who));
+    assert_int_equal(store_token_authenticate(fx->st, secret, strlen(secret), &who), MG_OK);
+    assert_int_equal(who.nteams, 2);
+    assert_string_equal(who.teams[0], "vision");
+    assert_string_equal(who.teams[1], "ml");
+    assert_int_equal(who.naliases, 2);
+    assert_string_equal(who.aliases[1], "canary-*");
+    json_decref(tok);
+    json_decref(teams);
+    json_decref(unknown);
+    json_decref(aliases);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
@@ -167,6 +252,8 @@ int main(void)
         T(test_token_bootstrap_and_authenticate),
         T(test_token_create_and_delete),
         cmocka_unit_test(test_roles),
+        T(test_teams),
+        T(test_token_scopes),
     };
 #undef T
 
