@@ -40,8 +40,8 @@ struct pg_stmt {
     int *lengths, *formats;
     unsigned *types;
     PGresult *res;
-    int row, nrows; /* row: the current row, -1 before the first */
-    bool ran;       /* executed since the last reset */
+    int row, nrows;      /* row: the current row, -1 before the first */
+    bool ran;            /* executed since the last reset */
     unsigned char *blob; /* a decoded bytea column, freed at the next step or reset */
     size_t blob_len;
     enum mg_code fail; /* first failure of rewrite or bind since db_prepare */
@@ -78,9 +78,8 @@ static void describe(struct pg_conn *c)
     const char *db = c->pg ? PQdb(c->pg) : NULL, *host = c->pg ? PQhost(c->pg) : NULL;
     const char *port = c->pg ? PQport(c->pg) : NULL;
 
-    snprintf(c->where, sizeof(c->where), "PostgreSQL database %s on %s%s%s",
-             db && *db ? db : "?", host && *host ? host : "?", port && *port ? ":" : "",
-             port && *port ? port : "");
+    snprintf(c->where, sizeof(c->where), "PostgreSQL database %s on %s%s%s", db && *db ? db : "?",
+             host && *host ? host : "?", port && *port ? ":" : "", port && *port ? port : "");
 }
 
 /* A result's error as one of ours. res may be NULL (the connection failed). */
@@ -96,8 +95,8 @@ static enum mg_code fail_res(struct pg_conn *c, const PGresult *res, struct mg_e
     text[strcspn(text, "\n")] = '\0';
     if (state == NULL || PQstatus(c->pg) != CONNECTION_OK || strncmp(state, "08", 2) == 0 ||
         strncmp(state, "57P", 3) == 0)
-        return mg_fail(err, MG_EUNAVAIL, NULL, "the database is unavailable (%s: %s); retry shortly",
-                       c->where, text);
+        return mg_fail(err, MG_EUNAVAIL, NULL,
+                       "the database is unavailable (%s: %s); retry shortly", c->where, text);
     if (strncmp(state, "23", 2) == 0)
         return mg_fail(err, MG_ECONFLICT, NULL, "conflicting record: %s", text);
     if (strcmp(state, "53100") == 0)
@@ -135,8 +134,8 @@ static enum mg_code connect_now(struct pg_conn *c, struct mg_error *err)
 
         snprintf(text, sizeof(text), "%s", PQerrorMessage(c->pg));
         text[strcspn(text, "\n")] = '\0';
-        return mg_fail(err, MG_EUNAVAIL, NULL, "cannot connect to the database (%s): %s",
-                       c->where, text);
+        return mg_fail(err, MG_EUNAVAIL, NULL, "cannot connect to the database (%s): %s", c->where,
+                       text);
     }
     c->generation++; /* statements prepared on the old session are gone */
     /* Times and text as the store writes them; errors in English for the log. */
@@ -243,10 +242,9 @@ static enum mg_code pg_begin(struct db_conn *base, enum db_txn kind, struct mg_e
     if (PQtransactionStatus(c->pg) != PQTRANS_IDLE)
         (void)run_simple(c, "ROLLBACK", NULL);
     rc = run_simple(c,
-                    kind == DB_WRITE
-                        ? "BEGIN ISOLATION LEVEL READ COMMITTED; "
-                          "SELECT pg_advisory_xact_lock(" WRITE_LOCK_KEY ")"
-                        : "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+                    kind == DB_WRITE ? "BEGIN ISOLATION LEVEL READ COMMITTED; "
+                                       "SELECT pg_advisory_xact_lock(" WRITE_LOCK_KEY ")"
+                                     : "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
                     err);
     if (rc != MG_OK && PQstatus(c->pg) != CONNECTION_OK) {
         /* The server went away while the connection sat idle: once more, anew. */

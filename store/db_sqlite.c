@@ -125,10 +125,9 @@ enum mg_code db_sqlite_open(const struct db_open_options *opt, struct db_conn **
     if (opt->writer) {
         if ((rc = exec_text(c->db, "PRAGMA journal_mode=WAL", err)) != MG_OK)
             goto fail;
-        if ((rc = exec_text(c->db,
-                            opt->sync_normal ? "PRAGMA synchronous=NORMAL"
-                                             : "PRAGMA synchronous=FULL",
-                            err)) != MG_OK)
+        if ((rc = exec_text(
+                 c->db, opt->sync_normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL",
+                 err)) != MG_OK)
             goto fail;
     }
     if ((rc = exec_text(c->db, "PRAGMA foreign_keys=ON", err)) != MG_OK)

@@ -304,6 +304,10 @@ enum mg_code store_gateway_disable(struct store *st, const char *name, const cha
     db_bind_text(s, 3, name);
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
+    if (db_changes(s) == 0) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "gateway '%s' does not exist", name);
+        goto out;
+    }
     detail = json_pack("{s:s}", "reason", reason);
     rc = store_audit_append(c, "modelgated", "gateway.disable", name, detail, err);
     json_decref(detail);

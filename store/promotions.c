@@ -99,17 +99,18 @@ static enum mg_code promo_row(struct db_conn *c, struct db_stmt *s, json_t **out
         mg_time_format(next, buf);
         next_at = json_string(buf);
     }
-    p = json_pack(
-        "{s:s, s:o, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-        " s:{s:O, s:i, s:i, s:o}, s:o, s:I, s:I}",
-        "id", id, "model", store_col_json_string(s, 1), "alias", store_col_json_string(s, 2),
-        "version", (json_int_t)db_col_i64(s, 3), "baseline_version", baseline, "state",
-        store_col_json_string(s, 5), "reason", store_col_json_string(s, 6), "created_by",
-        store_col_json_string(s, 13), "created_at", store_col_json_string(s, 14), "updated_at",
-        store_col_json_string(s, 15), "policy", policy, "gates", store_col_json(s, 8), "approvals",
-        appr, "events", ev, "rollout", "steps", steps ? steps : json_array(), "step_index",
-        (int)db_col_i64(s, 9), "weight", (int)db_col_i64(s, 10), "next_step_at", next_at, "_unused",
-        json_null(), "_rev", (json_int_t)db_col_i64(s, 12), "_next_step_at_ms", (json_int_t)next);
+    p = json_pack("{s:s, s:o, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+                  " s:{s:o, s:i, s:i, s:o}, s:o, s:I, s:I}",
+                  "id", id, "model", store_col_json_string(s, 1), "alias",
+                  store_col_json_string(s, 2), "version", (json_int_t)db_col_i64(s, 3),
+                  "baseline_version", baseline, "state", store_col_json_string(s, 5), "reason",
+                  store_col_json_string(s, 6), "created_by", store_col_json_string(s, 13),
+                  "created_at", store_col_json_string(s, 14), "updated_at",
+                  store_col_json_string(s, 15), "policy", policy, "gates", store_col_json(s, 8),
+                  "approvals", appr, "events", ev, "rollout", "steps",
+                  steps ? json_incref(steps) : json_array(), "step_index", (int)db_col_i64(s, 9),
+                  "weight", (int)db_col_i64(s, 10), "next_step_at", next_at, "_unused", json_null(),
+                  "_rev", (json_int_t)db_col_i64(s, 12), "_next_step_at_ms", (json_int_t)next);
     if (p == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     json_object_del(p, "_unused");
@@ -275,15 +276,29 @@ enum mg_code store_promotion_list(struct store *st, const char *state, const cha
         "AND (?3 IS NULL OR p.alias = ?3) AND (?4 IS NULL OR (p.created_at, p.id) < "
         "  (SELECT created_at, id FROM promotions WHERE id = ?4)) "
         "ORDER BY p.created_at DESC, p.id DESC LIMIT ?5";
+    static const char sql_token[] = "SELECT 1 FROM promotions WHERE id = ?";
     struct db_conn *c = store_read_begin(st);
-    struct db_stmt *s = db_prepare(c, sql);
+    struct db_stmt *s;
     enum mg_code rc;
+    bool known;
 
+    if (page->page_token) {
+        s = db_prepare(c, sql_token);
+        db_bind_text(s, 1, page->page_token);
+        if ((rc = store_exists(s, &known, err)) != MG_OK)
+            goto out;
+        if (!known) {
+            rc = mg_fail(err, MG_EINVAL, "page_token", "page_token is not one this server issued");
+            goto out;
+        }
+    }
+    s = db_prepare(c, sql);
     db_bind_text(s, 1, state);
     db_bind_text(s, 2, model);
     db_bind_text(s, 3, alias);
     db_bind_text(s, 4, page->page_token);
     rc = store_page_rows(s, 5, page, list_row, c, out, err);
+out:
     store_read_end(st, c);
     return rc;
 }

@@ -78,10 +78,18 @@ enum mg_code store_smoke_enqueue_in(struct db_conn *c, const char *model, int64_
                                    "state IN ('queued', 'running') ORDER BY created_ms LIMIT 1";
     static const char sql_profile[] =
         "SELECT json_extract(smoke, '$.profile') FROM versions WHERE id = ?";
-    static const char sql_profile_pg[] = "SELECT smoke::jsonb ->> 'profile' FROM versions WHERE id = ?";
+    static const char sql_profile_pg[] =
+        "SELECT smoke::jsonb ->> 'profile' FROM versions WHERE id = ?";
     static const char sql_ins[] =
         "INSERT INTO smoke_tests (id, version_id, profile, state, trigger, gpu_mode, created_at, "
-        "created_ms) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)";
+        "created_ms) VALUES (?, ?, ?, 'queued', ?, ?, ?, "
+        "max(?7, (SELECT coalesce(max(created_ms), 0) + 1 FROM smoke_tests)))";
+    /* created_ms orders the queue: strictly increasing (the write lock is held), so
+     * tests queued within one millisecond keep their order. */
+    static const char sql_ins_pg[] =
+        "INSERT INTO smoke_tests (id, version_id, profile, state, trigger, gpu_mode, created_at, "
+        "created_ms) VALUES (?, ?, ?, 'queued', ?, ?, ?, "
+        "greatest(?7, (SELECT coalesce(max(created_ms), 0) + 1 FROM smoke_tests)))";
     struct db_stmt *s;
     int64_t vid;
     char id[24], at[32], *existing = NULL, *profile = NULL;
@@ -121,7 +129,7 @@ enum mg_code store_smoke_enqueue_in(struct db_conn *c, const char *model, int64_
     memcpy(id, "smk_", 4);
     mg_hex_encode(rnd, sizeof(rnd), id + 4);
     store_now(at);
-    s = db_prepare(c, sql_ins);
+    s = db_prepare(c, DB_SQL(c, sql_ins, sql_ins_pg));
     db_bind_text(s, 1, id);
     db_bind_i64(s, 2, vid);
     db_bind_text(s, 3, profile);
@@ -230,7 +238,8 @@ enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *
         db_bind_i64(s, 9, json_integer_value(v));
     db_bind_text(s, 10, at);
     db_bind_text(s, 11, id);
-    rc = db_exec(s, err);
+    if ((rc = db_exec(s, err)) == MG_OK && db_changes(s) == 0)
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "smoke test %s does not exist", id);
     free(gpu);
     free(lat);
     free(checks);

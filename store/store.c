@@ -156,7 +156,8 @@ static enum mg_code migrate(struct db_conn *c, struct mg_error *err)
     bool row;
 
     if (count != store_migrations_count)
-        return mg_fail(err, MG_EINVAL, NULL, "this build has %u SQLite but %u PostgreSQL migrations",
+        return mg_fail(err, MG_EINVAL, NULL,
+                       "this build has %u SQLite but %u PostgreSQL migrations",
                        store_migrations_count, count);
     for (;;) {
         const struct mg_embedded *m;

@@ -372,9 +372,9 @@ struct store_promotion_change {
 /*
  * Commit an alias change and/or a promotion change in one transaction, with
  * the alias history, an outbox row per gateway that hears the alias, and the
- * audit entry. MG_ECONFLICT when expected_generation or expected_rev no
- * longer hold (someone else changed it: read again and decide again), or
- * when the approver already decided. *alias_out (may be NULL) receives the
+ * audit entry. MG_ESTALE when expected_generation or expected_rev no
+ * longer hold (someone else changed it: read again and decide again);
+ * MG_ECONFLICT when the approver already decided. *alias_out (may be NULL) receives the
  * alias after the change.
  */
 enum mg_code store_release_commit(struct store *st, const char *actor,

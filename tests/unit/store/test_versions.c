@@ -1,0 +1,358 @@
+/*
+ * test_versions.c - store/versions.c: version numbering, metrics (append-only), lists with
+ * filters and pages, patches and briefs.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "store_fixture.h"
+
+static void test_version_numbers(void **state)
+{
+    struct fx *fx = *state;
+    char art[72], missing[72];
+    json_t *v = NULL, *m = NULL, *req;
+    size_t before;
+
+    fx_put_blob(fx, "weights v1", art);
+    fx_model(fx, "llm");
+    fx_model(fx, "other");
+    assert_int_equal(fx_version(fx, "llm", json_pack("{s:s}", "artifact", art)), 1);
+    assert_int_equal(fx_version(fx, "llm", json_pack("{s:s}", "artifact", art)), 2);
+    assert_int_equal(fx_version(fx, "llm", json_pack("{s:s}", "artifact", art)), 3);
+    /* Numbering is per model. */
+    assert_int_equal(fx_version(fx, "other", json_pack("{s:s}", "artifact", art)), 1);
+
+    assert_int_equal(store_model_get(fx->st, "llm", &m, &fx->err), MG_OK);
+    assert_int_equal(json_integer_value(json_object_get(m, "latest_version")), 3);
+    json_decref(m);
+
+    assert_int_equal(store_version_get(fx->st, "llm", 2, &v, &fx->err), MG_OK);
+    assert_string_equal(json_string_value(json_object_get(v, "model")), "llm");
+    assert_int_equal(json_integer_value(json_object_get(v, "version")), 2);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(v, "artifact"), "digest")), art);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(v, "artifact"), "size")),
+                     strlen("weights v1"));
+    assert_string_equal(json_string_value(json_object_get(v, "created_by")), "alice");
+    assert_string_equal(json_string_value(json_object_get(v, "status")), "ready");
+    assert_true(json_is_null(json_object_get(v, "signature"))); /* opened without keys */
+    assert_int_equal(json_object_size(json_object_get(v, "metrics")), 0);
+    assert_int_equal(json_array_size(json_object_get(v, "metrics_history")), 0);
+    assert_int_equal(json_array_size(json_object_get(v, "datasets")), 0);
+    json_decref(v);
+
+    /* A missing artifact is refused, and does not use up a number. */
+    before = fx_audit_count(fx);
+    fx_digest("not uploaded", 12, missing);
+    req = json_pack("{s:s}", "artifact", missing);
+    v = NULL;
+    assert_int_equal(store_version_create(fx->st, "alice", "llm", req, &v, &fx->err), MG_EINVAL);
+    assert_string_equal(fx->err.field, "artifact");
+    assert_null(v);
+    assert_int_equal(store_version_create(fx->st, "alice", "nope", req, &v, &fx->err),
+                     MG_ENOTFOUND);
+    json_decref(req);
+    assert_int_equal(fx_audit_count(fx), before);
+    assert_int_equal(fx_version(fx, "llm", json_pack("{s:s}", "artifact", art)), 4);
+
+    assert_int_equal(store_version_get(fx->st, "llm", 99, &v, &fx->err), MG_ENOTFOUND);
+    assert_int_equal(store_version_get(fx->st, "nope", 1, &v, &fx->err), MG_ENOTFOUND);
+    assert_null(v);
+}
+
+static void test_version_metrics_append_only(void **state)
+{
+    struct fx *fx = *state;
+    char art[72];
+    json_t *metrics, *v = NULL;
+    size_t before;
+
+    fx_put_blob(fx, "weights", art);
+    fx_model(fx, "llm");
+    fx_version(fx, "llm", json_pack("{s:s, s:{s:f}}", "artifact", art, "metrics", "acc", 0.9));
+
+    /* The same value again: accepted, nothing new recorded. */
+    before = fx_audit_count(fx);
+    metrics = json_pack("{s:f}", "acc", 0.9);
+    assert_int_equal(store_version_add_metrics(fx->st, "bob", "llm", 1, metrics, &v, &fx->err),
+                     MG_OK);
+    assert_true(json_real_value(json_object_get(json_object_get(v, "metrics"), "acc")) == 0.9);
+    assert_int_equal(json_array_size(json_object_get(v, "metrics_history")), 1);
+    assert_int_equal(fx_audit_count(fx), before);
+    json_decref(v);
+    json_decref(metrics);
+
+    /* A different value for an existing name: conflict, and the new name in
+     * the same request is not written either. */
+    metrics = json_pack("{s:f, s:f}", "f1", 0.5, "acc", 0.8);
+    v = NULL;
+    assert_int_equal(store_version_add_metrics(fx->st, "bob", "llm", 1, metrics, &v, &fx->err),
+                     MG_ECONFLICT);
+    assert_null(v);
+    assert_string_equal(fx->err.field, "metrics");
+    assert_non_null(strstr(fx->err.message, "acc"));
+    json_decref(metrics);
+    assert_int_equal(store_version_get(fx->st, "llm", 1, &v, &fx->err), MG_OK);
+    assert_null(json_object_get(json_object_get(v, "metrics"), "f1"));
+    assert_true(json_real_value(json_object_get(json_object_get(v, "metrics"), "acc")) == 0.9);
+    assert_int_equal(json_array_size(json_object_get(v, "metrics_history")), 1);
+    json_decref(v);
+    assert_int_equal(fx_audit_count(fx), before);
+
+    /* A new name is appended, with who and when. */
+    metrics = json_pack("{s:f, s:f}", "acc", 0.9, "f1", 0.5);
+    assert_int_equal(store_version_add_metrics(fx->st, "bob", "llm", 1, metrics, &v, &fx->err),
+                     MG_OK);
+    json_decref(metrics);
+    assert_true(json_real_value(json_object_get(json_object_get(v, "metrics"), "f1")) == 0.5);
+    {
+        json_t *hist = json_object_get(v, "metrics_history"), *h;
+        assert_int_equal(json_array_size(hist), 2);
+        h = json_array_get(hist, 1);
+        assert_string_equal(json_string_value(json_object_get(h, "name")), "f1");
+        assert_string_equal(json_string_value(json_object_get(h, "by")), "bob");
+        assert_true(fx_is_rfc3339_ms(json_string_value(json_object_get(h, "at"))));
+        h = json_array_get(hist, 0);
+        assert_string_equal(json_string_value(json_object_get(h, "by")), "alice");
+    }
+    json_decref(v);
+    assert_int_equal(fx_audit_count_action(fx, "version.metrics"), 1);
+
+    /* Unknown version. */
+    metrics = json_pack("{s:f}", "x", 1.0);
+    v = NULL;
+    assert_int_equal(store_version_add_metrics(fx->st, "bob", "llm", 2, metrics, &v, &fx->err),
+                     MG_ENOTFOUND);
+    assert_null(v);
+    json_decref(metrics);
+}
+
+static void expect_versions(struct fx *fx, const struct store_version_filter *f,
+                            const int64_t *want, size_t n)
+{
+    struct store_page page = {.limit = 50, .page_token = NULL};
+    json_t *out = NULL, *items;
+    size_t i;
+
+    if (store_version_list(fx->st, "m", f, &page, &out, &fx->err) != MG_OK)
+        fail_msg("store_version_list: %s", fx->err.message);
+    items = json_object_get(out, "items");
+    if (json_array_size(items) != n)
+        fail_msg("got %zu versions, want %zu", json_array_size(items), n);
+    for (i = 0; i < n; i++)
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(items, i), "version")),
+                         want[i]);
+    assert_true(json_is_null(json_object_get(out, "next_page_token")));
+    json_decref(out);
+}
+
+static void test_version_list_filters(void **state)
+{
+    struct fx *fx = *state;
+    char art[72], d1[72], d2[72];
+    struct store_version_filter f;
+    static const int64_t all[] = {3, 2, 1}, prod[] = {3, 2}, v1[] = {1}, v2[] = {2}, ge[] = {3, 2},
+                         le[] = {3, 1};
+
+    fx_put_blob(fx, "weights", art);
+    fx_digest("dataset one", 11, d1);
+    fx_digest("dataset two", 11, d2);
+    fx_model(fx, "m");
+    fx_model(fx, "n");
+    fx_version(fx, "m",
+               json_pack("{s:s, s:{s:s}, s:[{s:s, s:s}], s:{s:f}}", "artifact", art, "tags",
+                         "stage", "dev", "datasets", "digest", d1, "role", "train", "metrics",
+                         "acc", 0.5));
+    fx_version(fx, "m",
+               json_pack("{s:s, s:{s:s}, s:[{s:s, s:s}], s:{s:f}}", "artifact", art, "tags",
+                         "stage", "prod", "datasets", "digest", d2, "role", "eval", "metrics",
+                         "acc", 0.9));
+    fx_version(fx, "m",
+               json_pack("{s:s, s:{s:s}, s:{s:f, s:f}}", "artifact", art, "tags", "stage", "prod",
+                         "metrics", "acc", 0.7, "loss", 1.5));
+    /* Another model's versions never show up. */
+    fx_version(fx, "n",
+               json_pack("{s:s, s:{s:s}, s:[{s:s, s:s}], s:{s:f}}", "artifact", art, "tags",
+                         "stage", "prod", "datasets", "digest", d1, "role", "train", "metrics",
+                         "acc", 0.99));
+
+    memset(&f, 0, sizeof(f));
+    expect_versions(fx, &f, all, 3);
+
+    f.tag_key = "stage";
+    f.tag_value = "prod";
+    expect_versions(fx, &f, prod, 2);
+    f.tag_value = "dev";
+    expect_versions(fx, &f, v1, 1);
+    f.tag_value = "qa";
+    expect_versions(fx, &f, NULL, 0);
+    f.tag_key = "team";
+    f.tag_value = "prod";
+    expect_versions(fx, &f, NULL, 0);
+
+    memset(&f, 0, sizeof(f));
+    f.dataset = d1;
+    expect_versions(fx, &f, v1, 1);
+    f.dataset = d2;
+    expect_versions(fx, &f, v2, 1);
+
+    memset(&f, 0, sizeof(f));
+    f.metric = "acc";
+    f.metric_value = 0.7;
+    f.metric_op = ">=";
+    expect_versions(fx, &f, ge, 2);
+    f.metric_op = ">";
+    expect_versions(fx, &f, v2, 1);
+    f.metric_op = "<=";
+    expect_versions(fx, &f, le, 2);
+    f.metric_op = "<";
+    expect_versions(fx, &f, v1, 1);
+    f.metric_op = "=";
+    f.metric_value = 0.9;
+    expect_versions(fx, &f, v2, 1);
+    f.metric = "f1"; /* nobody has it */
+    f.metric_op = ">=";
+    f.metric_value = 0;
+    expect_versions(fx, &f, NULL, 0);
+
+    /* Filters combine. */
+    memset(&f, 0, sizeof(f));
+    f.tag_key = "stage";
+    f.tag_value = "prod";
+    f.metric = "acc";
+    f.metric_op = "<";
+    f.metric_value = 0.8;
+    {
+        static const int64_t v3[] = {3};
+        expect_versions(fx, &f, v3, 1);
+    }
+    f.dataset = d1;
+    expect_versions(fx, &f, NULL, 0);
+
+    /* Unknown model. */
+    {
+        struct store_page page = {.limit = 10};
+        json_t *out = NULL;
+        memset(&f, 0, sizeof(f));
+        assert_int_equal(store_version_list(fx->st, "nope", &f, &page, &out, &fx->err),
+                         MG_ENOTFOUND);
+        assert_null(out);
+    }
+}
+
+static void test_version_list_pages(void **state)
+{
+    struct fx *fx = *state;
+    char art[72], token[32];
+    struct store_version_filter f;
+    struct store_page page = {.limit = 2, .page_token = NULL};
+    json_t *out = NULL, *items;
+    int i;
+
+    fx_put_blob(fx, "weights", art);
+    fx_model(fx, "m");
+    for (i = 0; i < 3; i++)
+        fx_version(fx, "m", json_pack("{s:s}", "artifact", art));
+    memset(&f, 0, sizeof(f));
+
+    assert_int_equal(store_version_list(fx->st, "m", &f, &page, &out, &fx->err), MG_OK);
+    items = json_object_get(out, "items");
+    assert_int_equal(json_array_size(items), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(items, 0), "version")), 3);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(items, 1), "version")), 2);
+    assert_true(json_is_string(json_object_get(out, "next_page_token")));
+    snprintf(token, sizeof(token), "%s",
+             json_string_value(json_object_get(out, "next_page_token")));
+    json_decref(out);
+
+    page.page_token = token;
+    assert_int_equal(store_version_list(fx->st, "m", &f, &page, &out, &fx->err), MG_OK);
+    items = json_object_get(out, "items");
+    assert_int_equal(json_array_size(items), 1);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(items, 0), "version")), 1);
+    assert_true(json_is_null(json_object_get(out, "next_page_token")));
+    json_decref(out);
+
+    /* Tokens the server did not issue. */
+    out = NULL;
+    page.page_token = "abc";
+    assert_int_equal(store_version_list(fx->st, "m", &f, &page, &out, &fx->err), MG_EINVAL);
+    assert_string_equal(fx->err.field, "page_token");
+    page.page_token = "0";
+    assert_int_equal(store_version_list(fx->st, "m", &f, &page, &out, &fx->err), MG_EINVAL);
+    page.page_token = "-1";
+    assert_int_equal(store_version_list(fx->st, "m", &f, &page, &out, &fx->err), MG_EINVAL);
+    assert_null(out);
+}
+
+static void test_version_patch(void **state)
+{
+    struct fx *fx = *state;
+    char art[72];
+    json_t *patch, *v = NULL;
+
+    fx_put_blob(fx, "weights", art);
+    fx_model(fx, "m");
+    fx_version(fx, "m",
+               json_pack("{s:s, s:s, s:{s:s}}", "artifact", art, "description", "first", "tags",
+                         "stage", "dev"));
+    patch = json_pack("{s:{s:s}}", "tags", "stage", "prod");
+    assert_int_equal(store_version_patch(fx->st, "bob", "m", 1, patch, &v, &fx->err), MG_OK);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(v, "tags"), "stage")),
+                        "prod");
+    assert_string_equal(json_string_value(json_object_get(v, "description")), "first");
+    json_decref(v);
+    v = NULL;
+    assert_int_equal(store_version_patch(fx->st, "bob", "m", 2, patch, &v, &fx->err), MG_ENOTFOUND);
+    assert_null(v);
+    json_decref(patch);
+    assert_int_equal(fx_audit_count_action(fx, "version.update"), 1);
+}
+
+static void test_version_brief(void **state)
+{
+    struct fx *fx = *state;
+    char art[72];
+    json_t *v = NULL;
+
+    fx_put_blob(fx, "weights", art);
+    fx_model(fx, "m");
+    fx_version(fx, "m", json_pack("{s:s, s:s}", "artifact", art, "image", "reg/x@sha256:ab"));
+    fx_version(fx, "m", json_pack("{s:s}", "artifact", art));
+    assert_int_equal(store_version_brief(fx->st, "m", 1, &v, &fx->err), MG_OK);
+    assert_string_equal(json_string_value(json_object_get(v, "artifact")), art);
+    assert_string_equal(json_string_value(json_object_get(v, "image")), "reg/x@sha256:ab");
+    assert_int_equal(json_object_size(v), 2);
+    json_decref(v);
+    v = NULL;
+    assert_int_equal(store_version_brief(fx->st, "m", 2, &v, &fx->err), MG_OK);
+    assert_true(json_is_null(json_object_get(v, "image")));
+    json_decref(v);
+    v = NULL;
+    assert_int_equal(store_version_brief(fx->st, "m", 3, &v, &fx->err), MG_ENOTFOUND);
+    assert_int_equal(store_version_brief(fx->st, "nope", 1, &v, &fx->err), MG_ENOTFOUND);
+    assert_null(v);
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_version_numbers),      T(test_version_metrics_append_only),
+        T(test_version_list_filters), T(test_version_list_pages),
+        T(test_version_patch),        T(test_version_brief),
+    };
+#undef T
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
