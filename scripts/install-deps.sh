@@ -22,6 +22,8 @@ server_packages=(
     # libraries modelgated and the CLI link against
     libmicrohttpd-dev libsqlite3-dev libssl-dev libjansson-dev libarchive-dev
     libcurl4-openssl-dev
+    # PostgreSQL's client library: --database postgresql://… (several replicas)
+    libpq-dev
 )
 
 # What the test suite adds.
@@ -35,6 +37,9 @@ test_packages=(
     sqlite3 openssl jq curl zstd xz-utils zip unzip xxd nginx-light haproxy procps coreutils
     # promtool checks that /metrics stays parsable whatever clients send (tests/security)
     prometheus
+    # a private PostgreSQL 15 the tests start themselves (scripts/pg-test.sh), never the
+    # system service; util-linux's setpriv runs it as nobody when the tests run as root
+    postgresql util-linux
     # the reviewer UI's end-to-end tests: headless Chromium, driven by playwright-core from npm
     chromium
 )
@@ -111,6 +116,13 @@ else
 
     # noninteractive keeps debconf from prompting (tzdata and friends on a fresh machine).
     export DEBIAN_FRONTEND=noninteractive
+    # Debian's postgresql package would create and start a system cluster; the tests start
+    # their own (scripts/pg-test.sh), so say no cluster before the package is configured.
+    if [[ " ${missing[*]} " == *" postgresql "* && ! -e /etc/postgresql-common/createcluster.conf ]]; then
+        "${as_root[@]}" mkdir -p /etc/postgresql-common
+        echo "create_main_cluster = false" | "${as_root[@]}" tee \
+            /etc/postgresql-common/createcluster.conf >/dev/null
+    fi
     "${as_root[@]}" apt-get update
     "${as_root[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
 fi

@@ -1,9 +1,10 @@
 /*
  * cache.h - a small, bounded cache of whole JSON response bodies for the
  * hottest reads (a version, an alias's last-known-good), validated by the
- * store's data epoch: an entry is served only while store_data_epoch() is
- * still the epoch it was built under, so a hit is always what the database
- * would answer now. Direct-mapped slots, one lock each; bodies over
+ * model's epoch (store_model_epoch): an entry is served only while its model's
+ * epoch is still the one it was built under, so a hit is always what the
+ * database would answer now, and a write to one model leaves the others'
+ * entries valid. Direct-mapped slots, one lock each; bodies over
  * SRV_CACHE_BODY_MAX are not kept. Thread-safe; a NULL cache caches nothing.
  */
 #ifndef SRV_CACHE_H
@@ -16,6 +17,7 @@
 #define SRV_CACHE_SLOTS 512
 #define SRV_CACHE_KEY_MAX 512
 #define SRV_CACHE_BODY_MAX (16u << 10)
+#define SRV_CACHE_NO_EPOCH UINT64_MAX /* an epoch that could not be read */
 
 struct srv_cache;
 

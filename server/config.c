@@ -73,6 +73,7 @@ void srv_config_release(struct srv_config *cfg)
         free(cfg->smoke_profiles[--cfg->nsmoke_profiles]);
     free(cfg->nvml_library);
     free(cfg->database);
+    free(cfg->blobs_dir);
     free(cfg->public_url);
     memset(cfg, 0, sizeof(*cfg));
 }
@@ -95,6 +96,8 @@ const char *srv_config_usage(void)
            "                           data directory; default) or a PostgreSQL URL\n"
            "                           (postgresql://user:pw@host:port/db or ?host=/socket/dir)\n"
            "                           that any number of modelgated replicas share\n"
+           "  --blobs file:DIR         where artifact bytes live (default file:DATA_DIR/blobs);\n"
+           "                           replicas on one database share one directory\n"
            "  --sync full|normal       SQLite synchronous mode (default full)\n"
            "  --response-cache on|off  answer repeated version and last-known-good reads\n"
            "                           from memory until the next write (default on)\n"
@@ -277,6 +280,16 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
     }
     if (strcmp(key, "nvml-library") == 0)
         return set_str(&cfg->nvml_library, v, err);
+    if (strcmp(key, "blobs") == 0) {
+        if (strncmp(v, "s3://", 5) == 0 || strncmp(v, "oci://", 6) == 0)
+            return mg_fail(err, MG_EINVAL, key,
+                           "--blobs %s is not available in this build yet; use file:DIR",
+                           strncmp(v, "s3", 2) == 0 ? "s3://" : "oci://");
+        if (strncmp(v, "file:", 5) != 0 || v[5] != '/')
+            return mg_fail(err, MG_EINVAL, key,
+                           "--blobs is file: and an absolute directory (file:/srv/blobs)");
+        return set_str(&cfg->blobs_dir, v + 5, err);
+    }
     if (strcmp(key, "database") == 0) {
         if (strcmp(v, "sqlite") == 0) {
             free(cfg->database);
@@ -284,8 +297,7 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
             return MG_OK;
         }
         if (strncmp(v, "postgresql://", 13) != 0 && strncmp(v, "postgres://", 11) != 0)
-            return mg_fail(err, MG_EINVAL, key,
-                           "--database is sqlite or a postgresql:// URL");
+            return mg_fail(err, MG_EINVAL, key, "--database is sqlite or a postgresql:// URL");
         return set_str(&cfg->database, v, err);
     }
     if (strcmp(key, "read-scope") == 0) {

@@ -14,6 +14,7 @@ struct srv_config {
     char *listen;      /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8470 */
     char *data_dir;    /* default ./var */
     char *database;    /* NULL (SQLite in data_dir) or a PostgreSQL URL */
+    char *blobs_dir;   /* --blobs file:DIR, or NULL for <data_dir>/blobs */
     char *port_file;   /* write the bound port here once listening */
     char *signing_key; /* PEM (PKCS#8) of the active signing key, or NULL */
     char *tls_cert;    /* PEM certificate (chain) → serve HTTPS */

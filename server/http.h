@@ -123,6 +123,7 @@ struct srv {
     struct rel_timer *timer;      /* the promotion clock (release.c) */
     struct push *push;            /* delivery workers (push/push.c) */
     struct runner *runner;        /* smoke-test runner (runner/runner.c) */
+    struct srv_cluster *cluster;  /* heartbeat and leader duties (cluster.c) */
     struct push_allow push_allow; /* where webhooks may connect */
     bool tls;                     /* serving HTTPS: cookies get Secure, replies HSTS */
     char *tls_cert_pem, *tls_key_pem;
@@ -182,12 +183,13 @@ bool srv_page(struct srv_req *r, struct store_page *page);
 /* Reply with JSON (the value is STOLEN). */
 void srv_reply_json(struct srv_req *r, unsigned status, json_t *v);
 
-/* Reads worth caching (cache.h): when the body for key is cached at the
- * store's current epoch, reply 200 with it and return true; otherwise set
- * *epoch for srv_reply_json_keep() and return false. Key everything the body
- * depends on into key (not the caller: a cached body must be the same for
- * every principal allowed to read it). */
-bool srv_reply_cached(struct srv_req *r, const char *key, uint64_t *epoch);
+/* Reads worth caching (cache.h): when the body for key is cached at model's
+ * current epoch (store_model_epoch: validated against the database, so a write
+ * on any replica counts), reply 200 with it and return true; otherwise set
+ * *epoch for srv_reply_json_keep() and return false. The body must depend on
+ * model's data alone, and key everything it depends on (not the caller: a
+ * cached body must be the same for every principal allowed to read it). */
+bool srv_reply_cached(struct srv_req *r, const char *model, const char *key, uint64_t *epoch);
 
 /* srv_reply_json(r, 200, v), keeping the body under key for epoch. */
 void srv_reply_json_keep(struct srv_req *r, json_t *v, const char *key, uint64_t epoch);

@@ -19,6 +19,7 @@
 #include "../common/file.h"
 #include "../common/util.h"
 #include "cache.h"
+#include "cluster.h"
 #include "config.h"
 #include "http.h"
 #include "metrics.h"
@@ -291,6 +292,7 @@ int main(int argc, char **argv)
         goto out;
     sopt.data_dir = cfg.data_dir;
     sopt.database = cfg.database;
+    sopt.blobs_dir = cfg.blobs_dir;
     if (sign_keyring_load(cfg.data_dir, cfg.signing_key, true, &keys, &err) != MG_OK) {
         fprintf(stderr, "modelgated: signing key: %s\n", err.message);
         goto out;
@@ -311,6 +313,11 @@ int main(int argc, char **argv)
     srv.store = st;
     srv.keys = keys;
     if (srv_start(&srv, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
+    /* Registered as a replica before any worker takes a lease in its name. */
+    if (srv_cluster_start(&srv, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
@@ -347,6 +354,7 @@ out:
     srv_stop(&srv, SHUTDOWN_GRACE_MS);
     rel_timer_stop(&srv);
     runner_stop(&srv);
+    srv_cluster_stop(&srv);
     push_free(&srv);
     srv_metrics_free(&srv.metrics);
     srv_cache_free(&srv.cache);

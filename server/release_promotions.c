@@ -111,14 +111,14 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
     }
     if ((rc = rel_load_policy(srv, model, alias, &pol, &snapshot, err)) != MG_OK)
         goto out;
-    if ((rc = rel_evaluate(srv, model, ver, baseline, &pol, NULL, false, mg_now_ms(), &report,
-                           err)) != MG_OK)
+    if ((rc = rel_evaluate(srv, model, ver, baseline, &pol, NULL, false, store_clock_ms(srv->store),
+                           &report, err)) != MG_OK)
         goto out;
     promo_init(&cur, &pol, version, baseline);
     ev.kind = PROMO_EV_GATES;
     ev.gates_pending = json_is_true(json_object_get(report, "pending"));
     ev.gates_failed = !ev.gates_pending && !json_is_true(json_object_get(report, "passed"));
-    if ((rc = promo_step(&cur, &ev, mg_now_ms(), &next, &acts, err)) != MG_OK)
+    if ((rc = promo_step(&cur, &ev, store_clock_ms(srv->store), &next, &acts, err)) != MG_OK)
         goto out;
     new_id(id);
     rec = json_pack("{s:s, s:s, s:s, s:I, s:o, s:s, s:s?, s:O, s:O, s:i, s:i, s:I}", "id", id,
@@ -258,7 +258,7 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
                     !d->ev.gates_pending && !json_is_true(json_object_get(report, "passed"));
             }
         }
-        if ((rc = promo_step(&cur, &d->ev, mg_now_ms(), &next, &acts, err)) != MG_OK)
+        if ((rc = promo_step(&cur, &d->ev, store_clock_ms(srv->store), &next, &acts, err)) != MG_OK)
             goto next;
         if ((d->ev.kind == PROMO_EV_TICK && !acts.set_routes && !acts.event[0]) ||
             (d->ev.kind == PROMO_EV_GATES && next.state == cur.state)) {

@@ -76,8 +76,10 @@ static void *timer_main(void *arg)
 
         t->kicked = false;
         pthread_mutex_unlock(&t->lock);
-        now = mg_now_ms();
-        next = rel_tick(srv, now);
+        now = store_clock_ms(srv->store);
+        /* One replica (the leader) runs the cluster's rollout clock; the others
+         * look again each second, ready to take over. */
+        next = store_leader(srv->store) ? rel_tick(srv, now) : 0;
         pthread_mutex_lock(&t->lock);
         if (t->stop || t->kicked)
             continue;

@@ -137,10 +137,15 @@ static void reply_cached_body(const char *body, size_t len, void *arg)
     srv_reply_bytes(arg, 200, "application/json; charset=utf-8", body, len);
 }
 
-bool srv_reply_cached(struct srv_req *r, const char *key, uint64_t *epoch)
+bool srv_reply_cached(struct srv_req *r, const char *model, const char *key, uint64_t *epoch)
 {
+    struct mg_error err;
+
     /* Read before the handler's reads begin: what they see is at least this new. */
-    *epoch = store_data_epoch(r->srv->store);
+    if (store_model_epoch(r->srv->store, model, epoch, &err) != MG_OK) {
+        *epoch = SRV_CACHE_NO_EPOCH; /* not known: neither served from nor kept */
+        return false;
+    }
     return srv_cache_use(r->srv->cache, key, *epoch, reply_cached_body, r);
 }
 
@@ -153,7 +158,8 @@ void srv_reply_json_keep(struct srv_req *r, json_t *v, const char *key, uint64_t
         return;
     }
     json_decref(v);
-    srv_cache_put(r->srv->cache, key, epoch, text, strlen(text));
+    if (epoch != SRV_CACHE_NO_EPOCH)
+        srv_cache_put(r->srv->cache, key, epoch, text, strlen(text));
     srv_reply_bytes(r, 200, "application/json; charset=utf-8", text, strlen(text));
     free(text);
 }

@@ -118,7 +118,17 @@ enum mg_code store_audit_append(struct db_conn *c, const char *actor, const char
     s = db_prepare(c, sql_set_head);
     db_bind_i64(s, 1, seq);
     db_bind_text(s, 2, hash);
-    rc = db_exec(s, err);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    /* A change of a model (its versions, aliases, policy) moves the model's epoch:
+     * cached answers about it are stale from this commit on. */
+    if (strncmp(action, "model.", 6) == 0 || strncmp(action, "version.", 8) == 0 ||
+        strncmp(action, "alias.", 6) == 0 || strncmp(action, "policy.", 7) == 0) {
+        char model[80];
+
+        snprintf(model, sizeof(model), "%.*s", (int)strcspn(target, "/"), target);
+        rc = store_model_bump(c, model, err);
+    }
 out:
     free(dtext);
     json_decref(d);

@@ -19,6 +19,16 @@ void db_close(struct db_conn **c)
     *c = NULL;
 }
 
+void db_set_context(struct db_conn *c, void *ctx)
+{
+    c->ctx = ctx;
+}
+
+void *db_context(struct db_conn *c)
+{
+    return c->ctx;
+}
+
 enum db_dialect db_dialect(const struct db_conn *c)
 {
     return c->ops->dialect;

@@ -58,6 +58,10 @@ enum mg_code db_open(const struct db_open_options *opt, struct db_conn **out,
 /* Finalize every cached statement and close. Sets *c to NULL; NULL is fine. */
 void db_close(struct db_conn **c);
 
+/* A pointer the connection carries for its owner (the store it belongs to). */
+void db_set_context(struct db_conn *c, void *ctx);
+void *db_context(struct db_conn *c);
+
 /* Which SQL the connection speaks. Where the engines spell a statement
  * differently the store keeps both spellings side by side and picks one with
  * DB_SQL (each spelling a static string, so the statement cache keys on it). */

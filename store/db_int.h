@@ -37,6 +37,7 @@ struct db_ops {
 /* The first member of every engine's connection and statement. */
 struct db_conn {
     const struct db_ops *ops;
+    void *ctx; /* db_set_context */
 };
 
 struct db_stmt {

@@ -24,6 +24,7 @@
 /* pg_type OIDs (catalog/pg_type_d.h, stable across releases). */
 #define OID_BYTEA 17
 #define OID_INT8 20
+#define OID_TEXT 25
 #define OID_FLOAT8 701
 
 /* The advisory lock every write transaction holds ("mgwr"). */
@@ -430,7 +431,7 @@ static void pg_bind_text(struct db_stmt *base, int i, const char *text)
     struct pg_stmt *s = PS(base);
 
     if (slot(s, i) && text)
-        set_value(s, i, text, 0);
+        set_value(s, i, text, OID_TEXT);
 }
 
 static void pg_bind_i64(struct db_stmt *base, int i, int64_t v)
@@ -483,6 +484,43 @@ static bool is_write_status(const char *status)
            strncmp(status, "DELETE", 6) == 0;
 }
 
+/* Prepare s on its connection, with the types of the parameters bound now. A
+ * failure to prepare must not abort the caller's transaction (SQLite's does
+ * not), so inside one it runs under a savepoint. */
+static enum mg_code prepare(struct pg_conn *c, struct pg_stmt *s, struct mg_error *err)
+{
+    bool in_txn = PQtransactionStatus(c->pg) == PQTRANS_INTRANS;
+    enum mg_code rc = MG_OK;
+    const char *state;
+    PGresult *p;
+
+    if (in_txn && (rc = run_simple(c, "SAVEPOINT mg_prepare", err)) != MG_OK)
+        return rc;
+    p = PQprepare(c->pg, s->name, s->text, s->nparams, (const Oid *)s->types);
+    state = p ? PQresultErrorField(p, PG_DIAG_SQLSTATE) : NULL;
+    if (state && (strcmp(state, "42P08") == 0 || strcmp(state, "42P18") == 0)) {
+        /* A parameter bound NULL whose type nothing in the statement tells
+         * ("?1 IS NULL OR …"): such parameters are text in the store's SQL. */
+        for (int i = 0; i < s->nparams; i++) {
+            if (s->types[i] == 0)
+                s->types[i] = OID_TEXT;
+        }
+        PQclear(p);
+        if (in_txn)
+            (void)run_simple(c, "ROLLBACK TO SAVEPOINT mg_prepare", NULL);
+        p = PQprepare(c->pg, s->name, s->text, s->nparams, (const Oid *)s->types);
+    }
+    if (p == NULL || PQresultStatus(p) != PGRES_COMMAND_OK) {
+        rc = fail_res(c, p, err);
+        if (in_txn)
+            (void)run_simple(c, "ROLLBACK TO SAVEPOINT mg_prepare", NULL);
+    }
+    PQclear(p);
+    if (in_txn && PQstatus(c->pg) == CONNECTION_OK)
+        (void)run_simple(c, "RELEASE SAVEPOINT mg_prepare", NULL);
+    return rc;
+}
+
 static enum mg_code run(struct pg_stmt *s, struct mg_error *err)
 {
     struct pg_conn *c = PC(s->base.conn);
@@ -492,12 +530,8 @@ static enum mg_code run(struct pg_stmt *s, struct mg_error *err)
     if (PQstatus(c->pg) != CONNECTION_OK)
         return fail_res(c, NULL, err);
     if (s->prepared != c->generation) {
-        PGresult *p = PQprepare(c->pg, s->name, s->text, s->nparams, (const Oid *)s->types);
-        enum mg_code rc = MG_OK;
+        enum mg_code rc = prepare(c, s, err);
 
-        if (p == NULL || PQresultStatus(p) != PGRES_COMMAND_OK)
-            rc = fail_res(c, p, err);
-        PQclear(p);
         if (rc != MG_OK)
             return rc;
         s->prepared = c->generation;

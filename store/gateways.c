@@ -118,8 +118,8 @@ static enum mg_code enqueue_current(struct db_conn *c, const char *name, const c
         "  'pending', 0, NULL, 0, ?3, ?2, NULL "
         "FROM gateways g, aliases a JOIN models m ON m.id = a.model_id "
         "WHERE g.name = ?1 AND a.deleted = 0 "
-        "AND (g.models IS NULL OR g.models::jsonb ? m.name) "
-        "AND (g.aliases IS NULL OR g.aliases::jsonb ? a.name)";
+        "AND (g.models IS NULL OR jsonb_exists(g.models::jsonb, m.name)) "
+        "AND (g.aliases IS NULL OR jsonb_exists(g.aliases::jsonb, a.name))";
     struct db_stmt *s;
     enum mg_code rc;
 

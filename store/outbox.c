@@ -34,8 +34,8 @@ enum mg_code store_outbox_write(struct db_conn *c, const char *model, const char
         "INSERT INTO outbox (gateway, model, alias, generation, payload, state, attempts, "
         "last_error, next_attempt_at, written_ms, written_at, acked_at) "
         "SELECT g.name, ?1, ?2, ?3, ?4, 'pending', 0, NULL, 0, ?6, ?5, NULL FROM gateways g "
-        "WHERE (g.models IS NULL OR g.models::jsonb ? ?1::text) "
-        "AND (g.aliases IS NULL OR g.aliases::jsonb ? ?2::text) "
+        "WHERE (g.models IS NULL OR jsonb_exists(g.models::jsonb, ?1::text)) "
+        "AND (g.aliases IS NULL OR jsonb_exists(g.aliases::jsonb, ?2::text)) "
         "ON CONFLICT (gateway, model, alias) DO UPDATE SET generation = excluded.generation, "
         "payload = excluded.payload, state = 'pending', attempts = 0, last_error = NULL, "
         "next_attempt_at = 0, written_ms = excluded.written_ms, written_at = excluded.written_at, "
@@ -70,26 +70,50 @@ void store_delivery_release(struct store_delivery *d)
 enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_ms,
                                 struct store_delivery *out, bool *found, struct mg_error *err)
 {
+    /* A lease whose holder is gone is free: ?3 is this replica (alive), ?5 the oldest
+     * heartbeat of a live one. */
+#define OUTBOX_DUE                                                                                 \
+    "o.state != 'in_sync' AND o.next_attempt_at <= ?1 AND g.disabled_reason IS NULL AND "          \
+    "(o.lease_until <= ?1 OR o.lease_owner IS NULL OR (o.lease_owner != ?3 AND "                   \
+    "o.lease_owner NOT IN (SELECT r.id FROM replicas r WHERE r.last_seen_ms > ?5))) "
     static const char sql[] =
-        "UPDATE outbox SET lease_until = ?2 WHERE (gateway, model, alias) = ("
+        "UPDATE outbox SET lease_until = ?2, lease_owner = ?3, lease_token = ?4 "
+        "WHERE (gateway, model, alias) = ("
         "  SELECT o.gateway, o.model, o.alias FROM outbox o JOIN gateways g ON g.name = o.gateway"
-        "  WHERE o.state != 'in_sync' AND o.next_attempt_at <= ?1 AND o.lease_until <= ?1"
-        "  AND g.disabled_reason IS NULL ORDER BY o.next_attempt_at, o.written_ms LIMIT 1) "
+        "  WHERE " OUTBOX_DUE "ORDER BY o.next_attempt_at, o.written_ms LIMIT 1) "
         "RETURNING gateway, model, alias, generation, payload, attempts, written_ms";
+    /* Rows another replica's worker is claiming right now are skipped, not waited for. */
+    static const char sql_pg[] =
+        "UPDATE outbox SET lease_until = ?2, lease_owner = ?3, lease_token = ?4 "
+        "WHERE (gateway, model, alias) = ("
+        "  SELECT o.gateway, o.model, o.alias FROM outbox o JOIN gateways g ON g.name = o.gateway"
+        "  WHERE " OUTBOX_DUE "ORDER BY o.next_attempt_at, o.written_ms LIMIT 1 "
+        "  FOR UPDATE OF o SKIP LOCKED) "
+        "RETURNING gateway, model, alias, generation, payload, attempts, written_ms";
+#undef OUTBOX_DUE
     static const char sql_gw[] = "SELECT kind, config, secret FROM gateways WHERE name = ?";
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
     enum mg_code rc = MG_OK;
+    uint8_t rnd[8];
     bool row;
 
     if (c == NULL)
         return err->code;
     *found = false;
-    s = db_prepare(c, sql);
+    memset(out, 0, sizeof(*out));
+    if (!mg_random_bytes(rnd, sizeof(rnd))) {
+        rc = mg_fail(err, MG_EIO, NULL, "no random bytes for a lease token");
+        goto out;
+    }
+    mg_hex_encode(rnd, sizeof(rnd), out->lease_token);
+    s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     db_bind_i64(s, 1, now_ms);
     db_bind_i64(s, 2, now_ms + lease_ms);
+    db_bind_text(s, 3, store_replica_id(st));
+    db_bind_text(s, 4, out->lease_token);
+    db_bind_i64(s, 5, now_ms - STORE_REPLICA_DEAD_MS);
     if ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        memset(out, 0, sizeof(*out));
         snprintf(out->gateway, sizeof(out->gateway), "%s", db_col_text(s, 0));
         snprintf(out->model, sizeof(out->model), "%s", db_col_text(s, 1));
         snprintf(out->alias, sizeof(out->alias), "%s", db_col_text(s, 2));
@@ -112,7 +136,7 @@ enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_
     }
 out:
     rc = store_write_end(st, c, rc, err);
-    if (rc != MG_OK && *found) {
+    if (rc != MG_OK || !*found) {
         store_delivery_release(out);
         *found = false;
     }
@@ -126,15 +150,17 @@ enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d,
      * meanwhile keeps its pending state and is due at once. */
     static const char sql_ok[] =
         "UPDATE outbox SET state = 'in_sync', attempts = attempts + 1, last_error = NULL, "
-        "next_attempt_at = 0, acked_at = ?4, lease_until = 0 WHERE gateway = ?1 AND model = ?2 AND "
-        "alias = ?3 "
-        "AND generation = ?5";
+        "next_attempt_at = ?6, acked_at = ?4, lease_until = 0, lease_owner = NULL, "
+        "lease_token = NULL WHERE gateway = ?1 AND model = ?2 AND alias = ?3 "
+        "AND generation = ?5 AND lease_token = ?7";
     static const char sql_fail[] =
         "UPDATE outbox SET state = 'failing', attempts = attempts + 1, last_error = ?4, "
-        "next_attempt_at = ?6, lease_until = 0 WHERE gateway = ?1 AND model = ?2 AND alias = ?3 "
-        "AND generation = ?5";
-    static const char sql_release[] = "UPDATE outbox SET lease_until = 0 WHERE gateway = ?1 "
-                                      "AND model = ?2 AND alias = ?3";
+        "next_attempt_at = ?6, lease_until = 0, lease_owner = NULL, lease_token = NULL "
+        "WHERE gateway = ?1 AND model = ?2 AND alias = ?3 AND generation = ?5 "
+        "AND lease_token = ?7";
+    static const char sql_release[] =
+        "UPDATE outbox SET lease_until = 0, lease_owner = NULL, lease_token = NULL "
+        "WHERE gateway = ?1 AND model = ?2 AND alias = ?3 AND lease_token = ?4";
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
     char at[32];
@@ -149,16 +175,18 @@ enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d,
     db_bind_text(s, 3, d->alias);
     db_bind_text(s, 4, ok ? at : error);
     db_bind_i64(s, 5, d->generation);
-    if (!ok)
-        db_bind_i64(s, 6, next_attempt_ms);
+    db_bind_i64(s, 6, ok ? 0 : next_attempt_ms);
+    db_bind_text(s, 7, d->lease_token);
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     if (db_changes(s) == 0) {
-        /* Superseded: release the lease so the newer generation goes out. */
+        /* Superseded (release the lease so the newer generation goes out), or
+         * the lease was lost (then this changes nothing either). */
         s = db_prepare(c, sql_release);
         db_bind_text(s, 1, d->gateway);
         db_bind_text(s, 2, d->model);
         db_bind_text(s, 3, d->alias);
+        db_bind_text(s, 4, d->lease_token);
         rc = db_exec(s, err);
     }
 out:
@@ -213,7 +241,17 @@ enum mg_code store_outbox_synced(struct store *st, const char *model, const char
 
 enum mg_code store_outbox_recover(struct store *st, struct mg_error *err)
 {
-    static const char sql[] = "UPDATE outbox SET lease_until = 0 WHERE lease_until != 0";
+    static const char sql[] =
+        "UPDATE outbox SET lease_until = 0, lease_owner = NULL, lease_token = NULL "
+        "WHERE lease_until != 0 AND (lease_owner IS NULL OR (lease_owner != ?2 AND "
+        "lease_owner NOT IN (SELECT id FROM replicas WHERE last_seen_ms > ?1)))";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
 
-    return store_write_sql(st, sql, err);
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, store_clock_ms(st) - STORE_REPLICA_DEAD_MS);
+    db_bind_text(s, 2, store_replica_id(st));
+    return store_write_end(st, c, db_exec(s, err), err);
 }

@@ -158,8 +158,14 @@ enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found, stru
         "b.files, v.smoke, v.resources FROM smoke_tests t JOIN versions v ON v.id = t.version_id "
         "JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "
         "WHERE t.state = 'queued' ORDER BY t.created_ms LIMIT 1";
-    static const char sql_run[] = "UPDATE smoke_tests SET state = 'running', started_at = ? WHERE "
-                                  "id = ? AND state = 'queued'";
+    static const char sql_next_pg[] =
+        "SELECT t.id, m.name, v.version, t.profile, t.gpu_mode, v.artifact, b.media_type, "
+        "b.files, v.smoke, v.resources FROM smoke_tests t JOIN versions v ON v.id = t.version_id "
+        "JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "
+        "WHERE t.state = 'queued' ORDER BY t.created_ms LIMIT 1 FOR UPDATE OF t SKIP LOCKED";
+    static const char sql_run[] =
+        "UPDATE smoke_tests SET state = 'running', started_at = ?, owner = ?, lease_until = ? "
+        "WHERE id = ? AND state = 'queued'";
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
     json_t *j = NULL;
@@ -170,7 +176,7 @@ enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found, stru
     if (c == NULL)
         return err->code;
     *found = false;
-    s = db_prepare(c, sql_next);
+    s = db_prepare(c, DB_SQL(c, sql_next, sql_next_pg));
     if ((rc = db_step(s, &row, err)) != MG_OK || !row)
         goto out;
     j = json_pack("{s:o, s:o, s:I, s:o, s:o, s:{s:o, s:o, s:o}, s:o, s:o}", "id",
@@ -187,7 +193,9 @@ enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found, stru
     s = db_prepare(c, sql_run);
     store_now(at);
     db_bind_text(s, 1, at);
-    db_bind_text(s, 2, json_string_value(json_object_get(j, "id")));
+    db_bind_text(s, 2, store_replica_id(st));
+    db_bind_i64(s, 3, store_clock_ms(st));
+    db_bind_text(s, 4, json_string_value(json_object_get(j, "id")));
     /* Claimed only if this update moved it out of 'queued': with several
      * processes on one database, another may have taken it first. */
     if ((rc = db_exec(s, err)) == MG_OK)
@@ -207,8 +215,8 @@ enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *
     static const char sql[] =
         "UPDATE smoke_tests SET state = ?, gpu = ?, exit_code = ?, latency = ?, checks = ?, "
         "log_tail = coalesce(?, ''), reason = ?, duration_ms = ?, peak_gpu_memory_mib = ?, "
-        "finished_at = ? "
-        "WHERE id = ?";
+        "finished_at = ?, owner = NULL "
+        "WHERE id = ? AND (owner = ? OR owner IS NULL)";
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
     char at[32], *gpu = NULL, *lat = NULL, *checks = NULL;
@@ -238,8 +246,11 @@ enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *
         db_bind_i64(s, 9, json_integer_value(v));
     db_bind_text(s, 10, at);
     db_bind_text(s, 11, id);
+    db_bind_text(s, 12, store_replica_id(st));
+    /* Not ours any more: this replica was taken for dead and the test queued again. */
     if ((rc = db_exec(s, err)) == MG_OK && db_changes(s) == 0)
-        rc = mg_fail(err, MG_ENOTFOUND, NULL, "smoke test %s does not exist", id);
+        rc = mg_fail(err, MG_ENOTFOUND, NULL,
+                     "smoke test %s does not exist or another replica runs it now", id);
     free(gpu);
     free(lat);
     free(checks);
@@ -333,9 +344,18 @@ enum mg_code store_smoke_counts(struct store *st, int64_t *queued, int64_t *runn
 enum mg_code store_smoke_recover(struct store *st, struct mg_error *err)
 {
     static const char sql[] =
-        "UPDATE smoke_tests SET state = 'queued', started_at = NULL WHERE state = 'running'";
+        "UPDATE smoke_tests SET state = 'queued', started_at = NULL, owner = NULL, lease_until = 0 "
+        "WHERE state = 'running' AND (owner IS NULL OR (owner != ?2 AND owner NOT IN "
+        "(SELECT id FROM replicas WHERE last_seen_ms > ?1)))";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
 
-    return store_write_sql(st, sql, err);
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, store_clock_ms(st) - STORE_REPLICA_DEAD_MS);
+    db_bind_text(s, 2, store_replica_id(st));
+    return store_write_end(st, c, db_exec(s, err), err);
 }
 
 enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_error *err)

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/embedded.h"
@@ -213,17 +214,26 @@ static enum mg_code make_dir(const char *path, struct mg_error *err)
     return MG_OK;
 }
 
-/* Interrupted uploads leave temp files; none is referenced by a row. */
-static void sweep_tmp(const char *dir)
+/* Interrupted uploads leave temp files; none is referenced by a row. A blob
+ * directory other processes share may hold their uploads in flight (written to
+ * as they go): there only files left alone for SWEEP_SHARED_AGE_S go. */
+#define SWEEP_SHARED_AGE_S 600
+static void sweep_tmp(const char *dir, bool shared)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
+    struct stat sb;
+    time_t now = time(NULL);
 
     if (d == NULL)
         return;
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "upload-", 7) == 0)
-            unlinkat(dirfd(d), e->d_name, 0);
+        if (strncmp(e->d_name, "upload-", 7) != 0)
+            continue;
+        if (shared && (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+                       now - sb.st_mtime < SWEEP_SHARED_AGE_S))
+            continue;
+        unlinkat(dirfd(d), e->d_name, 0);
     }
     closedir(d);
 }
@@ -314,8 +324,12 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     st->keys = opt->keys;
     st->nreaders = opt->read_conns ? opt->read_conns : 4;
     st->data_dir = strdup(opt->data_dir);
+    st->started_ms = mg_now_ms();
+    if (opt->database && (st->database = strdup(opt->database)) == NULL)
+        goto fail;
+    store_replica_init(st);
     st->db_path = path_join(opt->data_dir, "modelgate.db");
-    blobs = path_join(opt->data_dir, "blobs");
+    blobs = opt->blobs_dir ? strdup(opt->blobs_dir) : path_join(opt->data_dir, "blobs");
     if (!st->data_dir || !st->db_path || !blobs)
         goto fail;
     st->blob_dir = path_join(blobs, "sha256");
@@ -331,7 +345,7 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
         goto fail;
     if ((rc = lock_dir(st, err)) != MG_OK)
         goto fail;
-    sweep_tmp(st->tmp_dir);
+    sweep_tmp(st->tmp_dir, opt->blobs_dir != NULL);
     tighten_modes(st->data_dir);
 
     {
@@ -342,6 +356,7 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
 
         if ((rc = db_open(&o, &st->writer, err)) != MG_OK)
             goto fail;
+        db_set_context(st->writer, st);
         if ((rc = migrate(st->writer, err)) != MG_OK)
             goto fail;
         o.writer = false;
@@ -349,7 +364,11 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
             if ((rc = db_open(&o, &st->readers[i], err)) != MG_OK)
                 goto fail;
         }
+        if (st->database && (rc = db_open(&o, &st->leader_conn, err)) != MG_OK)
+            goto fail;
     }
+    if (st->database == NULL && (rc = store_replica_forget_others(st, err)) != MG_OK)
+        goto fail;
     tighten_modes(st->data_dir); /* the WAL and shm the connections just made */
     free(blobs);
     *out = st;
@@ -371,6 +390,7 @@ void store_close(struct store **stp)
      * database is one file at rest. */
     for (i = 0; st->readers && i < st->nreaders; i++)
         db_close(&st->readers[i]);
+    db_close(&st->leader_conn);
     db_close(&st->writer);
     pthread_mutex_destroy(&st->wlock);
     pthread_mutex_destroy(&st->rlock);
@@ -379,6 +399,7 @@ void store_close(struct store **stp)
     free(st->readers);
     free(st->rbusy);
     free(st->data_dir);
+    free(st->database);
     free(st->db_path);
     free(st->blob_dir);
     free(st->tmp_dir);
@@ -389,6 +410,27 @@ void store_close(struct store **stp)
 }
 
 struct db_conn *store_read_begin(struct store *st)
+{
+    struct db_conn *c = store_read_borrow(st);
+
+    if (db_begin(c, DB_READ, NULL) != MG_OK) {
+        /* Reads then run without one snapshot; a broken connection shows in
+         * the first statement's error. */
+    }
+    return c;
+}
+
+void store_read_end(struct store *st, struct db_conn *c)
+{
+    /* Ends any statement left stepping, so the next borrower does not read
+     * old data under a new data epoch (store_data_epoch). */
+    if (db_commit(c, NULL) != MG_OK) {
+        /* A read transaction has nothing to lose; db_commit rolled it back. */
+    }
+    store_read_return(st, c);
+}
+
+struct db_conn *store_read_borrow(struct store *st)
 {
     unsigned i;
     struct db_conn *c = NULL;
@@ -406,22 +448,13 @@ struct db_conn *store_read_begin(struct store *st)
             pthread_cond_wait(&st->rcond, &st->rlock);
     }
     pthread_mutex_unlock(&st->rlock);
-    if (db_begin(c, DB_READ, NULL) != MG_OK) {
-        /* Reads then run without one snapshot; a broken connection shows in
-         * the first statement's error. */
-    }
     return c;
 }
 
-void store_read_end(struct store *st, struct db_conn *c)
+void store_read_return(struct store *st, struct db_conn *c)
 {
     unsigned i;
 
-    /* Ends any statement left stepping, so the next borrower does not read
-     * old data under a new data epoch (store_data_epoch). */
-    if (db_commit(c, NULL) != MG_OK) {
-        /* A read transaction has nothing to lose; db_commit rolled it back. */
-    }
     pthread_mutex_lock(&st->rlock);
     for (i = 0; i < st->nreaders; i++) {
         if (st->readers[i] == c)
@@ -454,6 +487,7 @@ enum mg_code store_write_end(struct store *st, struct db_conn *c, enum mg_code r
      * and runner workers (a claim that finds nothing) leave caches alone. */
     if (rc == MG_OK && db_total_changes(c) != st->writer_changes)
         atomic_fetch_add(&st->epoch, 1);
+    store_epochs_commit(st, rc == MG_OK);
     pthread_mutex_unlock(&st->wlock);
     return rc;
 }
@@ -475,7 +509,7 @@ bool store_ready(struct store *st)
     if (c == NULL)
         return false;
     ok = db_exec_script(c,
-                        "CREATE TEMP TABLE IF NOT EXISTS readyz_probe (x); "
+                        "CREATE TEMP TABLE IF NOT EXISTS readyz_probe (x INTEGER); "
                         "INSERT INTO readyz_probe VALUES (1); DELETE FROM readyz_probe",
                         &err) == MG_OK;
     store_write_end(st, c, MG_EIO, &err); /* roll back: the probe leaves nothing */

@@ -32,10 +32,11 @@
 struct store;
 
 struct store_options {
-    const char *data_dir; /* created (0700) if missing */
-    const char *database; /* NULL: SQLite in data_dir; else a PostgreSQL URL, shared by replicas */
-    bool sync_normal;     /* synchronous=NORMAL instead of FULL */
-    unsigned read_conns;  /* read connection pool size (>= 1) */
+    const char *data_dir;  /* created (0700) if missing */
+    const char *database;  /* NULL: SQLite in data_dir; else a PostgreSQL URL, shared by replicas */
+    const char *blobs_dir; /* NULL: <data_dir>/blobs; else a directory replicas share */
+    bool sync_normal;      /* synchronous=NORMAL instead of FULL */
+    unsigned read_conns;   /* read connection pool size (>= 1) */
     struct store_archive_limits archive;
     const struct sign_keyring *keys; /* signs new versions; BORROWED, outlives the store */
 };
@@ -60,6 +61,47 @@ bool store_ready(struct store *st);
  * process (MG_EUNAVAIL from store_open otherwise), so no write goes unseen;
  * a backend shared between servers must derive it from the database. */
 uint64_t store_data_epoch(struct store *st);
+
+/* ---- the cluster (several processes on one PostgreSQL database) --------- */
+
+/* A replica not seen for this long is dead: its leases may be taken over. */
+#define STORE_REPLICA_DEAD_MS 10000
+/* GET /api/v1/cluster lists replicas seen this recently. */
+#define STORE_REPLICA_LISTED_MS 30000
+
+/* This process's id among the replicas (16 hex digits, new at every start). */
+const char *store_replica_id(const struct store *st);
+
+/* "sqlite" or "postgresql". */
+const char *store_database_kind(const struct store *st);
+
+/* Now, in milliseconds, on the database's clock (PostgreSQL: measured at each
+ * heartbeat; SQLite: this host's). Leases and deadlines use it, so every
+ * replica means the same instant. */
+int64_t store_clock_ms(struct store *st);
+
+/* Record that this process is alive and serves at address; refresh the clock
+ * offset and keep or seek the leadership. Call about once a second. */
+enum mg_code store_replica_heartbeat(struct store *st, const char *address, const char *version,
+                                     struct mg_error *err);
+
+/* Whether this process runs the cluster's timers (rollout steps, periodic
+ * smoke tests, recovery of dead replicas' work) now. SQLite: always. With
+ * PostgreSQL: the one process holding an advisory lock on a session of its
+ * own; when it dies its session ends, and another takes over at its next
+ * heartbeat. */
+bool store_leader(struct store *st);
+
+/* {"replicas":[{"id","address","version","started_at","last_seen","self"}],
+ *  "database","blobs","replica","leader"}; replicas seen in the last 30 s. */
+enum mg_code store_cluster(struct store *st, json_t **out, struct mg_error *err);
+
+/* The epoch of model's data: it moves with every committed change of the model
+ * (its versions, aliases, policies), on any replica; a cached answer about the
+ * model built after reading epoch E is current while the epoch is still E.
+ * With PostgreSQL this reads the database (one indexed row). */
+enum mg_code store_model_epoch(struct store *st, const char *model, uint64_t *epoch,
+                               struct mg_error *err);
 
 /* Schema version this binary writes (the number of the newest migration). */
 int store_schema_version(void);
@@ -472,29 +514,33 @@ struct store_delivery {
     json_t *payload; /* {"routes":[…],"promotion"} NEW reference */
     int attempts;    /* before this one */
     int64_t written_ms;
+    char lease_token[17]; /* the claim's own: its outcome counts only while it holds */
 };
 
 void store_delivery_release(struct store_delivery *d);
 
 /*
- * Claim the oldest due row (not in sync, next attempt due, no live lease,
- * gateway enabled) for lease_ms. *found false when none is due.
+ * Claim the oldest due row (not in sync, next attempt due, gateway enabled, and
+ * either unleased, its lease expired, or its holder a replica not seen for
+ * STORE_REPLICA_DEAD_MS) for lease_ms, as this replica with a fresh token.
+ * now_ms is store_clock_ms(). *found false when none is due.
  */
 enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_ms,
                                 struct store_delivery *out, bool *found, struct mg_error *err);
 
 /*
- * Record a delivery's outcome and release the lease. If a newer generation
- * was written meanwhile the row stays pending for it (superseded). ok →
- * in_sync; otherwise failing with error and the next attempt time.
+ * Record a delivery's outcome and release the lease, if the claim's lease still
+ * holds (d->lease_token): a claim that lost its lease (it expired and another
+ * replica took the row) changes nothing. If a newer generation was written
+ * meanwhile the row stays pending for it (superseded). ok → in_sync; otherwise
+ * failing with error and the next attempt time (store_clock_ms()).
  */
 enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d, bool ok,
                                const char *error, int64_t next_attempt_ms, struct mg_error *err);
 
-/* At start: leases held by a previous run of this server (which owns the
- * embedded store alone: store_open locks the data directory) are void; their
- * rows are due again at once. A backend shared by several servers must void
- * only the leases of its own previous run. */
+/* Void the leases of replicas not seen for STORE_REPLICA_DEAD_MS (with SQLite:
+ * every earlier run of this server, which owned the database alone): their rows
+ * are due again at once. A live replica's lease is never voided. */
 enum mg_code store_outbox_recover(struct store *st, struct mg_error *err);
 
 /* Earliest time a row becomes due (ms), or 0 when nothing waits. */
@@ -520,7 +566,9 @@ enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t ve
 enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found, struct mg_error *err);
 
 /* Record the outcome: result = {"state","gpu","exit_code","latency_ms","checks","log_tail",
- * "reason","duration_ms","peak_gpu_memory_mib"} (missing members stay NULL). */
+ * "reason","duration_ms","peak_gpu_memory_mib"} (missing members stay NULL).
+ * MG_ENOTFOUND when the test is unknown or no longer this replica's (it was
+ * taken for dead and queued again): the result is then dropped. */
 enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *result,
                                 struct mg_error *err);
 
@@ -536,7 +584,9 @@ enum mg_code store_smoke_latest(struct store *st, const char *model, int64_t ver
 enum mg_code store_smoke_counts(struct store *st, int64_t *queued, int64_t *running,
                                 struct mg_error *err);
 
-/* At start: tests left running by a crash go back to the queue. */
+/* Tests left running by replicas not seen for STORE_REPLICA_DEAD_MS (with
+ * SQLite: by an earlier run of this server) go back to the queue. Run at start
+ * and, by the leader, periodically. A live replica's test is left alone. */
 enum mg_code store_smoke_recover(struct store *st, struct mg_error *err);
 
 /* [{"model","version"}] of every version routed with weight > 0 by a live alias. */

@@ -10,8 +10,12 @@
 #include "db.h"
 #include "store.h"
 
+/* Direct-mapped per-model epochs (cluster.c): a write moves its model's slot. */
+#define STORE_EPOCH_SLOTS 4096
+
 struct store {
     char *data_dir;
+    char *database; /* NULL: SQLite in data_dir; else the PostgreSQL URL */
     char *db_path;
     char *blob_dir; /* <data>/blobs/sha256 */
     char *tmp_dir;  /* <data>/blobs/tmp */
@@ -20,6 +24,16 @@ struct store {
     const struct sign_keyring *keys;
 
     int lock_fd; /* flock'd <data>/modelgated.lock: one process per data directory */
+
+    char replica_id[17]; /* this process, among those on the database */
+    int64_t started_ms;
+    _Atomic int64_t clock_offset_ms; /* the database's clock less ours (heartbeat) */
+    _Atomic bool leader;             /* runs the cluster's timers (cluster.c) */
+    struct db_conn *leader_conn;     /* PostgreSQL: holds the leader's advisory lock */
+    _Atomic uint64_t model_epochs[STORE_EPOCH_SLOTS];
+    unsigned touched[16]; /* slots the open write transaction moves */
+    unsigned ntouched;
+    bool touched_all;
 
     pthread_mutex_t wlock; /* serialises writers */
     struct db_conn *writer;
@@ -58,6 +72,23 @@ struct db_conn *store_write_begin(struct store *st, struct mg_error *err);
  * the commit's error. */
 enum mg_code store_write_end(struct store *st, struct db_conn *c, enum mg_code rc,
                              struct mg_error *err);
+
+/* Borrow a read connection without a transaction, for one statement (a
+ * single-statement read is consistent by itself); give it back after. */
+struct db_conn *store_read_borrow(struct store *st);
+void store_read_return(struct store *st, struct db_conn *c);
+
+/* cluster.c: a write of the open transaction changed model: its epoch moves
+ * (in the database, and in this process once the transaction commits). */
+enum mg_code store_model_bump(struct db_conn *c, const char *model, struct mg_error *err);
+void store_model_touched(struct db_conn *c, const char *model);
+/* At the end of a write transaction: publish (or drop) the touched slots. */
+void store_epochs_commit(struct store *st, bool committed);
+/* A new process identity, and leadership to match the engine. */
+void store_replica_init(struct store *st);
+/* SQLite at start: every other replica row is a process that is gone (the
+ * data directory's lock says so). */
+enum mg_code store_replica_forget_others(struct store *st, struct mg_error *err);
 
 /* Run one parameterless statement in its own write transaction. */
 enum mg_code store_write_sql(struct store *st, const char *sql, struct mg_error *err);

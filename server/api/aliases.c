@@ -164,7 +164,7 @@ static void lkg(struct srv_req *r)
     enum mg_code rc;
 
     snprintf(key, sizeof(key), "lkg\n%s\n%s", model, alias);
-    if (srv_reply_cached(r, key, &epoch))
+    if (srv_reply_cached(r, model, key, &epoch))
         return;
     rc = rel_lkg(r->srv, model, alias, &out, &err);
     if (rc == MG_OK)

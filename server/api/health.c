@@ -33,9 +33,23 @@ static void whoami(struct srv_req *r)
                              aliases));
 }
 
+static void cluster(struct srv_req *r)
+{
+    json_t *out = NULL;
+    struct mg_error err;
+    enum mg_code rc = store_cluster(r->srv->store, &out, &err);
+
+    if (rc != MG_OK) {
+        srv_reply_error(r, &err);
+        return;
+    }
+    srv_reply_json(r, 200, out);
+}
+
 const struct srv_route srv_routes_health[] = {
     {"GET", "/healthz", SRV_PUBLIC, SRV_BODY_NONE, healthz, NULL, NULL, NULL},
     {"GET", "/readyz", SRV_PUBLIC, SRV_BODY_NONE, readyz, NULL, NULL, NULL},
     {"GET", "/api/v1/whoami", SRV_ANY_ROLE, SRV_BODY_NONE, whoami, NULL, NULL, NULL},
+    {"GET", "/api/v1/cluster", STORE_ROLE_ADMIN, SRV_BODY_NONE, cluster, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

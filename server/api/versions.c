@@ -302,7 +302,7 @@ static void get(struct srv_req *r)
     enum mg_code rc;
 
     snprintf(key, sizeof(key), "version\n%s\n%lld", model, (long long)n);
-    if (srv_reply_cached(r, key, &epoch))
+    if (srv_reply_cached(r, model, key, &epoch))
         return;
     rc = store_version_get(r->srv->store, model, n, &out, &err);
     if (rc != MG_OK) {

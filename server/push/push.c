@@ -210,7 +210,7 @@ static void deliver(struct push *p, struct store_delivery *d)
         next = push_backoff_ms(&p->opt, d->attempts + 1, random_unit());
         if (res.retry_after_ms > next)
             next = res.retry_after_ms;
-        next += mg_now_ms();
+        next += store_clock_ms(p->srv->store);
     }
     if (store_outbox_done(p->srv->store, d, res.ok, res.error, next, &err) != MG_OK)
         fprintf(stderr, "modelgated: push %s %s/%s: cannot record the outcome: %s\n", d->gateway,
@@ -266,8 +266,10 @@ static void *worker_main(void *arg)
         if (p->kicks > 0)
             p->kicks--;
         pthread_mutex_unlock(&p->lock);
-        now = mg_now_ms();
-        if (store_outbox_claim(p->srv->store, now, LEASE_MS, &d, &found, &err) == MG_OK && found) {
+        now = store_clock_ms(p->srv->store);
+        if (store_outbox_claim(p->srv->store, now, LEASE_MS, &d, &found, &err) != MG_OK) {
+            fprintf(stderr, "modelgated: push: cannot claim a delivery: %s\n", err.message);
+        } else if (found) {
             deliver(p, &d);
             store_delivery_release(&d);
             pthread_mutex_lock(&p->lock);
@@ -281,7 +283,7 @@ static void *worker_main(void *arg)
          * replicas, expired leases). */
         if (next <= now || next > now + 1000)
             next = now + 1000;
-        sleep_until(p, next);
+        sleep_until(p, mg_now_ms() + (next - now)); /* next is on the database's clock */
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;

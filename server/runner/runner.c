@@ -595,7 +595,9 @@ static void *periodic_main(void *arg)
             struct mg_error err;
             size_t i;
             pthread_mutex_unlock(&rn->lock);
-            if (store_routed_versions(rn->srv->store, &routed, &err) == MG_OK) {
+            /* The leader queues the cluster's re-tests; every replica's workers run them. */
+            if (store_leader(rn->srv->store) &&
+                store_routed_versions(rn->srv->store, &routed, &err) == MG_OK) {
                 json_array_foreach(routed, i, r)
                     runner_enqueue(rn->srv, json_string_value(json_object_get(r, "model")),
                                    json_integer_value(json_object_get(r, "version")), "periodic",

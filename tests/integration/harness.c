@@ -1563,6 +1563,20 @@ int it_sql_exec(struct mg_server *s, const char *sql)
 
     if (s->pid != 0)
         fail_msg("it_sql_exec: stop the server first");
+    if (s->database[0] != '\0') {
+        PGconn *pg = PQconnectdb(s->database);
+        PGresult *r;
+
+        if (PQstatus(pg) != CONNECTION_OK)
+            fail_msg("it_sql_exec: %s", PQerrorMessage(pg));
+        r = PQexec(pg, sql);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+            fail_msg("it_sql_exec '%s': %s", sql, PQerrorMessage(pg));
+        changes = atoi(PQcmdTuples(r));
+        PQclear(r);
+        PQfinish(pg);
+        return changes;
+    }
     it_data_path(s, "modelgate.db", path);
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK)
         fail_msg("sqlite3_open_v2 %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");

@@ -282,8 +282,9 @@ bool it_data_exists(const struct mg_server *s, const char *rel);
 /* Entries (other than . and ..) of a data directory, 0 when it is missing. */
 size_t it_data_dir_count(const struct mg_server *s, const char *rel);
 
-/* Run SQL on DIR/modelgate.db with the SQLite C API; the server must be
- * stopped. Returns sqlite3_changes(). */
+/* Run SQL on the server's database (DIR/modelgate.db with the SQLite C API, or
+ * its PostgreSQL database with libpq); the server must be stopped. Returns the
+ * rows the (last) statement changed. */
 int it_sql_exec(struct mg_server *s, const char *sql);
 
 #endif

@@ -435,6 +435,7 @@ static void test_migration_keeps_old_tokens_global(void **state)
     struct it_resp *r;
 
     (void)state;
+    it_sqlite_only(); /* PostgreSQL databases start at the second release's schema */
     old = it_token_create(t, "old-pub", "publisher", NULL);
     r = it_upload(t, "old bytes", 9, a);
     it_resp_free(t, &r);
@@ -446,8 +447,13 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE models DROP COLUMN owners; "
                                     "ALTER TABLE promotion_approvals DROP COLUMN teams; "
                                     "DROP TABLE gateway_names; "
+                                    "DROP TABLE replicas; DROP TABLE model_epochs; "
+                                    "ALTER TABLE outbox DROP COLUMN lease_owner; "
+                                    "ALTER TABLE outbox DROP COLUMN lease_token; "
+                                    "ALTER TABLE smoke_tests DROP COLUMN owner; "
+                                    "ALTER TABLE smoke_tests DROP COLUMN lease_until; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
-                     2); /* migrations 6 and 7 (a database of the previous release) */
+                     3); /* migrations 6 to 8 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);

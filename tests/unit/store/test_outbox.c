@@ -252,12 +252,38 @@ static void test_next_due(void **state)
     assert_int_equal(next_due(fx), T0 + 1000); /* b's lease ends first */
     done(fx, &b, false, "refused", T0 + 20000);
     assert_int_equal(next_due(fx), T0 + 20000);
+    store_delivery_release(&b);
+    assert_true(claim(fx, T0 + 20000, 1000, &b)); /* b's retry is due */
     done(fx, &b, true, NULL, 0);
     assert_int_equal(next_due(fx), T0 + 30000);
+    store_delivery_release(&a);
+    assert_true(claim(fx, T0 + 30000, 1000, &a));
     done(fx, &a, true, NULL, 0);
     assert_int_equal(next_due(fx), 0);
     store_delivery_release(&a);
     store_delivery_release(&b);
+}
+
+/* An outcome counts only while its claim's lease holds: once the lease ended and the
+ * row was claimed again, the late outcome of the first claim changes nothing. */
+static void test_lost_lease_outcome_is_dropped(void **state)
+{
+    struct fx *fx = *state;
+    struct store_delivery first, second;
+    char st[16];
+
+    edge_only(fx);
+    assert_int_equal(fx_set_alias(fx, "m", "prod", 0, 1), 1);
+    assert_true(claim(fx, T0, 1000, &first));
+    assert_true(claim(fx, T0 + 1000, 1000, &second)); /* the first lease ended */
+    assert_string_not_equal(first.lease_token, second.lease_token);
+    done(fx, &first, true, NULL, 0); /* late: ignored */
+    assert_string_equal(delivery_state(fx, "prod", st), "pending");
+    assert_false(claim(fx, T0 + 1500, 1000, &first)); /* the second lease still holds */
+    done(fx, &second, false, "refused", T0 + 5000);
+    assert_string_equal(delivery_state(fx, "prod", st), "failing");
+    store_delivery_release(&first);
+    store_delivery_release(&second);
 }
 
 /* At start, leases of the previous run are void: their rows are due again at once. */
@@ -273,8 +299,8 @@ static void test_recover(void **state)
     store_delivery_release(&d);
     assert_false(claim(fx, T0, 1000, &d));
 
-    fx_reopen(fx);                         /* the server restarts */
-    assert_false(claim(fx, T0, 1000, &d)); /* the lease is stored */
+    fx_reopen(fx);                                /* the server restarts */
+    assert_int_equal(next_due(fx), T0 + 3600000); /* the lease is stored */
     assert_int_equal(store_outbox_recover(fx->st, &fx->err), MG_OK);
     assert_int_equal(next_due(fx), 0);
     assert_true(claim(fx, T0, 1000, &d));
@@ -331,6 +357,7 @@ int main(void)
         T(test_done_failure_retries),
         T(test_newer_generation_supersedes),
         T(test_next_due),
+        T(test_lost_lease_outcome_is_dropped),
         T(test_recover),
         T(test_synced_waits_for_every_gateway),
     };

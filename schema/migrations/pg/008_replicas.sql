@@ -1,0 +1,16 @@
+-- Several processes on one database: see the SQLite migration of the same number.
+CREATE TABLE replicas (
+    id           TEXT PRIMARY KEY,
+    address      TEXT NOT NULL,
+    version      TEXT NOT NULL,
+    started_at   TEXT NOT NULL,
+    last_seen_ms BIGINT NOT NULL
+);
+ALTER TABLE outbox ADD COLUMN lease_owner TEXT;
+ALTER TABLE outbox ADD COLUMN lease_token TEXT;
+ALTER TABLE smoke_tests ADD COLUMN owner TEXT;
+ALTER TABLE smoke_tests ADD COLUMN lease_until BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE model_epochs (
+    model TEXT PRIMARY KEY,
+    epoch BIGINT NOT NULL
+);

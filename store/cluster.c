@@ -1,0 +1,246 @@
+/*
+ * cluster.c - several processes on one database: each registers itself as a
+ * replica and heartbeats; the heartbeat also reads the database's clock (so
+ * leases and deadlines are in one clock whichever host sets them) and keeps or
+ * seeks the leadership that runs the cluster's timers once. Per-model epochs
+ * tell response caches which model a write made stale.
+ */
+#include "store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+
+/* The session-level advisory lock the leader holds ("mgld"). */
+static const char sql_leader_try[] = "SELECT pg_try_advisory_lock(1835492452)";
+static const char sql_leader_check[] = "SELECT 1";
+
+int64_t store_clock_ms(struct store *st)
+{
+    return mg_now_ms() + atomic_load(&st->clock_offset_ms);
+}
+
+const char *store_replica_id(const struct store *st)
+{
+    return st->replica_id;
+}
+
+bool store_leader(struct store *st)
+{
+    return atomic_load(&st->leader);
+}
+
+const char *store_database_kind(const struct store *st)
+{
+    return st->database ? "postgresql" : "sqlite";
+}
+
+void store_replica_init(struct store *st)
+{
+    uint8_t rnd[8];
+
+    if (!mg_random_bytes(rnd, sizeof(rnd)))
+        memset(rnd, 0, sizeof(rnd));
+    mg_hex_encode(rnd, sizeof(rnd), st->replica_id);
+    atomic_store(&st->leader, st->database == NULL); /* SQLite: the only process */
+}
+
+/* Keep or seek the leadership on the leader connection. */
+static void lead(struct store *st)
+{
+    struct mg_error err;
+    struct db_stmt *s;
+    bool row, won = false;
+
+    if (st->leader_conn == NULL)
+        return;
+    if (db_begin(st->leader_conn, DB_READ, &err) != MG_OK) {
+        atomic_store(&st->leader, false); /* the session (and its lock) is gone */
+        return;
+    }
+    s = db_prepare(st->leader_conn, atomic_load(&st->leader) ? sql_leader_check : sql_leader_try);
+    if (db_step(s, &row, &err) == MG_OK && row) {
+        won = db_col_i64(s, 0) == 1;
+        db_reset(s);
+    }
+    if (db_commit(st->leader_conn, &err) != MG_OK)
+        won = false;
+    atomic_store(&st->leader, won);
+}
+
+enum mg_code store_replica_heartbeat(struct store *st, const char *address, const char *version,
+                                     struct mg_error *err)
+{
+    static const char sql[] =
+        "INSERT INTO replicas (id, address, version, started_at, last_seen_ms) "
+        "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO UPDATE SET address = excluded.address, "
+        "last_seen_ms = excluded.last_seen_ms RETURNING ?5";
+    static const char sql_pg[] =
+        "INSERT INTO replicas (id, address, version, started_at, last_seen_ms) "
+        "VALUES (?1, ?2, ?3, ?4, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) "
+        "ON CONFLICT (id) DO UPDATE SET address = excluded.address, "
+        "last_seen_ms = excluded.last_seen_ms RETURNING last_seen_ms";
+    /* Rows of processes gone for an hour are history. */
+    static const char sql_forget[] = "DELETE FROM replicas WHERE last_seen_ms < ?";
+    struct db_conn *c;
+    struct db_stmt *s;
+    int64_t before = mg_now_ms(), after, db_ms = 0;
+    char started[32];
+    enum mg_code rc;
+    bool row;
+
+    if ((c = store_write_begin(st, err)) == NULL)
+        return err->code;
+    mg_time_format(st->started_ms, started);
+    s = db_prepare(c, DB_SQL(c, sql, sql_pg));
+    db_bind_text(s, 1, st->replica_id);
+    db_bind_text(s, 2, address ? address : "");
+    db_bind_text(s, 3, version ? version : "");
+    db_bind_text(s, 4, started);
+    if (db_dialect(c) == DB_SQLITE) /* PostgreSQL reads its own clock */
+        db_bind_i64(s, 5, before);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        goto out;
+    if (row)
+        db_ms = db_col_i64(s, 0);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_forget);
+    db_bind_i64(s, 1, db_ms - 3600 * 1000);
+    rc = db_exec(s, err);
+out:
+    rc = store_write_end(st, c, rc, err);
+    after = mg_now_ms();
+    /* The database's clock, less half the round trip. On SQLite it is ours. */
+    if (rc == MG_OK && st->database)
+        atomic_store(&st->clock_offset_ms, db_ms - (before + after) / 2);
+    if (st->database)
+        lead(st);
+    return rc;
+}
+
+enum mg_code store_replica_forget_others(struct store *st, struct mg_error *err)
+{
+    static const char sql[] = "DELETE FROM replicas WHERE id != ?";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, st->replica_id);
+    return store_write_end(st, c, db_exec(s, err), err);
+}
+
+enum mg_code store_cluster(struct store *st, json_t **out, struct mg_error *err)
+{
+    static const char sql[] = "SELECT id, address, version, started_at, last_seen_ms "
+                              "FROM replicas WHERE last_seen_ms > ? ORDER BY started_at, id";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    json_t *list = json_array();
+    enum mg_code rc;
+    bool row;
+
+    *out = NULL;
+    db_bind_i64(s, 1, store_clock_ms(st) - STORE_REPLICA_LISTED_MS);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        char seen[32];
+
+        mg_time_format(db_col_i64(s, 4), seen);
+        json_array_append_new(
+            list,
+            json_pack("{s:o, s:o, s:o, s:o, s:s, s:b}", "id", store_col_json_string(s, 0),
+                      "address", store_col_json_string(s, 1), "version",
+                      store_col_json_string(s, 2), "started_at", store_col_json_string(s, 3),
+                      "last_seen", seen, "self", strcmp(db_col_text(s, 0), st->replica_id) == 0));
+    }
+    store_read_end(st, c);
+    if (rc != MG_OK) {
+        json_decref(list);
+        return rc;
+    }
+    *out = json_pack("{s:o, s:s, s:s, s:s, s:b}", "replicas", list, "database",
+                     store_database_kind(st), "blobs", "file", "replica", st->replica_id, "leader",
+                     store_leader(st));
+    return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+}
+
+/* ---- per-model epochs ----------------------------------------------------- */
+
+static unsigned epoch_slot(const char *model)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+
+    for (; *model; model++)
+        h = (h ^ (uint8_t)*model) * 16777619u;
+    return h % STORE_EPOCH_SLOTS;
+}
+
+void store_model_touched(struct db_conn *c, const char *model)
+{
+    struct store *st = db_context(c);
+
+    if (st == NULL)
+        return;
+    if (st->ntouched < sizeof(st->touched) / sizeof(st->touched[0]))
+        st->touched[st->ntouched++] = epoch_slot(model);
+    else
+        st->touched_all = true;
+}
+
+enum mg_code store_model_bump(struct db_conn *c, const char *model, struct mg_error *err)
+{
+    static const char sql[] = "INSERT INTO model_epochs (model, epoch) VALUES (?, 1) "
+                              "ON CONFLICT (model) DO UPDATE SET epoch = model_epochs.epoch + 1";
+    struct db_stmt *s = db_prepare(c, sql);
+
+    store_model_touched(c, model);
+    db_bind_text(s, 1, model);
+    return db_exec(s, err);
+}
+
+void store_epochs_commit(struct store *st, bool committed)
+{
+    unsigned i;
+
+    if (committed && st->touched_all) {
+        for (i = 0; i < STORE_EPOCH_SLOTS; i++)
+            atomic_fetch_add(&st->model_epochs[i], 1);
+    } else if (committed) {
+        for (i = 0; i < st->ntouched; i++)
+            atomic_fetch_add(&st->model_epochs[st->touched[i]], 1);
+    }
+    st->ntouched = 0;
+    st->touched_all = false;
+}
+
+enum mg_code store_model_epoch(struct store *st, const char *model, uint64_t *epoch,
+                               struct mg_error *err)
+{
+    static const char sql[] = "SELECT epoch FROM model_epochs WHERE model = ?";
+    struct db_conn *c;
+    struct db_stmt *s;
+    enum mg_code rc;
+    bool row;
+
+    if (st->database == NULL) {
+        /* One process writes the SQLite database, this one: what it committed is
+         * all there is. Models that share a slot share an epoch (a spurious miss). */
+        *epoch = atomic_load(&st->model_epochs[epoch_slot(model)]);
+        return MG_OK;
+    }
+    /* Other replicas write too: ask the database, in one round trip. */
+    c = store_read_borrow(st);
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, model);
+    *epoch = 0;
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        *epoch = (uint64_t)db_col_i64(s, 0);
+        db_reset(s);
+    }
+    store_read_return(st, c);
+    return rc;
+}
