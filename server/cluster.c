@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../artifact/sign.h"
 #include "push/push.h"
 #include "release.h"
 #include "runner/runner.h"
@@ -30,6 +31,11 @@ static void beat(struct srv *srv, struct srv_cluster *cl)
         fprintf(stderr, "modelgated: heartbeat: %s\n", err.message);
         return;
     }
+    /* Every replica publishes the key it signs with: all of them list and verify it. */
+    if (srv->cfg->database && srv->keys && srv->keys->active &&
+        store_signing_key_publish(srv->store, srv->keys->active->keyid, srv->keys->active->hint,
+                                  srv->keys->active->public_pem, &err) != MG_OK)
+        fprintf(stderr, "modelgated: publish the signing key: %s\n", err.message);
     if (!store_leader(srv->store)) {
         cl->was_leader = false;
         return;

@@ -97,6 +97,58 @@ out:
     return rc;
 }
 
+/*
+ * Replicas on one database sign with one key. Without --signing-key, the first
+ * replica's key is stored in the database and every replica signs with that:
+ * written beside the data (0600) and loaded as the active key.
+ */
+static int share_signing_key(struct store *st, const struct srv_config *cfg,
+                             struct sign_keyring **keys)
+{
+    const struct sign_key *mine = (*keys)->active;
+    char path[PATH_MAX], *priv = NULL, *shared = NULL;
+    struct sign_keyring *kr = NULL;
+    struct mg_error err;
+    FILE *f;
+    long n;
+    int rc = 1;
+
+    snprintf(path, sizeof(path), "%s/keys/%s.pem", cfg->data_dir, mine->keyid);
+    if ((f = fopen(path, "rb")) == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) <= 0 ||
+        n > 65536 || fseek(f, 0, SEEK_SET) != 0 || (priv = calloc(1, (size_t)n + 1)) == NULL ||
+        fread(priv, 1, (size_t)n, f) != (size_t)n) {
+        fprintf(stderr, "modelgated: cannot read the signing key %s\n", path);
+        goto out;
+    }
+    if (store_signing_key_share(st, mine->keyid, mine->hint, mine->public_pem, priv, &shared,
+                                &err) != MG_OK) {
+        fprintf(stderr, "modelgated: cannot share the signing key: %s\n", err.message);
+        goto out;
+    }
+    if (strcmp(shared, priv) != 0) {
+        snprintf(path, sizeof(path), "%s/cluster-signing-key.pem", cfg->data_dir);
+        if (mg_file_write_atomic(path, shared, strlen(shared), 0600, &err) != MG_OK ||
+            sign_keyring_load(cfg->data_dir, path, false, &kr, &err) != MG_OK) {
+            fprintf(stderr, "modelgated: the cluster's signing key: %s\n", err.message);
+            goto out;
+        }
+        store_set_keys(st, kr);
+        sign_keyring_free(keys);
+        *keys = kr;
+    }
+    rc = 0;
+out:
+    if (f)
+        fclose(f);
+    if (priv)
+        OPENSSL_cleanse(priv, strlen(priv));
+    if (shared)
+        OPENSSL_cleanse(shared, strlen(shared));
+    free(priv);
+    free(shared);
+    return rc;
+}
+
 /* Push options from the config; webhooks may reach loopback when we listen
  * on loopback (a test or single-host setup), and --webhook-allow networks. */
 static enum mg_code push_setup(const struct srv_config *cfg, struct push_options *o,
@@ -299,11 +351,13 @@ int main(int argc, char **argv)
     }
     sopt.keys = keys;
     if (store_open(&sopt, &st, &err) != MG_OK) {
-        fprintf(stderr, "modelgated: cannot open data directory %s: %s\n", cfg.data_dir,
+        fprintf(stderr, "modelgated: cannot open the store (data directory %s): %s\n", cfg.data_dir,
                 err.message);
         goto out;
     }
     if (bootstrap_admin(st, cfg.data_dir) != 0)
+        goto out;
+    if (cfg.database && cfg.signing_key == NULL && share_signing_key(st, &cfg, &keys) != 0)
         goto out;
 
     srv.cfg = &cfg;

@@ -155,6 +155,7 @@ static enum gate_sig check_signature(struct srv *srv, const char *model, const j
     json_t *files = NULL, *f, *bundle_json = NULL;
     const char *hint;
     const struct sign_key *key;
+    struct sign_key other = {0};
     struct sign_resource *res = NULL;
     char *bundle = NULL;
     size_t len = 0, nres = 0, i;
@@ -168,6 +169,15 @@ static enum gate_sig check_signature(struct srv *srv, const char *model, const j
         json_object_get(json_object_get(bundle_json, "verificationMaterial"), "publicKey"),
         "hint"));
     key = hint && srv->keys ? sign_keyring_by_hint(srv->keys, hint) : NULL;
+    if (key == NULL && hint && srv->cfg->database) {
+        /* Signed by another replica's key: published in the database. */
+        char *pem = NULL;
+
+        if (store_signing_key_by_hint(srv->store, hint, &pem, &err) == MG_OK &&
+            sign_key_from_public_pem(pem, strlen(pem), &other, &err) == MG_OK)
+            key = &other;
+        free(pem);
+    }
     if (key == NULL) {
         snprintf(detail, dlen, "no published signing key matches the bundle's hint");
         goto out;
@@ -198,6 +208,7 @@ static enum gate_sig check_signature(struct srv *srv, const char *model, const j
     else
         snprintf(detail, dlen, "%s", err.message);
 out:
+    sign_key_release(&other);
     free(res);
     free(bundle);
     json_decref(files);

@@ -32,6 +32,11 @@ bool store_leader(struct store *st)
     return atomic_load(&st->leader);
 }
 
+void store_set_keys(struct store *st, const struct sign_keyring *keys)
+{
+    st->keys = keys;
+}
+
 const char *store_database_kind(const struct store *st)
 {
     return st->database ? "postgresql" : "sqlite";
@@ -242,5 +247,128 @@ enum mg_code store_model_epoch(struct store *st, const char *model, uint64_t *ep
         db_reset(s);
     }
     store_read_return(st, c);
+    return rc;
+}
+
+/* ---- the cluster's signing keys ------------------------------------------ */
+
+enum mg_code store_signing_key_share(struct store *st, const char *keyid, const char *hint,
+                                     const char *public_pem, const char *private_pem,
+                                     char **shared_pem, struct mg_error *err)
+{
+    static const char sql_get[] = "SELECT private_pem FROM signing_keys "
+                                  "WHERE private_pem IS NOT NULL ORDER BY created_at, keyid "
+                                  "LIMIT 1";
+    static const char sql_ins[] =
+        "INSERT INTO signing_keys (keyid, hint, public_pem, private_pem, created_at, "
+        "last_active_ms) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (keyid) DO UPDATE SET "
+        "private_pem = excluded.private_pem";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    char at[32];
+    enum mg_code rc;
+    bool row;
+
+    *shared_pem = NULL;
+    if (c == NULL)
+        return err->code;
+    /* Under the write lock: replicas starting at once agree on the first key stored. */
+    s = db_prepare(c, sql_get);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        goto out;
+    if (row) {
+        *shared_pem = store_col_strdup(s, 0);
+        db_reset(s);
+        if (*shared_pem == NULL)
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    s = db_prepare(c, sql_ins);
+    store_now(at);
+    db_bind_text(s, 1, keyid);
+    db_bind_text(s, 2, hint);
+    db_bind_text(s, 3, public_pem);
+    db_bind_text(s, 4, private_pem);
+    db_bind_text(s, 5, at);
+    db_bind_i64(s, 6, store_clock_ms(st));
+    if ((rc = db_exec(s, err)) == MG_OK && (*shared_pem = strdup(private_pem)) == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+out:
+    rc = store_write_end(st, c, rc, err);
+    if (rc != MG_OK) {
+        free(*shared_pem);
+        *shared_pem = NULL;
+    }
+    return rc;
+}
+
+enum mg_code store_signing_key_publish(struct store *st, const char *keyid, const char *hint,
+                                       const char *public_pem, struct mg_error *err)
+{
+    static const char sql[] =
+        "INSERT INTO signing_keys (keyid, hint, public_pem, private_pem, created_at, "
+        "last_active_ms) VALUES (?, ?, ?, NULL, ?, ?) ON CONFLICT (keyid) DO UPDATE SET "
+        "last_active_ms = excluded.last_active_ms";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    char at[32];
+
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql);
+    store_now(at);
+    db_bind_text(s, 1, keyid);
+    db_bind_text(s, 2, hint);
+    db_bind_text(s, 3, public_pem);
+    db_bind_text(s, 4, at);
+    db_bind_i64(s, 5, store_clock_ms(st));
+    return store_write_end(st, c, db_exec(s, err), err);
+}
+
+enum mg_code store_signing_keys(struct store *st, json_t **out, struct mg_error *err)
+{
+    static const char sql[] = "SELECT keyid, public_pem, created_at, last_active_ms "
+                              "FROM signing_keys ORDER BY created_at DESC, keyid";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    json_t *items = json_array();
+    int64_t live = store_clock_ms(st) - STORE_REPLICA_LISTED_MS;
+    enum mg_code rc;
+    bool row;
+
+    *out = NULL;
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_array_append_new(
+            items, json_pack("{s:o, s:s, s:o, s:o, s:b}", "keyid", store_col_json_string(s, 0),
+                             "algorithm", "ecdsa-p256-sha256", "public_key_pem",
+                             store_col_json_string(s, 1), "created_at", store_col_json_string(s, 2),
+                             "active", db_col_i64(s, 3) > live));
+    store_read_end(st, c);
+    if (rc == MG_OK && (*out = json_pack("{s:o}", "items", items)) != NULL)
+        return MG_OK;
+    if (rc == MG_OK)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    json_decref(items);
+    return rc;
+}
+
+enum mg_code store_signing_key_by_hint(struct store *st, const char *hint, char **public_pem,
+                                       struct mg_error *err)
+{
+    static const char sql[] = "SELECT public_pem FROM signing_keys WHERE hint = ?";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    *public_pem = NULL;
+    db_bind_text(s, 1, hint);
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        *public_pem = store_col_strdup(s, 0);
+        db_reset(s);
+    } else if (rc == MG_OK) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "no signing key has the hint %.64s", hint);
+    }
+    store_read_end(st, c);
     return rc;
 }

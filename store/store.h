@@ -103,6 +103,30 @@ enum mg_code store_cluster(struct store *st, json_t **out, struct mg_error *err)
 enum mg_code store_model_epoch(struct store *st, const char *model, uint64_t *epoch,
                                struct mg_error *err);
 
+/* ---- the cluster's signing keys ------------------------------------------ */
+
+/* The private key (PEM, malloc'd into *shared_pem) every replica of the cluster
+ * signs with: the first one ever offered, which this call offers (keyid, hint,
+ * public_pem, private_pem of this replica's key) when the database has none. */
+enum mg_code store_signing_key_share(struct store *st, const char *keyid, const char *hint,
+                                     const char *public_pem, const char *private_pem,
+                                     char **shared_pem, struct mg_error *err);
+
+/* Publish a key this replica signs with (at every heartbeat: "active" means a
+ * live replica signs with it). */
+enum mg_code store_signing_key_publish(struct store *st, const char *keyid, const char *hint,
+                                       const char *public_pem, struct mg_error *err);
+
+/* Every key published in the database, as GET /api/v1/signing-keys answers. */
+enum mg_code store_signing_keys(struct store *st, json_t **out, struct mg_error *err);
+
+/* The public PEM (malloc'd) of the published key with this hint; MG_ENOTFOUND. */
+enum mg_code store_signing_key_by_hint(struct store *st, const char *hint, char **public_pem,
+                                       struct mg_error *err);
+
+/* Sign new versions with keys from now on (BORROWED, outlives the store). */
+void store_set_keys(struct store *st, const struct sign_keyring *keys);
+
 /* Schema version this binary writes (the number of the newest migration). */
 int store_schema_version(void);
 

@@ -26,3 +26,16 @@ CREATE TABLE model_epochs (
     model TEXT PRIMARY KEY,
     epoch INTEGER NOT NULL
 ) WITHOUT ROWID;
+
+-- The cluster's signing keys: every public key any replica signed with (so every replica
+-- publishes and verifies with all of them), and the one private key replicas share when
+-- none is given with --signing-key (stored like the webhook secrets: the database is
+-- trusted with secrets already).
+CREATE TABLE signing_keys (
+    keyid          TEXT PRIMARY KEY,
+    hint           TEXT NOT NULL UNIQUE,
+    public_pem     TEXT NOT NULL,
+    private_pem    TEXT,
+    created_at     TEXT NOT NULL,
+    last_active_ms INTEGER NOT NULL
+) WITHOUT ROWID;

@@ -14,3 +14,11 @@ CREATE TABLE model_epochs (
     model TEXT PRIMARY KEY,
     epoch BIGINT NOT NULL
 );
+CREATE TABLE signing_keys (
+    keyid          TEXT PRIMARY KEY,
+    hint           TEXT NOT NULL UNIQUE,
+    public_pem     TEXT NOT NULL,
+    private_pem    TEXT,
+    created_at     TEXT NOT NULL,
+    last_active_ms BIGINT NOT NULL
+);

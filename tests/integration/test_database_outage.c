@@ -1,0 +1,189 @@
+/*
+ * test_database_outage.c - modelgated on PostgreSQL when the database is not
+ * there: at start it exits with one line naming the database (never its
+ * password); while serving, losing the database gives 503 unavailable (never
+ * a wrong answer, nothing half-written), and the server recovers by itself
+ * once the database is back, without a restart.
+ *
+ * Runs its own PostgreSQL (scripts/pg-test.sh), so killing it disturbs no
+ * other test; skipped where PostgreSQL's server binaries are not installed
+ * (a failure instead with MG_REQUIRE_ALL=1).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "harness.h"
+#include "sys.h"
+
+static char pgdir[IT_PATH_MAX];
+
+/* scripts/pg-test.sh CMD pgdir [DB]; its stdout (first line) into out when given. */
+static int pg(const char *cmd, const char *db, char *out, size_t n)
+{
+    char line[IT_PATH_MAX * 2 + 128];
+    FILE *p;
+    int status;
+
+    it_fmt(line, sizeof(line), "bash '%s/scripts/pg-test.sh' %s '%s' %s 2>&1",
+           getenv("MG_SOURCE_DIR"), cmd, pgdir, db ? db : "");
+    if ((p = popen(line, "r")) == NULL)
+        fail_msg("popen %s", line);
+    if (out != NULL && fgets(out, (int)n, p) != NULL)
+        out[strcspn(out, "\n")] = '\0';
+    while (fgets(line, sizeof(line), p) != NULL)
+        print_message("pg-test.sh: %s", line);
+    status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (access("/usr/lib/postgresql", X_OK) != 0) {
+        if (getenv("MG_REQUIRE_ALL"))
+            fail_msg("PostgreSQL's server is not installed (apt-get install postgresql)");
+        return 0;
+    }
+    it_mkdtemp(pgdir, "outage-pg"); /* pg-test.sh hands it to the server's user */
+    if (pg("start", NULL, NULL, 0) != 0)
+        fail_msg("could not start a private PostgreSQL in %s", pgdir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (pgdir[0] != '\0')
+        pg("stop", NULL, NULL, 0);
+    return 0;
+}
+
+static void need_pg(void)
+{
+    if (pgdir[0] == '\0') {
+        print_message("(skipped: PostgreSQL's server is not installed)\n");
+        skip();
+    }
+}
+
+/* An unreachable database at start: exit 1 with one line naming it, no password. */
+static void test_unreachable_at_start(void **state)
+{
+    char dir[IT_PATH_MAX], log[IT_PATH_MAX], data[IT_PATH_MAX], *text;
+    struct it_proc p;
+    int status = 0;
+    int64_t deadline = it_deadline(20000);
+
+    (void)state;
+    need_pg();
+    it_mkdtemp(dir, "outage-start");
+    it_fmt(data, sizeof(data), "%s/data", dir);
+    it_fmt(log, sizeof(log), "%s/log", dir);
+    it_proc_spawn(&p, "modelgated",
+                  (const char *const[]){getenv("MODELGATED"), "--data-dir", data, "--listen",
+                                        "127.0.0.1:0", "--database",
+                                        "postgresql://mg:hunter2secret@127.0.0.1:1/registry"
+                                        "?connect_timeout=5",
+                                        NULL},
+                  log);
+    while (!it_proc_exited(&p, &status)) {
+        if (it_now_ms() > deadline)
+            fail_msg("modelgated kept running without its database");
+        it_pause_ms(20);
+    }
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    text = it_read_file(log, NULL);
+    print_message("start-up says: %s", text);
+    assert_non_null(strstr(text, "cannot connect to the database"));
+    assert_non_null(strstr(text, "registry on 127.0.0.1:1"));
+    assert_null(strstr(text, "hunter2secret"));
+    assert_int_equal(strchr(text, '\n') - text + 1, (long)strlen(text)); /* one line */
+    free(text);
+    it_rmtree(dir);
+}
+
+/* Lost while serving: 503 unavailable for reads and writes, nothing written; back by
+ * itself once the database is. */
+static void test_lost_while_serving(void **state)
+{
+    char url[IT_PATH_MAX + 64], arg[IT_PATH_MAX + 64];
+    struct mg_server *s;
+    struct it_resp *r;
+    int64_t deadline;
+
+    (void)state;
+    need_pg();
+    if (pg("createdb", "outage", url, sizeof(url)) != 0)
+        fail_msg("createdb failed");
+    it_fmt(arg, sizeof(arg), "%s", url);
+    s = it_server_start((const char *const[]){"--database", arg, NULL});
+    it_model_create(s, s->admin_token, "before");
+
+    pg("kill", NULL, NULL, 0);
+    r = it_get(s, "/api/v1/models", s->admin_token);
+    it_expect_error(s, r, 503, "unavailable");
+    it_resp_free(s, &r);
+    r = it_get(s, "/api/v1/models/before", s->admin_token);
+    it_expect_error(s, r, 503, "unavailable");
+    it_resp_free(s, &r);
+    r = it_jreq(s, "POST", "/api/v1/models", s->admin_token, "{\"name\":\"during\"}");
+    it_expect_error(s, r, 503, "unavailable");
+    it_resp_free(s, &r);
+    r = it_get(s, "/readyz", NULL);
+    it_expect_error(s, r, 503, "unavailable");
+    it_resp_free(s, &r);
+    /* A token not seen lately cannot be checked: that is 503 too, never 401 (which would
+     * tell a client to throw a good token away). */
+    r = it_get(s, "/api/v1/whoami", "mgt_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
+    it_expect_error(s, r, 503, "unavailable");
+    it_resp_free(s, &r);
+
+    if (pg("restart", NULL, NULL, 0) != 0)
+        fail_msg("PostgreSQL did not come back");
+    deadline = it_deadline(20000);
+    for (;;) {
+        r = it_get(s, "/readyz", NULL);
+        if (r->status == 200)
+            break;
+        if (it_now_ms() > deadline)
+            fail_msg("not ready again after the database came back: %ld %s", r->status, r->body);
+        it_resp_free(s, &r);
+        it_pause_ms(50);
+    }
+    it_resp_free(s, &r);
+    r = it_get(s, "/api/v1/models/before", s->admin_token);
+    it_expect_status(s, r, 200);
+    it_resp_free(s, &r);
+    r = it_get(s, "/api/v1/models/during", s->admin_token);
+    it_expect_error(s, r, 404, "not_found"); /* the refused write left nothing */
+    it_resp_free(s, &r);
+    r = it_get(s, "/api/v1/audit/verify", s->admin_token);
+    it_expect_status(s, r, 200);
+    assert_true(json_is_true(json_object_get(r->json, "ok")));
+    it_resp_free(s, &r);
+    it_model_create(s, s->admin_token, "after");
+    it_server_stop(s);
+    it_server_free(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unreachable_at_start),
+        cmocka_unit_test(test_lost_while_serving),
+    };
+
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
