@@ -74,6 +74,7 @@ void srv_config_release(struct srv_config *cfg)
     free(cfg->nvml_library);
     free(cfg->database);
     free(cfg->blobs_dir);
+    free(cfg->host_name);
     free(cfg->public_url);
     memset(cfg, 0, sizeof(*cfg));
 }
@@ -98,6 +99,9 @@ const char *srv_config_usage(void)
            "                           that any number of modelgated replicas share\n"
            "  --blobs file:DIR         where artifact bytes live (default file:DATA_DIR/blobs);\n"
            "                           replicas on one database share one directory\n"
+           "  --host-name NAME         this replica's host, as gateways' \"host\" names it: only\n"
+           "                           the replica on a gateway's host delivers it (nginx and\n"
+           "                           HAProxy over a unix socket need one); default hostname\n"
            "  --sync full|normal       SQLite synchronous mode (default full)\n"
            "  --response-cache on|off  answer repeated version and last-known-good reads\n"
            "                           from memory until the next write (default on)\n"
@@ -280,6 +284,16 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
     }
     if (strcmp(key, "nvml-library") == 0)
         return set_str(&cfg->nvml_library, v, err);
+    if (strcmp(key, "host-name") == 0) {
+        size_t n = strlen(v);
+
+        if (n == 0 || n > 253 ||
+            strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789-._") != n)
+            return mg_fail(err, MG_EINVAL, key,
+                           "--host-name is a host name: letters, digits, '-', '.', '_'");
+        return set_str(&cfg->host_name, v, err);
+    }
     if (strcmp(key, "blobs") == 0) {
         if (strncmp(v, "s3://", 5) == 0 || strncmp(v, "oci://", 6) == 0)
             return mg_fail(err, MG_EINVAL, key,

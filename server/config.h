@@ -15,6 +15,7 @@ struct srv_config {
     char *data_dir;    /* default ./var */
     char *database;    /* NULL (SQLite in data_dir) or a PostgreSQL URL */
     char *blobs_dir;   /* --blobs file:DIR, or NULL for <data_dir>/blobs */
+    char *host_name;   /* --host-name: delivers gateways with that "host"; NULL: hostname */
     char *port_file;   /* write the bound port here once listening */
     char *signing_key; /* PEM (PKCS#8) of the active signing key, or NULL */
     char *tls_cert;    /* PEM certificate (chain) → serve HTTPS */

@@ -345,6 +345,7 @@ int main(int argc, char **argv)
     sopt.data_dir = cfg.data_dir;
     sopt.database = cfg.database;
     sopt.blobs_dir = cfg.blobs_dir;
+    sopt.host_name = cfg.host_name;
     if (sign_keyring_load(cfg.data_dir, cfg.signing_key, true, &keys, &err) != MG_OK) {
         fprintf(stderr, "modelgated: signing key: %s\n", err.message);
         goto out;

@@ -74,14 +74,19 @@ enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_
      * heartbeat of a live one. */
 #define OUTBOX_DUE                                                                                 \
     "o.state != 'in_sync' AND o.next_attempt_at <= ?1 AND g.disabled_reason IS NULL AND "          \
+    "coalesce(" CONFIG_HOST ", ?6) = ?6 AND "                                                      \
     "(o.lease_until <= ?1 OR o.lease_owner IS NULL OR (o.lease_owner != ?3 AND "                   \
     "o.lease_owner NOT IN (SELECT r.id FROM replicas r WHERE r.last_seen_ms > ?5))) "
+    /* A gateway with a "host" goes out only from the replica on that host (?6). */
+#define CONFIG_HOST "json_extract(g.config, '$.host')"
     static const char sql[] =
         "UPDATE outbox SET lease_until = ?2, lease_owner = ?3, lease_token = ?4 "
         "WHERE (gateway, model, alias) = ("
         "  SELECT o.gateway, o.model, o.alias FROM outbox o JOIN gateways g ON g.name = o.gateway"
         "  WHERE " OUTBOX_DUE "ORDER BY o.next_attempt_at, o.written_ms LIMIT 1) "
         "RETURNING gateway, model, alias, generation, payload, attempts, written_ms";
+#undef CONFIG_HOST
+#define CONFIG_HOST "(g.config::jsonb ->> 'host')"
     /* Rows another replica's worker is claiming right now are skipped, not waited for. */
     static const char sql_pg[] =
         "UPDATE outbox SET lease_until = ?2, lease_owner = ?3, lease_token = ?4 "
@@ -91,6 +96,7 @@ enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_
         "  FOR UPDATE OF o SKIP LOCKED) "
         "RETURNING gateway, model, alias, generation, payload, attempts, written_ms";
 #undef OUTBOX_DUE
+#undef CONFIG_HOST
     static const char sql_gw[] = "SELECT kind, config, secret FROM gateways WHERE name = ?";
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
@@ -113,6 +119,7 @@ enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_
     db_bind_text(s, 3, store_replica_id(st));
     db_bind_text(s, 4, out->lease_token);
     db_bind_i64(s, 5, now_ms - STORE_REPLICA_DEAD_MS);
+    db_bind_text(s, 6, st->host_name);
     if ((rc = db_step(s, &row, err)) == MG_OK && row) {
         snprintf(out->gateway, sizeof(out->gateway), "%s", db_col_text(s, 0));
         snprintf(out->model, sizeof(out->model), "%s", db_col_text(s, 1));

@@ -328,6 +328,10 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     if (opt->database && (st->database = strdup(opt->database)) == NULL)
         goto fail;
     store_replica_init(st);
+    if (opt->host_name)
+        snprintf(st->host_name, sizeof(st->host_name), "%s", opt->host_name);
+    else if (gethostname(st->host_name, sizeof(st->host_name) - 1) != 0)
+        snprintf(st->host_name, sizeof(st->host_name), "localhost");
     st->db_path = path_join(opt->data_dir, "modelgate.db");
     blobs = opt->blobs_dir ? strdup(opt->blobs_dir) : path_join(opt->data_dir, "blobs");
     if (!st->data_dir || !st->db_path || !blobs)
@@ -444,8 +448,10 @@ struct db_conn *store_read_borrow(struct store *st)
                 break;
             }
         }
-        if (c == NULL)
+        if (c == NULL) {
+            st->rwaits++;
             pthread_cond_wait(&st->rcond, &st->rlock);
+        }
     }
     pthread_mutex_unlock(&st->rlock);
     return c;
@@ -589,6 +595,11 @@ enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err)
     static const char sql_smoke[] = "SELECT state, count(*) FROM smoke_tests GROUP BY state";
     static const char sql_deliv[] =
         "SELECT gateway, state, count(*) FROM outbox GROUP BY gateway, state";
+    static const char sql_leases[] =
+        "SELECT coalesce(sum(CASE WHEN lease_owner = ? THEN 1 ELSE 0 END), 0), "
+        "coalesce(sum(CASE WHEN lease_owner != ? THEN 1 ELSE 0 END), 0) "
+        "FROM outbox WHERE lease_until > ?";
+    static const char sql_live[] = "SELECT count(*) FROM replicas WHERE last_seen_ms > ?";
     static const char sql_lag[] =
         "SELECT g.name, coalesce(max(CASE WHEN o.state != 'in_sync' THEN ? - o.written_ms END), 0) "
         "FROM gateways g LEFT JOIN outbox o ON o.gateway = g.name GROUP BY g.name";
@@ -598,7 +609,9 @@ enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err)
     struct db_stmt *s;
     char path[PATH_MAX];
     struct stat sb;
-    int64_t wal = 0, db = 0, now = mg_now_ms();
+    int64_t wal = 0, db = 0, now = mg_now_ms(), mine = 0, others = 0, live = 0;
+    unsigned busy = 0, i;
+    uint64_t waits;
     enum mg_code rc;
     bool row;
 
@@ -617,6 +630,25 @@ enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err)
     db_bind_i64(s, 1, now);
     while ((rc = db_step(s, &row, err)) == MG_OK && row)
         json_object_set_new(lag, db_col_text(s, 0), json_real((double)db_col_i64(s, 1) / 1000.0));
+    if (rc != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_leases);
+    db_bind_text(s, 1, st->replica_id);
+    db_bind_text(s, 2, st->replica_id);
+    db_bind_i64(s, 3, store_clock_ms(st));
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        mine = db_col_i64(s, 0);
+        others = db_col_i64(s, 1);
+        db_reset(s);
+    }
+    if (rc != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_live);
+    db_bind_i64(s, 1, store_clock_ms(st) - STORE_REPLICA_DEAD_MS);
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        live = db_col_i64(s, 0);
+        db_reset(s);
+    }
 out:
     store_read_end(st, c);
     if (rc != MG_OK) {
@@ -631,9 +663,19 @@ out:
         wal = sb.st_size;
     if (stat(st->db_path, &sb) == 0)
         db = sb.st_size;
-    *out = json_pack("{s:o, s:o, s:o, s:o, s:I, s:I}", "promotions", promo, "smoke_tests", smoke,
-                     "deliveries", deliv, "delivery_lag_seconds", lag, "wal_bytes", (json_int_t)wal,
-                     "db_bytes", (json_int_t)db);
+    pthread_mutex_lock(&st->rlock);
+    for (i = 0; i < st->nreaders; i++)
+        busy += st->rbusy[i];
+    waits = st->rwaits;
+    pthread_mutex_unlock(&st->rlock);
+    *out = json_pack("{s:o, s:o, s:o, s:o, s:I, s:I, s:s, s:{s:i, s:i, s:I}, s:{s:I, s:I}, s:I, "
+                     "s:b}",
+                     "promotions", promo, "smoke_tests", smoke, "deliveries", deliv,
+                     "delivery_lag_seconds", lag, "wal_bytes", (json_int_t)wal, "db_bytes",
+                     (json_int_t)db, "database", store_database_kind(st), "pool", "readers",
+                     (int)st->nreaders, "busy", (int)busy, "waits", (json_int_t)waits,
+                     "outbox_leases", "self", (json_int_t)mine, "others", (json_int_t)others,
+                     "replicas_live", (json_int_t)live, "leader", store_leader(st));
     return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 }
 

@@ -35,6 +35,7 @@ struct store_options {
     const char *data_dir;  /* created (0700) if missing */
     const char *database;  /* NULL: SQLite in data_dir; else a PostgreSQL URL, shared by replicas */
     const char *blobs_dir; /* NULL: <data_dir>/blobs; else a directory replicas share */
+    const char *host_name; /* this replica's host (gateways' "host"); NULL: gethostname() */
     bool sync_normal;      /* synchronous=NORMAL instead of FULL */
     unsigned read_conns;   /* read connection pool size (>= 1) */
     struct store_archive_limits archive;

@@ -26,6 +26,7 @@ struct store {
     int lock_fd; /* flock'd <data>/modelgated.lock: one process per data directory */
 
     char replica_id[17]; /* this process, among those on the database */
+    char host_name[256]; /* delivers the gateways whose "host" names it */
     int64_t started_ms;
     _Atomic int64_t clock_offset_ms; /* the database's clock less ours (heartbeat) */
     _Atomic bool leader;             /* runs the cluster's timers (cluster.c) */
@@ -57,6 +58,7 @@ struct store {
     struct db_conn **readers;
     unsigned char *rbusy;
     unsigned nreaders;
+    uint64_t rwaits; /* borrowers that found every reader busy (under rlock) */
 };
 
 /* Borrow a read connection inside a read transaction (a consistent snapshot).

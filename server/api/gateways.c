@@ -16,7 +16,7 @@ static void put(struct srv_req *r)
     char *secret = NULL;
     bool created = false;
     struct mg_error err;
-    struct push_env env;
+    struct push_env env = {.srv = r->srv};
     enum mg_code rc;
 
     if (!json_is_object(r->body)) {

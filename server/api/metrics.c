@@ -130,12 +130,45 @@ static void metrics(struct srv_req *r)
                json_object_get(st, "delivery_lag_seconds"));
         gauge_header(&b, "modelgate_smoke_tests", "Smoke tests by state.");
         by_key(&b, "modelgate_smoke_tests", "state", json_object_get(st, "smoke_tests"));
-        gauge_header(&b, "modelgate_sqlite_wal_bytes", "Size of the SQLite write-ahead log.");
-        gauge(&b, "modelgate_sqlite_wal_bytes", "",
-              (double)json_integer_value(json_object_get(st, "wal_bytes")));
-        gauge_header(&b, "modelgate_sqlite_db_bytes", "Size of the SQLite database file.");
-        gauge(&b, "modelgate_sqlite_db_bytes", "",
-              (double)json_integer_value(json_object_get(st, "db_bytes")));
+        if (strcmp(json_string_value(json_object_get(st, "database")), "sqlite") == 0) {
+            gauge_header(&b, "modelgate_sqlite_wal_bytes", "Size of the SQLite write-ahead log.");
+            gauge(&b, "modelgate_sqlite_wal_bytes", "",
+                  (double)json_integer_value(json_object_get(st, "wal_bytes")));
+            gauge_header(&b, "modelgate_sqlite_db_bytes", "Size of the SQLite database file.");
+            gauge(&b, "modelgate_sqlite_db_bytes", "",
+                  (double)json_integer_value(json_object_get(st, "db_bytes")));
+        }
+        {
+            const json_t *pool = json_object_get(st, "pool"),
+                         *l = json_object_get(st, "outbox_leases");
+
+            gauge_header(&b, "modelgate_db_pool_connections",
+                         "Read connections to the database this process keeps.");
+            gauge(&b, "modelgate_db_pool_connections", "",
+                  (double)json_integer_value(json_object_get(pool, "readers")));
+            gauge_header(&b, "modelgate_db_pool_busy", "Read connections lent out now.");
+            gauge(&b, "modelgate_db_pool_busy", "",
+                  (double)json_integer_value(json_object_get(pool, "busy")));
+            mg_buf_puts(&b, "# HELP modelgate_db_pool_waits_total Reads that found every "
+                            "connection busy and waited.\n"
+                            "# TYPE modelgate_db_pool_waits_total counter\n");
+            gauge(&b, "modelgate_db_pool_waits_total", "",
+                  (double)json_integer_value(json_object_get(pool, "waits")));
+            gauge_header(&b, "modelgate_outbox_leases",
+                         "Deliveries under a live lease, by holder (this replica or others).");
+            gauge(&b, "modelgate_outbox_leases", "holder=\"self\"",
+                  (double)json_integer_value(json_object_get(l, "self")));
+            gauge(&b, "modelgate_outbox_leases", "holder=\"others\"",
+                  (double)json_integer_value(json_object_get(l, "others")));
+            gauge_header(&b, "modelgate_replicas",
+                         "Replicas seen on the database in the last 10 s.");
+            gauge(&b, "modelgate_replicas", "",
+                  (double)json_integer_value(json_object_get(st, "replicas_live")));
+            gauge_header(&b, "modelgate_leader",
+                         "1 when this replica runs the cluster's timers (always with SQLite).");
+            gauge(&b, "modelgate_leader", "",
+                  json_is_true(json_object_get(st, "leader")) ? 1.0 : 0.0);
+        }
     }
     json_decref(st);
     {

@@ -435,6 +435,63 @@ static bool names_ok(const json_t *v, size_t max, bool (*ok)(const char *, size_
     return true;
 }
 
+static bool host_name_ok(const char *h, size_t n)
+{
+    if (n == 0 || n > 253)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (!((h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' && h[i] <= 'Z') ||
+              (h[i] >= '0' && h[i] <= '9') || h[i] == '-' || h[i] == '.' || h[i] == '_'))
+            return false;
+    }
+    return true;
+}
+
+/*
+ * "host" (any kind): only the replica on that host (its --host-name) delivers to the
+ * gateway. A gateway that writes on the delivering host itself (nginx's include file,
+ * HAProxy's unix socket) needs one when replicas share the database: otherwise any
+ * replica, on any host, could deliver it.
+ */
+static enum mg_code with_host(const struct push_env *env, const char *kind,
+                              const struct push_adapter *ad, const json_t *body, json_t **config,
+                              char **secret, struct mg_error *err)
+{
+    json_t *host = json_object_get(body, "host"), *rest;
+    const char *addr = json_string_value(json_object_get(body, "address"));
+    bool local = strcmp(kind, "nginx") == 0 ||
+                 (strcmp(kind, "haproxy") == 0 && addr && strncmp(addr, "unix:", 5) == 0);
+    enum mg_code rc;
+
+    if (host &&
+        (!json_is_string(host) || !host_name_ok(json_string_value(host), json_string_length(host))))
+        return mg_fail(err, MG_EINVAL, "host",
+                       "host is the host name of the replica that delivers this gateway "
+                       "(its --host-name): letters, digits, '-', '.', '_'");
+    if ((rest = json_deep_copy(body)) == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    json_object_del(rest, "host");
+    rc = ad->validate(env, rest, config, secret, err);
+    json_decref(rest);
+    if (rc != MG_OK)
+        return rc;
+    if (local && host == NULL && env->srv && env->srv->cfg && env->srv->cfg->database)
+        rc = mg_fail(err, MG_EINVAL, "host",
+                     "an %s gateway changes files or sockets on the host that delivers it, and "
+                     "with --database postgresql any replica may deliver it: add \"host\": the "
+                     "--host-name of the replica on the gateway's host",
+                     kind);
+    else if (host && json_object_set(*config, "host", host) != 0)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    if (rc != MG_OK) {
+        json_decref(*config);
+        *config = NULL;
+        free(*secret);
+        *secret = NULL;
+    }
+    return rc;
+}
+
 enum mg_code push_config_validate(const struct push_env *env, const char *kind, const json_t *body,
                                   json_t **config, char **secret, struct mg_error *err)
 {
@@ -449,9 +506,9 @@ enum mg_code push_config_validate(const struct push_env *env, const char *kind, 
     if ((v = json_object_get(body, "aliases")) && !names_ok(v, 64, mg_valid_alias_name))
         return mg_fail(err, MG_EINVAL, "aliases",
                        "aliases must be a non-empty array of alias names (or absent for all)");
-    if ((ad = push_adapter_of(kind)) != NULL && ad->validate != NULL)
-        return ad->validate(env, body, config, secret, err);
-    return mg_fail(err, MG_EINVAL, "kind", "kind is webhook, haproxy or nginx");
+    if ((ad = push_adapter_of(kind)) == NULL || ad->validate == NULL)
+        return mg_fail(err, MG_EINVAL, "kind", "kind is webhook, haproxy or nginx");
+    return with_host(env, kind, ad, body, config, secret, err);
 }
 
 static const struct push_adapter adapters[] = {

@@ -145,9 +145,25 @@ void pc_expect_split_at(int n, size_t k, const char *const *names, const int *co
 
 void pc_gateway_put(struct mg_server *s, const char *name, const char *config)
 {
-    char path[256];
-    struct it_resp *r = it_jreq(s, "PUT", it_fmt(path, sizeof(path), "/api/v1/gateways/%s", name),
-                                s->admin_token, config);
+    char path[256], host[256] = "localhost";
+    json_t *c = json_loads(config, 0, NULL);
+    const char *kind = json_string_value(json_object_get(c, "kind"));
+    const char *addr = json_string_value(json_object_get(c, "address"));
+    char *text = NULL;
+    struct it_resp *r;
+
+    /* Replicas on PostgreSQL deliver a host-local gateway from one host: name ours. */
+    if (it_on_postgres() && kind && json_object_get(c, "host") == NULL &&
+        (strcmp(kind, "nginx") == 0 ||
+         (strcmp(kind, "haproxy") == 0 && addr && strncmp(addr, "unix:", 5) == 0))) {
+        gethostname(host, sizeof(host) - 1);
+        json_object_set_new(c, "host", json_string(host));
+        text = json_dumps(c, JSON_COMPACT);
+    }
+    r = it_jreq(s, "PUT", it_fmt(path, sizeof(path), "/api/v1/gateways/%s", name), s->admin_token,
+                text ? text : config);
+    free(text);
+    json_decref(c);
 
     if (r->status != 200 && r->status != 201)
         it_expect_status(s, r, 201);

@@ -504,6 +504,9 @@ static void test_nginx_config_validation(void **state)
          "\"reload_command\":[]}",
          "reload_command"},
         {"{\"kind\":\"nginx\",\"file\":\"/tmp/{nope}.conf\",\"upstream\":\"u{version}\"}", "file"},
+        {"{\"kind\":\"nginx\",\"file\":\"/tmp/{model}.conf\",\"upstream\":\"u{version}\","
+         "\"host\":\"a b\"}",
+         "host"},
     };
     struct mg_server *s = *state;
     struct it_resp *r;
@@ -513,6 +516,19 @@ static void test_nginx_config_validation(void **state)
         it_expect_error_field(s, r, 400, "invalid_argument", bad[i][1]);
         it_resp_free(s, &r);
     }
+    /* Replicas on one PostgreSQL database: an nginx gateway needs the host whose replica
+     * writes its file; without one it is refused, naming "host". */
+    r = it_jreq(s, "PUT", "/api/v1/gateways/ngx-invalid", s->admin_token,
+                "{\"kind\":\"nginx\",\"file\":\"/tmp/{model}.conf\",\"upstream\":\"u{version}\"}");
+    if (it_on_postgres()) {
+        it_expect_error_field(s, r, 400, "invalid_argument", "host");
+    } else {
+        it_expect_status(s, r, 201);
+        it_resp_free(s, &r);
+        r = it_request(s, "DELETE", "/api/v1/gateways/ngx-invalid", s->admin_token, NULL, NULL, 0);
+        it_expect_status(s, r, 204);
+    }
+    it_resp_free(s, &r);
     r = it_get(s, "/api/v1/gateways/ngx-invalid", s->admin_token);
     it_expect_error(s, r, 404, "not_found");
 }
