@@ -142,6 +142,9 @@ const char *srv_config_usage(void)
            "usage: modelgated keys rotate --data-dir DIR\n"
            "       modelgated backup --data-dir DIR --out FILE.tar   (safe while serving)\n"
            "       modelgated restore --data-dir NEW --from FILE.tar\n"
+           "       modelgated migrate --data-dir DIR --to-database postgresql://... "
+           "[--to-blobs file:DIR]\n"
+           "         copy an embedded installation to shared backends (resumable)\n"
            "  make a new active signing key; old public keys stay published\n";
 }
 

@@ -243,6 +243,74 @@ out:
     return rc;
 }
 
+/* modelgated migrate --data-dir D --to-database URL [--to-blobs file:DIR]: copy an embedded
+ * installation to the backends replicas share. */
+static int migrate_command(int argc, char **argv)
+{
+    struct srv_config cfg;
+    struct mg_error err = {0};
+    struct store_migrate_options o = {0};
+    struct sign_keyring *keys = NULL;
+    json_t *summary = NULL;
+    const char *to_db = NULL, *to_blobs = NULL;
+    char *text;
+    int i, rc = 2, n = 0;
+    char **rest = calloc((size_t)argc + 1, sizeof(*rest));
+
+    srv_config_init(&cfg);
+    if (rest == NULL)
+        goto out;
+    for (i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--to-database") == 0 && i + 1 < argc)
+            to_db = argv[++i];
+        else if (strcmp(argv[i], "--to-blobs") == 0 && i + 1 < argc)
+            to_blobs = argv[++i];
+        else
+            rest[n++] = argv[i];
+    }
+    if (to_db == NULL ||
+        (strncmp(to_db, "postgresql://", 13) != 0 && strncmp(to_db, "postgres://", 11) != 0)) {
+        fprintf(stderr, "usage: modelgated migrate --data-dir DIR --to-database postgresql://... "
+                        "[--to-blobs file:DIR]\n");
+        goto out;
+    }
+    if (to_blobs && (strncmp(to_blobs, "file:/", 6) != 0)) {
+        fprintf(stderr, "modelgated: --to-blobs is file: and an absolute directory "
+                        "(s3:// and oci:// are not available in this build yet)\n");
+        goto out;
+    }
+    if (srv_config_parse(&cfg, n, rest, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
+    if (to_blobs && mkdir(to_blobs + 5, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "modelgated: cannot create %s: %s\n", to_blobs + 5, strerror(errno));
+        rc = 1;
+        goto out;
+    }
+    if (sign_keyring_load(cfg.data_dir, NULL, false, &keys, &err) != MG_OK)
+        keys = NULL; /* an installation that never signed anything */
+    o.data_dir = cfg.data_dir;
+    o.to_database = to_db;
+    o.to_blobs = to_blobs ? to_blobs + 5 : NULL;
+    o.keys = keys;
+    if (store_migrate(&o, &summary, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: migrate failed (run it again to resume): %s\n", err.message);
+        rc = 1;
+        goto out;
+    }
+    text = json_dumps(summary, JSON_COMPACT);
+    printf("%s\n", text ? text : "{}");
+    free(text);
+    rc = 0;
+out:
+    json_decref(summary);
+    sign_keyring_free(&keys);
+    free(rest);
+    srv_config_release(&cfg);
+    return rc;
+}
+
 /* The data directory holds the database (webhook secrets), keys and the admin token: refuse
  * one that other users can read or write, unless the operator said otherwise. */
 static int check_data_dir(const struct srv_config *cfg)
@@ -283,6 +351,8 @@ int main(int argc, char **argv)
     umask(077);
     if (argc > 1 && strcmp(argv[1], "keys") == 0)
         return keys_command(argc - 2, argv + 2);
+    if (argc > 1 && strcmp(argv[1], "migrate") == 0)
+        return migrate_command(argc - 2, argv + 2);
     if (argc > 1 && (strcmp(argv[1], "backup") == 0 || strcmp(argv[1], "restore") == 0))
         return backup_command(strcmp(argv[1], "restore") == 0, argc - 2, argv + 2);
     for (i = 1; i < argc; i++) {

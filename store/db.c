@@ -143,3 +143,18 @@ size_t db_col_bytes(struct db_stmt *s, int i)
 {
     return s->conn->ops->col_bytes(s, i);
 }
+
+int db_col_count(struct db_stmt *s)
+{
+    return s->conn->ops->col_count(s);
+}
+
+const char *db_col_name(struct db_stmt *s, int i)
+{
+    return s->conn->ops->col_name(s, i);
+}
+
+enum db_type db_col_type(struct db_stmt *s, int i)
+{
+    return s->conn->ops->col_type(s, i);
+}

@@ -137,6 +137,13 @@ void db_reset(struct db_stmt *s);
  * connection. */
 int64_t db_changes(struct db_stmt *s);
 
+/* The shape of a result (for copying whole tables): how many columns, each
+ * one's name (BORROWED), and the type of a value in the current row. */
+enum db_type { DB_NULL, DB_INTEGER, DB_FLOAT, DB_TEXT, DB_BLOB };
+int db_col_count(struct db_stmt *s);
+const char *db_col_name(struct db_stmt *s, int i);
+enum db_type db_col_type(struct db_stmt *s, int i);
+
 /* Columns of the current row, 0-based. Text and blobs are BORROWED, valid
  * until the next step or reset; text is NUL-terminated; NULL for SQL NULL. */
 bool db_col_null(struct db_stmt *s, int i);

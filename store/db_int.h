@@ -32,6 +32,9 @@ struct db_ops {
     const char *(*col_text)(struct db_stmt *s, int i);
     const void *(*col_blob)(struct db_stmt *s, int i);
     size_t (*col_bytes)(struct db_stmt *s, int i);
+    int (*col_count)(struct db_stmt *s);
+    const char *(*col_name)(struct db_stmt *s, int i);
+    enum db_type (*col_type)(struct db_stmt *s, int i);
 };
 
 /* The first member of every engine's connection and statement. */

@@ -647,6 +647,35 @@ static size_t pg_col_bytes(struct db_stmt *base, int i)
     return (size_t)PQgetlength(s->res, s->row, i);
 }
 
+static int pg_col_count(struct db_stmt *base)
+{
+    return PS(base)->res ? PQnfields(PS(base)->res) : 0;
+}
+
+static const char *pg_col_name(struct db_stmt *base, int i)
+{
+    return PQfname(PS(base)->res, i);
+}
+
+static enum db_type pg_col_type(struct db_stmt *base, int i)
+{
+    if (pg_col_null(base, i))
+        return DB_NULL;
+    switch (PQftype(PS(base)->res, i)) {
+    case OID_INT8:
+    case 21: /* int2 */
+    case 23: /* int4 */
+        return DB_INTEGER;
+    case OID_FLOAT8:
+    case 700: /* float4 */
+        return DB_FLOAT;
+    case OID_BYTEA:
+        return DB_BLOB;
+    default:
+        return DB_TEXT;
+    }
+}
+
 static const struct db_ops pg_ops = {
     .dialect = DB_POSTGRES,
     .close = pg_close,
@@ -670,4 +699,7 @@ static const struct db_ops pg_ops = {
     .col_text = pg_col_text,
     .col_blob = pg_col_blob,
     .col_bytes = pg_col_bytes,
+    .col_count = pg_col_count,
+    .col_name = pg_col_name,
+    .col_type = pg_col_type,
 };

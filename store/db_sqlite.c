@@ -367,6 +367,32 @@ static size_t lite_col_bytes(struct db_stmt *s, int i)
     return (size_t)sqlite3_column_bytes(LS(s)->st, i);
 }
 
+static int lite_col_count(struct db_stmt *s)
+{
+    return LS(s)->st ? sqlite3_column_count(LS(s)->st) : 0;
+}
+
+static const char *lite_col_name(struct db_stmt *s, int i)
+{
+    return sqlite3_column_name(LS(s)->st, i);
+}
+
+static enum db_type lite_col_type(struct db_stmt *s, int i)
+{
+    switch (sqlite3_column_type(LS(s)->st, i)) {
+    case SQLITE_INTEGER:
+        return DB_INTEGER;
+    case SQLITE_FLOAT:
+        return DB_FLOAT;
+    case SQLITE_TEXT:
+        return DB_TEXT;
+    case SQLITE_BLOB:
+        return DB_BLOB;
+    default:
+        return DB_NULL;
+    }
+}
+
 static const struct db_ops lite_ops = {
     .dialect = DB_SQLITE,
     .close = lite_close,
@@ -390,6 +416,9 @@ static const struct db_ops lite_ops = {
     .col_text = lite_col_text,
     .col_blob = lite_col_blob,
     .col_bytes = lite_col_bytes,
+    .col_count = lite_col_count,
+    .col_name = lite_col_name,
+    .col_type = lite_col_type,
 };
 
 /* ---- the embedded database only ------------------------------------------- */

@@ -125,6 +125,26 @@ enum mg_code store_signing_keys(struct store *st, json_t **out, struct mg_error 
 enum mg_code store_signing_key_by_hint(struct store *st, const char *hint, char **public_pem,
                                        struct mg_error *err);
 
+/* ---- migrating an embedded installation to shared backends ---------------- */
+
+struct store_migrate_options {
+    const char *data_dir;    /* the SQLite installation (locked while copying) */
+    const char *to_database; /* a PostgreSQL URL */
+    const char *to_blobs;    /* a blob directory, or NULL to leave blobs where they are */
+    const struct sign_keyring *keys; /* the installation's keys: public halves published */
+};
+
+/*
+ * Copy every record (the audit chain included), the public halves of the
+ * signing keys and (with to_blobs) every blob, verified, to the shared
+ * backends. Resumable: rows and blobs already there are skipped. Fails unless
+ * the destination's audit chain verifies afterwards. *summary (NEW):
+ * {"tables":{name:{"rows","copied"}},"blobs":{"count","copied"},"audit":{…},
+ * "public_keys":N}.
+ */
+enum mg_code store_migrate(const struct store_migrate_options *o, json_t **summary,
+                           struct mg_error *err);
+
 /* Sign new versions with keys from now on (BORROWED, outlives the store). */
 void store_set_keys(struct store *st, const struct sign_keyring *keys);
 

@@ -271,7 +271,7 @@ static void pg_database_for(struct mg_server *s, size_t nargs)
     s->args[nargs + 2] = NULL;
 }
 
-struct mg_server *it_server_start(const char *const *extra_args)
+static struct mg_server *server_new(const char *const *extra_args, const char *admin_token)
 {
     struct mg_server *s = calloc(1, sizeof(*s));
     const char *tmp = getenv("TMPDIR");
@@ -307,8 +307,24 @@ struct mg_server *it_server_start(const char *const *extra_args)
     if (s->curl == NULL)
         fail_msg("curl_easy_init failed");
 
+    if (admin_token != NULL) {
+        char path[IT_PATH_MAX], line[160];
+
+        it_data_path(s, "admin.token", path);
+        it_write_file(path, it_fmt(line, sizeof(line), "%s\n", admin_token));
+    }
     it_spawn(s);
     return s;
+}
+
+struct mg_server *it_server_start(const char *const *extra_args)
+{
+    return server_new(extra_args, NULL);
+}
+
+struct mg_server *it_server_start_admin(const char *const *extra_args, const char *admin_token)
+{
+    return server_new(extra_args, admin_token);
 }
 
 void it_server_stop(struct mg_server *s)

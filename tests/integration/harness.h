@@ -87,6 +87,11 @@ void it_sqlite_only(void);
  */
 struct mg_server *it_server_start(const char *const *extra_args);
 
+/* it_server_start on a database that already has an admin (another server's, or
+ * a migrated one): that server writes no admin.token, so the test hands over the
+ * admin secret it knows. */
+struct mg_server *it_server_start_admin(const char *const *extra_args, const char *admin_token);
+
 /* SIGTERM, wait (deadline, then SIGKILL) and assert a clean exit 0. */
 void it_server_stop(struct mg_server *s);
 

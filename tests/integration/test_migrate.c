@@ -1,0 +1,196 @@
+/*
+ * test_migrate.c - `modelgated migrate`: a populated embedded installation
+ * (SQLite and its blob directory) copied to PostgreSQL and a shared blob
+ * directory, then served from there by another modelgated: the same answers,
+ * the same tokens, the audit chain verifying, the old signing key published,
+ * numbering going on; run again, it copies nothing twice. Runs in the
+ * PostgreSQL pass (pg_integration_test_migrate); skipped on SQLite alone.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "harness.h"
+#include "sys.h"
+
+/* Run a command; its first output line into out (when given); the exit status. */
+static int run(const char *cmd, char *out, size_t n)
+{
+    char line[8192];
+    FILE *p = popen(cmd, "r");
+    int status;
+
+    if (p == NULL)
+        fail_msg("popen %s", cmd);
+    if (out != NULL) {
+        out[0] = '\0';
+        if (fgets(out, (int)n, p) != NULL)
+            out[strcspn(out, "\n")] = '\0';
+    }
+    while (fgets(line, sizeof(line), p) != NULL)
+        print_message("%s", line);
+    status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static json_t *migrate(const char *data, const char *url, const char *blobs)
+{
+    char cmd[IT_PATH_MAX * 4], out[8192];
+    json_t *j;
+
+    it_fmt(cmd, sizeof(cmd),
+           "'%s' migrate --data-dir '%s' --to-database '%s' --to-blobs 'file:%s' 2>&1",
+           getenv("MODELGATED"), data, url, blobs);
+    if (run(cmd, out, sizeof(out)) != 0)
+        fail_msg("migrate failed: %s", out);
+    if ((j = json_loads(out, 0, NULL)) == NULL)
+        fail_msg("migrate printed no JSON summary: %s", out);
+    return j;
+}
+
+static json_int_t copied(const json_t *summary, const char *table)
+{
+    return json_integer_value(
+        json_object_get(json_object_get(json_object_get(summary, "tables"), table), "copied"));
+}
+
+static char *body_of(struct mg_server *s, const char *path, const char *token)
+{
+    struct it_resp *r = it_get(s, path, token);
+    char *text;
+
+    it_expect_status(s, r, 200);
+    text = strdup(r->body);
+    it_resp_free(s, &r);
+    return text;
+}
+
+static void test_migrate_a_populated_installation(void **state)
+{
+    static const char *const reads[] = {
+        "/api/v1/models",
+        "/api/v1/models/fraud",
+        "/api/v1/models/fraud/versions",
+        "/api/v1/models/fraud/versions/2",
+        "/api/v1/models/fraud/aliases/production",
+        "/api/v1/models/fraud/aliases/production/history",
+        "/api/v1/models/fraud/aliases/production/last-known-good",
+        "/api/v1/datasets/sha256:1111111111111111111111111111111111111111111111111111111111111111",
+        "/api/v1/teams",
+    };
+    char url[IT_PATH_MAX + 64], dbname[64], blobs[IT_PATH_MAX], cmd[IT_PATH_MAX * 2];
+    char art[IT_DIGEST_LEN + 1], *reader, *before[sizeof(reads) / sizeof(reads[0])];
+    struct mg_server *src, *dst;
+    struct it_resp *r;
+    json_t *sum;
+    size_t i;
+
+    (void)state;
+    if (!it_on_postgres()) {
+        print_message("(skipped: needs the PostgreSQL pass)\n");
+        skip();
+    }
+    /* The embedded installation, populated through the API. */
+    src = it_server_start((const char *const[]){"--database", "sqlite", NULL});
+    reader = it_token_create(src, "ci-reader", "reader", NULL);
+    r = it_jreq(src, "POST", "/api/v1/teams", src->admin_token, "{\"name\":\"risk\"}");
+    it_expect_status(src, r, 201);
+    it_resp_free(src, &r);
+    r = it_jreq(
+        src, "POST", "/api/v1/datasets", src->admin_token,
+        "{\"digest\":\"sha256:1111111111111111111111111111111111111111111111111111111111111111\","
+        "\"name\":\"clicks\"}");
+    it_expect_status(src, r, 201);
+    it_resp_free(src, &r);
+    it_model_create(src, src->admin_token, "fraud");
+    for (i = 1; i <= 3; i++) {
+        char bytes[32];
+
+        it_fmt(bytes, sizeof(bytes), "model bytes %zu", i);
+        r = it_upload(src, bytes, strlen(bytes), art);
+        it_resp_free(src, &r);
+        it_version_create(
+            src, src->admin_token, "fraud", art,
+            json_pack("{s:{s:f}, s:[{s:s, s:s}]}", "metrics", "auc", 0.9 + i / 100.0, "datasets",
+                      "digest",
+                      "sha256:11111111111111111111111111111111111111111111111111111111"
+                      "11111111",
+                      "role", "train"));
+    }
+    it_alias_to(src, src->admin_token, "fraud", "production", 1, 0);
+    it_alias_to(src, src->admin_token, "fraud", "production", 2, 0);
+    for (i = 0; i < sizeof(reads) / sizeof(reads[0]); i++)
+        before[i] = body_of(src, reads[i], reader);
+    it_server_stop(src);
+
+    /* Copy it; a second run (a resumed one) copies nothing more. */
+    it_fmt(dbname, sizeof(dbname), "migrated_%d", (int)getpid());
+    it_fmt(cmd, sizeof(cmd), "bash '%s/scripts/pg-test.sh' createdb '%s' %s",
+           getenv("MG_SOURCE_DIR"), getenv("MG_PG_DIR"), dbname);
+    if (run(cmd, url, sizeof(url)) != 0)
+        fail_msg("createdb %s: %s", dbname, url);
+    it_fmt(blobs, sizeof(blobs), "%s/shared-blobs", src->root);
+    sum = migrate(src->data_dir, url, blobs);
+    assert_int_equal(copied(sum, "versions"), 3);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(sum, "blobs"), "copied")),
+                     3);
+    assert_true(json_is_true(json_object_get(json_object_get(sum, "audit"), "ok")));
+    json_decref(sum);
+    sum = migrate(src->data_dir, url, blobs);
+    assert_int_equal(copied(sum, "versions"), 0);
+    assert_int_equal(copied(sum, "audit"), 0);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(sum, "blobs"), "copied")),
+                     0);
+    json_decref(sum);
+
+    /* Served from PostgreSQL: the same answers to the same token. */
+    it_fmt(cmd, sizeof(cmd), "file:%s", blobs);
+    dst = it_server_start_admin((const char *const[]){"--database", url, "--blobs", cmd, NULL},
+                                src->admin_token);
+    for (i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+        char *after = body_of(dst, reads[i], reader);
+
+        if (strcmp(before[i], after) != 0)
+            fail_msg("%s differs after the migration:\nbefore %s\nafter  %s", reads[i], before[i],
+                     after);
+        free(after);
+        free(before[i]);
+    }
+    r = it_get(dst, "/api/v1/audit/verify", dst->admin_token);
+    it_expect_status(dst, r, 200);
+    assert_true(json_is_true(json_object_get(r->json, "ok")));
+    it_resp_free(dst, &r);
+    r = it_get(dst, "/api/v1/models/fraud/versions/1/artifact", reader);
+    it_expect_status(dst, r, 200);
+    assert_string_equal(r->body, "model bytes 1");
+    it_resp_free(dst, &r);
+    r = it_get(dst, "/api/v1/models/fraud/versions/1/signature", reader);
+    it_expect_status(dst, r, 200); /* its key is published by the new installation */
+    it_resp_free(dst, &r);
+    r = it_upload(dst, "after the move", 14, art);
+    it_resp_free(dst, &r);
+    assert_int_equal(it_version_create(dst, dst->admin_token, "fraud", art, NULL), 4);
+    free(reader);
+    it_server_stop(dst);
+    it_server_free(&dst);
+    it_server_free(&src);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_migrate_a_populated_installation),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
