@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# Replicas benchmark: the same reads and writes against
+#   sqlite      one modelgated on its embedded SQLite (the baseline)
+#   pg-1        one modelgated on PostgreSQL
+#   pg-3        three modelgated replicas on one PostgreSQL behind HAProxy (roundrobin)
+# all in one run on this machine, with the same client (wrk, its own CPU) and the same data:
+#   LKG read, version read          req/s and p99 (response cache on)
+#   version create, alias change    req/s and p99 (writes)
+# then, per configuration, the response cache's hit ratio for reads of model B while model A
+# takes about 10 writes a second (per-model invalidation: goal >= 0.95).
+# Ratios printed against sqlite; goal: pg-1 reads >= 0.8x sqlite's.
+#
+# PostgreSQL is a private server this script starts (scripts/pg-test.sh: initdb + pg_ctl on a
+# Unix socket in the work directory) and removes.
+#
+# Usage: bench/replicas.sh [--duration S] [--connections N] [--tmp-dir DIR]
+set -euo pipefail
+export LC_ALL=C
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
+bench_name=replicas
+
+duration=5
+connections=16
+tmp_parent="$root/build/bench-tmp"
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+    --duration) duration=$2; shift 2 ;;
+    --connections) connections=$2; shift 2 ;;
+    --tmp-dir) tmp_parent=$2; shift 2 ;;
+    *) echo "usage: $0 [--duration S] [--connections N] [--tmp-dir DIR]" >&2; exit 2 ;;
+    esac
+done
+
+modelgated=${MODELGATED:-$root/build/modelgated}
+haproxy_bin=${HAPROXY:-haproxy}
+wrk_bin=${WRK:-wrk}
+bench_require curl jq awk "$wrk_bin" "$haproxy_bin" taskset
+[[ -x $modelgated ]] || bench_die "no $modelgated: build first (scripts/build.sh)"
+mkdir -p "$tmp_parent"
+bench_init replicas "$tmp_parent"
+chmod 0755 "$work" # the PostgreSQL server runs as nobody when this runs as root
+
+mg_pids=()
+mg_ports=()
+hap_pid=""
+bench_stop_on_exit mg_pids hap_pid
+pgdir="$work/pg"
+trap 'bash "$root/scripts/pg-test.sh" stop "$pgdir" >/dev/null 2>&1 || true; bench_cleanup' EXIT
+bash "$root/scripts/pg-test.sh" start "$pgdir" >/dev/null
+
+image="registry.example/serve@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# start NAME N [--database URL]: N replicas, each its own data dir, one blob dir; sets
+# base (the URL clients use) and token.
+start() {
+    local name=$1 n=$2 db=${3:-} i port ports=() blobs
+    blobs="$work/$name-blobs"
+    mkdir -p -m 0700 "$blobs"
+    for ((i = 1; i <= n; i++)); do
+        port=$(free_port)
+        ports+=("$port")
+        mg_ports+=("$port")
+        local args=(--data-dir "$work/$name-$i" --listen "127.0.0.1:$port" --blobs "file:$blobs"
+                    --log-format json)
+        [[ -n $db ]] && args+=(--database "$db")
+        taskset -c 0 "$modelgated" "${args[@]}" >>"$work/$name-$i.log" 2>&1 &
+        mg_pids+=($!)
+        bench_wait_for "modelgated $name-$i" $! curl -fsS -o /dev/null "http://127.0.0.1:$port/healthz"
+    done
+    token=$(cat "$work/$name"-*/admin.token 2>/dev/null | head -n 1)
+    base="http://127.0.0.1:${ports[0]}"
+    if ((n > 1)); then
+        local front
+        front=$(free_port)
+        {
+            printf 'global\n    nbthread 1\ndefaults\n    mode http\n    timeout connect 2s\n'
+            printf '    timeout client 30s\n    timeout server 30s\n'
+            printf 'frontend fe\n    bind 127.0.0.1:%s\n    default_backend mg\n' "$front"
+            printf 'backend mg\n    balance roundrobin\n    http-reuse always\n'
+            for ((i = 0; i < n; i++)); do
+                printf '    server r%d 127.0.0.1:%s\n' "$i" "${ports[$i]}"
+            done
+        } >"$work/$name-haproxy.cfg"
+        taskset -c 0 "$haproxy_bin" -db -f "$work/$name-haproxy.cfg" >>"$work/haproxy.log" 2>&1 &
+        hap_pid=$!
+        base="http://127.0.0.1:$front"
+        bench_wait_for "HAProxy" "$hap_pid" curl -fsS -o /dev/null "$base/healthz"
+    fi
+}
+
+stop() {
+    local pid
+    for pid in "${mg_pids[@]}" $hap_pid; do
+        kill -TERM "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    mg_pids=()
+    mg_ports=()
+    hap_pid=""
+}
+
+api() { curl -fsS -H "Authorization: Bearer $token" -H 'content-type: application/json' "$@"; }
+
+populate() {
+    local m digest
+    for m in a b; do
+        api -o /dev/null "$base/api/v1/models" -d "{\"name\":\"$m\"}"
+        digest=$(printf 'bench model %s' "$m" | api --data-binary @- \
+            -H 'content-type: application/octet-stream' "$base/api/v1/blobs" | jq -r .digest)
+        api -o /dev/null "$base/api/v1/models/$m/versions" \
+            -d "{\"artifact\":\"$digest\",\"image\":\"$image\"}"
+        api -o /dev/null -X PUT "$base/api/v1/models/$m/aliases/prod" \
+            -d '{"routes":[{"version":1,"weight":100}]}'
+    done
+    artifact=$digest
+}
+
+# wrk METHOD PATH [BODY] -> "req/s p99_ms"
+run_wrk() {
+    local method=$1 path=$2 body=${3:-}
+    cat >"$work/req.lua" <<EOF
+wrk.method = "$method"
+wrk.body = '$body'
+wrk.headers["Authorization"] = "Bearer $token"
+wrk.headers["Content-Type"] = "application/json"
+done = function(summary, latency, requests)
+  io.write(string.format("RESULT %.1f %.3f\n", summary.requests / (summary.duration / 1e6),
+                         latency:percentile(99) / 1000))
+end
+EOF
+    taskset -c 1 "$wrk_bin" -t1 -c"$connections" -d"${duration}s" -s "$work/req.lua" \
+        "$base$path" 2>/dev/null | awk '/^RESULT/ { print $2, $3 }'
+}
+
+# Cache hits and misses so far (all replicas: summed through each one's /metrics).
+cache_counts() {
+    local h=0 m=0 port line
+    for port in "${mg_ports[@]}"; do
+        line=$(curl -fsS -H "Authorization: Bearer $token" "http://127.0.0.1:$port/metrics" 2>/dev/null |
+            awk '/^modelgate_response_cache_lookups_total\{result="hit"\}/ { h = $2 }
+                 /^modelgate_response_cache_lookups_total\{result="miss"\}/ { m = $2 }
+                 END { print h + 0, m + 0 }') || continue
+        h=$((h + ${line% *}))
+        m=$((m + ${line#* }))
+    done
+    echo "$h $m"
+}
+
+declare -A result
+measure() {
+    local name=$1 before after writer
+    populate
+    result[$name,lkg]=$(run_wrk GET /api/v1/models/b/aliases/prod/last-known-good)
+    result[$name,version]=$(run_wrk GET /api/v1/models/b/versions/1)
+    result[$name,create]=$(run_wrk POST /api/v1/models/a/versions \
+        "{\"artifact\":\"$artifact\",\"image\":\"$image\"}")
+    result[$name,alias]=$(run_wrk PUT /api/v1/models/a/aliases/prod \
+        '{"routes":[{"version":1,"weight":100}]}')
+    # Model B's reads while model A takes ~10 writes a second.
+    before=$(cache_counts)
+    (
+        end=$((SECONDS + duration))
+        while ((SECONDS < end)); do
+            api -o /dev/null -X PUT "$base/api/v1/models/a/aliases/staging" \
+                -d '{"routes":[{"version":1,"weight":100}]}' || true
+            sleep 0.1
+        done
+    ) &
+    writer=$!
+    run_wrk GET /api/v1/models/b/versions/1 >/dev/null
+    wait "$writer" || true
+    after=$(cache_counts)
+    result[$name,hit]=$(awk -v b="$before" -v a="$after" 'BEGIN {
+        split(b, x, " "); split(a, y, " "); h = y[1] - x[1]; m = y[2] - x[2];
+        printf "%.3f", ((h + m) > 0 ? h / (h + m) : 0) }')
+}
+
+echo "$bench_name: $(nproc) CPUs, wrk -c$connections ${duration}s per run; servers on CPU 0, wrk on CPU 1"
+start sqlite 1
+measure sqlite
+stop
+bash "$root/scripts/pg-test.sh" createdb "$pgdir" pg1 >/dev/null
+start pg-1 1 "$(bash "$root/scripts/pg-test.sh" url "$pgdir" pg1)"
+measure pg-1
+stop
+bash "$root/scripts/pg-test.sh" createdb "$pgdir" pg3 >/dev/null
+start pg-3 3 "$(bash "$root/scripts/pg-test.sh" url "$pgdir" pg3)"
+measure pg-3
+stop
+
+printf '\n%-8s %-16s %10s %9s %12s\n' config read/write req/s p99_ms "vs sqlite"
+for name in sqlite pg-1 pg-3; do
+    for what in lkg version create alias; do
+        read -r rps p99 <<<"${result[$name,$what]:-0 0}"
+        read -r base_rps _ <<<"${result[sqlite,$what]:-1 0}"
+        printf '%-8s %-16s %10s %9s %11.2fx\n' "$name" "$what" "$rps" "$p99" \
+            "$(awk -v a="$rps" -v b="$base_rps" 'BEGIN { print (b > 0 ? a / b : 0) }')"
+    done
+    printf '%-8s %-16s %10s\n' "$name" "cache hit ratio" "${result[$name,hit]}"
+done
+pg1_lkg=$(awk -v a="${result[pg-1,lkg]%% *}" -v b="${result[sqlite,lkg]%% *}" 'BEGIN { print a / b }')
+awk -v r="$pg1_lkg" 'BEGIN { exit !(r >= 0.8) }' && echo "$bench_name: pg-1 LKG reads ${pg1_lkg}x sqlite (goal >= 0.8): met" ||
+    echo "$bench_name: WARN pg-1 LKG reads ${pg1_lkg}x sqlite (goal >= 0.8)"
