@@ -66,7 +66,9 @@ start() {
         mg_ports+=("$port")
         local args=(--data-dir "$work/$name-$i" --listen "127.0.0.1:$port" --blobs "file:$blobs"
                     --log-format json)
-        [[ -n $db ]] && args+=(--database "$db")
+        # A read on PostgreSQL waits for one round trip to the database (its model's epoch);
+        # concurrent reads share it, so they need threads to be concurrent in.
+        [[ -n $db ]] && args+=(--database "$db" --threads "${PG_THREADS:-16}")
         taskset -c 0 "$modelgated" "${args[@]}" >>"$work/$name-$i.log" 2>&1 &
         mg_pids+=($!)
         bench_wait_for "modelgated $name-$i" $! curl -fsS -o /dev/null "http://127.0.0.1:$port/healthz"

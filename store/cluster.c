@@ -200,7 +200,10 @@ enum mg_code store_model_bump(struct db_conn *c, const char *model, struct mg_er
 {
     static const char sql[] = "INSERT INTO model_epochs (model, epoch) VALUES (?, 1) "
                               "ON CONFLICT (model) DO UPDATE SET epoch = model_epochs.epoch + 1";
-    struct db_stmt *s = db_prepare(c, sql);
+    static const char sql_pg[] =
+        "INSERT INTO model_epochs (model, epoch, seq) VALUES (?, 1, nextval('model_epoch_seq')) "
+        "ON CONFLICT (model) DO UPDATE SET epoch = model_epochs.epoch + 1, seq = excluded.seq";
+    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
 
     store_model_touched(c, model);
     db_bind_text(s, 1, model);
@@ -211,6 +214,10 @@ void store_epochs_commit(struct store *st, bool committed)
 {
     unsigned i;
 
+    /* PostgreSQL: the slots move only by refreshes from the database, where the
+     * sequence numbers follow commit order (writers hold one lock). */
+    if (st->database)
+        committed = false;
     if (committed && st->touched_all) {
         for (i = 0; i < STORE_EPOCH_SLOTS; i++)
             atomic_fetch_add(&st->model_epochs[i], 1);
@@ -222,14 +229,35 @@ void store_epochs_commit(struct store *st, bool committed)
     st->touched_all = false;
 }
 
+/* One refresh of the epochs from the database (PostgreSQL): every model changed
+ * since the last one moves its slot to the change's sequence number. */
+static enum mg_code refresh_epochs(struct store *st, struct mg_error *err)
+{
+    static const char sql[] = "SELECT model, seq FROM model_epochs WHERE seq > ? ORDER BY seq";
+    struct db_conn *c = store_read_borrow(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    db_bind_i64(s, 1, st->ep_seen);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        int64_t seq = db_col_i64(s, 1);
+        _Atomic uint64_t *slot = &st->model_epochs[epoch_slot(db_col_text(s, 0))];
+
+        if ((uint64_t)seq > atomic_load(slot))
+            atomic_store(slot, (uint64_t)seq);
+        if (seq > st->ep_seen)
+            st->ep_seen = seq;
+    }
+    store_read_return(st, c);
+    return rc;
+}
+
 enum mg_code store_model_epoch(struct store *st, const char *model, uint64_t *epoch,
                                struct mg_error *err)
 {
-    static const char sql[] = "SELECT epoch FROM model_epochs WHERE model = ?";
-    struct db_conn *c;
-    struct db_stmt *s;
-    enum mg_code rc;
-    bool row;
+    uint64_t want;
+    enum mg_code rc = MG_OK;
 
     if (st->database == NULL) {
         /* One process writes the SQLite database, this one: what it committed is
@@ -237,16 +265,34 @@ enum mg_code store_model_epoch(struct store *st, const char *model, uint64_t *ep
         *epoch = atomic_load(&st->model_epochs[epoch_slot(model)]);
         return MG_OK;
     }
-    /* Other replicas write too: ask the database, in one round trip. */
-    c = store_read_borrow(st);
-    s = db_prepare(c, sql);
-    db_bind_text(s, 1, model);
-    *epoch = 0;
-    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        *epoch = (uint64_t)db_col_i64(s, 0);
-        db_reset(s);
+    /*
+     * Other replicas write too, so the epoch must come from a read of the database
+     * that began after this call did. Reads arriving together share one: the
+     * refresh that starts next serves every caller waiting when it starts, and
+     * whoever finds none running starts it.
+     */
+    pthread_mutex_lock(&st->ep_lock);
+    want = st->ep_started + 1;
+    while (st->ep_done < want) {
+        if (!st->ep_running) {
+            st->ep_running = true;
+            st->ep_started++;
+            pthread_mutex_unlock(&st->ep_lock);
+            rc = refresh_epochs(st, err);
+            pthread_mutex_lock(&st->ep_lock);
+            st->ep_running = false;
+            st->ep_done = st->ep_started;
+            st->ep_rc = rc;
+            pthread_cond_broadcast(&st->ep_cond);
+            break;
+        }
+        pthread_cond_wait(&st->ep_cond, &st->ep_lock);
     }
-    store_read_return(st, c);
+    rc = st->ep_rc;
+    if (rc != MG_OK)
+        mg_fail(err, rc, NULL, "the database is unavailable; retry shortly");
+    pthread_mutex_unlock(&st->ep_lock);
+    *epoch = atomic_load(&st->model_epochs[epoch_slot(model)]);
     return rc;
 }
 

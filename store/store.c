@@ -317,6 +317,8 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     pthread_mutex_init(&st->wlock, NULL);
     pthread_mutex_init(&st->rlock, NULL);
     pthread_mutex_init(&st->tlock, NULL);
+    pthread_mutex_init(&st->ep_lock, NULL);
+    pthread_cond_init(&st->ep_cond, NULL);
     pthread_cond_init(&st->rcond, NULL);
     st->lock_fd = -1;
     st->archive = opt->archive;
@@ -399,6 +401,8 @@ void store_close(struct store **stp)
     pthread_mutex_destroy(&st->wlock);
     pthread_mutex_destroy(&st->rlock);
     pthread_mutex_destroy(&st->tlock);
+    pthread_mutex_destroy(&st->ep_lock);
+    pthread_cond_destroy(&st->ep_cond);
     pthread_cond_destroy(&st->rcond);
     free(st->readers);
     free(st->rbusy);

@@ -128,9 +128,9 @@ enum mg_code store_signing_key_by_hint(struct store *st, const char *hint, char 
 /* ---- migrating an embedded installation to shared backends ---------------- */
 
 struct store_migrate_options {
-    const char *data_dir;    /* the SQLite installation (locked while copying) */
-    const char *to_database; /* a PostgreSQL URL */
-    const char *to_blobs;    /* a blob directory, or NULL to leave blobs where they are */
+    const char *data_dir;            /* the SQLite installation (locked while copying) */
+    const char *to_database;         /* a PostgreSQL URL */
+    const char *to_blobs;            /* a blob directory, or NULL to leave blobs where they are */
     const struct sign_keyring *keys; /* the installation's keys: public halves published */
 };
 

@@ -32,6 +32,13 @@ struct store {
     _Atomic bool leader;             /* runs the cluster's timers (cluster.c) */
     struct db_conn *leader_conn;     /* PostgreSQL: holds the leader's advisory lock */
     _Atomic uint64_t model_epochs[STORE_EPOCH_SLOTS];
+    /* PostgreSQL: refreshes of model_epochs shared by concurrent readers (cluster.c). */
+    pthread_mutex_t ep_lock;
+    pthread_cond_t ep_cond;
+    uint64_t ep_started, ep_done; /* refreshes begun, and finished */
+    bool ep_running;
+    enum mg_code ep_rc;   /* the last refresh's outcome */
+    int64_t ep_seen;      /* highest model_epochs.seq applied */
     unsigned touched[16]; /* slots the open write transaction moves */
     unsigned ntouched;
     bool touched_all;

@@ -10,10 +10,13 @@ ALTER TABLE outbox ADD COLUMN lease_owner TEXT;
 ALTER TABLE outbox ADD COLUMN lease_token TEXT;
 ALTER TABLE smoke_tests ADD COLUMN owner TEXT;
 ALTER TABLE smoke_tests ADD COLUMN lease_until BIGINT NOT NULL DEFAULT 0;
+CREATE SEQUENCE model_epoch_seq;
 CREATE TABLE model_epochs (
     model TEXT PRIMARY KEY,
-    epoch BIGINT NOT NULL
+    epoch BIGINT NOT NULL,
+    seq   BIGINT NOT NULL DEFAULT 0 -- model_epoch_seq at its last change
 );
+CREATE INDEX model_epochs_seq ON model_epochs(seq);
 CREATE TABLE signing_keys (
     keyid          TEXT PRIMARY KEY,
     hint           TEXT NOT NULL UNIQUE,
