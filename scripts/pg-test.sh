@@ -56,7 +56,9 @@ restart)
     start
     ;;
 kill)
+    # The postmaster and every backend: a backend outlives its postmaster for a while.
     pid=$(head -n 1 "$dir/data/postmaster.pid")
+    pkill -9 -P "$pid" 2>/dev/null || true
     kill -9 "$pid"
     ;;
 stop)

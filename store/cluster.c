@@ -7,15 +7,23 @@
  */
 #include "store_int.h"
 
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../common/file.h"
 #include "../common/util.h"
 
-/* The session-level advisory lock the leader holds ("mgld"). */
+/* The session-level advisory lock the leader holds ("mgld"). A leader checks that its
+ * session still holds it: after the database restarts, the connection comes back on a new
+ * session that holds nothing, and a plain query would still succeed there. */
 static const char sql_leader_try[] = "SELECT pg_try_advisory_lock(1835492452)";
-static const char sql_leader_check[] = "SELECT 1";
+static const char sql_leader_check[] =
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 0 "
+    "AND objid = 1835492452 AND objsubid = 1 AND granted AND pid = pg_backend_pid()";
 
 int64_t store_clock_ms(struct store *st)
 {
@@ -42,14 +50,57 @@ const char *store_database_kind(const struct store *st)
     return st->database ? "postgresql" : "sqlite";
 }
 
-void store_replica_init(struct store *st)
+enum mg_code store_replica_init(struct store *st, struct mg_error *err)
 {
+    char path[PATH_MAX], text[40];
     uint8_t rnd[8];
+    ssize_t n = -1;
+    int fd;
 
-    if (!mg_random_bytes(rnd, sizeof(rnd)))
-        memset(rnd, 0, sizeof(rnd));
-    mg_hex_encode(rnd, sizeof(rnd), st->replica_id);
     atomic_store(&st->leader, st->database == NULL); /* SQLite: the only process */
+    /* One id per data directory: the lock on the directory proves the process that
+     * used it before is gone, so what it held under this id is free (store_open). */
+    snprintf(path, sizeof(path), "%s/replica-id", st->data_dir);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) >= 0) {
+        n = read(fd, text, sizeof(text) - 1);
+        close(fd);
+    }
+    if (n >= 16) {
+        text[n] = '\0';
+        if (strspn(text, "0123456789abcdef") >= 16) {
+            memcpy(st->replica_id, text, 16);
+            st->replica_id[16] = '\0';
+            return MG_OK;
+        }
+    }
+    if (!mg_random_bytes(rnd, sizeof(rnd)))
+        return mg_fail(err, MG_EIO, NULL, "no random bytes for a replica id");
+    mg_hex_encode(rnd, sizeof(rnd), st->replica_id);
+    return mg_file_write_atomic(path, st->replica_id, 16, 0600, err);
+}
+
+enum mg_code store_recover_own(struct store *st, struct mg_error *err)
+{
+    static const char sql_outbox[] =
+        "UPDATE outbox SET lease_until = 0, lease_owner = NULL, lease_token = NULL "
+        "WHERE lease_owner = ?";
+    static const char sql_smoke[] = "UPDATE smoke_tests SET state = 'queued', started_at = NULL, "
+                                    "owner = NULL, lease_until = 0 "
+                                    "WHERE state = 'running' AND owner = ?";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql_outbox);
+    db_bind_text(s, 1, st->replica_id);
+    if ((rc = db_exec(s, err)) == MG_OK) {
+        s = db_prepare(c, sql_smoke);
+        db_bind_text(s, 1, st->replica_id);
+        rc = db_exec(s, err);
+    }
+    return store_write_end(st, c, rc, err);
 }
 
 /* Keep or seek the leadership on the leader connection. */

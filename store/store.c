@@ -329,7 +329,6 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     st->started_ms = mg_now_ms();
     if (opt->database && (st->database = strdup(opt->database)) == NULL)
         goto fail;
-    store_replica_init(st);
     if (opt->host_name)
         snprintf(st->host_name, sizeof(st->host_name), "%s", opt->host_name);
     else if (gethostname(st->host_name, sizeof(st->host_name) - 1) != 0)
@@ -352,6 +351,8 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     if ((rc = lock_dir(st, err)) != MG_OK)
         goto fail;
     sweep_tmp(st->tmp_dir, opt->blobs_dir != NULL);
+    if ((rc = store_replica_init(st, err)) != MG_OK)
+        goto fail;
     tighten_modes(st->data_dir);
 
     {
@@ -373,7 +374,8 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
         if (st->database && (rc = db_open(&o, &st->leader_conn, err)) != MG_OK)
             goto fail;
     }
-    if (st->database == NULL && (rc = store_replica_forget_others(st, err)) != MG_OK)
+    if ((st->database == NULL && (rc = store_replica_forget_others(st, err)) != MG_OK) ||
+        (rc = store_recover_own(st, err)) != MG_OK)
         goto fail;
     tighten_modes(st->data_dir); /* the WAL and shm the connections just made */
     free(blobs);

@@ -93,8 +93,12 @@ enum mg_code store_model_bump(struct db_conn *c, const char *model, struct mg_er
 void store_model_touched(struct db_conn *c, const char *model);
 /* At the end of a write transaction: publish (or drop) the touched slots. */
 void store_epochs_commit(struct store *st, bool committed);
-/* A new process identity, and leadership to match the engine. */
-void store_replica_init(struct store *st);
+/* This replica's id (kept in <data_dir>/replica-id), and leadership to match the
+ * engine. */
+enum mg_code store_replica_init(struct store *st, struct mg_error *err);
+/* At open: leases and running tests this replica id held before (a previous run
+ * of this data directory, which its lock proves gone) are free again. */
+enum mg_code store_recover_own(struct store *st, struct mg_error *err);
 /* SQLite at start: every other replica row is a process that is gone (the
  * data directory's lock says so). */
 enum mg_code store_replica_forget_others(struct store *st, struct mg_error *err);

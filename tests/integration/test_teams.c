@@ -448,6 +448,7 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE promotion_approvals DROP COLUMN teams; "
                                     "DROP TABLE gateway_names; "
                                     "DROP TABLE replicas; DROP TABLE model_epochs; "
+                                    "DROP TABLE signing_keys; "
                                     "ALTER TABLE outbox DROP COLUMN lease_owner; "
                                     "ALTER TABLE outbox DROP COLUMN lease_token; "
                                     "ALTER TABLE smoke_tests DROP COLUMN owner; "
