@@ -271,7 +271,8 @@ static void pg_database_for(struct mg_server *s, size_t nargs)
     s->args[nargs + 2] = NULL;
 }
 
-struct mg_server *it_server_start(const char *const *extra_args)
+/* A new server object with its scratch space; joins first's database when first is given. */
+static struct mg_server *it_server_new(const char *const *extra_args, const struct mg_server *first)
 {
     struct mg_server *s = calloc(1, sizeof(*s));
     const char *tmp = getenv("TMPDIR");
@@ -280,6 +281,8 @@ struct mg_server *it_server_start(const char *const *extra_args)
     it_binary(); /* fail before making anything to clean up */
     if (s == NULL)
         fail_msg("out of memory");
+    if (first != NULL && first->database[0] == '\0')
+        fail_msg("it_server_join: the first server runs on SQLite; replicas need PostgreSQL");
     if (extra_args != NULL) {
         for (; extra_args[n] != NULL; n++) {
             if (n + 1 >= IT_MAX_ARGS)
@@ -288,8 +291,17 @@ struct mg_server *it_server_start(const char *const *extra_args)
         }
     }
     s->args[n] = NULL;
-    if (it_on_postgres())
+    if (first != NULL) {
+        if (n + 2 >= IT_MAX_ARGS)
+            fail_msg("too many extra arguments");
+        snprintf(s->database, sizeof(s->database), "%s", first->database);
+        s->database_joined = true;
+        s->args[n++] = strdup("--database");
+        s->args[n++] = strdup(first->database);
+        s->args[n] = NULL;
+    } else if (it_on_postgres()) {
         pg_database_for(s, n);
+    }
 
     snprintf(s->root, sizeof(s->root), "%s/mg-it.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (mkdtemp(s->root) == NULL)
@@ -300,6 +312,17 @@ struct mg_server *it_server_start(const char *const *extra_args)
         fail_msg("TMPDIR is too long");
     if (mkdir(s->data_dir, 0700) != 0)
         fail_msg("mkdir %s: %s", s->data_dir, strerror(errno));
+    if (first != NULL) {
+        /* The database has its admin token already, so this daemon writes none: give it
+         * the first one's (it_spawn reads it from here). */
+        char path[IT_PATH_MAX], line[sizeof(first->admin_token) + 1];
+        int fd, len = snprintf(line, sizeof(line), "%s\n", first->admin_token);
+
+        it_data_path(s, "admin.token", path);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 || write(fd, line, (size_t)len) != len || close(fd) != 0)
+            fail_msg("cannot write %s: %s", path, strerror(errno));
+    }
 
     if (it_curl_users++ == 0 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         fail_msg("curl_global_init failed");
@@ -309,6 +332,16 @@ struct mg_server *it_server_start(const char *const *extra_args)
 
     it_spawn(s);
     return s;
+}
+
+struct mg_server *it_server_start(const char *const *extra_args)
+{
+    return it_server_new(extra_args, NULL);
+}
+
+struct mg_server *it_server_join(const struct mg_server *first, const char *const *extra_args)
+{
+    return it_server_new(extra_args, first);
 }
 
 void it_server_stop(struct mg_server *s)
@@ -394,7 +427,7 @@ void it_server_free(struct mg_server **sp)
     if (--it_curl_users == 0)
         curl_global_cleanup();
     it_rmtree(s->root);
-    if (s->database[0] != '\0') {
+    if (s->database[0] != '\0' && !s->database_joined) {
         char sql[160];
         const char *name = s->database + strlen("postgresql:///");
 
