@@ -271,7 +271,10 @@ static void pg_database_for(struct mg_server *s, size_t nargs)
     s->args[nargs + 2] = NULL;
 }
 
-static struct mg_server *server_new(const char *const *extra_args, const char *admin_token)
+/* A new server object with its scratch space; joins first's database when first is given;
+ * admin_token: the admin secret a server on an existing database will not write. */
+static struct mg_server *it_server_new(const char *const *extra_args, const struct mg_server *first,
+                                       const char *admin_token)
 {
     struct mg_server *s = calloc(1, sizeof(*s));
     const char *tmp = getenv("TMPDIR");
@@ -280,6 +283,8 @@ static struct mg_server *server_new(const char *const *extra_args, const char *a
     it_binary(); /* fail before making anything to clean up */
     if (s == NULL)
         fail_msg("out of memory");
+    if (first != NULL && first->database[0] == '\0')
+        fail_msg("it_server_join: the first server runs on SQLite; replicas need PostgreSQL");
     if (extra_args != NULL) {
         for (; extra_args[n] != NULL; n++) {
             if (n + 1 >= IT_MAX_ARGS)
@@ -288,8 +293,17 @@ static struct mg_server *server_new(const char *const *extra_args, const char *a
         }
     }
     s->args[n] = NULL;
-    if (it_on_postgres())
+    if (first != NULL) {
+        if (n + 2 >= IT_MAX_ARGS)
+            fail_msg("too many extra arguments");
+        snprintf(s->database, sizeof(s->database), "%s", first->database);
+        s->database_joined = true;
+        s->args[n++] = strdup("--database");
+        s->args[n++] = strdup(first->database);
+        s->args[n] = NULL;
+    } else if (it_on_postgres()) {
         pg_database_for(s, n);
+    }
 
     snprintf(s->root, sizeof(s->root), "%s/mg-it.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (mkdtemp(s->root) == NULL)
@@ -300,6 +314,17 @@ static struct mg_server *server_new(const char *const *extra_args, const char *a
         fail_msg("TMPDIR is too long");
     if (mkdir(s->data_dir, 0700) != 0)
         fail_msg("mkdir %s: %s", s->data_dir, strerror(errno));
+    if (first != NULL) {
+        /* The database has its admin token already, so this daemon writes none: give it
+         * the first one's (it_spawn reads it from here). */
+        char path[IT_PATH_MAX], line[sizeof(first->admin_token) + 1];
+        int fd, len = snprintf(line, sizeof(line), "%s\n", first->admin_token);
+
+        it_data_path(s, "admin.token", path);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 || write(fd, line, (size_t)len) != len || close(fd) != 0)
+            fail_msg("cannot write %s: %s", path, strerror(errno));
+    }
 
     if (it_curl_users++ == 0 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         fail_msg("curl_global_init failed");
@@ -319,12 +344,17 @@ static struct mg_server *server_new(const char *const *extra_args, const char *a
 
 struct mg_server *it_server_start(const char *const *extra_args)
 {
-    return server_new(extra_args, NULL);
+    return it_server_new(extra_args, NULL, NULL);
 }
 
 struct mg_server *it_server_start_admin(const char *const *extra_args, const char *admin_token)
 {
-    return server_new(extra_args, admin_token);
+    return it_server_new(extra_args, NULL, admin_token);
+}
+
+struct mg_server *it_server_join(const struct mg_server *first, const char *const *extra_args)
+{
+    return it_server_new(extra_args, first, NULL);
 }
 
 void it_server_stop(struct mg_server *s)
@@ -410,7 +440,7 @@ void it_server_free(struct mg_server **sp)
     if (--it_curl_users == 0)
         curl_global_cleanup();
     it_rmtree(s->root);
-    if (s->database[0] != '\0') {
+    if (s->database[0] != '\0' && !s->database_joined) {
         char sql[160];
         const char *name = s->database + strlen("postgresql:///");
 

@@ -67,6 +67,7 @@ struct mg_server {
     char **secrets;          /* every secret the server issued (tokens, whsec_, csrf) */
     size_t nsecrets;
     char database[IT_PATH_MAX]; /* its PostgreSQL URL, or "" when it runs on SQLite */
+    bool database_joined;       /* database is another server's (it_server_join): not dropped */
 };
 
 /* True when the suite runs on PostgreSQL ($MG_PG_DIR: the socket directory of a
@@ -91,6 +92,15 @@ struct mg_server *it_server_start(const char *const *extra_args);
  * a migrated one): that server writes no admin.token, so the test hands over the
  * admin secret it knows. */
 struct mg_server *it_server_start_admin(const char *const *extra_args, const char *admin_token);
+
+/*
+ * Start another replica on first's PostgreSQL database (first must run on one):
+ * like it_server_start, with --database first->database and first's admin
+ * token (the database has it already, so the new daemon writes none). Its
+ * database is first's: it_server_free leaves it to first. Free the joined
+ * servers before first.
+ */
+struct mg_server *it_server_join(const struct mg_server *first, const char *const *extra_args);
 
 /* SIGTERM, wait (deadline, then SIGKILL) and assert a clean exit 0. */
 void it_server_stop(struct mg_server *s);
