@@ -16,7 +16,8 @@
 #include "runner/runner.h"
 
 struct srv_cluster {
-    pthread_t thread;
+    pthread_t thread, listener;
+    bool listening;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool stop, was_leader;
@@ -80,6 +81,33 @@ static void *cluster_main(void *arg)
     return NULL;
 }
 
+/* PostgreSQL: other replicas' outbox changes wake this one's workers and waiters. */
+static void *listen_main(void *arg)
+{
+    struct srv *srv = arg;
+    struct srv_cluster *cl = srv->cluster;
+
+    for (;;) {
+        struct mg_error err;
+        bool woken = false, stop;
+
+        pthread_mutex_lock(&cl->lock);
+        stop = cl->stop;
+        pthread_mutex_unlock(&cl->lock);
+        if (stop)
+            break;
+        if (store_wait_change(srv->store, 200, &woken, &err) != MG_OK) {
+            struct timespec ts = {0, 200000000L}; /* the database is away: poll slowly */
+
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (woken)
+            push_poke(srv);
+    }
+    return NULL;
+}
+
 enum mg_code srv_cluster_start(struct srv *srv, struct mg_error *err)
 {
     struct srv_cluster *cl = calloc(1, sizeof(*cl));
@@ -108,6 +136,8 @@ enum mg_code srv_cluster_start(struct srv *srv, struct mg_error *err)
         return err->code;
     }
     cl->was_leader = store_leader(srv->store);
+    if (srv->cfg->database && pthread_create(&cl->listener, NULL, listen_main, srv) == 0)
+        cl->listening = true;
     return MG_OK;
 }
 
@@ -122,6 +152,8 @@ void srv_cluster_stop(struct srv *srv)
     pthread_cond_signal(&cl->cond);
     pthread_mutex_unlock(&cl->lock);
     pthread_join(cl->thread, NULL);
+    if (cl->listening)
+        pthread_join(cl->listener, NULL);
     pthread_mutex_destroy(&cl->lock);
     pthread_cond_destroy(&cl->cond);
     free(cl);

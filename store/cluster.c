@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/file.h"
@@ -468,4 +469,16 @@ enum mg_code store_signing_key_by_hint(struct store *st, const char *hint, char 
     }
     store_read_end(st, c);
     return rc;
+}
+
+enum mg_code store_wait_change(struct store *st, int timeout_ms, bool *woken, struct mg_error *err)
+{
+    struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+
+    *woken = false;
+    if (st->notify_conn == NULL) {
+        nanosleep(&ts, NULL);
+        return MG_OK;
+    }
+    return db_wait_notify(st->notify_conn, "mg_change", timeout_ms, woken, err);
 }

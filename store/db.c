@@ -144,6 +144,17 @@ size_t db_col_bytes(struct db_stmt *s, int i)
     return s->conn->ops->col_bytes(s, i);
 }
 
+enum mg_code db_listen(struct db_conn *c, const char *channel, struct mg_error *err)
+{
+    return c->ops->listen(c, channel, err);
+}
+
+enum mg_code db_wait_notify(struct db_conn *c, const char *channel, int timeout_ms, bool *got,
+                            struct mg_error *err)
+{
+    return c->ops->wait_notify(c, channel, timeout_ms, got, err);
+}
+
 int db_col_count(struct db_stmt *s)
 {
     return s->conn->ops->col_count(s);

@@ -153,6 +153,17 @@ const char *db_col_text(struct db_stmt *s, int i);
 const void *db_col_blob(struct db_stmt *s, int i);
 size_t db_col_bytes(struct db_stmt *s, int i);
 
+/* ---- notifications (PostgreSQL) ------------------------------------------- */
+
+/* Start listening on channel (a plain identifier) on this connection. */
+enum mg_code db_listen(struct db_conn *c, const char *channel, struct mg_error *err) DB_MUST_CHECK;
+
+/* Wait up to timeout_ms for a notification on a listening connection; *got
+ * tells whether one (or more: all pending are consumed) came. A lost
+ * connection is re-established and listened on again. SQLite: sleeps. */
+enum mg_code db_wait_notify(struct db_conn *c, const char *channel, int timeout_ms, bool *got,
+                            struct mg_error *err) DB_MUST_CHECK;
+
 /* ---- the embedded database only ------------------------------------------- */
 
 /* Copy the SQLite database at path into a new file dest, as one consistent

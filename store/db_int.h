@@ -35,6 +35,9 @@ struct db_ops {
     int (*col_count)(struct db_stmt *s);
     const char *(*col_name)(struct db_stmt *s, int i);
     enum db_type (*col_type)(struct db_stmt *s, int i);
+    enum mg_code (*listen)(struct db_conn *c, const char *channel, struct mg_error *err);
+    enum mg_code (*wait_notify)(struct db_conn *c, const char *channel, int timeout_ms, bool *got,
+                                struct mg_error *err);
 };
 
 /* The first member of every engine's connection and statement. */

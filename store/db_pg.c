@@ -14,6 +14,8 @@
 #include "db_int.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <poll.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -676,6 +678,46 @@ static enum db_type pg_col_type(struct db_stmt *base, int i)
     }
 }
 
+static enum mg_code pg_listen(struct db_conn *base, const char *channel, struct mg_error *err)
+{
+    struct pg_conn *c = PC(base);
+    char sql[96];
+
+    if (PQstatus(c->pg) != CONNECTION_OK) {
+        enum mg_code rc = connect_now(c, err);
+
+        if (rc != MG_OK)
+            return rc;
+    }
+    snprintf(sql, sizeof(sql), "LISTEN %s", channel);
+    return run_simple(c, sql, err);
+}
+
+static enum mg_code pg_wait_notify(struct db_conn *base, const char *channel, int timeout_ms,
+                                   bool *got, struct mg_error *err)
+{
+    struct pg_conn *c = PC(base);
+    struct pollfd pfd;
+    PGnotify *n;
+    enum mg_code rc;
+
+    *got = false;
+    if (PQstatus(c->pg) != CONNECTION_OK && (rc = pg_listen(base, channel, err)) != MG_OK)
+        return rc;
+    pfd.fd = PQsocket(c->pg);
+    pfd.events = POLLIN;
+    pfd.revents = 0;
+    if (pfd.fd >= 0 && poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
+        return mg_fail(err, MG_EIO, NULL, "poll: %s", strerror(errno));
+    if (PQconsumeInput(c->pg) != 1)
+        return fail_res(c, NULL, err); /* the next call listens again on a new connection */
+    while ((n = PQnotifies(c->pg)) != NULL) {
+        *got = true;
+        PQfreemem(n);
+    }
+    return MG_OK;
+}
+
 static const struct db_ops pg_ops = {
     .dialect = DB_POSTGRES,
     .close = pg_close,
@@ -702,4 +744,6 @@ static const struct db_ops pg_ops = {
     .col_count = pg_col_count,
     .col_name = pg_col_name,
     .col_type = pg_col_type,
+    .listen = pg_listen,
+    .wait_notify = pg_wait_notify,
 };

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct lite_stmt {
     struct db_stmt base; /* base.conn: the lite_conn */
@@ -393,6 +394,27 @@ static enum db_type lite_col_type(struct db_stmt *s, int i)
     }
 }
 
+static enum mg_code lite_listen(struct db_conn *c, const char *channel, struct mg_error *err)
+{
+    (void)c;
+    (void)channel;
+    (void)err;
+    return MG_OK;
+}
+
+static enum mg_code lite_wait_notify(struct db_conn *c, const char *channel, int timeout_ms,
+                                     bool *got, struct mg_error *err)
+{
+    struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+
+    (void)c;
+    (void)channel;
+    (void)err;
+    *got = false;
+    nanosleep(&ts, NULL);
+    return MG_OK;
+}
+
 static const struct db_ops lite_ops = {
     .dialect = DB_SQLITE,
     .close = lite_close,
@@ -419,6 +441,8 @@ static const struct db_ops lite_ops = {
     .col_count = lite_col_count,
     .col_name = lite_col_name,
     .col_type = lite_col_type,
+    .listen = lite_listen,
+    .wait_notify = lite_wait_notify,
 };
 
 /* ---- the embedded database only ------------------------------------------- */

@@ -16,6 +16,14 @@
 
 #include "../common/util.h"
 
+/* PostgreSQL: tell every replica (at commit) that the outbox moved. */
+static enum mg_code notify_change(struct db_conn *c, struct mg_error *err)
+{
+    static const char sql[] = "SELECT pg_notify('mg_change', '')";
+
+    return db_dialect(c) == DB_POSTGRES ? db_exec(db_prepare(c, sql), err) : MG_OK;
+}
+
 enum mg_code store_outbox_write(struct db_conn *c, const char *model, const char *alias,
                                 int64_t gen, const json_t *payload, const char *at,
                                 struct mg_error *err)
@@ -52,7 +60,8 @@ enum mg_code store_outbox_write(struct db_conn *c, const char *model, const char
     db_bind_text(s, 4, text);
     db_bind_text(s, 5, at);
     db_bind_i64(s, 6, mg_now_ms());
-    rc = db_exec(s, err);
+    if ((rc = db_exec(s, err)) == MG_OK)
+        rc = notify_change(c, err);
     free(text);
     return rc;
 }
@@ -196,6 +205,8 @@ enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d,
         db_bind_text(s, 4, d->lease_token);
         rc = db_exec(s, err);
     }
+    if (rc == MG_OK)
+        rc = notify_change(c, err);
 out:
     return store_write_end(st, c, rc, err);
 }

@@ -371,7 +371,9 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
             if ((rc = db_open(&o, &st->readers[i], err)) != MG_OK)
                 goto fail;
         }
-        if (st->database && (rc = db_open(&o, &st->leader_conn, err)) != MG_OK)
+        if (st->database && ((rc = db_open(&o, &st->leader_conn, err)) != MG_OK ||
+                             (rc = db_open(&o, &st->notify_conn, err)) != MG_OK ||
+                             (rc = db_listen(st->notify_conn, "mg_change", err)) != MG_OK))
             goto fail;
     }
     if ((st->database == NULL && (rc = store_replica_forget_others(st, err)) != MG_OK) ||
@@ -399,6 +401,7 @@ void store_close(struct store **stp)
     for (i = 0; st->readers && i < st->nreaders; i++)
         db_close(&st->readers[i]);
     db_close(&st->leader_conn);
+    db_close(&st->notify_conn);
     db_close(&st->writer);
     pthread_mutex_destroy(&st->wlock);
     pthread_mutex_destroy(&st->rlock);

@@ -73,6 +73,16 @@ uint64_t store_data_epoch(struct store *st);
 /* This process's id among the replicas (16 hex digits, new at every start). */
 const char *store_replica_id(const struct store *st);
 
+/*
+ * Wake-ups between replicas (PostgreSQL's LISTEN/NOTIFY): a committed outbox row
+ * or delivery outcome notifies every replica, so workers and ?wait requests
+ * react at once instead of at their next poll (the polling stays, bounding the
+ * delay when a notification is lost). Blocks up to timeout_ms for one on a
+ * connection of its own; *woken tells whether one came. SQLite: sleeps the
+ * timeout (one process hears its own changes directly). One caller at a time.
+ */
+enum mg_code store_wait_change(struct store *st, int timeout_ms, bool *woken, struct mg_error *err);
+
 /* "sqlite" or "postgresql". */
 const char *store_database_kind(const struct store *st);
 

@@ -31,6 +31,7 @@ struct store {
     _Atomic int64_t clock_offset_ms; /* the database's clock less ours (heartbeat) */
     _Atomic bool leader;             /* runs the cluster's timers (cluster.c) */
     struct db_conn *leader_conn;     /* PostgreSQL: holds the leader's advisory lock */
+    struct db_conn *notify_conn;     /* PostgreSQL: LISTENs for other replicas\' changes */
     _Atomic uint64_t model_epochs[STORE_EPOCH_SLOTS];
     /* PostgreSQL: refreshes of model_epochs shared by concurrent readers (cluster.c). */
     pthread_mutex_t ep_lock;

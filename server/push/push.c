@@ -395,6 +395,14 @@ void push_kick(struct srv *srv)
     pthread_mutex_unlock(&p->lock);
 }
 
+void push_poke(struct srv *srv)
+{
+    if (srv->push == NULL)
+        return;
+    push_kick(srv);
+    check_waiters(srv->push, false);
+}
+
 void push_wait(struct srv *srv, struct srv_req *r, const char *model, const char *alias,
                int64_t gen, int64_t deadline_ms)
 {

@@ -136,6 +136,10 @@ void push_free(struct srv *srv);
 /* The outbox was written: wake a worker. */
 void push_kick(struct srv *srv);
 
+/* Another replica changed the outbox: kick the workers and look at the ?wait
+ * requests again. Thread-safe. */
+void push_poke(struct srv *srv);
+
 /*
  * ?wait: suspend r until every gateway of (model, alias) acknowledged
  * generation gen, or deadline_ms. The caller has already suspended the
