@@ -111,25 +111,27 @@ enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_
     struct db_stmt *s;
     enum mg_code rc = MG_OK;
     uint8_t rnd[8];
+    char token[17];
     bool row;
 
     if (c == NULL)
         return err->code;
     *found = false;
-    memset(out, 0, sizeof(*out));
     if (!mg_random_bytes(rnd, sizeof(rnd))) {
         rc = mg_fail(err, MG_EIO, NULL, "no random bytes for a lease token");
         goto out;
     }
-    mg_hex_encode(rnd, sizeof(rnd), out->lease_token);
+    mg_hex_encode(rnd, sizeof(rnd), token);
     s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     db_bind_i64(s, 1, now_ms);
     db_bind_i64(s, 2, now_ms + lease_ms);
     db_bind_text(s, 3, store_replica_id(st));
-    db_bind_text(s, 4, out->lease_token);
+    db_bind_text(s, 4, token);
     db_bind_i64(s, 5, now_ms - STORE_REPLICA_DEAD_MS);
     db_bind_text(s, 6, st->host_name);
     if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        memset(out, 0, sizeof(*out)); /* *out is the caller's until a row is claimed */
+        memcpy(out->lease_token, token, sizeof(token));
         snprintf(out->gateway, sizeof(out->gateway), "%s", db_col_text(s, 0));
         snprintf(out->model, sizeof(out->model), "%s", db_col_text(s, 1));
         snprintf(out->alias, sizeof(out->alias), "%s", db_col_text(s, 2));
@@ -152,7 +154,7 @@ enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_
     }
 out:
     rc = store_write_end(st, c, rc, err);
-    if (rc != MG_OK || !*found) {
+    if (rc != MG_OK && *found) {
         store_delivery_release(out);
         *found = false;
     }

@@ -430,12 +430,13 @@ static void test_read_scope_team(void **state)
 /* Migration 006 on a database made before teams: old tokens keep working and are global. */
 static void test_migration_keeps_old_tokens_global(void **state)
 {
-    struct mg_server *t = it_server_start(NULL);
+    struct mg_server *t;
     char *old, body[200], a[IT_DIGEST_LEN + 1];
     struct it_resp *r;
 
     (void)state;
     it_sqlite_only(); /* PostgreSQL databases start at the second release's schema */
+    t = it_server_start(NULL);
     old = it_token_create(t, "old-pub", "publisher", NULL);
     r = it_upload(t, "old bytes", 9, a);
     it_resp_free(t, &r);
