@@ -107,7 +107,7 @@ else
     as_root=()
     if [[ $(id -u) -ne 0 ]]; then
         if command -v sudo >/dev/null 2>&1; then
-            as_root=(sudo --preserve-env=DEBIAN_FRONTEND)
+            as_root=(sudo --preserve-env=DEBIAN_FRONTEND,UCF_FORCE_CONFFOLD)
         else
             echo "install-deps: not root and sudo is not installed; cannot install: ${missing[*]}" >&2
             exit 1
@@ -123,8 +123,11 @@ else
         echo "create_main_cluster = false" | "${as_root[@]}" tee \
             /etc/postgresql-common/createcluster.conf >/dev/null
     fi
+    # postgresql-common installs that file through ucf: keep ours, never ask.
+    export UCF_FORCE_CONFFOLD=1
     "${as_root[@]}" apt-get update
-    "${as_root[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+    "${as_root[@]}" apt-get install -y --no-install-recommends \
+        -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${missing[@]}"
 fi
 
 # The tests' npm packages, exactly as tests/ui/package-lock.json pins them: playwright-core

@@ -13,6 +13,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "../common/text.h"
 #include "../common/util.h"
 #include "cache.h"
 
@@ -47,6 +48,9 @@ void srv_reply_error(struct srv_req *r, const struct mg_error *err)
 {
     unsigned status = 500;
     const char *name = "internal", *msg;
+    /* Messages quote what the client sent, cut to a length: a cut can split a character,
+     * and JSON (and a log line) must stay valid UTF-8 whatever was quoted. */
+    char safe[MG_ERR_MSG_MAX * 4], field[MG_ERR_FIELD_MAX * 4];
     size_t i;
     json_t *e;
 
@@ -59,14 +63,17 @@ void srv_reply_error(struct srv_req *r, const struct mg_error *err)
     }
     /* Internal errors may name server paths: log them, tell the client less. */
     if (status == 500) {
-        fprintf(stderr, "error: %s %s: %s\n", r->method, r->path ? r->path : "", err->message);
+        fprintf(stderr, "error: %s %s: %s\n", r->method, r->path ? r->path : "",
+                mg_log_escape(err->message, safe, sizeof(safe), false));
         msg = "internal error; the server log has the details";
     } else {
-        msg = err->message[0] ? err->message : "request failed";
+        msg = err->message[0] ? mg_log_escape(err->message, safe, sizeof(safe), true)
+                              : "request failed";
     }
     e = json_pack("{s:{s:s, s:s}}", "error", "code", name, "message", msg);
     if (e && err->field[0])
-        json_object_set_new(json_object_get(e, "error"), "field", json_string(err->field));
+        json_object_set_new(json_object_get(e, "error"), "field",
+                            json_string(mg_log_escape(err->field, field, sizeof(field), true)));
     srv_reply_json(r, status, e);
 }
 

@@ -6,6 +6,7 @@
  * value), body validation and version numbers in paths.
  */
 #include "harness.h"
+#include "sys.h"
 #include "api.h"
 
 #include <math.h>
@@ -617,10 +618,35 @@ static void test_parallel_creates_get_distinct_numbers(void **state)
     assert_int_equal(it_jint(r->json, "latest_version"), N);
 }
 
+/* A refusal that quotes what was sent, cut mid-character (a 2-byte 'Ǿ' across the 64-byte
+ * cut of a metric name), is still a 400 with a valid UTF-8 message, never a 500 (the
+ * fuzzer's find). */
+static void test_refusal_quoting_a_cut_character(void **state)
+{
+    struct mg_server *s = *state;
+    char art[IT_DIGEST_LEN + 1], body[600];
+    struct it_resp *r;
+    const char *msg;
+
+    it_model_create(s, s->admin_token, "cutmsg");
+    r = it_upload(s, "cut message bytes", 17, art);
+    it_resp_free(s, &r);
+    it_fmt(body, sizeof(body),
+           "{\"artifact\":\"%s\",\"image\":\"%s\",\"metrics\":{\"%s\\u01fe more\":1}}", art,
+           IT_IMAGE, "a234567890123456789012345678901234567890123456789012345678901`3");
+    r = it_jreq(s, "POST", "/api/v1/models/cutmsg/versions", s->admin_token, body);
+    it_expect_error_field(s, r, 400, "invalid_argument", "metrics");
+    msg = json_string_value(json_object_get(json_object_get(r->json, "error"), "message"));
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "a234567890"));
+    it_resp_free(s, &r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_full_version_round_trip, it_test_teardown),
+        cmocka_unit_test_teardown(test_refusal_quoting_a_cut_character, it_test_teardown),
         cmocka_unit_test_teardown(test_numbering_latest_and_pages, it_test_teardown),
         cmocka_unit_test_teardown(test_estimated_vram_per_precision, it_test_teardown),
         cmocka_unit_test_teardown(test_list_filters, it_test_teardown),
