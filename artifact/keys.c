@@ -590,6 +590,28 @@ enum mg_code sign_keyring_rotate(const char *data_dir, char keyid_out[65], struc
     return MG_OK;
 }
 
+enum mg_code sign_key_private_pem(const char *data_dir, const struct sign_key *k, char **pem,
+                                  struct mg_error *err)
+{
+    char dir[PATH_MAX], name[80], path[PATH_MAX];
+    struct stat st;
+    size_t len;
+    enum mg_code rc;
+    int fd;
+
+    *pem = NULL;
+    snprintf(name, sizeof(name), "%s.pem", k->keyid);
+    if ((rc = path_join(dir, data_dir, "keys", err)) != MG_OK ||
+        (rc = path_join(path, dir, name, err)) != MG_OK)
+        return rc;
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+        return mg_fail(err, MG_EIO, NULL, "cannot open %s: %s", path, strerror(errno));
+    rc = fstat(fd, &st) == 0 ? read_fd(fd, &st, SIGN_KEY_FILE_MAX, path, pem, &len, err)
+                             : mg_fail(err, MG_EIO, NULL, "cannot stat %s", path);
+    close(fd);
+    return rc;
+}
+
 void sign_keyring_free(struct sign_keyring **kr)
 {
     size_t i;

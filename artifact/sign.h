@@ -37,6 +37,11 @@ struct sign_keyring {
     struct sign_key *active;
 };
 
+/* The PEM (PKCS#8) text of k, a key of <data_dir>/keys/, as stored there; *pem is
+ * malloc'd (the caller cleanses and frees it). */
+enum mg_code sign_key_private_pem(const char *data_dir, const struct sign_key *k, char **pem,
+                                  struct mg_error *err);
+
 /*
  * Load every key in <data_dir>/keys/. With key_file, that PEM (PKCS#8) is
  * the active key instead of the one named by "active". When the directory

@@ -109,15 +109,10 @@ static int share_signing_key(struct store *st, const struct srv_config *cfg,
     char path[PATH_MAX], *priv = NULL, *shared = NULL;
     struct sign_keyring *kr = NULL;
     struct mg_error err;
-    FILE *f;
-    long n;
     int rc = 1;
 
-    snprintf(path, sizeof(path), "%s/keys/%s.pem", cfg->data_dir, mine->keyid);
-    if ((f = fopen(path, "rb")) == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) <= 0 ||
-        n > 65536 || fseek(f, 0, SEEK_SET) != 0 || (priv = calloc(1, (size_t)n + 1)) == NULL ||
-        fread(priv, 1, (size_t)n, f) != (size_t)n) {
-        fprintf(stderr, "modelgated: cannot read the signing key %s\n", path);
+    if (sign_key_private_pem(cfg->data_dir, mine, &priv, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: the signing key: %s\n", err.message);
         goto out;
     }
     if (store_signing_key_share(st, mine->keyid, mine->hint, mine->public_pem, priv, &shared,
@@ -138,8 +133,6 @@ static int share_signing_key(struct store *st, const struct srv_config *cfg,
     }
     rc = 0;
 out:
-    if (f)
-        fclose(f);
     if (priv)
         OPENSSL_cleanse(priv, strlen(priv));
     if (shared)

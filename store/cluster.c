@@ -236,7 +236,7 @@ static unsigned epoch_slot(const char *model)
     return h % STORE_EPOCH_SLOTS;
 }
 
-void store_model_touched(struct db_conn *c, const char *model)
+static void model_touched(struct db_conn *c, const char *model)
 {
     struct store *st = db_context(c);
 
@@ -257,7 +257,7 @@ enum mg_code store_model_bump(struct db_conn *c, const char *model, struct mg_er
         "ON CONFLICT (model) DO UPDATE SET epoch = model_epochs.epoch + 1, seq = excluded.seq";
     struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
 
-    store_model_touched(c, model);
+    model_touched(c, model);
     db_bind_text(s, 1, model);
     return db_exec(s, err);
 }
@@ -481,4 +481,17 @@ enum mg_code store_wait_change(struct store *st, int timeout_ms, bool *woken, st
         return MG_OK;
     }
     return db_wait_notify(st->notify_conn, "mg_change", timeout_ms, woken, err);
+}
+
+enum mg_code store_sweep_dead(struct store *st, const char *sql, struct mg_error *err)
+{
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, store_clock_ms(st) - STORE_REPLICA_DEAD_MS);
+    db_bind_text(s, 2, store_replica_id(st));
+    return store_write_end(st, c, db_exec(s, err), err);
 }

@@ -54,11 +54,6 @@ void db_rollback(struct db_conn *c)
     c->ops->rollback(c);
 }
 
-int64_t db_total_changes(struct db_conn *c)
-{
-    return c->ops->total_changes(c);
-}
-
 struct db_stmt *db_prepare(struct db_conn *c, const char *sql)
 {
     return c->ops->prepare(c, sql);

@@ -93,10 +93,6 @@ enum mg_code db_commit(struct db_conn *c, struct mg_error *err) DB_MUST_CHECK;
  * the caller could act on. */
 void db_rollback(struct db_conn *c);
 
-/* Rows changed by every statement run on c so far: compare two readings to
- * tell whether a transaction wrote anything. */
-int64_t db_total_changes(struct db_conn *c);
-
 /* ---- statements ----------------------------------------------------------- */
 
 /*

@@ -59,7 +59,7 @@ struct pg_conn {
     struct pg_stmt **cache;
     unsigned ncache, capcache, next_name;
     unsigned generation; /* bumped when the connection is re-established */
-    int64_t total_changes, last_changes;
+    int64_t last_changes;
     struct pg_stmt failed;
 };
 
@@ -287,11 +287,6 @@ static enum mg_code pg_commit(struct db_conn *base, struct mg_error *err)
     if ((rc = run_simple(c, "COMMIT", err)) != MG_OK)
         pg_rollback(base);
     return rc;
-}
-
-static int64_t pg_total_changes(struct db_conn *c)
-{
-    return PC(c)->total_changes;
 }
 
 /* ---- statements ----------------------------------------------------------- */
@@ -550,10 +545,10 @@ static enum mg_code run(struct pg_stmt *s, struct mg_error *err)
     s->ran = true;
     s->row = -1;
     s->nrows = st == PGRES_TUPLES_OK ? PQntuples(s->res) : 0;
+    /* Like sqlite3_changes: only an INSERT, UPDATE or DELETE counts. */
     status = PQcmdStatus(s->res);
-    c->last_changes = strtoll(PQcmdTuples(s->res), NULL, 10);
     if (status && is_write_status(status))
-        c->total_changes += c->last_changes;
+        c->last_changes = strtoll(PQcmdTuples(s->res), NULL, 10);
     return MG_OK;
 }
 
@@ -725,7 +720,6 @@ static const struct db_ops pg_ops = {
     .begin = pg_begin,
     .commit = pg_commit,
     .rollback = pg_rollback,
-    .total_changes = pg_total_changes,
     .prepare = pg_prepare,
     .bind_text = pg_bind_text,
     .bind_i64 = pg_bind_i64,

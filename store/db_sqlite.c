@@ -190,11 +190,6 @@ static enum mg_code lite_commit(struct db_conn *c, struct mg_error *err)
     return rc;
 }
 
-static int64_t lite_total_changes(struct db_conn *c)
-{
-    return sqlite3_total_changes64(LC(c)->db);
-}
-
 /* ---- statements ----------------------------------------------------------- */
 
 static struct db_stmt *failed_stmt(struct lite_conn *c, int rc, const char *msg)
@@ -422,7 +417,6 @@ static const struct db_ops lite_ops = {
     .begin = lite_begin,
     .commit = lite_commit,
     .rollback = lite_rollback,
-    .total_changes = lite_total_changes,
     .prepare = lite_prepare,
     .bind_text = lite_bind_text,
     .bind_i64 = lite_bind_i64,

@@ -265,13 +265,6 @@ enum mg_code store_outbox_recover(struct store *st, struct mg_error *err)
         "UPDATE outbox SET lease_until = 0, lease_owner = NULL, lease_token = NULL "
         "WHERE lease_until != 0 AND (lease_owner IS NULL OR (lease_owner != ?2 AND "
         "lease_owner NOT IN (SELECT id FROM replicas WHERE last_seen_ms > ?1)))";
-    struct db_conn *c = store_write_begin(st, err);
-    struct db_stmt *s;
 
-    if (c == NULL)
-        return err->code;
-    s = db_prepare(c, sql);
-    db_bind_i64(s, 1, store_clock_ms(st) - STORE_REPLICA_DEAD_MS);
-    db_bind_text(s, 2, store_replica_id(st));
-    return store_write_end(st, c, db_exec(s, err), err);
+    return store_sweep_dead(st, sql, err);
 }

@@ -347,15 +347,8 @@ enum mg_code store_smoke_recover(struct store *st, struct mg_error *err)
         "UPDATE smoke_tests SET state = 'queued', started_at = NULL, owner = NULL, lease_until = 0 "
         "WHERE state = 'running' AND (owner IS NULL OR (owner != ?2 AND owner NOT IN "
         "(SELECT id FROM replicas WHERE last_seen_ms > ?1)))";
-    struct db_conn *c = store_write_begin(st, err);
-    struct db_stmt *s;
 
-    if (c == NULL)
-        return err->code;
-    s = db_prepare(c, sql);
-    db_bind_i64(s, 1, store_clock_ms(st) - STORE_REPLICA_DEAD_MS);
-    db_bind_text(s, 2, store_replica_id(st));
-    return store_write_end(st, c, db_exec(s, err), err);
+    return store_sweep_dead(st, sql, err);
 }
 
 enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_error *err)

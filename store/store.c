@@ -275,8 +275,8 @@ static void tighten_modes(const char *data_dir)
 }
 
 /* One process owns a data directory: two daemons would run two outboxes, two
- * runners and two timers over the same rows, and store_data_epoch() would miss
- * the other one's writes. The lock dies with the process (kill -9 included). */
+ * runners and two timers over the same rows, and this process's model epochs would
+ * miss the other one's writes. The lock dies with the process (kill -9 included). */
 static enum mg_code lock_dir(struct store *st, struct mg_error *err)
 {
     char *path = path_join(st->data_dir, "modelgated.lock");
@@ -436,7 +436,7 @@ struct db_conn *store_read_begin(struct store *st)
 void store_read_end(struct store *st, struct db_conn *c)
 {
     /* Ends any statement left stepping, so the next borrower does not read
-     * old data under a new data epoch (store_data_epoch). */
+     * old data under a model's new epoch. */
     if (db_commit(c, NULL) != MG_OK) {
         /* A read transaction has nothing to lose; db_commit rolled it back. */
     }
@@ -486,7 +486,6 @@ struct db_conn *store_write_begin(struct store *st, struct mg_error *err)
         pthread_mutex_unlock(&st->wlock);
         return NULL;
     }
-    st->writer_changes = db_total_changes(st->writer);
     return st->writer;
 }
 
@@ -497,19 +496,11 @@ enum mg_code store_write_end(struct store *st, struct db_conn *c, enum mg_code r
         rc = db_commit(c, err);
     else
         db_rollback(c);
-    /* After the commit is visible: a reader that sees the new epoch sees the
-     * data. Only commits that changed rows count, so the polls of idle push
-     * and runner workers (a claim that finds nothing) leave caches alone. */
-    if (rc == MG_OK && db_total_changes(c) != st->writer_changes)
-        atomic_fetch_add(&st->epoch, 1);
+    /* After the commit is visible: a reader that sees a model's new epoch sees
+     * the data. */
     store_epochs_commit(st, rc == MG_OK);
     pthread_mutex_unlock(&st->wlock);
     return rc;
-}
-
-uint64_t store_data_epoch(struct store *st)
-{
-    return atomic_load(&st->epoch);
 }
 
 bool store_ready(struct store *st)
@@ -686,13 +677,4 @@ out:
                      "outbox_leases", "self", (json_int_t)mine, "others", (json_int_t)others,
                      "replicas_live", (json_int_t)live, "leader", store_leader(st));
     return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-}
-
-enum mg_code store_write_sql(struct store *st, const char *sql, struct mg_error *err)
-{
-    struct db_conn *c = store_write_begin(st, err);
-
-    if (c == NULL)
-        return err->code;
-    return store_write_end(st, c, db_exec(db_prepare(c, sql), err), err);
 }

@@ -55,14 +55,6 @@ void store_close(struct store **st);
 /* True when the database accepts a write and the blob directory is writable. */
 bool store_ready(struct store *st);
 
-/* A number that changes after every write commits (never goes back while the
- * store is open). A response built from reads that began after observing
- * epoch E is current for as long as store_data_epoch() still returns E: a
- * cheap validator for response caches. The data directory is locked to one
- * process (MG_EUNAVAIL from store_open otherwise), so no write goes unseen;
- * a backend shared between servers must derive it from the database. */
-uint64_t store_data_epoch(struct store *st);
-
 /* ---- the cluster (several processes on one PostgreSQL database) --------- */
 
 /* A replica not seen for this long is dead: its leases may be taken over. */

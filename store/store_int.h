@@ -46,8 +46,6 @@ struct store {
 
     pthread_mutex_t wlock; /* serialises writers */
     struct db_conn *writer;
-    int64_t writer_changes;   /* db_total_changes(writer) when its transaction began */
-    _Atomic uint64_t epoch;   /* bumped after every committed write: store_data_epoch() */
     _Atomic int hash_threads; /* uploads hashed on a thread of their own now (blobs.c) */
 
     /* Recently authenticated tokens, by SHA-256 of the secret. Entries live
@@ -91,21 +89,21 @@ void store_read_return(struct store *st, struct db_conn *c);
 /* cluster.c: a write of the open transaction changed model: its epoch moves
  * (in the database, and in this process once the transaction commits). */
 enum mg_code store_model_bump(struct db_conn *c, const char *model, struct mg_error *err);
-void store_model_touched(struct db_conn *c, const char *model);
 /* At the end of a write transaction: publish (or drop) the touched slots. */
 void store_epochs_commit(struct store *st, bool committed);
 /* This replica's id (kept in <data_dir>/replica-id), and leadership to match the
  * engine. */
 enum mg_code store_replica_init(struct store *st, struct mg_error *err);
+/* Run a sweep of leases of dead replicas in its own write transaction: in sql,
+ * ?1 is the oldest heartbeat of a live replica and ?2 this replica's id. */
+enum mg_code store_sweep_dead(struct store *st, const char *sql, struct mg_error *err);
+
 /* At open: leases and running tests this replica id held before (a previous run
  * of this data directory, which its lock proves gone) are free again. */
 enum mg_code store_recover_own(struct store *st, struct mg_error *err);
 /* SQLite at start: every other replica row is a process that is gone (the
  * data directory's lock says so). */
 enum mg_code store_replica_forget_others(struct store *st, struct mg_error *err);
-
-/* Run one parameterless statement in its own write transaction. */
-enum mg_code store_write_sql(struct store *st, const char *sql, struct mg_error *err);
 
 /* Run a query and say whether it returned a row (the rest are not read). */
 enum mg_code store_exists(struct db_stmt *s, bool *found, struct mg_error *err);

@@ -294,3 +294,12 @@ int64_t fx_db_int(const struct fx *fx, const char *sql)
     assert_int_equal(sqlite3_close(db), SQLITE_OK);
     return v;
 }
+
+uint64_t fx_epoch(struct fx *fx, const char *model)
+{
+    uint64_t e = 0;
+
+    if (store_model_epoch(fx->st, model, &e, &fx->err) != MG_OK)
+        fail_msg("store_model_epoch(%s): %s", model, fx->err.message);
+    return e;
+}

@@ -87,4 +87,7 @@ void fx_db_exec(const struct fx *fx, const char *sql);
 /* The first column of the first row of sql, or -1 without a row (the store must be closed). */
 int64_t fx_db_int(const struct fx *fx, const char *sql);
 
+/* store_model_epoch of model; asserts it could be read. */
+uint64_t fx_epoch(struct fx *fx, const char *model);
+
 #endif

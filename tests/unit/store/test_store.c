@@ -124,30 +124,32 @@ static void test_second_open_refused(void **state)
     fx->st = other;
 }
 
-/* The epoch moves with every committed write, and only then. */
+/* A model's epoch moves with every committed change of that model, and only then. */
 static void test_data_epoch(void **state)
 {
     struct fx *fx = *state;
     json_t *m = NULL, *out = NULL;
-    uint64_t e0, e1;
+    uint64_t e0, e1, o;
 
-    e0 = store_data_epoch(fx->st);
+    fx_model(fx, "bert"); /* another model: its epoch must not move with resnet's */
+    o = fx_epoch(fx, "bert");
+    e0 = fx_epoch(fx, "resnet");
     assert_int_equal(store_model_get(fx->st, "absent", &m, &fx->err), MG_ENOTFOUND);
-    assert_int_equal(store_data_epoch(fx->st), e0); /* a read */
+    assert_int_equal(fx_epoch(fx, "resnet"), e0); /* a read */
     fx_model(fx, "resnet");
-    e1 = store_data_epoch(fx->st);
-    assert_true(e1 > e0);
+    e1 = fx_epoch(fx, "resnet");
+    assert_true(e1 != e0);
     assert_int_equal(store_model_get(fx->st, "resnet", &m, &fx->err), MG_OK);
     json_decref(m);
-    assert_int_equal(store_data_epoch(fx->st), e1);
+    assert_int_equal(fx_epoch(fx, "resnet"), e1);
     m = json_pack("{s:s}", "description", "changed");
     assert_int_equal(store_model_patch(fx->st, "bob", "resnet", m, &out, &fx->err), MG_OK);
     json_decref(out);
     json_decref(m);
-    assert_true(store_data_epoch(fx->st) > e1);
+    assert_true(fx_epoch(fx, "resnet") != e1);
     /* A write that fails, or commits without changing a row (an idle worker's
      * claim that finds nothing), leaves it alone. */
-    e1 = store_data_epoch(fx->st);
+    e1 = fx_epoch(fx, "resnet");
     m = json_pack("{s:s}", "name", "resnet");
     assert_int_equal(store_model_create(fx->st, "bob", m, &out, &fx->err), MG_ECONFLICT);
     json_decref(m);
@@ -165,7 +167,8 @@ static void test_data_epoch(void **state)
         assert_null(job);
         assert_int_equal(store_outbox_recover(fx->st, &fx->err), MG_OK);
     }
-    assert_int_equal(store_data_epoch(fx->st), e1);
+    assert_int_equal(fx_epoch(fx, "resnet"), e1);
+    assert_int_equal(fx_epoch(fx, "bert"), o); /* resnet's writes left bert's cache valid */
 }
 
 static void test_refuses_newer_schema(void **state)
@@ -218,12 +221,12 @@ static void test_ready(void **state)
 {
     struct fx *fx = *state;
     char tmp[256], aside[256];
-    uint64_t e0 = store_data_epoch(fx->st);
+    uint64_t e0 = fx_epoch(fx, "any");
     int fd;
 
     assert_true(store_ready(fx->st));
     assert_true(store_ready(fx->st));
-    assert_int_equal(store_data_epoch(fx->st), e0);
+    assert_int_equal(fx_epoch(fx, "any"), e0);
     assert_int_equal(fx_files_under(fx, "blobs/tmp"), 0);
 
     /* blobs/tmp replaced by a file: no temp file can be made there (even as root). */
