@@ -111,7 +111,7 @@ enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_
     struct db_stmt *s;
     enum mg_code rc = MG_OK;
     uint8_t rnd[8];
-    char token[17];
+    char token[17] = "";
     bool row;
 
     if (c == NULL)
@@ -158,6 +158,10 @@ out:
         store_delivery_release(out);
         *found = false;
     }
+    /* A failure can hide a commit (the reply lost with the connection): the caller
+     * releases this token once the database answers again. */
+    if (rc != MG_OK)
+        memcpy(out->lease_token, token, sizeof(token));
     return rc;
 }
 
@@ -257,6 +261,20 @@ enum mg_code store_outbox_synced(struct store *st, const char *model, const char
     }
     store_read_end(st, c);
     return rc;
+}
+
+enum mg_code store_outbox_release(struct store *st, const char *token, struct mg_error *err)
+{
+    static const char sql[] = "UPDATE outbox SET lease_until = 0, lease_owner = NULL, "
+                              "lease_token = NULL WHERE lease_token = ?";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, token);
+    return store_write_end(st, c, db_exec(s, err), err);
 }
 
 enum mg_code store_outbox_recover(struct store *st, struct mg_error *err)

@@ -570,7 +570,9 @@ void store_delivery_release(struct store_delivery *d);
  * Claim the oldest due row (not in sync, next attempt due, gateway enabled, and
  * either unleased, its lease expired, or its holder a replica not seen for
  * STORE_REPLICA_DEAD_MS) for lease_ms, as this replica with a fresh token.
- * now_ms is store_clock_ms(). *found false when none is due.
+ * now_ms is store_clock_ms(). *found false when none is due. On failure only
+ * out->lease_token is set: the token of the lease that may have committed
+ * unseen, for store_outbox_release.
  */
 enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_ms,
                                 struct store_delivery *out, bool *found, struct mg_error *err);
@@ -584,6 +586,10 @@ enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_
  */
 enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d, bool ok,
                                const char *error, int64_t next_attempt_ms, struct mg_error *err);
+
+/* Release the lease with this token (a claim or outcome whose commit this replica
+ * could not confirm). Nothing when no row holds it. */
+enum mg_code store_outbox_release(struct store *st, const char *token, struct mg_error *err);
 
 /* Void the leases of replicas not seen for STORE_REPLICA_DEAD_MS (with SQLite:
  * every earlier run of this server, which owned the database alone): their rows

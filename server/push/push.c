@@ -194,8 +194,36 @@ static void check_waiters(struct push *p, bool all)
     }
 }
 
-static void deliver(struct push *p, struct store_delivery *d)
+/* Leases this worker may hold without knowing it (their claim or outcome failed, perhaps
+ * after committing): released once the database answers, else a live replica's lease
+ * would hold the row until it expires. */
+struct orphans {
+    char token[8][17];
+    unsigned n;
+};
+
+static void orphan_keep(struct orphans *o, const char *token)
 {
+    if (token[0] == '\0')
+        return;
+    if (o->n == sizeof(o->token) / sizeof(o->token[0])) /* full: the oldest waits for expiry */
+        memmove(o->token[0], o->token[1], sizeof(o->token[0]) * --o->n);
+    memcpy(o->token[o->n++], token, sizeof(o->token[0]));
+}
+
+static void orphans_release(struct push *p, struct orphans *o)
+{
+    struct mg_error err;
+
+    while (o->n > 0 && store_outbox_release(p->srv->store, o->token[o->n - 1], &err) == MG_OK)
+        o->n--;
+}
+
+/* Deliver a claimed row and record the outcome; false when the outcome could not be
+ * recorded (the lease is then an orphan). */
+static bool deliver(struct push *p, struct store_delivery *d)
+{
+    bool recorded = true;
     const struct push_adapter *ad;
     struct push_result res;
     struct mg_error err;
@@ -212,9 +240,11 @@ static void deliver(struct push *p, struct store_delivery *d)
             next = res.retry_after_ms;
         next += store_clock_ms(p->srv->store);
     }
-    if (store_outbox_done(p->srv->store, d, res.ok, res.error, next, &err) != MG_OK)
+    if (store_outbox_done(p->srv->store, d, res.ok, res.error, next, &err) != MG_OK) {
         fprintf(stderr, "modelgated: push %s %s/%s: cannot record the outcome: %s\n", d->gateway,
                 d->model, d->alias, err.message);
+        recorded = false;
+    }
     if (res.gone) {
         char reason[600];
         snprintf(reason, sizeof(reason), "disabled after the gateway answered 410 Gone: %s",
@@ -239,6 +269,7 @@ static void deliver(struct push *p, struct store_delivery *d)
         }
     }
     check_waiters(p, false);
+    return recorded;
 }
 
 static void sleep_until(struct push *p, int64_t until_ms)
@@ -255,6 +286,7 @@ static void sleep_until(struct push *p, int64_t until_ms)
 static void *worker_main(void *arg)
 {
     struct push *p = arg;
+    struct orphans orphans = {.n = 0};
 
     pthread_mutex_lock(&p->lock);
     while (!p->stop) {
@@ -267,10 +299,14 @@ static void *worker_main(void *arg)
             p->kicks--;
         pthread_mutex_unlock(&p->lock);
         now = store_clock_ms(p->srv->store);
+        orphans_release(p, &orphans);
+        d.lease_token[0] = '\0';
         if (store_outbox_claim(p->srv->store, now, LEASE_MS, &d, &found, &err) != MG_OK) {
             fprintf(stderr, "modelgated: push: cannot claim a delivery: %s\n", err.message);
+            orphan_keep(&orphans, d.lease_token);
         } else if (found) {
-            deliver(p, &d);
+            if (!deliver(p, &d))
+                orphan_keep(&orphans, d.lease_token);
             store_delivery_release(&d);
             pthread_mutex_lock(&p->lock);
             continue;

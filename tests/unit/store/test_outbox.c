@@ -286,6 +286,28 @@ static void test_lost_lease_outcome_is_dropped(void **state)
     store_delivery_release(&second);
 }
 
+/* A lease this replica could not confirm (its claim's reply was lost) is released by its
+ * token: the row is due again at once, not after the lease. */
+static void test_release_by_token(void **state)
+{
+    struct fx *fx = *state;
+    struct store_delivery d;
+    char token[17];
+
+    edge_only(fx);
+    assert_int_equal(fx_set_alias(fx, "m", "prod", 0, 1), 1);
+    assert_true(claim(fx, T0, 3600000, &d));
+    memcpy(token, d.lease_token, sizeof(token));
+    store_delivery_release(&d);
+    assert_false(claim(fx, T0, 1000, &d)); /* held */
+    assert_int_equal(store_outbox_release(fx->st, "0000000000000000", &fx->err), MG_OK);
+    assert_false(claim(fx, T0, 1000, &d)); /* another token frees nothing */
+    assert_int_equal(store_outbox_release(fx->st, token, &fx->err), MG_OK);
+    assert_true(claim(fx, T0, 1000, &d));
+    assert_string_equal(d.alias, "prod");
+    store_delivery_release(&d);
+}
+
 /* A restart of the same data directory frees what its previous run held at once; recover
  * (the leader's sweep of dead replicas' leases) then finds nothing. */
 static void test_recover(void **state)
@@ -359,6 +381,7 @@ int main(void)
         T(test_newer_generation_supersedes),
         T(test_next_due),
         T(test_lost_lease_outcome_is_dropped),
+        T(test_release_by_token),
         T(test_recover),
         T(test_synced_waits_for_every_gateway),
     };
