@@ -177,14 +177,15 @@ bool srv_req_begin(struct srv_req *r, const char *method)
      * without a token. */
     if (!srv_check_access(r))
         return false;
-    if (rc == MG_EINVAL) {
-        srv_reply_error(r, &r->err);
-        return false;
-    }
+    /* A refusal (a write to the read-only registry) does not depend on the parameters. */
     if (r->route->body == SRV_BODY_REFUSED) {
         r->route->handle(r);
         if (r->resp == NULL)
             srv_fail(r, MG_EIO, NULL, "the handler produced no response");
+        return false;
+    }
+    if (rc == MG_EINVAL) {
+        srv_reply_error(r, &r->err);
         return false;
     }
     if (cl && !mg_parse_i64(cl, 0, INT64_MAX, &cl_n)) {
