@@ -304,6 +304,8 @@ static void oci_unauthorized(struct srv_req *r, const char *message)
     char base[300], challenge[640];
 
     srv_fail(r, MG_EUNAUTH, NULL, "%s", message);
+    /* Docker's clients read the API version from the ping's answer, a 401 included. */
+    srv_reply_header(r, "Docker-Distribution-API-Version", "registry/2.0");
     if (strcmp(r->route->pattern, "/v2/token") == 0) {
         srv_reply_header(r, "WWW-Authenticate", "Basic realm=\"modelgate\", charset=\"UTF-8\"");
         return;

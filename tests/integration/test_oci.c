@@ -733,6 +733,7 @@ static void test_auth(void **state)
     (void)state;
     r = it_get(srv, "/v2/", NULL);
     expect_oci_error(r, 401, "UNAUTHORIZED");
+    assert_string_equal(it_header(r, "Docker-Distribution-API-Version"), "registry/2.0");
     snprintf(want, sizeof(want),
              "Bearer realm=\"http://127.0.0.1:%d/v2/token\",service=\"modelgate\"", srv->port);
     assert_string_equal(it_header(r, "WWW-Authenticate"), want);
