@@ -35,6 +35,8 @@ test_packages=(
     libcmocka-dev
     # tools the tests and benchmarks drive: real sqlite3, openssl, nginx, archivers
     sqlite3 openssl jq curl zstd xz-utils zip unzip xxd nginx-light haproxy procps coreutils
+    # the OCI client the registry tests pull with (tests/integration/test_oci.c)
+    skopeo
     # promtool checks that /metrics stays parsable whatever clients send (tests/security)
     prometheus
     # a private PostgreSQL 15 the tests start themselves (scripts/pg-test.sh), never the

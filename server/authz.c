@@ -1,7 +1,9 @@
 /*
  * authz.c - who is asking and may they: bearer tokens and UI sessions (with CSRF and
- * same-origin checks), and every route's authorisation through the one decision in
- * gates/authz.c (srv_authorize).
+ * same-origin checks); under /v2/ (the OCI distribution API) bearer tokens or HTTP Basic
+ * with the token as password, and 401s carrying the distribution token flow's challenge;
+ * and every route's authorisation through the one decision in gates/authz.c
+ * (srv_authorize).
  */
 #include "http.h"
 #include "http_int.h"
@@ -13,6 +15,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+
+#include <openssl/crypto.h>
 
 #include "../gates/authz.h"
 
@@ -228,6 +232,120 @@ static bool check_session(struct srv_req *r)
     return authorize_route(r);
 }
 
+/* ---- the OCI distribution API (API.md "OCI distribution (read-only)") ------------------- */
+
+bool srv_oci_credentials(const struct srv_req *r, char *out, size_t cap)
+{
+    const char *h = srv_header(r, MHD_HTTP_HEADER_AUTHORIZATION), *colon;
+    uint8_t *dec;
+    size_t n, dlen = 0, plen;
+    bool ok = false;
+
+    if (h == NULL || cap == 0)
+        return false;
+    if (strncasecmp(h, "Bearer ", 7) == 0) {
+        for (h += 7; *h == ' ';)
+            h++;
+        n = strlen(h);
+        if (n == 0 || n >= cap)
+            return false;
+        memcpy(out, h, n + 1);
+        return true;
+    }
+    if (strncasecmp(h, "Basic ", 6) != 0)
+        return false;
+    for (h += 6; *h == ' ';)
+        h++;
+    /* Basic: base64 of "user:password"; the user name is not used, the password is the
+     * token (any name works: skopeo, oras and docker all insist on one). */
+    n = strlen(h);
+    if (n == 0 || n > 1024 || (dec = mg_base64_decode(h, n, &dlen)) == NULL)
+        return false;
+    colon = memchr(dec, ':', dlen);
+    if (colon != NULL) {
+        plen = dlen - (size_t)(colon + 1 - (const char *)dec);
+        if (plen > 0 && plen < cap && memchr(colon + 1, '\0', plen) == NULL) {
+            memcpy(out, colon + 1, plen);
+            out[plen] = '\0';
+            ok = true;
+        }
+    }
+    OPENSSL_cleanse(dec, dlen);
+    free(dec);
+    return ok;
+}
+
+/* The URL clients reach this server at: --public-url, else the scheme and the Host the
+ * client sent (the host it connected to), else the listening address. */
+static void public_base(const struct srv_req *r, char *out, size_t cap)
+{
+    const char *host = srv_header(r, MHD_HTTP_HEADER_HOST);
+    size_t n = host ? strlen(host) : 0;
+
+    if (r->srv->cfg->public_url != NULL) {
+        snprintf(out, cap, "%s", r->srv->cfg->public_url);
+        return;
+    }
+    /* Only a host[:port] goes into the challenge: nothing that could close its quotes. */
+    if (n == 0 || n > 255 ||
+        strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") != n)
+        host = r->srv->cfg->listen;
+    snprintf(out, cap, "%s://%s", r->srv->tls ? "https" : "http", host);
+}
+
+/*
+ * 401 for an OCI request, with the challenge clients answer: the token endpoint's realm
+ * (the distribution token flow: skopeo, oras, docker fetch a token there with the Basic
+ * credentials they were given), or, from the token endpoint itself, Basic.
+ */
+static void oci_unauthorized(struct srv_req *r, const char *message)
+{
+    const char *model = srv_param(r, "model");
+    char base[300], challenge[640];
+
+    srv_fail(r, MG_EUNAUTH, NULL, "%s", message);
+    /* Docker's clients read the API version from the ping's answer, a 401 included. */
+    srv_reply_header(r, "Docker-Distribution-API-Version", "registry/2.0");
+    if (strcmp(r->route->pattern, "/v2/token") == 0) {
+        srv_reply_header(r, "WWW-Authenticate", "Basic realm=\"modelgate\", charset=\"UTF-8\"");
+        return;
+    }
+    public_base(r, base, sizeof(base));
+    if (model != NULL && mg_valid_model_name(model, strlen(model)))
+        snprintf(challenge, sizeof(challenge),
+                 "Bearer realm=\"%s/v2/token\",service=\"modelgate\","
+                 "scope=\"repository:%s:pull\"",
+                 base, model);
+    else
+        snprintf(challenge, sizeof(challenge), "Bearer realm=\"%s/v2/token\",service=\"modelgate\"",
+                 base);
+    srv_reply_header(r, "WWW-Authenticate", challenge);
+}
+
+/* An OCI request: a token as bearer or as Basic's password (never the UI's cookie). */
+static bool check_oci(struct srv_req *r)
+{
+    char secret[256];
+    enum mg_code rc;
+
+    if (!srv_oci_credentials(r, secret, sizeof(secret))) {
+        oci_unauthorized(r, "this registry needs a modelgate token: log in with any user name "
+                            "and the token as the password, or send it as a bearer token");
+        return false;
+    }
+    rc = store_token_authenticate(r->srv->store, secret, strlen(secret), &r->who);
+    OPENSSL_cleanse(secret, sizeof(secret));
+    if (rc != MG_OK) {
+        if (rc == MG_EUNAUTH)
+            oci_unauthorized(r, "the token is unknown or was revoked");
+        else
+            fail_unchecked(r, rc);
+        return false;
+    }
+    r->authenticated = true;
+    return authorize_route(r);
+}
+
 /* Authenticate and authorise; on failure an error reply is set. */
 bool srv_check_access(struct srv_req *r)
 {
@@ -236,6 +354,8 @@ bool srv_check_access(struct srv_req *r)
 
     if (r->route->roles == SRV_PUBLIC)
         return true;
+    if (r->oci)
+        return check_oci(r);
     if (h == NULL && MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, SRV_SESSION_COOKIE))
         return check_session(r);
     if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) {

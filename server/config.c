@@ -57,6 +57,7 @@ void srv_config_init(struct srv_config *cfg)
     cfg->smoke_interval_s = 300;
     cfg->smoke_timeout_s = 300;
     cfg->smoke_memory_mib = 16384;
+    cfg->oci_layer_cache = 8ull << 30;
 }
 
 void srv_config_release(struct srv_config *cfg)
@@ -136,6 +137,8 @@ const char *srv_config_usage(void)
            "                           the Host header\n"
            "  --read-scope all|team    with team, a token with teams sees only its teams'\n"
            "                           models (others answer 404); default all\n"
+           "  --oci-layer-cache SIZE   unpacked archive files kept to serve OCI layers of one\n"
+           "                           file each (/v2/; default 8G; least recently served go)\n"
            "  --allow-shared-dir       serve from a data directory that others may read or\n"
            "                           write (refused by default: it holds secrets)\n"
            "\n"
@@ -208,6 +211,8 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
         return set_size(&cfg->max_blob_bytes, key, v, err);
     if (strcmp(key, "max-json-bytes") == 0)
         return set_size(&cfg->max_json_bytes, key, v, err);
+    if (strcmp(key, "oci-layer-cache") == 0)
+        return set_size(&cfg->oci_layer_cache, key, v, err);
     if (strcmp(key, "connection-memory") == 0) {
         uint64_t n = 0;
 

@@ -46,9 +46,10 @@ struct srv_config {
     char *nvml_library;
     char *smoke_profiles[32]; /* "NAME=COMMAND" */
     unsigned nsmoke_profiles;
-    bool allow_shared_dir; /* --allow-shared-dir: serve from a directory others can read */
-    char *public_url;      /* --public-url: the origin browsers use, e.g. https://mg.example */
-    bool read_scope_team;  /* --read-scope team: team tokens see only their teams' models */
+    bool allow_shared_dir;    /* --allow-shared-dir: serve from a directory others can read */
+    char *public_url;         /* --public-url: the origin browsers use, e.g. https://mg.example */
+    bool read_scope_team;     /* --read-scope team: team tokens see only their teams' models */
+    uint64_t oci_layer_cache; /* bytes of unpacked files kept for per-file OCI layers */
 };
 
 /* Defaults. */

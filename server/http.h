@@ -29,9 +29,11 @@ struct srv;
 struct srv_req;
 
 enum srv_body {
-    SRV_BODY_NONE,   /* a body, if any, is ignored */
-    SRV_BODY_JSON,   /* buffered up to max_json_bytes, parsed; Content-Type checked */
-    SRV_BODY_STREAM, /* handed to stream_data() chunk by chunk */
+    SRV_BODY_NONE,    /* a body, if any, is ignored */
+    SRV_BODY_JSON,    /* buffered up to max_json_bytes, parsed; Content-Type checked */
+    SRV_BODY_STREAM,  /* handed to stream_data() chunk by chunk */
+    SRV_BODY_REFUSED, /* answered at once by the handler, before any body is read (a body
+                       * sent anyway is drained, up to a bound, and the connection closed) */
 };
 
 /* Role requirement of a route: a store_role bit set (any of them, admin
@@ -43,7 +45,8 @@ struct srv_route {
     const char *method;
     /* "/api/v1/models/{model}/versions/{n}": placeholders are validated by
      * name: {model} model name, {alias} alias name, {name} gateway name, {n}
-     * version number, {digest} sha256 digest, {id} identifier. */
+     * version number, {digest} sha256 digest, {id} identifier, {ref} an OCI
+     * reference (a tag or a sha256 digest). */
     const char *pattern;
     unsigned roles;
     enum srv_body body;
@@ -88,7 +91,14 @@ struct srv_req {
     bool body_done;      /* the whole body is in (atomic) */
     int64_t body_start_ms;
     uint64_t drained; /* bytes discarded after an error mid-body */
-    void *stream;     /* route-private state for SRV_BODY_STREAM */
+    void *stream;     /* route-private state (SRV_BODY_STREAM, deferred work) */
+
+    /* A request under /v2/ (API.md "OCI distribution"): errors answer in the distribution
+     * spec's shape, credentials may come as HTTP Basic, and a 401 carries the token
+     * challenge. oci_code: the spec's error code for the next error reply (NULL: derived
+     * from the error). */
+    bool oci;
+    const char *oci_code;
 
     struct mg_error err; /* error being answered, if any */
     bool failed;         /* an error was recorded while reading the body */
@@ -114,6 +124,7 @@ struct srv_req {
 };
 
 struct srv_cache;
+struct srv_oci_cache;
 struct srv_workers;
 
 struct srv {
@@ -127,9 +138,10 @@ struct srv {
     struct push_allow push_allow; /* where webhooks may connect */
     bool tls;                     /* serving HTTPS: cookies get Secure, replies HSTS */
     char *tls_cert_pem, *tls_key_pem;
-    struct srv_metrics *metrics; /* request counters (metrics.c) */
-    struct srv_cache *cache;     /* hot read bodies (cache.c); NULL caches nothing */
-    struct srv_reaper *reaper;   /* per-request deadlines (http.c) */
+    struct srv_metrics *metrics;     /* request counters (metrics.c) */
+    struct srv_cache *cache;         /* hot read bodies (cache.c); NULL caches nothing */
+    struct srv_oci_cache *oci_cache; /* files of per-file OCI layers (oci_cache.c) */
+    struct srv_reaper *reaper;       /* per-request deadlines (http.c) */
     struct MHD_Daemon *daemon;
     uint16_t port;
     volatile int inflight;       /* requests not yet completed (atomic ops) */
@@ -201,6 +213,10 @@ void srv_reply_empty(struct srv_req *r, unsigned status);
 void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_type, const void *data,
                      size_t len);
 
+/* A reply to HEAD: the headers of a len-byte body (Content-Length: len), which is never
+ * produced (libmicrohttpd sends no body to HEAD). */
+void srv_reply_head(struct srv_req *r, unsigned status, const char *content_type, uint64_t len);
+
 /* Reply with len bytes of fd from offset (sendfile); fd is closed by MHD. */
 void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, int fd,
                   uint64_t offset, uint64_t len);
@@ -247,6 +263,14 @@ enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *mode
  * Lists use it to leave out what the token may not see. */
 bool srv_model_visible(const struct srv_req *r, const json_t *owners);
 
+/*
+ * The token an OCI request presented (API.md "OCI distribution"): "Authorization: Bearer
+ * <token>", or "Basic" with any user name and the token as password. Copied into out (cap
+ * bytes, NUL-terminated; the caller cleanses it); false when none is there or it does not
+ * fit.
+ */
+bool srv_oci_credentials(const struct srv_req *r, char *out, size_t cap);
+
 /* Add a header to the reply set last. */
 void srv_reply_header(struct srv_req *r, const char *key, const char *value);
 
@@ -274,6 +298,7 @@ extern const struct srv_route srv_routes_gateways[];
 extern const struct srv_route srv_routes_runner[];
 extern const struct srv_route srv_routes_ui[];
 extern const struct srv_route srv_routes_metrics[];
+extern const struct srv_route srv_routes_oci[];
 
 /* Find the route for (method, path) and capture its parameters into r.
  * Returns MG_ENOTFOUND (no such path), MG_EMETHOD (path exists, method does

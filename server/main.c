@@ -24,6 +24,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "release.h"
+#include "oci_cache.h"
 #include "runner/runner.h"
 
 /* How long in-flight requests may take to finish after a stop signal. */
@@ -430,6 +431,10 @@ int main(int argc, char **argv)
     srv.cache = cfg.no_response_cache ? NULL : srv_cache_new();
     srv.store = st;
     srv.keys = keys;
+    if (srv_oci_cache_open(cfg.data_dir, cfg.oci_layer_cache, &srv.oci_cache, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
     if (srv_start(&srv, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
@@ -476,6 +481,7 @@ out:
     push_free(&srv);
     srv_metrics_free(&srv.metrics);
     srv_cache_free(&srv.cache);
+    srv_oci_cache_close(&srv.oci_cache);
     srv_tls_release(&srv);
     for (i = 0; i < (int)ropt.nprofiles; i++)
         runner_profile_release(&ropt.profiles[i]);

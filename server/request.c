@@ -141,6 +141,8 @@ bool srv_req_begin(struct srv_req *r, const char *method)
     int64_t cl_n = 0;
     enum mg_code rc;
 
+    /* The OCI distribution API answers in its own error shape, from the first refusal on. */
+    r->oci = strcmp(r->path, "/v2") == 0 || strncmp(r->path, "/v2/", 4) == 0;
     /* Decoding tricks (%00, control characters, bytes that are not UTF-8) are refused
      * before routing, from the target as sent: libmicrohttpd's decoded copy would already
      * have been cut at a NUL. The message never echoes the bytes. */
@@ -175,6 +177,13 @@ bool srv_req_begin(struct srv_req *r, const char *method)
      * without a token. */
     if (!srv_check_access(r))
         return false;
+    /* A refusal (a write to the read-only registry) does not depend on the parameters. */
+    if (r->route->body == SRV_BODY_REFUSED) {
+        r->route->handle(r);
+        if (r->resp == NULL)
+            srv_fail(r, MG_EIO, NULL, "the handler produced no response");
+        return false;
+    }
     if (rc == MG_EINVAL) {
         srv_reply_error(r, &r->err);
         return false;

@@ -44,6 +44,38 @@ static const struct {
     {MG_EUNAVAIL, 503, "unavailable"},
 };
 
+/*
+ * The distribution spec's error code for a refusal under /v2/ (its "Error Codes" table):
+ * what the handler named (r->oci_code), else what the error's kind means there. Only the
+ * body's shape differs: the status is the same as anywhere.
+ */
+static const char *oci_error_code(const struct srv_req *r, const struct mg_error *err,
+                                  unsigned status)
+{
+    if (r->oci_code != NULL)
+        return r->oci_code;
+    switch (err->code) {
+    case MG_EUNAUTH:
+        return "UNAUTHORIZED";
+    case MG_EFORBIDDEN:
+    case MG_ESELFAPPROVAL:
+        return "DENIED";
+    case MG_ENOTFOUND:
+        return "NAME_UNKNOWN"; /* a model that does not exist (or that the token may not see) */
+    case MG_EINVAL:
+    case MG_EDIGEST:
+        if (strcmp(err->field, "model") == 0)
+            return "NAME_INVALID";
+        if (strcmp(err->field, "digest") == 0)
+            return "DIGEST_INVALID";
+        return "UNSUPPORTED";
+    case MG_ETOOBIG:
+        return "SIZE_INVALID";
+    default:
+        return status >= 500 ? "UNKNOWN" : "UNSUPPORTED";
+    }
+}
+
 void srv_reply_error(struct srv_req *r, const struct mg_error *err)
 {
     unsigned status = 500;
@@ -69,6 +101,12 @@ void srv_reply_error(struct srv_req *r, const struct mg_error *err)
     } else {
         msg = err->message[0] ? mg_log_escape(err->message, safe, sizeof(safe), true)
                               : "request failed";
+    }
+    if (r->oci) {
+        srv_reply_json(r, status,
+                       json_pack("{s:[{s:s, s:s}]}", "errors", "code",
+                                 oci_error_code(r, err, status), "message", msg));
+        return;
     }
     e = json_pack("{s:{s:s, s:s}}", "error", "code", name, "message", msg);
     if (e && err->field[0])
@@ -178,6 +216,32 @@ void srv_reply_empty(struct srv_req *r, unsigned status)
     if (resp && r->srv->tls)
         MHD_add_response_header(resp, "Strict-Transport-Security", "max-age=31536000");
     srv_set_response(r, resp ? status : 500, resp, 0);
+}
+
+/* HEAD replies carry no body: the reader is never called. */
+static ssize_t no_body(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)cls;
+    (void)pos;
+    (void)buf;
+    (void)max;
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+void srv_reply_head(struct srv_req *r, unsigned status, const char *content_type, uint64_t len)
+{
+    struct MHD_Response *resp = MHD_create_response_from_callback(len, 4096, no_body, NULL, NULL);
+
+    if (resp == NULL) {
+        srv_set_response(r, 500, NULL, 0);
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (r->srv->tls)
+        MHD_add_response_header(resp, "Strict-Transport-Security", "max-age=31536000");
+    srv_set_response(r, status, resp, 0);
 }
 
 void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, int fd,

@@ -13,7 +13,7 @@ static const struct srv_route *const tables[] = {
     srv_routes_health,   srv_routes_tokens,   srv_routes_blobs,      srv_routes_models,
     srv_routes_versions, srv_routes_datasets, srv_routes_audit,      srv_routes_keys,
     srv_routes_aliases,  srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
-    srv_routes_runner,   srv_routes_ui,       srv_routes_metrics,
+    srv_routes_runner,   srv_routes_ui,       srv_routes_metrics,    srv_routes_oci,
 };
 
 void srv_route_foreach(void (*fn)(const struct srv_route *route, void *arg), void *arg)
@@ -41,6 +41,25 @@ static bool valid_id(const char *s, size_t n)
     return true;
 }
 
+/* An OCI reference: a tag ([A-Za-z0-9_][A-Za-z0-9._-]{0,127}, the distribution spec's
+ * grammar) or a sha256 digest. */
+static bool valid_ref(const char *s, size_t n)
+{
+    size_t i;
+
+    if (mg_valid_digest(s, n))
+        return true;
+    if (n == 0 || n > 128 || s[0] == '.' || s[0] == '-')
+        return false;
+    for (i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
 /* Validate a captured segment by placeholder name; fills r->err on failure. */
 static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const char *v,
                         size_t vlen)
@@ -58,6 +77,8 @@ static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const 
     if (IS("digest") && mg_valid_digest(v, vlen))
         return true;
     if (IS("id") && valid_id(v, vlen))
+        return true;
+    if (IS("ref") && valid_ref(v, vlen))
         return true;
     if (IS("file") && mg_valid_model_name(v, vlen) && memmem(v, vlen, "..", 2) == NULL)
         return true; /* a static file name such as app.js */
@@ -79,6 +100,11 @@ static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const 
         mg_fail(&r->err, MG_EINVAL, "digest", "digests are sha256: followed by 64 lowercase hex");
     else if (IS("n"))
         mg_fail(&r->err, MG_EINVAL, "version", "version numbers are integers starting at 1");
+    else if (IS("ref") && memchr(v, ':', vlen) != NULL)
+        mg_fail(&r->err, MG_EINVAL, "digest", "digests are sha256: followed by 64 lowercase hex");
+    else if (IS("ref"))
+        mg_fail(&r->err, MG_EINVAL, "reference",
+                "a reference is a tag ([A-Za-z0-9_][A-Za-z0-9._-]{0,127}) or a sha256 digest");
     else
         mg_fail(&r->err, MG_EINVAL, "id", "malformed identifier in the path");
 #undef IS
@@ -88,7 +114,8 @@ static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const 
 /* The static name of a placeholder starting at p (just after '{'). */
 static const char *param_name(const char *p, size_t *len)
 {
-    static const char *const names[] = {"model", "alias", "name", "digest", "id", "n", "file"};
+    static const char *const names[] = {"model", "alias", "name", "digest",
+                                        "id",    "n",     "file", "ref"};
     const char *e = strchr(p, '}');
     size_t n = e ? (size_t)(e - p) : 0, i;
 

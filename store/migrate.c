@@ -52,6 +52,7 @@ static const char *const tables[] = {
     "ui_sessions",
     "gateway_names",
     "model_epochs",
+    "oci_manifests",
 };
 
 /* Identity columns whose sequences must move past the ids copied. */

@@ -381,6 +381,40 @@ enum mg_code store_version_files(struct store *st, const char *model, int64_t ve
 enum mg_code store_version_signature(struct store *st, const char *model, int64_t version,
                                      char **bundle, size_t *len, struct mg_error *err);
 
+/* ---- versions as OCI artifacts (API.md "OCI distribution (read-only)") --- */
+
+/*
+ * The OCI documents kept for a version (computed once by the server with
+ * artifact/modelpack.h, then served byte-identical for ever):
+ * {"version","digest","manifest","config_digest","config","referrer_digest","referrer",
+ *  "bundle_digest"}, the documents as JSON strings of their exact bytes, the referrer
+ * members null when the version is unsigned. MG_OK with *out NULL when none is kept yet;
+ * MG_ENOTFOUND when the model or version does not exist.
+ */
+enum mg_code store_oci_get(struct store *st, const char *model, int64_t version, json_t **out,
+                           struct mg_error *err);
+
+/*
+ * Keep docs (that shape; "version" ignored; BORROWED) as the version's documents unless some
+ * are kept already (another request or replica was first). Either way *out (NEW) is what is
+ * kept now, which every later read returns. Derived data, readable by whoever reads the
+ * version: not audited, and no model epoch moves.
+ */
+enum mg_code store_oci_put(struct store *st, const char *model, int64_t version, const json_t *docs,
+                           json_t **out, struct mg_error *err);
+
+/*
+ * What `digest` names among model's versions, the first of (each NEW, with "kind"):
+ *   "manifest" | "referrer" | "config" | "bundle": a version's kept documents (the
+ *        store_oci_get shape) hold it;
+ *   "artifact": {"version","size","media_type"}, a version's whole artifact;
+ *   "file": {"version","artifact","path","size"}, a regular file of a version's archive.
+ * MG_ENOTFOUND with field "model" when the model does not exist, without a field when
+ * nothing of the model has the digest; MG_EINVAL for a malformed digest.
+ */
+enum mg_code store_oci_find(struct store *st, const char *model, const char *digest, json_t **out,
+                            struct mg_error *err);
+
 /* ---- datasets --------------------------------------------------------- */
 
 /* req validated: {"digest","name","uri"?,"parents"?,"description"?}. Parents

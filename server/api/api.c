@@ -152,6 +152,55 @@ bool api_metrics(struct srv_req *r, const json_t *v, const char *field)
     return true;
 }
 
+/* Decimal digits at *p (at least one, no sign), advancing *p; false on overflow. */
+static bool range_number(const char **p, uint64_t *out)
+{
+    uint64_t v = 0;
+    const char *s = *p;
+
+    if (*s < '0' || *s > '9')
+        return false;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (v > (UINT64_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    *p = s;
+    *out = v;
+    return true;
+}
+
+bool api_range_parse(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
+{
+    uint64_t a, b;
+
+    if (strncmp(h, "bytes=", 6) != 0 || size == 0)
+        return false;
+    h += 6;
+    if (*h == '-') { /* the last a bytes */
+        h++;
+        if (!range_number(&h, &a) || *h != '\0' || a == 0)
+            return false;
+        *len = a > size ? size : a;
+        *off = size - *len;
+        return true;
+    }
+    if (!range_number(&h, &a) || *h++ != '-' || a >= size)
+        return false;
+    if (*h == '\0') { /* from a to the end */
+        *off = a;
+        *len = size - a;
+        return true;
+    }
+    if (!range_number(&h, &b) || *h != '\0' || b < a)
+        return false; /* also several ranges: "a-b,c-d" */
+    if (b >= size)
+        b = size - 1;
+    *off = a;
+    *len = b - a + 1;
+    return true;
+}
+
 bool api_wait(struct srv_req *r, int64_t *secs)
 {
     const char *w = srv_query(r, "wait");

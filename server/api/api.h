@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -35,6 +36,11 @@ bool api_metric_name_ok(const char *s, size_t n);
 /* Serve a stored blob's bytes (Range, ETag, If-None-Match); used by
  * GET /api/v1/blobs/{digest} and the version artifact route. */
 void api_serve_blob(struct srv_req *r, const char *digest);
+
+/* The one range a Range header asks for ("bytes=a-b", "bytes=a-", "bytes=-n") within size
+ * bytes: *off and *len. False when it is malformed, unsatisfiable or asks for several
+ * ranges (those are not served). */
+bool api_range_parse(const char *h, uint64_t size, uint64_t *off, uint64_t *len);
 
 /* ?wait=SECONDS (0..60, default 0) of alias and promotion changes: reply once
  * every gateway acknowledged the change, or at the deadline with `deliveries`

@@ -92,6 +92,7 @@ static void test_migrate_a_populated_installation(void **state)
         "/api/v1/teams",
     };
     char url[IT_PATH_MAX + 64], dbname[64], blobs[IT_PATH_MAX], cmd[IT_PATH_MAX * 2];
+    char oci_digest[IT_DIGEST_LEN + 1];
     char art[IT_DIGEST_LEN + 1], *reader, *before[sizeof(reads) / sizeof(reads[0])];
     struct mg_server *src, *dst;
     struct it_resp *r;
@@ -134,6 +135,11 @@ static void test_migrate_a_populated_installation(void **state)
     it_alias_to(src, src->admin_token, "fraud", "production", 2, 0);
     for (i = 0; i < sizeof(reads) / sizeof(reads[0]); i++)
         before[i] = body_of(src, reads[i], reader);
+    /* A version pulled as an OCI artifact: its manifest was kept, and moves with it. */
+    r = it_get(src, "/v2/fraud/manifests/production", reader);
+    it_expect_status(src, r, 200);
+    it_fmt(oci_digest, sizeof(oci_digest), "%s", it_header(r, "Docker-Content-Digest"));
+    it_resp_free(src, &r);
     it_server_stop(src);
 
     /* Copy it; a second run (a resumed one) copies nothing more. */
@@ -145,6 +151,7 @@ static void test_migrate_a_populated_installation(void **state)
     it_fmt(blobs, sizeof(blobs), "%s/shared-blobs", src->root);
     sum = migrate(src->data_dir, url, blobs);
     assert_int_equal(copied(sum, "versions"), 3);
+    assert_int_equal(copied(sum, "oci_manifests"), 1);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(sum, "blobs"), "copied")),
                      3);
     assert_true(json_is_true(json_object_get(json_object_get(sum, "audit"), "ok")));
@@ -169,6 +176,10 @@ static void test_migrate_a_populated_installation(void **state)
         free(after);
         free(before[i]);
     }
+    r = it_get(dst, "/v2/fraud/manifests/production", reader);
+    it_expect_status(dst, r, 200);
+    assert_string_equal(it_header(r, "Docker-Content-Digest"), oci_digest);
+    it_resp_free(dst, &r);
     r = it_get(dst, "/api/v1/audit/verify", dst->admin_token);
     it_expect_status(dst, r, 200);
     assert_true(json_is_true(json_object_get(r->json, "ok")));

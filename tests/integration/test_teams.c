@@ -205,6 +205,13 @@ static void test_bola_sweep(void **state)
                 body = vb;
             }
             r = it_jreq(srv, up, target, ads_ci, body);
+            if (strncmp(path, "/v2/", 4) == 0) {
+                /* the OCI registry is read-only: every write is refused, whoever asks */
+                if (r->status != 405)
+                    fail_msg("%s %s: %ld, expected 405: %s", up, target, r->status, r->body);
+                it_resp_free(srv, &r);
+                continue;
+            }
             if (r->status != 403)
                 fail_msg("%s %s as another team's token: %ld, expected 403: %s", up, target,
                          r->status, r->body);
@@ -450,12 +457,13 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "DROP TABLE gateway_names; "
                                     "DROP TABLE replicas; DROP TABLE model_epochs; "
                                     "DROP TABLE signing_keys; "
+                                    "DROP TABLE oci_manifests; DROP INDEX blob_files_sha256; "
                                     "ALTER TABLE outbox DROP COLUMN lease_owner; "
                                     "ALTER TABLE outbox DROP COLUMN lease_token; "
                                     "ALTER TABLE smoke_tests DROP COLUMN owner; "
                                     "ALTER TABLE smoke_tests DROP COLUMN lease_until; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
-                     3); /* migrations 6 to 8 (a database of the previous release) */
+                     4); /* migrations 6 to 9 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);

@@ -87,6 +87,26 @@ static const struct {
      NULL},
     {"HEAD", "/api/v1/models/llama/versions/4/artifact", "GET",
      "/api/v1/models/{model}/versions/{n}/artifact", "model", "llama", "n", "4"},
+    /* The OCI distribution API: references are tags or digests. */
+    {"GET", "/v2/", "GET", "/v2/", NULL, NULL, NULL, NULL},
+    {"GET", "/v2/token", "GET", "/v2/token", NULL, NULL, NULL, NULL},
+    {"GET", "/v2/fraud/manifests/v1", "GET", "/v2/{model}/manifests/{ref}", "model", "fraud", "ref",
+     "v1"},
+    {"HEAD", "/v2/fraud/manifests/production", "GET", "/v2/{model}/manifests/{ref}", "model",
+     "fraud", "ref", "production"},
+    {"GET", "/v2/fraud/manifests/" DIGEST, "GET", "/v2/{model}/manifests/{ref}", "model", "fraud",
+     "ref", DIGEST},
+    {"GET", "/v2/fraud/manifests/Release_2.0-rc1", "GET", "/v2/{model}/manifests/{ref}", "model",
+     "fraud", "ref", "Release_2.0-rc1"},
+    {"PUT", "/v2/fraud/manifests/v1", "PUT", "/v2/{model}/manifests/{ref}", "model", "fraud", "ref",
+     "v1"},
+    {"GET", "/v2/fraud/blobs/" DIGEST, "GET", "/v2/{model}/blobs/{digest}", "model", "fraud",
+     "digest", DIGEST},
+    {"POST", "/v2/fraud/blobs/uploads/", "POST", "/v2/{model}/blobs/uploads/", "model", "fraud",
+     NULL, NULL},
+    {"GET", "/v2/fraud/tags/list", "GET", "/v2/{model}/tags/list", "model", "fraud", NULL, NULL},
+    {"GET", "/v2/fraud/referrers/" DIGEST, "GET", "/v2/{model}/referrers/{digest}", "model",
+     "fraud", "digest", DIGEST},
 };
 
 static void test_known_routes_match(void **state)
@@ -291,6 +311,19 @@ static void test_invalid_params(void **state)
         {"DELETE", "/api/v1/tokens/TOK", "id"},
         {"DELETE", "/api/v1/tokens/tok.1", "id"},
         {"DELETE", "/api/v1/tokens/%2e%2e", "id"},
+        {"GET", "/v2/Fraud/manifests/v1", "model"},
+        {"GET", "/v2/fraud/manifests/sha256:abc", "digest"},
+        {"GET", "/v2/fraud/manifests/sha512:" HEX64, "digest"},
+        {"GET", "/v2/fraud/manifests/.hidden", "reference"},
+        {"GET", "/v2/fraud/manifests/-v1", "reference"},
+        {"GET", "/v2/fraud/manifests/a+b", "reference"},
+        {"GET",
+         "/v2/fraud/manifests/"
+         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+         "x"
+         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+         "reference"}, /* 129 characters */
+        {"GET", "/v2/fraud/blobs/" HEX64, "digest"},
     };
     size_t i;
 
@@ -371,7 +404,7 @@ static void test_route_foreach_visits_every_route(void **state)
         srv_routes_health,   srv_routes_tokens,   srv_routes_blobs,      srv_routes_models,
         srv_routes_versions, srv_routes_datasets, srv_routes_audit,      srv_routes_keys,
         srv_routes_aliases,  srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
-        srv_routes_runner,   srv_routes_ui,       srv_routes_metrics,
+        srv_routes_runner,   srv_routes_ui,       srv_routes_metrics,    srv_routes_oci,
     };
     struct visit v;
     unsigned total = 0;
@@ -432,6 +465,8 @@ static void test_every_route_reachable(void **state)
                     val = "prod";
                 else if (strncmp(p, "{name}", 6) == 0)
                     val = "gw";
+                else if (strncmp(p, "{ref}", 5) == 0)
+                    val = "v1";
                 o += (size_t)snprintf(path + o, sizeof(path) - o, "%s", val);
                 p = e + 1;
             } else {
