@@ -49,6 +49,9 @@ struct srv_config {
     bool allow_shared_dir; /* --allow-shared-dir: serve from a directory others can read */
     char *public_url;      /* --public-url: the origin browsers use, e.g. https://mg.example */
     bool read_scope_team;  /* --read-scope team: team tokens see only their teams' models */
+    unsigned retention_interval_s; /* run retention rules this often (0: only on request) */
+    unsigned gc_interval_s;        /* collect garbage this often (0: only on request) */
+    unsigned gc_grace_s;           /* a blob unreferenced and unsent for longer goes */
 };
 
 /* Defaults. */
