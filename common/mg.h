@@ -29,6 +29,7 @@ enum mg_code {
     MG_EINPROGRESS,   /* promotion_in_progress, 409 */
     MG_ENOKNOWNGOOD,  /* no_known_good, 409: nowhere to roll back to */
     MG_ENOLKG,        /* no_known_good, 404: the LKG read found none */
+    MG_EGONE,         /* gone, 410: a deleted version's artifact */
     MG_ETOOBIG,       /* payload_too_large, 413 */
     MG_ERANGE,        /* range_not_satisfiable, 416 */
     MG_EMEDIA,        /* unsupported_media_type, 415 */

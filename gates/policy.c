@@ -276,6 +276,7 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
                                        "require_signature",
                                        "require_pinned_image",
                                        "require_registered_datasets",
+                                       "require_no_withdrawn_datasets",
                                        "smoke",
                                        "rollout",
                                        NULL};
@@ -320,7 +321,9 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
     if ((rc = parse_bool(j, "require_signature", &p.require_signature, err)) != MG_OK ||
         (rc = parse_bool(j, "require_pinned_image", &p.require_pinned_image, err)) != MG_OK ||
         (rc = parse_bool(j, "require_registered_datasets", &p.require_registered_datasets, err)) !=
-            MG_OK)
+            MG_OK ||
+        (rc = parse_bool(j, "require_no_withdrawn_datasets", &p.require_no_withdrawn_datasets,
+                         err)) != MG_OK)
         return rc;
     v = json_object_get(j, "smoke");
     if (v) {
@@ -385,11 +388,12 @@ json_t *gate_policy_to_json(const struct gate_policy *p)
     } else {
         appr = json_pack("{s:i}", "required", p->approvals_required);
     }
-    return json_pack("{s:o, s:o, s:b, s:b, s:b, s:{s:b, s:s}, s:{s:o, s:I, s:b}}", "thresholds", th,
-                     "approvals", appr, "require_signature", p->require_signature,
+    return json_pack("{s:o, s:o, s:b, s:b, s:b, s:b, s:{s:b, s:s}, s:{s:o, s:I, s:b}}",
+                     "thresholds", th, "approvals", appr, "require_signature", p->require_signature,
                      "require_pinned_image", p->require_pinned_image, "require_registered_datasets",
-                     p->require_registered_datasets, "smoke", "required", p->smoke_required, "gpu",
-                     gpu[p->gpu], "rollout", "steps", steps, "bake_seconds",
+                     p->require_registered_datasets, "require_no_withdrawn_datasets",
+                     p->require_no_withdrawn_datasets, "smoke", "required", p->smoke_required,
+                     "gpu", gpu[p->gpu], "rollout", "steps", steps, "bake_seconds",
                      (json_int_t)p->bake_seconds, "auto_advance", p->auto_advance);
 }
 
@@ -672,6 +676,23 @@ static json_t *image_gate(const struct gate_input *in)
                 in->image_pinned ? NULL : "the image is not pinned by a sha256 digest");
 }
 
+/* API.md "Lifecycle": a version trained on withdrawn data, directly or through a derived
+ * data set, must not be promoted. */
+static json_t *withdrawn_gate(const struct gate_input *in)
+{
+    char obs[64], detail[192];
+
+    snprintf(obs, sizeof(obs), "%zu withdrawn", in->datasets_withdrawn);
+    if (in->datasets_withdrawn == 0)
+        return gate("no withdrawn datasets", "datasets", "passed", json_string(obs),
+                    json_string("none withdrawn"), NULL);
+    snprintf(detail, sizeof(detail),
+             "trained on withdrawn dataset %s (directly or through data derived from it)",
+             in->first_withdrawn ? in->first_withdrawn : "?");
+    return gate("no withdrawn datasets", "datasets", "failed", json_string(obs),
+                json_string("none withdrawn"), detail);
+}
+
 static json_t *datasets_gate(const struct gate_input *in)
 {
     char obs[64], detail[160];
@@ -733,6 +754,8 @@ json_t *gate_evaluate(const struct gate_input *in, bool include_approvals)
         json_array_append_new(gates, image_gate(in));
     if (p->require_registered_datasets)
         json_array_append_new(gates, datasets_gate(in));
+    if (p->require_no_withdrawn_datasets)
+        json_array_append_new(gates, withdrawn_gate(in));
     if (p->gpu == GATE_GPU_REQUIRED)
         json_array_append_new(gates, fit_gate(in));
     if (p->smoke_required)

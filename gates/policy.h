@@ -51,6 +51,7 @@ struct gate_policy {
     bool require_signature;
     bool require_pinned_image;
     bool require_registered_datasets;
+    bool require_no_withdrawn_datasets; /* API.md "Lifecycle": withdrawn data blocks */
     bool smoke_required;
     enum gate_gpu gpu;
     int steps[GATE_MAX_STEPS]; /* increasing, ending at 100 */
@@ -108,6 +109,8 @@ struct gate_input {
     size_t datasets_total;
     size_t datasets_unregistered;
     const char *first_unregistered; /* a digest, or NULL */
+    size_t datasets_withdrawn;      /* withdrawn datasets it was trained on, directly or not */
+    const char *first_withdrawn;    /* a digest, or NULL */
 
     bool has_vram;
     double vram_gib;

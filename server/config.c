@@ -58,6 +58,9 @@ void srv_config_init(struct srv_config *cfg)
     cfg->smoke_timeout_s = 300;
     cfg->smoke_memory_mib = 16384;
     cfg->oci_layer_cache = 8ull << 30;
+    cfg->retention_interval_s = 3600;
+    cfg->gc_interval_s = 3600;
+    cfg->gc_grace_s = 86400;
 }
 
 void srv_config_release(struct srv_config *cfg)
@@ -139,6 +142,12 @@ const char *srv_config_usage(void)
            "                           models (others answer 404); default all\n"
            "  --oci-layer-cache SIZE   unpacked archive files kept to serve OCI layers of one\n"
            "                           file each (/v2/; default 8G; least recently served go)\n"
+           "  --retention-interval D   run every model's retention rule this often (default\n"
+           "                           1h; 0s: only when asked); D is 30s, 15m, 24h, 7d\n"
+           "  --gc-interval D          collect unreferenced blobs this often (default 1h; 0s:\n"
+           "                           only when asked)\n"
+           "  --gc-grace D             keep an unreferenced blob this long after it was last\n"
+           "                           uploaded (default 24h)\n"
            "  --allow-shared-dir       serve from a data directory that others may read or\n"
            "                           write (refused by default: it holds secrets)\n"
            "\n"
@@ -161,6 +170,34 @@ static enum mg_code set_uint(unsigned *dst, const char *key, const char *v, int6
                        key, (long long)min, (long long)max, v);
     *dst = (unsigned)n;
     return MG_OK;
+}
+
+/* A duration: a whole number and a unit, s, m, h or d ("0s", "15m", "24h"), at most 365d. */
+static enum mg_code set_duration(unsigned *dst, const char *key, const char *v,
+                                 struct mg_error *err)
+{
+    static const struct {
+        char unit;
+        unsigned secs;
+    } units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+    size_t n = strlen(v), i;
+    int64_t num;
+    char digits[16];
+
+    if (n >= 2 && n < sizeof(digits)) {
+        memcpy(digits, v, n - 1);
+        digits[n - 1] = '\0';
+        for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+            if (v[n - 1] == units[i].unit && mg_parse_i64(digits, 0, 365LL * 86400, &num) &&
+                num * units[i].secs <= 365LL * 86400) {
+                *dst = (unsigned)(num * units[i].secs);
+                return MG_OK;
+            }
+        }
+    }
+    return mg_fail(err, MG_EINVAL, key,
+                   "--%s is a duration such as 0s, 90s, 15m, 24h or 7d (at most 365d), not '%s'",
+                   key, v);
 }
 
 static enum mg_code set_size(uint64_t *dst, const char *key, const char *v, struct mg_error *err)
@@ -281,6 +318,12 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
         return set_uint(&cfg->runner_workers, key, v, 1, 16, err);
     if (strcmp(key, "smoke-interval") == 0)
         return set_uint(&cfg->smoke_interval_s, key, v, 0, 86400, err);
+    if (strcmp(key, "retention-interval") == 0)
+        return set_duration(&cfg->retention_interval_s, key, v, err);
+    if (strcmp(key, "gc-interval") == 0)
+        return set_duration(&cfg->gc_interval_s, key, v, err);
+    if (strcmp(key, "gc-grace") == 0)
+        return set_duration(&cfg->gc_grace_s, key, v, err);
     if (strcmp(key, "smoke-timeout") == 0)
         return set_uint(&cfg->smoke_timeout_s, key, v, 1, 86400, err);
     if (strcmp(key, "smoke-memory-mib") == 0) {

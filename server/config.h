@@ -50,6 +50,9 @@ struct srv_config {
     char *public_url;         /* --public-url: the origin browsers use, e.g. https://mg.example */
     bool read_scope_team;     /* --read-scope team: team tokens see only their teams' models */
     uint64_t oci_layer_cache; /* bytes of unpacked files kept for per-file OCI layers */
+    unsigned retention_interval_s; /* run retention rules this often (0: only on request) */
+    unsigned gc_interval_s;        /* collect garbage this often (0: only on request) */
+    unsigned gc_grace_s;           /* a blob unreferenced and unsent for longer goes */
 };
 
 /* Defaults. */

@@ -131,12 +131,13 @@ struct srv {
     struct srv_config *cfg;
     struct store *store;
     const struct sign_keyring *keys;
-    struct rel_timer *timer;      /* the promotion clock (release.c) */
-    struct push *push;            /* delivery workers (push/push.c) */
-    struct runner *runner;        /* smoke-test runner (runner/runner.c) */
-    struct srv_cluster *cluster;  /* heartbeat and leader duties (cluster.c) */
-    struct push_allow push_allow; /* where webhooks may connect */
-    bool tls;                     /* serving HTTPS: cookies get Secure, replies HSTS */
+    struct rel_timer *timer;         /* the promotion clock (release.c) */
+    struct push *push;               /* delivery workers (push/push.c) */
+    struct runner *runner;           /* smoke-test runner (runner/runner.c) */
+    struct srv_cluster *cluster;     /* heartbeat and leader duties (cluster.c) */
+    struct srv_lifecycle *lifecycle; /* periodic retention and GC (lifecycle.c) */
+    struct push_allow push_allow;    /* where webhooks may connect */
+    bool tls;                        /* serving HTTPS: cookies get Secure, replies HSTS */
     char *tls_cert_pem, *tls_key_pem;
     struct srv_metrics *metrics;     /* request counters (metrics.c) */
     struct srv_cache *cache;         /* hot read bodies (cache.c); NULL caches nothing */
@@ -299,6 +300,7 @@ extern const struct srv_route srv_routes_runner[];
 extern const struct srv_route srv_routes_ui[];
 extern const struct srv_route srv_routes_metrics[];
 extern const struct srv_route srv_routes_oci[];
+extern const struct srv_route srv_routes_lifecycle[];
 
 /* Find the route for (method, path) and capture its parameters into r.
  * Returns MG_ENOTFOUND (no such path), MG_EMETHOD (path exists, method does

@@ -20,6 +20,7 @@
 #include "../common/util.h"
 #include "cache.h"
 #include "cluster.h"
+#include "lifecycle.h"
 #include "config.h"
 #include "http.h"
 #include "metrics.h"
@@ -453,7 +454,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
-    if (rel_timer_start(&srv, &err) != MG_OK) {
+    if (rel_timer_start(&srv, &err) != MG_OK || srv_lifecycle_start(&srv, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
@@ -476,6 +477,7 @@ out:
     push_stop(&srv); /* resumes ?wait requests so they can finish */
     srv_stop(&srv, SHUTDOWN_GRACE_MS);
     rel_timer_stop(&srv);
+    srv_lifecycle_stop(&srv);
     runner_stop(&srv);
     srv_cluster_stop(&srv);
     push_free(&srv);

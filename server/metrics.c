@@ -26,6 +26,7 @@ struct srv_metrics {
     struct series *s;
     size_t n, cap;
     uint64_t blob_in, blob_out;
+    uint64_t gc_reclaimed;
 };
 
 struct srv_metrics *srv_metrics_new(void)
@@ -107,6 +108,12 @@ void srv_metrics_blob_out(struct srv_metrics *m, uint64_t bytes)
         __atomic_add_fetch(&m->blob_out, bytes, __ATOMIC_RELAXED);
 }
 
+void srv_metrics_gc_reclaimed(struct srv_metrics *m, uint64_t bytes)
+{
+    if (m)
+        __atomic_add_fetch(&m->gc_reclaimed, bytes, __ATOMIC_RELAXED);
+}
+
 static void line(struct mg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void line(struct mg_buf *b, const char *fmt, ...)
@@ -165,4 +172,10 @@ void srv_metrics_render(struct srv_metrics *m, struct mg_buf *b)
          "# TYPE modelgate_blob_bytes_out_total counter\n"
          "modelgate_blob_bytes_out_total %llu\n",
          (unsigned long long)__atomic_load_n(&m->blob_out, __ATOMIC_RELAXED));
+    line(b,
+         "# HELP modelgate_gc_reclaimed_bytes_total Blob bytes garbage collection on this "
+         "replica removed.\n"
+         "# TYPE modelgate_gc_reclaimed_bytes_total counter\n"
+         "modelgate_gc_reclaimed_bytes_total %llu\n",
+         (unsigned long long)__atomic_load_n(&m->gc_reclaimed, __ATOMIC_RELAXED));
 }

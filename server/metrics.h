@@ -22,6 +22,9 @@ void srv_metrics_request(struct srv_metrics *m, const char *method, const char *
 void srv_metrics_blob_in(struct srv_metrics *m, uint64_t bytes);
 void srv_metrics_blob_out(struct srv_metrics *m, uint64_t bytes);
 
+/* Bytes a garbage collection run on this replica reclaimed. */
+void srv_metrics_gc_reclaimed(struct srv_metrics *m, uint64_t bytes);
+
 /* Append the registry's series to b. */
 void srv_metrics_render(struct srv_metrics *m, struct mg_buf *b);
 

@@ -62,14 +62,16 @@ static enum lkg_kind kind_of(const char *k)
 static bool lkg_view_init(struct lkg_view *v, const json_t *facts)
 {
     json_t *hist = json_object_get(facts, "history"), *bad = json_object_get(facts, "bad"), *h;
-    size_t i, j, nr = 0, k = 0;
+    json_t *gone = json_object_get(facts, "unavailable");
+    size_t i, j, nr = 0, k = 0, nbad = json_array_size(bad);
 
     memset(v, 0, sizeof(*v));
     json_array_foreach(hist, i, h) nr += json_array_size(json_object_get(h, "routes"));
     v->n = json_array_size(hist);
     v->e = calloc(v->n + 1, sizeof(*v->e));
     v->r = calloc(nr + 1, sizeof(*v->r));
-    v->nbad = json_array_size(bad);
+    /* An archived or deleted version counts as rolled back forever: it is never the LKG. */
+    v->nbad = nbad + json_array_size(gone);
     v->bad = calloc(v->nbad + 1, sizeof(*v->bad));
     if (!v->e || !v->r || !v->bad) {
         lkg_view_release(v);
@@ -89,10 +91,14 @@ static bool lkg_view_init(struct lkg_view *v, const json_t *facts)
             k++;
         }
     }
-    for (i = 0; i < v->nbad; i++) {
+    for (i = 0; i < nbad; i++) {
         json_t *b = json_array_get(bad, i);
         v->bad[i].version = json_integer_value(json_object_get(b, "version"));
         v->bad[i].generation = json_integer_value(json_object_get(b, "generation"));
+    }
+    for (i = nbad; i < v->nbad; i++) {
+        v->bad[i].version = json_integer_value(json_array_get(gone, i - nbad));
+        v->bad[i].generation = INT64_MAX;
     }
     return true;
 }
@@ -314,6 +320,9 @@ enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver,
                                           err)) != MG_OK)
         goto out;
     in.first_unregistered = first ? json_string_value(first) : NULL;
+    in.datasets_withdrawn = json_array_size(json_object_get(ver, "withdrawn_datasets"));
+    in.first_withdrawn =
+        json_string_value(json_array_get(json_object_get(ver, "withdrawn_datasets"), 0));
     in.has_vram = gate_estimated_vram_gib(json_integer_value(json_object_get(res, "parameters")),
                                           json_string_value(json_object_get(res, "precision")),
                                           &in.vram_gib) &&

@@ -37,6 +37,7 @@ static const struct {
     {MG_EINPROGRESS, 409, "promotion_in_progress"},
     {MG_ENOKNOWNGOOD, 409, "no_known_good"},
     {MG_ENOLKG, 404, "no_known_good"},
+    {MG_EGONE, 410, "gone"},
     {MG_ETOOBIG, 413, "payload_too_large"},
     {MG_ERANGE, 416, "range_not_satisfiable"},
     {MG_EMEDIA, 415, "unsupported_media_type"},

@@ -10,10 +10,11 @@
 #include "../common/util.h"
 
 static const struct srv_route *const tables[] = {
-    srv_routes_health,   srv_routes_tokens,   srv_routes_blobs,      srv_routes_models,
-    srv_routes_versions, srv_routes_datasets, srv_routes_audit,      srv_routes_keys,
-    srv_routes_aliases,  srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
-    srv_routes_runner,   srv_routes_ui,       srv_routes_metrics,    srv_routes_oci,
+    srv_routes_health,    srv_routes_tokens,   srv_routes_blobs,      srv_routes_models,
+    srv_routes_versions,  srv_routes_datasets, srv_routes_audit,      srv_routes_keys,
+    srv_routes_aliases,   srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
+    srv_routes_runner,    srv_routes_ui,       srv_routes_metrics,    srv_routes_oci,
+    srv_routes_lifecycle,
 };
 
 void srv_route_foreach(void (*fn)(const struct srv_route *route, void *arg), void *arg)

@@ -271,18 +271,20 @@ out:
     return rc;
 }
 
-enum mg_code store_alias_facts(struct store *st, const char *model, const char *alias, json_t **out,
-                               struct mg_error *err)
+enum mg_code store_alias_facts_in(struct db_conn *c, const char *model, const char *alias,
+                                  json_t **out, struct mg_error *err)
 {
     static const char sql_alias[] =
         "SELECT id, generation, routes, deleted FROM aliases WHERE model_id = ? AND name = ?";
     static const char sql_hist[] = "SELECT generation, kind, routes, at FROM alias_history "
                                    "WHERE alias_id = ? ORDER BY generation DESC LIMIT ?";
     static const char sql_bad[] = "SELECT version, generation FROM alias_bad WHERE alias_id = ?";
-    struct db_conn *c = store_read_begin(st);
+    static const char sql_gone[] = "SELECT version FROM versions WHERE model_id = ? AND "
+                                   "status <> 'ready' ORDER BY version";
     struct db_stmt *s;
     int64_t mid, aid = 0, gen = 0;
     json_t *routes = NULL, *hist = json_array(), *bad = json_array(), *promo = NULL;
+    json_t *gone = json_array();
     bool deleted = false, prot = false, row;
     enum mg_code rc;
 
@@ -320,12 +322,19 @@ enum mg_code store_alias_facts(struct store *st, const char *model, const char *
         if (rc != MG_OK)
             goto out;
     }
+    /* Archived and deleted versions: never a last-known-good or rollback target. */
+    s = db_prepare(c, sql_gone);
+    db_bind_i64(s, 1, mid);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_array_append_new(gone, json_integer(db_col_i64(s, 0)));
+    if (rc != MG_OK)
+        goto out;
     if ((rc = alias_guard(c, mid, alias, &prot, &promo, err)) != MG_OK)
         goto out;
-    *out = json_pack("{s:b, s:b, s:I, s:o, s:b, s:o, s:O, s:O}", "exists", aid != 0 && !deleted,
-                     "deleted", deleted, "generation", (json_int_t)gen, "routes",
-                     routes ? routes : json_array(), "protected", prot, "promotion", promo,
-                     "history", hist, "bad", bad);
+    *out = json_pack("{s:b, s:b, s:I, s:o, s:b, s:o, s:O, s:O, s:O}", "exists",
+                     aid != 0 && !deleted, "deleted", deleted, "generation", (json_int_t)gen,
+                     "routes", routes ? routes : json_array(), "protected", prot, "promotion",
+                     promo, "history", hist, "bad", bad, "unavailable", gone);
     routes = NULL;
     if (*out == NULL)
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
@@ -333,6 +342,16 @@ out:
     json_decref(routes);
     json_decref(hist);
     json_decref(bad);
+    json_decref(gone);
+    return rc;
+}
+
+enum mg_code store_alias_facts(struct store *st, const char *model, const char *alias, json_t **out,
+                               struct mg_error *err)
+{
+    struct db_conn *c = store_read_begin(st);
+    enum mg_code rc = store_alias_facts_in(c, model, alias, out, err);
+
     store_read_end(st, c);
     return rc;
 }
@@ -341,7 +360,7 @@ out:
 static enum mg_code check_route_versions(struct db_conn *c, int64_t mid, const char *model,
                                          const json_t *routes, struct mg_error *err)
 {
-    static const char sql[] = "SELECT 1 FROM versions WHERE model_id = ? AND version = ?";
+    static const char sql[] = "SELECT status FROM versions WHERE model_id = ? AND version = ?";
     json_t *r;
     size_t i;
 
@@ -349,16 +368,24 @@ static enum mg_code check_route_versions(struct db_conn *c, int64_t mid, const c
     {
         struct db_stmt *s = db_prepare(c, sql);
         json_int_t v = json_integer_value(json_object_get(r, "version"));
+        char status[16] = "";
         enum mg_code rc;
-        bool found;
+        bool row;
 
         db_bind_i64(s, 1, mid);
         db_bind_i64(s, 2, v);
-        if ((rc = store_exists(s, &found, err)) != MG_OK)
+        if ((rc = db_step(s, &row, err)) != MG_OK)
             return rc;
-        if (!found)
+        if (!row)
             return mg_fail(err, MG_EINVAL, "routes", "model '%s' has no version %lld", model,
                            (long long)v);
+        snprintf(status, sizeof(status), "%s", db_col_text(s, 0));
+        db_reset(s);
+        if (strcmp(status, "ready") != 0)
+            return mg_fail(err, MG_ECONFLICT, "routes",
+                           "version %lld of model '%s' is %s and cannot be routed%s", (long long)v,
+                           model, status,
+                           strcmp(status, "archived") == 0 ? "; unarchive it first" : "");
     }
     return MG_OK;
 }

@@ -34,7 +34,8 @@ static enum mg_code string_list(struct db_conn *c, const char *sql, const char *
 static enum mg_code dataset_read(struct db_conn *c, const char *digest, json_t **out,
                                  struct mg_error *err)
 {
-    static const char sql[] = "SELECT name, uri, description, created_at, created_by "
+    static const char sql[] = "SELECT name, uri, description, created_at, created_by, "
+                              "withdrawn_at, withdrawn_by, withdrawn_reason "
                               "FROM datasets WHERE digest = ?";
     static const char sql_parents[] =
         "SELECT parent FROM dataset_parents WHERE child = ? ORDER BY parent";
@@ -54,6 +55,11 @@ static enum mg_code dataset_read(struct db_conn *c, const char *digest, json_t *
                   store_col_json_string(s, 0), "uri", store_col_json_string(s, 1), "description",
                   store_col_json_string(s, 2), "created_at", store_col_json_string(s, 3),
                   "created_by", store_col_json_string(s, 4));
+    if (d != NULL && !db_col_null(s, 5))
+        json_object_set_new(d, "withdrawn",
+                            json_pack("{s:o, s:o, s:o}", "at", store_col_json_string(s, 5), "by",
+                                      store_col_json_string(s, 6), "reason",
+                                      store_col_json_string(s, 7)));
     db_reset(s);
     if (d == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
@@ -199,8 +205,10 @@ enum mg_code store_dataset_get(struct store *st, const char *digest, json_t **ou
     return rc;
 }
 
-enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t **out,
-                                    struct mg_error *err)
+/* Versions that used digest directly or through any descendant, in the shape of
+ * store_dataset_versions' items (*out NEW), in the caller's transaction. */
+static enum mg_code dataset_users(struct db_conn *c, const char *digest, json_t **out,
+                                  struct mg_error *err)
 {
     /* Breadth-first over descendants; `via` is the JSON path of digests walked.
      * UNION (not UNION ALL) plus the depth bound keep diamonds finite. */
@@ -229,30 +237,12 @@ enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t
         "JOIN version_datasets vd ON vd.digest = d.digest "
         "JOIN versions v ON v.id = vd.version_id JOIN models m ON m.id = v.model_id "
         "ORDER BY d.depth, m.name, v.version, vd.role";
-    struct db_conn *c = store_read_begin(st);
-    struct db_stmt *s;
-    json_t *items = json_array(), *seen = json_object(), *probe = NULL;
+    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
+    json_t *items = json_array(), *seen = json_object();
     enum mg_code rc;
     int rows = 0;
     bool row;
 
-    /* Registered, or at least used directly by a version: otherwise 404. */
-    rc = dataset_read(c, digest, &probe, err);
-    json_decref(probe);
-    if (rc == MG_ENOTFOUND) {
-        static const char sql_used[] = "SELECT 1 FROM version_datasets WHERE digest = ?";
-        s = db_prepare(c, sql_used);
-        db_bind_text(s, 1, digest);
-        if ((rc = store_exists(s, &row, err)) != MG_OK)
-            goto out;
-        if (!row) {
-            rc = MG_ENOTFOUND; /* err already says so */
-            goto out;
-        }
-    }
-    if (rc != MG_OK)
-        goto out;
-    s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     db_bind_text(s, 1, digest);
     while ((rc = db_step(s, &row, err)) == MG_OK && row && rows++ < LINEAGE_MAX_ROWS) {
         char key[256];
@@ -270,11 +260,44 @@ enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t
                                                store_col_json(s, 3)));
     }
     db_reset(s);
-    if (rc == MG_OK)
-        *out = json_pack("{s:O}", "items", items);
-out:
-    json_decref(items);
     json_decref(seen);
+    if (rc != MG_OK) {
+        json_decref(items);
+        return rc;
+    }
+    *out = items;
+    return MG_OK;
+}
+
+enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t **out,
+                                    struct mg_error *err)
+{
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
+    json_t *items = NULL, *probe = NULL;
+    enum mg_code rc;
+    bool row;
+
+    /* Registered, or at least used directly by a version: otherwise 404. */
+    rc = dataset_read(c, digest, &probe, err);
+    json_decref(probe);
+    if (rc == MG_ENOTFOUND) {
+        static const char sql_used[] = "SELECT 1 FROM version_datasets WHERE digest = ?";
+        s = db_prepare(c, sql_used);
+        db_bind_text(s, 1, digest);
+        if ((rc = store_exists(s, &row, err)) != MG_OK)
+            goto out;
+        if (!row) {
+            rc = MG_ENOTFOUND; /* err already says so */
+            goto out;
+        }
+    }
+    if (rc == MG_OK && (rc = dataset_users(c, digest, &items, err)) == MG_OK) {
+        *out = json_pack("{s:o}", "items", items);
+        if (*out == NULL)
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+out:
     store_read_end(st, c);
     return rc;
 }
@@ -308,4 +331,60 @@ enum mg_code store_datasets_unregistered(struct store *st, const json_t *digests
     }
     *unregistered = n;
     return MG_OK;
+}
+
+enum mg_code store_dataset_withdraw(struct store *st, const char *actor, const char *digest,
+                                    const char *reason, json_t **out, bool *changed,
+                                    struct mg_error *err)
+{
+    static const char sql[] = "UPDATE datasets SET withdrawn_at = ?, withdrawn_by = ?, "
+                              "withdrawn_reason = ? WHERE digest = ? AND withdrawn_at IS NULL";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    json_t *d = NULL, *detail = NULL, *users = NULL, *u;
+    char at[32];
+    size_t i;
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    *changed = false;
+    if ((rc = dataset_read(c, digest, &d, err)) != MG_OK)
+        goto out;
+    if (json_object_get(d, "withdrawn") != NULL)
+        goto out; /* withdrawn before: the first withdrawal stands */
+    store_now(at);
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, at);
+    db_bind_text(s, 2, actor);
+    db_bind_text(s, 3, reason);
+    db_bind_text(s, 4, digest);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    *changed = true;
+    /* The versions it marks are named in the audit entry, and each of their models' cached
+     * answers moves on (they now show withdrawn_datasets). */
+    if ((rc = dataset_users(c, digest, &users, err)) != MG_OK)
+        goto out;
+    json_array_foreach(users, i, u)
+    {
+        if ((rc = store_model_bump(c, json_string_value(json_object_get(u, "model")), err)) !=
+            MG_OK)
+            goto out;
+    }
+    detail = json_pack("{s:s?, s:O}", "reason", reason, "versions", users);
+    if ((rc = store_audit_append(c, actor, "dataset.withdraw", digest, detail, err)) != MG_OK)
+        goto out;
+    json_decref(d);
+    d = NULL;
+    rc = dataset_read(c, digest, &d, err);
+out:
+    json_decref(detail);
+    json_decref(users);
+    rc = store_write_end(st, c, rc, err);
+    if (rc == MG_OK)
+        *out = d;
+    else
+        json_decref(d);
+    return rc;
 }

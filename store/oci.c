@@ -31,6 +31,25 @@ static json_t *docs_row(struct db_stmt *s, int first, int64_t version)
     return d;
 }
 
+/* A deleted version has no OCI documents to pull: its artifact is gone (API.md "Lifecycle"). */
+static enum mg_code not_deleted(struct db_conn *c, int64_t vid, const char *model, int64_t version,
+                                struct mg_error *err)
+{
+    static const char sql[] = "SELECT 1 FROM versions WHERE id = ? AND status = 'deleted'";
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool found;
+
+    db_bind_i64(s, 1, vid);
+    if ((rc = store_exists(s, &found, err)) != MG_OK)
+        return rc;
+    if (found)
+        return mg_fail(err, MG_ENOTFOUND, NULL,
+                       "version %lld of model '%s' was deleted: its artifact is gone",
+                       (long long)version, model);
+    return MG_OK;
+}
+
 /* The stored documents of version row vid: *out NULL when none. */
 static enum mg_code docs_read(struct db_conn *c, int64_t vid, int64_t version, json_t **out,
                               struct mg_error *err)
@@ -57,6 +76,8 @@ enum mg_code store_oci_get(struct store *st, const char *model, int64_t version,
     json_t *d = NULL;
     enum mg_code rc = store_version_id(c, model, version, &vid, err);
 
+    if (rc == MG_OK)
+        rc = not_deleted(c, vid, model, version, err);
     if (rc == MG_OK && (rc = docs_read(c, vid, version, &d, err)) == MG_OK)
         *out = d;
     store_read_end(st, c);
@@ -115,7 +136,7 @@ static enum mg_code find_docs(struct db_conn *c, int64_t mid, const char *digest
         "ELSE 'bundle' END, " DOCS_COLUMNS " FROM oci_manifests o "
         "JOIN versions v ON v.id = o.version_id WHERE v.model_id = ?1 AND (o.digest = ?2 OR "
         "o.referrer_digest = ?2 OR o.config_digest = ?2 OR o.bundle_digest = ?2) "
-        "ORDER BY v.version LIMIT 1";
+        "AND v.status <> 'deleted' ORDER BY v.version LIMIT 1";
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
@@ -137,7 +158,8 @@ static enum mg_code find_artifact(struct db_conn *c, int64_t mid, const char *di
 {
     static const char sql[] =
         "SELECT v.version, b.size, b.media_type FROM versions v JOIN blobs b ON "
-        "b.digest = v.artifact WHERE v.model_id = ? AND v.artifact = ? ORDER BY v.version LIMIT 1";
+        "b.digest = v.artifact WHERE v.model_id = ? AND v.artifact = ? AND v.status <> 'deleted' "
+        "AND b.state = 'live' ORDER BY v.version LIMIT 1";
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
@@ -159,7 +181,8 @@ static enum mg_code find_file(struct db_conn *c, int64_t mid, const char *digest
 {
     static const char sql[] = "SELECT v.version, v.artifact, f.path, f.size FROM versions v "
                               "JOIN blob_files f ON f.digest = v.artifact "
-                              "WHERE v.model_id = ? AND f.sha256 = ? ORDER BY v.version LIMIT 1";
+                              "WHERE v.model_id = ? AND f.sha256 = ? AND v.status <> 'deleted' "
+                              "ORDER BY v.version LIMIT 1";
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;

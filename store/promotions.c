@@ -184,7 +184,10 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    if ((rc = store_model_id(c, model, &mid, err)) != MG_OK)
+    if ((rc = store_model_id(c, model, &mid, err)) != MG_OK ||
+        (rc = store_version_usable(c, mid, model,
+                                   json_integer_value(json_object_get(rec, "version")), "promoted",
+                                   err)) != MG_OK)
         goto out;
     s = db_prepare(c, sql);
     store_now(at);

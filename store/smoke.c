@@ -74,6 +74,7 @@ enum mg_code store_smoke_enqueue_in(struct db_conn *c, const char *model, int64_
                                     const char *trigger, const char *gpu_mode, json_t **out,
                                     bool *created, struct mg_error *err)
 {
+    static const char sql_status[] = "SELECT 1 FROM versions WHERE id = ? AND status = 'deleted'";
     static const char sql_open[] = "SELECT id FROM smoke_tests WHERE version_id = ? AND "
                                    "state IN ('queued', 'running') ORDER BY created_ms LIMIT 1";
     static const char sql_profile[] =
@@ -102,6 +103,17 @@ enum mg_code store_smoke_enqueue_in(struct db_conn *c, const char *model, int64_
     *created = false;
     if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
         goto out;
+    s = db_prepare(c, sql_status);
+    db_bind_i64(s, 1, vid);
+    if ((rc = store_exists(s, &row, err)) != MG_OK)
+        goto out;
+    if (row) {
+        rc = mg_fail(err, MG_EGONE, NULL,
+                     "version %lld of model '%s' is deleted: its artifact is gone and cannot be "
+                     "tested",
+                     (long long)version, model);
+        goto out;
+    }
     s = db_prepare(c, sql_open);
     db_bind_i64(s, 1, vid);
     if ((rc = db_step(s, &row, err)) != MG_OK)

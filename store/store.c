@@ -318,6 +318,7 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     pthread_mutex_init(&st->rlock, NULL);
     pthread_mutex_init(&st->tlock, NULL);
     pthread_mutex_init(&st->ep_lock, NULL);
+    pthread_mutex_init(&st->gc_lock, NULL);
     pthread_cond_init(&st->ep_cond, NULL);
     pthread_cond_init(&st->rcond, NULL);
     st->lock_fd = -1;
@@ -407,6 +408,7 @@ void store_close(struct store **stp)
     pthread_mutex_destroy(&st->rlock);
     pthread_mutex_destroy(&st->tlock);
     pthread_mutex_destroy(&st->ep_lock);
+    pthread_mutex_destroy(&st->gc_lock);
     pthread_cond_destroy(&st->ep_cond);
     pthread_cond_destroy(&st->rcond);
     free(st->readers);

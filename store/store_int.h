@@ -58,6 +58,7 @@ struct store {
         int64_t until_ms;
     } tcache[64];
     uint64_t tcache_epoch;
+    pthread_mutex_t gc_lock; /* one garbage collection sweep at a time (gc.c) */
 
     pthread_mutex_t rlock;
     pthread_cond_t rcond;
@@ -159,6 +160,15 @@ enum mg_code store_alias_apply(struct db_conn *c, const char *actor,
  * MG_ENOTFOUND when missing or deleted. *out NEW. */
 enum mg_code store_alias_read(struct db_conn *c, const char *model, const char *alias, json_t **out,
                               struct mg_error *err);
+
+/* versions.c: MG_OK when the version is ready; MG_ECONFLICT saying it is archived or
+ * deleted and cannot be `use` ("promoted", "routed"); MG_ENOTFOUND when missing. */
+enum mg_code store_version_usable(struct db_conn *c, int64_t mid, const char *model,
+                                  int64_t version, const char *use, struct mg_error *err);
+
+/* aliases.c: store_alias_facts in the caller's open transaction. */
+enum mg_code store_alias_facts_in(struct db_conn *c, const char *model, const char *alias,
+                                  json_t **out, struct mg_error *err);
 
 /* policies.c: whether (model, alias) has a policy. On any error *yes stays
  * true: a failed read must never make an alias look unprotected. */

@@ -15,7 +15,8 @@
 #define VERSION_SELECT                                                                             \
     "SELECT v.id, m.name, v.version, v.artifact, b.size, b.media_type, b.files, v.image, "         \
     "v.run_id, v.source, v.params, v.tags, v.smoke, v.resources, v.description, "                  \
-    "v.created_at, v.created_by, sg.keyid "                                                        \
+    "v.created_at, v.created_by, sg.keyid, v.status, v.archived_at, v.archived_by, v.deleted_at, " \
+    "v.deleted_by, v.deletion_reason "                                                             \
     "FROM versions v JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "    \
     "LEFT JOIN version_signatures sg ON sg.version_id = v.id "
 
@@ -91,6 +92,29 @@ static enum mg_code load_bad_for(struct db_conn *c, int64_t vid, json_t *ver, st
     return rc;
 }
 
+/* The withdrawn datasets the version was trained on, directly or through the data sets
+ * those were derived from (API.md "Lifecycle"). */
+static enum mg_code load_withdrawn(struct db_conn *c, int64_t vid, json_t *ver,
+                                   struct mg_error *err)
+{
+    static const char sql[] =
+        "WITH RECURSIVE anc(digest) AS ("
+        " SELECT digest FROM version_datasets WHERE version_id = ?"
+        " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest) "
+        "SELECT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
+        "WHERE d.withdrawn_at IS NOT NULL ORDER BY d.digest";
+    struct db_stmt *s = db_prepare(c, sql);
+    json_t *arr = json_array();
+    enum mg_code rc;
+    bool row;
+
+    db_bind_i64(s, 1, vid);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_array_append_new(arr, store_col_json_string(s, 0));
+    json_object_set_new(ver, "withdrawn_datasets", arr);
+    return rc;
+}
+
 /* Build the Version object from the current row of a VERSION_SELECT statement. */
 static json_t *version_row(struct db_stmt *s)
 {
@@ -102,7 +126,7 @@ static json_t *version_row(struct db_stmt *s)
         store_col_json_string(s, 5), "files", files, "params", store_col_json(s, 10), "tags",
         store_col_json(s, 11), "description", store_col_json_string(s, 14), "created_at",
         store_col_json_string(s, 15), "created_by", store_col_json_string(s, 16), "image",
-        store_col_json_string(s, 7), "status", "ready", "signature", "bad_for");
+        store_col_json_string(s, 7), "status", db_col_text(s, 18), "signature", "bad_for");
 
     if (v == NULL)
         return NULL;
@@ -110,6 +134,11 @@ static json_t *version_row(struct db_stmt *s)
     set_json_or_skip(v, "source", store_col_json(s, 9));
     set_json_or_skip(v, "smoke", store_col_json(s, 12));
     set_json_or_skip(v, "resources", store_col_json(s, 13));
+    set_json_or_skip(v, "archived_at", store_col_json_string(s, 19));
+    set_json_or_skip(v, "archived_by", store_col_json_string(s, 20));
+    set_json_or_skip(v, "deleted_at", store_col_json_string(s, 21));
+    set_json_or_skip(v, "deleted_by", store_col_json_string(s, 22));
+    set_json_or_skip(v, "deletion_reason", store_col_json_string(s, 23));
     if (!db_col_null(s, 17)) {
         char url[256];
         snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature", db_col_text(s, 1),
@@ -141,7 +170,8 @@ static enum mg_code version_load(struct db_conn *c, int64_t vid, json_t **out, s
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     if ((rc = load_datasets(c, vid, v, err)) != MG_OK ||
         (rc = load_metrics(c, vid, v, err)) != MG_OK ||
-        (rc = load_bad_for(c, vid, v, err)) != MG_OK) {
+        (rc = load_bad_for(c, vid, v, err)) != MG_OK ||
+        (rc = load_withdrawn(c, vid, v, err)) != MG_OK) {
         json_decref(v);
         return rc;
     }
@@ -223,7 +253,7 @@ static enum mg_code insert_datasets(struct db_conn *c, int64_t vid, const json_t
 
 static enum mg_code blob_exists(struct db_conn *c, const char *digest, struct mg_error *err)
 {
-    static const char sql[] = "SELECT 1 FROM blobs WHERE digest = ?";
+    static const char sql[] = "SELECT 1 FROM blobs WHERE digest = ? AND state = 'live'";
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool found;
@@ -522,6 +552,7 @@ enum mg_code store_version_list(struct store *st, const char *model,
         "       WHEN '>=' THEN mm.value >= ?8 WHEN '>' THEN mm.value > ?8 "
         "       WHEN '<=' THEN mm.value <= ?8 WHEN '<' THEN mm.value < ?8 "
         "       WHEN '=' THEN mm.value = ?8 ELSE 0 END)) "
+        "AND (?10 IS NULL OR v.status = ?10) "
         "ORDER BY v.version DESC LIMIT ?9";
     static const char sql_pg[] =
         "SELECT v.id, v.version FROM versions v WHERE v.model_id = ?1 AND v.version < ?2 "
@@ -534,6 +565,7 @@ enum mg_code store_version_list(struct store *st, const char *model,
         "       WHEN '>=' THEN mm.value >= ?8 WHEN '>' THEN mm.value > ?8 "
         "       WHEN '<=' THEN mm.value <= ?8 WHEN '<' THEN mm.value < ?8 "
         "       WHEN '=' THEN mm.value = ?8 ELSE false END)) "
+        "AND (?10::text IS NULL OR v.status = ?10::text) "
         "ORDER BY v.version DESC LIMIT ?9";
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s;
@@ -552,10 +584,30 @@ enum mg_code store_version_list(struct store *st, const char *model,
     db_bind_text(s, 6, f->metric);
     db_bind_text(s, 7, f->metric_op);
     db_bind_double(s, 8, f->metric_value);
+    db_bind_text(s, 10, f->status);
     rc = store_page_rows(s, 9, page, list_row, c, out, err);
 out:
     store_read_end(st, c);
     return rc;
+}
+
+/* A deleted version's record is kept as it was: MG_ECONFLICT for changes to it. */
+static enum mg_code not_deleted(struct db_conn *c, int64_t vid, const char *model, int64_t n,
+                                struct mg_error *err)
+{
+    static const char sql[] = "SELECT 1 FROM versions WHERE id = ? AND status = 'deleted'";
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool found;
+
+    db_bind_i64(s, 1, vid);
+    if ((rc = store_exists(s, &found, err)) != MG_OK)
+        return rc;
+    if (found)
+        return mg_fail(err, MG_ECONFLICT, NULL,
+                       "version %lld of model '%s' is deleted; its record is kept as it was",
+                       (long long)n, model);
+    return MG_OK;
 }
 
 enum mg_code store_version_patch(struct store *st, const char *actor, const char *model,
@@ -576,7 +628,8 @@ enum mg_code store_version_patch(struct store *st, const char *actor, const char
         free(tags);
         return err->code;
     }
-    if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
+    if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK ||
+        (rc = not_deleted(c, vid, model, version, err)) != MG_OK)
         goto out;
     s = db_prepare(c, sql);
     db_bind_text(s, 1, desc);
@@ -635,7 +688,8 @@ enum mg_code store_version_add_metrics(struct store *st, const char *actor, cons
 
     if (c == NULL)
         return err->code;
-    if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
+    if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK ||
+        (rc = not_deleted(c, vid, model, version, err)) != MG_OK)
         goto out;
     if ((rc = insert_metrics(c, vid, actor, metrics, &changed, err)) != MG_OK)
         goto out;
@@ -722,4 +776,29 @@ enum mg_code store_version_signature(struct store *st, const char *model, int64_
 out:
     store_read_end(st, c);
     return rc;
+}
+
+enum mg_code store_version_usable(struct db_conn *c, int64_t mid, const char *model,
+                                  int64_t version, const char *use, struct mg_error *err)
+{
+    static const char sql[] = "SELECT status FROM versions WHERE model_id = ? AND version = ?";
+    struct db_stmt *s = db_prepare(c, sql);
+    char status[16] = "";
+    enum mg_code rc;
+    bool row;
+
+    db_bind_i64(s, 1, mid);
+    db_bind_i64(s, 2, version);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (!row)
+        return mg_fail(err, MG_ENOTFOUND, NULL, "version %lld of model '%s' does not exist",
+                       (long long)version, model);
+    snprintf(status, sizeof(status), "%s", db_col_text(s, 0));
+    db_reset(s);
+    if (strcmp(status, "ready") == 0)
+        return MG_OK;
+    return mg_fail(err, MG_ECONFLICT, NULL, "version %lld of model '%s' is %s and cannot be %s%s",
+                   (long long)version, model, status, use,
+                   strcmp(status, "archived") == 0 ? "; unarchive it first" : "");
 }

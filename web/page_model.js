@@ -1,9 +1,11 @@
 /* #/models/NAME: each alias with its split, delivery and history (and a
- * rollback for deployers), then the versions. */
+ * rollback for deployers), then the versions (archived and deleted ones too,
+ * marked, and those trained on withdrawn data flagged) with the storage the
+ * model uses. */
 
 import { api } from './ui_api.js';
 import { enc, h } from './ui_dom.js';
-import { fmtNum, routesText } from './ui_format.js';
+import { fmtBytes, fmtNum, routesText, shortDigest } from './ui_format.js';
 import { hasRole, route, view } from './ui_state.js';
 import { badge, mount, row, section, splitBar, table, tagsList, when } from './ui_widgets.js';
 
@@ -133,8 +135,9 @@ function aliasCard(model, a, history, versionsByN) {
 
 export async function renderModel(seq, name) {
   const base = '/api/v1/models/' + enc(name);
-  const [model, aliases, versions] = await Promise.all([
-    api('GET', base), api('GET', base + '/aliases'), api('GET', base + '/versions?limit=50'),
+  const [model, aliases, versions, usage] = await Promise.all([
+    api('GET', base), api('GET', base + '/aliases'),
+    api('GET', base + '/versions?status=all&limit=50'), api('GET', base + '/usage'),
   ]);
   const items = aliases.items || [];
   const histories = await Promise.all(items.map((a) =>
@@ -146,16 +149,30 @@ export async function renderModel(seq, name) {
   for (const v of versions.items || [])
     versionsByN[v.version] = v;
 
-  const vhead = ['Version', 'Published', 'By', 'Metrics', 'Tags', 'Bad for'];
+  const vhead = ['Version', 'Status', 'Published', 'By', 'Metrics', 'Tags', 'Bad for'];
   const vrows = (versions.items || []).map((v) => row(vhead, [
-    h('strong', null, 'v' + v.version), when(v.created_at), v.created_by,
+    h('strong', null, 'v' + v.version),
+    h('span', null, badge(v.status || 'ready'),
+      v.status === 'deleted' && v.deletion_reason
+        ? h('span', { class: 'muted small' }, ' ' + v.deletion_reason) : null,
+      (v.withdrawn_datasets || []).length
+        ? h('span', { class: 'badge badge-bad', 'data-flag': 'withdrawn',
+                      title: 'trained on withdrawn data: ' +
+                             v.withdrawn_datasets.map(shortDigest).join(', ') },
+            'withdrawn data') : null),
+    when(v.created_at), v.created_by,
     Object.keys(v.metrics || {}).length
       ? h('ul', { class: 'plain small' }, Object.keys(v.metrics).sort().map((k) =>
         h('li', null, k + ' ', h('strong', null, fmtNum(v.metrics[k])))))
       : h('span', { class: 'muted' }, '—'),
     tagsList(v.tags),
     (v.bad_for || []).length ? v.bad_for.join(', ') : h('span', { class: 'muted' }, '—'),
-  ], { 'data-version': v.version }));
+  ], { 'data-version': v.version, 'data-status': v.status || 'ready' }));
+  const u = usage.versions || {};
+  const usageLine = h('p', { class: 'muted', id: 'model-usage' },
+    (u.ready || 0) + ' ready · ' + (u.archived || 0) + ' archived · ' + (u.deleted || 0) +
+    ' deleted · ' + fmtBytes(usage.bytes) + ' stored (' + fmtBytes(usage.bytes_unique) +
+    ' not shared with other models)');
 
   mount(
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' },
@@ -168,7 +185,7 @@ export async function renderModel(seq, name) {
       h('button', { type: 'button', class: 'btn', onclick: () => route() }, 'Refresh')),
     items.length ? items.map((a, i) => aliasCard(model.name, a, histories[i], versionsByN))
                  : h('section', { class: 'card' }, h('p', { class: 'empty' }, 'No aliases yet.')),
-    section('Versions', 'versions',
+    section('Versions', 'versions', usageLine,
             vrows.length ? table('versions-table', vhead, vrows, 'Versions')
                          : h('p', { class: 'empty' }, 'No versions yet.')));
 }

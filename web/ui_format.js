@@ -52,3 +52,16 @@ export function routesText(routes) {
     return 'no traffic';
   return routes.map((r) => 'v' + r.version + ' ' + r.weight + '%').join(' · ');
 }
+
+/* Bytes as B, KiB, MiB, GiB or TiB with up to three significant digits. */
+export function fmtBytes(n) {
+  if (typeof n !== 'number' || !isFinite(n) || n < 0)
+    return '—';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return (i === 0 ? String(n) : String(parseFloat(n.toPrecision(3)))) + ' ' + units[i];
+}

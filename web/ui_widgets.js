@@ -44,6 +44,7 @@ const STATE_TONE = {
   rejected: 'bad', aborted: 'bad', rolled_back: 'bad', passed: 'good', failed: 'bad',
   pending: 'warn', running: 'info', skipped: 'neutral', queued: 'neutral', error: 'bad',
   in_sync: 'good', failing: 'bad', approve: 'good', reject: 'bad',
+  ready: 'good', archived: 'neutral', deleted: 'bad',
 };
 
 export function badge(st, label) {

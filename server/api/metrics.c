@@ -172,6 +172,21 @@ static void metrics(struct srv_req *r)
     }
     json_decref(st);
     {
+        int64_t bytes = 0, blobs = 0;
+
+        if (store_storage_bytes(r->srv->store, &bytes, &blobs, &err) == MG_OK) {
+            char lbl2[64];
+
+            gauge_header(&b, "modelgate_storage_bytes",
+                         "Bytes of the blobs stored (total, and in the blob backend).");
+            gauge(&b, "modelgate_storage_bytes", "", (double)bytes);
+            snprintf(lbl2, sizeof(lbl2), "backend=\"%s\"", store_blobs_kind(r->srv->store));
+            gauge(&b, "modelgate_storage_bytes", lbl2, (double)bytes);
+            gauge_header(&b, "modelgate_storage_blobs", "Blobs stored.");
+            gauge(&b, "modelgate_storage_blobs", "", (double)blobs);
+        }
+    }
+    {
         uint64_t hits, misses;
 
         srv_cache_counts(r->srv->cache, &hits, &misses);

@@ -295,7 +295,7 @@ static int tag_order(const void *a, const void *b)
 static enum mg_code all_tags(struct srv *srv, const char *model, char ***out, size_t *count,
                              struct mg_error *err)
 {
-    json_t *m = NULL, *aliases = NULL, *a;
+    json_t *m = NULL, *aliases = NULL, *a, *hidden = NULL;
     char **tags = NULL;
     int64_t latest, v;
     size_t n = 0, cap, i;
@@ -304,7 +304,8 @@ static enum mg_code all_tags(struct srv *srv, const char *model, char ***out, si
     *out = NULL;
     *count = 0;
     if ((rc = store_model_get(srv->store, model, &m, err)) != MG_OK ||
-        (rc = rel_alias_list(srv, model, &aliases, err)) != MG_OK)
+        (rc = rel_alias_list(srv, model, &aliases, err)) != MG_OK ||
+        (rc = store_versions_unavailable(srv->store, model, &hidden, err)) != MG_OK)
         goto out;
     latest = json_integer_value(json_object_get(m, "latest_version"));
     cap = (size_t)latest + json_array_size(json_object_get(aliases, "items")) + 1;
@@ -313,6 +314,13 @@ static enum mg_code all_tags(struct srv *srv, const char *model, char ***out, si
         goto out;
     }
     for (v = 1; v <= latest; v++) {
+        char key[24];
+
+        /* Archived versions are listed only when asked for, deleted ones have no bytes:
+         * neither is a tag (API.md "Lifecycle"); an archived one still pulls by v{n}. */
+        snprintf(key, sizeof(key), "%lld", (long long)v);
+        if (json_object_get(hidden, key) != NULL)
+            continue;
         if (asprintf(&tags[n], "v%lld", (long long)v) < 0) {
             rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
             goto out;
@@ -345,6 +353,7 @@ out:
     free(tags);
     json_decref(m);
     json_decref(aliases);
+    json_decref(hidden);
     return rc;
 }
 

@@ -250,7 +250,7 @@ static void list(struct srv_req *r)
     struct store_version_filter f = {0};
     struct store_page page;
     const char *tag = srv_query(r, "tag"), *ds = srv_query(r, "dataset");
-    const char *metric = srv_query(r, "metric");
+    const char *metric = srv_query(r, "metric"), *status = srv_query(r, "status");
     char tagkey[129], mname[129];
     json_t *out = NULL, *v;
     struct mg_error err;
@@ -281,6 +281,15 @@ static void list(struct srv_req *r)
     }
     if (metric && !parse_metric_filter(r, metric, &f, mname, sizeof(mname)))
         return;
+    /* API.md "Lifecycle": archived (and deleted) versions are listed only when asked for. */
+    f.status = status ? status : "ready";
+    if (strcmp(f.status, "all") == 0) {
+        f.status = NULL;
+    } else if (strcmp(f.status, "ready") != 0 && strcmp(f.status, "archived") != 0 &&
+               strcmp(f.status, "deleted") != 0) {
+        srv_fail(r, MG_EINVAL, "status", "status is ready, archived, deleted or all");
+        return;
+    }
     rc = store_version_list(r->srv->store, srv_param(r, "model"), &f, &page, &out, &err);
     if (rc == MG_OK) {
         json_array_foreach(json_object_get(out, "items"), i, v) decorate(v);
@@ -374,7 +383,17 @@ static void artifact(struct srv_req *r)
         srv_reply_error(r, &err);
         return;
     }
-    api_serve_blob(r, json_string_value(json_object_get(json_object_get(v, "artifact"), "digest")));
+    if (strcmp(json_string_value(json_object_get(v, "status")), "deleted") == 0)
+        srv_fail(r, MG_EGONE, NULL,
+                 "version %lld of model '%s' was deleted (%s); its record and signature stay, "
+                 "its artifact is gone",
+                 (long long)srv_param_version(r), srv_param(r, "model"),
+                 json_string_value(json_object_get(v, "deletion_reason"))
+                     ? json_string_value(json_object_get(v, "deletion_reason"))
+                     : "no reason given");
+    else
+        api_serve_blob(
+            r, json_string_value(json_object_get(json_object_get(v, "artifact"), "digest")));
     json_decref(v);
 }
 

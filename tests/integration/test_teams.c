@@ -462,8 +462,23 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE outbox DROP COLUMN lease_token; "
                                     "ALTER TABLE smoke_tests DROP COLUMN owner; "
                                     "ALTER TABLE smoke_tests DROP COLUMN lease_until; "
+                                    "DROP TABLE blob_pins; DROP TABLE retention; "
+                                    "DROP TABLE jobs; DROP INDEX versions_artifact; "
+                                    "ALTER TABLE versions DROP COLUMN status; "
+                                    "ALTER TABLE versions DROP COLUMN archived_at; "
+                                    "ALTER TABLE versions DROP COLUMN archived_by; "
+                                    "ALTER TABLE versions DROP COLUMN deleted_at; "
+                                    "ALTER TABLE versions DROP COLUMN deleted_by; "
+                                    "ALTER TABLE versions DROP COLUMN deletion_reason; "
+                                    "ALTER TABLE blobs DROP COLUMN state; "
+                                    "ALTER TABLE blobs DROP COLUMN last_used_ms; "
+                                    "ALTER TABLE blobs DROP COLUMN gc_owner; "
+                                    "ALTER TABLE blobs DROP COLUMN gc_at_ms; "
+                                    "ALTER TABLE datasets DROP COLUMN withdrawn_at; "
+                                    "ALTER TABLE datasets DROP COLUMN withdrawn_by; "
+                                    "ALTER TABLE datasets DROP COLUMN withdrawn_reason; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
-                     4); /* migrations 6 to 9 (a database of the previous release) */
+                     5); /* migrations 6 to 10 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);

@@ -656,6 +656,42 @@ describe('reviewer UI', { concurrency: false }, () => {
     await page.context().close();
   });
 
+  test('the model page marks archived, deleted and withdrawn-data versions and shows usage',
+       async () => {
+    const pub = tokens.publisher;
+    const H3 = 'sha256:' + hex('d');
+    await must(pub, 'POST', '/api/v1/models', { name: 'churn' });
+    await must(pub, 'POST', '/api/v1/datasets', { digest: H3, name: 'churn-raw' });
+    for (const [i, text] of ['churn v1', 'churn v2 bytes', 'churn v3 weights!'].entries()) {
+      const b = await must(pub, 'POST', '/api/v1/blobs', new TextEncoder().encode(text));
+      await must(pub, 'POST', '/api/v1/models/churn/versions', {
+        artifact: b.digest, datasets: i === 2 ? [{ digest: H3, role: 'train' }] : [],
+      });
+    }
+    await must(pub, 'POST', '/api/v1/models/churn/versions/1/archive');
+    await must(admin, 'DELETE', '/api/v1/models/churn/versions/2', { reason: 'leaked labels' });
+    await must(admin, 'POST', '/api/v1/datasets/' + encodeURIComponent(H3) + '/withdraw',
+               { reason: 'licence ended' });
+
+    const page = await newPage();
+    await signIn(page, 'reviewer1');
+    await page.goto(base + '/#/models/churn');
+    await page.locator('#versions tr[data-version="3"]').waitFor();
+    assert.equal(await page.locator('#versions tr[data-version="1"]').getAttribute('data-status'),
+                 'archived');
+    const deleted = page.locator('#versions tr[data-version="2"]');
+    assert.equal(await deleted.getAttribute('data-status'), 'deleted');
+    assert.match(await deleted.innerText(), /deleted[\s\S]*leaked labels/);
+    assert.equal(await page.locator('#versions tr[data-version="3"] [data-flag="withdrawn"]')
+      .count(), 1);
+    assert.equal(await page.locator('#versions tr[data-version="1"] [data-flag="withdrawn"]')
+      .count(), 0);
+    // 8 + 17 bytes are stored for v1 and v3; v2's bytes no longer count.
+    assert.match(await page.locator('#model-usage').innerText(),
+                 /1 ready · 1 archived · 1 deleted · 25 B stored/);
+    await page.context().close();
+  });
+
   test('signing out ends the session', async () => {
     await r1.locator('#sign-out').click();
     await r1.getByLabel('API token').waitFor();

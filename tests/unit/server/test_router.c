@@ -242,7 +242,7 @@ static void test_wrong_method(void **state)
         {"PUT", "/api/v1/models/resnet"},
         {"DELETE", "/api/v1/models/resnet"},
         {"POST", "/api/v1/models/resnet"},
-        {"DELETE", "/api/v1/models/m/versions/1"},
+        {"DELETE", "/api/v1/models/m/versions/1/files"},
         {"GET", "/api/v1/models/m/versions/1/metrics"},
         {"PATCH", "/api/v1/tokens"},
         {"GET", "/api/v1/tokens/tok_1"},
@@ -401,10 +401,11 @@ static bool was_seen(const struct visit *v, const struct srv_route *route)
 static void test_route_foreach_visits_every_route(void **state)
 {
     const struct srv_route *const tables[] = {
-        srv_routes_health,   srv_routes_tokens,   srv_routes_blobs,      srv_routes_models,
-        srv_routes_versions, srv_routes_datasets, srv_routes_audit,      srv_routes_keys,
-        srv_routes_aliases,  srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
-        srv_routes_runner,   srv_routes_ui,       srv_routes_metrics,    srv_routes_oci,
+        srv_routes_health,    srv_routes_tokens,   srv_routes_blobs,      srv_routes_models,
+        srv_routes_versions,  srv_routes_datasets, srv_routes_audit,      srv_routes_keys,
+        srv_routes_aliases,   srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
+        srv_routes_runner,    srv_routes_ui,       srv_routes_metrics,    srv_routes_oci,
+        srv_routes_lifecycle,
     };
     struct visit v;
     unsigned total = 0;
