@@ -51,6 +51,7 @@ struct gate_policy {
     bool require_signature;
     bool require_pinned_image;
     bool require_registered_datasets;
+    bool schema_compatible; /* "schema":{"compatible_with_baseline":true} */
     bool smoke_required;
     enum gate_gpu gpu;
     int steps[GATE_MAX_STEPS]; /* increasing, ending at 100 */
@@ -108,6 +109,10 @@ struct gate_input {
     size_t datasets_total;
     size_t datasets_unregistered;
     const char *first_unregistered; /* a digest, or NULL */
+
+    /* Input/output schemas (gate_version_schema()); NULL when the version has none. */
+    const json_t *candidate_schema;
+    const json_t *baseline_schema;
 
     bool has_vram;
     double vram_gib;
