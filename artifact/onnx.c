@@ -273,7 +273,7 @@ enum mg_code art_onnx_read(struct art_src *s, const struct art_introspect_limits
         goto out;
     m = onnx__model_proto__unpack(&alloc, f.len, f.out ? f.out : (const uint8_t *)"");
     if (m == NULL) {
-        s->cap_hit = budget.over;
+        s->cap_hit = budget.over && f.seen_graph;
         if (budget.over)
             rc = art_src_fail(s, 0, err,
                               "decoding the graph structure needs more than the cap of %llu "

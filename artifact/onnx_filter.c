@@ -44,7 +44,9 @@ static enum mg_code grow(struct onnx_filter *f, size_t n)
     if (n <= f->cap - f->len)
         return MG_OK;
     if (n > f->lim->max_onnx_structure - f->len) {
-        f->s->cap_hit = true;
+        /* Only a model whose graph was reached counts as ONNX too large; before that, a
+         * sniffed blob may be another protobuf altogether. */
+        f->s->cap_hit = f->seen_graph;
         return art_src_fail(f->s, f->s->off, f->err,
                             "the graph structure (without tensor data, nodes and functions) is "
                             "larger than the cap of %llu bytes",
@@ -175,6 +177,8 @@ static enum mg_code filter_delimited(struct onnx_filter *f, const ProtobufCField
     /* Room for the longest length varint; moved down once the body's size is known. */
     if ((rc = grow(f, 10)) != MG_OK)
         return rc;
+    if (fd->descriptor == &onnx__graph_proto__descriptor && depth == 0)
+        f->seen_graph = true;
     mark = f->len;
     f->len += 10;
     if ((rc = filter_message(f, fd->descriptor, f->s->off + n, depth + 1)) != MG_OK)

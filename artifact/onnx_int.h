@@ -16,6 +16,7 @@ struct onnx_filter {
     uint8_t *out; /* the kept structure, re-framed; at most lim->max_onnx_structure bytes */
     size_t len, cap;
     uint64_t fields; /* fields seen (kept or skipped) */
+    bool seen_graph; /* the walk entered ModelProto.graph: the bytes are an ONNX model */
 };
 
 /* Stream the whole model from f->s into f->out. The caller frees f->out. */

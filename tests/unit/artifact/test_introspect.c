@@ -255,6 +255,23 @@ static void test_plain_blobs(void **state)
     assert_int_equal(json_array_size(formats), 0);
     assert_null(intro);
     json_decref(formats);
+    /* Another protobuf whose first fields outgrow the ONNX structure cap before any graph:
+     * not ONNX, not refused. */
+    {
+        struct art_introspect_limits lim;
+        char big[200];
+        art_introspect_limits_default(&lim);
+        lim.max_onnx_structure = 64;
+        memset(big, 'x', sizeof(big));
+        big[0] = 0x08, big[1] = 0x01, big[2] = 0x12, big[3] = (char)150, big[4] = 0x01;
+        assert_int_equal(ftruncate(fd, 0), 0);
+        assert_int_equal(pwrite(fd, big, 155, 0), 155);
+        assert_int_equal(
+            art_introspect(path, "application/octet-stream", NULL, &lim, &formats, &intro, &err),
+            MG_OK);
+        assert_int_equal(json_array_size(formats), 0);
+        json_decref(formats);
+    }
     /* A safetensors-looking blob with a broken header is refused (the blob itself). */
     assert_int_equal(ftruncate(fd, 0), 0);
     assert_int_equal(pwrite(fd, "\x04\0\0\0\0\0\0\0{\"a\"", 12, 0), 12);

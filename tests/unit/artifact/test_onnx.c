@@ -336,6 +336,14 @@ static void test_caps(void **state)
     lim.max_onnx_structure = 64;
     assert_int_equal(read_file(path, &lim, &got, &err), MG_EINVAL);
     assert_non_null(strstr(err.message, "cap of 64 bytes"));
+    /* The same file as a plain blob: sniffed, and refused for its size, not ignored. */
+    {
+        json_t *formats = NULL;
+        assert_int_equal(
+            art_introspect(path, "application/octet-stream", NULL, &lim, &formats, &got, &err),
+            MG_EINVAL);
+        assert_non_null(strstr(err.message, "cap of 64 bytes"));
+    }
     art_introspect_limits_default(&lim);
     lim.max_onnx_memory = 256;
     assert_int_equal(read_file(path, &lim, &got, &err), MG_EINVAL);
