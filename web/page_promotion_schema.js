@@ -133,6 +133,7 @@ export function vramInputs(cand, base) {
   const dl = h('dl', { class: 'facts', id: 'vram-facts' },
                h('dt', null, 'Estimate'),
                h('dd', { id: 'vram-gib' }, h('strong', null, fmtNum(e.gib) + ' GiB'),
+                 typeof e.bytes === 'number' ? ' (' + fmtNum(Math.round(e.bytes)) + ' bytes)' : null,
                  base && base.estimated_vram_gib !== undefined
                    ? h('span', { class: 'muted small' },
                        ' (baseline v' + base.version + ': ' + fmtNum(base.estimated_vram_gib) +

@@ -690,6 +690,8 @@ describe('reviewer UI', { concurrency: false }, () => {
       model: 'vision', version: 2, alias: 'production', reason: 'renamed input',
     });
     assert.equal(p.state, 'rejected');
+    const r1 = await newPage();
+    await signIn(r1, 'reviewer1');
     await r1.goto(base + '/#/promotions/' + p.id);
     await r1.locator('#promo-title', { hasText: 'vision v2 → production' }).waitFor();
     const image = r1.locator('#schema tr[data-io="input:image"]');
@@ -705,6 +707,7 @@ describe('reviewer UI', { concurrency: false }, () => {
     assert.match(await r1.locator('#gates tr[data-gate="schema"]').innerText(), /failed/);
     await shots(r1, 'promotion-schema', '#/promotions/' + p.id,
                 (pg) => pg.locator('#schema tr[data-io="input:image"]').waitFor());
+    await r1.context().close();
   });
 
   test('no page opened a dialog, ran injected script or broke the CSP', () => {
