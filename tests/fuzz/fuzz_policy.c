@@ -85,7 +85,7 @@ static void check_report(const struct gate_policy *p, const json_t *report, bool
 
     FUZZ_CHECK(json_is_object(report) && json_is_array(gates), "malformed GateReport");
     expected += p->require_signature + p->require_pinned_image + p->require_registered_datasets +
-                (p->gpu == GATE_GPU_REQUIRED) + p->smoke_required +
+                p->schema_compatible + (p->gpu == GATE_GPU_REQUIRED) + p->smoke_required +
                 (approvals && p->approvals_required > 0);
     FUZZ_CHECK(json_array_size(gates) == expected, "%zu gates, expected %zu",
                json_array_size(gates), expected);
