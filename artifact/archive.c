@@ -520,8 +520,8 @@ out:
  * Set up a reader for the media type. A compressed stream gets the raw format
  * besides tar: it wins whenever the data does not start with a tar header.
  */
-static enum mg_code reader_new(const char *media_type, struct archive **out, bool *compressed,
-                               struct mg_error *err)
+enum mg_code art_reader_new(const char *media_type, struct archive **out, bool *compressed,
+                            struct mg_error *err)
 {
     struct archive *a;
     int r = ARCHIVE_OK;
@@ -572,7 +572,7 @@ static enum mg_code read_archive(const char *path, const char *media_type, struc
     enum mg_code rc;
     int r;
 
-    rc = reader_new(media_type, &a, &compressed, in->err);
+    rc = art_reader_new(media_type, &a, &compressed, in->err);
     if (rc != MG_OK)
         return rc;
     if (archive_read_open_filename(a, path, READ_BLOCK) != ARCHIVE_OK) {

@@ -86,6 +86,13 @@ struct inspect {
     struct extract *x;   /* extracting: where to write; NULL when only inspecting */
 };
 
+/*
+ * A libarchive reader for the media type (built-in decoders only). A compressed stream
+ * also gets the raw format, which wins when the data is not a tar. *out: NEW reader.
+ */
+enum mg_code art_reader_new(const char *media_type, struct archive **out, bool *compressed,
+                            struct mg_error *err);
+
 enum mg_code art_zip_scan_cd(const char *path, struct inspect *in);
 
 enum mg_code art_zip_cross_check(struct inspect *in);

@@ -2,6 +2,7 @@
  * policy.c - see policy.h.
  */
 #include "policy.h"
+#include "schema.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -277,6 +278,7 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
                                        "require_pinned_image",
                                        "require_registered_datasets",
                                        "require_no_withdrawn_datasets",
+                                       "schema",
                                        "smoke",
                                        "rollout",
                                        NULL};
@@ -325,6 +327,13 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
         (rc = parse_bool(j, "require_no_withdrawn_datasets", &p.require_no_withdrawn_datasets,
                          err)) != MG_OK)
         return rc;
+    v = json_object_get(j, "schema");
+    if (v) {
+        static const char *const ckeys[] = {"compatible_with_baseline", NULL};
+        if (!json_is_object(v) || !only_keys(v, ckeys, &bad) ||
+            parse_bool(v, "compatible_with_baseline", &p.schema_compatible, err) != MG_OK)
+            return fail(err, "schema", "schema must be {\"compatible_with_baseline\": bool}");
+    }
     v = json_object_get(j, "smoke");
     if (v) {
         static const char *const skeys[] = {"required", "gpu", NULL};
@@ -388,12 +397,13 @@ json_t *gate_policy_to_json(const struct gate_policy *p)
     } else {
         appr = json_pack("{s:i}", "required", p->approvals_required);
     }
-    return json_pack("{s:o, s:o, s:b, s:b, s:b, s:b, s:{s:b, s:s}, s:{s:o, s:I, s:b}}",
+    return json_pack("{s:o, s:o, s:b, s:b, s:b, s:b, s:{s:b}, s:{s:b, s:s}, s:{s:o, s:I, s:b}}",
                      "thresholds", th, "approvals", appr, "require_signature", p->require_signature,
                      "require_pinned_image", p->require_pinned_image, "require_registered_datasets",
                      p->require_registered_datasets, "require_no_withdrawn_datasets",
-                     p->require_no_withdrawn_datasets, "smoke", "required", p->smoke_required,
-                     "gpu", gpu[p->gpu], "rollout", "steps", steps, "bake_seconds",
+                     p->require_no_withdrawn_datasets, "schema", "compatible_with_baseline",
+                     p->schema_compatible, "smoke", "required", p->smoke_required, "gpu",
+                     gpu[p->gpu], "rollout", "steps", steps, "bake_seconds",
                      (json_int_t)p->bake_seconds, "auto_advance", p->auto_advance);
 }
 
@@ -708,13 +718,48 @@ static json_t *datasets_gate(const struct gate_input *in)
                 json_string("all registered"), detail);
 }
 
+static json_t *schema_gate(const struct gate_input *in)
+{
+    char detail[400], exp[64], obs[64];
+    json_t *g, *diff;
+    size_t breaking = 0, i;
+    json_t *d;
+
+    if (in->baseline_version <= 0)
+        return gate("schema compatible", "schema", "passed", NULL, NULL, "no baseline");
+    snprintf(exp, sizeof(exp), "compatible with v%lld", (long long)in->baseline_version);
+    if (in->baseline_schema == NULL)
+        return gate("schema compatible", "schema", "passed", NULL, json_string(exp),
+                    "the baseline has no input/output schema");
+    if (in->candidate_schema == NULL)
+        return gate("schema compatible", "schema", "failed", json_string("no schema"),
+                    json_string(exp),
+                    "the candidate has no input/output schema: upload a format the server "
+                    "reads (ONNX) or declare io_schema");
+    diff = gate_schema_diff(in->baseline_schema, in->candidate_schema);
+    json_array_foreach(diff, i, d) breaking += json_is_true(json_object_get(d, "breaking"));
+    snprintf(obs, sizeof(obs), "%zu difference%s, %zu breaking", json_array_size(diff),
+             json_array_size(diff) == 1 ? "" : "s", breaking);
+    if (gate_schema_compatible(in->baseline_schema, in->candidate_schema, detail, sizeof(detail)))
+        g = gate("schema compatible", "schema", "passed", json_string(obs), json_string(exp),
+                 json_array_size(diff) ? "only compatible differences" : NULL);
+    else
+        g = gate("schema compatible", "schema", "failed", json_string(obs), json_string(exp),
+                 detail);
+    if (g != NULL && diff != NULL)
+        json_object_set(g, "diff", diff);
+    json_decref(diff);
+    return g;
+}
+
 static json_t *fit_gate(const struct gate_input *in)
 {
     char exp[64], detail[160];
 
     if (!in->has_vram)
         return gate("fits GPU", "fit", "skipped", NULL, NULL,
-                    "the version declares no resources.parameters/precision");
+                    "no VRAM estimate: the version declares no resources.parameters/precision "
+                    "and the server read no weight sizes from its artifact");
     if (in->largest_gpu_gib < 0)
         return gate("fits GPU", "fit", "failed", json_real(in->vram_gib), NULL,
                     "the policy requires a GPU and the runner reports none");
@@ -756,6 +801,8 @@ json_t *gate_evaluate(const struct gate_input *in, bool include_approvals)
         json_array_append_new(gates, datasets_gate(in));
     if (p->require_no_withdrawn_datasets)
         json_array_append_new(gates, withdrawn_gate(in));
+    if (p->schema_compatible)
+        json_array_append_new(gates, schema_gate(in));
     if (p->gpu == GATE_GPU_REQUIRED)
         json_array_append_new(gates, fit_gate(in));
     if (p->smoke_required)

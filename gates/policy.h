@@ -52,6 +52,7 @@ struct gate_policy {
     bool require_pinned_image;
     bool require_registered_datasets;
     bool require_no_withdrawn_datasets; /* API.md "Lifecycle": withdrawn data blocks */
+    bool schema_compatible;             /* "schema":{"compatible_with_baseline":true} */
     bool smoke_required;
     enum gate_gpu gpu;
     int steps[GATE_MAX_STEPS]; /* increasing, ending at 100 */
@@ -111,6 +112,10 @@ struct gate_input {
     const char *first_unregistered; /* a digest, or NULL */
     size_t datasets_withdrawn;      /* withdrawn datasets it was trained on, directly or not */
     const char *first_withdrawn;    /* a digest, or NULL */
+
+    /* Input/output schemas (gate_version_schema()); NULL when the version has none. */
+    const json_t *candidate_schema;
+    const json_t *baseline_schema;
 
     bool has_vram;
     double vram_gib;

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 /* Bytes per parameter for a precision name ("fp32" 4, "fp16"/"bf16" 2,
  * "int8" 1, "int4" 0.5). Returns false for an unknown name. */
 bool gate_precision_bytes(const char *precision, double *bytes);
@@ -14,5 +16,28 @@ bool gate_precision_bytes(const char *precision, double *bytes);
 /* parameters × bytes per parameter × 1.3 / 2^30, in GiB. Returns false for
  * an unknown precision or a negative parameter count. */
 bool gate_estimated_vram_gib(int64_t parameters, const char *precision, double *gib);
+
+/* Runtime overhead on the weights when their size is read from the artifact. */
+#define GATE_VRAM_WEIGHTS_OVERHEAD 1.2
+/* Bytes per KV-cache element: llama.cpp and most servers keep the cache in f16. */
+#define GATE_VRAM_KV_BYTES 2
+
+/*
+ * A version's inference memory estimate (API.md "Artifact introspection"), from its
+ * `resources` and `introspection` (either may be NULL):
+ * - resources with parameters and precision override: parameters × bytes per parameter ×
+ *   1.3 (gate_estimated_vram_gib);
+ * - else weights_bytes × 1.2, plus for a decoder whose GGUF metadata gives layers
+ *   (<arch>.block_count), KV heads (<arch>.attention.head_count_kv, else head_count), head
+ *   size (<arch>.attention.key_length, else embedding_length / head_count) and context
+ *   (<arch>.context_length) the KV cache 2 × layers × kv_heads × head_dim × context × 2.
+ * Returns a NEW object {"source":"resources"|"introspection","formula","gib",…every input
+ * by name…}, or NULL when neither source gives one.
+ */
+json_t *gate_vram_estimate(const json_t *resources, const json_t *introspection);
+
+/* The GiB of gate_vram_estimate() for a Version object (its "resources" and
+ * "introspection"); false when there is none. */
+bool gate_version_vram_gib(const json_t *version, double *gib);
 
 #endif

@@ -24,6 +24,9 @@ server_packages=(
     libcurl4-openssl-dev
     # PostgreSQL's client library: --database postgresql://… (several replicas)
     libpq-dev
+    # ONNX graphs (artifact/onnx.c): protoc-c compiles the onnx.proto that python3-onnx
+    # installs at build time, libprotobuf-c decodes with it
+    protobuf-c-compiler libprotobuf-c-dev python3-onnx
 )
 
 # What the test suite adds.
@@ -44,6 +47,9 @@ test_packages=(
     postgresql util-linux
     # the reviewer UI's end-to-end tests: headless Chromium, driven by playwright-core from npm
     chromium
+    # ONNX's own test models (tests/unit/artifact/test_onnx.c reads every one and compares
+    # with what python3-onnx reads; the tests build their models with python3-onnx/numpy)
+    libonnx-testdata python3-numpy
 )
 
 server_only=0

@@ -18,6 +18,7 @@
 #include "../common/util.h"
 #include "../gates/policy.h"
 #include "../gates/rollout.h"
+#include "../gates/schema.h"
 #include "../gates/vram.h"
 #include "../artifact/sign.h"
 #include "push/push.h"
@@ -294,7 +295,7 @@ enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver,
     struct gate_approval appr[64];
     struct rel_approval_teams appr_teams[64];
     json_t *base = NULL, *digests = json_array(), *first = NULL, *d;
-    json_t *res = json_object_get(ver, "resources");
+    json_t *cand_schema = NULL, *base_schema = NULL;
     char sigdetail[MG_ERR_MSG_MAX] = "";
     size_t i;
     enum mg_code rc = MG_OK;
@@ -323,10 +324,14 @@ enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver,
     in.datasets_withdrawn = json_array_size(json_object_get(ver, "withdrawn_datasets"));
     in.first_withdrawn =
         json_string_value(json_array_get(json_object_get(ver, "withdrawn_datasets"), 0));
-    in.has_vram = gate_estimated_vram_gib(json_integer_value(json_object_get(res, "parameters")),
-                                          json_string_value(json_object_get(res, "precision")),
-                                          &in.vram_gib) &&
-                  json_is_integer(json_object_get(res, "parameters"));
+    /* resources when declared, else the weights and KV cache read from the artifact */
+    in.has_vram = gate_version_vram_gib(ver, &in.vram_gib);
+    if (pol->schema_compatible) {
+        cand_schema = gate_version_schema(ver);
+        base_schema = base ? gate_version_schema(base) : NULL;
+        in.candidate_schema = cand_schema;
+        in.baseline_schema = base_schema;
+    }
     in.largest_gpu_gib = runner_largest_gpu_gib(srv);
     if (pol->smoke_required) {
         in.smoke =
@@ -340,6 +345,8 @@ enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver,
     if (*report == NULL)
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 out:
+    json_decref(cand_schema);
+    json_decref(base_schema);
     json_decref(base);
     json_decref(digests);
     json_decref(first);

@@ -295,19 +295,23 @@ static enum mg_code fsync_dir(const char *dir, struct mg_error *err)
     return MG_OK;
 }
 
-static json_t *blob_json(const char *digest, uint64_t size, const char *media, int64_t files)
+static json_t *blob_json(const char *digest, uint64_t size, const char *media, int64_t files,
+                         json_t *formats)
 {
-    return json_pack("{s:s, s:I, s:s, s:o}", "digest", digest, "size", (json_int_t)size,
-                     "media_type", media, "files", files >= 0 ? json_integer(files) : json_null());
+    return json_pack("{s:s, s:I, s:s, s:o, s:o}", "digest", digest, "size", (json_int_t)size,
+                     "media_type", media, "files", files >= 0 ? json_integer(files) : json_null(),
+                     "formats", formats ? formats : json_array());
 }
 
 static enum mg_code blob_insert(struct store *st, const char *actor, const char *digest,
                                 uint64_t size, const char *media,
                                 const struct store_archive_manifest *m, bool is_archive,
-                                bool *created, struct mg_error *err)
+                                const json_t *formats, const json_t *intro, bool *created,
+                                struct mg_error *err)
 {
     static const char sql_blob[] = "INSERT INTO blobs (digest, size, media_type, files, "
-                                   "created_at, created_by) VALUES (?, ?, ?, ?, ?, ?) "
+                                   "created_at, created_by, formats, introspection) "
+                                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                                    "ON CONFLICT (digest) DO NOTHING";
     static const char sql_file[] =
         "INSERT INTO blob_files (digest, path, size, sha256) VALUES (?, ?, ?, ?)";
@@ -329,7 +333,8 @@ static enum mg_code blob_insert(struct store *st, const char *actor, const char 
         db_bind_i64(s, 4, (int64_t)m->n);
     db_bind_text(s, 5, at);
     db_bind_text(s, 6, actor);
-    if ((rc = db_exec(s, err)) != MG_OK)
+    if ((rc = store_bind_introspection(s, 7, formats, intro, err)) != MG_OK ||
+        (rc = db_exec(s, err)) != MG_OK)
         goto out;
     *created = db_changes(s) > 0;
     if (!*created)
@@ -357,6 +362,7 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
     struct store_blob_upload *up = *upp;
     struct store *st = up->st;
     struct store_archive_manifest m = {0};
+    json_t *formats = NULL, *intro = NULL;
     unsigned char md[32];
     unsigned mdlen = 0;
     char digest[72], final[PATH_MAX], dir[PATH_MAX];
@@ -396,6 +402,10 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
     rc = store_archive_inspect(up->path, media, &st->archive, &m, &is_archive, err);
     if (rc != MG_OK)
         goto out;
+    /* The weight headers (safetensors, GGUF, ONNX) of the blob or its archive members. */
+    rc = art_introspect(up->path, media, is_archive ? &m : NULL, NULL, &formats, &intro, err);
+    if (rc != MG_OK)
+        goto out;
 
     snprintf(dir, sizeof(dir), "%s/%.2s", st->blob_dir, digest + 7);
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
@@ -412,9 +422,11 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
     if ((rc = fsync_dir(dir, err)) != MG_OK || (rc = fsync_dir(st->tmp_dir, err)) != MG_OK ||
         (rc = fsync_dir(st->blob_dir, err)) != MG_OK)
         goto out;
-    rc = blob_insert(st, actor, digest, up->size, media, &m, is_archive, created, err);
+    rc = blob_insert(st, actor, digest, up->size, media, &m, is_archive, formats, intro, created,
+                     err);
     if (rc == MG_OK) {
-        *blob = blob_json(digest, up->size, media, is_archive ? (int64_t)m.n : -1);
+        *blob = blob_json(digest, up->size, media, is_archive ? (int64_t)m.n : -1,
+                          json_incref(formats));
         if (*blob == NULL)
             rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
@@ -422,6 +434,8 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
      * retry of the upload simply commits the row. */
 out:
     store_archive_manifest_release(&m);
+    json_decref(formats);
+    json_decref(intro);
     store_blob_upload_abort(upp);
     return rc;
 }
@@ -429,7 +443,7 @@ out:
 enum mg_code store_blob_get(struct store *st, const char *digest, json_t **out,
                             struct mg_error *err)
 {
-    static const char sql[] = "SELECT size, media_type, files, created_at, created_by "
+    static const char sql[] = "SELECT size, media_type, files, created_at, created_by, formats "
                               "FROM blobs WHERE digest = ?";
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s;
@@ -440,7 +454,8 @@ enum mg_code store_blob_get(struct store *st, const char *digest, json_t **out,
     db_bind_text(s, 1, digest);
     if ((rc = db_step(s, &row, err)) == MG_OK && row) {
         int64_t files = db_col_null(s, 2) ? -1 : db_col_i64(s, 2);
-        *out = blob_json(digest, (uint64_t)db_col_i64(s, 0), db_col_text(s, 1), files);
+        *out = blob_json(digest, (uint64_t)db_col_i64(s, 0), db_col_text(s, 1), files,
+                         db_col_null(s, 5) ? NULL : store_col_json(s, 5));
         json_object_set_new(*out, "created_at", store_col_json_string(s, 3));
         json_object_set_new(*out, "created_by", store_col_json_string(s, 4));
         rc = MG_OK;

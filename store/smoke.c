@@ -167,12 +167,14 @@ enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found, stru
 {
     static const char sql_next[] =
         "SELECT t.id, m.name, v.version, t.profile, t.gpu_mode, v.artifact, b.media_type, "
-        "b.files, v.smoke, v.resources FROM smoke_tests t JOIN versions v ON v.id = t.version_id "
+        "b.files, v.smoke, v.resources, v.introspection FROM smoke_tests t JOIN versions v ON v.id "
+        "= t.version_id "
         "JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "
         "WHERE t.state = 'queued' ORDER BY t.created_ms LIMIT 1";
     static const char sql_next_pg[] =
         "SELECT t.id, m.name, v.version, t.profile, t.gpu_mode, v.artifact, b.media_type, "
-        "b.files, v.smoke, v.resources FROM smoke_tests t JOIN versions v ON v.id = t.version_id "
+        "b.files, v.smoke, v.resources, v.introspection FROM smoke_tests t JOIN versions v ON v.id "
+        "= t.version_id "
         "JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "
         "WHERE t.state = 'queued' ORDER BY t.created_ms LIMIT 1 FOR UPDATE OF t SKIP LOCKED";
     static const char sql_run[] =
@@ -191,12 +193,13 @@ enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found, stru
     s = db_prepare(c, DB_SQL(c, sql_next, sql_next_pg));
     if ((rc = db_step(s, &row, err)) != MG_OK || !row)
         goto out;
-    j = json_pack("{s:o, s:o, s:I, s:o, s:o, s:{s:o, s:o, s:o}, s:o, s:o}", "id",
+    j = json_pack("{s:o, s:o, s:I, s:o, s:o, s:{s:o, s:o, s:o}, s:o, s:o, s:o}", "id",
                   store_col_json_string(s, 0), "model", store_col_json_string(s, 1), "version",
                   (json_int_t)db_col_i64(s, 2), "profile", store_col_json_string(s, 3), "gpu_mode",
                   store_col_json_string(s, 4), "artifact", "digest", store_col_json_string(s, 5),
                   "media_type", store_col_json_string(s, 6), "files", store_col_json_int(s, 7),
-                  "smoke", store_col_json(s, 8), "resources", store_col_json(s, 9));
+                  "smoke", store_col_json(s, 8), "resources", store_col_json(s, 9), "introspection",
+                  store_col_json(s, 10));
     db_reset(s);
     if (j == NULL) {
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");

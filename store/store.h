@@ -282,7 +282,8 @@ enum mg_code store_blob_upload_write(struct store_blob_upload *up, const void *p
  * Finish: fsync, check `expected` ("sha256:<hex>" or NULL; mismatch →
  * MG_EDIGEST and nothing kept), inspect archives, rename into place, fsync
  * the directory, then commit the row. *created is false when the blob was
- * already stored. *blob = {"digest","size","media_type","files"}.
+ * already stored. *blob = {"digest","size","media_type","files","formats"}. A malformed
+ * weight header (artifact/introspect.h) is MG_EINVAL naming the member and the offset.
  * Always consumes *up (sets it to NULL).
  */
 enum mg_code store_blob_upload_commit(struct store_blob_upload **up, const char *actor,
@@ -295,6 +296,14 @@ void store_blob_upload_abort(struct store_blob_upload **up);
 /* {"digest","size","media_type","files","created_at","created_by"}; MG_ENOTFOUND. */
 enum mg_code store_blob_get(struct store *st, const char *digest, json_t **out,
                             struct mg_error *err);
+
+/*
+ * What the upload read from the blob's weight headers (artifact/introspect.h): *out NEW
+ * introspection object, or NULL when it held no known format (or was uploaded before
+ * introspection existed). MG_EINVAL (field "artifact") when the blob does not exist.
+ */
+enum mg_code store_blob_introspection(struct store *st, const char *digest, json_t **out,
+                                      struct mg_error *err);
 
 /* Open a stored blob for reading; the caller closes *fd. */
 enum mg_code store_blob_open(struct store *st, const char *digest, int *fd, uint64_t *size,
@@ -335,7 +344,8 @@ enum mg_code store_model_patch(struct store *st, const char *actor, const char *
 /* ---- versions --------------------------------------------------------- */
 
 /* req: a validated VersionCreate. The artifact blob must exist (MG_EINVAL,
- * field "artifact"). *out = Version. */
+ * field "artifact"). req may also carry "introspection" (what the server read from the
+ * blob) and "io_schema" (validated), which are kept as given. *out = Version. */
 enum mg_code store_version_create(struct store *st, const char *actor, const char *model,
                                   const json_t *req, json_t **out, struct mg_error *err);
 

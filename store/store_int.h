@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include "db.h"
 #include "store.h"
+#include "../artifact/introspect.h"
 
 /* Direct-mapped per-model epochs (cluster.c): a write moves its model's slot. */
 #define STORE_EPOCH_SLOTS 4096
@@ -123,6 +124,11 @@ char *store_col_strdup(struct db_stmt *s, int i);
 
 /* Compact, key-sorted JSON text of v (malloc'd) or NULL. */
 char *store_json_text(const json_t *v);
+
+/* Bind a blob's formats (NULL = []) at parameter i and its introspection (NULL binds NULL)
+ * at i + 1, as JSON text. */
+enum mg_code store_bind_introspection(struct db_stmt *s, int i, const json_t *formats,
+                                      const json_t *intro, struct mg_error *err);
 
 /* Current time as an RFC 3339 string. */
 void store_now(char out[32]);

@@ -3,6 +3,7 @@
 
 import { compareTable, gatesTable, smokeList } from './page_promotion_evidence.js';
 import { metricsChart, metricsTable } from './page_promotion_metrics.js';
+import { schemaDiff, vramInputs } from './page_promotion_schema.js';
 import { api, maybe } from './ui_api.js';
 import { add, enc, h } from './ui_dom.js';
 import { ago } from './ui_format.js';
@@ -211,6 +212,8 @@ export async function renderPromotion(seq, id, pIn) {
                   metricsChart(p, cand, base)),
           section('Candidate and baseline', 'compare', compareTable(p, cand, base)),
           section('Gates', 'gates', gatesTable(p, appr)),
+          section('Inputs and outputs', 'schema', schemaDiff(p, cand, base)),
+          section('Memory estimate', 'vram', vramInputs(cand, base)),
           section('Smoke tests', 'smoke', smokeList(smoke, p.gates))),
         h('div', { class: 'side-col' },
           decisionPanel(p, cand, (np) => {

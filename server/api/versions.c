@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "../../common/util.h"
+#include "../../artifact/introspect.h"
+#include "../../gates/schema.h"
 #include "../../gates/vram.h"
 #include "../cache.h"
 #include "../release.h"
@@ -140,12 +142,144 @@ static bool check_resources(struct srv_req *r, const json_t *v)
     return true;
 }
 
+#define IO_MAX 1024    /* inputs or outputs declared */
+#define IO_DIMS_MAX 64 /* dimensions of one shape */
+
+/* A shape: null, or up to IO_DIMS_MAX integers >= -1 and names (null dims become -1). */
+static bool io_shape(struct srv_req *r, const json_t *shape, const char *field, json_t **out)
+{
+    json_t *d;
+    size_t i;
+
+    *out = NULL;
+    if (shape == NULL || json_is_null(shape)) {
+        *out = json_null();
+        return true;
+    }
+    if (!json_is_array(shape) || json_array_size(shape) > IO_DIMS_MAX) {
+        srv_fail(r, MG_EINVAL, field,
+                 "%s must be null or an array of at most %d dimensions (sizes, -1 or names)", field,
+                 IO_DIMS_MAX);
+        return false;
+    }
+    *out = json_array();
+    json_array_foreach(shape, i, d)
+    {
+        if (json_is_null(d))
+            json_array_append_new(*out, json_integer(-1));
+        else if ((json_is_integer(d) && json_integer_value(d) >= -1) ||
+                 (json_is_string(d) && json_string_length(d) >= 1 && json_string_length(d) <= 128))
+            json_array_append(*out, d);
+        else {
+            json_decref(*out);
+            *out = NULL;
+            srv_fail(r, MG_EINVAL, field,
+                     "%s[%zu] must be a size (an integer >= 0, or -1 for any) or a name of 1 to "
+                     "128 characters",
+                     field, i);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* One of io_schema's lists, normalised into *out (NEW): dtypes canonical, null dims -1. */
+static bool io_list(struct srv_req *r, const json_t *list, const char *key, json_t **out)
+{
+    static const char *const allowed_in[] = {"name", "dtype", "shape", "optional", NULL};
+    static const char *const allowed_out[] = {"name", "dtype", "shape", NULL};
+    bool inputs = strcmp(key, "inputs") == 0;
+    char field[64], dtype[96];
+    const char *name, *dt;
+    json_t *e, *shape, *opt, *n;
+    size_t i, k;
+
+    *out = json_array();
+    if (list == NULL)
+        return true;
+    if (!json_is_array(list) || json_array_size(list) > IO_MAX) {
+        srv_fail(r, MG_EINVAL, "io_schema", "io_schema.%s must be an array of at most %d objects",
+                 key, IO_MAX);
+        goto bad;
+    }
+    json_array_foreach(list, i, e)
+    {
+        snprintf(field, sizeof(field), "io_schema.%s[%zu]", key, i);
+        if (!json_is_object(e)) {
+            srv_fail(r, MG_EINVAL, field, "%s must be an object {\"name\",\"dtype\",\"shape\"}",
+                     field);
+            goto bad;
+        }
+        if (!api_object(r, e, inputs ? allowed_in : allowed_out) ||
+            !api_string(r, e, "name", field, true, 256, &name) ||
+            !api_string(r, e, "dtype", field, true, 64, &dt))
+            goto bad;
+        if (name[0] == '\0') {
+            srv_fail(r, MG_EINVAL, field, "%s.name must not be empty", field);
+            goto bad;
+        }
+        if (!art_dtype_canonical(dt, dtype, sizeof(dtype))) {
+            srv_fail(r, MG_EINVAL, field,
+                     "%s.dtype '%.64s' is not a known element type: use F32, F16, BF16, F64, "
+                     "I8..I64, U8..U64, BOOL, STRING (or ONNX/numpy names), seq(T), map(K,V), "
+                     "optional(T)",
+                     field, dt);
+            goto bad;
+        }
+        for (k = 0; k < i; k++) {
+            if (strcmp(json_string_value(json_object_get(json_array_get(*out, k), "name")), name) ==
+                0) {
+                srv_fail(r, MG_EINVAL, field, "%s names '%.64s' a second time", field, name);
+                goto bad;
+            }
+        }
+        opt = json_object_get(e, "optional");
+        if (opt && !json_is_boolean(opt)) {
+            srv_fail(r, MG_EINVAL, field, "%s.optional must be true or false", field);
+            goto bad;
+        }
+        snprintf(field, sizeof(field), "io_schema.%s[%zu].shape", key, i);
+        if (!io_shape(r, json_object_get(e, "shape"), field, &shape))
+            goto bad;
+        n = json_pack("{s:s, s:s, s:o}", "name", name, "dtype", dtype, "shape", shape);
+        if (n && json_is_true(opt))
+            json_object_set_new(n, "optional", json_true());
+        json_array_append_new(*out, n);
+    }
+    return true;
+bad:
+    json_decref(*out);
+    *out = NULL;
+    return false;
+}
+
+/* VersionCreate's io_schema {"inputs":[…],"outputs":[…]}, normalised into *out (NEW). */
+static bool check_io_schema(struct srv_req *r, const json_t *v, json_t **out)
+{
+    static const char *const allowed[] = {"inputs", "outputs", NULL};
+    json_t *in = NULL, *outl = NULL;
+
+    *out = NULL;
+    if (!json_is_object(v)) {
+        srv_fail(r, MG_EINVAL, "io_schema",
+                 "'io_schema' must be an object {\"inputs\":[…],\"outputs\":[…]}");
+        return false;
+    }
+    if (!api_object(r, v, allowed) || !io_list(r, json_object_get(v, "inputs"), "inputs", &in) ||
+        !io_list(r, json_object_get(v, "outputs"), "outputs", &outl)) {
+        json_decref(in);
+        return false;
+    }
+    *out = json_pack("{s:o, s:o}", "inputs", in, "outputs", outl);
+    return *out != NULL;
+}
+
 /* Validate a VersionCreate body. */
 static bool check_create(struct srv_req *r, const json_t *b)
 {
-    static const char *const allowed[] = {"artifact", "image",     "run_id",      "source",
-                                          "datasets", "metrics",   "params",      "tags",
-                                          "smoke",    "resources", "description", NULL};
+    static const char *const allowed[] = {
+        "artifact", "image", "run_id",    "source",      "datasets",  "metrics", "params",
+        "tags",     "smoke", "resources", "description", "io_schema", NULL};
     const char *s;
     json_t *v;
 
@@ -184,16 +318,20 @@ static bool check_create(struct srv_req *r, const json_t *b)
     return true;
 }
 
-/* Add derived fields: estimated_vram_gib when resources are given. */
+/* Add derived fields: vram_estimate (the formula and its inputs) and estimated_vram_gib,
+ * from resources when given, else from what the server read of the artifact. */
 static void decorate(json_t *v)
 {
-    json_t *res = json_object_get(v, "resources");
-    json_t *p = json_object_get(res, "parameters");
-    const char *prec = json_string_value(json_object_get(res, "precision"));
+    json_t *e =
+        gate_vram_estimate(json_object_get(v, "resources"), json_object_get(v, "introspection"));
     double gib;
 
-    if (json_is_integer(p) && gate_estimated_vram_gib(json_integer_value(p), prec, &gib))
-        json_object_set_new(v, "estimated_vram_gib", json_real(round(gib * 1000.0) / 1000.0));
+    if (e == NULL)
+        return;
+    gib = json_number_value(json_object_get(e, "gib"));
+    json_object_set_new(e, "gib", json_real(round(gib * 1000.0) / 1000.0));
+    json_object_set_new(v, "estimated_vram_gib", json_real(round(gib * 1000.0) / 1000.0));
+    json_object_set_new(v, "vram_estimate", e);
 }
 
 static void reply_version(struct srv_req *r, enum mg_code rc, unsigned status, json_t *v,
@@ -204,17 +342,55 @@ static void reply_version(struct srv_req *r, enum mg_code rc, unsigned status, j
     api_reply_result(r, rc, status, v, err);
 }
 
+/*
+ * The version's introspection is what the upload read from its artifact; a declared
+ * io_schema must agree with the inputs and outputs read there (400 naming the difference).
+ */
 static void create(struct srv_req *r)
 {
-    json_t *out = NULL;
+    const char *artifact = json_string_value(json_object_get(r->body, "artifact"));
+    json_t *out = NULL, *req = NULL, *io = NULL, *intro = NULL, *read = NULL, *v;
+    char detail[400];
     struct mg_error err;
     enum mg_code rc;
 
     if (!check_create(r, r->body))
         return;
-    rc = store_version_create(r->srv->store, r->who.name, srv_param(r, "model"), r->body, &out,
-                              &err);
+    if ((v = json_object_get(r->body, "io_schema")) && !json_is_null(v) &&
+        !check_io_schema(r, v, &io))
+        return;
+    if ((rc = store_blob_introspection(r->srv->store, artifact, &intro, &err)) != MG_OK) {
+        srv_reply_error(r, &err);
+        goto out;
+    }
+    if (io != NULL && (json_object_get(intro, "inputs") || json_object_get(intro, "outputs"))) {
+        read = json_pack("{s:O*, s:O*}", "inputs", json_object_get(intro, "inputs"), "outputs",
+                         json_object_get(intro, "outputs"));
+        if (read != NULL && !gate_schema_agree(read, io, detail, sizeof(detail))) {
+            srv_fail(r, MG_EINVAL, "io_schema",
+                     "io_schema disagrees with the graph the server read from the artifact: %s; "
+                     "fix io_schema or leave it out",
+                     detail);
+            goto out;
+        }
+    }
+    /* A shallow copy: the body's members plus what the server read, and io_schema in its
+     * normalised form (canonical dtypes). */
+    req = json_copy(r->body);
+    if (req != NULL)
+        json_object_del(req, "io_schema");
+    if (req == NULL || (intro && json_object_set(req, "introspection", intro) != 0) ||
+        (io && json_object_set(req, "io_schema", io) != 0)) {
+        srv_fail(r, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    rc = store_version_create(r->srv->store, r->who.name, srv_param(r, "model"), req, &out, &err);
     reply_version(r, rc, 201, out, &err);
+out:
+    json_decref(req);
+    json_decref(io);
+    json_decref(intro);
+    json_decref(read);
 }
 
 /* ?metric=name<op>value */

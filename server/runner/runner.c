@@ -327,7 +327,6 @@ static bool choose_gpu(struct runner *rn, const json_t *job, struct runner_gpu *
                        size_t rlen, bool *use_gpu)
 {
     const char *mode = json_string_value(json_object_get(job, "gpu_mode"));
-    json_t *res = json_object_get(job, "resources");
     struct runner_gpu g[RUNNER_GPU_MAX];
     unsigned n, i;
     double need = 0;
@@ -336,8 +335,8 @@ static bool choose_gpu(struct runner *rn, const json_t *job, struct runner_gpu *
     *use_gpu = false;
     if (mode && strcmp(mode, "none") == 0)
         return true;
-    if (!gate_estimated_vram_gib(json_integer_value(json_object_get(res, "parameters")),
-                                 json_string_value(json_object_get(res, "precision")), &need))
+    /* The version's estimate: its resources, else what its artifact's headers say. */
+    if (!gate_version_vram_gib(job, &need))
         need = 0;
     n = runner_nvml_gpus(rn->nvml, g, RUNNER_GPU_MAX);
     for (i = 0; i < n; i++) {

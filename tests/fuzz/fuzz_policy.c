@@ -10,6 +10,7 @@
  *    "baseline_version": n, "signature": "valid|invalid|missing",
  *    "image": "…"|null, "image_pinned": bool, "datasets_total": n,
  *    "datasets_unregistered": n, "vram_gib": x, "largest_gpu_gib": x,
+ *    "candidate_schema": {"inputs","outputs"}, "baseline_schema": {…},
  *    "smoke": 0..4, "approvals": [{"by": "…", "approve": bool}],
  *    "include_approvals": bool}
  * whose facts fill struct gate_input (missing ones get neutral values).
@@ -84,6 +85,7 @@ static void check_report(const struct gate_policy *p, const json_t *report, bool
 
     FUZZ_CHECK(json_is_object(report) && json_is_array(gates), "malformed GateReport");
     expected += p->require_signature + p->require_pinned_image + p->require_registered_datasets +
+                p->require_no_withdrawn_datasets + p->schema_compatible +
                 (p->gpu == GATE_GPU_REQUIRED) + p->smoke_required +
                 (approvals && p->approvals_required > 0);
     FUZZ_CHECK(json_array_size(gates) == expected, "%zu gates, expected %zu",
@@ -142,6 +144,8 @@ static void evaluate(const struct gate_policy *p, const json_t *facts)
     in.has_vram = json_is_number(json_object_get(facts, "vram_gib"));
     in.vram_gib = number_or(facts, "vram_gib", 0);
     in.largest_gpu_gib = number_or(facts, "largest_gpu_gib", -1);
+    in.candidate_schema = json_object_get(facts, "candidate_schema"); /* any JSON: the gate */
+    in.baseline_schema = json_object_get(facts, "baseline_schema");   /* must not trust it */
     in.smoke = (enum gate_smoke)count_or(facts, "smoke", 0, GATE_SMOKE_FAILED);
     in.smoke_detail = json_string_value(json_object_get(facts, "smoke_detail"));
     list = json_object_get(facts, "approvals");

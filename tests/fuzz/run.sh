@@ -5,7 +5,8 @@
 #
 # Usage: tests/fuzz/run.sh [SECONDS] [TARGET...]
 #   SECONDS  time per target (default 60)
-#   TARGET   route, version_body, policy, gateway, archive (default: all)
+#   TARGET   route, version_body, policy, gateway, archive, safetensors, gguf, onnx,
+#            weights_archive (default: all)
 # Environment: FUZZ_FLAGS adds libFuzzer flags (e.g. "-detect_leaks=0" or "-jobs=2"),
 #   FUZZ_NO_INSTALL=1 skips scripts/install-deps.sh --fuzz, FUZZ_NO_BUILD=1 the build.
 #
@@ -24,7 +25,7 @@ if [[ $# -gt 0 && "$1" =~ ^[0-9]+$ ]]; then
     secs=$1
     shift
 fi
-all=(route version_body policy gateway archive)
+all=(route version_body policy gateway archive safetensors gguf onnx weights_archive)
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
@@ -47,8 +48,7 @@ trap 'rm -rf -- "$scratch"' EXIT
 
 dict_for() {
     case "$1" in
-    route) echo "$here/route.dict" ;;
-    archive) echo "$here/archive.dict" ;;
+    route | archive | safetensors | gguf | onnx | weights_archive) echo "$here/$1.dict" ;;
     *) echo "$here/json.dict" ;;
     esac
 }
@@ -97,7 +97,7 @@ for t in "${targets[@]}"; do
             # Replay the input with full malloc stacks (too slow while fuzzing): jansson and
             # libarchive have no frame pointers, so a leak's fast stack stops inside them.
             TMPDIR=$scratch ASAN_OPTIONS=fast_unwind_on_malloc=0 "$bin" "$art" >"$log.replay" 2>&1 || true
-            where=$(grep -m1 -oE ' in [A-Za-z_0-9]+ [^ ]*/(server|store|gates|common)/[^ ]*' "$log.replay" || true)
+            where=$(grep -m1 -oE ' in [A-Za-z_0-9]+ [^ ]*/(server|store|gates|common|artifact)/[^ ]*' "$log.replay" || true)
             finding="$finding; at${where# in}; input: $art"
         fi
     fi

@@ -51,6 +51,24 @@ static char basic[256]; /* "Authorization: Basic …" of the admin token, any us
 
 /* ---- fixtures ------------------------------------------------------------------------ */
 
+/* The weights file of model_tgz(seed): a real safetensors file (the upload reads its
+ * header), one U8 tensor of patterned bytes. */
+static void fill_weights(uint32_t seed, char *weights)
+{
+    size_t n = WEIGHTS_BYTES - 8 - 96, hl, k;
+    char hdr[97];
+
+    hl = (size_t)snprintf(hdr, sizeof(hdr),
+                          "{\"w\":{\"dtype\":\"U8\",\"shape\":[%zu],\"data_offsets\":[0,%zu]}}", n,
+                          n);
+    assert_true(hl <= 96);
+    memset(hdr + hl, ' ', 96 - hl);
+    for (k = 0; k < 8; k++)
+        weights[k] = (char)(k == 0 ? 96 : 0);
+    memcpy(weights + 8, hdr, 96);
+    it_pattern(seed, 0, weights + 104, n);
+}
+
 /* A tar.gz of a model directory: weights (seeded pattern), config, README, code. */
 static void model_tgz(uint32_t seed, char digest[IT_DIGEST_LEN + 1])
 {
@@ -63,7 +81,7 @@ static void model_tgz(uint32_t seed, char digest[IT_DIGEST_LEN + 1])
 
     assert_non_null(buf);
     assert_non_null(weights);
-    it_pattern(seed, 0, weights, WEIGHTS_BYTES);
+    fill_weights(seed, weights);
     snprintf(cfg, sizeof(cfg), "{\"seed\":%u}", seed);
     assert_int_equal(archive_write_set_format_pax_restricted(a), ARCHIVE_OK);
     assert_int_equal(archive_write_add_filter_gzip(a), ARCHIVE_OK);
@@ -511,7 +529,7 @@ static void test_blobs(void **state)
 
     (void)state;
     assert_non_null(weights);
-    it_pattern(1, 0, weights, WEIGHTS_BYTES);
+    fill_weights(1, weights);
     /* The config: HEAD, GET, a range of it. */
     it_fmt(path, sizeof(path), "/v2/fraud/blobs/%s", cd);
     r = oci("HEAD", path, NULL);

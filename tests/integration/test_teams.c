@@ -477,8 +477,12 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE datasets DROP COLUMN withdrawn_at; "
                                     "ALTER TABLE datasets DROP COLUMN withdrawn_by; "
                                     "ALTER TABLE datasets DROP COLUMN withdrawn_reason; "
+                                    "ALTER TABLE blobs DROP COLUMN formats; "
+                                    "ALTER TABLE blobs DROP COLUMN introspection; "
+                                    "ALTER TABLE versions DROP COLUMN introspection; "
+                                    "ALTER TABLE versions DROP COLUMN io_schema; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
-                     5); /* migrations 6 to 10 (a database of the previous release) */
+                     6); /* migrations 6 to 11 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);

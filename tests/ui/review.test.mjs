@@ -5,7 +5,8 @@
 //   cd tests/ui && MODELGATED=../../build/modelgated MG_BUILD_DIR=../../build node --test
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { mkdtemp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -697,6 +698,51 @@ describe('reviewer UI', { concurrency: false }, () => {
     await r1.getByLabel('API token').waitFor();
     const r = await r1.evaluate(async () => (await fetch('/ui/session')).status);
     assert.equal(r, 401);
+    await r1.context().close();
+  });
+
+  test('the promotion page shows the schema diff and the VRAM estimate\'s inputs', async () => {
+    // Two ONNX models from python3-onnx: v2 renames v1's input "image" to "pixels".
+    const dir = path.join(tmp, 'onnx');
+    await mkdir(dir, { recursive: true });
+    const here = path.dirname(fileURLToPath(import.meta.url));
+    execFileSync('/usr/bin/python3', [path.join(here, '../unit/artifact/onnx_make.py'), dir]);
+    const pub = tokens.publisher;
+    await must(pub, 'POST', '/api/v1/models', { name: 'vision' });
+    for (const f of ['vision.onnx', 'renamed.onnx']) {
+      const blob = await must(pub, 'POST', '/api/v1/blobs',
+                              new Uint8Array(await readFile(path.join(dir, f))));
+      assert.deepEqual(blob.formats, ['onnx']);
+      await must(pub, 'POST', '/api/v1/models/vision/versions', {
+        artifact: blob.digest, image: 'registry.example/vision@sha256:' + hex('3'),
+      });
+    }
+    await must(tokens.deployer, 'PUT', '/api/v1/models/vision/aliases/production', { version: 1 });
+    await must(admin, 'PUT', '/api/v1/models/vision/policies/production', {
+      schema: { compatible_with_baseline: true }, approvals: { required: 1 },
+      rollout: { steps: [100], bake_seconds: 1 },
+    });
+    const p = await must(tokens.deployer, 'POST', '/api/v1/promotions', {
+      model: 'vision', version: 2, alias: 'production', reason: 'renamed input',
+    });
+    assert.equal(p.state, 'rejected');
+    const r1 = await newPage();
+    await signIn(r1, 'reviewer1');
+    await r1.goto(base + '/#/promotions/' + p.id);
+    await r1.locator('#promo-title', { hasText: 'vision v2 → production' }).waitFor();
+    const image = r1.locator('#schema tr[data-io="input:image"]');
+    assert.match(await image.innerText(), /F32[\s\S]*missing in the candidate/);
+    assert.match(await r1.locator('#schema tr[data-io="input:pixels"]').innerText(),
+                 /new required input/);
+    assert.match(await r1.locator('#schema tr[data-io="output:logits"]').innerText(), /same/);
+    assert.match(await r1.locator('#schema-gate').innerText(), /renamed to 'pixels'/);
+    assert.equal(await r1.locator('#schema tr.io-breaking').count(), 2);
+    const vram = await r1.locator('#vram-facts').innerText();
+    assert.match(vram, /weights_bytes × 1\.2/);
+    assert.match(vram, /Weight bytes[\s\S]*37840/);   // 64×3×7×7 F32 + 64 F16 + 10 I64
+    assert.match(await r1.locator('#gates tr[data-gate="schema"]').innerText(), /failed/);
+    await shots(r1, 'promotion-schema', '#/promotions/' + p.id,
+                (pg) => pg.locator('#schema tr[data-io="input:image"]').waitFor());
     await r1.context().close();
   });
 

@@ -90,6 +90,7 @@ static bool policy_equal(const struct gate_policy *a, const struct gate_policy *
     DIFF(a->require_pinned_image != b->require_pinned_image, "require_pinned_image");
     DIFF(a->require_registered_datasets != b->require_registered_datasets,
          "require_registered_datasets");
+    DIFF(a->schema_compatible != b->schema_compatible, "schema_compatible");
     DIFF(a->smoke_required != b->smoke_required, "smoke_required");
     DIFF(a->gpu != b->gpu, "gpu %d != %d", (int)a->gpu, (int)b->gpu);
     DIFF(a->nsteps != b->nsteps, "nsteps %zu != %zu", a->nsteps, b->nsteps);
@@ -358,6 +359,9 @@ static void test_policy_parse_invalid_table(void **state)
         {"{\"require_signature\": 1}", "require_signature"},
         {"{\"require_pinned_image\": null}", "require_pinned_image"},
         {"{\"require_registered_datasets\": 0}", "require_registered_datasets"},
+        {"{\"schema\": true}", "schema"},
+        {"{\"schema\": {\"compatible_with_baseline\": 1}}", "schema"},
+        {"{\"schema\": {\"compatible\": true}}", "schema"},
     };
 #undef TH
 #undef OK_TH
@@ -435,6 +439,7 @@ static void test_policy_round_trip(void **state)
         " {\"metric\": \"f1\", \"op\": \"<=\", \"baseline\": true, \"max_regression_pct\": 0},"
         " {\"metric\": \"f1\", \"op\": \">=\", \"baseline\": true, \"max_regression\": 0.1}],"
         " \"approvals\": {\"required\": 16}, \"require_registered_datasets\": true,"
+        " \"schema\": {\"compatible_with_baseline\": true},"
         " \"smoke\": {\"required\": false, \"gpu\": \"preferred\"},"
         " \"rollout\": {\"steps\": [1, 99, 100], \"bake_seconds\": 604800, "
         "\"auto_advance\": false}}",
@@ -444,6 +449,7 @@ static void test_policy_round_trip(void **state)
                                       "require_signature",
                                       "require_pinned_image",
                                       "require_registered_datasets",
+                                      "schema",
                                       "smoke",
                                       "rollout"};
     size_t i, k;

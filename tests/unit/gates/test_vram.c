@@ -144,9 +144,84 @@ static void test_estimated_vram_scales_linearly(void **state)
     }
 }
 
+static json_t *j(const char *s)
+{
+    json_t *v = s ? json_loads(s, 0, NULL) : NULL;
+
+    if (s && v == NULL)
+        fail_msg("bad test JSON %s", s);
+    return v;
+}
+
+/* gate_vram_estimate(): which source wins and what each formula gives. */
+static void test_estimate_table(void **state)
+{
+#define LLAMA_META                                                                                 \
+    "\"metadata\":{\"general.architecture\":\"llama\",\"llama.block_count\":32,"                   \
+    "\"llama.context_length\":4096,\"llama.embedding_length\":4096,"                               \
+    "\"llama.attention.head_count\":32"
+    static const struct {
+        const char *what, *resources, *intro, *source;
+        double bytes; /* expected total before /2^30; < 0: no estimate */
+        int64_t kv;
+    } cases[] = {
+        {"resources win", "{\"parameters\":7000000000,\"precision\":\"fp16\"}",
+         "{\"weights_bytes\":1000}", "resources", 7e9 * 2 * 1.3, 0},
+        {"weights only", NULL, "{\"weights_bytes\":1000000}", "introspection", 1e6 * 1.2, 0},
+        {"incomplete resources fall back", "{\"precision\":\"fp16\"}",
+         "{\"weights_bytes\":1000000}", "introspection", 1e6 * 1.2, 0},
+        {"kv heads default to heads", NULL, "{\"weights_bytes\":1000," LLAMA_META "}}",
+         "introspection", 1000 * 1.2 + 2.0 * 32 * 32 * 128 * 4096 * 2,
+         2LL * 32 * 32 * 128 * 4096 * 2},
+        {"grouped-query attention", NULL,
+         "{\"weights_bytes\":1000," LLAMA_META ",\"llama.attention.head_count_kv\":8}}",
+         "introspection", 1000 * 1.2 + 2.0 * 32 * 8 * 128 * 4096 * 2,
+         2LL * 32 * 8 * 128 * 4096 * 2},
+        {"explicit key length", NULL,
+         "{\"weights_bytes\":0," LLAMA_META ",\"llama.attention.key_length\":64}}", "introspection",
+         2.0 * 32 * 32 * 64 * 4096 * 2, 2LL * 32 * 32 * 64 * 4096 * 2},
+        {"missing context: weights only", NULL,
+         "{\"weights_bytes\":10,\"metadata\":{\"general.architecture\":\"llama\","
+         "\"llama.block_count\":32,\"llama.embedding_length\":4096,"
+         "\"llama.attention.head_count\":32}}",
+         "introspection", 12, 0},
+        {"nothing", NULL, "{\"format\":\"onnx\"}", NULL, -1, 0},
+        {"nothing at all", NULL, NULL, NULL, -1, 0},
+    };
+#undef LLAMA_META
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *r = j(cases[i].resources), *in = j(cases[i].intro);
+        json_t *e = gate_vram_estimate(r, in), *v;
+        double gib = -1;
+
+        if (cases[i].bytes < 0) {
+            assert_null(e);
+        } else {
+            assert_non_null(e);
+            assert_string_equal(json_string_value(json_object_get(e, "source")), cases[i].source);
+            if (!close_to(json_number_value(json_object_get(e, "gib")), cases[i].bytes / GIB))
+                fail_msg("%s: %g GiB, want %g", cases[i].what,
+                         json_number_value(json_object_get(e, "gib")), cases[i].bytes / GIB);
+            assert_int_equal(json_integer_value(json_object_get(e, "kv_cache_bytes")), cases[i].kv);
+            assert_non_null(json_string_value(json_object_get(e, "formula")));
+            v = json_pack("{s:O*, s:O*}", "resources", r, "introspection", in);
+            assert_true(gate_version_vram_gib(v, &gib));
+            assert_true(close_to(gib, cases[i].bytes / GIB));
+            json_decref(v);
+        }
+        json_decref(e);
+        json_decref(r);
+        json_decref(in);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_estimate_table),
         cmocka_unit_test(test_precision_bytes_table),
         cmocka_unit_test(test_estimated_vram_table),
         cmocka_unit_test(test_estimated_vram_worked_example),

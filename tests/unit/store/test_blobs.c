@@ -19,6 +19,7 @@
 
 #include "common/util.h"
 #include "store_fixture.h"
+#include "tests/unit/artifact/weights_writer.h"
 
 /* Upload bytes in chunks of `chunk`; on success *blob is the commit's record. */
 static enum mg_code upload(struct fx *fx, const void *data, size_t n, size_t chunk, uint64_t max,
@@ -319,6 +320,50 @@ static void test_blob_get_missing(void **state)
     assert_int_equal(fd, -1);
 }
 
+/* The upload reads weight headers: formats are recorded with the blob, the summary is kept
+ * for version creation, and a malformed header keeps nothing. */
+static void test_blob_formats(void **state)
+{
+    static const struct st_tensor t[] = {{"w", "F16", 2, 2, {3, 5}}};
+    struct fx *fx = *state;
+    struct wbuf st = {0};
+    json_t *blob = NULL, *got = NULL, *intro = NULL;
+    char digest[72];
+    bool created;
+
+    st_write(&st, t, 1, NULL);
+    assert_int_equal(upload(fx, st.p, st.n, 7, 1 << 20, NULL, &blob, &created), MG_OK);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(blob, "formats"), 0)),
+                        "safetensors");
+    snprintf(digest, sizeof(digest), "%s", json_string_value(json_object_get(blob, "digest")));
+    json_decref(blob);
+    assert_int_equal(store_blob_get(fx->st, digest, &got, &fx->err), MG_OK);
+    assert_int_equal(json_array_size(json_object_get(got, "formats")), 1);
+    json_decref(got);
+    assert_int_equal(store_blob_introspection(fx->st, digest, &intro, &fx->err), MG_OK);
+    assert_int_equal(json_integer_value(json_object_get(intro, "parameters")), 15);
+    json_decref(intro);
+    /* Uploading it again answers from the row. */
+    assert_int_equal(upload(fx, st.p, st.n, 7, 1 << 20, NULL, &blob, &created), MG_OK);
+    assert_false(created);
+    assert_int_equal(json_array_size(json_object_get(blob, "formats")), 1);
+    json_decref(blob);
+    /* Plain bytes: no formats, no introspection. */
+    assert_int_equal(upload(fx, "plain", 5, 5, 1 << 20, NULL, &blob, &created), MG_OK);
+    assert_int_equal(json_array_size(json_object_get(blob, "formats")), 0);
+    snprintf(digest, sizeof(digest), "%s", json_string_value(json_object_get(blob, "digest")));
+    json_decref(blob);
+    assert_int_equal(store_blob_introspection(fx->st, digest, &intro, &fx->err), MG_OK);
+    assert_null(intro);
+    /* A broken header: refused, nothing kept. */
+    st.p[9] = '[';
+    assert_int_equal(upload(fx, st.p, st.n, 7, 1 << 20, NULL, &blob, &created), MG_EINVAL);
+    assert_non_null(strstr(fx->err.message, "byte offset"));
+    assert_int_equal(fx_files_under(fx, "blobs/sha256"), 2);
+    assert_int_equal(fx_files_under(fx, "blobs/tmp"), 0);
+    wb_free(&st);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
@@ -331,6 +376,7 @@ int main(void)
         T(test_blob_upload_idempotent),
         T(test_blob_upload_too_big),
         T(test_blob_get_missing),
+        T(test_blob_formats),
     };
 #undef T
 

@@ -344,13 +344,50 @@ static void test_version_brief(void **state)
     assert_null(v);
 }
 
+/* What the server read (introspection) and what the trainer declared (io_schema) are kept
+ * as given and come back with the version, in every read. */
+static void test_version_introspection_kept(void **state)
+{
+    struct fx *fx = *state;
+    char digest[72];
+    json_t *req, *v = NULL;
+    int64_t n;
+
+    fx_put_blob(fx, "weights", digest);
+    fx_model(fx, "m");
+    req = json_pack("{s:s, s:{s:s, s:I, s:[{s:s, s:s, s:[s, i]}]}, s:{s:[], s:[{s:s, s:s}]}}",
+                    "artifact", digest, "introspection", "format", "onnx", "parameters",
+                    (json_int_t)42, "inputs", "name", "x", "dtype", "F32", "shape", "n", 3,
+                    "io_schema", "inputs", "outputs", "name", "y", "dtype", "I64");
+    n = fx_version(fx, "m", req);
+    assert_int_equal(store_version_get(fx->st, "m", n, &v, &fx->err), MG_OK);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(v, "introspection"), "parameters")), 42);
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_array_get(json_object_get(json_object_get(v, "io_schema"), "outputs"), 0),
+            "dtype")),
+        "I64");
+    json_decref(v);
+    /* Without them, neither member appears. */
+    n = fx_version(fx, "m", json_pack("{s:s}", "artifact", digest));
+    assert_int_equal(store_version_get(fx->st, "m", n, &v, &fx->err), MG_OK);
+    assert_null(json_object_get(v, "introspection"));
+    assert_null(json_object_get(v, "io_schema"));
+    json_decref(v);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
     const struct CMUnitTest tests[] = {
-        T(test_version_numbers),      T(test_version_metrics_append_only),
-        T(test_version_list_filters), T(test_version_list_pages),
-        T(test_version_patch),        T(test_version_brief),
+        T(test_version_numbers),
+        T(test_version_metrics_append_only),
+        T(test_version_list_filters),
+        T(test_version_list_pages),
+        T(test_version_patch),
+        T(test_version_brief),
+        T(test_version_introspection_kept),
     };
 #undef T
 
