@@ -454,8 +454,13 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE outbox DROP COLUMN lease_token; "
                                     "ALTER TABLE smoke_tests DROP COLUMN owner; "
                                     "ALTER TABLE smoke_tests DROP COLUMN lease_until; "
+                                    "ALTER TABLE aliases DROP COLUMN match_rules; "
+                                    "ALTER TABLE aliases DROP COLUMN shadow; "
+                                    "ALTER TABLE alias_history DROP COLUMN match_rules; "
+                                    "ALTER TABLE alias_history DROP COLUMN shadow; "
+                                    "ALTER TABLE promotions DROP COLUMN phase; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
-                     3); /* migrations 6 to 8 (a database of the previous release) */
+                     4); /* migrations 6 to 9 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);
