@@ -517,7 +517,8 @@ static void set_map(const struct store_delivery *d, const char *addr, const char
         goto out;
     }
     if (!map_holds(reply, want, why, sizeof(why))) {
-        snprintf(res->error, sizeof(res->error), "show map %.200s after the commit: %s", map, why);
+        snprintf(res->error, sizeof(res->error), "show map %.200s after the commit: %.280s", map,
+                 why);
         goto out;
     }
     res->ok = true;

@@ -10,7 +10,8 @@
  * - last-known-good: a version that some requests bypass through a pin does not hold the
  *   whole alias; rollback moves to the last-known-good and drops the match rules and shadow
  *   of the rolled-back version only (which is the newest routed: shadow and pins count);
- * - the runner tests every routed version: weighted, pinned and shadow.
+ * - the runner tests every routed version: weighted, pinned and shadow;
+ * - a policy's rollout phases are validated (400 naming the field) and stored.
  */
 #include "harness.h"
 #include "sys.h"
@@ -341,6 +342,47 @@ static void test_lkg_and_rollback(void **state)
                 "[{\"header\":\"x-tenant\",\"value\":\"acme\",\"version\":1}]");
 }
 
+/* Policy rollout phases: validated with a 400 naming the field, stored canonically. */
+static void test_policy_rollout_phases(void **state)
+{
+    static const struct {
+        const char *rollout, *field;
+    } bad[] = {
+        {"{\"shadow_seconds\":-1}", "rollout.shadow_seconds"},
+        {"{\"shadow_seconds\":\"600\"}", "rollout.shadow_seconds"},
+        {"{\"internal\":{\"header\":\"X-Canary\",\"value\":\"1\",\"seconds\":60}}",
+         "rollout.internal.header"},
+        {"{\"internal\":{\"header\":\"x-canary\",\"value\":\"a b\",\"seconds\":60}}",
+         "rollout.internal.value"},
+        {"{\"internal\":{\"header\":\"x-canary\",\"value\":\"1\"}}", "rollout.internal.seconds"},
+        {"{\"internal\":{\"header\":\"x-canary\",\"value\":\"1\",\"seconds\":60,"
+         "\"percent\":5}}",
+         "rollout.internal"},
+    };
+    struct mg_server *s = *state;
+    struct it_resp *r;
+    char body[256];
+    json_t *ro;
+
+    it_model_create(s, s->admin_token, "phased");
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        r = it_jreq(s, "PUT", "/api/v1/models/phased/policies/production", s->admin_token,
+                    it_fmt(body, sizeof(body), "{\"rollout\":%s}", bad[i].rollout));
+        it_expect_error_field(s, r, 400, "invalid_argument", bad[i].field);
+        it_resp_free(s, &r);
+    }
+    r = it_get(s, "/api/v1/models/phased/policies/production", s->admin_token);
+    it_expect_error(s, r, 404, "not_found");
+    r = it_jreq(s, "PUT", "/api/v1/models/phased/policies/production", s->admin_token,
+                "{\"rollout\":{\"shadow_seconds\":600,\"internal\":{\"header\":\"x-canary\","
+                "\"value\":\"1\",\"seconds\":300},\"steps\":[10,50,100]}}");
+    it_expect_status(s, r, 200);
+    ro = it_jobj(r->json, "rollout");
+    assert_int_equal(it_jint(ro, "shadow_seconds"), 600);
+    expect_json(it_jobj(ro, "internal"),
+                "{\"header\":\"x-canary\",\"value\":\"1\",\"seconds\":300}");
+}
+
 static json_t *smoke_ok(void)
 {
     return rc_smoke_spec("ok", 0, 0, NULL);
@@ -381,6 +423,7 @@ int main(void)
         cmocka_unit_test_teardown(test_bad_input_changes_nothing, it_test_teardown),
         cmocka_unit_test_teardown(test_lkg_and_rollback, it_test_teardown),
         cmocka_unit_test_teardown(test_runner_tests_every_routed_version, it_test_teardown),
+        cmocka_unit_test_teardown(test_policy_rollout_phases, it_test_teardown),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
