@@ -166,9 +166,51 @@ static enum mg_code parse_threshold(const json_t *t, size_t i, struct gate_thres
     return MG_OK;
 }
 
+#define PHASE_SECONDS_MAX (7 * 24 * 3600)
+
+/* rollout.internal: {"header","value","seconds"}, or null for none. */
+static enum mg_code parse_internal(const json_t *v, struct gate_policy *out, struct mg_error *err)
+{
+    static const char *const keys[] = {"header", "value", "seconds", NULL};
+    json_t *h = json_object_get(v, "header"), *val = json_object_get(v, "value"),
+           *sec = json_object_get(v, "seconds");
+    const char *bad;
+
+    if (json_is_null(v))
+        return MG_OK;
+    if (!json_is_object(v))
+        return fail(err, "rollout.internal",
+                    "rollout.internal must be {\"header\", \"value\", \"seconds\"} or null");
+    if (!only_keys(v, keys, &bad))
+        return fail(err, "rollout.internal", "rollout.internal has an unknown field '%.64s'", bad);
+    if (!json_is_string(h) || !gate_header_name_ok(json_string_value(h), json_string_length(h)))
+        return fail(err, "rollout.internal.header",
+                    "rollout.internal.header must be a lowercase HTTP header name (1 to %d of "
+                    "a-z 0-9 !#$%%&'*+-.^_`|~), such as x-canary",
+                    GATE_HEADER_NAME_MAX);
+    if (!json_is_string(val) ||
+        !gate_header_value_ok(json_string_value(val), json_string_length(val)))
+        return fail(err, "rollout.internal.value",
+                    "rollout.internal.value must be 1 to %d printable ASCII characters without "
+                    "spaces, '\"', '\\', ';', '{' or '}'",
+                    GATE_HEADER_VALUE_MAX);
+    if (!json_is_integer(sec) || json_integer_value(sec) < 1 ||
+        json_integer_value(sec) > PHASE_SECONDS_MAX)
+        return fail(err, "rollout.internal.seconds",
+                    "rollout.internal.seconds must be an integer from 1 to %d: how long only "
+                    "requests with the header reach the candidate",
+                    PHASE_SECONDS_MAX);
+    out->has_internal = true;
+    snprintf(out->internal_header, sizeof(out->internal_header), "%s", json_string_value(h));
+    snprintf(out->internal_value, sizeof(out->internal_value), "%s", json_string_value(val));
+    out->internal_seconds = json_integer_value(sec);
+    return MG_OK;
+}
+
 static enum mg_code parse_rollout(const json_t *r, struct gate_policy *out, struct mg_error *err)
 {
-    static const char *const keys[] = {"steps", "bake_seconds", "auto_advance", NULL};
+    static const char *const keys[] = {"steps",          "bake_seconds", "auto_advance",
+                                       "shadow_seconds", "internal",     NULL};
     const char *bad;
     json_t *steps, *v;
     size_t i;
@@ -199,7 +241,7 @@ static enum mg_code parse_rollout(const json_t *r, struct gate_policy *out, stru
     v = json_object_get(r, "bake_seconds");
     if (v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) > 7 * 24 * 3600)
+            json_integer_value(v) > PHASE_SECONDS_MAX)
             return fail(err, "rollout.bake_seconds",
                         "rollout.bake_seconds must be an integer from 0 to 604800");
         out->bake_seconds = json_integer_value(v);
@@ -210,7 +252,17 @@ static enum mg_code parse_rollout(const json_t *r, struct gate_policy *out, stru
             return fail(err, "rollout.auto_advance", "rollout.auto_advance must be a boolean");
         out->auto_advance = json_is_true(v);
     }
-    return MG_OK;
+    v = json_object_get(r, "shadow_seconds");
+    if (v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > PHASE_SECONDS_MAX)
+            return fail(err, "rollout.shadow_seconds",
+                        "rollout.shadow_seconds must be an integer from 0 (no shadow phase) to %d",
+                        PHASE_SECONDS_MAX);
+        out->shadow_seconds = json_integer_value(v);
+    }
+    v = json_object_get(r, "internal");
+    return v ? parse_internal(v, out, err) : MG_OK;
 }
 
 static enum mg_code parse_bool(const json_t *j, const char *key, bool *out, struct mg_error *err)
@@ -366,7 +418,7 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
 json_t *gate_policy_to_json(const struct gate_policy *p)
 {
     static const char *const gpu[] = {"none", "preferred", "required"};
-    json_t *th = json_array(), *steps = json_array(), *t, *appr;
+    json_t *th = json_array(), *steps = json_array(), *t, *appr, *internal;
     size_t i;
 
     for (i = 0; th && i < p->nthresholds; i++) {
@@ -397,14 +449,19 @@ json_t *gate_policy_to_json(const struct gate_policy *p)
     } else {
         appr = json_pack("{s:i}", "required", p->approvals_required);
     }
-    return json_pack("{s:o, s:o, s:b, s:b, s:b, s:b, s:{s:b}, s:{s:b, s:s}, s:{s:o, s:I, s:b}}",
-                     "thresholds", th, "approvals", appr, "require_signature", p->require_signature,
-                     "require_pinned_image", p->require_pinned_image, "require_registered_datasets",
-                     p->require_registered_datasets, "require_no_withdrawn_datasets",
-                     p->require_no_withdrawn_datasets, "schema", "compatible_with_baseline",
-                     p->schema_compatible, "smoke", "required", p->smoke_required, "gpu",
-                     gpu[p->gpu], "rollout", "steps", steps, "bake_seconds",
-                     (json_int_t)p->bake_seconds, "auto_advance", p->auto_advance);
+    internal = p->has_internal
+                   ? json_pack("{s:s, s:s, s:I}", "header", p->internal_header, "value",
+                               p->internal_value, "seconds", (json_int_t)p->internal_seconds)
+                   : json_null();
+    return json_pack(
+        "{s:o, s:o, s:b, s:b, s:b, s:b, s:{s:b}, s:{s:b, s:s}, s:{s:o, s:I, s:b, s:I, s:o}}",
+        "thresholds", th, "approvals", appr, "require_signature", p->require_signature,
+        "require_pinned_image", p->require_pinned_image, "require_registered_datasets",
+        p->require_registered_datasets, "require_no_withdrawn_datasets",
+        p->require_no_withdrawn_datasets, "schema", "compatible_with_baseline",
+        p->schema_compatible, "smoke", "required", p->smoke_required, "gpu", gpu[p->gpu], "rollout",
+        "steps", steps, "bake_seconds", (json_int_t)p->bake_seconds, "auto_advance",
+        p->auto_advance, "shadow_seconds", (json_int_t)p->shadow_seconds, "internal", internal);
 }
 
 /* ---- evaluation ------------------------------------------------------- */

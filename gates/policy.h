@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "../common/mg.h"
+#include "routing.h"
 
 #define GATE_MAX_THRESHOLDS 64
 #define GATE_MAX_STEPS 16
@@ -59,6 +60,14 @@ struct gate_policy {
     size_t nsteps;
     int64_t bake_seconds;
     bool auto_advance;
+    /* Phases before the steps (API.md "Routing strategies"): the candidate first gets a copy
+     * of every request for shadow_seconds (0: no shadow phase), then only the requests whose
+     * internal_header equals internal_value for internal_seconds (has_internal). */
+    int64_t shadow_seconds;
+    bool has_internal;
+    char internal_header[GATE_HEADER_NAME_MAX + 1];
+    char internal_value[GATE_HEADER_VALUE_MAX + 1];
+    int64_t internal_seconds;
 };
 
 /* The empty policy: no gates, one step to 100%, auto-advance. */

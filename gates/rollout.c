@@ -35,6 +35,30 @@ bool promo_state_active(enum promo_state s)
     return s == PROMO_EVALUATING || s == PROMO_AWAITING_APPROVAL || s == PROMO_ROLLING_OUT;
 }
 
+static const char *const phase_names[] = {NULL, "shadow", "internal", "steps"};
+
+const char *promo_phase_name(enum promo_phase p)
+{
+    return phase_names[p];
+}
+
+bool promo_phase_parse(const char *s, enum promo_phase *out)
+{
+    size_t i;
+
+    if (s == NULL || s[0] == '\0') {
+        *out = PROMO_PHASE_NONE;
+        return true;
+    }
+    for (i = 1; i < sizeof(phase_names) / sizeof(phase_names[0]); i++) {
+        if (strcmp(s, phase_names[i]) == 0) {
+            *out = (enum promo_phase)i;
+            return true;
+        }
+    }
+    return false;
+}
+
 void promo_init(struct promo *p, const struct gate_policy *pol, int64_t candidate, int64_t baseline)
 {
     memset(p, 0, sizeof(*p));
@@ -47,6 +71,12 @@ void promo_init(struct promo *p, const struct gate_policy *pol, int64_t candidat
     p->auto_advance = pol->auto_advance;
     p->approvals_required = pol->approvals_required;
     p->step_index = -1;
+    p->phase = PROMO_PHASE_NONE;
+    p->shadow_ms = pol->shadow_seconds * 1000;
+    p->has_internal = pol->has_internal;
+    memcpy(p->internal_header, pol->internal_header, sizeof(p->internal_header));
+    memcpy(p->internal_value, pol->internal_value, sizeof(p->internal_value));
+    p->internal_ms = pol->internal_seconds * 1000;
 }
 
 static enum mg_code conflict(struct mg_error *err, const char *fmt, ...)
@@ -89,6 +119,7 @@ static void take_step(struct promo *n, struct promo_actions *a, int i, int64_t n
         i = (int)n->nsteps - 1; /* past the end: the last step (100) */
     w = n->steps[i];
     n->state = PROMO_ROLLING_OUT;
+    n->phase = PROMO_PHASE_STEPS;
     n->step_index = i;
     a->set_routes = true;
     a->nroutes = 0;
@@ -109,13 +140,83 @@ static void take_step(struct promo *n, struct promo_actions *a, int i, int64_t n
         return;
     }
     n->next_step_at = n->auto_advance ? now + n->bake_ms : 0;
-    note(a, "step", "step %d of %zu: v%lld at %d%%", i + 1, n->nsteps, (long long)n->candidate, w);
+    note(a, "step", "step %d of %zu: v%lld at %d%%%s", i + 1, n->nsteps, (long long)n->candidate, w,
+         i == 0 && n->baseline == 0 && (n->shadow_ms > 0 || n->has_internal)
+             ? " (no baseline to mirror or fall back on: the shadow and internal phases are "
+               "skipped)"
+             : "");
+}
+
+/* Phases before the steps: the baseline answers every request. */
+static void phase_routes(struct promo *n, struct promo_actions *a, enum promo_phase phase,
+                         int64_t len_ms, int64_t now)
+{
+    n->state = PROMO_ROLLING_OUT;
+    n->phase = phase;
+    n->step_index = -1;
+    n->weight = 0;
+    n->next_step_at = n->auto_advance ? now + len_ms : 0;
+    a->set_routes = true;
+    a->nroutes = 0;
+    a->routes[a->nroutes++] = (struct promo_route){n->baseline, 100};
+}
+
+static void enter_shadow(struct promo *n, struct promo_actions *a, int64_t now)
+{
+    phase_routes(n, a, PROMO_PHASE_SHADOW, n->shadow_ms, now);
+    a->shadow = n->candidate;
+    note(a, "shadow",
+         "shadow phase: v%lld gets a copy of every request for %lld s while v%lld answers "
+         "them; its smoke tests run meanwhile",
+         (long long)n->candidate, (long long)(n->shadow_ms / 1000), (long long)n->baseline);
+}
+
+static void enter_internal(struct promo *n, struct promo_actions *a, int64_t now)
+{
+    phase_routes(n, a, PROMO_PHASE_INTERNAL, n->internal_ms, now);
+    a->has_match = true;
+    memcpy(a->match_header, n->internal_header, sizeof(a->match_header));
+    memcpy(a->match_value, n->internal_value, sizeof(a->match_value));
+    a->match_version = n->candidate;
+    note(a, "internal",
+         "internal phase: requests with %s: %s go to v%lld for %lld s; all others to v%lld",
+         n->internal_header, n->internal_value, (long long)n->candidate,
+         (long long)(n->internal_ms / 1000), (long long)n->baseline);
+}
+
+/* From where the rollout is to what comes next: a phase, or the next step. */
+static void advance(struct promo *n, struct promo_actions *a, int64_t now)
+{
+    switch (n->phase) {
+    case PROMO_PHASE_NONE:
+        if (n->step_index >= 0) /* stepping since before phases were recorded */
+            take_step(n, a, n->step_index + 1, now);
+        else if (n->baseline != 0 && n->shadow_ms > 0)
+            enter_shadow(n, a, now);
+        else if (n->baseline != 0 && n->has_internal)
+            enter_internal(n, a, now);
+        else
+            take_step(n, a, 0, now);
+        break;
+    case PROMO_PHASE_SHADOW:
+        if (n->has_internal)
+            enter_internal(n, a, now);
+        else
+            take_step(n, a, 0, now);
+        break;
+    case PROMO_PHASE_INTERNAL:
+        take_step(n, a, 0, now);
+        break;
+    case PROMO_PHASE_STEPS:
+        take_step(n, a, n->step_index + 1, now);
+        break;
+    }
 }
 
 /* Back to the baseline (or to the alias's state before the promotion). */
 static void restore(struct promo *n, struct promo_actions *a, enum promo_state to)
 {
-    bool touched = n->step_index >= 0;
+    bool touched = n->step_index >= 0 || n->phase != PROMO_PHASE_NONE;
 
     n->state = to;
     n->next_step_at = 0;
@@ -132,7 +233,8 @@ static void restore(struct promo *n, struct promo_actions *a, enum promo_state t
 /* After gates and approvals are settled: start rolling out. */
 static void start_rollout(struct promo *n, struct promo_actions *a, int64_t now)
 {
-    take_step(n, a, 0, now);
+    n->phase = PROMO_PHASE_NONE;
+    advance(n, a, now);
 }
 
 enum mg_code promo_step(const struct promo *cur, const struct promo_event *ev, int64_t now,
@@ -179,13 +281,20 @@ enum mg_code promo_step(const struct promo *cur, const struct promo_event *ev, i
         if (cur->state != PROMO_ROLLING_OUT || !cur->auto_advance || cur->next_step_at == 0 ||
             now < cur->next_step_at)
             break; /* nothing due */
-        take_step(&n, &a, cur->step_index + 1, now);
+        if (cur->phase == PROMO_PHASE_SHADOW && ev->smoke_pending)
+            break; /* the shadow phase ends once the candidate's smoke test passed */
+        advance(&n, &a, now);
         break;
     case PROMO_EV_ADVANCE:
         if (cur->state != PROMO_ROLLING_OUT)
             return conflict(err, "only a rolling-out promotion can advance; this one is %s",
                             promo_state_name(cur->state));
-        take_step(&n, &a, cur->step_index + 1, now);
+        if (cur->phase == PROMO_PHASE_SHADOW && ev->smoke_pending)
+            return conflict(err,
+                            "the smoke test of v%lld is still running; the shadow phase "
+                            "ends once it passed",
+                            (long long)cur->candidate);
+        advance(&n, &a, now);
         break;
     case PROMO_EV_ABORT:
         restore(&n, &a, PROMO_ABORTED);
@@ -201,7 +310,10 @@ enum mg_code promo_step(const struct promo *cur, const struct promo_event *ev, i
     case PROMO_EV_DELIVERY_FAILED:
         if (cur->state == PROMO_ROLLING_OUT) {
             restore(&n, &a, PROMO_ROLLED_BACK);
-            note(&a, "rolled_back", "automatic rollback: %s",
+            bool phase = cur->phase == PROMO_PHASE_SHADOW || cur->phase == PROMO_PHASE_INTERNAL;
+
+            note(&a, "rolled_back", "automatic rollback%s%s%s: %s", phase ? " during the " : "",
+                 phase ? promo_phase_name(cur->phase) : "", phase ? " phase" : "",
                  *why ? why
                       : (ev->kind == PROMO_EV_SMOKE_FAILED ? "smoke test failed"
                                                            : "delivery failed"));
@@ -233,6 +345,18 @@ static bool bad_since(const struct lkg_bad *bad, size_t n, int64_t v, int64_t ge
     return false;
 }
 
+/* Do all of the entry's match rules (if any) pin v? */
+static bool pins_only(const struct lkg_entry *e, int64_t v)
+{
+    size_t i;
+
+    for (i = 0; i < e->npinned; i++) {
+        if (e->pinned[i] != v)
+            return false;
+    }
+    return true;
+}
+
 int64_t lkg_select(const struct lkg_entry *hist, size_t n, const struct lkg_bad *bad, size_t nbad,
                    int64_t exclude, size_t *entry_index)
 {
@@ -247,7 +371,7 @@ int64_t lkg_select(const struct lkg_entry *hist, size_t n, const struct lkg_bad 
         if (e->nroutes != 1 || e->routes[0].weight != 100)
             continue;
         v = e->routes[0].version;
-        if (v == exclude || bad_since(bad, nbad, v, e->generation))
+        if (v == exclude || bad_since(bad, nbad, v, e->generation) || !pins_only(e, v))
             continue;
         if (entry_index)
             *entry_index = i;
@@ -256,38 +380,51 @@ int64_t lkg_select(const struct lkg_entry *hist, size_t n, const struct lkg_bad 
     return 0;
 }
 
-static int weight_of(const struct lkg_entry *e, int64_t v)
+/* Does the entry route v: a weight above 0, a match rule, or the shadow? */
+static bool routes_version(const struct lkg_entry *e, int64_t v)
 {
     size_t i;
 
     for (i = 0; i < e->nroutes; i++) {
-        if (e->routes[i].version == v)
-            return e->routes[i].weight;
+        if (e->routes[i].version == v && e->routes[i].weight > 0)
+            return true;
     }
-    return 0;
+    for (i = 0; i < e->npinned; i++) {
+        if (e->pinned[i] == v)
+            return true;
+    }
+    return v != 0 && e->shadow == v;
+}
+
+/* Of the newest entry's routed versions, is v newer than best (see lkg_newest_routed)? */
+static void consider(const struct lkg_entry *hist, size_t n, int64_t v, int64_t *best,
+                     size_t *best_since)
+{
+    size_t since = 0, k;
+
+    if (v == 0 || !routes_version(&hist[0], v))
+        return;
+    /* How far back has v been routed without a break? */
+    for (k = 1; k < n && routes_version(&hist[k], v); k++)
+        since = k;
+    /* Smaller `since` = routed more recently; ties → higher version. */
+    if (since < *best_since || (since == *best_since && v > *best)) {
+        *best = v;
+        *best_since = since;
+    }
 }
 
 int64_t lkg_newest_routed(const struct lkg_entry *hist, size_t n)
 {
     int64_t best = 0;
-    size_t best_since = SIZE_MAX, i, k;
+    size_t best_since = SIZE_MAX, i;
 
     if (n == 0)
         return 0;
-    for (i = 0; i < hist[0].nroutes; i++) {
-        int64_t v = hist[0].routes[i].version;
-        size_t since = 0;
-
-        if (hist[0].routes[i].weight <= 0)
-            continue;
-        /* How far back has v held weight without a break? */
-        for (k = 1; k < n && weight_of(&hist[k], v) > 0; k++)
-            since = k;
-        /* Smaller `since` = gained weight more recently; ties → higher version. */
-        if (since < best_since || (since == best_since && v > best)) {
-            best = v;
-            best_since = since;
-        }
-    }
+    for (i = 0; i < hist[0].nroutes; i++)
+        consider(hist, n, hist[0].routes[i].version, &best, &best_since);
+    for (i = 0; i < hist[0].npinned; i++)
+        consider(hist, n, hist[0].pinned[i], &best, &best_since);
+    consider(hist, n, hist[0].shadow, &best, &best_since);
     return best;
 }

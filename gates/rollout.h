@@ -32,6 +32,26 @@ const char *promo_state_name(enum promo_state s);
 bool promo_state_parse(const char *s, enum promo_state *out);
 bool promo_state_active(enum promo_state s);
 
+/*
+ * Where a rolling-out promotion is (API.md "Routing strategies"): the candidate first gets
+ * a copy of every request while the baseline answers them (shadow; its smoke tests run
+ * meanwhile), then only the requests carrying the policy's internal header (internal),
+ * then the weighted steps. A policy without those phases, or a promotion without a
+ * baseline to mirror or to fall back on, goes straight to the steps. NONE: the rollout has
+ * not begun.
+ */
+enum promo_phase {
+    PROMO_PHASE_NONE,
+    PROMO_PHASE_SHADOW,
+    PROMO_PHASE_INTERNAL,
+    PROMO_PHASE_STEPS,
+};
+
+/* "shadow", "internal", "steps"; NULL for NONE. */
+const char *promo_phase_name(enum promo_phase p);
+/* The phase of a name; NULL or "" is NONE. false for anything else. */
+bool promo_phase_parse(const char *s, enum promo_phase *out);
+
 struct promo {
     enum promo_state state;
     int64_t candidate; /* version */
@@ -43,7 +63,13 @@ struct promo {
     int approvals_required;
     int step_index;       /* -1 before the first step */
     int weight;           /* candidate's current weight */
-    int64_t next_step_at; /* ms since epoch, 0 when no timer */
+    int64_t next_step_at; /* ms since epoch, 0 when no timer (the end of a phase, too) */
+    enum promo_phase phase;
+    int64_t shadow_ms; /* length of the shadow phase, 0 for none */
+    bool has_internal; /* an internal phase: */
+    char internal_header[GATE_HEADER_NAME_MAX + 1];
+    char internal_value[GATE_HEADER_VALUE_MAX + 1];
+    int64_t internal_ms;
 };
 
 /* A fresh promotion from a policy: evaluating, no step taken. */
@@ -53,8 +79,8 @@ void promo_init(struct promo *p, const struct gate_policy *pol, int64_t candidat
 enum promo_event_kind {
     PROMO_EV_GATES,          /* gate report: gates_failed / gates_pending */
     PROMO_EV_APPROVALS,      /* tally changed: rejected / satisfied */
-    PROMO_EV_TICK,           /* the clock moved */
-    PROMO_EV_ADVANCE,        /* a deployer asked for the next step now */
+    PROMO_EV_TICK,           /* the clock moved (smoke_pending: see below) */
+    PROMO_EV_ADVANCE,        /* a deployer asked for the next step or phase now */
     PROMO_EV_ABORT,          /* a deployer aborted */
     PROMO_EV_ROLLBACK,       /* the alias was rolled back */
     PROMO_EV_SMOKE_FAILED,   /* the candidate failed a smoke test */
@@ -65,7 +91,11 @@ struct promo_event {
     enum promo_event_kind kind;
     bool gates_failed, gates_pending; /* PROMO_EV_GATES */
     bool rejected, satisfied;         /* PROMO_EV_APPROVALS */
-    const char *reason;               /* free text for the event log */
+    /* TICK, ADVANCE: the candidate's smoke test of the shadow phase is still queued or
+     * running. A shadow phase never ends before it passed: a due tick waits, an advance
+     * is refused. */
+    bool smoke_pending;
+    const char *reason; /* free text for the event log */
 };
 
 #define PROMO_MAX_ROUTES 2
@@ -81,8 +111,15 @@ struct promo_actions {
                       * (routes[] holds the baseline at 100 when there is one) */
     struct promo_route routes[PROMO_MAX_ROUTES];
     size_t nroutes;
+    /* With set_routes, the rest of the alias's generation: a promotion's change replaces
+     * its match rules and shadow with these (none outside the shadow and internal phases). */
+    bool has_match; /* one rule: internal_header = internal_value → match_version */
+    char match_header[GATE_HEADER_NAME_MAX + 1];
+    char match_value[GATE_HEADER_VALUE_MAX + 1];
+    int64_t match_version;
+    int64_t shadow; /* the shadow version (a copy of every request), 0 for none */
     char event[32]; /* event type for the log, "" for none */
-    char detail[256];
+    char detail[448];
 };
 
 /*
@@ -110,6 +147,9 @@ struct lkg_entry {
     enum lkg_kind kind;
     const struct promo_route *routes;
     size_t nroutes;
+    const int64_t *pinned; /* the versions of the entry's match rules */
+    size_t npinned;
+    int64_t shadow; /* the entry's shadow version, 0 for none */
 };
 
 /* A version rolled back from the alias at `generation`. */
@@ -121,16 +161,19 @@ struct lkg_bad {
 /*
  * The last-known-good version: walking history newest first, the first
  * entry that is a direct set or a succeeded promotion putting one version at
- * 100%, whose version has not been rolled back since (no bad mark with a
- * later generation than the entry). `exclude` (0 for none) is skipped too
- * (rollback looks for a target other than the newest routed version).
- * Returns the version and the index of its entry, or 0.
+ * 100% (every match rule of the entry pinning that same version too: a
+ * version that some requests bypass does not hold the whole alias; a shadow
+ * answers no one and does not count), whose version has not been rolled back
+ * since (no bad mark with a later generation than the entry). `exclude` (0
+ * for none) is skipped too (rollback looks for a target other than the
+ * newest routed version). Returns the version and the index of its entry, or 0.
  */
 int64_t lkg_select(const struct lkg_entry *hist, size_t n, const struct lkg_bad *bad, size_t nbad,
                    int64_t exclude, size_t *entry_index);
 
 /* The newest routed version: of the versions routed now (entry 0, newest
- * first), the one that most recently gained weight. 0 when nothing is routed. */
+ * first: a weight above 0, a match rule or the shadow), the one that most
+ * recently became routed. 0 when nothing is routed. */
 int64_t lkg_newest_routed(const struct lkg_entry *hist, size_t n);
 
 #endif

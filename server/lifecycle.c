@@ -20,19 +20,26 @@
 
 /* ---- facts into decisions ------------------------------------------------ */
 
-/* The versions a generation's routes give traffic to (weights > 0). */
-static bool routes_name(const json_t *routes, int64_t version)
+/* Does a generation (an alias's facts or one history entry) route `version`: a weight > 0, a
+ * match rule pinning it, or the shadow (API.md "Routing strategies")? */
+static bool routes_name(const json_t *gen, int64_t version)
 {
     json_t *r;
     size_t i;
 
-    json_array_foreach(routes, i, r)
+    json_array_foreach(json_object_get(gen, "routes"), i, r)
     {
         if (json_integer_value(json_object_get(r, "version")) == version &&
             json_integer_value(json_object_get(r, "weight")) > 0)
             return true;
     }
-    return false;
+    json_array_foreach(json_object_get(gen, "match"), i, r)
+    {
+        if (json_integer_value(json_object_get(r, "version")) == version)
+            return true;
+    }
+    return json_integer_value(json_object_get(json_object_get(gen, "shadow"), "version")) ==
+           version;
 }
 
 /* What a model's facts (store_lifecycle_facts) say of each version. f[i] borrow strings from
@@ -87,14 +94,13 @@ static bool life_view_init(struct life_view *v, const json_t *facts)
             const char *name = json_string_value(json_object_get(a, "alias"));
             bool live = json_is_true(json_object_get(a, "exists"));
 
-            if (live && f->routed_by == NULL &&
-                routes_name(json_object_get(a, "routes"), f->version))
+            if (live && f->routed_by == NULL && routes_name(a, f->version))
                 f->routed_by = name;
             if (live && f->lkg_of == NULL && rel_facts_lkg(a, 0, NULL) == f->version)
                 f->lkg_of = name;
             json_array_foreach(json_object_get(a, "history"), k, h)
             {
-                if (routes_name(json_object_get(h, "routes"), f->version)) {
+                if (routes_name(h, f->version)) {
                     f->ever_routed = true;
                     break;
                 }

@@ -26,10 +26,11 @@
 
 /* ---- facts → gates inputs --------------------------------------------- */
 
-/* History (facts JSON, newest first) as lkg entries; routes live in *rbuf. */
+/* History (facts JSON, newest first) as lkg entries; routes live in r, pinned versions in p. */
 struct lkg_view {
     struct lkg_entry *e;
     struct promo_route *r;
+    int64_t *p;
     size_t n;
     struct lkg_bad *bad;
     size_t nbad;
@@ -39,6 +40,7 @@ static void lkg_view_release(struct lkg_view *v)
 {
     free(v->e);
     free(v->r);
+    free(v->p);
     free(v->bad);
     memset(v, 0, sizeof(*v));
 }
@@ -64,23 +66,28 @@ static bool lkg_view_init(struct lkg_view *v, const json_t *facts)
 {
     json_t *hist = json_object_get(facts, "history"), *bad = json_object_get(facts, "bad"), *h;
     json_t *gone = json_object_get(facts, "unavailable");
-    size_t i, j, nr = 0, k = 0, nbad = json_array_size(bad);
+    size_t i, j, nr = 0, np = 0, k = 0, q = 0, nbad = json_array_size(bad);
 
     memset(v, 0, sizeof(*v));
-    json_array_foreach(hist, i, h) nr += json_array_size(json_object_get(h, "routes"));
+    json_array_foreach(hist, i, h)
+    {
+        nr += json_array_size(json_object_get(h, "routes"));
+        np += json_array_size(json_object_get(h, "match"));
+    }
     v->n = json_array_size(hist);
     v->e = calloc(v->n + 1, sizeof(*v->e));
     v->r = calloc(nr + 1, sizeof(*v->r));
+    v->p = calloc(np + 1, sizeof(*v->p));
     /* An archived or deleted version counts as rolled back forever: it is never the LKG. */
     v->nbad = nbad + json_array_size(gone);
     v->bad = calloc(v->nbad + 1, sizeof(*v->bad));
-    if (!v->e || !v->r || !v->bad) {
+    if (!v->e || !v->r || !v->p || !v->bad) {
         lkg_view_release(v);
         return false;
     }
     json_array_foreach(hist, i, h)
     {
-        json_t *routes = json_object_get(h, "routes"), *r;
+        json_t *routes = json_object_get(h, "routes"), *match = json_object_get(h, "match"), *r;
         v->e[i].generation = json_integer_value(json_object_get(h, "generation"));
         v->e[i].kind = kind_of(json_string_value(json_object_get(h, "kind")));
         v->e[i].routes = &v->r[k];
@@ -91,6 +98,12 @@ static bool lkg_view_init(struct lkg_view *v, const json_t *facts)
             v->r[k].weight = (int)json_integer_value(json_object_get(r, "weight"));
             k++;
         }
+        v->e[i].pinned = &v->p[q];
+        v->e[i].npinned = json_array_size(match);
+        json_array_foreach(match, j, r) v->p[q++] =
+            json_integer_value(json_object_get(r, "version"));
+        v->e[i].shadow =
+            json_integer_value(json_object_get(json_object_get(h, "shadow"), "version"));
     }
     for (i = 0; i < nbad; i++) {
         json_t *b = json_array_get(bad, i);
@@ -362,7 +375,8 @@ enum mg_code rel_commit_change(struct srv *srv, const char *actor, struct store_
     enum mg_code rc;
 
     if (a != NULL) {
-        if ((rc = push_alias_names(srv, a->model, a->alias, a->routes, &names, err)) != MG_OK)
+        if ((rc = push_alias_names(srv, a->model, a->alias, a->routes, a->match, a->shadow, &names,
+                                   err)) != MG_OK)
             return rc;
         a->names = names;
     }

@@ -25,9 +25,12 @@ enum mg_code rel_alias_get(struct srv *srv, const char *model, const char *alias
 /* {"items":[Alias]} with last_known_good filled in. */
 enum mg_code rel_alias_list(struct srv *srv, const char *model, json_t **out, struct mg_error *err);
 
-/* Direct set of an unprotected alias; routes [{version, weight}] validated. */
+/* Direct set of an unprotected alias: routes [{version, weight}], match rules and shadow
+ * (NULL: none), validated by the caller. MG_EINVAL naming the gateway when one that hears
+ * the alias cannot apply them (HAProxy and a shadow); nothing changes then. */
 enum mg_code rel_alias_set(struct srv *srv, const char *actor, const char *model, const char *alias,
-                           const json_t *routes, json_t **out, struct mg_error *err);
+                           const json_t *routes, const json_t *match, const json_t *shadow,
+                           json_t **out, struct mg_error *err);
 
 enum mg_code rel_alias_delete(struct srv *srv, const char *actor, const char *model,
                               const char *alias, struct mg_error *err);
@@ -38,7 +41,8 @@ enum mg_code rel_lkg(struct srv *srv, const char *model, const char *alias, json
                      struct mg_error *err);
 
 /* 100% to the last-known-good other than the newest routed version, which is
- * marked bad; ends an active promotion as rolled_back. */
+ * marked bad and loses its match rules and shadow; ends an active promotion as
+ * rolled_back. */
 enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model, const char *alias,
                           const char *reason, json_t **out, struct mg_error *err);
 

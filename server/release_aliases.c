@@ -43,7 +43,9 @@ static void add_gateway_names(struct srv *srv, const char *model, const char *al
 
     if (by == NULL)
         return;
-    if (push_alias_names(srv, model, alias, json_object_get(a, "routes"), &names, &err) == MG_OK) {
+    if (push_alias_names(srv, model, alias, json_object_get(a, "routes"),
+                         json_object_get(a, "match"), json_object_get(a, "shadow"), &names,
+                         &err) == MG_OK) {
         json_array_foreach(names, i, n)
         {
             const char *gw = json_string_value(json_object_get(n, "gateway"));
@@ -101,7 +103,8 @@ enum mg_code rel_alias_list(struct srv *srv, const char *model, json_t **out, st
 /* Read facts, commit a direct change; again when the alias changed meanwhile. */
 static enum mg_code alias_change(struct srv *srv, const char *actor, const char *model,
                                  const char *alias, const char *kind, const json_t *routes,
-                                 json_t **out, struct mg_error *err)
+                                 const json_t *match, const json_t *shadow, json_t **out,
+                                 struct mg_error *err)
 {
     struct store_alias_change a;
     json_t *facts = NULL;
@@ -122,6 +125,8 @@ static enum mg_code alias_change(struct srv *srv, const char *actor, const char 
         a.alias = alias;
         a.expected_generation = json_integer_value(json_object_get(facts, "generation"));
         a.routes = routes;
+        a.match = match;
+        a.shadow = shadow;
         a.kind = kind;
         a.require_unprotected = true;
         rc = rel_commit_change(srv, actor, &a, NULL, err);
@@ -135,16 +140,23 @@ static enum mg_code alias_change(struct srv *srv, const char *actor, const char 
 }
 
 enum mg_code rel_alias_set(struct srv *srv, const char *actor, const char *model, const char *alias,
-                           const json_t *routes, json_t **out, struct mg_error *err)
+                           const json_t *routes, const json_t *match, const json_t *shadow,
+                           json_t **out, struct mg_error *err)
 {
-    return alias_change(srv, actor, model, alias, "set", routes, out, err);
+    enum mg_code rc;
+
+    /* What a gateway cannot apply is refused before anything changes. */
+    if ((rc = push_alias_check(srv, model, alias, match, shadow, err)) != MG_OK)
+        return rc;
+    return alias_change(srv, actor, model, alias, "set", routes, match, shadow, out, err);
 }
 
 enum mg_code rel_alias_delete(struct srv *srv, const char *actor, const char *model,
                               const char *alias, struct mg_error *err)
 {
     json_t *empty = json_array();
-    enum mg_code rc = alias_change(srv, actor, model, alias, "delete", empty, NULL, err);
+    enum mg_code rc =
+        alias_change(srv, actor, model, alias, "delete", empty, NULL, NULL, NULL, err);
 
     json_decref(empty);
     return rc;
@@ -191,9 +203,10 @@ enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model,
     for (attempt = 0; attempt < RETRIES && rc == MG_ESTALE; attempt++) {
         struct store_alias_change a;
         struct store_promotion_change pc;
-        json_t *facts = NULL, *routes = NULL, *p = NULL;
+        json_t *facts = NULL, *routes = NULL, *p = NULL, *match = NULL, *shadow, *r;
         int64_t newest, target;
         bool has_promo = false;
+        size_t i;
 
         if ((rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK)
             return rc;
@@ -207,11 +220,23 @@ enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model,
             return rc;
         }
         routes = json_pack("[{s:I, s:i}]", "version", (json_int_t)target, "weight", 100);
+        /* The rolled-back version loses its match rules and its shadow; the rest stay. */
+        match = json_array();
+        json_array_foreach(json_object_get(facts, "match"), i, r)
+        {
+            if (json_integer_value(json_object_get(r, "version")) != newest)
+                json_array_append(match, r);
+        }
+        shadow = json_object_get(facts, "shadow");
+        if (json_integer_value(json_object_get(shadow, "version")) == newest)
+            shadow = NULL;
         memset(&a, 0, sizeof(a));
         a.model = model;
         a.alias = alias;
         a.expected_generation = json_integer_value(json_object_get(facts, "generation"));
         a.routes = routes;
+        a.match = match;
+        a.shadow = shadow;
         a.kind = "rollback";
         a.reason = reason;
         a.mark_bad = newest;
@@ -224,6 +249,8 @@ enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model,
             pc.id = a.promotion;
             pc.expected_rev = json_integer_value(json_object_get(p, "_rev"));
             pc.state = "rolled_back";
+            pc.phase = json_string_value(
+                json_object_get(json_object_get(p, "rollout"), "phase")); /* where it ended */
             pc.step_index = (int)json_integer_value(
                 json_object_get(json_object_get(p, "rollout"), "step_index"));
             pc.weight = 0;
@@ -234,6 +261,7 @@ enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model,
         rc = rel_commit_change(srv, actor, &a, has_promo ? &pc : NULL, err);
         json_decref(facts);
         json_decref(routes);
+        json_decref(match);
         json_decref(p);
     }
     if (rc == MG_OK) {

@@ -40,6 +40,10 @@ enum mg_code rel_promo_of(const json_t *p, struct promo *out, struct gate_policy
     out->step_index = (int)json_integer_value(json_object_get(ro, "step_index"));
     out->weight = (int)json_integer_value(json_object_get(ro, "weight"));
     out->next_step_at = json_integer_value(json_object_get(p, "_next_step_at_ms"));
+    if (!promo_phase_parse(json_string_value(json_object_get(ro, "phase")), &out->phase))
+        return mg_fail(err, MG_EDB, NULL, "stored promotion phase is invalid");
+    if (out->phase == PROMO_PHASE_NONE && out->step_index >= 0)
+        out->phase = PROMO_PHASE_STEPS; /* stepping since before phases were recorded */
     return MG_OK;
 }
 
@@ -53,6 +57,102 @@ json_t *rel_routes_json(const struct promo_actions *a)
                               json_pack("{s:I, s:i}", "version", (json_int_t)a->routes[i].version,
                                         "weight", a->routes[i].weight));
     return r;
+}
+
+json_t *rel_match_json(const struct promo_actions *a)
+{
+    if (!a->has_match)
+        return json_array();
+    return json_pack("[{s:s, s:s, s:I}]", "header", a->match_header, "value", a->match_value,
+                     "version", (json_int_t)a->match_version);
+}
+
+json_t *rel_shadow_json(const struct promo_actions *a)
+{
+    if (a->shadow == 0)
+        return json_null();
+    return json_pack("{s:I, s:i}", "version", (json_int_t)a->shadow, "percent", 100);
+}
+
+/* The alias change of a promotion's actions: the whole generation (routes, and the phase's
+ * match rule and shadow, none outside the phases). The JSON lives in json[3] (NEW). */
+static void alias_change_of(struct store_alias_change *a, const struct promo *next,
+                            const struct promo_actions *acts, json_t *json[3])
+{
+    json[0] = rel_routes_json(acts);
+    json[1] = rel_match_json(acts);
+    json[2] = rel_shadow_json(acts);
+    a->routes = json[0];
+    a->match = json[1];
+    a->shadow = json[2];
+    a->kind = rel_alias_kind(next, acts);
+}
+
+/* Is the newest smoke test of the candidate still queued or running? (The shadow phase
+ * waits for it.) */
+static bool smoke_pending(struct srv *srv, const char *model, int64_t version)
+{
+    json_t *t = NULL;
+    struct mg_error err;
+    const char *st;
+    bool pending = false;
+
+    if (store_smoke_latest(srv->store, model, version, 0, &t, &err) != MG_OK)
+        return false;
+    st = json_string_value(json_object_get(t, "state"));
+    pending = st && (strcmp(st, "queued") == 0 || strcmp(st, "running") == 0);
+    json_decref(t);
+    return pending;
+}
+
+static const char *gpu_mode(const struct gate_policy *pol)
+{
+    return pol->gpu == GATE_GPU_REQUIRED    ? "required"
+           : pol->gpu == GATE_GPU_PREFERRED ? "preferred"
+                                            : "none";
+}
+
+/* Entering the shadow phase: the candidate is smoke-tested while it gets the copies (the
+ * runner gateway queues the same test from the outbox; a queued one is not queued twice). */
+static void shadow_smoke(struct srv *srv, const char *model, const json_t *ver,
+                         const struct gate_policy *pol)
+{
+    struct mg_error err;
+
+    if (pol->smoke_required ||
+        json_is_string(json_object_get(json_object_get(ver, "smoke"), "profile")))
+        runner_enqueue(srv, model, json_integer_value(json_object_get(ver, "version")), "promotion",
+                       gpu_mode(pol), NULL, &err);
+}
+
+/* Can the alias's gateways run the policy's phases for this candidate? (HAProxy has no
+ * shadow; its header pinning needs a map.) Checked when the promotion is created. */
+static enum mg_code phases_check(struct srv *srv, const char *model, const char *alias,
+                                 int64_t version, int64_t baseline, const struct gate_policy *pol,
+                                 struct mg_error *err)
+{
+    json_t *match = NULL, *shadow = NULL;
+    enum mg_code rc;
+    char why[MG_ERR_MSG_MAX];
+
+    if (baseline == 0 || (pol->shadow_seconds == 0 && !pol->has_internal))
+        return MG_OK; /* the phases are skipped without a baseline */
+    if (pol->shadow_seconds > 0)
+        shadow = json_pack("{s:I, s:i}", "version", (json_int_t)version, "percent", 100);
+    if (pol->has_internal)
+        match = json_pack("[{s:s, s:s, s:I}]", "header", pol->internal_header, "value",
+                          pol->internal_value, "version", (json_int_t)version);
+    rc = push_alias_check(srv, model, alias, match, shadow, err);
+    json_decref(match);
+    json_decref(shadow);
+    if (rc == MG_EINVAL) {
+        snprintf(why, sizeof(why), "%s", err->message);
+        rc = mg_fail(err, MG_EINVAL, "alias",
+                     "the rollout policy of alias '%s' has a%s phase that a gateway cannot run: "
+                     "%s",
+                     alias, pol->shadow_seconds > 0 ? " shadow" : "n internal", why);
+    }
+    return rc;
 }
 
 const char *rel_alias_kind(const struct promo *next, const struct promo_actions *a)
@@ -87,7 +187,7 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
     struct promo_event ev = {0};
     struct store_alias_change a;
     json_t *ver = NULL, *facts = NULL, *snapshot = NULL, *report = NULL, *rec = NULL;
-    json_t *routes = NULL, *names = NULL;
+    json_t *change[3] = {NULL, NULL, NULL}, *names = NULL;
     int64_t baseline;
     char id[24];
     enum mg_code rc;
@@ -111,6 +211,8 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
     }
     if ((rc = rel_load_policy(srv, model, alias, &pol, &snapshot, err)) != MG_OK)
         goto out;
+    if ((rc = phases_check(srv, model, alias, version, baseline, &pol, err)) != MG_OK)
+        goto out;
     if ((rc = rel_evaluate(srv, model, ver, baseline, &pol, NULL, false, store_clock_ms(srv->store),
                            &report, err)) != MG_OK)
         goto out;
@@ -121,12 +223,13 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
     if ((rc = promo_step(&cur, &ev, store_clock_ms(srv->store), &next, &acts, err)) != MG_OK)
         goto out;
     new_id(id);
-    rec = json_pack("{s:s, s:s, s:s, s:I, s:o, s:s, s:s?, s:O, s:O, s:i, s:i, s:I}", "id", id,
+    rec = json_pack("{s:s, s:s, s:s, s:I, s:o, s:s, s:s?, s:O, s:O, s:i, s:i, s:I, s:s?}", "id", id,
                     "model", model, "alias", alias, "version", (json_int_t)version,
                     "baseline_version", baseline ? json_integer(baseline) : json_null(), "state",
                     promo_state_name(next.state), "reason", reason, "policy", snapshot, "gates",
                     json_object_get(report, "gates"), "step_index", next.step_index, "weight",
-                    next.weight, "next_step_at_ms", (json_int_t)next.next_step_at);
+                    next.weight, "next_step_at_ms", (json_int_t)next.next_step_at, "phase",
+                    promo_phase_name(next.phase));
     if (rec == NULL) {
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
@@ -134,23 +237,18 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
     /* The runner tests every candidate before its first step; the test is queued in the
      * promotion's own transaction. */
     if (pol.smoke_required || json_object_get(json_object_get(ver, "smoke"), "profile"))
-        json_object_set_new(rec, "_smoke_gpu",
-                            json_string(pol.gpu == GATE_GPU_REQUIRED    ? "required"
-                                        : pol.gpu == GATE_GPU_PREFERRED ? "preferred"
-                                                                        : "none"));
+        json_object_set_new(rec, "_smoke_gpu", json_string(gpu_mode(&pol)));
     if (acts.set_routes) {
-        routes = rel_routes_json(&acts);
         memset(&a, 0, sizeof(a));
         a.model = model;
         a.alias = alias;
         a.expected_generation = json_integer_value(json_object_get(facts, "generation"));
-        a.routes = routes;
-        a.kind = rel_alias_kind(&next, &acts);
+        alias_change_of(&a, &next, &acts, change);
         a.reason = reason;
         a.promotion = id;
     }
-    if (acts.set_routes &&
-        (rc = push_alias_names(srv, model, alias, a.routes, &names, err)) != MG_OK)
+    if (acts.set_routes && (rc = push_alias_names(srv, model, alias, a.routes, a.match, a.shadow,
+                                                  &names, err)) != MG_OK)
         goto out;
     a.names = names;
     rc = store_promotion_create(srv->store, actor, rec, acts.event[0] ? acts.event : "created",
@@ -168,7 +266,9 @@ out:
     json_decref(snapshot);
     json_decref(report);
     json_decref(rec);
-    json_decref(routes);
+    json_decref(change[0]);
+    json_decref(change[1]);
+    json_decref(change[2]);
     json_decref(names);
     return rc;
 }
@@ -224,7 +324,8 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
         struct promo_actions acts;
         struct store_promotion_change pc;
         struct store_alias_change a;
-        json_t *p = NULL, *facts = NULL, *routes = NULL, *report = NULL, *ver = NULL;
+        json_t *p = NULL, *facts = NULL, *report = NULL, *ver = NULL;
+        json_t *change[3] = {NULL, NULL, NULL};
         const char *model, *alias;
 
         if ((rc = store_promotion_get(srv->store, id, &p, err)) != MG_OK)
@@ -258,6 +359,9 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
                     !d->ev.gates_pending && !json_is_true(json_object_get(report, "passed"));
             }
         }
+        if ((d->ev.kind == PROMO_EV_TICK || d->ev.kind == PROMO_EV_ADVANCE) &&
+            cur.phase == PROMO_PHASE_SHADOW)
+            d->ev.smoke_pending = smoke_pending(srv, model, cur.candidate);
         if ((rc = promo_step(&cur, &d->ev, store_clock_ms(srv->store), &next, &acts, err)) != MG_OK)
             goto next;
         if ((d->ev.kind == PROMO_EV_TICK && !acts.set_routes && !acts.event[0]) ||
@@ -269,6 +373,7 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
         pc.id = id;
         pc.expected_rev = json_integer_value(json_object_get(p, "_rev"));
         pc.state = promo_state_name(next.state);
+        pc.phase = promo_phase_name(next.phase);
         pc.step_index = next.step_index;
         pc.weight = next.weight;
         pc.next_step_at = next.next_step_at;
@@ -290,22 +395,29 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
         if (acts.set_routes) {
             if ((rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK)
                 goto next;
-            routes = rel_routes_json(&acts);
             memset(&a, 0, sizeof(a));
             a.model = model;
             a.alias = alias;
             a.expected_generation = json_integer_value(json_object_get(facts, "generation"));
-            a.routes = routes;
-            a.kind = rel_alias_kind(&next, &acts);
+            alias_change_of(&a, &next, &acts, change);
             a.reason = d->ev.reason;
             a.promotion = id;
             /* Restoring to nothing (no baseline): the alias goes back to empty. */
         }
         rc = rel_commit_change(srv, actor, acts.set_routes ? &a : NULL, &pc, err);
+        if (rc == MG_OK && next.phase == PROMO_PHASE_SHADOW && cur.phase != PROMO_PHASE_SHADOW) {
+            struct mg_error ignore; /* the runner gateway queues the test from the outbox too */
+
+            if (ver != NULL ||
+                store_version_get(srv->store, model, cur.candidate, &ver, &ignore) == MG_OK)
+                shadow_smoke(srv, model, ver, &pol);
+        }
     next:
         json_decref(p);
         json_decref(facts);
-        json_decref(routes);
+        json_decref(change[0]);
+        json_decref(change[1]);
+        json_decref(change[2]);
         json_decref(report);
         json_decref(ver);
     }

@@ -17,25 +17,27 @@
 /* Longest history handed to decision code (LKG looks back this far). */
 #define FACTS_HISTORY_MAX 10000
 
-/* Routes [{version, weight}] enriched with each version's artifact and image
- * (*out NEW): what gateways and the runner are told. */
-static enum mg_code routes_enriched(struct db_conn *c, int64_t model_id, const json_t *routes,
-                                    json_t **out, struct mg_error *err)
+/* Items of list (objects with a "version": routes, match rules) copied with each version's
+ * artifact and image added (*out NEW): what gateways, the runner and readers are told. */
+static enum mg_code enriched(struct db_conn *c, int64_t model_id, const json_t *list, json_t **out,
+                             struct mg_error *err)
 {
     static const char sql[] =
         "SELECT artifact, image FROM versions WHERE model_id = ? AND version = ?";
-    json_t *list = json_array(), *r;
+    json_t *res = json_array(), *r;
     enum mg_code rc = MG_OK;
     size_t i;
     bool row;
 
-    json_array_foreach(routes, i, r)
+    if (res == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    json_array_foreach(list, i, r)
     {
         json_int_t v = json_integer_value(json_object_get(r, "version"));
-        json_t *e = json_pack("{s:I, s:O}", "version", v, "weight", json_object_get(r, "weight"));
+        json_t *e = json_deep_copy(r);
         struct db_stmt *s = db_prepare(c, sql);
 
-        if (e == NULL || json_array_append_new(list, e) != 0) {
+        if (e == NULL || json_array_append_new(res, e) != 0) {
             rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
             break;
         }
@@ -50,11 +52,55 @@ static enum mg_code routes_enriched(struct db_conn *c, int64_t model_id, const j
         }
     }
     if (rc != MG_OK) {
-        json_decref(list);
+        json_decref(res);
         return rc;
     }
-    *out = list;
+    *out = res;
     return MG_OK;
+}
+
+/* A shadow ({"version","percent"} or null) enriched like a route (*out NEW). */
+static enum mg_code shadow_enriched(struct db_conn *c, int64_t model_id, const json_t *shadow,
+                                    json_t **out, struct mg_error *err)
+{
+    json_t *one, *list = NULL;
+    enum mg_code rc;
+
+    if (!json_is_object(shadow)) {
+        *out = json_null();
+        return MG_OK;
+    }
+    if ((one = json_pack("[O]", shadow)) == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    rc = enriched(c, model_id, one, &list, err);
+    json_decref(one);
+    if (rc != MG_OK)
+        return rc;
+    *out = json_incref(json_array_get(list, 0));
+    json_decref(list);
+    return MG_OK;
+}
+
+/* The stored match_rules column as an array ([] for NULL) and the shadow column as an
+ * object or null: both NEW. */
+static json_t *col_match(struct db_stmt *s, int i)
+{
+    json_t *v = store_col_json(s, i);
+
+    if (json_is_array(v))
+        return v;
+    json_decref(v);
+    return json_array();
+}
+
+static json_t *col_shadow(struct db_stmt *s, int i)
+{
+    json_t *v = store_col_json(s, i);
+
+    if (json_is_object(v))
+        return v;
+    json_decref(v);
+    return json_null();
 }
 
 /* *id: the id of the alias's active promotion as a json string, or json null (NEW). */
@@ -117,11 +163,12 @@ static enum mg_code deliveries(struct db_conn *c, const char *model, const char 
 enum mg_code store_alias_read(struct db_conn *c, const char *model, const char *alias, json_t **out,
                               struct mg_error *err)
 {
-    static const char sql[] = "SELECT generation, routes, updated_at, deleted FROM aliases "
-                              "WHERE model_id = ? AND name = ?";
+    static const char sql[] = "SELECT generation, routes, updated_at, deleted, match_rules, "
+                              "shadow FROM aliases WHERE model_id = ? AND name = ?";
     struct db_stmt *s;
     int64_t mid, gen;
     json_t *raw = NULL, *routes = NULL, *a = NULL, *promo = NULL, *deliv = NULL, *updated;
+    json_t *raw_match = NULL, *raw_shadow = NULL, *match = NULL, *shadow = NULL;
     bool prot = false, row;
     enum mg_code rc;
 
@@ -145,19 +192,28 @@ enum mg_code store_alias_read(struct db_conn *c, const char *model, const char *
     gen = db_col_i64(s, 0);
     raw = store_col_json(s, 1);
     updated = store_col_json_string(s, 2);
+    raw_match = col_match(s, 4);
+    raw_shadow = col_shadow(s, 5);
     db_reset(s);
-    if ((rc = routes_enriched(c, mid, raw, &routes, err)) != MG_OK ||
+    if ((rc = enriched(c, mid, raw, &routes, err)) != MG_OK ||
+        (rc = enriched(c, mid, raw_match, &match, err)) != MG_OK ||
+        (rc = shadow_enriched(c, mid, raw_shadow, &shadow, err)) != MG_OK ||
         (rc = deliveries(c, model, alias, &deliv, err)) != MG_OK) {
         json_decref(updated);
         goto out;
     }
-    a = json_pack("{s:s, s:s, s:I, s:O, s:b, s:O, s:n, s:o, s:O}", "model", model, "alias", alias,
-                  "generation", (json_int_t)gen, "routes", routes, "protected", prot, "promotion",
-                  promo, "last_known_good", "updated_at", updated, "deliveries", deliv);
+    a = json_pack("{s:s, s:s, s:I, s:O, s:O, s:O, s:b, s:O, s:n, s:o, s:O}", "model", model,
+                  "alias", alias, "generation", (json_int_t)gen, "routes", routes, "match", match,
+                  "shadow", shadow, "protected", prot, "promotion", promo, "last_known_good",
+                  "updated_at", updated, "deliveries", deliv);
     if (a == NULL)
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 out:
     json_decref(raw);
+    json_decref(raw_match);
+    json_decref(raw_shadow);
+    json_decref(match);
+    json_decref(shadow);
     json_decref(routes);
     json_decref(promo);
     json_decref(deliv);
@@ -241,8 +297,9 @@ static enum mg_code history_row(struct db_stmt *s, void *ctx, json_t **item, cha
     (void)ctx;
     snprintf(cursor, 128, "%lld", (long long)gen);
     *item =
-        json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "generation", (json_int_t)gen, "routes",
-                  store_col_json(s, 1), "at", store_col_json_string(s, 2), "by",
+        json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "generation", (json_int_t)gen,
+                  "routes", store_col_json(s, 1), "match", col_match(s, 7), "shadow",
+                  col_shadow(s, 8), "at", store_col_json_string(s, 2), "by",
                   store_col_json_string(s, 3), "reason", store_col_json_string(s, 4), "promotion",
                   store_col_json_string(s, 5), "kind", store_col_json_string(s, 6));
     return *item ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
@@ -251,7 +308,8 @@ static enum mg_code history_row(struct db_stmt *s, void *ctx, json_t **item, cha
 enum mg_code store_alias_history(struct store *st, const char *model, const char *alias,
                                  const struct store_page *page, json_t **out, struct mg_error *err)
 {
-    static const char sql[] = "SELECT generation, routes, at, by, reason, promotion, kind "
+    static const char sql[] = "SELECT generation, routes, at, by, reason, promotion, kind, "
+                              "match_rules, shadow "
                               "FROM alias_history WHERE alias_id = ? AND generation < ? "
                               "ORDER BY generation DESC LIMIT ?";
     struct db_conn *c = store_read_begin(st);
@@ -274,10 +332,11 @@ out:
 enum mg_code store_alias_facts_in(struct db_conn *c, const char *model, const char *alias,
                                   json_t **out, struct mg_error *err)
 {
-    static const char sql_alias[] =
-        "SELECT id, generation, routes, deleted FROM aliases WHERE model_id = ? AND name = ?";
-    static const char sql_hist[] = "SELECT generation, kind, routes, at FROM alias_history "
-                                   "WHERE alias_id = ? ORDER BY generation DESC LIMIT ?";
+    static const char sql_alias[] = "SELECT id, generation, routes, deleted, match_rules, shadow "
+                                    "FROM aliases WHERE model_id = ? AND name = ?";
+    static const char sql_hist[] =
+        "SELECT generation, kind, routes, at, match_rules, shadow FROM alias_history "
+        "WHERE alias_id = ? ORDER BY generation DESC LIMIT ?";
     static const char sql_bad[] = "SELECT version, generation FROM alias_bad WHERE alias_id = ?";
     static const char sql_gone[] = "SELECT version FROM versions WHERE model_id = ? AND "
                                    "status <> 'ready' ORDER BY version";
@@ -285,6 +344,7 @@ enum mg_code store_alias_facts_in(struct db_conn *c, const char *model, const ch
     int64_t mid, aid = 0, gen = 0;
     json_t *routes = NULL, *hist = json_array(), *bad = json_array(), *promo = NULL;
     json_t *gone = json_array();
+    json_t *match = NULL, *shadow = NULL;
     bool deleted = false, prot = false, row;
     enum mg_code rc;
 
@@ -300,6 +360,8 @@ enum mg_code store_alias_facts_in(struct db_conn *c, const char *model, const ch
         gen = db_col_i64(s, 1);
         routes = store_col_json(s, 2);
         deleted = db_col_i64(s, 3) != 0;
+        match = col_match(s, 4);
+        shadow = col_shadow(s, 5);
         db_reset(s);
     }
     if (aid != 0) {
@@ -308,9 +370,10 @@ enum mg_code store_alias_facts_in(struct db_conn *c, const char *model, const ch
         db_bind_i64(s, 2, FACTS_HISTORY_MAX);
         while ((rc = db_step(s, &row, err)) == MG_OK && row)
             json_array_append_new(
-                hist, json_pack("{s:I, s:o, s:o, s:o}", "generation", (json_int_t)db_col_i64(s, 0),
-                                "kind", store_col_json_string(s, 1), "routes", store_col_json(s, 2),
-                                "at", store_col_json_string(s, 3)));
+                hist, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "generation",
+                                (json_int_t)db_col_i64(s, 0), "kind", store_col_json_string(s, 1),
+                                "routes", store_col_json(s, 2), "at", store_col_json_string(s, 3),
+                                "match", col_match(s, 4), "shadow", col_shadow(s, 5)));
         if (rc != MG_OK)
             goto out;
         s = db_prepare(c, sql_bad);
@@ -331,15 +394,18 @@ enum mg_code store_alias_facts_in(struct db_conn *c, const char *model, const ch
         goto out;
     if ((rc = alias_guard(c, mid, alias, &prot, &promo, err)) != MG_OK)
         goto out;
-    *out = json_pack("{s:b, s:b, s:I, s:o, s:b, s:o, s:O, s:O, s:O}", "exists",
-                     aid != 0 && !deleted, "deleted", deleted, "generation", (json_int_t)gen,
-                     "routes", routes ? routes : json_array(), "protected", prot, "promotion",
-                     promo, "history", hist, "bad", bad, "unavailable", gone);
-    routes = NULL;
+    *out = json_pack(
+        "{s:b, s:b, s:I, s:o, s:o, s:o, s:b, s:o, s:O, s:O, s:O}", "exists", aid != 0 && !deleted,
+        "deleted", deleted, "generation", (json_int_t)gen, "routes", routes ? routes : json_array(),
+        "match", match ? match : json_array(), "shadow", shadow ? shadow : json_null(), "protected",
+        prot, "promotion", promo, "history", hist, "bad", bad, "unavailable", gone);
+    routes = match = shadow = NULL;
     if (*out == NULL)
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 out:
     json_decref(routes);
+    json_decref(match);
+    json_decref(shadow);
     json_decref(hist);
     json_decref(bad);
     json_decref(gone);
@@ -356,36 +422,74 @@ enum mg_code store_alias_facts(struct store *st, const char *model, const char *
     return rc;
 }
 
-/* Every routed version must exist for the model. */
-static enum mg_code check_route_versions(struct db_conn *c, int64_t mid, const char *model,
-                                         const json_t *routes, struct mg_error *err)
+/* Does model `mid` have version v (*found), and may it take traffic? A version that is
+ * archived or deleted cannot (MG_ECONFLICT naming field). */
+static enum mg_code version_exists(struct db_conn *c, int64_t mid, const char *model, int64_t v,
+                                   const char *field, bool *found, struct mg_error *err)
 {
     static const char sql[] = "SELECT status FROM versions WHERE model_id = ? AND version = ?";
+    struct db_stmt *s = db_prepare(c, sql);
+    char status[16] = "";
+    enum mg_code rc;
+    bool row;
+
+    db_bind_i64(s, 1, mid);
+    db_bind_i64(s, 2, v);
+    *found = false;
+    if ((rc = db_step(s, &row, err)) != MG_OK || !row)
+        return rc;
+    *found = true;
+    snprintf(status, sizeof(status), "%s", db_col_text(s, 0));
+    db_reset(s);
+    if (strcmp(status, "ready") != 0)
+        return mg_fail(err, MG_ECONFLICT, field,
+                       "version %lld of model '%s' is %s and cannot be routed%s", (long long)v,
+                       model, status,
+                       strcmp(status, "archived") == 0 ? "; unarchive it first" : "");
+    return MG_OK;
+}
+
+/* Every version a change routes (routes, match rules, shadow) must exist for the model and be
+ * ready; the error names the field. */
+static enum mg_code check_versions(struct db_conn *c, int64_t mid,
+                                   const struct store_alias_change *a, struct mg_error *err)
+{
     json_t *r;
     size_t i;
+    enum mg_code rc;
+    bool found;
+    char field[48];
 
-    json_array_foreach(routes, i, r)
+    json_array_foreach(a->routes, i, r)
     {
-        struct db_stmt *s = db_prepare(c, sql);
         json_int_t v = json_integer_value(json_object_get(r, "version"));
-        char status[16] = "";
-        enum mg_code rc;
-        bool row;
 
-        db_bind_i64(s, 1, mid);
-        db_bind_i64(s, 2, v);
-        if ((rc = db_step(s, &row, err)) != MG_OK)
+        if ((rc = version_exists(c, mid, a->model, v, "routes", &found, err)) != MG_OK)
             return rc;
-        if (!row)
-            return mg_fail(err, MG_EINVAL, "routes", "model '%s' has no version %lld", model,
+        if (!found)
+            return mg_fail(err, MG_EINVAL, "routes", "model '%s' has no version %lld", a->model,
                            (long long)v);
-        snprintf(status, sizeof(status), "%s", db_col_text(s, 0));
-        db_reset(s);
-        if (strcmp(status, "ready") != 0)
-            return mg_fail(err, MG_ECONFLICT, "routes",
-                           "version %lld of model '%s' is %s and cannot be routed%s", (long long)v,
-                           model, status,
-                           strcmp(status, "archived") == 0 ? "; unarchive it first" : "");
+    }
+    json_array_foreach(a->match, i, r)
+    {
+        json_int_t v = json_integer_value(json_object_get(r, "version"));
+
+        snprintf(field, sizeof(field), "match[%zu].version", i);
+        if ((rc = version_exists(c, mid, a->model, v, field, &found, err)) != MG_OK)
+            return rc;
+        if (!found)
+            return mg_fail(err, MG_EINVAL, field, "%s: model '%s' has no version %lld", field,
+                           a->model, (long long)v);
+    }
+    if (json_is_object(a->shadow)) {
+        json_int_t v = json_integer_value(json_object_get(a->shadow, "version"));
+
+        if ((rc = version_exists(c, mid, a->model, v, "shadow.version", &found, err)) != MG_OK)
+            return rc;
+        if (!found)
+            return mg_fail(err, MG_EINVAL, "shadow.version",
+                           "shadow.version: model '%s' has no version %lld", a->model,
+                           (long long)v);
     }
     return MG_OK;
 }
@@ -454,12 +558,14 @@ enum mg_code store_alias_apply(struct db_conn *c, const char *actor,
         "SELECT id, generation FROM aliases WHERE model_id = ? AND name = ?";
     static const char sql_ins[] =
         "INSERT INTO aliases (model_id, name, generation, routes, deleted, promotion, "
-        "updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id";
-    static const char sql_upd[] = "UPDATE aliases SET generation = ?, routes = ?, deleted = ?, "
-                                  "promotion = ?, updated_at = ?, updated_by = ? WHERE id = ?";
+        "updated_at, updated_by, match_rules, shadow) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "RETURNING id";
+    static const char sql_upd[] =
+        "UPDATE aliases SET generation = ?, routes = ?, deleted = ?, promotion = ?, "
+        "updated_at = ?, updated_by = ?, match_rules = ?, shadow = ? WHERE id = ?";
     static const char sql_hist[] =
         "INSERT INTO alias_history (alias_id, generation, routes, kind, reason, promotion, at, "
-        "by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+        "by, match_rules, shadow) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     static const char sql_bad[] =
         "INSERT INTO alias_bad (alias_id, version, generation, at, by, reason) "
         "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (alias_id, version) DO UPDATE SET "
@@ -468,8 +574,8 @@ enum mg_code store_alias_apply(struct db_conn *c, const char *actor,
     bool deleting = strcmp(a->kind, "delete") == 0;
     int64_t mid, aid = 0, gen = 0;
     struct db_stmt *s;
-    char *routes = NULL, target[160];
-    json_t *payload = NULL, *detail = NULL, *enriched;
+    char *routes = NULL, *match = NULL, *shadow = NULL, target[160];
+    json_t *payload = NULL, *detail = NULL, *e_routes = NULL, *e_match = NULL, *e_shadow = NULL;
     enum mg_code rc;
     bool row;
 
@@ -500,10 +606,15 @@ enum mg_code store_alias_apply(struct db_conn *c, const char *actor,
                        "alias '%s' changed meanwhile (generation %lld, not %lld); read it and "
                        "try again",
                        a->alias, (long long)gen, (long long)a->expected_generation);
-    if ((rc = check_route_versions(c, mid, a->model, a->routes, err)) != MG_OK)
+    if ((rc = check_versions(c, mid, a, err)) != MG_OK)
         return rc;
-    if ((routes = store_json_text(a->routes)) == NULL)
-        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    /* Stored as NULL when there are none: the columns came after the first release. */
+    if ((routes = store_json_text(a->routes)) == NULL ||
+        (json_array_size(a->match) > 0 && (match = store_json_text(a->match)) == NULL) ||
+        (json_is_object(a->shadow) && (shadow = store_json_text(a->shadow)) == NULL)) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
     gen++;
     s = db_prepare(c, aid ? sql_upd : sql_ins);
     if (aid) {
@@ -513,7 +624,9 @@ enum mg_code store_alias_apply(struct db_conn *c, const char *actor,
         db_bind_text(s, 4, a->promotion);
         db_bind_text(s, 5, at);
         db_bind_text(s, 6, actor);
-        db_bind_i64(s, 7, aid);
+        db_bind_text(s, 7, match);
+        db_bind_text(s, 8, shadow);
+        db_bind_i64(s, 9, aid);
     } else {
         db_bind_i64(s, 1, mid);
         db_bind_text(s, 2, a->alias);
@@ -523,6 +636,8 @@ enum mg_code store_alias_apply(struct db_conn *c, const char *actor,
         db_bind_text(s, 6, a->promotion);
         db_bind_text(s, 7, at);
         db_bind_text(s, 8, actor);
+        db_bind_text(s, 9, match);
+        db_bind_text(s, 10, shadow);
     }
     if (!aid) {
         if ((rc = db_step(s, &row, err)) != MG_OK)
@@ -540,6 +655,8 @@ enum mg_code store_alias_apply(struct db_conn *c, const char *actor,
     db_bind_text(s, 6, a->promotion);
     db_bind_text(s, 7, at);
     db_bind_text(s, 8, actor);
+    db_bind_text(s, 9, match);
+    db_bind_text(s, 10, shadow);
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     if (a->mark_bad) {
@@ -553,9 +670,13 @@ enum mg_code store_alias_apply(struct db_conn *c, const char *actor,
         if ((rc = db_exec(s, err)) != MG_OK)
             goto out;
     }
-    if ((rc = routes_enriched(c, mid, a->routes, &enriched, err)) != MG_OK)
+    if ((rc = enriched(c, mid, a->routes, &e_routes, err)) != MG_OK ||
+        (rc = enriched(c, mid, match ? a->match : NULL, &e_match, err)) != MG_OK ||
+        (rc = shadow_enriched(c, mid, a->shadow, &e_shadow, err)) != MG_OK)
         goto out;
-    payload = json_pack("{s:o, s:s?}", "routes", enriched, "promotion", a->promotion);
+    /* What every gateway is told: the whole generation. */
+    payload = json_pack("{s:O, s:O, s:O, s:s?}", "routes", e_routes, "match", e_match, "shadow",
+                        e_shadow, "promotion", a->promotion);
     if (payload == NULL) {
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
@@ -567,13 +688,193 @@ enum mg_code store_alias_apply(struct db_conn *c, const char *actor,
     snprintf(target, sizeof(target), "%s/%s", a->model, a->alias);
     detail = json_pack("{s:I, s:O, s:s, s:s?, s:s?}", "generation", (json_int_t)gen, "routes",
                        a->routes, "kind", a->kind, "reason", a->reason, "promotion", a->promotion);
-    if (a->mark_bad)
+    if (detail && match)
+        json_object_set_new(detail, "match", json_deep_copy(a->match));
+    if (detail && shadow)
+        json_object_set_new(detail, "shadow", json_deep_copy(a->shadow));
+    if (detail && a->mark_bad)
         json_object_set_new(detail, "marked_bad", json_integer(a->mark_bad));
     rc = store_audit_append(c, actor, deleting ? "alias.delete" : "alias.update", target, detail,
                             err);
 out:
     free(routes);
+    free(match);
+    free(shadow);
+    json_decref(e_routes);
+    json_decref(e_match);
+    json_decref(e_shadow);
     json_decref(payload);
     json_decref(detail);
+    return rc;
+}
+
+/* ---- which versions an alias routes -------------------------------------- */
+
+bool store_generation_routes(const json_t *routes, const json_t *match, const json_t *shadow,
+                             int64_t version)
+{
+    json_t *r;
+    size_t i;
+
+    json_array_foreach(routes, i, r)
+    {
+        if (json_integer_value(json_object_get(r, "version")) == version &&
+            json_integer_value(json_object_get(r, "weight")) > 0)
+            return true;
+    }
+    json_array_foreach(match, i, r)
+    {
+        if (json_integer_value(json_object_get(r, "version")) == version)
+            return true;
+    }
+    return json_is_object(shadow) &&
+           json_integer_value(json_object_get(shadow, "version")) == version;
+}
+
+json_t *store_generation_versions(const json_t *routes, const json_t *match, const json_t *shadow)
+{
+    json_t *out = json_array(), *lists[3], *r;
+    size_t i, k, j;
+
+    lists[0] = (json_t *)routes;
+    lists[1] = (json_t *)match;
+    lists[2] = json_is_object(shadow) ? json_pack("[O]", shadow) : NULL;
+    for (k = 0; out && k < 3; k++) {
+        json_array_foreach(lists[k], i, r)
+        {
+            json_int_t v = json_integer_value(json_object_get(r, "version"));
+            bool seen = false;
+
+            if (k == 0 && json_integer_value(json_object_get(r, "weight")) <= 0)
+                continue;
+            for (j = 0; j < json_array_size(out) && !seen; j++)
+                seen = json_integer_value(json_array_get(out, j)) == v;
+            if (!seen && v > 0 && json_array_append_new(out, json_integer(v)) != 0) {
+                json_decref(out);
+                out = NULL;
+                break;
+            }
+        }
+    }
+    json_decref(lists[2]);
+    return out;
+}
+
+enum mg_code store_version_routed_in(struct db_conn *c, int64_t model_id, int64_t version,
+                                     json_t **aliases, struct mg_error *err)
+{
+    static const char sql[] = "SELECT name, routes, match_rules, shadow FROM aliases "
+                              "WHERE model_id = ? AND deleted = 0 ORDER BY name";
+    struct db_stmt *s = db_prepare(c, sql);
+    json_t *names = json_array();
+    enum mg_code rc;
+    bool row;
+
+    if (names == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    db_bind_i64(s, 1, model_id);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        json_t *routes = store_col_json(s, 1), *match = col_match(s, 2), *shadow = col_shadow(s, 3);
+
+        if (store_generation_routes(routes, match, shadow, version))
+            json_array_append_new(names, store_col_json_string(s, 0));
+        json_decref(routes);
+        json_decref(match);
+        json_decref(shadow);
+    }
+    if (rc != MG_OK) {
+        json_decref(names);
+        return rc;
+    }
+    *aliases = names;
+    return MG_OK;
+}
+
+enum mg_code store_version_routed(struct store *st, const char *model, int64_t version,
+                                  json_t **aliases, struct mg_error *err)
+{
+    struct db_conn *c = store_read_begin(st);
+    int64_t mid;
+    enum mg_code rc = store_model_id(c, model, &mid, err);
+
+    if (rc == MG_OK)
+        rc = store_version_routed_in(c, mid, version, aliases, err);
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_error *err)
+{
+    static const char sql[] = "SELECT m.name, a.routes, a.match_rules, a.shadow FROM aliases a "
+                              "JOIN models m ON m.id = a.model_id WHERE a.deleted = 0 "
+                              "ORDER BY m.name";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    json_t *items = json_array(), *x;
+    enum mg_code rc;
+    bool row;
+    size_t i, k;
+
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        json_t *routes = store_col_json(s, 1), *match = col_match(s, 2), *shadow = col_shadow(s, 3);
+        json_t *vs = store_generation_versions(routes, match, shadow), *v;
+        const char *model = db_col_text(s, 0);
+
+        json_array_foreach(vs, i, v)
+        {
+            size_t at = json_array_size(items);
+            int cmp = 1;
+
+            /* kept sorted by (model, version), each pair once */
+            json_array_foreach(items, k, x)
+            {
+                cmp = strcmp(json_string_value(json_object_get(x, "model")), model);
+                if (cmp == 0)
+                    cmp = json_integer_value(json_object_get(x, "version")) < json_integer_value(v)
+                              ? -1
+                              : json_integer_value(json_object_get(x, "version")) >
+                                    json_integer_value(v);
+                if (cmp >= 0) {
+                    at = k;
+                    break;
+                }
+            }
+            if (at == json_array_size(items) || cmp != 0)
+                json_array_insert_new(items, at,
+                                      json_pack("{s:s, s:O}", "model", model, "version", v));
+        }
+        json_decref(vs);
+        json_decref(routes);
+        json_decref(match);
+        json_decref(shadow);
+    }
+    if (rc == MG_OK)
+        *out = json_incref(items);
+    json_decref(items);
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_alias_strategies(struct store *st, json_t **out, struct mg_error *err)
+{
+    static const char sql[] = "SELECT m.name, a.name, a.match_rules, a.shadow FROM aliases a "
+                              "JOIN models m ON m.id = a.model_id WHERE a.deleted = 0 AND "
+                              "(a.match_rules IS NOT NULL OR a.shadow IS NOT NULL) "
+                              "ORDER BY m.name, a.name";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    json_t *items = json_array();
+    enum mg_code rc;
+    bool row;
+
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_array_append_new(items, json_pack("{s:o, s:o, s:o, s:o}", "model",
+                                               store_col_json_string(s, 0), "alias",
+                                               store_col_json_string(s, 1), "match",
+                                               col_match(s, 2), "shadow", col_shadow(s, 3)));
+    if (rc == MG_OK)
+        *out = json_incref(items);
+    json_decref(items);
+    store_read_end(st, c);
     return rc;
 }

@@ -14,7 +14,7 @@
 #define PROMO_COLS                                                                                 \
     "p.id, m.name, p.alias, p.version, p.baseline_version, p.state, p.reason, p.policy, "          \
     "p.gates, p.step_index, p.weight, p.next_step_at, p.rev, p.created_by, p.created_at, "         \
-    "p.updated_at"
+    "p.updated_at, p.phase"
 
 /* A promotion's approvals (*out NEW). A failing read is an error, never an empty list: a
  * promotion must not look unapproved because the database hiccuped. */
@@ -99,18 +99,18 @@ static enum mg_code promo_row(struct db_conn *c, struct db_stmt *s, json_t **out
         mg_time_format(next, buf);
         next_at = json_string(buf);
     }
-    p = json_pack("{s:s, s:o, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-                  " s:{s:o, s:i, s:i, s:o}, s:o, s:I, s:I}",
-                  "id", id, "model", store_col_json_string(s, 1), "alias",
-                  store_col_json_string(s, 2), "version", (json_int_t)db_col_i64(s, 3),
-                  "baseline_version", baseline, "state", store_col_json_string(s, 5), "reason",
-                  store_col_json_string(s, 6), "created_by", store_col_json_string(s, 13),
-                  "created_at", store_col_json_string(s, 14), "updated_at",
-                  store_col_json_string(s, 15), "policy", policy, "gates", store_col_json(s, 8),
-                  "approvals", appr, "events", ev, "rollout", "steps",
-                  steps ? json_incref(steps) : json_array(), "step_index", (int)db_col_i64(s, 9),
-                  "weight", (int)db_col_i64(s, 10), "next_step_at", next_at, "_unused", json_null(),
-                  "_rev", (json_int_t)db_col_i64(s, 12), "_next_step_at_ms", (json_int_t)next);
+    p = json_pack(
+        "{s:s, s:o, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+        " s:{s:o, s:i, s:i, s:o, s:o}, s:o, s:I, s:I}",
+        "id", id, "model", store_col_json_string(s, 1), "alias", store_col_json_string(s, 2),
+        "version", (json_int_t)db_col_i64(s, 3), "baseline_version", baseline, "state",
+        store_col_json_string(s, 5), "reason", store_col_json_string(s, 6), "created_by",
+        store_col_json_string(s, 13), "created_at", store_col_json_string(s, 14), "updated_at",
+        store_col_json_string(s, 15), "policy", policy, "gates", store_col_json(s, 8), "approvals",
+        appr, "events", ev, "rollout", "steps", steps ? json_incref(steps) : json_array(),
+        "step_index", (int)db_col_i64(s, 9), "weight", (int)db_col_i64(s, 10), "next_step_at",
+        next_at, "phase", store_col_json_string(s, 16), "_unused", json_null(), "_rev",
+        (json_int_t)db_col_i64(s, 12), "_next_step_at_ms", (json_int_t)next);
     if (p == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     json_object_del(p, "_unused");
@@ -159,8 +159,8 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
 {
     static const char sql[] =
         "INSERT INTO promotions (id, model_id, alias, version, baseline_version, state, reason, "
-        "policy, gates, step_index, weight, next_step_at, created_by, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        "policy, gates, step_index, weight, next_step_at, created_by, created_at, updated_at, "
+        "phase) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     static const char sql_ev[] =
         "INSERT INTO promotion_events (promotion_id, at, type, detail) VALUES (?, ?, ?, ?)";
     const char *id = json_string_value(json_object_get(rec, "id"));
@@ -207,6 +207,7 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
     db_bind_text(s, 13, actor);
     db_bind_text(s, 14, at);
     db_bind_text(s, 15, at);
+    db_bind_text(s, 16, json_string_value(json_object_get(rec, "phase")));
     rc = db_exec(s, err);
     if (rc == MG_ECONFLICT) {
         rc = mg_fail(err, MG_EINPROGRESS, NULL,

@@ -20,7 +20,8 @@ static enum mg_code apply_promotion(struct db_conn *c, const char *actor,
 {
     static const char sql_upd[] =
         "UPDATE promotions SET state = ?, step_index = ?, weight = ?, next_step_at = ?, "
-        "gates = coalesce(?, gates), rev = rev + 1, updated_at = ? WHERE id = ? AND rev = ?";
+        "gates = coalesce(?, gates), rev = rev + 1, updated_at = ?, phase = ? "
+        "WHERE id = ? AND rev = ?";
     static const char sql_appr[] = "INSERT INTO promotion_approvals (promotion_id, by, decision, "
                                    "comment, at, teams) VALUES (?, ?, ?, ?, ?, ?)";
     static const char sql_ev[] =
@@ -37,8 +38,9 @@ static enum mg_code apply_promotion(struct db_conn *c, const char *actor,
     db_bind_i64(s, 4, p->next_step_at);
     db_bind_text(s, 5, gates);
     db_bind_text(s, 6, at);
-    db_bind_text(s, 7, p->id);
-    db_bind_i64(s, 8, p->expected_rev);
+    db_bind_text(s, 7, p->phase);
+    db_bind_text(s, 8, p->id);
+    db_bind_i64(s, 9, p->expected_rev);
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     if (db_changes(s) == 0) {

@@ -365,29 +365,3 @@ enum mg_code store_smoke_recover(struct store *st, struct mg_error *err)
 
     return store_sweep_dead(st, sql, err);
 }
-
-enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_error *err)
-{
-    static const char sql[] =
-        "SELECT DISTINCT m.name, json_extract(r.value, '$.version') FROM aliases a "
-        "JOIN models m ON m.id = a.model_id, json_each(a.routes) r "
-        "WHERE a.deleted = 0 AND json_extract(r.value, '$.weight') > 0 ORDER BY 1, 2";
-    static const char sql_pg[] =
-        "SELECT DISTINCT m.name, (r.value ->> 'version')::bigint FROM aliases a "
-        "JOIN models m ON m.id = a.model_id, jsonb_array_elements(a.routes::jsonb) r "
-        "WHERE a.deleted = 0 AND (r.value ->> 'weight')::bigint > 0 ORDER BY 1, 2";
-    struct db_conn *c = store_read_begin(st);
-    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
-    json_t *items = json_array();
-    enum mg_code rc;
-    bool row;
-
-    while ((rc = db_step(s, &row, err)) == MG_OK && row)
-        json_array_append_new(items, json_pack("{s:o, s:I}", "model", store_col_json_string(s, 0),
-                                               "version", (json_int_t)db_col_i64(s, 1)));
-    if (rc == MG_OK)
-        *out = json_incref(items);
-    json_decref(items);
-    store_read_end(st, c);
-    return rc;
-}

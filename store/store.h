@@ -545,8 +545,10 @@ enum mg_code store_storage_bytes(struct store *st, int64_t *bytes, int64_t *blob
 /* ---- aliases, policies, promotions ------------------------------------ */
 
 /* Alias (API.md shape): {"model","alias","generation","routes":[{"version","weight",
- * "artifact","image"}],"protected","promotion","last_known_good"?,"updated_at",
- * "deliveries"}. last_known_good is left for the caller (a decision, gates/).
+ * "artifact","image"}],"match":[{"header","value","version","artifact","image"}],
+ * "shadow":{"version","percent","artifact","image"}|null,"protected","promotion",
+ * "last_known_good"?,"updated_at","deliveries"}. last_known_good is left for the caller
+ * (a decision, gates/).
  * MG_ENOTFOUND when the alias does not exist or was deleted. */
 enum mg_code store_alias_get(struct store *st, const char *model, const char *alias, json_t **out,
                              struct mg_error *err);
@@ -555,15 +557,15 @@ enum mg_code store_alias_get(struct store *st, const char *model, const char *al
 enum mg_code store_alias_list(struct store *st, const char *model, json_t **out,
                               struct mg_error *err);
 
-/* {"items":[{"generation","routes","at","by","reason","promotion","kind"}],
+/* {"items":[{"generation","routes","match","shadow","at","by","reason","promotion","kind"}],
  *  "next_page_token"}, newest first. */
 enum mg_code store_alias_history(struct store *st, const char *model, const char *alias,
                                  const struct store_page *page, json_t **out, struct mg_error *err);
 
 /*
  * What decisions about an alias need, read in one snapshot:
- * {"exists","deleted","generation","routes","protected","promotion",
- *  "history":[{"generation","kind","routes","at"}] (newest first, complete),
+ * {"exists","deleted","generation","routes","match","shadow","protected","promotion",
+ *  "history":[{"generation","kind","routes","match","shadow","at"}] (newest first, complete),
  *  "bad":[{"version","generation"}]}. The model must exist (MG_ENOTFOUND); a missing alias
  * gives exists:false, generation 0.
  */
@@ -576,6 +578,8 @@ struct store_alias_change {
     const char *alias;
     int64_t expected_generation; /* the generation the decision was made on */
     const json_t *routes;        /* [{"version","weight"}], [] when deleting */
+    const json_t *match;         /* [{"header","value","version"}] validated, or NULL: none */
+    const json_t *shadow;        /* {"version","percent"} validated, or NULL/null: none */
     const char *kind;            /* set, step, promoted, rollback, abort, delete */
     const char *reason;          /* may be NULL */
     const char *promotion;       /* promotion id, or NULL */
@@ -593,6 +597,7 @@ struct store_promotion_change {
     const char *id;
     int64_t expected_rev;
     const char *state;
+    const char *phase; /* rollout phase: shadow, internal, steps; NULL before the rollout */
     int step_index;
     int weight;
     int64_t next_step_at;                  /* ms since epoch, 0 for none */
@@ -702,7 +707,7 @@ struct store_delivery {
     char model[64];
     char alias[33];
     int64_t generation;
-    json_t *payload; /* {"routes":[…],"promotion"} NEW reference */
+    json_t *payload; /* {"routes":[…],"match":[…],"shadow":{…}|null,"promotion"} NEW */
     int attempts;    /* before this one */
     int64_t written_ms;
     char lease_token[17]; /* the claim's own: its outcome counts only while it holds */
@@ -786,7 +791,32 @@ enum mg_code store_smoke_counts(struct store *st, int64_t *queued, int64_t *runn
  * and, by the leader, periodically. A live replica's test is left alone. */
 enum mg_code store_smoke_recover(struct store *st, struct mg_error *err);
 
-/* [{"model","version"}] of every version routed with weight > 0 by a live alias. */
+/*
+ * Routed versions (API.md "Routing strategies"): a version is routed by an alias when the
+ * alias's current generation gives it a weight above 0, names it in a match rule, or makes
+ * it the shadow. This is the one notion of "routed" the runner tests by and the lifecycle
+ * guards refuse by (a routed version is neither archived nor deleted).
+ */
+
+/* Does a generation (routes [{version, weight}], match [{…, version}] or NULL, shadow
+ * {version, …} or null/NULL) route `version`? Pure; thread-safe. */
+bool store_generation_routes(const json_t *routes, const json_t *match, const json_t *shadow,
+                             int64_t version);
+
+/* The distinct versions a generation routes, weighted routes first, then match rules, then
+ * the shadow: a NEW array of integers (NULL when out of memory). Pure; thread-safe. */
+json_t *store_generation_versions(const json_t *routes, const json_t *match, const json_t *shadow);
+
+/* The live aliases of `model` that route `version`: *aliases NEW array of names (empty when
+ * none). MG_ENOTFOUND when the model does not exist. */
+enum mg_code store_version_routed(struct store *st, const char *model, int64_t version,
+                                  json_t **aliases, struct mg_error *err);
+
+/* [{"model","alias","match","shadow"}] of every live alias with match rules or a shadow
+ * (what a new gateway must be able to apply). */
+enum mg_code store_alias_strategies(struct store *st, json_t **out, struct mg_error *err);
+
+/* [{"model","version"}] of every version some live alias routes, sorted, each once. */
 enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_error *err);
 
 /* Operational figures for /metrics: {"promotions":{state:n},"deliveries":[{"gateway",

@@ -162,6 +162,11 @@ enum mg_code store_alias_apply(struct db_conn *c, const char *actor,
                                const struct store_alias_change *a, const char *at,
                                struct mg_error *err);
 
+/* aliases.c: store_version_routed inside any open transaction (a write that must refuse a
+ * routed version checks in its own transaction). */
+enum mg_code store_version_routed_in(struct db_conn *c, int64_t model_id, int64_t version,
+                                     json_t **aliases, struct mg_error *err);
+
 /* aliases.c: an alias in the API shape, in any open transaction.
  * MG_ENOTFOUND when missing or deleted. *out NEW. */
 enum mg_code store_alias_read(struct db_conn *c, const char *model, const char *alias, json_t **out,

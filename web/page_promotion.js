@@ -26,27 +26,71 @@ function approvalsList(p) {
                 : h('p', { class: 'comment muted' }, 'No comment.'))));
 }
 
+/* API.md "Routing strategies": the phases a rollout goes through before its steps. */
+const PHASE_ORDER = ['shadow', 'internal', 'steps'];
+
+function phaseText(p, policy) {
+  const base = p.baseline_version ? 'v' + p.baseline_version : 'the baseline';
+  const cand = 'v' + p.version;
+  switch ((p.rollout || {}).phase) {
+  case 'shadow':
+    return 'Shadow: ' + cand + ' gets a copy of every request while ' + base +
+      ' answers them; its smoke test must pass before the phase ends.';
+  case 'internal': {
+    const i = policy.internal || {};
+    return 'Internal: only requests with ' + (i.header || 'the internal header') + ': ' +
+      (i.value || '…') + ' reach ' + cand + '; everyone else gets ' + base + '.';
+  }
+  case 'steps':
+    return 'Weighted steps.';
+  default:
+    return 'Not started.';
+  }
+}
+
+function phaseItems(p, policy) {
+  const ro = p.rollout || {};
+  const at = PHASE_ORDER.indexOf(ro.phase);
+  const items = [];
+  if (policy.shadow_seconds > 0)
+    items.push({ phase: 'shadow', label: 'shadow ' + policy.shadow_seconds + ' s' });
+  if (policy.internal)
+    items.push({ phase: 'internal', label: 'internal ' + policy.internal.seconds + ' s' });
+  return items.map((it) => {
+    const i = PHASE_ORDER.indexOf(it.phase);
+    const st = at > i || (at === i && p.state === 'succeeded') ? 'done'
+      : at === i ? 'current' : 'todo';
+    return h('li', { class: 'step step-phase step-' + st, 'data-phase': it.phase,
+                     'aria-current': st === 'current' ? 'step' : null },
+             h('span', null, it.label), h('span', { class: 'sr-only' }, ' (' + st + ')'));
+  });
+}
+
 function rolloutView(p) {
   const ro = p.rollout || { steps: [], step_index: -1, weight: 0 };
-  const steps = h('ol', { class: 'steps' }, (ro.steps || []).map((w, i) => {
+  const policy = (p.policy && p.policy.rollout) || {};
+  const stepItems = (ro.steps || []).map((w, i) => {
     const st = i < ro.step_index || (i === ro.step_index && p.state === 'succeeded') ? 'done'
       : i === ro.step_index ? 'current' : 'todo';
     return h('li', { class: 'step step-' + st, 'aria-current': st === 'current' ? 'step' : null },
              h('span', { class: 'step-n' }, String(i + 1)),
              h('span', null, w + '%'),
              h('span', { class: 'sr-only' }, ' (' + st + ')'));
-  }));
+  });
+  const steps = h('ol', { class: 'steps' }, phaseItems(p, policy).concat(stepItems));
   const w = ro.weight || 0;
   const routes = [];
   if (p.baseline_version && w < 100)
     routes.push({ version: p.baseline_version, weight: 100 - w });
   if (w > 0)
     routes.push({ version: p.version, weight: w });
-  const policy = (p.policy && p.policy.rollout) || {};
   return h('div', { class: 'rollout' },
+           h('p', { id: 'rollout-phase', 'data-phase': ro.phase || '' }, 'Phase: ',
+             h('strong', null, ro.phase || 'none'), ' · ', phaseText(p, policy)),
            h('p', { id: 'rollout-weight', class: 'big' }, 'Candidate weight: ',
              h('strong', null, w + '%'),
-             ro.next_step_at ? h('span', { class: 'muted small' }, ' · next step ',
+             ro.next_step_at ? h('span', { class: 'muted small' },
+                                 ro.phase === 'steps' ? ' · next step ' : ' · phase ends ',
                                  when(ro.next_step_at)) : null),
            steps,
            ACTIVE.includes(p.state) || p.state === 'succeeded' ? splitBar(routes, p.version) : null,

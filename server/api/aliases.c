@@ -7,19 +7,21 @@
 #include <string.h>
 
 #include "../../common/util.h"
+#include "../../gates/routing.h"
 #include "../cache.h"
 #include "../release.h"
 
-/* Validate {"version":n} or {"routes":[{"version","weight"}]}; *routes NEW. */
-static bool parse_routes(struct srv_req *r, json_t **routes)
-{
-    static const char *const allowed[] = {"version", "routes", NULL};
-    json_t *v, *list, *x;
-    size_t i, j;
-    int64_t sum = 0;
-    char field[48];
+static bool parse_weights(struct srv_req *r, const json_t *v, const json_t *list, json_t **routes);
 
-    *routes = NULL;
+/* Validate {"version":n} or {"routes":[{"version","weight"}]}, each with optional "match"
+ * and "shadow" (API.md "Routing strategies"); *routes, *match and *shadow NEW. */
+static bool parse_routes(struct srv_req *r, json_t **routes, json_t **match, json_t **shadow)
+{
+    static const char *const allowed[] = {"version", "routes", "match", "shadow", NULL};
+    struct mg_error err;
+    json_t *v, *list;
+
+    *routes = *match = *shadow = NULL;
     if (!api_object(r, r->body, allowed))
         return false;
     v = json_object_get(r->body, "version");
@@ -28,6 +30,25 @@ static bool parse_routes(struct srv_req *r, json_t **routes)
         srv_fail(r, MG_EINVAL, NULL, "give either {\"version\": n} or {\"routes\": [...]}");
         return false;
     }
+    if (!parse_weights(r, v, list, routes))
+        return false;
+    /* The caller frees what was made, whatever the answer. */
+    if (gate_routing_parse(json_object_get(r->body, "match"), json_object_get(r->body, "shadow"),
+                           match, shadow, &err) != MG_OK) {
+        srv_reply_error(r, &err);
+        return false;
+    }
+    return true;
+}
+
+/* The weighted half of parse_routes: {"version"} or {"routes"}. */
+static bool parse_weights(struct srv_req *r, const json_t *v, const json_t *list, json_t **routes)
+{
+    json_t *x;
+    size_t i, j;
+    int64_t sum = 0;
+    char field[48];
+
     if (v) {
         if (!json_is_integer(v) || json_integer_value(v) < 1) {
             srv_fail(r, MG_EINVAL, "version", "version must be an integer >= 1");
@@ -114,17 +135,20 @@ static void get(struct srv_req *r)
 
 static void put(struct srv_req *r)
 {
-    json_t *routes = NULL, *out = NULL;
+    json_t *routes = NULL, *match = NULL, *shadow = NULL, *out = NULL;
     struct mg_error err;
     int64_t wait;
     enum mg_code rc;
+    bool ok = api_wait(r, &wait) && parse_routes(r, &routes, &match, &shadow);
 
-    if (!api_wait(r, &wait) || !parse_routes(r, &routes))
-        return;
-    rc = rel_alias_set(r->srv, r->who.name, srv_param(r, "model"), srv_param(r, "alias"), routes,
-                       &out, &err);
+    if (ok) {
+        rc = rel_alias_set(r->srv, r->who.name, srv_param(r, "model"), srv_param(r, "alias"),
+                           routes, match, shadow, &out, &err);
+        reply_alias(r, rc, out, &err, wait);
+    }
     json_decref(routes);
-    reply_alias(r, rc, out, &err, wait);
+    json_decref(match);
+    json_decref(shadow);
 }
 
 static void delete (struct srv_req *r)

@@ -26,7 +26,14 @@ static void put(struct srv_req *r)
     if (!api_string(r, r->body, "kind", "kind", true, 16, &kind))
         return;
     env.allow = &r->srv->push_allow;
-    if (push_config_validate(&env, kind, r->body, &config, &secret, &err) != MG_OK) {
+    if (push_config_validate(&env, kind, r->body, &config, &secret, &err) != MG_OK ||
+        push_gateway_check(r->srv, srv_param(r, "name"), kind, config,
+                           json_object_get(r->body, "models"), json_object_get(r->body, "aliases"),
+                           &err) != MG_OK) {
+        json_decref(config);
+        if (secret)
+            memset(secret, 0, strlen(secret));
+        free(secret);
         srv_reply_error(r, &err);
         return;
     }

@@ -4,6 +4,13 @@
  * weight 0 for every other server of the backend (`show servers state`),
  * then `get weight` to confirm. HAProxy's own error text ("No such
  * server.") becomes the delivery's error.
+ *
+ * Header match rules (API.md "Routing strategies") go into a map the gateway's config names
+ * ("map"), replaced atomically with a new version of it (`prepare map`, `add map @<ver>`
+ * for each rule, `commit map @<ver>`) and read back with `show map`; no reload. A key is
+ * "<header>=<value>" (a header name holds no '='), its value the pinned version's server.
+ * The backend's config, written once, looks each header up and pins with `use-server`
+ * (README). HAProxy copies no requests: a generation with a shadow is refused.
  */
 #include "push.h"
 
@@ -21,10 +28,12 @@
 #include <unistd.h>
 
 #include "../../common/util.h"
+#include "../../gates/routing.h"
 
 #define HAPROXY_IO_MS 3000
 #define HAPROXY_REPLY_MAX (256 * 1024)
 #define NAME_MAX_LEN 128
+#define MAP_MAX_LEN 320
 
 static bool name_template_ok(const char *t)
 {
@@ -37,6 +46,24 @@ static bool name_template_ok(const char *t)
         char c = t[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               strchr("_-.:{}", c)))
+            return false;
+    }
+    return push_expand(t, "m", "a", 1, probe, sizeof(probe));
+}
+
+/* An absolute path of characters the runtime API takes as one word (no space, ';', '\\',
+ * '#' or control character), with known placeholders. */
+static bool map_template_ok(const char *t)
+{
+    char probe[MAP_MAX_LEN];
+    size_t i;
+
+    if (t[0] != '/' || strlen(t) > 200 || strstr(t, "/../") != NULL)
+        return false;
+    for (i = 0; t[i]; i++) {
+        unsigned char c = (unsigned char)t[i];
+
+        if (c <= 0x20 || c >= 0x7f || strchr(";\\#\"'", c) != NULL)
             return false;
     }
     return push_expand(t, "m", "a", 1, probe, sizeof(probe));
@@ -63,15 +90,20 @@ enum mg_code push_haproxy_validate(const struct push_env *env, const json_t *bod
     const char *addr = json_string_value(json_object_get(body, "address"));
     const char *be = json_string_value(json_object_get(body, "backend"));
     const char *srv = json_string_value(json_object_get(body, "server"));
+    json_t *map = json_object_get(body, "map");
     const char *k;
     json_t *v;
 
     json_object_foreach((json_t *)body, k, v)
     {
         if (strcmp(k, "kind") && strcmp(k, "address") && strcmp(k, "backend") &&
-            strcmp(k, "server") && strcmp(k, "models") && strcmp(k, "aliases"))
+            strcmp(k, "server") && strcmp(k, "models") && strcmp(k, "aliases") && strcmp(k, "map"))
             return mg_fail(err, MG_EINVAL, k, "unknown field '%.64s' for an haproxy gateway", k);
     }
+    if (map != NULL && (!json_is_string(map) || !map_template_ok(json_string_value(map))))
+        return mg_fail(err, MG_EINVAL, "map",
+                       "map is the path of a map file HAProxy loaded, as its config names it, "
+                       "such as /etc/haproxy/maps/{model}_{alias}.map");
     if (addr == NULL || !address_ok(addr))
         return mg_fail(err, MG_EINVAL, "address",
                        "address is the runtime API as host:port or unix:/path/to/socket");
@@ -82,6 +114,10 @@ enum mg_code push_haproxy_validate(const struct push_env *env, const json_t *bod
         return mg_fail(err, MG_EINVAL, "server",
                        "server is a name template with {version}, such as v{version}");
     *config = json_pack("{s:s, s:s, s:s}", "address", addr, "backend", be, "server", srv);
+    if (*config && map && json_object_set(*config, "map", map) != 0) {
+        json_decref(*config);
+        *config = NULL;
+    }
     return *config ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 }
 
@@ -232,22 +268,15 @@ static void trim_copy(char *dst, size_t n, const char *src)
     snprintf(dst, n, "%.*s", (int)len, src);
 }
 
-void push_haproxy_deliver(const struct push_env *env, const struct store_delivery *d,
-                          struct push_result *res)
+/* The weights: routed servers get theirs, every other server of the backend 0, read back. */
+static void set_weights(const struct store_delivery *d, const char *addr, const char *be,
+                        const char *srvt, struct push_result *res)
 {
-    const char *addr = json_string_value(json_object_get(d->config, "address"));
-    const char *bet = json_string_value(json_object_get(d->config, "backend"));
-    const char *srvt = json_string_value(json_object_get(d->config, "server"));
     json_t *routes = json_object_get(d->payload, "routes"), *r;
-    char be[NAME_MAX_LEN], name[NAME_MAX_LEN], cmd[512], *reply = NULL, *line, *save = NULL;
+    char name[NAME_MAX_LEN], cmd[512], *reply = NULL, *line, *save = NULL;
     char err[256] = "";
     size_t i;
 
-    (void)env;
-    if (!addr || !bet || !srvt || !push_expand(bet, d->model, d->alias, 0, be, sizeof(be))) {
-        snprintf(res->error, sizeof(res->error), "gateway misconfigured");
-        return;
-    }
     /* 1. the routed servers get their weights */
     json_array_foreach(routes, i, r)
     {
@@ -342,4 +371,198 @@ void push_haproxy_deliver(const struct push_env *env, const struct store_deliver
         free(reply);
     }
     res->ok = true;
+}
+
+/* One runtime API command whose success is an empty answer; false with res->error set. */
+static bool quiet(const char *addr, const char *cmd, struct push_result *res)
+{
+    char err[256] = "", *reply = NULL;
+    bool ok;
+
+    if (!command(addr, cmd, &reply, err, sizeof(err))) {
+        snprintf(res->error, sizeof(res->error), "%s", err);
+        return false;
+    }
+    ok = blank(reply);
+    if (!ok) {
+        trim_copy(err, sizeof(err), reply);
+        snprintf(res->error, sizeof(res->error), "%.*s: %.200s", (int)strcspn(cmd, "\n"), cmd, err);
+    }
+    free(reply);
+    return ok;
+}
+
+/* The server a match rule pins, into name; false (res->error set) when the template does
+ * not fit or HAProxy has no such server in the backend (use-server would ignore it). */
+static bool pinned_server(const struct store_delivery *d, const char *addr, const char *be,
+                          const char *srvt, const json_t *rule, char *name, size_t cap,
+                          struct push_result *res)
+{
+    int64_t v = json_integer_value(json_object_get(rule, "version"));
+    char cmd[512], err[256] = "", *reply = NULL;
+    int w;
+
+    if (!push_expand(srvt, d->model, d->alias, v, name, cap)) {
+        snprintf(res->error, sizeof(res->error),
+                 "the server template gives a name too long for model %.64s version %lld; "
+                 "nothing was sent",
+                 d->model, (long long)v);
+        return false;
+    }
+    snprintf(cmd, sizeof(cmd), "get weight %s/%s\n", be, name);
+    if (!command(addr, cmd, &reply, err, sizeof(err))) {
+        snprintf(res->error, sizeof(res->error), "%s", err);
+        return false;
+    }
+    if (sscanf(reply, "%d", &w) != 1) {
+        trim_copy(err, sizeof(err), reply);
+        snprintf(res->error, sizeof(res->error),
+                 "get weight %.100s/%.100s (pinned by a match "
+                 "rule): %.200s",
+                 be, name, err);
+        free(reply);
+        return false;
+    }
+    free(reply);
+    return true;
+}
+
+/* Does `show map` list exactly the entries of want ({"key": "value"})? */
+static bool map_holds(const char *reply, const json_t *want, char *why, size_t whylen)
+{
+    char *copy = strdup(reply), *line, *save = NULL;
+    size_t seen = 0;
+    bool ok = copy != NULL;
+
+    for (line = copy ? strtok_r(copy, "\n", &save) : NULL; ok && line;
+         line = strtok_r(NULL, "\n", &save)) {
+        _Static_assert(GATE_HEADER_NAME_MAX + GATE_HEADER_VALUE_MAX + 2 == 194, "%193s below");
+        char ref[64], key[GATE_HEADER_NAME_MAX + GATE_HEADER_VALUE_MAX + 2], val[NAME_MAX_LEN];
+        const char *w;
+
+        if (sscanf(line, "%63s %193s %127s", ref, key, val) != 3) {
+            snprintf(why, whylen, "show map answered '%.200s'", line);
+            ok = false;
+            break;
+        }
+        w = json_string_value(json_object_get(want, key));
+        if (w == NULL || strcmp(w, val) != 0) {
+            snprintf(why, whylen, "the map holds '%.200s %.100s'", key, val);
+            ok = false;
+        }
+        seen++;
+    }
+    if (ok && seen != json_object_size(want)) {
+        snprintf(why, whylen, "the map holds %zu entries, not %zu", seen, json_object_size(want));
+        ok = false;
+    }
+    free(copy);
+    return ok;
+}
+
+/* The match rules into the map: a new version with one entry per rule, committed at once,
+ * read back. */
+static void set_map(const struct store_delivery *d, const char *addr, const char *be,
+                    const char *srvt, const char *map, struct push_result *res)
+{
+    json_t *match = json_object_get(d->payload, "match"), *r, *want = json_object();
+    char cmd[1024], name[NAME_MAX_LEN], err[256] = "", why[320] = "", *reply = NULL;
+    unsigned long ver = 0;
+    size_t i;
+
+    if (want == NULL) {
+        snprintf(res->error, sizeof(res->error), "out of memory");
+        return;
+    }
+    json_array_foreach(match, i, r)
+    {
+        char key[GATE_HEADER_NAME_MAX + GATE_HEADER_VALUE_MAX + 2];
+
+        if (!pinned_server(d, addr, be, srvt, r, name, sizeof(name), res))
+            goto out;
+        snprintf(key, sizeof(key), "%s=%s", json_string_value(json_object_get(r, "header")),
+                 json_string_value(json_object_get(r, "value")));
+        json_object_set_new(want, key, json_string(name));
+    }
+    snprintf(cmd, sizeof(cmd), "prepare map %s\n", map);
+    if (!command(addr, cmd, &reply, err, sizeof(err))) {
+        snprintf(res->error, sizeof(res->error), "%s", err);
+        goto out;
+    }
+    if (json_object_size(want) == 0 && strstr(reply, "Unknown map") != NULL) {
+        res->ok = true; /* a backend that pins nothing need not load a map */
+        goto out;
+    }
+    if (sscanf(reply, "New version created: %lu", &ver) != 1) {
+        trim_copy(err, sizeof(err), reply);
+        snprintf(res->error, sizeof(res->error), "prepare map %.200s: %.200s", map, err);
+        goto out;
+    }
+    free(reply);
+    reply = NULL;
+    {
+        const char *key;
+        json_t *v;
+
+        json_object_foreach(want, key, v)
+        {
+            snprintf(cmd, sizeof(cmd), "add map @%lu %s %s %s\n", ver, map, key,
+                     json_string_value(v));
+            if (!quiet(addr, cmd, res))
+                goto out;
+        }
+    }
+    snprintf(cmd, sizeof(cmd), "commit map @%lu %s\n", ver, map);
+    if (!quiet(addr, cmd, res))
+        goto out;
+    snprintf(cmd, sizeof(cmd), "show map %s\n", map);
+    if (!command(addr, cmd, &reply, err, sizeof(err))) {
+        snprintf(res->error, sizeof(res->error), "%s", err);
+        goto out;
+    }
+    if (!map_holds(reply, want, why, sizeof(why))) {
+        snprintf(res->error, sizeof(res->error), "show map %.200s after the commit: %.280s", map,
+                 why);
+        goto out;
+    }
+    res->ok = true;
+out:
+    free(reply);
+    json_decref(want);
+}
+
+void push_haproxy_deliver(const struct push_env *env, const struct store_delivery *d,
+                          struct push_result *res)
+{
+    const char *addr = json_string_value(json_object_get(d->config, "address"));
+    const char *bet = json_string_value(json_object_get(d->config, "backend"));
+    const char *srvt = json_string_value(json_object_get(d->config, "server"));
+    const char *mapt = json_string_value(json_object_get(d->config, "map"));
+    json_t *shadow = json_object_get(d->payload, "shadow");
+    char be[NAME_MAX_LEN], map[MAP_MAX_LEN];
+
+    (void)env;
+    if (!addr || !bet || !srvt || !push_expand(bet, d->model, d->alias, 0, be, sizeof(be)) ||
+        (mapt && !push_expand(mapt, d->model, d->alias, 0, map, sizeof(map)))) {
+        snprintf(res->error, sizeof(res->error), "gateway misconfigured");
+        return;
+    }
+    if (json_is_object(shadow)) {
+        snprintf(res->error, sizeof(res->error),
+                 "HAProxy cannot copy requests to a shadow (v%lld); nothing was sent: remove "
+                 "the shadow, or serve the alias through nginx or a webhook",
+                 (long long)json_integer_value(json_object_get(shadow, "version")));
+        return;
+    }
+    if (json_array_size(json_object_get(d->payload, "match")) > 0 && mapt == NULL) {
+        snprintf(res->error, sizeof(res->error),
+                 "the alias pins headers and the gateway names no \"map\" to put them in; "
+                 "nothing was sent");
+        return;
+    }
+    set_weights(d, addr, be, srvt, res);
+    if (res->ok && mapt) {
+        res->ok = false;
+        set_map(d, addr, be, srvt, map, res);
+    }
 }

@@ -1,12 +1,14 @@
 /*
- * names.c - the object names gateways derive from (model, alias, version), one-to-one.
+ * names.c - the object names gateways derive from (model, alias, version), one-to-one, and
+ * what each kind of gateway can apply of an alias's routing strategies (push_alias_check).
  *
  * nginx variables: $modelgate_<enc(model)>_<enc(alias)>, where enc keeps [a-z0-9] and
  * writes '-' as "_0", '.' as "_1" and '_' as "_2". Why that is one-to-one: in an encoded
  * name every '_' is followed by a digit, and an alias starts with a letter, so the one '_'
  * followed by a letter is the separator; everything before it decodes to the model and
- * everything after to the alias, each escape to one character. (A "_shadow" suffix, being
- * '_' and a letter after the alias, stays unambiguous as well.) "fraud"/"production" keeps
+ * everything after to the alias, each escape to one character. (A suffix after the alias
+ * begins with '_' and a letter too, so it stays unambiguous: "_shadow", the shadow's
+ * variable, and the include file's own "_split" and "_pin<N>".) "fraud"/"production" keeps
  * its old name, $modelgate_fraud_production.
  *
  * Template names (nginx include files and upstreams, HAProxy backends) expand {model} and
@@ -76,19 +78,42 @@ static int add(json_t *names, const char *gw, const char *name, const char *scop
         names, json_pack("{s:s, s:s, s:s}", "gateway", gw, "name", name, "scope", scope));
 }
 
+/* Every version a generation names (weighted routes, even at 0, then match rules, then the
+ * shadow), for upstream names: *out NEW array of the route-like objects. */
+static json_t *named_versions(const json_t *routes, const json_t *match, const json_t *shadow)
+{
+    json_t *all = json_array();
+
+    if (all == NULL)
+        return NULL;
+    if (json_is_array(routes))
+        json_array_extend(all, (json_t *)routes);
+    if (json_is_array(match))
+        json_array_extend(all, (json_t *)match);
+    if (json_is_object(shadow))
+        json_array_append(all, (json_t *)shadow);
+    return all;
+}
+
 enum mg_code push_alias_names(struct srv *srv, const char *model, const char *alias,
-                              const json_t *routes, json_t **out, struct mg_error *err)
+                              const json_t *routes_only, const json_t *match, const json_t *shadow,
+                              json_t **out, struct mg_error *err)
 {
     json_t *gws = NULL, *g, *names = json_array(), *r;
+    json_t *routes = named_versions(routes_only, match, shadow);
     enum mg_code rc;
     size_t i, k;
     char name[512];
 
     *out = NULL;
-    if (names == NULL)
+    if (names == NULL || routes == NULL) {
+        json_decref(names);
+        json_decref(routes);
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
     if ((rc = store_gateway_configs(srv->store, &gws, err)) != MG_OK) {
         json_decref(names);
+        json_decref(routes);
         return rc;
     }
     json_array_foreach(gws, i, g)
@@ -106,6 +131,8 @@ enum mg_code push_alias_names(struct srv *srv, const char *model, const char *al
             if (!push_nginx_variable(model, alias, name, sizeof(name)) ||
                 add(names, gw, name, "alias") != 0)
                 goto too_long;
+            if (strlen(name) + 8 > sizeof(name) || add(names, gw, strcat(name, "_shadow"), "alias"))
+                goto too_long;
             if (file && (!push_expand(file, model, alias, 0, name, sizeof(name)) ||
                          add(names, gw, name, "alias") != 0))
                 goto too_long;
@@ -120,9 +147,13 @@ enum mg_code push_alias_names(struct srv *srv, const char *model, const char *al
         } else if (strcmp(kind, "haproxy") == 0) {
             const char *be = json_string_value(json_object_get(cfg, "backend"));
             const char *sv = json_string_value(json_object_get(cfg, "server"));
+            const char *map = json_string_value(json_object_get(cfg, "map"));
 
             if (be && (!push_expand(be, model, alias, 0, name, sizeof(name)) ||
                        add(names, gw, name, "alias") != 0))
+                goto too_long;
+            if (map && (!push_expand(map, model, alias, 0, name, sizeof(name)) ||
+                        add(names, gw, name, "alias") != 0))
                 goto too_long;
             json_array_foreach(routes, k, r)
             {
@@ -140,9 +171,128 @@ enum mg_code push_alias_names(struct srv *srv, const char *model, const char *al
                      gw, model, alias);
         json_decref(gws);
         json_decref(names);
+        json_decref(routes);
         return rc;
     }
     json_decref(gws);
+    json_decref(routes);
     *out = names;
     return MG_OK;
+}
+
+/* nginx reads a request header as $http_<name> with '-' as '_': only names of a-z, 0-9 and
+ * '-' have one variable of their own ('_' is ignored in headers by default). */
+static bool nginx_header_ok(const char *h)
+{
+    for (; h && *h; h++) {
+        if (!((*h >= 'a' && *h <= 'z') || (*h >= '0' && *h <= '9') || *h == '-'))
+            return false;
+    }
+    return h != NULL;
+}
+
+/* Can gateway gw of `kind` with `cfg` apply these match rules and shadow of (model, alias)?
+ * MG_EINVAL naming the gateway and the field otherwise. */
+static enum mg_code gateway_can(const char *gw, const char *kind, const json_t *cfg,
+                                const char *model, const char *alias, const json_t *match,
+                                const json_t *shadow, struct mg_error *err)
+{
+    json_t *r;
+    size_t k;
+    char field[48];
+
+    if (strcmp(kind, "haproxy") == 0) {
+        if (json_is_object(shadow))
+            return mg_fail(err, MG_EINVAL, "shadow",
+                           "gateway '%s' (HAProxy) serves model '%s' alias '%s' and cannot copy "
+                           "requests to a shadow; leave shadow out, or serve the alias through "
+                           "nginx or a webhook",
+                           gw, model, alias);
+        if (json_array_size(match) > 0 && json_object_get(cfg, "map") == NULL)
+            return mg_fail(err, MG_EINVAL, "match",
+                           "gateway '%s' (HAProxy) serves model '%s' alias '%s' and pins headers "
+                           "through a map: give the gateway a \"map\" (see README, \"Routing "
+                           "strategies\"), or leave match out",
+                           gw, model, alias);
+    } else if (strcmp(kind, "nginx") == 0) {
+        json_array_foreach(match, k, r)
+        {
+            const char *h = json_string_value(json_object_get(r, "header"));
+
+            if (nginx_header_ok(h))
+                continue;
+            snprintf(field, sizeof(field), "match[%zu].header", k);
+            return mg_fail(err, MG_EINVAL, field,
+                           "gateway '%s' (nginx) serves model '%s' alias '%s' and reads headers "
+                           "only by names of a-z, 0-9 and '-', not '%s'",
+                           gw, model, alias, h ? h : "");
+        }
+    }
+    return MG_OK;
+}
+
+enum mg_code push_alias_check(struct srv *srv, const char *model, const char *alias,
+                              const json_t *match, const json_t *shadow, struct mg_error *err)
+{
+    json_t *gws = NULL, *g;
+    enum mg_code rc = MG_OK;
+    size_t i;
+
+    if (json_array_size(match) == 0 && !json_is_object(shadow))
+        return MG_OK;
+    if ((rc = store_gateway_configs(srv->store, &gws, err)) != MG_OK)
+        return rc;
+    json_array_foreach(gws, i, g)
+    {
+        const char *gw = json_string_value(json_object_get(g, "name"));
+        const char *kind = json_string_value(json_object_get(g, "kind"));
+
+        if (gw == NULL || kind == NULL || !hears(g, model, alias))
+            continue;
+        if ((rc = gateway_can(gw, kind, json_object_get(g, "config"), model, alias, match, shadow,
+                              err)) != MG_OK)
+            break;
+    }
+    json_decref(gws);
+    return rc;
+}
+
+enum mg_code push_gateway_check(struct srv *srv, const char *name, const char *kind,
+                                const json_t *config, const json_t *models, const json_t *aliases,
+                                struct mg_error *err)
+{
+    json_t *list = NULL, *a, *g;
+    enum mg_code rc;
+    size_t i;
+    char why[MG_ERR_MSG_MAX];
+
+    if (strcmp(kind, "haproxy") != 0 && strcmp(kind, "nginx") != 0)
+        return MG_OK;
+    g = json_pack("{s:O?, s:O?}", "models", models, "aliases", aliases);
+    if (g == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    if ((rc = store_alias_strategies(srv->store, &list, err)) != MG_OK) {
+        json_decref(g);
+        return rc;
+    }
+    json_array_foreach(list, i, a)
+    {
+        const char *model = json_string_value(json_object_get(a, "model"));
+        const char *alias = json_string_value(json_object_get(a, "alias"));
+
+        if (model == NULL || alias == NULL || !hears(g, model, alias))
+            continue;
+        if ((rc = gateway_can(name, kind, config, model, alias, json_object_get(a, "match"),
+                              json_object_get(a, "shadow"), err)) != MG_OK) {
+            snprintf(why, sizeof(why), "%s", err->message);
+            rc = mg_fail(err, MG_EINVAL, "aliases",
+                         "%s; change the alias first, or leave it out of the gateway's models or "
+                         "aliases",
+                         why);
+            break;
+        }
+    }
+    json_decref(list);
+    json_decref(g);
+    return rc;
 }

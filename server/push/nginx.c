@@ -1,12 +1,14 @@
 /*
- * nginx.c - apply routes to nginx: write an include file holding a
- * split_clients block (temp + fsync + rename), run the test command
- * (`nginx -t`), restore the previous file if the test fails, then run the
- * reload command.
+ * nginx.c - apply an alias's generation to nginx: write an include file (temp + fsync +
+ * rename), run the test command (`nginx -t`), restore the previous file if the test fails,
+ * then run the reload command.
  *
- * The block sets $modelgate_<model>_<alias> ('-', '.' and '_' escaped one-to-one, names.c)
- * to the upstream name of the chosen version; the site's own config uses it,
- * e.g. `proxy_pass http://$modelgate_fraud_production;`.
+ * The file sets $modelgate_<model>_<alias> ('-', '.' and '_' escaped one-to-one, names.c)
+ * to the upstream name of the version that serves the request: the first match rule whose
+ * header equals its value (a `map` per rule, chained through their defaults), else the
+ * weighted split (a split_clients block). $modelgate_<model>_<alias>_shadow is the shadow's
+ * upstream for the sampled share of requests, else "". The site's own config uses both,
+ * e.g. `proxy_pass http://$modelgate_fraud_production;` and a `mirror` (README).
  */
 #include "push_int.h"
 
@@ -14,6 +16,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -24,6 +28,7 @@
 #include <unistd.h>
 
 #include "../../common/util.h"
+#include "../../gates/routing.h"
 #include "../proc.h"
 
 #define NGINX_FILE_MAX (64 * 1024)
@@ -95,23 +100,57 @@ enum mg_code push_nginx_validate(const struct push_env *env, const json_t *body,
     return *config ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 }
 
-/* The split_clients block for the routes (push_int.h). */
-bool push_nginx_render(const struct store_delivery *d, const char *up_tmpl, struct mg_buf *b)
+/* The first match rule whose header nginx cannot read ($http_<name>: a-z, 0-9 and '-'),
+ * or NULL. */
+static const char *unreadable_header(const struct store_delivery *d)
 {
-    json_t *routes = json_object_get(d->payload, "routes"), *r;
-    /* var: the longest names, every character escaped, make 199 bytes (names.c) */
-    char var[256], name[256], line[640];
-    size_t i, last = SIZE_MAX;
+    json_t *r;
+    size_t i;
+
+    json_array_foreach(json_object_get(d->payload, "match"), i, r)
+    {
+        const char *h = json_string_value(json_object_get(r, "header"));
+
+        if (h == NULL || h[0] == '\0' ||
+            strspn(h, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(h))
+            return h ? h : "";
+    }
+    return NULL;
+}
+
+static bool put(struct mg_buf *b, char *line, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Format one piece of the file into line and append it; false when it does not fit. */
+static bool put(struct mg_buf *b, char *line, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
     int n;
 
-    /* one-to-one: no other (model, alias) can define the same variable (names.c) */
-    if (!push_nginx_variable(d->model, d->alias, var, sizeof(var)))
-        return false;
-    n = snprintf(line, sizeof(line),
-                 "# Managed by modelgate: model %s, alias %s, generation %lld. Do not edit.\n"
-                 "split_clients \"${request_id}\" $%s {\n",
-                 d->model, d->alias, (long long)d->generation, var);
-    if (n < 0 || (size_t)n >= sizeof(line) || mg_buf_puts(b, line) != MG_OK)
+    va_start(ap, fmt);
+    n = vsnprintf(line, cap, fmt, ap);
+    va_end(ap);
+    return n >= 0 && (size_t)n < cap && mg_buf_puts(b, line) == MG_OK;
+}
+
+/* The upstream name of version v into name. */
+static bool upstream(const struct store_delivery *d, const char *up_tmpl, const json_t *item,
+                     char *name, size_t cap)
+{
+    return push_expand(up_tmpl, d->model, d->alias,
+                       json_integer_value(json_object_get(item, "version")), name, cap);
+}
+
+/* The weighted split: a split_clients block setting var to the upstream of each route with a
+ * weight above 0 (the last share is "*"), or to "" when none has. */
+static bool render_split(const struct store_delivery *d, const char *up_tmpl, const char *var,
+                         struct mg_buf *b)
+{
+    json_t *routes = json_object_get(d->payload, "routes"), *r;
+    char name[256], line[640];
+    size_t i, last = SIZE_MAX;
+
+    if (!put(b, line, sizeof(line), "split_clients \"${request_id}\" $%s {\n", var))
         return false;
     json_array_foreach(routes, i, r)
     {
@@ -123,20 +162,96 @@ bool push_nginx_render(const struct store_delivery *d, const char *up_tmpl, stru
         json_int_t w = json_integer_value(json_object_get(r, "weight"));
         if (w <= 0)
             continue;
-        if (!push_expand(up_tmpl, d->model, d->alias,
-                         json_integer_value(json_object_get(r, "version")), name, sizeof(name)))
+        if (!upstream(d, up_tmpl, r, name, sizeof(name)))
             return false;
         /* The last share is "*": percentages then always cover everyone. */
-        if (i == last)
-            snprintf(line, sizeof(line), "    * %s;\n", name);
-        else
-            snprintf(line, sizeof(line), "    %lld%% %s;\n", (long long)w, name);
-        if (mg_buf_puts(b, line) != MG_OK)
+        if (!(i == last ? put(b, line, sizeof(line), "    * %s;\n", name)
+                        : put(b, line, sizeof(line), "    %lld%% %s;\n", (long long)w, name)))
             return false;
     }
     if (last == SIZE_MAX && mg_buf_puts(b, "    * \"\";\n") != MG_OK)
         return false; /* no routes (alias deleted): an empty value */
     return mg_buf_puts(b, "}\n") == MG_OK;
+}
+
+/* Match rule i: a map from the header to the rule's upstream when the value is exactly the
+ * rule's (a case-sensitive regular expression with every other character escaped: nginx's
+ * plain strings ignore case), else to `next`. */
+static bool render_rule(const struct store_delivery *d, const char *up_tmpl, const json_t *rule,
+                        const char *var, const char *next, struct mg_buf *b)
+{
+    const char *h = json_string_value(json_object_get(rule, "header"));
+    const char *v = json_string_value(json_object_get(rule, "value"));
+    char hv[GATE_HEADER_NAME_MAX + 1], re[4 * GATE_HEADER_VALUE_MAX + 1], name[256], line[1024];
+    size_t i, o = 0;
+
+    if (h == NULL || v == NULL || strlen(h) >= sizeof(hv) || strlen(v) > GATE_HEADER_VALUE_MAX ||
+        !upstream(d, up_tmpl, rule, name, sizeof(name)))
+        return false;
+    for (i = 0; h[i]; i++)
+        hv[i] = h[i] == '-' ? '_' : h[i];
+    hv[i] = '\0';
+    /* In a quoted nginx string "\\" is one backslash: each escapes a character for PCRE. The
+     * value holds no '"', '\\', ';', '{', '}' or space (gates/routing.c). */
+    for (i = 0; v[i]; i++) {
+        bool alnum = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
+                     (v[i] >= '0' && v[i] <= '9');
+        if (!alnum) {
+            re[o++] = '\\';
+            re[o++] = '\\';
+        }
+        re[o++] = v[i];
+    }
+    re[o] = '\0';
+    return put(b, line, sizeof(line),
+               "map $http_%s $%s {\n    \"~^%s$\" %s;\n    default $%s;\n}\n", hv, var, re, name,
+               next);
+}
+
+/* The shadow: var_shadow is the shadow's upstream for `percent`% of requests, else "". */
+static bool render_shadow(const struct store_delivery *d, const char *up_tmpl, const char *var,
+                          struct mg_buf *b)
+{
+    json_t *sh = json_object_get(d->payload, "shadow");
+    json_int_t pct = json_integer_value(json_object_get(sh, "percent"));
+    char name[256], line[640];
+
+    if (!put(b, line, sizeof(line), "split_clients \"${request_id}\" $%s_shadow {\n", var))
+        return false;
+    if (!json_is_object(sh) || pct <= 0)
+        return mg_buf_puts(b, "    * \"\";\n}\n") == MG_OK;
+    if (!upstream(d, up_tmpl, sh, name, sizeof(name)))
+        return false;
+    if (pct >= 100)
+        return put(b, line, sizeof(line), "    * %s;\n}\n", name);
+    return put(b, line, sizeof(line), "    %lld%% %s;\n    * \"\";\n}\n", (long long)pct, name);
+}
+
+/* The include file (push_int.h). */
+bool push_nginx_render(const struct store_delivery *d, const char *up_tmpl, struct mg_buf *b)
+{
+    json_t *match = json_object_get(d->payload, "match");
+    size_t n = json_array_size(match), i;
+    /* var: the longest names, every character escaped, make 199 bytes (names.c) */
+    char var[256], cur[288], next[288], line[640];
+
+    /* one-to-one: no other (model, alias) can define the same variables (names.c) */
+    if (!push_nginx_variable(d->model, d->alias, var, sizeof(var)) || unreadable_header(d))
+        return false;
+    if (!put(b, line, sizeof(line),
+             "# Managed by modelgate: model %s, alias %s, generation %lld. Do not edit.\n",
+             d->model, d->alias, (long long)d->generation))
+        return false;
+    /* $var: the first match rule's map, whose default is the next rule's variable, ... and
+     * the last rule's default the weighted split. Without rules the split is $var itself. */
+    for (i = 0; i < n; i++) {
+        snprintf(cur, sizeof(cur), i == 0 ? "%s" : "%s_pin%zu", var, i);
+        snprintf(next, sizeof(next), i + 1 < n ? "%s_pin%zu" : "%s_split", var, i + 1);
+        if (!render_rule(d, up_tmpl, json_array_get(match, i), cur, next, b))
+            return false;
+    }
+    snprintf(cur, sizeof(cur), n > 0 ? "%s_split" : "%s", var);
+    return render_split(d, up_tmpl, cur, b) && render_shadow(d, up_tmpl, var, b);
 }
 
 /* The include replaced whole or not at all (common/file.c), readable by nginx. */
@@ -214,6 +329,13 @@ static void nginx_deliver(const struct push_env *env, const struct store_deliver
 
     (void)env;
     mg_buf_init(&b, NGINX_FILE_MAX);
+    if (unreadable_header(d)) {
+        snprintf(res->error, sizeof(res->error),
+                 "nginx reads headers only by names of a-z, 0-9 and '-', not '%.64s'; change "
+                 "the alias's match rules",
+                 unreadable_header(d));
+        goto out;
+    }
     if (!ft || !up || !push_expand(ft, d->model, d->alias, 0, path, sizeof(path)) ||
         !push_nginx_render(d, up, &b)) {
         snprintf(res->error, sizeof(res->error), "gateway misconfigured");

@@ -163,10 +163,29 @@ bool push_name_encode(const char *in, char *out, size_t cap);
 bool push_nginx_variable(const char *model, const char *alias, char *out, size_t cap);
 
 struct srv;
-/* Every gateway object name a change of (model, alias) to `routes` uses, for the store to
- * claim (store_alias_change.names): *out NEW [{"gateway","name","scope"}]. MG_EINVAL naming
- * the gateway when a template makes a name that does not fit. */
+/* Every gateway object name a change of (model, alias) to `routes`, `match` and `shadow`
+ * (either NULL: none) uses, for the store to claim (store_alias_change.names): *out NEW
+ * [{"gateway","name","scope"}]. MG_EINVAL naming the gateway when a template makes a name
+ * that does not fit. */
 enum mg_code push_alias_names(struct srv *srv, const char *model, const char *alias,
-                              const json_t *routes, json_t **out, struct mg_error *err);
+                              const json_t *routes, const json_t *match, const json_t *shadow,
+                              json_t **out, struct mg_error *err);
+
+/*
+ * Can every gateway that hears (model, alias) apply these match rules and shadow (either
+ * NULL: none)? MG_EINVAL naming the gateway and the field otherwise: HAProxy copies no
+ * requests (a shadow is refused, API.md "Routing strategies") and pins headers only through
+ * a map (its config's "map"); nginx reads a header only by a name of a-z, 0-9 and '-'.
+ */
+enum mg_code push_alias_check(struct srv *srv, const char *model, const char *alias,
+                              const json_t *match, const json_t *shadow, struct mg_error *err);
+
+/* The same check the other way round, for a gateway being PUT: can gateway `name` (kind and
+ * validated config; models and aliases its filters, NULL for all) apply the match rules and
+ * shadow of every live alias it would hear? MG_EINVAL naming the gateway and the alias (field
+ * "aliases") otherwise: an HAProxy gateway would hear an alias with a shadow. */
+enum mg_code push_gateway_check(struct srv *srv, const char *name, const char *kind,
+                                const json_t *config, const json_t *models, const json_t *aliases,
+                                struct mg_error *err);
 
 #endif

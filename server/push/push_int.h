@@ -21,10 +21,15 @@ bool push_webhook_sign(const char *secret, const char *id, const char *ts, const
 
 /*
  * nginx.c: append the include file for a delivery to b: a comment naming model, alias and
- * generation, then a split_clients block setting $modelgate_<model>_<alias>
- * (push_nginx_variable) to the upstream of each route with a weight above 0 (up_tmpl
- * expanded with its version; the last share is "*"), or to "" when none has. false when a
- * name does not fit or b's cap is reached (b then holds a partial text).
+ * generation; for each match rule i a map from $http_<header> to the rule's upstream when
+ * the value is exactly the rule's, else to the next rule's variable (rule 0 sets
+ * $modelgate_<model>_<alias>, push_nginx_variable, rule i > 0 sets ..._pin<i>); then a
+ * split_clients block setting the last default (..._split; without rules the variable
+ * itself) to the upstream of each route with a weight above 0 (up_tmpl expanded with its
+ * version; the last share is "*"), or to "" when none has; then a split_clients block
+ * setting ..._shadow to the shadow's upstream for its percent of requests, else "". false
+ * when a name does not fit, a header has no nginx variable (a-z, 0-9 and '-' only), or b's
+ * cap is reached (b then holds a partial text).
  */
 bool push_nginx_render(const struct store_delivery *d, const char *up_tmpl, struct mg_buf *b);
 

@@ -167,14 +167,18 @@ char *push_webhook_body(const struct store_delivery *d, int64_t now_ms)
     json_t *b;
     char *text;
 
+    json_t *match = json_object_get(d->payload, "match");
+    json_t *shadow = json_object_get(d->payload, "shadow");
+    json_t *promo = json_object_get(d->payload, "promotion");
+
     mg_time_format(now_ms, ts);
-    b = json_pack("{s:s, s:s, s:s, s:I, s:O, s:O, s:s}", "type", "alias.updated", "model", d->model,
-                  "alias", d->alias, "generation", (json_int_t)d->generation, "routes",
-                  json_object_get(d->payload, "routes"), "promotion",
-                  json_object_get(d->payload, "promotion")
-                      ? json_object_get(d->payload, "promotion")
-                      : json_null(),
-                  "timestamp", ts);
+    /* Rows written before match and shadow existed carry neither: none. */
+    b = json_pack("{s:s, s:s, s:s, s:I, s:O, s:o, s:o, s:O, s:s}", "type", "alias.updated", "model",
+                  d->model, "alias", d->alias, "generation", (json_int_t)d->generation, "routes",
+                  json_object_get(d->payload, "routes"), "match",
+                  json_is_array(match) ? json_incref(match) : json_array(), "shadow",
+                  json_is_object(shadow) ? json_incref(shadow) : json_null(), "promotion",
+                  promo ? promo : json_null(), "timestamp", ts);
     text = b ? json_dumps(b, JSON_COMPACT) : NULL;
     json_decref(b);
     return text;

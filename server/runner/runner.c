@@ -568,8 +568,7 @@ void runner_gateway_deliver(const struct push_env *env, const struct store_deliv
 {
     struct mg_error err;
 
-    res->ok = runner_enqueue_routes(env->srv, d->model, d->alias,
-                                    json_object_get(d->payload, "routes"), &err) == MG_OK;
+    res->ok = runner_enqueue_routes(env->srv, d->model, d->alias, d->payload, &err) == MG_OK;
     if (!res->ok)
         snprintf(res->error, sizeof(res->error), "%s", err.message);
 }
@@ -713,13 +712,19 @@ enum mg_code runner_enqueue(struct srv *srv, const char *model, int64_t version,
 }
 
 enum mg_code runner_enqueue_routes(struct srv *srv, const char *model, const char *alias,
-                                   const json_t *routes, struct mg_error *err)
+                                   const json_t *payload, struct mg_error *err)
 {
     struct gate_policy pol;
     json_t *pj = NULL, *r;
+    json_t *versions = store_generation_versions(json_object_get(payload, "routes"),
+                                                 json_object_get(payload, "match"),
+                                                 json_object_get(payload, "shadow"));
     const char *mode = "none";
     size_t i;
     enum mg_code rc = MG_OK;
+
+    if (versions == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 
     if (store_policy_get(srv->store, model, alias, &pj, err) == MG_OK &&
         gate_policy_parse(pj, &pol, err) == MG_OK)
@@ -727,14 +732,12 @@ enum mg_code runner_enqueue_routes(struct srv *srv, const char *model, const cha
                : pol.gpu == GATE_GPU_PREFERRED ? "preferred"
                                                : "none";
     json_decref(pj);
-    json_array_foreach(routes, i, r)
+    json_array_foreach(versions, i, r)
     {
-        json_int_t v = json_integer_value(json_object_get(r, "version"));
+        json_int_t v = json_integer_value(r);
         json_t *ver = NULL;
         bool has_profile;
 
-        if (json_integer_value(json_object_get(r, "weight")) <= 0)
-            continue;
         /* A version that names no profile has nothing to run. */
         if (store_version_get(srv->store, model, v, &ver, err) != MG_OK)
             continue;
@@ -744,9 +747,11 @@ enum mg_code runner_enqueue_routes(struct srv *srv, const char *model, const cha
             continue;
         rc = runner_enqueue(srv, model, v, "route", mode, NULL, err);
         if (rc != MG_OK && rc != MG_ENOTFOUND)
-            return rc;
+            break;
+        rc = MG_OK;
     }
-    return MG_OK;
+    json_decref(versions);
+    return rc;
 }
 
 json_t *runner_info(struct srv *srv)

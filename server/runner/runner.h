@@ -58,9 +58,11 @@ enum mg_code runner_enqueue(struct srv *srv, const char *model, int64_t version,
 /* Wake the workers: a test was queued by someone else (a promotion's transaction). */
 void runner_kick(struct srv *srv);
 
-/* The runner gateway's delivery: queue tests of every version with weight > 0. */
+/* The runner gateway's delivery: queue tests of every version the generation routes
+ * (payload {"routes","match","shadow"}: a weight above 0, a match rule, or the shadow;
+ * store_generation_versions) that names a smoke profile. */
 enum mg_code runner_enqueue_routes(struct srv *srv, const char *model, const char *alias,
-                                   const json_t *routes, struct mg_error *err);
+                                   const json_t *payload, struct mg_error *err);
 
 /* GET /api/v1/runner. NEW reference. */
 json_t *runner_info(struct srv *srv);

@@ -21,13 +21,17 @@
  *   later promotion snapshots);
  * - a refused policy says why (message) and leaves the output untouched;
  * - a GateReport is {"passed","pending","gates"} with one gate per configured
- *   check, each with a known status, and passed/pending agree with them.
+ *   check, each with a known status, and passed/pending agree with them;
+ * - the document's "match" and "shadow" (an alias body's routing strategies, API.md
+ *   "Routing strategies") through gate_routing_parse(): accepted ones hold only valid
+ *   headers, values and percents; refused ones say why and which field, and write nothing.
  */
 #include "fuzz.h"
 
 #include <math.h>
 
 #include "gates/policy.h"
+#include "gates/routing.h"
 
 #define MAX_APPROVALS 64
 
@@ -180,6 +184,46 @@ static void evaluate(const struct gate_policy *p, const json_t *facts)
     json_decref(report);
 }
 
+/* An alias body's match rules and shadow, as PUT .../aliases/{alias} takes them. */
+static void routing(const json_t *doc)
+{
+    json_t *match = (json_t *)0x1, *shadow = (json_t *)0x1, *r;
+    struct mg_error err = {0};
+    size_t i;
+
+    if (!json_is_object(doc))
+        return;
+    if (gate_routing_parse(json_object_get(doc, "match"), json_object_get(doc, "shadow"), &match,
+                           &shadow, &err) != MG_OK) {
+        FUZZ_CHECK(err.code == MG_EINVAL && err.message[0] != '\0' && err.field[0] != '\0',
+                   "routing refused with code %d, message '%s', field '%s'", (int)err.code,
+                   err.message, err.field);
+        FUZZ_CHECK(match == (json_t *)0x1 && shadow == (json_t *)0x1,
+                   "refused routing was written out");
+        return;
+    }
+    FUZZ_CHECK(json_is_array(match) && json_array_size(match) <= GATE_MATCH_MAX,
+               "accepted match is not a short array");
+    json_array_foreach(match, i, r)
+    {
+        json_t *h = json_object_get(r, "header"), *v = json_object_get(r, "value");
+
+        FUZZ_CHECK(json_is_string(h) &&
+                       gate_header_name_ok(json_string_value(h), json_string_length(h)) &&
+                       json_is_string(v) &&
+                       gate_header_value_ok(json_string_value(v), json_string_length(v)) &&
+                       json_integer_value(json_object_get(r, "version")) >= 1,
+                   "accepted an invalid match rule");
+    }
+    FUZZ_CHECK(json_is_null(shadow) ||
+                   (json_integer_value(json_object_get(shadow, "version")) >= 1 &&
+                    json_integer_value(json_object_get(shadow, "percent")) >= 1 &&
+                    json_integer_value(json_object_get(shadow, "percent")) <= 100),
+               "accepted an invalid shadow");
+    json_decref(match);
+    json_decref(shadow);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     json_t *doc, *body, *facts;
@@ -191,6 +235,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     doc = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &jerr);
     if (doc == NULL)
         return 0;
+    routing(doc);
     body = json_object_get(doc, "policy");
     facts = body ? doc : NULL;
     if (body == NULL)

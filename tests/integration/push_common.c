@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
+#include <dirent.h>
 
 /* ---- HAProxy runtime API ------------------------------------------------ */
 
@@ -82,10 +83,17 @@ static size_t pc_on_body(char *p, size_t size, size_t n, void *arg)
 
 void pc_count(const char *url, int n, size_t k, const char *const *names, int *counts)
 {
+    pc_count_h(url, NULL, n, k, names, counts);
+}
+
+void pc_count_h(const char *url, const char *header, int n, size_t k, const char *const *names,
+                int *counts)
+{
     CURL *c = curl_easy_init();
+    struct curl_slist *h = header ? curl_slist_append(NULL, header) : NULL;
     int i;
 
-    if (c == NULL)
+    if (c == NULL || (header && h == NULL))
         fail_msg("curl_easy_init failed");
     memset(counts, 0, k * sizeof(*counts));
     for (i = 0; i < n; i++) {
@@ -102,6 +110,8 @@ void pc_count(const char *url, int n, size_t k, const char *const *names, int *c
         curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, pc_on_body);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+        if (h != NULL)
+            curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
         rc = curl_easy_perform(c);
         if (rc != CURLE_OK)
             fail_msg("GET %s (request %d of %d): %s", url, i + 1, n, curl_easy_strerror(rc));
@@ -115,6 +125,7 @@ void pc_count(const char *url, int n, size_t k, const char *const *names, int *c
                      b.buf);
         counts[j]++;
     }
+    curl_slist_free_all(h);
     curl_easy_cleanup(c);
 }
 
@@ -289,5 +300,54 @@ struct it_resp *pc_wait_delivery_at(struct mg_server *s, const char *gw, const c
         }
         it_resp_free(s, &r);
         it_pause_ms(20);
+    }
+}
+
+/* ---- nginx reloads --------------------------------------------------------- */
+
+size_t pc_children(pid_t parent, pid_t *out, size_t max)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    size_t n = 0;
+
+    if (d == NULL)
+        fail_msg("opendir /proc: %s", strerror(errno));
+    while ((e = readdir(d)) != NULL && n < max) {
+        char path[300], buf[512], *p;
+        FILE *f;
+        int ppid = 0;
+
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        f = fopen(it_fmt(path, sizeof(path), "/proc/%s/stat", e->d_name), "re");
+        if (f == NULL)
+            continue;
+        if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL &&
+            sscanf(p + 1, " %*c %d", &ppid) == 1 && ppid == parent)
+            out[n++] = (pid_t)atoi(e->d_name);
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+void pc_wait_replaced(pid_t parent, const pid_t *old, size_t nold, int64_t timeout_ms)
+{
+    int64_t deadline = it_deadline(timeout_ms);
+
+    for (;;) {
+        pid_t now[PC_MAX_CHILDREN];
+        size_t n = pc_children(parent, now, PC_MAX_CHILDREN);
+        bool stale = false;
+
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < nold; j++)
+                stale = stale || now[i] == old[j];
+        if (n > 0 && !stale)
+            return;
+        if (it_now_ms() > deadline)
+            fail_msg("nginx (pid %d) did not replace its workers after the reload", (int)parent);
+        it_pause_ms(10);
     }
 }

@@ -41,6 +41,10 @@ int pc_haproxy_weight(int port, const char *be, const char *srv);
  */
 void pc_count(const char *url, int n, size_t k, const char *const *names, int *counts);
 
+/* pc_count with one more request header ("X-Tenant: acme"), or none when header is NULL. */
+void pc_count_h(const char *url, const char *header, int n, size_t k, const char *const *names,
+                int *counts);
+
 /*
  * Assert a split: n requests, counts[i] within +-5 percentage points of
  * want_pct[i] (an exact 0 or 100 must be exact).
@@ -85,5 +89,16 @@ void pc_dump_server_notes(const struct mg_server *s, size_t max_lines);
 struct it_resp *pc_wait_delivery_at(struct mg_server *s, const char *gw, const char *model,
                                     const char *alias, json_int_t gen, const char *state,
                                     int64_t timeout_ms, const char *file, int line);
+
+/* ---- nginx reloads --------------------------------------------------------- */
+
+#define PC_MAX_CHILDREN 16
+
+/* The children of a process (an nginx master's workers): up to max pids into out. */
+size_t pc_children(pid_t parent, pid_t *out, size_t max);
+
+/* Wait until none of the children in old[] is left and a new one runs: a reload of the
+ * nginx master `parent` has taken effect for new connections. */
+void pc_wait_replaced(pid_t parent, const pid_t *old, size_t nold, int64_t timeout_ms);
 
 #endif

@@ -253,8 +253,8 @@ static void test_delete_guards_and_tombstone(void **state)
 
     /* Over /v2/ a deleted version is no tag and pulls nothing; the others still do. */
     {
-        static const char *const accept[] = {
-            "Accept: application/vnd.oci.image.manifest.v1+json", NULL};
+        static const char *const accept[] = {"Accept: application/vnd.oci.image.manifest.v1+json",
+                                             NULL};
         json_t *t;
         size_t i;
         bool v5 = false, v4 = false;
@@ -294,6 +294,36 @@ static void test_delete_guards_and_tombstone(void **state)
         }
         assert_int_equal(deletes, 2);
     }
+}
+
+static void test_pinned_and_shadow_versions_are_routed(void **state)
+{
+    struct mg_server *s = *state;
+    struct it_resp *r;
+
+    world("pin", 3);
+    it_alias_set(s, cx.dep, "pin", "prod",
+                 "{\"routes\":[{\"version\":1,\"weight\":100}],"
+                 "\"match\":[{\"header\":\"x-tenant\",\"value\":\"acme\",\"version\":2}],"
+                 "\"shadow\":{\"version\":3,\"percent\":10}}");
+    r = delete_version(cx.adm, "pin", 2, "{\"reason\":\"x\"}");
+    it_expect_error(s, r, 409, "conflict");
+    assert_non_null(
+        strstr(it_jstr(it_jobj(r->json, "error"), "message"), "routed by alias 'prod'"));
+    r = delete_version(cx.adm, "pin", 3, "{\"reason\":\"x\"}");
+    it_expect_error(s, r, 409, "conflict");
+    r = lifecycle(cx.pub, "pin", 2, "archive");
+    it_expect_error(s, r, 409, "conflict");
+    /* Neither a pin nor a shadow may point at an archived version. */
+    it_alias_set(s, cx.dep, "pin", "prod", "{\"routes\":[{\"version\":1,\"weight\":100}]}");
+    r = lifecycle(cx.pub, "pin", 3, "archive");
+    it_expect_status(s, r, 200);
+    r = it_jreq(s, "PUT", "/api/v1/models/pin/aliases/prod", cx.dep,
+                "{\"routes\":[{\"version\":1,\"weight\":100}],"
+                "\"shadow\":{\"version\":3,\"percent\":10}}");
+    it_expect_error_field(s, r, 409, "conflict", "shadow.version");
+    r = delete_version(cx.adm, "pin", 2, "{\"reason\":\"no longer pinned\"}");
+    it_expect_status(s, r, 200);
 }
 
 /* The numbers of a RetentionRun's versions, as "26,25". */
@@ -545,6 +575,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_archive_and_unarchive, it_test_teardown),
         cmocka_unit_test_teardown(test_delete_guards_and_tombstone, it_test_teardown),
+        cmocka_unit_test_teardown(test_pinned_and_shadow_versions_are_routed, it_test_teardown),
         cmocka_unit_test_teardown(test_retention_keep_last, it_test_teardown),
         cmocka_unit_test_teardown(test_retention_archive_scheduled, it_test_teardown),
         cmocka_unit_test_teardown(test_withdrawn_dataset, it_test_teardown),

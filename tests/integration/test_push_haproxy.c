@@ -13,6 +13,7 @@
 #include "api.h"
 #include "push_common.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -27,7 +28,7 @@ static int stats_port;
 
 static void write_config(int front_port)
 {
-    char path[IT_PATH_MAX], cfg[4096];
+    char path[IT_PATH_MAX], cfg[8192];
 
     it_fmt(cfg, sizeof(cfg),
            "global\n"
@@ -44,6 +45,10 @@ static void write_config(int front_port)
            "    default_backend be_fraud_production\n"
            "backend be_fraud_production\n"
            "    balance roundrobin\n"
+           /* README "Routing strategies": header pinning through a map */
+           "    http-request set-var(txn.mg_pin) req.hdr(x-tenant),regsub(^,x-tenant=),"
+           "map(%s/fraud_production.map) if !{ var(txn.mg_pin) -m found }\n"
+           "    use-server %%[var(txn.mg_pin)] if { var(txn.mg_pin) -m found }\n"
            "    server v1 unix@%s/v1.sock weight 1\n"
            "    server v2 unix@%s/v2.sock weight 1\n"
            "    server v3 unix@%s/v3.sock weight 1\n"
@@ -56,8 +61,9 @@ static void write_config(int front_port)
            "frontend answer_v3\n"
            "    bind unix@%s/v3.sock\n"
            "    http-request return status 200 content-type text/plain string v3\n",
-           stats_port, dir, front_port, dir, dir, dir, dir, dir, dir);
+           stats_port, dir, front_port, dir, dir, dir, dir, dir, dir, dir);
     it_write_file(it_fmt(path, sizeof(path), "%s/haproxy.cfg", dir), cfg);
+    it_write_file(it_fmt(path, sizeof(path), "%s/fraud_production.map", dir), "");
 }
 
 static int setup(void **state)
@@ -373,6 +379,130 @@ static void test_template_that_does_not_fit(void **state)
     pc_gateway_delete(s, "hap-long");
 }
 
+/* HAProxy's own pid as `show info` reports it (a reload would start another process). */
+static long haproxy_pid(void)
+{
+    char *info = pc_haproxy_cmd(stats_port, "show info\n"), *p = strstr(info, "\nPid: ");
+    long pid = p ? strtol(p + 6, NULL, 10) : -1;
+
+    free(info);
+    return pid;
+}
+
+/* `show map` of the gateway's map: the entries, one "key value" per line. */
+static void map_entries(char *out, size_t n)
+{
+    char cmd[IT_PATH_MAX + 32], *reply, *line, *save = NULL;
+    size_t o = 0;
+
+    reply = pc_haproxy_cmd(stats_port,
+                           it_fmt(cmd, sizeof(cmd), "show map %s/fraud_production.map\n", dir));
+    out[0] = '\0';
+    for (line = strtok_r(reply, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        const char *sp = strchr(line, ' ');
+
+        if (sp != NULL) /* "<ref> <key> <value>" */
+            o += (size_t)snprintf(out + o, n - o, "%s%s", o ? "\n" : "", sp + 1);
+    }
+    free(reply);
+}
+
+/*
+ * API.md "Routing strategies": header pinning through a map the runtime API changes, with no
+ * reload (HAProxy's pid stays, the map file on disk stays empty); an alias with a shadow that
+ * HAProxy serves is refused at the PUT, naming the gateway, and nothing changes; so are a
+ * promotion whose rollout has a shadow phase, and a gateway without a map that would hear an
+ * alias with match rules.
+ */
+static void test_header_pinning_through_the_runtime_api(void **state)
+{
+    struct mg_server *s = *state;
+    struct it_resp *r;
+    char body[1024], entries[512], path[IT_PATH_MAX], *disk;
+    long pid = haproxy_pid();
+    json_int_t gen;
+    int counts[3];
+
+    assert_int_equal(pid, hap.pid);
+    r = it_request(s, "DELETE", "/api/v1/models/fraud/policies/production", s->admin_token, NULL,
+                   NULL, 0);
+    it_expect_status(s, r, 204);
+    pc_gateway_put(s, "hap",
+                   it_fmt(body, sizeof(body),
+                          "{\"kind\":\"haproxy\",\"address\":\"127.0.0.1:%d\","
+                          "\"backend\":\"be_{model}_{alias}\",\"server\":\"v{version}\","
+                          "\"map\":\"%s/{model}_{alias}.map\",\"models\":[\"fraud\"],"
+                          "\"aliases\":[\"production\"]}",
+                          stats_port, dir));
+    r = it_alias_put(s, s->admin_token, "fraud", "production",
+                     "{\"version\":2,\"match\":[{\"header\":\"x-tenant\",\"value\":\"acme\","
+                     "\"version\":3}]}",
+                     5);
+    if (!pc_all_in_sync(r->json))
+        fail_msg("?wait=5: not in sync: %s", r->body);
+    gen = it_jint(r->json, "generation");
+    map_entries(entries, sizeof(entries));
+    assert_string_equal(entries, "x-tenant=acme v3");
+    /* v3 takes no weighted traffic, yet serves every pinned request */
+    expect_weights(0, 100, 0);
+    pc_count_h(front_url, "x-tenant: acme", 200, 3, NAMES, counts);
+    pc_expect_split(200, 3, NAMES, counts, 0, 0, 100);
+    split(200, counts);
+    pc_expect_split(200, 3, NAMES, counts, 0, 100, 0);
+    pc_count_h(front_url, "x-tenant: acme2", 100, 3, NAMES, counts);
+    pc_expect_split(100, 3, NAMES, counts, 0, 100, 0);
+    /* applied through the runtime API: no reload, nothing written to the map file */
+    assert_int_equal(haproxy_pid(), pid);
+    disk = it_read_file(it_fmt(path, sizeof(path), "%s/fraud_production.map", dir), NULL);
+    assert_string_equal(disk, "");
+    free(disk);
+
+    /* a shadow HAProxy cannot copy requests to: refused naming the gateway, nothing changes */
+    r = it_jreq(s, "PUT", "/api/v1/models/fraud/aliases/production", s->admin_token,
+                "{\"version\":2,\"shadow\":{\"version\":3,\"percent\":100}}");
+    it_expect_error_field(s, r, 400, "invalid_argument", "shadow");
+    if (strstr(r->body, "'hap'") == NULL)
+        fail_msg("the refusal should name the gateway: %s", r->body);
+    r = it_alias_get(s, s->admin_token, "fraud", "production");
+    assert_int_equal(it_jint(r->json, "generation"), gen);
+    assert_true(json_is_null(json_object_get(r->json, "shadow")));
+    assert_int_equal(json_array_size(it_jarr(r->json, "match")), 1);
+    map_entries(entries, sizeof(entries));
+    assert_string_equal(entries, "x-tenant=acme v3");
+    expect_weights(0, 100, 0);
+
+    /* a promotion whose rollout would begin with a shadow phase: refused the same way */
+    it_policy_put(s, "fraud", "production", "{\"rollout\":{\"shadow_seconds\":60}}");
+    r = it_promotion_post(s, s->admin_token, "fraud", 1, "production");
+    it_expect_error(s, r, 400, "invalid_argument");
+    if (strstr(r->body, "'hap'") == NULL || strstr(r->body, "shadow") == NULL)
+        fail_msg("the refusal should name the gateway and the phase: %s", r->body);
+    r = it_request(s, "DELETE", "/api/v1/models/fraud/policies/production", s->admin_token, NULL,
+                   NULL, 0);
+    it_expect_status(s, r, 204);
+
+    /* a gateway without a map that would hear the pinned alias: refused, naming it */
+    r = it_jreq(s, "PUT", "/api/v1/gateways/hap-nomap", s->admin_token,
+                it_fmt(body, sizeof(body),
+                       "{\"kind\":\"haproxy\",\"address\":\"127.0.0.1:%d\","
+                       "\"backend\":\"be_{model}_{alias}\",\"server\":\"v{version}\","
+                       "\"models\":[\"fraud\"]}",
+                       stats_port));
+    it_expect_error_field(s, r, 400, "invalid_argument", "aliases");
+    r = it_get(s, "/api/v1/gateways/hap-nomap", s->admin_token);
+    it_expect_error(s, r, 404, "not_found");
+
+    /* no rules: the map is emptied, the header means nothing */
+    r = it_alias_put(s, s->admin_token, "fraud", "production", "{\"version\":2}", 5);
+    if (!pc_all_in_sync(r->json))
+        fail_msg("?wait=5: not in sync: %s", r->body);
+    map_entries(entries, sizeof(entries));
+    assert_string_equal(entries, "");
+    pc_count_h(front_url, "x-tenant: acme", 100, 3, NAMES, counts);
+    pc_expect_split(100, 3, NAMES, counts, 0, 100, 0);
+    assert_int_equal(haproxy_pid(), pid);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +510,7 @@ int main(void)
         cmocka_unit_test_teardown(test_held_step_split_and_rollback, it_test_teardown),
         cmocka_unit_test_teardown(test_runtime_api_errors_surface, it_test_teardown),
         cmocka_unit_test_teardown(test_template_that_does_not_fit, it_test_teardown),
+        cmocka_unit_test_teardown(test_header_pinning_through_the_runtime_api, it_test_teardown),
     };
 
     if (access(PC_HAPROXY, X_OK) != 0) {

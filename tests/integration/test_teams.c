@@ -481,8 +481,13 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE blobs DROP COLUMN introspection; "
                                     "ALTER TABLE versions DROP COLUMN introspection; "
                                     "ALTER TABLE versions DROP COLUMN io_schema; "
+                                    "ALTER TABLE aliases DROP COLUMN match_rules; "
+                                    "ALTER TABLE aliases DROP COLUMN shadow; "
+                                    "ALTER TABLE alias_history DROP COLUMN match_rules; "
+                                    "ALTER TABLE alias_history DROP COLUMN shadow; "
+                                    "ALTER TABLE promotions DROP COLUMN phase; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
-                     6); /* migrations 6 to 11 (a database of the previous release) */
+                     7); /* migrations 6 to 12 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);

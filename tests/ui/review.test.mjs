@@ -206,7 +206,9 @@ async function seed() {
     require_signature: true,
     require_pinned_image: true,
     smoke: { required: true, gpu: 'none' },
-    rollout: { steps: [50, 100], bake_seconds: 1 },
+    // API.md "Routing strategies": a shadow and an internal phase before the steps.
+    rollout: { shadow_seconds: 1, internal: { header: 'x-canary', value: '1', seconds: 1 },
+               steps: [50, 100], bake_seconds: 1 },
   });
   await must(admin, 'PUT', '/api/v1/models/fraud-detector/policies/staging', {
     thresholds: [{ metric: 'auc', op: '>=', value: 0.9 }],
@@ -537,13 +539,21 @@ describe('reviewer UI', { concurrency: false }, () => {
     await r2.locator('#approve').focus();
     await r2.keyboard.press('Enter');
     await r2.locator('#flash', { hasText: 'You approved' }).waitFor();
-    // The answer to the approval is the promotion rolling out at its first step.
+    // The answer to the approval is the promotion rolling out, in its shadow phase first.
     assert.match(await r2.locator('#promo-state').innerText(), /rolling out|succeeded/);
-    assert.match(await r2.locator('#rollout-weight').innerText(), /50%|100%/);
-    // The page follows the rollout to the end by itself.
+    assert.match(await r2.locator('#rollout-phase').innerText(), /Phase: (shadow|internal|steps)/);
+    // The page follows the rollout through its phases to the end by itself.
+    await r2.locator('#rollout-phase', { hasText: 'internal' })
+      .or(r2.locator('#rollout-phase', { hasText: 'steps' })).waitFor({ timeout: 20000 * SLOW });
     await r2.locator('#promo-state', { hasText: 'succeeded' }).waitFor({ timeout: 20000 * SLOW });
     assert.match(await r2.locator('#rollout-weight').innerText(), /100%/);
-    assert.match(await r2.locator('#events').innerText(), /step 1 of 2: v2 at 50%/);
+    assert.match(await r2.locator('#rollout-phase').innerText(), /Phase: steps/);
+    assert.equal(await r2.locator('#rollout li[data-phase="shadow"].step-done').count(), 1);
+    assert.equal(await r2.locator('#rollout li[data-phase="internal"].step-done').count(), 1);
+    const events = await r2.locator('#events').innerText();
+    assert.match(events, /shadow phase: v2 gets a copy of every request/);
+    assert.match(events, /internal phase: requests with x-canary: 1 go to v2/);
+    assert.match(events, /step 1 of 2: v2 at 50%/);
     await shot(r2, 'promotion-succeeded-1280');
     await r2.context().close();
 

@@ -98,6 +98,12 @@ static bool policy_equal(const struct gate_policy *a, const struct gate_policy *
         DIFF(a->steps[i] != b->steps[i], "steps[%zu] %d != %d", i, a->steps[i], b->steps[i]);
     DIFF(a->bake_seconds != b->bake_seconds, "bake_seconds");
     DIFF(a->auto_advance != b->auto_advance, "auto_advance");
+    DIFF(a->shadow_seconds != b->shadow_seconds, "shadow_seconds");
+    DIFF(a->has_internal != b->has_internal, "has_internal");
+    DIFF(a->has_internal && (strcmp(a->internal_header, b->internal_header) != 0 ||
+                             strcmp(a->internal_value, b->internal_value) != 0 ||
+                             a->internal_seconds != b->internal_seconds),
+         "internal");
 #undef DIFF
     return true;
 }
@@ -346,6 +352,54 @@ static void test_policy_parse_invalid_table(void **state)
         {"{\"rollout\": {\"bake_seconds\": \"300\"}}", "rollout.bake_seconds"},
         {"{\"rollout\": {\"auto_advance\": \"yes\"}}", "rollout.auto_advance"},
         {"{\"rollout\": {\"auto_advance\": 1}}", "rollout.auto_advance"},
+        /* rollout phases (API.md "Routing strategies") */
+        {"{\"rollout\": {\"shadow_seconds\": -1}}", "rollout.shadow_seconds"},
+        {"{\"rollout\": {\"shadow_seconds\": 604801}}", "rollout.shadow_seconds"},
+        {"{\"rollout\": {\"shadow_seconds\": 1.5}}", "rollout.shadow_seconds"},
+        {"{\"rollout\": {\"shadow_seconds\": \"600\"}}", "rollout.shadow_seconds"},
+        {"{\"rollout\": {\"internal\": true}}", "rollout.internal"},
+        {"{\"rollout\": {\"internal\": {\"header\": \"x-canary\", \"value\": \"1\", "
+         "\"seconds\": 60, \"percent\": 5}}}",
+         "rollout.internal"},
+        {"{\"rollout\": {\"internal\": {\"value\": \"1\", \"seconds\": 60}}}",
+         "rollout.internal.header"},
+        {"{\"rollout\": {\"internal\": {\"header\": \"X-Canary\", \"value\": \"1\", "
+         "\"seconds\": 60}}}",
+         "rollout.internal.header"},
+        {"{\"rollout\": {\"internal\": {\"header\": \"x canary\", \"value\": \"1\", "
+         "\"seconds\": 60}}}",
+         "rollout.internal.header"},
+        {"{\"rollout\": {\"internal\": {\"header\": \"x:y\", \"value\": \"1\", "
+         "\"seconds\": 60}}}",
+         "rollout.internal.header"},
+        {"{\"rollout\": {\"internal\": {\"header\": \"\", \"value\": \"1\", "
+         "\"seconds\": 60}}}",
+         "rollout.internal.header"},
+        {"{\"rollout\": {\"internal\": {\"header\": \"x-canary\", \"seconds\": 60}}}",
+         "rollout.internal.value"},
+        {"{\"rollout\": {\"internal\": {\"header\": \"x-canary\", \"value\": \"\", "
+         "\"seconds\": 60}}}",
+         "rollout.internal.value"},
+        {"{\"rollout\": {\"internal\": {\"header\": \"x-canary\", \"value\": \"a b\", "
+         "\"seconds\": 60}}}",
+         "rollout.internal.value"},
+        {"{\"rollout\": {\"internal\": {\"header\": \"x-canary\", \"value\": \"a;b\", "
+         "\"seconds\": 60}}}",
+         "rollout.internal.value"},
+        {"{\"rollout\": {\"internal\": {\"header\": \"x-canary\", \"value\": \"{x}\", "
+         "\"seconds\": 60}}}",
+         "rollout.internal.value"},
+        {"{\"rollout\": {\"internal\": {\"header\": \"x-canary\", \"value\": 1, "
+         "\"seconds\": 60}}}",
+         "rollout.internal.value"},
+        {"{\"rollout\": {\"internal\": {\"header\": \"x-canary\", \"value\": \"1\"}}}",
+         "rollout.internal.seconds"},
+        {"{\"rollout\": {\"internal\": {\"header\": \"x-canary\", \"value\": \"1\", "
+         "\"seconds\": 0}}}",
+         "rollout.internal.seconds"},
+        {"{\"rollout\": {\"internal\": {\"header\": \"x-canary\", \"value\": \"1\", "
+         "\"seconds\": 604801}}}",
+         "rollout.internal.seconds"},
         /* smoke */
         {"{\"smoke\": true}", "smoke"},
         {"{\"smoke\": {\"required\": true, \"gpus\": 1}}", "smoke"},
@@ -396,6 +450,40 @@ static void test_policy_parse_invalid_table(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* API.md "Routing strategies": the rollout's shadow and internal phases. */
+static void test_policy_parse_phases(void **state)
+{
+    struct gate_policy p;
+    struct mg_error err;
+    json_t *j;
+
+    (void)state;
+    j = load("{\"rollout\": {\"shadow_seconds\": 600, \"internal\": {\"header\": "
+             "\"x-canary\", \"value\": \"1\", \"seconds\": 300}, \"steps\": [10, 50, 100]}}");
+    assert_int_equal(gate_policy_parse(j, &p, &err), MG_OK);
+    json_decref(j);
+    assert_int_equal(p.shadow_seconds, 600);
+    assert_true(p.has_internal);
+    assert_string_equal(p.internal_header, "x-canary");
+    assert_string_equal(p.internal_value, "1");
+    assert_int_equal(p.internal_seconds, 300);
+    assert_int_equal(p.nsteps, 3);
+    /* any lowercase token and any printable value but the few refused characters */
+    j = load("{\"rollout\": {\"internal\": {\"header\": \"x.canary_1!\", \"value\": "
+             "\"a=b#c'~\", \"seconds\": 604800}}}");
+    assert_int_equal(gate_policy_parse(j, &p, &err), MG_OK);
+    json_decref(j);
+    assert_int_equal(p.shadow_seconds, 0);
+    assert_string_equal(p.internal_header, "x.canary_1!");
+    assert_string_equal(p.internal_value, "a=b#c'~");
+    /* none by default, and with null */
+    j = load("{\"rollout\": {\"internal\": null}}");
+    assert_int_equal(gate_policy_parse(j, &p, &err), MG_OK);
+    json_decref(j);
+    assert_false(p.has_internal);
+    assert_int_equal(p.shadow_seconds, 0);
+}
+
 /* 64 thresholds parse; 65 do not. */
 static void test_policy_parse_threshold_count(void **state)
 {
@@ -443,6 +531,9 @@ static void test_policy_round_trip(void **state)
         " \"smoke\": {\"required\": false, \"gpu\": \"preferred\"},"
         " \"rollout\": {\"steps\": [1, 99, 100], \"bake_seconds\": 604800, "
         "\"auto_advance\": false}}",
+        "{\"rollout\": {\"shadow_seconds\": 600, \"internal\": {\"header\": \"x-canary\", "
+        "\"value\": \"~1$\", \"seconds\": 300}, \"steps\": [10, 50, 100]}}",
+        "{\"rollout\": {\"shadow_seconds\": 0, \"internal\": null}}",
     };
     static const char *const top[] = {"thresholds",
                                       "approvals",
@@ -472,6 +563,8 @@ static void test_policy_round_trip(void **state)
         assert_non_null(json_object_get(json_object_get(canon, "smoke"), "gpu"));
         assert_non_null(json_object_get(json_object_get(canon, "rollout"), "bake_seconds"));
         assert_non_null(json_object_get(json_object_get(canon, "rollout"), "auto_advance"));
+        assert_non_null(json_object_get(json_object_get(canon, "rollout"), "shadow_seconds"));
+        assert_non_null(json_object_get(json_object_get(canon, "rollout"), "internal"));
         assert_int_equal(gate_policy_parse(canon, &b, &err), MG_OK);
         json_decref(canon);
         if (!policy_equal(&a, &b, why, sizeof(why)))
@@ -1488,6 +1581,7 @@ int main(void)
         cmocka_unit_test(test_policy_parse_api_example),
         cmocka_unit_test(test_policy_parse_valid_table),
         cmocka_unit_test(test_policy_parse_invalid_table),
+        cmocka_unit_test(test_policy_parse_phases),
         cmocka_unit_test(test_policy_parse_threshold_count),
         cmocka_unit_test(test_policy_round_trip),
         cmocka_unit_test(test_op_names),

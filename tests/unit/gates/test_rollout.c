@@ -777,11 +777,20 @@ static const struct promo_route r1_100_2_0[] = {R(1, 100), R(2, 0)};
 
 #define E(gen, kind, routes)                                                                       \
     {                                                                                              \
-        (gen), (kind), (routes), N_ELEMS(routes)                                                   \
+        (gen), (kind), (routes), N_ELEMS(routes), NULL, 0, 0                                       \
     }
 #define E0(gen, kind)                                                                              \
     {                                                                                              \
-        (gen), (kind), NULL, 0                                                                     \
+        (gen), (kind), NULL, 0, NULL, 0, 0                                                         \
+    }
+/* An entry with match rules pinning `pinned` (an array) and a shadow (0: none). */
+#define EM(gen, kind, routes, pinned, shadow)                                                      \
+    {                                                                                              \
+        (gen), (kind), (routes), N_ELEMS(routes), (pinned), N_ELEMS(pinned), (shadow)              \
+    }
+#define ES(gen, kind, routes, shadow)                                                              \
+    {                                                                                              \
+        (gen), (kind), (routes), N_ELEMS(routes), NULL, 0, (shadow)                                \
     }
 
 /* Histories, newest first. */
@@ -827,6 +836,47 @@ static const struct lkg_entry h_new_route[] = {
     E(1, LKG_SET, r7),
 };
 static const struct lkg_entry h_zero_weight[] = {E(1, LKG_SET, r1_100_2_0)};
+/* API.md "Routing strategies": match rules and the shadow are part of the generation. */
+static const int64_t pin3[] = {3}, pin7[] = {7}, pin7_7[] = {7, 7}, pin3_7[] = {3, 7};
+/* v7 at 100% but a tenant pinned to v3: v7 does not hold the whole alias */
+static const struct lkg_entry h_pinned_other[] = {
+    EM(2, LKG_SET, r7, pin3, 0),
+    E(1, LKG_SET, r1),
+};
+static const struct lkg_entry h_pin_added[] = {
+    EM(2, LKG_SET, r7, pin3, 0),
+    E(1, LKG_SET, r7),
+};
+/* pins to the version that holds 100% anyway do not count against it */
+static const struct lkg_entry h_pinned_same[] = {
+    EM(2, LKG_SET, r7, pin7_7, 0),
+    E(1, LKG_SET, r1),
+};
+static const struct lkg_entry h_pinned_mixed[] = {
+    EM(2, LKG_SET, r7, pin3_7, 0),
+    E(1, LKG_SET, r1),
+};
+/* a shadow answers nobody: v1 still holds the whole alias */
+static const struct lkg_entry h_shadowed[] = {
+    ES(2, LKG_SET, r1, 7),
+    E(1, LKG_SET, r1),
+};
+/* a promotion's phases: shadow, then internal, then a step */
+static const struct lkg_entry h_phases[] = {
+    EM(3, LKG_STEP, r1, pin7, 0),
+    ES(2, LKG_STEP, r1, 7),
+    E(1, LKG_SET, r1),
+};
+static const struct lkg_entry h_shadow_phase[] = {
+    ES(2, LKG_STEP, r1, 7),
+    E(1, LKG_SET, r1),
+};
+/* v3 pinned for long, v7 shadowed just now: v7 is the newest routed */
+static const struct lkg_entry h_pin_then_shadow[] = {
+    EM(3, LKG_SET, r1, pin3, 7),
+    EM(2, LKG_SET, r1, pin3, 0),
+    E(1, LKG_SET, r1),
+};
 
 static void test_lkg_select_table(void **state)
 {
@@ -860,6 +910,12 @@ static void test_lkg_select_table(void **state)
         {"only steps", h_steps_only, N_ELEMS(h_steps_only), NULL, 0, 0, 0, 0},
         {"deleted then older set", h_deleted, N_ELEMS(h_deleted), NULL, 0, 0, 1, 1},
         {"empty history", NULL, 0, NULL, 0, 0, 0, 0},
+        {"a pin to another version: not known-good", h_pinned_other, N_ELEMS(h_pinned_other), NULL,
+         0, 0, 1, 1},
+        {"pins to the same version", h_pinned_same, N_ELEMS(h_pinned_same), NULL, 0, 0, 7, 0},
+        {"one pin of two elsewhere", h_pinned_mixed, N_ELEMS(h_pinned_mixed), NULL, 0, 0, 1, 1},
+        {"a shadow does not count", h_shadowed, N_ELEMS(h_shadowed), NULL, 0, 0, 1, 0},
+        {"phases are steps", h_phases, N_ELEMS(h_phases), NULL, 0, 0, 1, 2},
     };
     size_t i, bad = 0;
 
@@ -907,6 +963,13 @@ static void test_lkg_newest_routed_table(void **state)
         {"zero-weight route is not routed", h_zero_weight, N_ELEMS(h_zero_weight), 1},
         {"deleted: no routes", h_deleted, N_ELEMS(h_deleted), 0},
         {"empty history", NULL, 0, 0},
+        /* a match rule or the shadow routes a version as much as a weight does */
+        {"a pin added to a set", h_pin_added, N_ELEMS(h_pin_added), 3},
+        {"set and pinned at once: the higher version", h_pinned_other, N_ELEMS(h_pinned_other), 7},
+        {"the shadow", h_shadowed, N_ELEMS(h_shadowed), 7},
+        {"shadow phase: the candidate", h_shadow_phase, N_ELEMS(h_shadow_phase), 7},
+        {"internal phase after shadow: the candidate", h_phases, N_ELEMS(h_phases), 7},
+        {"shadowed after a long pin", h_pin_then_shadow, N_ELEMS(h_pin_then_shadow), 7},
     };
     size_t i, bad = 0;
 

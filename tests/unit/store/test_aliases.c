@@ -195,6 +195,132 @@ static void test_facts(void **state)
     json_decref(policy);
 }
 
+/* API.md "Routing strategies": match rules and the shadow are stored with the generation
+ * (alias, history, facts, the outbox payload), every version they name must exist, and a
+ * version is "routed" by a weight above 0, a match rule or the shadow. */
+static void test_strategies_and_routed(void **state)
+{
+    struct fx *fx = *state;
+    json_t *routes = json_pack("[{s:i, s:i}, {s:i, s:i}]", "version", 1, "weight", 100, "version",
+                               5, "weight", 0);
+    json_t *match =
+        json_pack("[{s:s, s:s, s:i}]", "header", "x-tenant", "value", "acme", "version", 2);
+    json_t *shadow = json_pack("{s:i, s:i}", "version", 3, "percent", 40);
+    json_t *bad_match =
+        json_pack("[{s:s, s:s, s:i}]", "header", "x-tenant", "value", "b", "version", 9);
+    json_t *bad_shadow = json_pack("{s:i, s:i}", "version", 9, "percent", 40);
+    json_t *a = NULL, *f = NULL, *h = NULL, *list = NULL, *d;
+    struct store_alias_change c;
+    struct store_page page = {.limit = 10};
+
+    fx_model_versions(fx, "m", 5);
+    fx_model_versions(fx, "other", 3);
+    memset(&c, 0, sizeof(c));
+    c.model = "m";
+    c.alias = "prod";
+    c.routes = routes;
+    c.kind = "set";
+    /* unknown versions: refused naming the field, nothing written */
+    c.match = bad_match;
+    assert_int_equal(store_release_commit(fx->st, "alice", &c, NULL, NULL, &fx->err), MG_EINVAL);
+    assert_string_equal(fx->err.field, "match[0].version");
+    c.match = match;
+    c.shadow = bad_shadow;
+    assert_int_equal(store_release_commit(fx->st, "alice", &c, NULL, NULL, &fx->err), MG_EINVAL);
+    assert_string_equal(fx->err.field, "shadow.version");
+    assert_int_equal(store_alias_get(fx->st, "m", "prod", &a, &fx->err), MG_ENOTFOUND);
+
+    c.shadow = shadow;
+    assert_int_equal(store_release_commit(fx->st, "alice", &c, NULL, NULL, &fx->err), MG_OK);
+    assert_int_equal(store_alias_get(fx->st, "m", "prod", &a, &fx->err), MG_OK);
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_array_get(json_object_get(a, "match"), 0), "version")),
+                     2);
+    assert_non_null(json_object_get(json_array_get(json_object_get(a, "match"), 0), "artifact"));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(a, "shadow"), "percent")),
+                     40);
+    assert_non_null(json_object_get(json_object_get(a, "shadow"), "artifact"));
+    json_decref(a);
+    assert_int_equal(store_alias_facts(fx->st, "m", "prod", &f, &fx->err), MG_OK);
+    assert_true(json_equal(json_object_get(f, "match"), match));
+    assert_true(json_equal(json_object_get(f, "shadow"), shadow));
+    assert_true(json_equal(
+        json_object_get(json_array_get(json_object_get(f, "history"), 0), "match"), match));
+    json_decref(f);
+    assert_int_equal(store_alias_history(fx->st, "m", "prod", &page, &h, &fx->err), MG_OK);
+    assert_true(json_equal(
+        json_object_get(json_array_get(json_object_get(h, "items"), 0), "shadow"), shadow));
+    json_decref(h);
+    /* what the gateways are told: the whole generation, enriched like the routes */
+    {
+        struct store_delivery del;
+        bool found = false;
+
+        memset(&del, 0, sizeof(del));
+        assert_int_equal(
+            store_outbox_claim(fx->st, store_clock_ms(fx->st), 60000, &del, &found, &fx->err),
+            MG_OK);
+        assert_true(found);
+        d = json_object_get(del.payload, "match");
+        assert_int_equal(json_array_size(d), 1);
+        assert_non_null(json_object_get(json_array_get(d, 0), "artifact"));
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(del.payload, "shadow"), "version")),
+            3);
+        store_delivery_release(&del);
+    }
+
+    /* routed: weight > 0 (v1), a match rule (v2), the shadow (v3); not v4, not v5 at 0 */
+    for (int v = 1; v <= 5; v++) {
+        json_t *names = NULL;
+
+        assert_int_equal(store_version_routed(fx->st, "m", v, &names, &fx->err), MG_OK);
+        assert_int_equal(json_array_size(names), v <= 3 ? 1 : 0);
+        if (v <= 3)
+            assert_string_equal(json_string_value(json_array_get(names, 0)), "prod");
+        json_decref(names);
+    }
+    assert_int_equal(store_version_routed(fx->st, "nope", 1, &list, &fx->err), MG_ENOTFOUND);
+    assert_int_equal(fx_set_alias(fx, "other", "prod", 0, 3), 1);
+    assert_int_equal(store_routed_versions(fx->st, &list, &fx->err), MG_OK);
+    assert_int_equal(json_array_size(list), 4); /* m 1, 2, 3 and other 3, sorted */
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(list, 2), "version")), 3);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(list, 3), "model")),
+                        "other");
+    json_decref(list);
+    assert_int_equal(store_alias_strategies(fx->st, &list, &fx->err), MG_OK);
+    assert_int_equal(json_array_size(list), 1);
+    assert_true(json_equal(json_object_get(json_array_get(list, 0), "shadow"), shadow));
+    json_decref(list);
+
+    /* the pure helpers agree */
+    assert_true(store_generation_routes(routes, match, shadow, 2));
+    assert_true(store_generation_routes(routes, NULL, shadow, 3));
+    assert_false(store_generation_routes(routes, match, NULL, 3));
+    assert_false(store_generation_routes(routes, match, shadow, 5));
+    list = store_generation_versions(routes, match, shadow);
+    assert_int_equal(json_array_size(list), 3);
+    json_decref(list);
+
+    /* a change without them clears them */
+    c.expected_generation = 1;
+    c.match = NULL;
+    c.shadow = NULL;
+    assert_int_equal(store_release_commit(fx->st, "alice", &c, NULL, NULL, &fx->err), MG_OK);
+    assert_int_equal(store_alias_get(fx->st, "m", "prod", &a, &fx->err), MG_OK);
+    assert_int_equal(json_array_size(json_object_get(a, "match")), 0);
+    assert_true(json_is_null(json_object_get(a, "shadow")));
+    json_decref(a);
+    assert_int_equal(store_version_routed(fx->st, "m", 3, &list, &fx->err), MG_OK);
+    assert_int_equal(json_array_size(list), 0);
+    json_decref(list);
+    json_decref(routes);
+    json_decref(match);
+    json_decref(shadow);
+    json_decref(bad_match);
+    json_decref(bad_shadow);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
@@ -202,6 +328,7 @@ int main(void)
         T(test_get_and_list),
         T(test_history_pages),
         T(test_facts),
+        T(test_strategies_and_routed),
     };
 #undef T
 

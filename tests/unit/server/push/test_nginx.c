@@ -176,12 +176,90 @@ static void test_render(void **state)
         delivery(&d, "fraud", "production", cases[i].routes);
         snprintf(want, sizeof(want),
                  "# Managed by modelgate: model fraud, alias production, generation 7. Do not "
-                 "edit.\nsplit_clients \"${request_id}\" $modelgate_fraud_production {\n%s}\n",
+                 "edit.\nsplit_clients \"${request_id}\" $modelgate_fraud_production {\n%s}\n"
+                 "split_clients \"${request_id}\" $modelgate_fraud_production_shadow {\n"
+                 "    * \"\";\n}\n",
                  cases[i].lines);
         got = render(&d, "{model}_v{version}");
         assert_non_null(got);
         assert_string_equal(got, want);
         free(got);
+        json_decref(d.payload);
+    }
+}
+
+/* API.md "Routing strategies": match rules as chained maps ahead of the split, and the
+ * shadow's own variable. */
+static void test_render_strategies(void **state)
+{
+    static const struct {
+        const char *payload;
+        const char *want; /* after the header line */
+    } cases[] = {
+        /* one rule: the map is the alias's variable, its default the split */
+        {"{\"routes\":[{\"version\":1,\"weight\":100}],"
+         "\"match\":[{\"header\":\"x-tenant\",\"value\":\"acme\",\"version\":2}],"
+         "\"shadow\":null}",
+         "map $http_x_tenant $modelgate_fraud_production {\n"
+         "    \"~^acme$\" fraud_v2;\n"
+         "    default $modelgate_fraud_production_split;\n}\n"
+         "split_clients \"${request_id}\" $modelgate_fraud_production_split {\n"
+         "    * fraud_v1;\n}\n"
+         "split_clients \"${request_id}\" $modelgate_fraud_production_shadow {\n"
+         "    * \"\";\n}\n"},
+        /* two rules in order; every character but letters and digits escaped (case kept);
+         * a shadow of every request */
+        {"{\"routes\":[{\"version\":1,\"weight\":90},{\"version\":2,\"weight\":10}],"
+         "\"match\":[{\"header\":\"x-canary\",\"value\":\"1\",\"version\":3},"
+         "{\"header\":\"x-tenant\",\"value\":\"Acme.eu$1\",\"version\":2}],"
+         "\"shadow\":{\"version\":3,\"percent\":100}}",
+         "map $http_x_canary $modelgate_fraud_production {\n"
+         "    \"~^1$\" fraud_v3;\n"
+         "    default $modelgate_fraud_production_pin1;\n}\n"
+         "map $http_x_tenant $modelgate_fraud_production_pin1 {\n"
+         "    \"~^Acme\\\\.eu\\\\$1$\" fraud_v2;\n"
+         "    default $modelgate_fraud_production_split;\n}\n"
+         "split_clients \"${request_id}\" $modelgate_fraud_production_split {\n"
+         "    90% fraud_v1;\n    * fraud_v2;\n}\n"
+         "split_clients \"${request_id}\" $modelgate_fraud_production_shadow {\n"
+         "    * fraud_v3;\n}\n"},
+        /* a shadow of a share of requests, no rules */
+        {"{\"routes\":[{\"version\":1,\"weight\":100}],\"match\":[],"
+         "\"shadow\":{\"version\":4,\"percent\":25}}",
+         "split_clients \"${request_id}\" $modelgate_fraud_production {\n"
+         "    * fraud_v1;\n}\n"
+         "split_clients \"${request_id}\" $modelgate_fraud_production_shadow {\n"
+         "    25% fraud_v4;\n    * \"\";\n}\n"},
+    };
+    const char *head = "# Managed by modelgate: model fraud, alias production, generation 7. "
+                       "Do not edit.\n";
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct store_delivery d;
+        char *got;
+
+        delivery(&d, "fraud", "production", "[]");
+        json_decref(d.payload);
+        d.payload = json_loads(cases[i].payload, 0, NULL);
+        assert_non_null(d.payload);
+        got = render(&d, "{model}_v{version}");
+        assert_non_null(got);
+        assert_true(strncmp(got, head, strlen(head)) == 0);
+        assert_string_equal(got + strlen(head), cases[i].want);
+        free(got);
+        json_decref(d.payload);
+    }
+    /* a header nginx has no variable for is refused, not written */
+    {
+        struct store_delivery d;
+
+        delivery(&d, "fraud", "production", "[]");
+        json_decref(d.payload);
+        d.payload = json_loads("{\"routes\":[{\"version\":1,\"weight\":100}],\"match\":"
+                               "[{\"header\":\"x.tenant\",\"value\":\"a\",\"version\":1}]}",
+                               0, NULL);
+        assert_null(render(&d, "{model}_v{version}"));
         json_decref(d.payload);
     }
 }
@@ -332,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_validate_fills_default_commands),
         cmocka_unit_test(test_render),
+        cmocka_unit_test(test_render_strategies),
         cmocka_unit_test(test_render_longest_names),
         cmocka_unit_test_setup_teardown(test_deliver, setup, teardown),
         cmocka_unit_test(test_deliver_misconfigured),

@@ -270,16 +270,33 @@ static void test_body(void **state)
     assert_non_null(text);
     got = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
     assert_non_null(got);
-    assert_int_equal(json_object_size(got), 7);
+    assert_int_equal(json_object_size(got), 9);
     assert_string_equal(json_string_value(json_object_get(got, "type")), "alias.updated");
     assert_string_equal(json_string_value(json_object_get(got, "model")), "fraud");
     assert_string_equal(json_string_value(json_object_get(got, "alias")), "production");
     assert_int_equal(json_integer_value(json_object_get(got, "generation")), 7);
     assert_true(json_equal(json_object_get(got, "routes"), routes));
     assert_true(json_is_null(json_object_get(got, "promotion")));
+    /* a row written before match and shadow existed: none of either */
+    assert_int_equal(json_array_size(json_object_get(got, "match")), 0);
+    assert_true(json_is_array(json_object_get(got, "match")));
+    assert_true(json_is_null(json_object_get(got, "shadow")));
     assert_string_equal(json_string_value(json_object_get(got, "timestamp")),
                         "2023-11-14T22:13:20.123Z");
     assert_null(strchr(text, '\n')); /* compact: the signed bytes are the sent bytes */
+    json_decref(got);
+    free(text);
+    /* API.md "Routing strategies": the body carries match and shadow as the payload has them */
+    json_object_set_new(d.payload, "match",
+                        json_pack("[{s:s, s:s, s:i, s:s}]", "header", "x-tenant", "value", "acme",
+                                  "version", 5, "artifact", "sha256:00"));
+    json_object_set_new(
+        d.payload, "shadow",
+        json_pack("{s:i, s:i, s:s}", "version", 6, "percent", 25, "artifact", "sha256:11"));
+    text = push_webhook_body(&d, 0);
+    got = json_loads(text, 0, NULL);
+    assert_true(json_equal(json_object_get(got, "match"), json_object_get(d.payload, "match")));
+    assert_true(json_equal(json_object_get(got, "shadow"), json_object_get(d.payload, "shadow")));
     json_decref(got);
     free(text);
     /* a promotion step says which */
