@@ -206,6 +206,15 @@ void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, 
                   uint64_t offset, uint64_t len);
 
 /*
+ * Reply with len blob bytes from a reader (store_blob_read_open): a file's
+ * descriptor is sent with sendfile, a remote backend's bytes are streamed without
+ * ever holding an HTTP thread while the backend is slow. Takes rd; rd NULL sends
+ * the headers of a HEAD (Content-Length len) without opening the blob.
+ */
+void srv_reply_blob(struct srv_req *r, unsigned status, const char *content_type,
+                    struct blob_reader *rd, uint64_t len);
+
+/*
  * Answer later: suspend the request (no libmicrohttpd thread is held) until
  * every gateway of (model, alias) acknowledged generation gen or wait_s
  * seconds passed, then call on_resume(r), which sets the reply. A reply set
