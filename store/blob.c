@@ -143,10 +143,6 @@ enum mg_code blob_open(const struct blob_options *o, struct blob_backend **out,
     b->part_bytes = o->part_bytes ? o->part_bytes : BLOB_PART_DEFAULT;
     if (b->part_bytes < BLOB_PART_MIN)
         b->part_bytes = BLOB_PART_MIN;
-    if (mkdir(b->tmp_dir, 0700) != 0 && errno != EEXIST) {
-        rc = mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", b->tmp_dir, strerror(errno));
-        goto fail;
-    }
     if (strcmp(kind, "file") == 0) {
         b->ops = &blob_file_ops;
         rc = blob_file_open(b, o->url + 5, err);
@@ -159,6 +155,10 @@ enum mg_code blob_open(const struct blob_options *o, struct blob_backend **out,
     }
     if (rc != MG_OK)
         goto fail;
+    if (mkdir(b->tmp_dir, 0700) != 0 && errno != EEXIST) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", b->tmp_dir, strerror(errno));
+        goto fail;
+    }
     *out = b;
     return MG_OK;
 fail:
