@@ -147,8 +147,8 @@ static char *object_url(struct s3_backend *s, const char *key, const char *query
     if (ek == NULL)
         return NULL;
     if (s->path_style)
-        n = asprintf(&url, "%s://%s/%s/%s%s%s", s->scheme, s->hostport, s->bucket, ek,
-                     query ? "?" : "", query ? query : "");
+        n = asprintf(&url, "%s://%s/%s%s%s%s%s", s->scheme, s->hostport, s->bucket,
+                     ek[0] ? "/" : "", ek, query ? "?" : "", query ? query : "");
     else
         n = asprintf(&url, "%s://%s.%s/%s%s%s", s->scheme, s->bucket, s->hostport, ek,
                      query ? "?" : "", query ? query : "");
@@ -184,9 +184,9 @@ static enum mg_code s3_req(struct blob_backend *b, const char *method, const cha
         mg_sha256_hex(body, len, hex);
         snprintf(sha, sizeof(sha), "x-amz-content-sha256: %s", hex);
     }
-    if ((h = curl_slist_append(NULL, sha)) == NULL || (n = curl_slist_append(h, "Expect:")) == NULL)
+    /* No "Expect:" to suppress 100-continue: curl would sign the empty header. */
+    if ((h = curl_slist_append(NULL, sha)) == NULL)
         goto nomem;
-    h = n;
     if (s->token) {
         char *t = NULL;
         if (asprintf(&t, "x-amz-security-token: %s", s->token) < 0)
@@ -290,7 +290,7 @@ static enum mg_code mpu_create(struct s3_put *p, struct mg_error *err)
     enum mg_code rc;
 
     blob_http_resp_init(&r);
-    rc = s3_req(p->base.b, "POST", p->key, "uploads", NULL, NULL, 0, false, &r, err);
+    rc = s3_req(p->base.b, "POST", p->key, "uploads=", NULL, NULL, 0, false, &r, err);
     if (rc == MG_OK && r.status != 200)
         rc = s3_status(p->base.b, "CreateMultipartUpload", &r, err);
     if (rc == MG_OK) {
@@ -898,7 +898,7 @@ static enum mg_code s3_orphans(struct blob_backend *b,
 
     /* Multipart uploads anywhere under the prefix (to temp or digest keys). */
     if ((ep = blob_sigv4_encode(s->prefix, false)) == NULL ||
-        asprintf(&q, "prefix=%s&uploads", ep) < 0) {
+        asprintf(&q, "prefix=%s&uploads=", ep) < 0) {
         free(ep);
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
@@ -957,7 +957,7 @@ static enum mg_code s3_reclaim(struct blob_backend *b, const char *handle, struc
         char *ep = blob_sigv4_encode(key, false), *qq = NULL;
         const char *p;
 
-        if (ep == NULL || asprintf(&qq, "prefix=%s&uploads", ep) < 0) {
+        if (ep == NULL || asprintf(&qq, "prefix=%s&uploads=", ep) < 0) {
             free(ep);
             return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         }
