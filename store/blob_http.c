@@ -501,3 +501,177 @@ void blob_stream_close(struct blob_stream *s)
     free(s->buf);
     free(s);
 }
+
+/* ---- streamed uploads ----------------------------------------------------- */
+
+#define PIPE_BUF_BYTES (4u << 20)
+
+struct blob_pipe {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    CURL *c;
+    struct curl_slist *headers;
+    char desc[300];
+    uint8_t *buf;
+    size_t head, count;
+    bool eof, cancel, done;
+    enum mg_code rc;
+    struct mg_error err;
+    struct blob_http_resp resp;
+};
+
+static size_t pipe_read(char *out, size_t size, size_t nitems, void *ud)
+{
+    struct blob_pipe *p = ud;
+    size_t n = size * nitems, k, first;
+
+    pthread_mutex_lock(&p->lock);
+    while (p->count == 0 && !p->eof && !p->cancel)
+        pthread_cond_wait(&p->cond, &p->lock);
+    if (p->cancel) {
+        pthread_mutex_unlock(&p->lock);
+        return CURL_READFUNC_ABORT;
+    }
+    k = p->count < n ? p->count : n;
+    first = PIPE_BUF_BYTES - p->head;
+    if (first > k)
+        first = k;
+    memcpy(out, p->buf + p->head, first);
+    memcpy(out + first, p->buf, k - first);
+    p->head = (p->head + k) % PIPE_BUF_BYTES;
+    p->count -= k;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    return k;
+}
+
+static void *pipe_main(void *arg)
+{
+    struct blob_pipe *p = arg;
+    struct mg_error e = {0};
+    enum mg_code rc = blob_http_perform(p->c, &p->resp, p->desc, &e);
+
+    pthread_mutex_lock(&p->lock);
+    p->rc = rc;
+    p->err = e;
+    p->done = true;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+enum mg_code blob_pipe_start(CURL *c, struct curl_slist *headers, const char *desc,
+                             struct blob_pipe **out, struct mg_error *err)
+{
+    struct blob_pipe *p = calloc(1, sizeof(*p));
+
+    if (p == NULL || (p->buf = malloc(PIPE_BUF_BYTES)) == NULL) {
+        free(p);
+        curl_slist_free_all(headers);
+        curl_easy_cleanup(c);
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+    p->c = c;
+    p->headers = headers;
+    snprintf(p->desc, sizeof(p->desc), "%s", desc);
+    blob_http_resp_init(&p->resp);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->cond, NULL);
+    curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(c, CURLOPT_READFUNCTION, pipe_read);
+    curl_easy_setopt(c, CURLOPT_READDATA, p);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &p->resp);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &p->resp);
+    if (pthread_create(&p->thread, NULL, pipe_main, p) != 0) {
+        pthread_mutex_destroy(&p->lock);
+        pthread_cond_destroy(&p->cond);
+        blob_http_resp_release(&p->resp);
+        curl_slist_free_all(headers);
+        curl_easy_cleanup(c);
+        free(p->buf);
+        free(p);
+        return mg_fail(err, MG_ENOMEM, NULL, "cannot start an upload thread");
+    }
+    *out = p;
+    return MG_OK;
+}
+
+enum mg_code blob_pipe_write(struct blob_pipe *p, const void *data, size_t n, struct mg_error *err)
+{
+    const uint8_t *q = data;
+
+    pthread_mutex_lock(&p->lock);
+    while (n > 0) {
+        size_t tail, k;
+
+        while (p->count == PIPE_BUF_BYTES && !p->done)
+            pthread_cond_wait(&p->cond, &p->lock);
+        if (p->done) {
+            /* the request ended before the body did: its reply says why */
+            enum mg_code rc = p->rc != MG_OK ? p->rc : MG_EUNAVAIL;
+            if (p->rc != MG_OK)
+                *err = p->err;
+            else
+                mg_fail(err, rc, NULL, "the blob backend (%s) ended the upload early (%ld)",
+                        p->desc, p->resp.status);
+            pthread_mutex_unlock(&p->lock);
+            return rc;
+        }
+        tail = (p->head + p->count) % PIPE_BUF_BYTES;
+        k = PIPE_BUF_BYTES - p->count;
+        if (k > PIPE_BUF_BYTES - tail)
+            k = PIPE_BUF_BYTES - tail;
+        if (k > n)
+            k = n;
+        memcpy(p->buf + tail, q, k);
+        p->count += k;
+        q += k;
+        n -= k;
+        pthread_cond_broadcast(&p->cond);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return MG_OK;
+}
+
+enum mg_code blob_pipe_finish(struct blob_pipe *p, struct blob_http_resp **resp,
+                              struct mg_error *err)
+{
+    enum mg_code rc;
+
+    pthread_mutex_lock(&p->lock);
+    p->eof = true;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    pthread_join(p->thread, NULL);
+    p->thread = 0;
+    rc = p->rc;
+    if (rc != MG_OK)
+        *err = p->err;
+    *resp = &p->resp;
+    return rc;
+}
+
+void blob_pipe_free(struct blob_pipe **pp)
+{
+    struct blob_pipe *p = *pp;
+
+    if (p == NULL)
+        return;
+    if (p->thread) {
+        pthread_mutex_lock(&p->lock);
+        p->cancel = true;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+        pthread_join(p->thread, NULL);
+    }
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->cond);
+    blob_http_resp_release(&p->resp);
+    curl_slist_free_all(p->headers);
+    curl_easy_cleanup(p->c);
+    free(p->buf);
+    free(p);
+    *pp = NULL;
+}

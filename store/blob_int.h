@@ -150,4 +150,18 @@ enum mg_code blob_parts_finish(struct blob_parts *p, const uint8_t **tail, size_
                                unsigned *sent, struct mg_error *err);
 void blob_parts_free(struct blob_parts **p);
 
+/*
+ * A streamed upload: one request (c configured: URL, method, headers) whose body is
+ * what blob_pipe_write hands over, through a bounded buffer, sent with chunked
+ * transfer encoding by a thread of its own. blob_pipe_finish ends the body and
+ * waits for the reply (*resp stays the pipe's). Takes c and headers.
+ */
+struct blob_pipe;
+enum mg_code blob_pipe_start(CURL *c, struct curl_slist *headers, const char *desc,
+                             struct blob_pipe **out, struct mg_error *err);
+enum mg_code blob_pipe_write(struct blob_pipe *p, const void *data, size_t n, struct mg_error *err);
+enum mg_code blob_pipe_finish(struct blob_pipe *p, struct blob_http_resp **resp,
+                              struct mg_error *err);
+void blob_pipe_free(struct blob_pipe **p);
+
 #endif

@@ -2,9 +2,10 @@
  * blob_oci.c - blobs in an OCI distribution registry (distribution-spec v1.0).
  *
  * An upload is a registry upload session: POST /v2/<repo>/blobs/uploads/, the
- * bytes in chunks of part size (PATCH with Content-Range, sent by a thread while
- * the next one fills), and PUT …?digest= with the last chunk, which the registry
- * checks against the bytes. Registries collect blobs that no manifest references,
+ * bytes in one streamed PATCH (chunked transfer encoding, fed through a bounded
+ * buffer by a thread of its own: constant memory, and no per-chunk restart cost
+ * in the registry, which re-reads what it has on every chunked PATCH), and PUT
+ * …?digest=, which the registry checks against the bytes. Registries collect blobs that no manifest references,
  * so every stored blob gets a small image manifest tagged sha256-<hex> whose one
  * layer is the blob (its config is the empty JSON object). Deleting removes that
  * manifest and the blob through the registry's delete API.
@@ -45,8 +46,8 @@ struct oci_put {
     struct blob_put base;
     struct oci_backend *o;
     char session[2048]; /* the upload's current URL (Location of the last reply) */
-    struct blob_parts *parts;
-    uint64_t sent; /* bytes the registry has */
+    struct blob_pipe *pipe; /* the streamed PATCH, from the first byte on */
+    uint64_t sent;          /* bytes handed to it */
 };
 
 static struct oci_backend *ob(struct blob_backend *b)
@@ -387,28 +388,26 @@ static enum mg_code session_start(struct blob_backend *b, char *out, size_t outs
     return rc;
 }
 
-static enum mg_code send_chunk(void *arg, const uint8_t *data, size_t len, unsigned index,
-                               struct mg_error *err)
+/* The streamed PATCH of the session, started with the first byte. */
+static enum mg_code pipe_open(struct oci_put *p, struct mg_error *err)
 {
-    struct oci_put *p = arg;
-    struct blob_http_resp r;
-    char range[96];
-    const char *extra[] = {range, "Content-Type: application/octet-stream", NULL};
-    enum mg_code rc;
+    struct blob_http_resp dummy;
+    const char *extra[] = {"Content-Type: application/octet-stream", NULL};
+    struct curl_slist *h = with_auth(p->o, extra);
+    CURL *c;
 
-    (void)index;
-    snprintf(range, sizeof(range), "Content-Range: %llu-%llu", (unsigned long long)p->sent,
-             (unsigned long long)(p->sent + len - 1));
-    blob_http_resp_init(&r);
-    rc = oci_req(p->base.b, "PATCH", p->session, extra, data, len, &r, err);
-    if (rc == MG_OK && r.status != 202)
-        rc = oci_status(p->base.b, "a chunk PATCH", &r, err);
-    if (rc == MG_OK && r.location[0])
-        rc = resolve(p->o, r.location, p->session, sizeof(p->session), err);
-    if (rc == MG_OK)
-        p->sent += len;
-    blob_http_resp_release(&r);
-    return rc;
+    blob_http_resp_init(&dummy);
+    c = blob_http_easy(&dummy);
+    blob_http_resp_release(&dummy);
+    if (c == NULL || h == NULL) {
+        if (c)
+            curl_easy_cleanup(c);
+        curl_slist_free_all(h);
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+    curl_easy_setopt(c, CURLOPT_URL, p->session);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PATCH");
+    return blob_pipe_start(c, h, p->base.b->desc, &p->pipe, err);
 }
 
 static enum mg_code oci_put_begin(struct blob_backend *b, const char *expected, uint64_t max,
@@ -423,8 +422,7 @@ static enum mg_code oci_put_begin(struct blob_backend *b, const char *expected, 
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     p->base.b = b;
     p->o = ob(b);
-    if ((rc = session_start(b, p->session, sizeof(p->session), err)) != MG_OK ||
-        (rc = blob_parts_new(b->part_bytes, send_chunk, p, &p->parts, err)) != MG_OK) {
+    if ((rc = session_start(b, p->session, sizeof(p->session), err)) != MG_OK) {
         if (p->session[0]) {
             struct blob_http_resp r;
             struct mg_error e;
@@ -443,7 +441,13 @@ static enum mg_code oci_put_begin(struct blob_backend *b, const char *expected, 
 static enum mg_code oci_put_write(struct blob_put *bp, const void *data, size_t n,
                                   struct mg_error *err)
 {
-    return blob_parts_write(((struct oci_put *)bp)->parts, data, n, err);
+    struct oci_put *p = (struct oci_put *)bp;
+    enum mg_code rc;
+
+    if (p->pipe == NULL && (rc = pipe_open(p, err)) != MG_OK)
+        return rc;
+    p->sent += n;
+    return blob_pipe_write(p->pipe, data, n, err);
 }
 
 /* PUT <session>&digest=… with the last bytes. */
@@ -555,18 +559,23 @@ static enum mg_code tag_blob(struct blob_backend *b, const char *digest, uint64_
 static enum mg_code oci_put_commit(struct blob_put *bp, const char *digest, struct mg_error *err)
 {
     struct oci_put *p = (struct oci_put *)bp;
-    const uint8_t *tail;
-    size_t tail_len;
-    unsigned sent;
+    struct blob_http_resp *r;
     enum mg_code rc;
 
-    if ((rc = blob_parts_finish(p->parts, &tail, &tail_len, &sent, err)) != MG_OK)
-        return rc;
-    if ((rc = session_finish(bp->b, p->session, digest, tail, tail_len, err)) != MG_OK)
+    if (p->pipe != NULL) {
+        if ((rc = blob_pipe_finish(p->pipe, &r, err)) != MG_OK)
+            return rc;
+        if (r->status != 202)
+            return oci_status(bp->b, "the streamed PATCH", r, err);
+        if (r->location[0] && (rc = resolve(p->o, r->location, p->session, sizeof(p->session),
+                                            err)) != MG_OK)
+            return rc;
+    }
+    if ((rc = session_finish(bp->b, p->session, digest, NULL, 0, err)) != MG_OK)
         return rc;
     bp->handle[0] = '\0'; /* the session is closed */
     /* Tagged before the row commits: a blob without its manifest would be collected. */
-    return tag_blob(bp->b, digest, p->sent + tail_len, err);
+    return tag_blob(bp->b, digest, p->sent, err);
 }
 
 static bool oci_put_abort(struct blob_put *bp)
@@ -576,7 +585,7 @@ static bool oci_put_abort(struct blob_put *bp)
     struct mg_error e;
     bool ok;
 
-    blob_parts_free(&p->parts);
+    blob_pipe_free(&p->pipe);
     if (bp->handle[0] == '\0')
         return true;
     blob_http_resp_init(&r);
@@ -590,7 +599,7 @@ static void oci_put_free(struct blob_put *bp)
 {
     struct oci_put *p = (struct oci_put *)bp;
 
-    blob_parts_free(&p->parts);
+    blob_pipe_free(&p->pipe);
     free(p);
 }
 
