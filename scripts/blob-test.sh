@@ -75,7 +75,7 @@ start_oci() { # dir auth
     none) : >"$d/credentials" ;;
     basic)
         printf 'mg:test-password' >"$d/credentials"
-        python3 -c 'import crypt,sys; print("mg:"+crypt.crypt("test-password", crypt.mksalt(crypt.METHOD_BLOWFISH)))' \
+        python3 -c 'import crypt,sys; print("mg:"+crypt.crypt("test-password", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16)))' \
             2>/dev/null >"$d/htpasswd"
         printf 'auth: {htpasswd: {realm: modelgate-test, path: %s/htpasswd}}\n' "$d" >>"$d/config.yml"
         ;;

@@ -280,12 +280,11 @@ const char *it_blob_kind(void)
 
     if (dir == NULL || *dir == '\0')
         return "file";
-    if (kind[0] == '\0') {
-        snprintf(path, sizeof(path), "%s/kind", dir);
-        if ((f = fopen(path, "re")) == NULL || fscanf(f, "%7s", kind) != 1)
-            fail_msg("MG_BLOB_DIR=%s holds no blob-test.sh server", dir);
-        fclose(f);
-    }
+    /* read each time: a test may switch servers */
+    snprintf(path, sizeof(path), "%s/kind", dir);
+    if ((f = fopen(path, "re")) == NULL || fscanf(f, "%7s", kind) != 1)
+        fail_msg("MG_BLOB_DIR=%s holds no blob-test.sh server", dir);
+    fclose(f);
     return kind;
 }
 

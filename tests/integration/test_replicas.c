@@ -61,7 +61,7 @@ static struct {
     char dir[IT_PATH_MAX];   /* scratch: haproxy.cfg, its log, key.pem, blobs/ */
     char blobs[IT_PATH_MAX]; /* the S3 server's directory (scripts/blob-test.sh) */
     char blobs_url[IT_PATH_MAX];
-    char key[IT_PATH_MAX];   /* the shared --signing-key */
+    char key[IT_PATH_MAX]; /* the shared --signing-key */
     struct it_proc hap;
     int front_port, stats_port;
     char front[64]; /* http://127.0.0.1:FRONT */
@@ -567,8 +567,8 @@ static int group_setup(void **state)
         char cmd[IT_PATH_MAX * 2 + 64];
         FILE *f;
 
-        it_fmt(cmd, sizeof(cmd), "bash %s/scripts/blob-test.sh start s3 %s", getenv("MG_SOURCE_DIR"),
-               cl.blobs);
+        it_fmt(cmd, sizeof(cmd), "bash %s/scripts/blob-test.sh start s3 %s",
+               getenv("MG_SOURCE_DIR"), cl.blobs);
         if ((f = popen(cmd, "r")) == NULL || fgets(cl.blobs_url, sizeof(cl.blobs_url), f) == NULL)
             fail_msg("%s: no S3 server", cmd);
         cl.blobs_url[strcspn(cl.blobs_url, "\n")] = '\0';

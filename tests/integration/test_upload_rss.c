@@ -2,8 +2,9 @@
  * test_upload_rss.c - a 1 GiB upload is streamed to the blob backend (the data
  * directory, or S3 / an OCI registry as s3_integration_* / oci_integration_*): the
  * daemon's peak resident set (VmHWM) stays under 64 MiB, the stored blob has the
- * right digest and size, and a Range read in its middle gives the bytes sent. The body is generated on the fly by the client; nothing
- * is held in memory or written to a temp file on this side either.
+ * right digest and size, and a Range read in its middle gives the bytes sent. The body is generated
+ * on the fly by the client; nothing is held in memory or written to a temp file on this side
+ * either.
  *
  * Skipped under MG_SANITIZE=1: shadow memory makes RSS meaningless there.
  */
