@@ -422,7 +422,7 @@ for kind in "${backends[@]}"; do
         reg="http://127.0.0.1:$bport/v2/mg/reference"
         loc=$(curl -sS -D - -o /dev/null -X POST "$reg/blobs/uploads/" | awk 'tolower($1) == "location:" { print $2 }' | tr -d '\r')
         [[ $loc == /* ]] && loc="http://127.0.0.1:$bport$loc"
-        if [[ -n $loc ]] && secs=$(timed curl -sS -f -X PUT -H 'Content-Type: application/octet-stream' --data-binary "@$file" "$loc&digest=sha256:$expected_hex"); then
+        if [[ -n $loc ]] && secs=$(timed curl -sS -f -T "$file" -H "Content-Type: application/octet-stream" "$loc&digest=sha256:$expected_hex"); then
             rate[up_ref_oci]=$(mb_per_s "$size_bytes" 0 "$secs")
         else
             step_error up_ref_oci "the registry's monolithic PUT failed"

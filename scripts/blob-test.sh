@@ -48,7 +48,7 @@ run_s3() { # dir
 
 run_oci() { # dir
     local d=$1
-    if [[ -f $d/token.port ]]; then
+    if [[ -f $d/token.port && ! -f $d/token.pid ]]; then
         node "$root/tests/oci/token-server.js" "$d/token.key" "$d/token.crt" \
             "$(cat "$d/token.port")" "$(cat "$d/credentials")" >"$d/token.log" 2>&1 &
         echo $! >"$d/token.pid"

@@ -276,7 +276,7 @@ static enum mg_code file_list(struct blob_backend *b,
                 fstatat(dirfd(sub), g->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
                 !S_ISREG(sb.st_mode))
                 continue;
-            snprintf(digest, sizeof(digest), "sha256:%s", g->d_name);
+            snprintf(digest, sizeof(digest), "sha256:%.64s", g->d_name);
             go = cb(digest, (uint64_t)sb.st_size, arg);
         }
         closedir(sub);
