@@ -162,8 +162,7 @@ enum mg_code blob_open(const struct blob_options *o, struct blob_backend **out,
     *out = b;
     return MG_OK;
 fail:
-    b->ops = NULL;
-    blob_close(&b);
+    blob_close(&b); /* each backend's close takes a half-made state */
     return rc;
 }
 

@@ -32,6 +32,9 @@ struct s3_backend {
     bool path_style;
     char *access, *secret, *token;
     char sigv4[128]; /* "aws:amz:<region>:s3" */
+    /* Commits of one digest copy to its key one at a time in this process (the second then
+     * finds the blob there); by digest, so other blobs' commits do not wait. */
+    pthread_mutex_t copy_lock[16];
 };
 
 struct s3_put {
@@ -65,6 +68,8 @@ enum mg_code blob_s3_open(struct blob_backend *b, const char *url, const char *c
     if (s == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     b->impl = s;
+    for (size_t i = 0; i < sizeof(s->copy_lock) / sizeof(s->copy_lock[0]); i++)
+        pthread_mutex_init(&s->copy_lock[i], NULL);
     memcpy(s->bucket, p, bl);
     p += bl;
     if (*p == '/') {
@@ -134,6 +139,8 @@ static void s3_close(struct blob_backend *b)
     free(s->access);
     free(s->secret);
     free(s->token);
+    for (size_t i = 0; i < sizeof(s->copy_lock) / sizeof(s->copy_lock[0]); i++)
+        pthread_mutex_destroy(&s->copy_lock[i]);
     free(s);
     b->impl = NULL;
 }
@@ -563,6 +570,19 @@ static enum mg_code s3_abort_mpu(struct blob_backend *b, const char *key, const 
     return rc;
 }
 
+static enum mg_code s3_stat(struct blob_backend *b, const char *digest, uint64_t *size,
+                            struct mg_error *err);
+static bool s3_put_abort(struct blob_put *bp);
+
+/* The digest key holds size bytes (whole: keys are only ever written complete). */
+static bool s3_has(struct blob_backend *b, const char *digest, uint64_t size)
+{
+    struct mg_error e;
+    uint64_t have = 0;
+
+    return s3_stat(b, digest, &have, &e) == MG_OK && have == size;
+}
+
 static enum mg_code s3_put_commit(struct blob_put *bp, const char *digest, struct mg_error *err)
 {
     struct s3_put *p = (struct s3_put *)bp;
@@ -572,8 +592,21 @@ static enum mg_code s3_put_commit(struct blob_put *bp, const char *digest, struc
     char final[700];
     enum mg_code rc;
 
+    pthread_mutex_t *l =
+        &p->s->copy_lock[strtoul((char[3]){digest[7], digest[8], 0}, NULL, 16) % 16];
+
     if ((rc = blob_parts_finish(p->parts, &tail, &tail_len, &sent, err)) != MG_OK)
         return rc;
+    /* Writing straight to the digest key: one commit of a digest at a time here, and none
+     * when the blob is there already (the caller aborts ours). */
+    if (!p->temp) {
+        pthread_mutex_lock(l);
+        if (s3_has(bp->b, digest, p->size)) {
+            pthread_mutex_unlock(l);
+            s3_put_abort(bp); /* a leftover it leaves is listed by blob_orphans */
+            return MG_OK;
+        }
+    }
     if (sent == 0) {
         /* One part or less: a single PUT. */
         struct blob_http_resp r;
@@ -588,10 +621,23 @@ static enum mg_code s3_put_commit(struct blob_put *bp, const char *digest, struc
         if (rc == MG_OK)
             rc = mpu_complete(p, err);
     }
+    if (!p->temp)
+        pthread_mutex_unlock(l);
     if (rc != MG_OK || !p->temp)
         return rc;
     digest_key(p->s, digest, final, sizeof(final));
-    if ((rc = s3_copy(bp->b, p->key, final, p->size, err)) != MG_OK)
+    /* Content-addressed: when the digest key holds the blob already (a concurrent upload of
+     * the same bytes got there first, even while our copy failed on it), ours is not needed. */
+    {
+        pthread_mutex_lock(l);
+        if (s3_has(bp->b, digest, p->size))
+            rc = MG_OK;
+        else if ((rc = s3_copy(bp->b, p->key, final, p->size, err)) != MG_OK &&
+                 s3_has(bp->b, digest, p->size))
+            rc = MG_OK;
+        pthread_mutex_unlock(l);
+    }
+    if (rc != MG_OK)
         return rc;
     /* The temp object is a leftover now; failing to remove it fails nothing. */
     if (s3_delete_key(bp->b, p->key, err) == MG_OK)
