@@ -360,7 +360,7 @@ static long blob_server_request(const char *method, const char *url, char **body
     char creds[256];
     CURL *c = curl_easy_init();
     long status = 0;
-    FILE *mem;
+    FILE *mem = NULL;
     char *buf = NULL;
     size_t len = 0;
 
