@@ -5,10 +5,10 @@
  * bytes in one streamed PATCH (chunked transfer encoding, fed through a bounded
  * buffer by a thread of its own: constant memory, and no per-chunk restart cost
  * in the registry, which re-reads what it has on every chunked PATCH), and PUT
- * …?digest=, which the registry checks against the bytes. Registries collect blobs that no manifest references,
- * so every stored blob gets a small image manifest tagged sha256-<hex> whose one
- * layer is the blob (its config is the empty JSON object). Deleting removes that
- * manifest and the blob through the registry's delete API.
+ * …?digest=, which the registry checks against the bytes. Registries collect blobs that no manifest
+ * references, so every stored blob gets a small image manifest tagged sha256-<hex> whose one layer
+ * is the blob (its config is the empty JSON object). Deleting removes that manifest and the blob
+ * through the registry's delete API.
  *
  * Auth: anonymous, HTTP Basic, or the bearer-token flow (401 with
  * WWW-Authenticate: Bearer realm=…,service=…,scope=… → GET realm → token), with the
@@ -45,7 +45,7 @@ struct oci_backend {
 struct oci_put {
     struct blob_put base;
     struct oci_backend *o;
-    char session[2048]; /* the upload's current URL (Location of the last reply) */
+    char session[2048];     /* the upload's current URL (Location of the last reply) */
     struct blob_pipe *pipe; /* the streamed PATCH, from the first byte on */
     uint64_t sent;          /* bytes handed to it */
 };
@@ -567,8 +567,8 @@ static enum mg_code oci_put_commit(struct blob_put *bp, const char *digest, stru
             return rc;
         if (r->status != 202)
             return oci_status(bp->b, "the streamed PATCH", r, err);
-        if (r->location[0] && (rc = resolve(p->o, r->location, p->session, sizeof(p->session),
-                                            err)) != MG_OK)
+        if (r->location[0] &&
+            (rc = resolve(p->o, r->location, p->session, sizeof(p->session), err)) != MG_OK)
             return rc;
     }
     if ((rc = session_finish(bp->b, p->session, digest, NULL, 0, err)) != MG_OK)

@@ -32,16 +32,16 @@
 struct store;
 
 struct store_options {
-    const char *data_dir;  /* created (0700) if missing */
-    const char *database;  /* NULL: SQLite in data_dir; else a PostgreSQL URL, shared by replicas */
+    const char *data_dir; /* created (0700) if missing */
+    const char *database; /* NULL: SQLite in data_dir; else a PostgreSQL URL, shared by replicas */
     /* Where blob bytes live (API.md "Running"): NULL for file:<data_dir>/blobs, else
      * file:/DIR, s3://bucket/prefix?endpoint=…&region=…&path_style=true or
      * oci://host:port/repository?insecure=true (store/blob.h). */
     const char *blobs;
     const char *blobs_credentials; /* s3 ACCESS:SECRET or oci USER:PASSWORD file, 0600 */
-    const char *host_name; /* this replica's host (gateways' "host"); NULL: gethostname() */
-    bool sync_normal;      /* synchronous=NORMAL instead of FULL */
-    unsigned read_conns;   /* read connection pool size (>= 1) */
+    const char *host_name;         /* this replica's host (gateways' "host"); NULL: gethostname() */
+    bool sync_normal;              /* synchronous=NORMAL instead of FULL */
+    unsigned read_conns;           /* read connection pool size (>= 1) */
     struct store_archive_limits archive;
     const struct sign_keyring *keys; /* signs new versions; BORROWED, outlives the store */
 };
@@ -142,12 +142,12 @@ enum mg_code store_signing_key_by_hint(struct store *st, const char *hint, char 
 /* ---- migrating an embedded installation to shared backends ---------------- */
 
 struct store_migrate_options {
-    const char *data_dir;            /* the SQLite installation (locked while copying) */
-    const char *to_database;         /* a PostgreSQL URL */
-    const char *to_blobs; /* a --blobs URL (file:, s3://, oci://), or NULL to leave blobs where
-                           * they are */
+    const char *data_dir;    /* the SQLite installation (locked while copying) */
+    const char *to_database; /* a PostgreSQL URL */
+    const char *to_blobs;    /* a --blobs URL (file:, s3://, oci://), or NULL to leave blobs where
+                              * they are */
     const char *to_blobs_credentials; /* its credentials file, or NULL */
-    const struct sign_keyring *keys; /* the installation's keys: public halves published */
+    const struct sign_keyring *keys;  /* the installation's keys: public halves published */
 };
 
 /*
@@ -335,8 +335,8 @@ enum mg_code store_blob_open(struct store *st, const char *digest, int *fd, uint
  *   blob_reader_close(&r).
  */
 struct blob_reader;
-enum mg_code store_blob_read_open(struct store *st, const char *digest, uint64_t off,
-                                  uint64_t len, struct blob_reader **out, struct mg_error *err);
+enum mg_code store_blob_read_open(struct store *st, const char *digest, uint64_t off, uint64_t len,
+                                  struct blob_reader **out, struct mg_error *err);
 int blob_reader_take_fd(struct blob_reader *r, uint64_t *offset);
 enum mg_code blob_reader_read(struct blob_reader *r, void *buf, size_t n, size_t *got,
                               bool *would_block, void (*wake)(void *arg), void *arg,

@@ -19,7 +19,7 @@ struct store {
     char *database; /* NULL: SQLite in data_dir; else the PostgreSQL URL */
     char *db_path;
     struct blob_backend *blobs; /* where blob bytes live (blob.h) */
-    char *tmp_dir; /* local scratch: file: <blobs>/tmp; remote: <data>/tmp (spools) */
+    char *tmp_dir;              /* local scratch: file: <blobs>/tmp; remote: <data>/tmp (spools) */
     struct store_archive_limits archive;
     struct store_archive_counters archive_counters; /* archive.counters points here */
     const struct sign_keyring *keys;
@@ -171,7 +171,6 @@ enum mg_code store_policy_exists(struct db_conn *c, int64_t model_id, const char
 enum mg_code store_outbox_write(struct db_conn *c, const char *model, const char *alias,
                                 int64_t gen, const json_t *payload, const char *at,
                                 struct mg_error *err);
-
 
 /*
  * Pagination, written once. A list statement returns rows in cursor order and
