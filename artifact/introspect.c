@@ -474,3 +474,8 @@ enum mg_code art_introspect_buffer(const void *data, size_t n, const char *forma
     free(s);
     return rc;
 }
+
+bool art_introspect_sniff(const void *head, size_t n)
+{
+    return art_sniff(head, n, UINT64_MAX) != NULL;
+}

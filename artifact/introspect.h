@@ -79,6 +79,11 @@ enum mg_code art_introspect_buffer(const void *data, size_t n, const char *forma
                                    const struct art_introspect_limits *lim, json_t **out,
                                    struct mg_error *err);
 
+/* Do a plain blob's first n bytes look like a weight format art_introspect() reads (the
+ * GGUF magic, a safetensors length and '{', an ONNX ModelProto)? A caller that must keep a
+ * local copy of the bytes for art_introspect() asks this before the rest arrives. */
+bool art_introspect_sniff(const void *head, size_t n);
+
 /*
  * The canonical dtype name for a name a user may write: safetensors' own ("F32", "BF16",
  * "I64", …), ONNX's ("FLOAT", "FLOAT16", "INT64", …), numpy's ("float32", "int64", …), any

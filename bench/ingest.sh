@@ -7,7 +7,14 @@
 #   upload   / min(openssl sha256 rate, dd conv=fsync write rate)   target >= 0.75
 #   download / nginx sendfile download of the same file             target >= 0.90
 #
-# Usage: bench/ingest.sh [--size-mib N] [--keep-going] [--tmp-dir DIR]
+# With --blobs s3|oci (repeatable) the same bytes also go to a remote blob backend started
+# here (scripts/blob-test.sh: s3rver, docker-registry), each compared in the same run with
+# that server's reference client pushing and fetching the same bytes directly:
+#   modelgated upload / download through s3  vs  awscli cp          target >= 0.90
+#   modelgated upload / download through oci vs  curl monolithic PUT / GET   >= 0.90
+#   modelgated upload to file:               vs  the registry's own push      >= 1.50
+#
+# Usage: bench/ingest.sh [--size-mib N] [--keep-going] [--tmp-dir DIR] [--blobs s3|oci]...
 # See bench/README.md.
 set -euo pipefail
 
@@ -18,11 +25,13 @@ bench_name=ingest
 
 usage() {
     cat <<EOF
-usage: $0 [--size-mib N] [--keep-going] [--tmp-dir DIR]
+usage: $0 [--size-mib N] [--keep-going] [--tmp-dir DIR] [--blobs s3|oci]...
   --size-mib N   size of the random test file in MiB (default 1024)
   --keep-going   record a failed step as ERROR and go on instead of stopping
   --tmp-dir DIR  where the test file, the data dir and nginx live (default
                  $root/build/bench-tmp); must be on the disk you want to measure
+  --blobs KIND   also measure a remote blob backend (s3 or oci, started here) against
+                 its reference client (awscli, curl); repeatable
 Environment: MODELGATED (default $root/build/modelgated), NGINX (default nginx).
 Exit status: 0 when every step ran (a WARN is not a failure), 1 when a step failed, 2 on
 bad usage.
@@ -31,6 +40,7 @@ EOF
 
 size_mib=1024
 keep_going=0
+backends=()
 tmp_parent="$root/build/bench-tmp"
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -42,6 +52,11 @@ while [[ $# -gt 0 ]]; do
     --keep-going)
         keep_going=1
         shift
+        ;;
+    --blobs)
+        [[ $# -ge 2 && ( "$2" == s3 || "$2" == oci ) ]] || { usage >&2; exit 2; }
+        backends+=("$2")
+        shift 2
         ;;
     --tmp-dir)
         [[ $# -ge 2 ]] || { usage >&2; exit 2; }
@@ -134,6 +149,16 @@ print_table() {
     ratio_row "upload modelgated" upload "$floor" 0.75
     print_row "download nginx (sendfile)" "${rate[download_nginx]:-skipped}" - - -
     ratio_row "download modelgated" download "${rate[download_nginx]:-}" 0.90
+    for kind in "${backends[@]}"; do
+        print_row "upload $kind reference (${ref_client[$kind]})" "${rate[up_ref_$kind]:-skipped}" - - -
+        ratio_row "upload modelgated -> $kind" "up_$kind" "${rate[up_ref_$kind]:-}" 0.90
+        print_row "download $kind reference" "${rate[down_ref_$kind]:-skipped}" - - -
+        ratio_row "download modelgated <- $kind" "down_$kind" "${rate[down_ref_$kind]:-}" 0.90
+        if [[ $kind == oci ]]; then
+            ratio_row "upload modelgated -> file" upload "${rate[up_ref_oci]:-}" 1.50
+            echo "  (the last row: modelgated writing file: against the registry's own push)"
+        fi
+    done
     if [[ -n "${server_peak_rss_kib:-}" ]]; then
         echo "modelgated peak RSS after upload and downloads: $((server_peak_rss_kib / 1024)) MiB"
     fi
@@ -351,6 +376,98 @@ done
 if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
     server_peak_rss_kib=$(awk '/^VmHWM:/ { print $2 }' "/proc/$server_pid/status" 2>/dev/null || true)
 fi
+
+# --- 7. remote blob backends: modelgated against each server's reference client --------
+
+declare -A ref_client=([s3]="awscli cp" [oci]="curl PUT")
+blob_dirs=()
+cleanup_blob_servers() {
+    local d
+    for d in "${blob_dirs[@]}"; do bash "$root/scripts/blob-test.sh" stop "$d" >/dev/null 2>&1 || true; done
+}
+trap 'cleanup_blob_servers; bench_cleanup' EXIT
+
+# timed CMD...: seconds the command took (its output discarded); empty on failure.
+timed() {
+    local t0 t1
+    t0=$(now)
+    "$@" >/dev/null 2>&1 || return 1
+    t1=$(now)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'
+}
+
+for kind in "${backends[@]}"; do
+    bdir="$work/$kind-server"
+    blob_dirs+=("$bdir")
+    if ! url=$(bash "$root/scripts/blob-test.sh" start "$kind" "$bdir" | tail -n 1); then
+        step_error "up_$kind" "scripts/blob-test.sh start $kind failed"
+        continue
+    fi
+    bport=$(cat "$bdir/port")
+    # the reference client, straight to the server
+    if [[ $kind == s3 ]]; then
+        export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
+        aws_e=(aws --endpoint-url "http://127.0.0.1:$bport")
+        if secs=$(timed "${aws_e[@]}" s3 cp "$file" s3://mgtest/reference/random.bin); then
+            rate[up_ref_s3]=$(mb_per_s "$size_bytes" 0 "$secs")
+        else
+            step_error up_ref_s3 "aws s3 cp failed"
+        fi
+        if secs=$(timed sh -c "$(printf '%q ' "${aws_e[@]}") s3 cp s3://mgtest/reference/random.bin - >/dev/null"); then
+            rate[down_ref_s3]=$(mb_per_s "$size_bytes" 0 "$secs")
+        else
+            step_error down_ref_s3 "aws s3 cp (download) failed"
+        fi
+    else
+        reg="http://127.0.0.1:$bport/v2/mg/reference"
+        loc=$(curl -sS -D - -o /dev/null -X POST "$reg/blobs/uploads/" | awk 'tolower($1) == "location:" { print $2 }' | tr -d '\r')
+        [[ $loc == /* ]] && loc="http://127.0.0.1:$bport$loc"
+        if [[ -n $loc ]] && secs=$(timed curl -sS -f -T "$file" -H "Content-Type: application/octet-stream" "$loc&digest=sha256:$expected_hex"); then
+            rate[up_ref_oci]=$(mb_per_s "$size_bytes" 0 "$secs")
+        else
+            step_error up_ref_oci "the registry's monolithic PUT failed"
+        fi
+        if secs=$(timed curl -sS -f -o /dev/null "$reg/blobs/sha256:$expected_hex"); then
+            rate[down_ref_oci]=$(mb_per_s "$size_bytes" 0 "$secs")
+        else
+            step_error down_ref_oci "the registry GET failed"
+        fi
+    fi
+    # modelgated on that backend: same bytes, same client (curl), digest declared
+    bdata="$work/data-$kind"
+    mkdir -p -m 700 -- "$bdata"
+    bport_file="$work/modelgated-$kind.port"
+    creds=()
+    [[ -s "$bdir/credentials" ]] && creds=(--blobs-credentials "$bdir/credentials")
+    "$modelgated" --listen 127.0.0.1:0 --port-file "$bport_file" --data-dir "$bdata" \
+        --max-blob-bytes "$((size_bytes * 2))" --blobs "$url" "${creds[@]}" >"$work/modelgated-$kind.log" 2>&1 &
+    bpid=$!
+    bready() { [[ -s "$bport_file" && -s "$bdata/admin.token" ]]; }
+    if ! bench_wait_for "modelgated on $kind" "$bpid" bready; then
+        step_error "up_$kind" "modelgated on $kind did not start"
+        continue
+    fi
+    bbase="http://127.0.0.1:$(tr -d '[:space:]' <"$bport_file")"
+    btoken=$(tr -d '[:space:]' <"$bdata/admin.token")
+    out=$(curl -sS -T "$file" -X POST -o "$work/upload-$kind.json" -w '%{http_code} %{time_total}' \
+        -H "Authorization: Bearer $btoken" -H "X-Content-Digest: sha256:$expected_hex" \
+        "$bbase/api/v1/blobs") || out="curl-error 0"
+    read -r code secs <<<"$out"
+    if [[ "$code" == 201 || "$code" == 200 ]]; then
+        rate[up_$kind]=$(mb_per_s "$size_bytes" 0 "$secs")
+        echo "ingest: upload through $kind ${rate[up_$kind]} MB/s"
+        rate[down_$kind]=""
+        for round in 1 2 3; do
+            download_once "down_$kind" "$round" "$bbase/api/v1/blobs/sha256:$expected_hex" -H "Authorization: Bearer $btoken"
+        done
+    else
+        step_error "up_$kind" "POST through $kind returned $code: $(head -c 300 "$work/upload-$kind.json")"
+    fi
+    rss=$(awk '/^VmHWM:/ { print $2 }' "/proc/$bpid/status" 2>/dev/null || true)
+    [[ -n $rss ]] && echo "ingest: modelgated on $kind peak RSS $((rss / 1024)) MiB"
+    kill -TERM "$bpid" 2>/dev/null || true
+    wait "$bpid" 2>/dev/null || true
+done
 
 print_table
 if [[ $errors -gt 0 ]]; then

@@ -488,6 +488,32 @@ int mgc_http_download(struct mgc *c, const char *path, int fd, uint64_t max, con
     curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, errbuf);
     progress_setup(c, &prog, label);
     cr = curl_easy_perform(c->curl);
+    if (cr == CURLE_OK) {
+        /* --blob-downloads redirect: a 307 to a presigned URL on the object store, fetched
+         * without our token (it is for modelgate alone; the URL carries its own grant). */
+        long status = 0;
+        char *loc = NULL;
+
+        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_getinfo(c->curl, CURLINFO_REDIRECT_URL, &loc);
+        if ((status == 307 || status == 302 || status == 303) && loc != NULL &&
+            (strncmp(loc, "https://", 8) == 0 || strncmp(loc, "http://", 7) == 0)) {
+            char *to = strdup(loc);
+
+            if (to == NULL) {
+                rc = mgc_fail("out of memory");
+                goto out;
+            }
+            mg_buf_release(&d.err_body);
+            mg_buf_init(&d.err_body, MGC_ERROR_MAX);
+            curl_easy_setopt(c->curl, CURLOPT_URL, to);
+            curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);
+            curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, NULL);
+            curl_easy_setopt(c->curl, CURLOPT_HTTPGET, 1L);
+            cr = curl_easy_perform(c->curl);
+            free(to);
+        }
+    }
     if (prog.shown)
         progress_draw(&prog, d.got, d.got, true);
     if (d.too_big) {

@@ -50,6 +50,10 @@ test_packages=(
     # ONNX's own test models (tests/unit/artifact/test_onnx.c reads every one and compares
     # with what python3-onnx reads; the tests build their models with python3-onnx/numpy)
     libonnx-testdata python3-numpy
+    # blob backends (scripts/blob-test.sh): an OCI registry (distribution 2.8) the tests start
+    # themselves, never the system service; skopeo and awscli read what modelgated stored;
+    # python3 picks free ports and hashes the test registry's htpasswd
+    docker-registry skopeo awscli python3
 )
 
 server_only=0
@@ -133,9 +137,24 @@ else
     fi
     # postgresql-common installs that file through ucf: keep ours, never ask.
     export UCF_FORCE_CONFFOLD=1
+    # docker-registry's package would start a system registry on port 5000; the tests start
+    # their own (scripts/blob-test.sh). A policy-rc.d that says no keeps invoke-rc.d and
+    # deb-systemd-invoke from starting it while we install; the unit is disabled after.
+    policy_added=0
+    if [[ " ${missing[*]} " == *" docker-registry "* && ! -e /usr/sbin/policy-rc.d ]]; then
+        printf '#!/bin/sh\nexit 101\n' | "${as_root[@]}" tee /usr/sbin/policy-rc.d >/dev/null
+        "${as_root[@]}" chmod 755 /usr/sbin/policy-rc.d
+        policy_added=1
+    fi
     "${as_root[@]}" apt-get update
     "${as_root[@]}" apt-get install -y --no-install-recommends \
         -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${missing[@]}"
+    if [[ $policy_added -eq 1 ]]; then
+        "${as_root[@]}" rm -f /usr/sbin/policy-rc.d
+    fi
+    if [[ " ${missing[*]} " == *" docker-registry "* && -d /run/systemd/system ]]; then
+        "${as_root[@]}" systemctl disable --now docker-registry >/dev/null 2>&1 || true
+    fi
 fi
 
 # The tests' npm packages, exactly as tests/ui/package-lock.json pins them: playwright-core
@@ -149,4 +168,10 @@ done
 if [[ $npm_ok -eq 0 ]]; then
     echo "install-deps: npm ci in tests/ui"
     (cd "$root/tests/ui" && npm ci --no-audit --no-fund)
+fi
+# The S3 server of the blob backend tests (tests/s3/package-lock.json): @20minutes/s3rver, an
+# s3rver fork that verifies SigV4 (s3rver 3.7.1 accepts any V4 signature).
+if [[ ! -d "$root/tests/s3/node_modules/@20minutes/s3rver" ]]; then
+    echo "install-deps: npm ci in tests/s3"
+    (cd "$root/tests/s3" && npm ci --no-audit --no-fund)
 fi

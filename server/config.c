@@ -13,6 +13,7 @@
 
 #include "../common/util.h"
 #include "../artifact/archive.h"
+#include "../store/store.h"
 
 #define CONFIG_LINE_MAX 4096
 #define CONFIG_DEPTH_MAX 4
@@ -77,7 +78,8 @@ void srv_config_release(struct srv_config *cfg)
         free(cfg->smoke_profiles[--cfg->nsmoke_profiles]);
     free(cfg->nvml_library);
     free(cfg->database);
-    free(cfg->blobs_dir);
+    free(cfg->blobs);
+    free(cfg->blobs_credentials);
     free(cfg->host_name);
     free(cfg->public_url);
     memset(cfg, 0, sizeof(*cfg));
@@ -101,8 +103,16 @@ const char *srv_config_usage(void)
            "                           data directory; default) or a PostgreSQL URL\n"
            "                           (postgresql://user:pw@host:port/db or ?host=/socket/dir)\n"
            "                           that any number of modelgated replicas share\n"
-           "  --blobs file:DIR         where artifact bytes live (default file:DATA_DIR/blobs);\n"
-           "                           replicas on one database share one directory\n"
+           "  --blobs URL              where artifact bytes live (default file:DATA_DIR/blobs):\n"
+           "                           file:/DIR, s3://BUCKET/PREFIX?endpoint=http(s)://H:P\n"
+           "                           &region=R&path_style=true, or\n"
+           "                           oci://HOST:PORT/REPOSITORY?insecure=true (plain http);\n"
+           "                           replicas on one database share one backend\n"
+           "  --blobs-credentials FILE s3 ACCESS_KEY:SECRET_KEY or oci USER:PASSWORD (mode\n"
+           "                           0600); s3 also reads AWS_ACCESS_KEY_ID,\n"
+           "                           AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN\n"
+           "  --blob-downloads proxy|redirect  serve blob bytes through modelgated (default)\n"
+           "                           or answer 307 to a presigned URL valid 5 minutes (s3)\n"
            "  --host-name NAME         this replica's host, as gateways' \"host\" names it: only\n"
            "                           the replica on a gateway's host delivers it (nginx and\n"
            "                           HAProxy over a unix socket need one); default hostname\n"
@@ -152,10 +162,11 @@ const char *srv_config_usage(void)
            "                           write (refused by default: it holds secrets)\n"
            "\n"
            "usage: modelgated keys rotate --data-dir DIR\n"
-           "       modelgated backup --data-dir DIR --out FILE.tar   (safe while serving)\n"
-           "       modelgated restore --data-dir NEW --from FILE.tar\n"
+           "       modelgated backup --data-dir DIR [--blobs URL] --out FILE.tar   (safe while "
+           "serving)\n"
+           "       modelgated restore --data-dir NEW [--blobs URL] --from FILE.tar\n"
            "       modelgated migrate --data-dir DIR --to-database postgresql://... "
-           "[--to-blobs file:DIR]\n"
+           "[--to-blobs URL]\n"
            "         copy an embedded installation to shared backends (resumable)\n"
            "  make a new active signing key; old public keys stay published\n";
 }
@@ -346,14 +357,18 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
         return set_str(&cfg->host_name, v, err);
     }
     if (strcmp(key, "blobs") == 0) {
-        if (strncmp(v, "s3://", 5) == 0 || strncmp(v, "oci://", 6) == 0)
-            return mg_fail(err, MG_EINVAL, key,
-                           "--blobs %s is not available in this build yet; use file:DIR",
-                           strncmp(v, "s3", 2) == 0 ? "s3://" : "oci://");
-        if (strncmp(v, "file:", 5) != 0 || v[5] != '/')
-            return mg_fail(err, MG_EINVAL, key,
-                           "--blobs is file: and an absolute directory (file:/srv/blobs)");
-        return set_str(&cfg->blobs_dir, v + 5, err);
+        if (store_blobs_url_kind(v, err) == NULL)
+            return err->code;
+        return set_str(&cfg->blobs, v, err);
+    }
+    if (strcmp(key, "blobs-credentials") == 0)
+        return set_str(&cfg->blobs_credentials, v, err);
+    if (strcmp(key, "blob-downloads") == 0) {
+        if (strcmp(v, "proxy") != 0 && strcmp(v, "redirect") != 0)
+            return mg_fail(err, MG_EINVAL, key, "--blob-downloads is proxy or redirect, not '%s'",
+                           v);
+        cfg->blob_redirect = strcmp(v, "redirect") == 0;
+        return MG_OK;
     }
     if (strcmp(key, "database") == 0) {
         if (strcmp(v, "sqlite") == 0) {

@@ -11,15 +11,17 @@
 #include "../common/mg.h"
 
 struct srv_config {
-    char *listen;      /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8470 */
-    char *data_dir;    /* default ./var */
-    char *database;    /* NULL (SQLite in data_dir) or a PostgreSQL URL */
-    char *blobs_dir;   /* --blobs file:DIR, or NULL for <data_dir>/blobs */
-    char *host_name;   /* --host-name: delivers gateways with that "host"; NULL: hostname */
-    char *port_file;   /* write the bound port here once listening */
-    char *signing_key; /* PEM (PKCS#8) of the active signing key, or NULL */
-    char *tls_cert;    /* PEM certificate (chain) → serve HTTPS */
-    char *tls_key;     /* its PEM private key */
+    char *listen;   /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8470 */
+    char *data_dir; /* default ./var */
+    char *database; /* NULL (SQLite in data_dir) or a PostgreSQL URL */
+    char *blobs;    /* --blobs URL (file:, s3://, oci://), or NULL for file:<data_dir>/blobs */
+    char *blobs_credentials; /* --blobs-credentials FILE (0600), or NULL */
+    bool blob_redirect;      /* --blob-downloads redirect: 307 to a presigned URL (s3) */
+    char *host_name;         /* --host-name: delivers gateways with that "host"; NULL: hostname */
+    char *port_file;         /* write the bound port here once listening */
+    char *signing_key;       /* PEM (PKCS#8) of the active signing key, or NULL */
+    char *tls_cert;          /* PEM certificate (chain) → serve HTTPS */
+    char *tls_key;           /* its PEM private key */
     uint64_t max_blob_bytes;
     uint64_t max_json_bytes;
     unsigned max_archive_ratio; /* expansion cap N:1 (0 = none) */

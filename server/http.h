@@ -159,7 +159,8 @@ void srv_work_stats(struct srv *srv, uint64_t *waiting, uint64_t *waited_total);
  * Fault injection for crash tests: when the environment variable MODELGATED_TEST_CRASH_AT
  * names this point, the process dies there at once (_exit(86)), like a power cut: no reply,
  * no cleanup. Named points: "promotion-created" (just after a promotion's transaction
- * commits). Costs one string compare when unset.
+ * commits), "gc-marked" (garbage collection marked blobs, their bytes not yet removed). Costs one
+ * string compare when unset.
  */
 void srv_crash_point(const struct srv *srv, const char *point);
 
@@ -221,6 +222,15 @@ void srv_reply_head(struct srv_req *r, unsigned status, const char *content_type
 /* Reply with len bytes of fd from offset (sendfile); fd is closed by MHD. */
 void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, int fd,
                   uint64_t offset, uint64_t len);
+
+/*
+ * Reply with len blob bytes from a reader (store_blob_read_open): a file's
+ * descriptor is sent with sendfile, a remote backend's bytes are streamed without
+ * ever holding an HTTP thread while the backend is slow. Takes rd; rd NULL sends
+ * the headers of a HEAD (Content-Length len) without opening the blob.
+ */
+void srv_reply_blob(struct srv_req *r, unsigned status, const char *content_type,
+                    struct blob_reader *rd, uint64_t len);
 
 /*
  * Answer later: suspend the request (no libmicrohttpd thread is held) until

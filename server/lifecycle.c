@@ -252,10 +252,16 @@ enum mg_code srv_retention_run(struct srv *srv, const char *actor, const char *m
 
 /* ---- garbage collection ------------------------------------------------------- */
 
+/* MODELGATED_TEST_CRASH_AT=gc-marked: die with blobs marked and their bytes not yet gone. */
+static void gc_crash_point(void *arg)
+{
+    srv_crash_point(arg, "gc-marked");
+}
+
 enum mg_code srv_gc_run(struct srv *srv, const char *actor, bool dry_run, json_t **out,
                         struct mg_error *err)
 {
-    struct store_gc_report rep = {0};
+    struct store_gc_report rep = {.after_mark = gc_crash_point, .arg = srv};
     enum mg_code rc =
         store_gc(srv->store, actor, (int64_t)srv->cfg->gc_grace_s * 1000, dry_run, &rep, err);
 
@@ -263,8 +269,9 @@ enum mg_code srv_gc_run(struct srv *srv, const char *actor, bool dry_run, json_t
         return rc;
     if (!dry_run)
         srv_metrics_gc_reclaimed(srv->metrics, (uint64_t)rep.bytes);
-    *out = json_pack("{s:I, s:I, s:b}", "blobs", (json_int_t)rep.blobs, "bytes",
-                     (json_int_t)rep.bytes, "dry_run", dry_run);
+    *out = json_pack("{s:I, s:I, s:I, s:b}", "blobs", (json_int_t)rep.blobs, "bytes",
+                     (json_int_t)rep.bytes, "leftovers", (json_int_t)rep.leftovers, "dry_run",
+                     dry_run);
     return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 }
 

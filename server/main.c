@@ -194,6 +194,7 @@ static enum mg_code runner_setup(const struct srv_config *cfg, struct runner_opt
  * modelgated restore --data-dir NEW --from FILE.tar */
 static int backup_command(bool restore, int argc, char **argv)
 {
+    struct store_blobs_location loc;
     struct srv_config cfg;
     struct mg_error err = {0};
     json_t *summary = NULL;
@@ -221,8 +222,10 @@ static int backup_command(bool restore, int argc, char **argv)
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
-    if ((restore ? store_restore(file, cfg.data_dir, NULL, &summary, &err)
-                 : store_backup(cfg.data_dir, file, &summary, &err)) != MG_OK) {
+    loc.url = cfg.blobs;
+    loc.credentials = cfg.blobs_credentials;
+    if ((restore ? store_restore(file, cfg.data_dir, &loc, NULL, &summary, &err)
+                 : store_backup(cfg.data_dir, &loc, file, &summary, &err)) != MG_OK) {
         fprintf(stderr, "modelgated: %s failed: %s\n", restore ? "restore" : "backup", err.message);
         rc = 1;
         goto out;
@@ -266,19 +269,19 @@ static int migrate_command(int argc, char **argv)
     if (to_db == NULL ||
         (strncmp(to_db, "postgresql://", 13) != 0 && strncmp(to_db, "postgres://", 11) != 0)) {
         fprintf(stderr, "usage: modelgated migrate --data-dir DIR --to-database postgresql://... "
-                        "[--to-blobs file:DIR]\n");
+                        "[--to-blobs URL [--blobs-credentials FILE]]\n");
         goto out;
     }
-    if (to_blobs && (strncmp(to_blobs, "file:/", 6) != 0)) {
-        fprintf(stderr, "modelgated: --to-blobs is file: and an absolute directory "
-                        "(s3:// and oci:// are not available in this build yet)\n");
+    if (to_blobs && store_blobs_url_kind(to_blobs, &err) == NULL) {
+        fprintf(stderr, "modelgated: --to-blobs: %s\n", err.message);
         goto out;
     }
     if (srv_config_parse(&cfg, n, rest, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
-    if (to_blobs && mkdir(to_blobs + 5, 0700) != 0 && errno != EEXIST) {
+    if (to_blobs && strncmp(to_blobs, "file:", 5) == 0 && mkdir(to_blobs + 5, 0700) != 0 &&
+        errno != EEXIST) {
         fprintf(stderr, "modelgated: cannot create %s: %s\n", to_blobs + 5, strerror(errno));
         rc = 1;
         goto out;
@@ -287,7 +290,8 @@ static int migrate_command(int argc, char **argv)
         keys = NULL; /* an installation that never signed anything */
     o.data_dir = cfg.data_dir;
     o.to_database = to_db;
-    o.to_blobs = to_blobs ? to_blobs + 5 : NULL;
+    o.to_blobs = to_blobs;
+    o.to_blobs_credentials = cfg.blobs_credentials;
     o.keys = keys;
     if (store_migrate(&o, &summary, &err) != MG_OK) {
         fprintf(stderr, "modelgated: migrate failed (run it again to resume): %s\n", err.message);
@@ -409,7 +413,8 @@ int main(int argc, char **argv)
         goto out;
     sopt.data_dir = cfg.data_dir;
     sopt.database = cfg.database;
-    sopt.blobs_dir = cfg.blobs_dir;
+    sopt.blobs = cfg.blobs;
+    sopt.blobs_credentials = cfg.blobs_credentials;
     sopt.host_name = cfg.host_name;
     if (sign_keyring_load(cfg.data_dir, cfg.signing_key, true, &keys, &err) != MG_OK) {
         fprintf(stderr, "modelgated: signing key: %s\n", err.message);
@@ -419,6 +424,13 @@ int main(int argc, char **argv)
     if (store_open(&sopt, &st, &err) != MG_OK) {
         fprintf(stderr, "modelgated: cannot open the store (data directory %s): %s\n", cfg.data_dir,
                 err.message);
+        goto out;
+    }
+    if (cfg.blob_redirect && strcmp(store_blobs_kind(st), "s3") != 0) {
+        fprintf(stderr,
+                "modelgated: --blob-downloads redirect needs an s3:// blob backend "
+                "(presigned URLs), not %s\n",
+                store_blobs_kind(st));
         goto out;
     }
     if (bootstrap_admin(st, cfg.data_dir) != 0)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include <pthread.h>
 
 #include "../common/text.h"
 #include "../common/util.h"
@@ -253,6 +254,107 @@ void srv_reply_fd(struct srv_req *r, unsigned status, const char *content_type, 
     if (resp == NULL) {
         close(fd);
         srv_fail(r, MG_EIO, NULL, "cannot stream the file");
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    if (r->srv->tls)
+        MHD_add_response_header(resp, "Strict-Transport-Security", "max-age=31536000");
+    srv_set_response(r, status, resp, len);
+}
+
+/* ---- blob bytes from any backend ------------------------------------------ */
+
+/* A streamed blob reply: the content reader never waits for the backend; when no
+ * byte is ready it suspends the connection, and the reader's thread resumes it. */
+struct blob_reply {
+    struct srv *srv;
+    struct MHD_Connection *conn;
+    struct blob_reader *rd;
+    pthread_mutex_t lock;
+    bool suspended, closing;
+};
+
+static void blob_reply_wake(void *arg)
+{
+    struct blob_reply *b = arg;
+
+    pthread_mutex_lock(&b->lock);
+    if (b->suspended && !b->closing) {
+        b->suspended = false;
+        MHD_resume_connection(b->conn);
+        __atomic_sub_fetch(&b->srv->working, 1, __ATOMIC_SEQ_CST);
+    }
+    pthread_mutex_unlock(&b->lock);
+}
+
+static ssize_t blob_reply_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct blob_reply *b = cls;
+    struct mg_error err;
+    size_t got = 0;
+    bool wb = false;
+    enum mg_code rc;
+
+    (void)pos;
+    if (b->rd == NULL) /* HEAD: never called for the body */
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    pthread_mutex_lock(&b->lock);
+    rc = blob_reader_read(b->rd, buf, max, &got, &wb, blob_reply_wake, b, &err);
+    if (rc == MG_OK && got == 0 && wb) {
+        /* Suspended before the lock goes, so the wake-up finds it suspended. */
+        b->suspended = true;
+        __atomic_add_fetch(&b->srv->working, 1, __ATOMIC_SEQ_CST);
+        MHD_suspend_connection(b->conn);
+    }
+    pthread_mutex_unlock(&b->lock);
+    if (rc != MG_OK) {
+        fprintf(stderr, "modelgated: a blob download failed: %s\n", err.message);
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    if (got > 0)
+        return (ssize_t)got;
+    return wb ? 0 : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void blob_reply_free(void *cls)
+{
+    struct blob_reply *b = cls;
+
+    pthread_mutex_lock(&b->lock);
+    b->closing = true;
+    pthread_mutex_unlock(&b->lock);
+    blob_reader_close(&b->rd); /* joins the reader's thread: no wake-up after this */
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+}
+
+void srv_reply_blob(struct srv_req *r, unsigned status, const char *content_type,
+                    struct blob_reader *rd, uint64_t len)
+{
+    struct MHD_Response *resp;
+    struct blob_reply *b;
+    uint64_t off;
+    int fd = rd ? blob_reader_take_fd(rd, &off) : -1;
+
+    if (fd >= 0) {
+        blob_reader_close(&rd);
+        srv_reply_fd(r, status, content_type, fd, off, len);
+        return;
+    }
+    if ((b = calloc(1, sizeof(*b))) == NULL) {
+        blob_reader_close(&rd);
+        srv_fail(r, MG_ENOMEM, NULL, "out of memory");
+        return;
+    }
+    b->srv = r->srv;
+    b->conn = r->conn;
+    b->rd = rd;
+    pthread_mutex_init(&b->lock, NULL);
+    resp = MHD_create_response_from_callback(len, 256 * 1024, blob_reply_read, b, blob_reply_free);
+    if (resp == NULL) {
+        blob_reply_free(b);
+        srv_fail(r, MG_EIO, NULL, "cannot stream the blob");
         return;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);

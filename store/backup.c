@@ -4,7 +4,10 @@
  *
  * The database is copied with SQLite's online backup API first; blobs are
  * immutable and written before their rows commit, so every blob the
- * snapshot references is already complete on disk when it is copied after.
+ * snapshot references is already complete in the blob backend when it is
+ * copied after. Blobs are read through the blob layer (blob.h), so a backup
+ * of an installation on s3:// or oci:// holds its blobs too, and a restore
+ * writes them back through it.
  */
 #include "store_int.h"
 
@@ -95,12 +98,101 @@ static enum mg_code add_dir(struct archive *a, const char *dir, const char *pref
     return rc;
 }
 
-enum mg_code store_backup(const char *data_dir, const char *out_path, json_t **summary,
-                          struct mg_error *err)
+/* Open the blob backend a backup reads or a restore writes. */
+static enum mg_code open_blobs(const char *data_dir, const struct store_blobs_location *loc,
+                               struct blob_backend **out, struct mg_error *err)
+{
+    struct blob_options bo = {0};
+    char url[PATH_MAX + 8], tmp[PATH_MAX];
+
+    snprintf(url, sizeof(url), "file:%s/blobs", data_dir);
+    snprintf(tmp, sizeof(tmp), "%s/tmp", data_dir);
+    bo.url = loc && loc->url ? loc->url : url;
+    bo.credentials = loc ? loc->credentials : NULL;
+    bo.tmp_dir = tmp;
+    return blob_open(&bo, out, err);
+}
+
+/* Add one blob to the tar, streamed from the backend. */
+static enum mg_code add_blob(struct archive *a, struct blob_backend *b, const char *digest,
+                             uint64_t size, struct mg_error *err)
+{
+    struct archive_entry *e = archive_entry_new();
+    struct blob_reader *r = NULL;
+    char name[128], *buf = malloc(1u << 20);
+    uint64_t total = 0;
+    enum mg_code rc = MG_OK;
+
+    if (e == NULL || buf == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if ((rc = blob_read_open(b, digest, 0, size, &r, err)) != MG_OK)
+        goto out;
+    snprintf(name, sizeof(name), "blobs/sha256/%.2s/%s", digest + 7, digest + 7);
+    archive_entry_set_pathname(e, name);
+    archive_entry_set_size(e, (la_int64_t)size);
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0600);
+    if (archive_write_header(a, e) != ARCHIVE_OK) {
+        rc = mg_fail(err, MG_EIO, NULL, "cannot write the backup: %s", archive_error_string(a));
+        goto out;
+    }
+    for (;;) {
+        size_t got = 0;
+        bool wb;
+
+        if ((rc = blob_reader_read(r, buf, 1u << 20, &got, &wb, NULL, NULL, err)) != MG_OK)
+            goto out;
+        if (got == 0)
+            break;
+        total += got;
+        if (total > size || archive_write_data(a, buf, got) != (la_ssize_t)got) {
+            rc = mg_fail(err, MG_EIO, NULL, "cannot write blob %s to the backup", digest);
+            goto out;
+        }
+    }
+    if (total != size)
+        rc = mg_fail(err, MG_EIO, NULL, "blob %s is shorter in the %s than recorded", digest,
+                     blob_describe(b));
+out:
+    blob_reader_close(&r);
+    archive_entry_free(e);
+    free(buf);
+    return rc;
+}
+
+/* Every blob the snapshot records, from the backend. */
+static enum mg_code add_blobs(struct archive *a, const char *snapshot, struct blob_backend *b,
+                              size_t *count, struct mg_error *err)
+{
+    struct db_open_options o = {.path = snapshot};
+    struct db_conn *c = NULL;
+    struct db_stmt *s;
+    enum mg_code rc;
+    bool row;
+
+    if ((rc = db_open(&o, &c, err)) != MG_OK)
+        return rc;
+    s = db_prepare(c, "SELECT digest, size FROM blobs ORDER BY digest");
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        if ((rc = add_blob(a, b, db_col_text(s, 0), (uint64_t)db_col_i64(s, 1), err)) != MG_OK) {
+            db_reset(s);
+            break;
+        }
+        (*count)++;
+    }
+    db_close(&c);
+    return rc;
+}
+
+enum mg_code store_backup(const char *data_dir, const struct store_blobs_location *loc,
+                          const char *out_path, json_t **summary, struct mg_error *err)
 {
     char db[PATH_MAX], tmp[PATH_MAX], dir[PATH_MAX], part[PATH_MAX];
     struct archive *a = archive_write_new();
-    size_t blobs = 0, keys = 0;
+    struct blob_backend *blobs = NULL;
+    size_t nblobs = 0, keys = 0;
     enum mg_code rc;
 
     snprintf(db, sizeof(db), "%s/modelgate.db", data_dir);
@@ -111,6 +203,8 @@ enum mg_code store_backup(const char *data_dir, const char *out_path, json_t **s
         archive_write_free(a);
         return mg_fail(err, MG_EINVAL, "data-dir", "%s has no modelgate.db", data_dir);
     }
+    if ((rc = open_blobs(data_dir, loc, &blobs, err)) != MG_OK)
+        goto out;
     if ((rc = db_sqlite_snapshot(db, tmp, err)) != MG_OK)
         goto out;
     if (a == NULL || archive_write_set_format_pax(a) != ARCHIVE_OK ||
@@ -121,8 +215,7 @@ enum mg_code store_backup(const char *data_dir, const char *out_path, json_t **s
     }
     if ((rc = add_file(a, tmp, "modelgate.db", 0600, err)) != MG_OK)
         goto out;
-    snprintf(dir, sizeof(dir), "%s/blobs/sha256", data_dir);
-    if ((rc = add_dir(a, dir, "blobs/sha256", 0600, 1, &blobs, err)) != MG_OK)
+    if ((rc = add_blobs(a, tmp, blobs, &nblobs, err)) != MG_OK)
         goto out;
     snprintf(dir, sizeof(dir), "%s/keys", data_dir);
     if ((rc = add_dir(a, dir, "keys", 0600, 0, &keys, err)) != MG_OK)
@@ -135,9 +228,10 @@ enum mg_code store_backup(const char *data_dir, const char *out_path, json_t **s
         rc = mg_fail(err, MG_EIO, NULL, "cannot move the backup into place: %s", strerror(errno));
         goto out;
     }
-    *summary = json_pack("{s:s, s:I, s:I}", "file", out_path, "blobs", (json_int_t)blobs, "keys",
-                         (json_int_t)keys);
+    *summary = json_pack("{s:s, s:I, s:I, s:s}", "file", out_path, "blobs", (json_int_t)nblobs,
+                         "keys", (json_int_t)keys, "blobs_from", blob_kind(blobs));
 out:
+    blob_close(&blobs);
     archive_write_free(a);
     unlink(tmp);
     if (rc != MG_OK)
@@ -178,45 +272,89 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     return f->level > 0 ? remove(path) : 0; /* keep the directory itself */
 }
 
-/* Every blob file must hash to its name (and the database's rows). */
+/* Every recorded blob must be in the backend and hash to its name. */
 static enum mg_code verify_blobs(struct store *st, size_t *n, struct mg_error *err)
 {
-    static const char sql[] = "SELECT digest FROM blobs";
+    static const char sql[] = "SELECT digest, size FROM blobs";
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s = db_prepare(c, sql);
     struct mg_error why;
     enum mg_code rc;
     bool row;
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
     *n = 0;
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
         const char *digest = db_col_text(s, 0);
-        char path[PATH_MAX], hex[65];
 
-        store_blob_path(st, digest, path, sizeof(path));
-        if (mg_file_sha256(path, hex, NULL, &why) != MG_OK)
-            rc = mg_fail(err, MG_EINVAL, NULL, "blob %s is missing from the backup (%s)", digest,
+        if (store_blob_copy_to_fd(st, digest, (uint64_t)db_col_i64(s, 1), null, &why) != MG_OK) {
+            rc = mg_fail(err, MG_EINVAL, NULL, "blob %s is missing or damaged (%s)", digest,
                          why.message);
-        else if (strcmp(hex, digest + 7) != 0)
-            rc = mg_fail(err, MG_EINVAL, NULL, "blob %s in the backup is damaged", digest);
-        if (rc != MG_OK) {
             db_reset(s);
             break;
         }
         (*n)++;
     }
+    if (null >= 0)
+        close(null);
     store_read_end(st, c);
     return rc;
 }
 
+/* A restore to a remote backend: the blobs the tar laid out under data_dir/blobs go
+ * up through the blob layer (each checked against its digest), then the local copies
+ * go. Blobs the backend holds already are kept. */
+static enum mg_code push_blobs(const char *data_dir, const struct store_blobs_location *loc,
+                               struct mg_error *err)
+{
+    struct blob_backend *local = NULL, *remote = NULL;
+    struct db_open_options o = {0};
+    struct db_conn *c = NULL;
+    struct db_stmt *s;
+    char db[PATH_MAX], dir[PATH_MAX];
+    enum mg_code rc;
+    bool row;
+
+    snprintf(db, sizeof(db), "%s/modelgate.db", data_dir);
+    o.path = db;
+    if ((rc = open_blobs(data_dir, NULL, &local, err)) != MG_OK ||
+        (rc = open_blobs(data_dir, loc, &remote, err)) != MG_OK ||
+        (rc = db_open(&o, &c, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, "SELECT digest, size FROM blobs ORDER BY digest");
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        const char *digest = db_col_text(s, 0);
+        uint64_t size = (uint64_t)db_col_i64(s, 1), have = 0;
+        struct mg_error e;
+
+        if (blob_stat(remote, digest, &have, &e) == MG_OK && have == size)
+            continue;
+        if ((rc = blob_copy(local, remote, digest, size, err)) != MG_OK) {
+            db_reset(s);
+            break;
+        }
+    }
+out:
+    db_close(&c);
+    blob_close(&local);
+    blob_close(&remote);
+    if (rc == MG_OK) {
+        snprintf(dir, sizeof(dir), "%s/blobs", data_dir);
+        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        rmdir(dir);
+    }
+    return rc;
+}
+
 enum mg_code store_restore(const char *archive_path, const char *data_dir,
-                           const struct sign_keyring *keys, json_t **summary, struct mg_error *err)
+                           const struct store_blobs_location *loc, const struct sign_keyring *keys,
+                           json_t **summary, struct mg_error *err)
 {
     struct store_options opt = {0};
     struct store *st = NULL;
     struct store_archive_limits lim;
     json_t *audit = NULL;
-    char keys_dir[PATH_MAX];
+    char keys_dir[PATH_MAX], here[PATH_MAX + 16];
     DIR *d;
     struct dirent *e;
     size_t blobs = 0;
@@ -242,7 +380,13 @@ enum mg_code store_restore(const char *archive_path, const char *data_dir,
         }
         closedir(d);
     }
+    snprintf(here, sizeof(here), "file:%s/blobs", data_dir);
+    if (loc && loc->url && strcmp(loc->url, here) != 0 &&
+        (rc = push_blobs(data_dir, loc, err)) != MG_OK)
+        goto out;
     opt.data_dir = data_dir;
+    opt.blobs = loc ? loc->url : NULL;
+    opt.blobs_credentials = loc ? loc->credentials : NULL;
     opt.read_conns = 2;
     opt.keys = keys;
     store_archive_limits_default(&opt.archive);

@@ -1,16 +1,18 @@
 /*
- * blobs.c - content-addressed blob files.
+ * blobs.c - content-addressed blobs: rows here, bytes in the blob layer (blob.h:
+ * a directory, S3 or an OCI registry).
  *
- * An upload streams into <data>/blobs/tmp/upload-XXXXXX while SHA-256 is
- * computed. Past the first HASH_THREAD_AFTER bytes the hash runs on a thread
- * of the upload's own, fed through a small ring of copied chunks, so hashing
- * and the socket-to-disk copy overlap instead of adding up (each is about
- * half of an upload's CPU time); the ring is bounded, so a slow hasher holds
- * the writer back rather than buffering. Commit: fsync the file, check the
- * digest, inspect archives, rename to blobs/sha256/<2 hex>/<hex>, fsync both
- * directories, and only then insert the row. A crash at any point leaves
- * either no row, or a row whose file is complete; stray temp files are swept
- * by store_open().
+ * An upload streams into the backend (blob_put_*) while SHA-256 is computed.
+ * Past the first HASH_THREAD_AFTER bytes the hash runs on a thread of the
+ * upload's own, fed through a small ring of copied chunks, so hashing and the
+ * copy overlap instead of adding up (each is about half of an upload's CPU
+ * time); the ring is bounded, so a slow hasher holds the writer back rather than
+ * buffering. Commit: check the digest, inspect what must be inspected (archives,
+ * read from a local file: the backend's temp file, or for a remote backend a
+ * spool kept beside the upload), have the backend make the bytes durable under
+ * the digest, and only then insert the row. A crash at any point leaves either
+ * no row, or a row whose bytes are complete; leftovers of a remote upload are
+ * named by its blob_uploads row (written before the first byte) for GC.
  */
 #include "store_int.h"
 
@@ -27,7 +29,10 @@
 
 #include <openssl/evp.h>
 
+#include "../common/file.h"
+#include "../artifact/introspect.h"
 #include "../common/util.h"
+#include "blob.h"
 
 #define HASH_CHUNK (256u << 10)
 #define HASH_CHUNKS 4
@@ -52,8 +57,12 @@ struct hasher {
 
 struct store_blob_upload {
     struct store *st;
-    int fd;
-    char path[PATH_MAX];
+    struct blob_put *put; /* NULL when discarding: the expected blob is stored already */
+    char expected[72];    /* the digest declared at begin, or "" */
+    char inflight[33];    /* our blob_uploads row, or "" */
+    int spool_fd;         /* remote backends: a local copy to inspect, or -1 */
+    char spool[PATH_MAX];
+    bool decided; /* whether to spool was decided (once the head is in) */
     EVP_MD_CTX *md;
     struct hasher *h; /* NULL: hashing inline */
     bool inline_only; /* the hasher could not start: never try again */
@@ -187,73 +196,161 @@ static bool hasher_finish(struct store_blob_upload *up, bool stop)
     return ok;
 }
 
-void store_blob_path(const struct store *st, const char *digest, char *out, size_t outsz)
-{
-    const char *hex = digest + 7; /* after "sha256:" */
+/* ---- uploads in flight (remote backends) ----------------------------------- */
 
-    snprintf(out, outsz, "%s/%.2s/%s", st->blob_dir, hex, hex);
+/* Record the upload before its first byte reaches the backend. */
+static enum mg_code inflight_add(struct store_blob_upload *up, struct mg_error *err)
+{
+    static const char sql[] = "INSERT INTO blob_uploads (id, backend, handle, replica, "
+                              "started_at) VALUES (?, ?, ?, ?, ?)";
+    struct store *st = up->st;
+    struct db_conn *c;
+    struct db_stmt *s;
+    uint8_t id[16];
+    char at[32];
+    enum mg_code rc;
+
+    if (!mg_random_bytes(id, sizeof(id)))
+        return mg_fail(err, MG_EIO, NULL, "no randomness for an upload id");
+    if ((c = store_write_begin(st, err)) == NULL)
+        return err->code;
+    mg_hex_encode(id, sizeof(id), up->inflight);
+    store_now(at);
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, up->inflight);
+    db_bind_text(s, 2, blob_kind(st->blobs));
+    db_bind_text(s, 3, blob_put_handle(up->put));
+    db_bind_text(s, 4, st->replica_id);
+    db_bind_text(s, 5, at);
+    rc = store_write_end(st, c, db_exec(s, err), err);
+    if (rc != MG_OK)
+        up->inflight[0] = '\0';
+    return rc;
 }
+
+static enum mg_code inflight_del_in(struct db_conn *c, const char *id, struct mg_error *err)
+{
+    struct db_stmt *s = db_prepare(c, "DELETE FROM blob_uploads WHERE id = ?");
+
+    db_bind_text(s, 1, id);
+    return db_exec(s, err);
+}
+
+/* Best effort: a row left behind only makes GC look at an upload that is gone. */
+static void inflight_del(struct store_blob_upload *up)
+{
+    struct mg_error err;
+    struct db_conn *c;
+
+    if (up->inflight[0] == '\0' || (c = store_write_begin(up->st, &err)) == NULL)
+        return;
+    if (store_write_end(up->st, c, inflight_del_in(c, up->inflight, &err), &err) == MG_OK)
+        up->inflight[0] = '\0';
+}
+
+/* ---- upload ----------------------------------------------------------------- */
 
 enum mg_code store_blob_upload_begin(struct store *st, uint64_t max_bytes,
                                      struct store_blob_upload **out, struct mg_error *err)
 {
+    return store_blob_upload_begin_digest(st, max_bytes, NULL, out, err);
+}
+
+enum mg_code store_blob_upload_begin_digest(struct store *st, uint64_t max_bytes,
+                                            const char *expected, struct store_blob_upload **out,
+                                            struct mg_error *err)
+{
     struct store_blob_upload *up = calloc(1, sizeof(*up));
+    json_t *existing = NULL;
+    enum mg_code rc;
 
     if (up == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     up->st = st;
     up->max = max_bytes;
-    snprintf(up->path, sizeof(up->path), "%s/upload-XXXXXX", st->tmp_dir);
-    up->fd = mkostemp(up->path, O_CLOEXEC);
-    if (up->fd < 0) {
-        enum mg_code code = errno == ENOSPC ? MG_ENOSPC : MG_EIO;
-        mg_fail(err, code, NULL, "cannot create an upload file: %s", strerror(errno));
-        free(up);
-        return code;
-    }
+    up->spool_fd = -1;
+    if (expected)
+        snprintf(up->expected, sizeof(up->expected), "%s", expected);
     up->md = EVP_MD_CTX_new();
     if (up->md == NULL || EVP_DigestInit_ex(up->md, EVP_sha256(), NULL) != 1) {
         store_blob_upload_abort(&up);
         return mg_fail(err, MG_ENOMEM, NULL, "cannot start SHA-256");
     }
+    /* The declared blob is stored already: the bytes are only hashed (and checked). */
+    if (expected && store_blob_get(st, expected, &existing, NULL) == MG_OK) {
+        json_decref(existing);
+        *out = up;
+        return MG_OK;
+    }
+    if ((rc = blob_put_begin(st->blobs, expected, max_bytes, &up->put, err)) != MG_OK) {
+        store_blob_upload_abort(&up);
+        return rc;
+    }
+    if (blob_put_local_path(up->put) == NULL && (rc = inflight_add(up, err)) != MG_OK) {
+        store_blob_upload_abort(&up);
+        return rc;
+    }
     *out = up;
     return MG_OK;
 }
 
-static enum mg_code write_all(int fd, const uint8_t *p, size_t n, struct mg_error *err)
+/*
+ * What commit must read from a local file (remote backends keep a spool copy of
+ * it while uploading): archives, for their manifest and weight members, and plain
+ * weight files (safetensors, GGUF, ONNX), for their headers.
+ */
+static bool needs_local_copy(const char *media_type, const uint8_t *head, size_t n)
 {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)
-                return mg_fail(err, MG_ENOSPC, NULL,
-                               "the server ran out of disk space while storing the upload");
-            return mg_fail(err, MG_EIO, NULL, "cannot write the upload: %s", strerror(errno));
-        }
-        p += w;
-        n -= (size_t)w;
+    return strcmp(media_type, "application/octet-stream") != 0 || art_introspect_sniff(head, n);
+}
+
+static enum mg_code spool_write(struct store_blob_upload *up, const void *p, size_t n,
+                                struct mg_error *err)
+{
+    return up->spool_fd < 0 ? MG_OK : mg_write_all(up->spool_fd, p, n, up->spool, err);
+}
+
+/* Once the first bytes are in: keep a local copy when commit will need one. */
+static enum mg_code spool_decide(struct store_blob_upload *up, struct mg_error *err)
+{
+    up->decided = true;
+    if (up->put == NULL || blob_put_local_path(up->put) != NULL ||
+        !needs_local_copy(store_media_type_detect(up->head, up->head_len), up->head, up->head_len))
+        return MG_OK;
+    snprintf(up->spool, sizeof(up->spool), "%s/spool-XXXXXX", up->st->tmp_dir);
+    up->spool_fd = mkostemp(up->spool, O_CLOEXEC);
+    if (up->spool_fd < 0) {
+        up->spool[0] = '\0';
+        return mg_fail(err, errno == ENOSPC ? MG_ENOSPC : MG_EIO, NULL,
+                       "cannot create a local copy of the upload for inspection: %s",
+                       strerror(errno));
     }
-    return MG_OK;
+    return spool_write(up, up->head, up->head_len, err);
 }
 
 enum mg_code store_blob_upload_write(struct store_blob_upload *up, const void *p, size_t n,
                                      struct mg_error *err)
 {
+    size_t k = 0;
+    enum mg_code rc;
+
     if (n > up->max || up->size > up->max - n)
         return mg_fail(err, MG_ETOOBIG, NULL,
                        "the blob is larger than the server's limit of %llu bytes",
                        (unsigned long long)up->max);
     if (up->head_len < sizeof(up->head)) {
-        size_t k = sizeof(up->head) - up->head_len;
+        k = sizeof(up->head) - up->head_len;
         if (k > n)
             k = n;
         memcpy(up->head + up->head_len, p, k);
         up->head_len += k;
+        if (up->head_len == sizeof(up->head) && (rc = spool_decide(up, err)) != MG_OK)
+            return rc;
     }
-    if (write_all(up->fd, p, n, err) != MG_OK)
-        return err->code;
+    if (k < n && (rc = spool_write(up, (const uint8_t *)p + k, n - k, err)) != MG_OK)
+        return rc;
+    if (up->put && (rc = blob_put_write(up->put, p, n, err)) != MG_OK)
+        return rc;
     if (up->h == NULL && !up->inline_only && up->size + n > HASH_THREAD_AFTER)
         up->inline_only = !hasher_start(up);
     if (up->h)
@@ -272,27 +369,142 @@ void store_blob_upload_abort(struct store_blob_upload **upp)
         return;
     if (up->h)
         hasher_finish(up, true);
-    if (up->fd >= 0) {
-        close(up->fd);
-        unlink(up->path);
+    /* The row stays when the backend could not be cleaned: it names the leftovers. */
+    if (up->put && blob_put_abort(&up->put))
+        inflight_del(up);
+    if (up->spool_fd >= 0) {
+        close(up->spool_fd);
+        unlink(up->spool);
     }
     EVP_MD_CTX_free(up->md);
     free(up);
     *upp = NULL;
 }
 
-static enum mg_code fsync_dir(const char *dir, struct mg_error *err)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+/* ---- pins: bytes being put, which garbage collection leaves alone ----------------- */
 
-    if (fd < 0 || fsync(fd) != 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return mg_fail(err, MG_EIO, NULL, "cannot fsync %s: %s", dir, strerror(e));
+static enum mg_code pin_drop_in(struct db_conn *c, const char *token, struct mg_error *err)
+{
+    struct db_stmt *s = db_prepare(c, "DELETE FROM blob_pins WHERE token = ?");
+
+    db_bind_text(s, 1, token);
+    return db_exec(s, err);
+}
+
+/* Best effort: a pin left behind (the process died) is cleared by the next collection once
+ * its replica run is gone. */
+static void pin_drop(struct store *st, char token[33])
+{
+    struct mg_error err;
+    struct db_conn *c;
+
+    if (token[0] == '\0' || (c = store_write_begin(st, &err)) == NULL)
+        return;
+    if (store_write_end(st, c, pin_drop_in(c, token, &err), &err) == MG_OK)
+        token[0] = '\0';
+}
+
+/*
+ * Pin digest before its bytes are put: in one transaction (which garbage collection's
+ * marking also needs), refuse when a collector is removing that blob's bytes right now
+ * (MG_EUNAVAIL: upload again in a moment), else record the pin, which keeps any collector
+ * from marking the blob until the pin goes. token (33 bytes) receives the pin's id.
+ */
+static enum mg_code pin_take(struct store *st, const char *digest, char token[33],
+                             struct mg_error *err)
+{
+    static const char sql_state[] = "SELECT 1 FROM blobs WHERE digest = ? AND state = 'deleting'";
+    static const char sql_pin[] =
+        "INSERT INTO blob_pins (token, digest, replica, at_ms) VALUES (?, ?, ?, ?)";
+    struct db_conn *c;
+    struct db_stmt *s;
+    uint8_t id[16];
+    enum mg_code rc;
+    bool collecting;
+
+    if (!mg_random_bytes(id, sizeof(id)))
+        return mg_fail(err, MG_EIO, NULL, "no randomness for a pin");
+    if ((c = store_write_begin(st, err)) == NULL)
+        return err->code;
+    s = db_prepare(c, sql_state);
+    db_bind_text(s, 1, digest);
+    if ((rc = store_exists(s, &collecting, err)) == MG_OK && collecting)
+        rc = mg_fail(err, MG_EUNAVAIL, NULL,
+                     "blob %s is being garbage-collected right now; upload it again in a moment",
+                     digest);
+    if (rc == MG_OK) {
+        mg_hex_encode(id, sizeof(id), token);
+        s = db_prepare(c, sql_pin);
+        db_bind_text(s, 1, token);
+        db_bind_text(s, 2, digest);
+        db_bind_text(s, 3, st->replica_id);
+        db_bind_i64(s, 4, mg_now_ms());
+        rc = db_exec(s, err);
     }
-    close(fd);
-    return MG_OK;
+    rc = store_write_end(st, c, rc, err);
+    if (rc != MG_OK)
+        token[0] = '\0';
+    return rc;
+}
+
+/*
+ * The row of digest exists: decide what the bytes an upload just committed mean for it
+ * (API.md "Lifecycle": garbage collection never loses an upload). live: nothing, but it was
+ * sent again now (the grace period starts anew); reclaimed: it is live again (*created);
+ * deleting (a collector removes its bytes right now, and may remove the ones just put):
+ * MG_EUNAVAIL, upload again.
+ */
+static enum mg_code blob_revive(struct store *st, struct db_conn *c, const char *digest,
+                                const json_t *formats, const json_t *intro, bool *created,
+                                struct mg_error *err)
+{
+    static const char sql_touch[] =
+        "UPDATE blobs SET last_used_ms = ? WHERE digest = ? AND state = 'live'";
+    static const char sql_revive[] =
+        "UPDATE blobs SET state = 'live', last_used_ms = ?1, gc_owner = NULL, gc_at_ms = NULL, "
+        "formats = ?3, introspection = ?4 WHERE digest = ?2 AND state = 'reclaimed'";
+    struct db_stmt *s;
+    enum mg_code rc;
+
+    *created = false;
+    s = db_prepare(c, sql_touch);
+    db_bind_i64(s, 1, store_clock_ms(st));
+    db_bind_text(s, 2, digest);
+    if ((rc = db_exec(s, err)) != MG_OK || db_changes(s) == 1)
+        return rc;
+    s = db_prepare(c, sql_revive);
+    db_bind_i64(s, 1, store_clock_ms(st));
+    db_bind_text(s, 2, digest);
+    if ((rc = store_bind_introspection(s, 3, formats, intro, err)) != MG_OK ||
+        (rc = db_exec(s, err)) != MG_OK)
+        return rc;
+    if (db_changes(s) == 1) {
+        *created = true;
+        return MG_OK;
+    }
+    return mg_fail(err, MG_EUNAVAIL, NULL,
+                   "blob %s is being garbage-collected right now; upload it again in a moment",
+                   digest);
+}
+
+static enum mg_code blob_touch(struct store *st, const char *digest, bool *live,
+                               struct mg_error *err)
+{
+    static const char sql[] =
+        "UPDATE blobs SET last_used_ms = ? WHERE digest = ? AND state = 'live'";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    enum mg_code rc;
+
+    *live = false;
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, store_clock_ms(st));
+    db_bind_text(s, 2, digest);
+    if ((rc = db_exec(s, err)) == MG_OK)
+        *live = db_changes(s) == 1;
+    return store_write_end(st, c, rc, err);
 }
 
 static json_t *blob_json(const char *digest, uint64_t size, const char *media, int64_t files,
@@ -306,12 +518,12 @@ static json_t *blob_json(const char *digest, uint64_t size, const char *media, i
 static enum mg_code blob_insert(struct store *st, const char *actor, const char *digest,
                                 uint64_t size, const char *media,
                                 const struct store_archive_manifest *m, bool is_archive,
-                                const json_t *formats, const json_t *intro, bool *created,
-                                struct mg_error *err)
+                                const json_t *formats, const json_t *intro, const char *inflight,
+                                const char *pin, bool *created, struct mg_error *err)
 {
     static const char sql_blob[] = "INSERT INTO blobs (digest, size, media_type, files, "
-                                   "created_at, created_by, formats, introspection) "
-                                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                                   "created_at, created_by, formats, introspection, last_used_ms) "
+                                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                                    "ON CONFLICT (digest) DO NOTHING";
     static const char sql_file[] =
         "INSERT INTO blob_files (digest, path, size, sha256) VALUES (?, ?, ?, ?)";
@@ -324,6 +536,11 @@ static enum mg_code blob_insert(struct store *st, const char *actor, const char 
 
     if (c == NULL)
         return err->code;
+    /* The upload is no longer in flight once its row commits: one transaction. */
+    if (inflight[0] && (rc = inflight_del_in(c, inflight, err)) != MG_OK)
+        goto out;
+    if (pin[0] && (rc = pin_drop_in(c, pin, err)) != MG_OK)
+        goto out;
     s = db_prepare(c, sql_blob);
     store_now(at);
     db_bind_text(s, 1, digest);
@@ -333,12 +550,18 @@ static enum mg_code blob_insert(struct store *st, const char *actor, const char 
         db_bind_i64(s, 4, (int64_t)m->n);
     db_bind_text(s, 5, at);
     db_bind_text(s, 6, actor);
+    db_bind_i64(s, 9, store_clock_ms(st));
     if ((rc = store_bind_introspection(s, 7, formats, intro, err)) != MG_OK ||
         (rc = db_exec(s, err)) != MG_OK)
         goto out;
     *created = db_changes(s) > 0;
-    if (!*created)
-        goto out; /* a concurrent upload of the same bytes won */
+    if (!*created) {
+        /* Live: a concurrent upload of the same bytes won. Reclaimed by garbage collection:
+         * the bytes just committed bring it back. Being collected: the bytes may go. */
+        if ((rc = blob_revive(st, c, digest, formats, intro, created, err)) != MG_OK || !*created)
+            goto out;
+        is_archive = false; /* its file manifest stayed with the row */
+    }
     for (i = 0; is_archive && i < m->n; i++) {
         s = db_prepare(c, sql_file);
         db_bind_text(s, 1, digest);
@@ -355,6 +578,26 @@ out:
     return store_write_end(st, c, rc, err);
 }
 
+/*
+ * Inspect the upload's bytes (a local file) before they become a blob. Archives
+ * get their manifest (an unsafe archive fails the upload); the weight headers
+ * (safetensors, GGUF, ONNX) of the blob or its archive members are read (a
+ * malformed one fails it). Whatever reads the whole bytes goes here and in
+ * needs_local_copy().
+ */
+static enum mg_code inspect_upload(struct store *st, const char *path, const char *media,
+                                   struct store_archive_manifest *m, bool *is_archive,
+                                   json_t **formats, json_t **intro, struct mg_error *err)
+{
+    enum mg_code rc;
+
+    if (path == NULL)
+        return MG_OK; /* nothing that needs the whole bytes */
+    if ((rc = store_archive_inspect(path, media, &st->archive, m, is_archive, err)) != MG_OK)
+        return rc;
+    return art_introspect(path, media, *is_archive ? m : NULL, NULL, formats, intro, err);
+}
+
 enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char *actor,
                                       const char *expected, json_t **blob, bool *created,
                                       struct mg_error *err)
@@ -363,10 +606,11 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
     struct store *st = up->st;
     struct store_archive_manifest m = {0};
     json_t *formats = NULL, *intro = NULL;
+    char pin[33] = "";
     unsigned char md[32];
     unsigned mdlen = 0;
-    char digest[72], final[PATH_MAX], dir[PATH_MAX];
-    const char *media;
+    char digest[72];
+    const char *media, *local = NULL;
     bool is_archive = false;
     enum mg_code rc;
     json_t *existing = NULL;
@@ -378,61 +622,70 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
         goto out;
     }
     mg_hex_encode(md, 32, digest + 7);
-    if (expected && strcmp(expected, digest) != 0) {
+    if (expected == NULL && up->expected[0])
+        expected = up->expected;
+    if ((expected && strcmp(expected, digest) != 0) ||
+        (up->expected[0] && strcmp(up->expected, digest) != 0)) {
         rc = mg_fail(err, MG_EDIGEST, NULL,
                      "the body hashes to %s but X-Content-Digest says %s; nothing was stored",
-                     digest, expected);
+                     digest, expected ? expected : up->expected);
         goto out;
     }
-    /* Already stored: idempotent, the temp file goes. */
+    /* Already stored: idempotent, the upload goes; sent again now, so the grace period of
+     * garbage collection starts anew (unless a collector took it meanwhile). */
     if (store_blob_get(st, digest, &existing, NULL) == MG_OK) {
-        *blob = existing;
-        *created = false;
-        rc = MG_OK;
-        json_object_del(existing, "created_at");
-        json_object_del(existing, "created_by");
-        goto out;
-    }
-    if (fsync(up->fd) != 0) {
-        rc = mg_fail(err, errno == ENOSPC ? MG_ENOSPC : MG_EIO, NULL, "cannot fsync the upload: %s",
-                     strerror(errno));
-        goto out;
-    }
-    media = store_media_type_detect(up->head, up->head_len);
-    rc = store_archive_inspect(up->path, media, &st->archive, &m, &is_archive, err);
-    if (rc != MG_OK)
-        goto out;
-    /* The weight headers (safetensors, GGUF, ONNX) of the blob or its archive members. */
-    rc = art_introspect(up->path, media, is_archive ? &m : NULL, NULL, &formats, &intro, err);
-    if (rc != MG_OK)
-        goto out;
+        bool live = false;
 
-    snprintf(dir, sizeof(dir), "%s/%.2s", st->blob_dir, digest + 7);
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        rc = mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", dir, strerror(errno));
+        if ((rc = blob_touch(st, digest, &live, err)) != MG_OK) {
+            json_decref(existing);
+            goto out;
+        }
+        if (live) {
+            *blob = existing;
+            *created = false;
+            json_object_del(existing, "created_at");
+            json_object_del(existing, "created_by");
+            goto out;
+        }
+        json_decref(existing);
+        existing = NULL;
+    }
+    if (up->put == NULL) {
+        rc =
+            mg_fail(err, MG_EUNAVAIL, NULL,
+                    "blob %s was deleted while it was uploaded again; upload it once more", digest);
         goto out;
     }
-    store_blob_path(st, digest, final, sizeof(final));
-    if (rename(up->path, final) != 0) {
-        rc = mg_fail(err, MG_EIO, NULL, "cannot move the upload into place: %s", strerror(errno));
+    if (!up->decided && (rc = spool_decide(up, err)) != MG_OK)
         goto out;
-    }
-    close(up->fd);
-    up->fd = -1;
-    if ((rc = fsync_dir(dir, err)) != MG_OK || (rc = fsync_dir(st->tmp_dir, err)) != MG_OK ||
-        (rc = fsync_dir(st->blob_dir, err)) != MG_OK)
+    media = store_media_type_detect(up->head, up->head_len);
+    local = blob_put_local_path(up->put);
+    if (local == NULL && up->spool_fd >= 0)
+        local = up->spool;
+    if ((rc = inspect_upload(st, local, media, &m, &is_archive, &formats, &intro, err)) != MG_OK)
         goto out;
-    rc = blob_insert(st, actor, digest, up->size, media, &m, is_archive, formats, intro, created,
-                     err);
+    /* Garbage collection leaves a pinned digest alone; one it is collecting now is not
+     * put back under its feet (the bytes put could go with the old ones). */
+    if ((rc = pin_take(st, digest, pin, err)) != MG_OK)
+        goto out;
+    /* The bytes become durable under the digest; only then does the row exist. */
+    if ((rc = blob_put_commit(&up->put, digest, err)) != MG_OK)
+        goto out;
+    rc = blob_insert(st, actor, digest, up->size, media, &m, is_archive, formats, intro,
+                     up->inflight, pin, created, err);
+    if (rc == MG_OK)
+        pin[0] = '\0'; /* dropped with the row's commit */
     if (rc == MG_OK) {
+        up->inflight[0] = '\0';
         *blob = blob_json(digest, up->size, media, is_archive ? (int64_t)m.n : -1,
                           json_incref(formats));
         if (*blob == NULL)
             rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
-    /* On failure the renamed file stays: same bytes under the same name, and a
+    /* On failure the committed bytes stay: same bytes under the same name, and a
      * retry of the upload simply commits the row. */
 out:
+    pin_drop(st, pin);
     store_archive_manifest_release(&m);
     json_decref(formats);
     json_decref(intro);
@@ -444,7 +697,7 @@ enum mg_code store_blob_get(struct store *st, const char *digest, json_t **out,
                             struct mg_error *err)
 {
     static const char sql[] = "SELECT size, media_type, files, created_at, created_by, formats "
-                              "FROM blobs WHERE digest = ?";
+                              "FROM blobs WHERE digest = ? AND state = 'live'";
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s;
     enum mg_code rc;
@@ -492,78 +745,132 @@ enum mg_code store_blob_expanded_size(struct store *st, const char *digest, uint
     return rc;
 }
 
+enum mg_code store_blob_read_open(struct store *st, const char *digest, uint64_t off, uint64_t len,
+                                  struct blob_reader **out, struct mg_error *err)
+{
+    return blob_read_open(st->blobs, digest, off, len, out, err);
+}
+
 enum mg_code store_blob_open(struct store *st, const char *digest, int *fd, uint64_t *size,
                              struct mg_error *err)
 {
     json_t *b = NULL;
-    char path[PATH_MAX];
-    struct stat sb;
+    struct blob_reader *r = NULL;
+    uint64_t n, off;
     int f;
 
     if (store_blob_get(st, digest, &b, err) != MG_OK)
         return err->code;
+    n = (uint64_t)json_integer_value(json_object_get(b, "size"));
     json_decref(b);
-    store_blob_path(st, digest, path, sizeof(path));
-    f = open(path, O_RDONLY | O_CLOEXEC);
-    if (f < 0 || fstat(f, &sb) != 0) {
-        if (f >= 0)
-            close(f);
-        return mg_fail(err, MG_EIO, NULL, "blob %s is recorded but its file is unreadable", digest);
-    }
+    if (blob_read_open(st->blobs, digest, 0, n, &r, err) != MG_OK)
+        return err->code;
+    f = blob_reader_take_fd(r, &off);
+    blob_reader_close(&r);
+    if (f < 0)
+        return mg_fail(err, MG_EINVAL, NULL, "the %s hands out no file descriptors",
+                       blob_describe(st->blobs));
     *fd = f;
-    *size = (uint64_t)sb.st_size;
+    *size = n;
     return MG_OK;
+}
+
+/*
+ * Copy a blob into fd (a local file), checking it against its digest as it goes.
+ * MG_EIO on a mismatch: the stored bytes were altered.
+ */
+enum mg_code store_blob_copy_to_fd(struct store *st, const char *digest, uint64_t size, int fd,
+                                   struct mg_error *err)
+{
+    struct blob_reader *r = NULL;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    uint8_t *buf = malloc(1u << 20), md[32];
+    unsigned mdlen = 0;
+    uint64_t total = 0;
+    char hex[65];
+    enum mg_code rc;
+
+    if (ctx == NULL || buf == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if ((rc = blob_read_open(st->blobs, digest, 0, size, &r, err)) != MG_OK)
+        goto out;
+    for (;;) {
+        size_t got = 0;
+        bool wb;
+
+        if ((rc = blob_reader_read(r, buf, 1u << 20, &got, &wb, NULL, NULL, err)) != MG_OK)
+            goto out;
+        if (got == 0)
+            break;
+        total += got;
+        if (EVP_DigestUpdate(ctx, buf, got) != 1 ||
+            (rc = mg_write_all(fd, buf, got, "the blob copy", err)) != MG_OK) {
+            rc = rc != MG_OK ? rc : mg_fail(err, MG_EIO, NULL, "SHA-256 failed");
+            goto out;
+        }
+    }
+    if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32) {
+        rc = mg_fail(err, MG_EIO, NULL, "SHA-256 failed");
+        goto out;
+    }
+    mg_hex_encode(md, 32, hex);
+    if (total != size || strcmp(hex, digest + 7) != 0)
+        rc = mg_fail(err, MG_EIO, NULL, "blob %s no longer matches its digest in the %s", digest,
+                     blob_describe(st->blobs));
+out:
+    blob_reader_close(&r);
+    EVP_MD_CTX_free(ctx);
+    free(buf);
+    return rc;
 }
 
 enum mg_code store_blob_materialize(struct store *st, const char *digest, const char *dest,
                                     const char *single_name, struct mg_error *err)
 {
     json_t *meta = NULL;
-    char path[PATH_MAX], out[PATH_MAX], hex[65];
-    const char *media;
-    unsigned char md[32], buf[65536];
-    unsigned mdlen = 0;
-    EVP_MD_CTX *ctx = NULL;
-    int in = -1, fd = -1;
-    ssize_t r;
+    char path[PATH_MAX], out[PATH_MAX];
+    const char *media, *dir = blob_file_dir(st->blobs);
+    uint64_t size;
+    int fd = -1;
     enum mg_code rc;
+    bool archive, local = false;
 
     if ((rc = store_blob_get(st, digest, &meta, err)) != MG_OK)
         return rc;
     media = json_string_value(json_object_get(meta, "media_type"));
-    store_blob_path(st, digest, path, sizeof(path));
-    if (!json_is_null(json_object_get(meta, "files"))) {
-        rc = store_archive_extract(path, media, dest, &st->archive, NULL, err);
+    size = (uint64_t)json_integer_value(json_object_get(meta, "size"));
+    archive = !json_is_null(json_object_get(meta, "files"));
+    if (!archive) {
+        /* A single file: copied (and checked) straight into dest. */
+        snprintf(out, sizeof(out), "%.3000s/%.200s", dest, single_name);
+        fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+            rc = mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", out, strerror(errno));
+        else
+            rc = store_blob_copy_to_fd(st, digest, size, fd, err);
         goto out;
     }
-    snprintf(out, sizeof(out), "%.3000s/%.200s", dest, single_name);
-    in = open(path, O_RDONLY | O_CLOEXEC);
-    fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    ctx = EVP_MD_CTX_new();
-    if (in < 0 || fd < 0 || ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
-        rc = mg_fail(err, MG_EIO, NULL, "cannot copy blob %s: %s", digest, strerror(errno));
-        goto out;
-    }
-    while ((r = read(in, buf, sizeof(buf))) > 0) {
-        if (EVP_DigestUpdate(ctx, buf, (size_t)r) != 1 ||
-            write_all(fd, buf, (size_t)r, err) != MG_OK) {
-            rc = err->code != MG_OK ? err->code : MG_EIO;
+    if (dir != NULL) {
+        snprintf(path, sizeof(path), "%s/sha256/%.2s/%s", dir, digest + 7, digest + 7);
+    } else {
+        /* A remote archive is fetched (and checked) into a local file first. */
+        snprintf(path, sizeof(path), "%s/materialize-XXXXXX", st->tmp_dir);
+        if ((fd = mkostemp(path, O_CLOEXEC)) < 0) {
+            rc = mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", path, strerror(errno));
             goto out;
         }
+        local = true;
+        if ((rc = store_blob_copy_to_fd(st, digest, size, fd, err)) != MG_OK)
+            goto out;
     }
-    if (r < 0 || EVP_DigestFinal_ex(ctx, md, &mdlen) != 1) {
-        rc = mg_fail(err, MG_EIO, NULL, "cannot read blob %s", digest);
-        goto out;
-    }
-    mg_hex_encode(md, 32, hex);
-    if (strcmp(hex, digest + 7) != 0)
-        rc = mg_fail(err, MG_EIO, NULL, "blob %s no longer matches its digest on disk", digest);
+    rc = store_archive_extract(path, media, dest, &st->archive, NULL, err);
 out:
-    EVP_MD_CTX_free(ctx);
-    if (in >= 0)
-        close(in);
     if (fd >= 0)
         close(fd);
+    if (local)
+        unlink(path);
     json_decref(meta);
     return rc;
 }

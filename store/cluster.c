@@ -220,8 +220,8 @@ enum mg_code store_cluster(struct store *st, json_t **out, struct mg_error *err)
         return rc;
     }
     *out = json_pack("{s:o, s:s, s:s, s:s, s:b}", "replicas", list, "database",
-                     store_database_kind(st), "blobs", "file", "replica", st->replica_id, "leader",
-                     store_leader(st));
+                     store_database_kind(st), "blobs", store_blobs_kind(st), "replica",
+                     st->replica_id, "leader", store_leader(st));
     return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 }
 

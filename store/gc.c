@@ -27,9 +27,14 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "blob.h"
 
 /* Rows moved to 'deleting' per transaction. */
 #define GC_BATCH 500
+/* A leftover no live upload claims is removed only when this old at least, whatever the
+ * grace period: a file: temp file of an upload in flight has no row to claim it, and its
+ * age counts from its last write. */
+#define GC_LEFTOVER_MIN_AGE_MS (15 * 60 * 1000)
 /* Digests named in a run's audit entry (the count and bytes are always whole). */
 #define GC_AUDIT_MAX 1000
 
@@ -124,12 +129,7 @@ enum mg_code store_bytes_reclaimable(struct store *st, const char *model, const 
 /* Remove a blob's bytes from the backend; bytes already gone are fine. */
 static enum mg_code gc_remove_bytes(struct store *st, const char *digest, struct mg_error *err)
 {
-    char path[PATH_MAX];
-
-    store_blob_path(st, digest, path, sizeof(path));
-    if (unlink(path) != 0 && errno != ENOENT)
-        return mg_fail(err, MG_EIO, NULL, "cannot remove %s: %s", path, strerror(errno));
-    return MG_OK;
+    return blob_delete(st->blobs, digest, err);
 }
 
 /* The digests (with sizes) this run sweeps: rows it moves to 'deleting' now, plus rows
@@ -142,6 +142,10 @@ static enum mg_code gc_mark(struct store *st, int64_t cutoff_ms, json_t **rows,
         "UPDATE blobs SET state = 'deleting', gc_owner = ?2, gc_at_ms = ?3 "
         "WHERE digest IN (SELECT b.digest FROM blobs b WHERE " GC_UNREFERENCED "LIMIT ?4) "
         "RETURNING digest, size";
+    /* Pins of a gone replica run (it died putting bytes): nothing puts under them now. */
+    static const char sql_pins[] =
+        "DELETE FROM blob_pins WHERE (replica = ?2 AND at_ms < ?3) OR (replica <> ?2 AND "
+        "replica NOT IN (SELECT id FROM replicas WHERE last_seen_ms >= ?1))";
     static const char sql_orphaned[] =
         "UPDATE blobs SET gc_owner = ?2, gc_at_ms = ?3 WHERE state = 'deleting' "
         "AND (gc_owner IS NULL OR gc_owner = ?2 OR gc_owner NOT IN "
@@ -157,6 +161,14 @@ static enum mg_code gc_mark(struct store *st, int64_t cutoff_ms, json_t **rows,
     if (c == NULL) {
         json_decref(out);
         return err->code;
+    }
+    {
+        struct db_stmt *s = db_prepare(c, sql_pins);
+
+        db_bind_i64(s, 1, now - STORE_REPLICA_DEAD_MS);
+        db_bind_text(s, 2, store_replica_id(st));
+        db_bind_i64(s, 3, st->started_ms);
+        rc = db_exec(s, err);
     }
     for (k = 0; k < 2 && rc == MG_OK; k++) {
         struct db_stmt *s = db_prepare(c, sqls[k]);
@@ -235,6 +247,102 @@ static enum mg_code gc_audit(struct store *st, const char *actor, const struct s
     return store_write_end(st, c, rc, err);
 }
 
+/* ---- leftovers of uploads that never committed ------------------------------------ */
+
+struct leftovers {
+    struct store *st;
+    json_t *live;    /* handles of uploads of live replicas (blob_uploads), as keys */
+    json_t *reclaim; /* handles to reclaim */
+    int64_t grace_ms;
+};
+
+static bool orphan_seen(const struct blob_orphan *o, void *arg)
+{
+    struct leftovers *l = arg;
+
+    /* An upload of a live replica, or one too young to judge (a file: temp file of an upload
+     * in flight has no row), stays. */
+    if (o->owner != NULL && json_object_get(l->live, o->owner) != NULL)
+        return true;
+    if (o->age_ms < 0 || o->age_ms < l->grace_ms || o->age_ms < GC_LEFTOVER_MIN_AGE_MS)
+        return true;
+    json_array_append_new(l->reclaim, json_string(o->handle));
+    return json_array_size(l->reclaim) < 10000;
+}
+
+/*
+ * Remove what uploads left behind when they died or were aborted uncleanly: temp files,
+ * S3 multipart uploads and temp objects, OCI upload sessions (known only by their
+ * blob_uploads rows). An upload whose replica lives is never touched, nor anything younger
+ * than the grace period.
+ */
+static enum mg_code gc_leftovers(struct store *st, int64_t grace_ms, int64_t *reclaimed,
+                                 struct mg_error *err)
+{
+    /* Live: this process's own uploads (its replica id, begun since it started: the id
+     * outlives a killed run of the same data directory), and those of live replicas. */
+    static const char sql_rows[] =
+        "SELECT id, handle, CASE WHEN (replica = ?2 AND started_at >= ?3) OR replica IN "
+        "(SELECT id FROM replicas WHERE last_seen_ms >= ?1 AND id <> ?2) THEN 1 ELSE 0 END "
+        "FROM blob_uploads";
+    static const char sql_del[] = "DELETE FROM blob_uploads WHERE id = ?";
+    struct leftovers l = {st, json_object(), json_array(), grace_ms};
+    json_t *dead = json_array(), *h;
+    char started[32];
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql_rows);
+    enum mg_code rc;
+    size_t i;
+    bool row;
+
+    mg_time_format(st->started_ms, started);
+    db_bind_i64(s, 1, store_clock_ms(st) - STORE_REPLICA_DEAD_MS);
+    db_bind_text(s, 2, store_replica_id(st));
+    db_bind_text(s, 3, started);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        const char *handle = db_col_text(s, 1);
+
+        if (db_col_i64(s, 2) != 0)
+            json_object_set_new(l.live, handle, json_true());
+        else
+            json_array_append_new(dead, json_pack("[s, s]", db_col_text(s, 0), handle));
+    }
+    store_read_end(st, c);
+    if (rc != MG_OK)
+        goto out;
+    if ((rc = blob_orphans(st->blobs, orphan_seen, &l, err)) != MG_OK)
+        goto out;
+    json_array_foreach(l.reclaim, i, h)
+    {
+        if ((rc = blob_reclaim(st->blobs, json_string_value(h), err)) != MG_OK)
+            goto out;
+        (*reclaimed)++;
+    }
+    /* Uploads of dead replicas: what their rows name goes (oci sessions are known only so),
+     * then the rows. */
+    json_array_foreach(dead, i, h)
+    {
+        struct db_conn *w;
+
+        if ((rc = blob_reclaim(st->blobs, json_string_value(json_array_get(h, 1)), err)) != MG_OK)
+            goto out;
+        if ((w = store_write_begin(st, err)) == NULL) {
+            rc = err->code;
+            goto out;
+        }
+        s = db_prepare(w, sql_del);
+        db_bind_text(s, 1, json_string_value(json_array_get(h, 0)));
+        if ((rc = store_write_end(st, w, db_exec(s, err), err)) != MG_OK)
+            goto out;
+        (*reclaimed)++;
+    }
+out:
+    json_decref(l.live);
+    json_decref(l.reclaim);
+    json_decref(dead);
+    return rc;
+}
+
 enum mg_code store_gc(struct store *st, const char *actor, int64_t grace_ms, bool dry_run,
                       struct store_gc_report *rep, struct mg_error *err)
 {
@@ -242,7 +350,7 @@ enum mg_code store_gc(struct store *st, const char *actor, int64_t grace_ms, boo
     json_t *named = json_array();
     enum mg_code rc = MG_OK;
 
-    memset(rep, 0, sizeof(*rep));
+    rep->blobs = rep->bytes = rep->failed = rep->leftovers = 0;
     if (dry_run) {
         json_decref(named);
         return gc_dry(st, cutoff, rep, err);
@@ -258,6 +366,8 @@ enum mg_code store_gc(struct store *st, const char *actor, int64_t grace_ms, boo
             json_decref(rows);
             break;
         }
+        if (rep->after_mark)
+            rep->after_mark(rep->arg); /* tests: a crash between the marks and the deletes */
         json_array_foreach(rows, i, r)
         {
             const char *digest = json_string_value(json_array_get(r, 0));
@@ -280,7 +390,9 @@ enum mg_code store_gc(struct store *st, const char *actor, int64_t grace_ms, boo
         if (rc != MG_OK || rep->failed > 0)
             break; /* a backend that refuses deletes: try again at the next run */
     }
-    if (rep->blobs > 0 || rep->failed > 0) {
+    if (rc == MG_OK && (rc = gc_leftovers(st, grace_ms, &rep->leftovers, err)) != MG_OK)
+        rep->failed++;
+    if (rep->blobs > 0 || rep->failed > 0 || rep->leftovers > 0) {
         struct mg_error e2;
         enum mg_code arc = gc_audit(st, actor, rep, named, grace_ms, rc == MG_OK ? err : &e2);
 

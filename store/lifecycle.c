@@ -424,12 +424,6 @@ enum mg_code store_storage_bytes(struct store *st, int64_t *bytes, int64_t *blob
     return rc;
 }
 
-const char *store_blobs_kind(const struct store *st)
-{
-    (void)st;
-    return "file";
-}
-
 enum mg_code store_versions_unavailable(struct store *st, const char *model, json_t **out,
                                         struct mg_error *err)
 {

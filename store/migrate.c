@@ -1,7 +1,7 @@
 /*
- * migrate.c - copy an embedded installation (its SQLite records, blob files
- * and public signing keys) to the shared backends replicas use: a PostgreSQL
- * database and a blob directory.
+ * migrate.c - copy an embedded installation (its SQLite records, blobs and
+ * public signing keys) to the shared backends replicas use: a PostgreSQL
+ * database and a blob backend (a shared directory, S3 or an OCI registry).
  *
  * The source stays read-only meanwhile: it is opened like a server opens it,
  * so its directory lock keeps a modelgated off it. Every row is copied with
@@ -167,75 +167,28 @@ static enum mg_code advance_sequences(struct store *dst, char **texts, struct mg
     return store_write_end(dst, w, rc, err);
 }
 
-/* Copy a blob file unless the destination holds it whole already; verified by its
- * digest before it takes its name. */
+/* Copy a blob unless the destination holds it already (committed blobs are whole:
+ * a backend shows a blob under its digest only after checking it); verified by its
+ * digest on the way. */
 static enum mg_code copy_blob(struct store *src, struct store *dst, const char *digest,
-                              bool *copied, struct mg_error *err)
+                              uint64_t size, bool *copied, struct mg_error *err)
 {
-    char from[PATH_MAX], to[PATH_MAX], tmp[PATH_MAX + 16], hex[65], dir[PATH_MAX];
-    struct stat a, b;
-    enum mg_code rc = MG_OK;
-    char *data = NULL;
-    int in = -1, out = -1;
-    ssize_t n;
+    uint64_t have = 0;
+    struct mg_error e;
 
     *copied = false;
-    store_blob_path(src, digest, from, sizeof(from));
-    store_blob_path(dst, digest, to, sizeof(to));
-    if (strcmp(from, to) == 0)
-        return MG_OK; /* the same directory */
-    if (stat(from, &a) != 0)
-        return mg_fail(err, MG_EIO, NULL, "blob %s is missing from %s: %s", digest, from,
-                       strerror(errno));
-    if (stat(to, &b) == 0 && b.st_size == a.st_size &&
-        mg_file_sha256(to, hex, NULL, err) == MG_OK && strcmp(hex, digest + 7) == 0)
-        return MG_OK; /* copied by an earlier run */
-    snprintf(dir, sizeof(dir), "%s/%.2s", dst->blob_dir, digest + 7);
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-        return mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", dir, strerror(errno));
-    snprintf(tmp, sizeof(tmp), "%s.migrate", to);
-    if ((data = malloc(1u << 20)) == NULL)
-        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    if ((in = open(from, O_RDONLY | O_CLOEXEC)) < 0 ||
-        (out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0) {
-        rc = mg_fail(err, MG_EIO, NULL, "cannot copy blob %s: %s", digest, strerror(errno));
-        goto out;
-    }
-    while ((n = read(in, data, 1u << 20)) > 0) {
-        if ((rc = mg_write_all(out, data, (size_t)n, tmp, err)) != MG_OK)
-            goto out;
-    }
-    if (n < 0 || fsync(out) != 0) {
-        rc = mg_fail(err, MG_EIO, NULL, "cannot copy blob %s: %s", digest, strerror(errno));
-        goto out;
-    }
-    if ((rc = mg_file_sha256(tmp, hex, NULL, err)) != MG_OK)
-        goto out;
-    if (strcmp(hex, digest + 7) != 0) {
-        rc = mg_fail(err, MG_EIO, NULL, "blob %s does not match its digest on disk (%s)", digest,
-                     from);
-        goto out;
-    }
-    if (rename(tmp, to) != 0) {
-        rc = mg_fail(err, MG_EIO, NULL, "cannot rename %s: %s", tmp, strerror(errno));
-        goto out;
-    }
+    if (blob_stat(dst->blobs, digest, &have, &e) == MG_OK && have == size)
+        return MG_OK; /* copied by an earlier run, or the same backend */
+    if (blob_copy(src->blobs, dst->blobs, digest, size, err) != MG_OK)
+        return err->code;
     *copied = true;
-out:
-    if (in >= 0)
-        close(in);
-    if (out >= 0)
-        close(out);
-    if (rc != MG_OK)
-        unlink(tmp);
-    free(data);
-    return rc;
+    return MG_OK;
 }
 
 static enum mg_code copy_blobs(struct store *src, struct store *dst, int64_t *count,
                                int64_t *copied, struct mg_error *err)
 {
-    static const char sql[] = "SELECT digest FROM blobs ORDER BY digest";
+    static const char sql[] = "SELECT digest, size FROM blobs ORDER BY digest";
     struct db_conn *r = store_read_begin(src);
     struct db_stmt *s = db_prepare(r, sql);
     enum mg_code rc;
@@ -243,7 +196,8 @@ static enum mg_code copy_blobs(struct store *src, struct store *dst, int64_t *co
 
     *count = *copied = 0;
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        if ((rc = copy_blob(src, dst, db_col_text(s, 0), &did, err)) != MG_OK) {
+        if ((rc = copy_blob(src, dst, db_col_text(s, 0), (uint64_t)db_col_i64(s, 1), &did, err)) !=
+            MG_OK) {
             db_reset(s);
             break;
         }
@@ -278,7 +232,8 @@ enum mg_code store_migrate(const struct store_migrate_options *o, json_t **summa
     snprintf(scratch, sizeof(scratch), "%s/migrate-to", o->data_dir);
     dopt.data_dir = scratch;
     dopt.database = o->to_database;
-    dopt.blobs_dir = o->to_blobs;
+    dopt.blobs = o->to_blobs;
+    dopt.blobs_credentials = o->to_blobs_credentials;
     dopt.read_conns = 1;
     dopt.archive = so.archive;
     if ((rc = store_open(&dopt, &dst, err)) != MG_OK)

@@ -228,7 +228,8 @@ static void sweep_tmp(const char *dir, bool shared)
     if (d == NULL)
         return;
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "upload-", 7) != 0)
+        if (strncmp(e->d_name, "upload-", 7) != 0 && strncmp(e->d_name, "spool-", 6) != 0 &&
+            strncmp(e->d_name, "materialize-", 12) != 0)
             continue;
         if (shared && (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
                        now - sb.st_mtime < SWEEP_SHARED_AGE_S))
@@ -310,6 +311,7 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     char *blobs = NULL;
     enum mg_code rc = MG_ENOMEM;
     unsigned i;
+    bool shared;
 
     st = calloc(1, sizeof(*st));
     if (st == NULL)
@@ -335,23 +337,35 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     else if (gethostname(st->host_name, sizeof(st->host_name) - 1) != 0)
         snprintf(st->host_name, sizeof(st->host_name), "localhost");
     st->db_path = path_join(opt->data_dir, "modelgate.db");
-    blobs = opt->blobs_dir ? strdup(opt->blobs_dir) : path_join(opt->data_dir, "blobs");
+    blobs = opt->blobs ? strdup(opt->blobs) : NULL;
+    if (blobs == NULL && st->data_dir && asprintf(&blobs, "file:%s/blobs", opt->data_dir) < 0)
+        blobs = NULL;
     if (!st->data_dir || !st->db_path || !blobs)
         goto fail;
-    st->blob_dir = path_join(blobs, "sha256");
-    st->tmp_dir = path_join(blobs, "tmp");
+    shared = opt->blobs != NULL;
+    /* file: scratch is the blob directory's tmp/ (same disk: spools rename-free);
+     * remote backends keep theirs in the data directory. */
+    if (strncmp(blobs, "file:", 5) == 0)
+        st->tmp_dir = path_join(blobs + 5, "tmp");
+    else
+        st->tmp_dir = path_join(opt->data_dir, "tmp");
     st->readers = calloc(st->nreaders, sizeof(*st->readers));
     st->rbusy = calloc(st->nreaders, 1);
-    if (!st->blob_dir || !st->tmp_dir || !st->readers || !st->rbusy) {
+    if (!st->tmp_dir || !st->readers || !st->rbusy) {
         mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto fail;
     }
-    if ((rc = make_dir(st->data_dir, err)) != MG_OK || (rc = make_dir(blobs, err)) != MG_OK ||
-        (rc = make_dir(st->blob_dir, err)) != MG_OK || (rc = make_dir(st->tmp_dir, err)) != MG_OK)
+    if ((rc = make_dir(st->data_dir, err)) != MG_OK)
         goto fail;
+    {
+        struct blob_options bo = {
+            .url = blobs, .credentials = opt->blobs_credentials, .tmp_dir = st->tmp_dir};
+        if ((rc = blob_open(&bo, &st->blobs, err)) != MG_OK)
+            goto fail;
+    }
     if ((rc = lock_dir(st, err)) != MG_OK)
         goto fail;
-    sweep_tmp(st->tmp_dir, opt->blobs_dir != NULL);
+    sweep_tmp(st->tmp_dir, shared && strncmp(blobs, "file:", 5) == 0);
     if ((rc = store_replica_init(st, err)) != MG_OK)
         goto fail;
     tighten_modes(st->data_dir);
@@ -416,7 +430,7 @@ void store_close(struct store **stp)
     free(st->data_dir);
     free(st->database);
     free(st->db_path);
-    free(st->blob_dir);
+    blob_close(&st->blobs);
     free(st->tmp_dir);
     if (st->lock_fd >= 0)
         close(st->lock_fd);
@@ -505,29 +519,41 @@ enum mg_code store_write_end(struct store *st, struct db_conn *c, enum mg_code r
     return rc;
 }
 
-bool store_ready(struct store *st)
+bool store_ready(struct store *st, struct mg_error *err)
 {
-    struct mg_error err;
+    struct mg_error e;
     struct db_conn *c;
-    char path[PATH_MAX];
-    int fd;
     bool ok;
 
-    c = store_write_begin(st, &err);
+    if (err == NULL)
+        err = &e;
+    c = store_write_begin(st, err);
     if (c == NULL)
         return false;
     ok = db_exec_script(c,
                         "CREATE TEMP TABLE IF NOT EXISTS readyz_probe (x INTEGER); "
                         "INSERT INTO readyz_probe VALUES (1); DELETE FROM readyz_probe",
-                        &err) == MG_OK;
-    store_write_end(st, c, MG_EIO, &err); /* roll back: the probe leaves nothing */
-    snprintf(path, sizeof(path), "%s/readyz-XXXXXX", st->tmp_dir);
-    fd = mkstemp(path);
-    if (fd < 0)
+                        err) == MG_OK;
+    store_write_end(st, c, MG_EIO, &e); /* roll back: the probe leaves nothing */
+    if (!ok)
         return false;
-    close(fd);
-    unlink(path);
-    return ok;
+    return blob_check(st->blobs, err) == MG_OK;
+}
+
+const char *store_blobs_url_kind(const char *url, struct mg_error *err)
+{
+    return blob_url_kind(url, err);
+}
+
+const char *store_blobs_kind(const struct store *st)
+{
+    return blob_kind(st->blobs);
+}
+
+enum mg_code store_blob_presign(struct store *st, const char *digest, unsigned ttl_s, char **url,
+                                struct mg_error *err)
+{
+    return blob_presign(st->blobs, digest, ttl_s, url, err);
 }
 
 enum mg_code store_model_id(struct db_conn *c, const char *name, int64_t *id, struct mg_error *err)

@@ -32,12 +32,16 @@
 struct store;
 
 struct store_options {
-    const char *data_dir;  /* created (0700) if missing */
-    const char *database;  /* NULL: SQLite in data_dir; else a PostgreSQL URL, shared by replicas */
-    const char *blobs_dir; /* NULL: <data_dir>/blobs; else a directory replicas share */
-    const char *host_name; /* this replica's host (gateways' "host"); NULL: gethostname() */
-    bool sync_normal;      /* synchronous=NORMAL instead of FULL */
-    unsigned read_conns;   /* read connection pool size (>= 1) */
+    const char *data_dir; /* created (0700) if missing */
+    const char *database; /* NULL: SQLite in data_dir; else a PostgreSQL URL, shared by replicas */
+    /* Where blob bytes live (API.md "Running"): NULL for file:<data_dir>/blobs, else
+     * file:/DIR, s3://bucket/prefix?endpoint=…&region=…&path_style=true or
+     * oci://host:port/repository?insecure=true (store/blob.h). */
+    const char *blobs;
+    const char *blobs_credentials; /* s3 ACCESS:SECRET or oci USER:PASSWORD file, 0600 */
+    const char *host_name;         /* this replica's host (gateways' "host"); NULL: gethostname() */
+    bool sync_normal;              /* synchronous=NORMAL instead of FULL */
+    unsigned read_conns;           /* read connection pool size (>= 1) */
     struct store_archive_limits archive;
     const struct sign_keyring *keys; /* signs new versions; BORROWED, outlives the store */
 };
@@ -52,8 +56,16 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
 /* Close all connections and free; sets *st to NULL. No call may be in flight. */
 void store_close(struct store **st);
 
-/* True when the database accepts a write and the blob directory is writable. */
-bool store_ready(struct store *st);
+/* True when the database accepts a write and the blob backend takes writes; else
+ * false with err saying which of them failed (err may be NULL). */
+bool store_ready(struct store *st, struct mg_error *err);
+
+/* Check a --blobs URL's syntax without opening anything: "file", "s3" or "oci", or
+ * NULL with err filled. */
+const char *store_blobs_url_kind(const char *url, struct mg_error *err);
+
+/* The blob backend in use: "file", "s3" or "oci". */
+const char *store_blobs_kind(const struct store *st);
 
 /* ---- the cluster (several processes on one PostgreSQL database) --------- */
 
@@ -130,10 +142,12 @@ enum mg_code store_signing_key_by_hint(struct store *st, const char *hint, char 
 /* ---- migrating an embedded installation to shared backends ---------------- */
 
 struct store_migrate_options {
-    const char *data_dir;            /* the SQLite installation (locked while copying) */
-    const char *to_database;         /* a PostgreSQL URL */
-    const char *to_blobs;            /* a blob directory, or NULL to leave blobs where they are */
-    const struct sign_keyring *keys; /* the installation's keys: public halves published */
+    const char *data_dir;    /* the SQLite installation (locked while copying) */
+    const char *to_database; /* a PostgreSQL URL */
+    const char *to_blobs;    /* a --blobs URL (file:, s3://, oci://), or NULL to leave blobs where
+                              * they are */
+    const char *to_blobs_credentials; /* its credentials file, or NULL */
+    const struct sign_keyring *keys;  /* the installation's keys: public halves published */
 };
 
 /*
@@ -269,9 +283,18 @@ enum mg_code store_session_close(struct store *st, const char *id, size_t n, str
 
 struct store_blob_upload;
 
-/* Start a streamed upload into a temp file under the blob directory. */
+/* Start a streamed upload into the blob backend (a temp file, a multipart upload, an
+ * upload session); a remote upload is recorded in flight (blob_uploads) first.
+ * MG_EUNAVAIL when the backend cannot be reached. */
 enum mg_code store_blob_upload_begin(struct store *st, uint64_t max_bytes,
                                      struct store_blob_upload **out, struct mg_error *err);
+
+/* The same, for bytes declared to hash to expected ("sha256:<hex>"): a backend may
+ * write them straight under that name (still only visible after commit checked
+ * them), and a blob stored already is only hashed, not stored again. */
+enum mg_code store_blob_upload_begin_digest(struct store *st, uint64_t max_bytes,
+                                            const char *expected, struct store_blob_upload **out,
+                                            struct mg_error *err);
 
 /* Append bytes (hashed as they are written). MG_ETOOBIG past max_bytes,
  * MG_ENOSPC when the disk is full. */
@@ -290,7 +313,8 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **up, const char 
                                       const char *expected, json_t **blob, bool *created,
                                       struct mg_error *err);
 
-/* Drop an unfinished upload and its temp file. Sets *up to NULL. */
+/* Drop an unfinished upload and what the backend holds of it (a remote leftover the
+ * backend would not remove stays named by its blob_uploads row). Sets *up to NULL. */
 void store_blob_upload_abort(struct store_blob_upload **up);
 
 /* {"digest","size","media_type","files","created_at","created_by"}; MG_ENOTFOUND. */
@@ -305,9 +329,38 @@ enum mg_code store_blob_get(struct store *st, const char *digest, json_t **out,
 enum mg_code store_blob_introspection(struct store *st, const char *digest, json_t **out,
                                       struct mg_error *err);
 
-/* Open a stored blob for reading; the caller closes *fd. */
+/* file: backend only: open a stored blob's file; the caller closes *fd. MG_EINVAL
+ * for a remote backend (use store_blob_read_open). */
 enum mg_code store_blob_open(struct store *st, const char *digest, int *fd, uint64_t *size,
                              struct mg_error *err);
+
+/*
+ * Reading blobs whatever the backend: bytes [off, off+len) of a stored blob (the
+ * caller knows its size from store_blob_get). The reader is store/blob.h's:
+ *   blob_reader_take_fd(r, &offset)  a descriptor to sendfile from (file:), else -1;
+ *   blob_reader_read(r, buf, n, &got, &would_block, wake, arg, err)  streamed bytes
+ *     (got 0 at the end); with wake given it never waits: would_block says no byte
+ *     is ready and wake(arg) is called once, from another thread, when one is;
+ *   blob_reader_close(&r).
+ */
+struct blob_reader;
+enum mg_code store_blob_read_open(struct store *st, const char *digest, uint64_t off, uint64_t len,
+                                  struct blob_reader **out, struct mg_error *err);
+int blob_reader_take_fd(struct blob_reader *r, uint64_t *offset);
+enum mg_code blob_reader_read(struct blob_reader *r, void *buf, size_t n, size_t *got,
+                              bool *would_block, void (*wake)(void *arg), void *arg,
+                              struct mg_error *err);
+void blob_reader_close(struct blob_reader **r);
+
+/* A URL that serves the blob to anyone for ttl_s seconds (s3 presigned GET);
+ * MG_EINVAL for backends without one. *url malloc'd. */
+enum mg_code store_blob_presign(struct store *st, const char *digest, unsigned ttl_s, char **url,
+                                struct mg_error *err);
+
+/* Copy a stored blob of `size` bytes into fd, checking its digest (MG_EIO when the
+ * backend's bytes no longer match). */
+enum mg_code store_blob_copy_to_fd(struct store *st, const char *digest, uint64_t size, int fd,
+                                   struct mg_error *err);
 
 /*
  * Lay a blob out in dest (an existing empty directory): an archive is
@@ -520,23 +573,27 @@ enum mg_code store_job_claim(struct store *st, const char *job, int64_t now_ms, 
                              bool *claimed, struct mg_error *err);
 
 struct store_gc_report {
-    int64_t blobs;  /* blobs whose bytes were removed (dry run: would be) */
-    int64_t bytes;  /* their bytes */
-    int64_t failed; /* blobs the backend would not remove now (left for the next run) */
+    int64_t blobs;     /* blobs whose bytes were removed (dry run: would be) */
+    int64_t bytes;     /* their bytes */
+    int64_t failed;    /* blobs the backend would not remove now (left for the next run) */
+    int64_t leftovers; /* leftovers of dead uploads removed (temp files, multipart uploads,
+                        * temp objects, upload sessions) */
+    /* Called (when set) once a batch is marked 'deleting' and before its bytes go: the
+     * crash tests die there. */
+    void (*after_mark)(void *arg);
+    void *arg;
 };
 
 /*
  * Garbage-collect blobs that no version (not deleted), no dataset (not withdrawn) and no
- * upload in flight references, and that nobody has uploaded for grace_ms. A dry run only
- * counts. A run that removes anything is audited ("blob.gc") with the digests it removed.
- * Safe against concurrent uploads of the same bytes and against a kill at any point (the
- * next run finishes what a dead one began).
+ * upload in flight references, and that nobody has uploaded for grace_ms; then the leftovers
+ * of uploads that died (older than grace_ms, of no live replica). A dry run only counts
+ * blobs. rep's hook is read; its figures are written. A run that removes anything is audited
+ * ("blob.gc") with the digests it removed. Safe against concurrent uploads of the same bytes and
+ * against a kill at any point (the next run finishes what a dead one began).
  */
 enum mg_code store_gc(struct store *st, const char *actor, int64_t grace_ms, bool dry_run,
                       struct store_gc_report *rep, struct mg_error *err);
-
-/* "file", "s3" or "oci": the blob backend in use. */
-const char *store_blobs_kind(const struct store *st);
 
 /* Bytes and count of every stored blob (for /metrics). */
 enum mg_code store_storage_bytes(struct store *st, int64_t *bytes, int64_t *blobs,
@@ -836,15 +893,25 @@ enum mg_code store_blob_expanded_size(struct store *st, const char *digest, uint
 
 /* ---- backup and restore ------------------------------------------------ */
 
-/* Write a tar of data_dir to out_path: a consistent database snapshot
- * (SQLite online backup, safe while the server runs), every blob, and the
- * signing keys. *summary = {"file","blobs","keys"}. */
-enum mg_code store_backup(const char *data_dir, const char *out_path, json_t **summary,
-                          struct mg_error *err);
+/* Where a backup reads blobs from, or a restore writes them to: the --blobs URL
+ * (NULL: file:<data_dir>/blobs) and its credentials file (may be NULL). */
+struct store_blobs_location {
+    const char *url;
+    const char *credentials;
+};
 
-/* Restore a backup into data_dir (new or empty), then check every blob
- * against its digest and the audit chain. *summary = {"data_dir","blobs","audit"}. */
+/* Write a tar of data_dir to out_path: a consistent database snapshot
+ * (SQLite online backup, safe while the server runs), every blob the snapshot
+ * records (read through the blob backend, whichever it is), and the signing
+ * keys. *summary = {"file","blobs","keys"}. blobs may be NULL (file: in data_dir). */
+enum mg_code store_backup(const char *data_dir, const struct store_blobs_location *blobs,
+                          const char *out_path, json_t **summary, struct mg_error *err);
+
+/* Restore a backup into data_dir (new or empty), writing its blobs through the
+ * given backend (NULL: file:<data_dir>/blobs), then check every blob against its
+ * digest and the audit chain. *summary = {"data_dir","blobs","audit"}. */
 enum mg_code store_restore(const char *archive_path, const char *data_dir,
+                           const struct store_blobs_location *blobs,
                            const struct sign_keyring *keys, json_t **summary, struct mg_error *err);
 
 /* ---- audit ------------------------------------------------------------ */

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include "blob.h"
 #include "db.h"
 #include "store.h"
 #include "../artifact/introspect.h"
@@ -18,8 +19,8 @@ struct store {
     char *data_dir;
     char *database; /* NULL: SQLite in data_dir; else the PostgreSQL URL */
     char *db_path;
-    char *blob_dir; /* <data>/blobs/sha256 */
-    char *tmp_dir;  /* <data>/blobs/tmp */
+    struct blob_backend *blobs; /* where blob bytes live (blob.h) */
+    char *tmp_dir;              /* local scratch: file: <blobs>/tmp; remote: <data>/tmp (spools) */
     struct store_archive_limits archive;
     struct store_archive_counters archive_counters; /* archive.counters points here */
     const struct sign_keyring *keys;
@@ -191,9 +192,6 @@ enum mg_code store_policy_exists(struct db_conn *c, int64_t model_id, const char
 enum mg_code store_outbox_write(struct db_conn *c, const char *model, const char *alias,
                                 int64_t gen, const json_t *payload, const char *at,
                                 struct mg_error *err);
-
-/* Path of a blob file: <blob_dir>/<2 hex>/<64 hex>. out must hold PATH_MAX. */
-void store_blob_path(const struct store *st, const char *digest, char *out, size_t outsz);
 
 /*
  * Pagination, written once. A list statement returns rows in cursor order and

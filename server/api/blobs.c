@@ -37,7 +37,8 @@ static enum mg_code upload_begin(struct srv_req *r)
         snprintf(u->expected, sizeof(u->expected), "%s", d);
         u->has_expected = true;
     }
-    return store_blob_upload_begin(r->srv->store, r->srv->cfg->max_blob_bytes, &u->up, &r->err);
+    return store_blob_upload_begin_digest(r->srv->store, r->srv->cfg->max_blob_bytes,
+                                          u->has_expected ? u->expected : NULL, &u->up, &r->err);
 }
 
 static enum mg_code upload_data(struct srv_req *r, const char *p, size_t n)
@@ -121,34 +122,58 @@ static bool parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *l
     return true;
 }
 
+/* --blob-downloads redirect: 307 to a presigned URL (s3), valid this long. */
+#define REDIRECT_TTL_S 300
+
+/*
+ * GET/HEAD of a blob's bytes, whatever the backend: ETag, If-None-Match, Range,
+ * and the bytes (sendfile for file:, streamed for s3/oci), or a 307 to a
+ * presigned URL with --blob-downloads redirect. The one place blob bytes are
+ * served (the REST API here, OCI distribution later).
+ */
 void api_serve_blob(struct srv_req *r, const char *digest)
 {
     const char *range = srv_header(r, MHD_HTTP_HEADER_RANGE);
     const char *inm = srv_header(r, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    const char *media;
     char etag[80], cr[96];
     json_t *meta = NULL;
     uint64_t size, off = 0, len;
+    struct blob_reader *rd = NULL;
     struct mg_error err;
-    int fd;
+    bool is_get = strcmp(r->method, "GET") == 0, partial = false;
 
-    if (store_blob_get(r->srv->store, digest, &meta, &err) != MG_OK ||
-        store_blob_open(r->srv->store, digest, &fd, &size, &err) != MG_OK) {
-        json_decref(meta);
+    if (store_blob_get(r->srv->store, digest, &meta, &err) != MG_OK) {
         srv_reply_error(r, &err);
         return;
     }
+    size = (uint64_t)json_integer_value(json_object_get(meta, "size"));
+    media = json_string_value(json_object_get(meta, "media_type"));
     snprintf(etag, sizeof(etag), "\"%s\"", digest);
     if (inm && strstr(inm, etag) != NULL) {
-        close(fd);
         json_decref(meta);
         srv_reply_empty(r, 304);
         srv_reply_header(r, MHD_HTTP_HEADER_ETAG, etag);
         return;
     }
+    if (is_get && r->srv->cfg->blob_redirect) {
+        char *url = NULL;
+
+        if (store_blob_presign(r->srv->store, digest, REDIRECT_TTL_S, &url, &err) != MG_OK) {
+            json_decref(meta);
+            srv_reply_error(r, &err);
+            return;
+        }
+        srv_reply_empty(r, 307);
+        srv_reply_header(r, MHD_HTTP_HEADER_LOCATION, url);
+        srv_reply_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        free(url);
+        json_decref(meta);
+        return;
+    }
     len = size;
-    if (range && strcmp(r->method, "GET") == 0) {
+    if (range && is_get) {
         if (!parse_range(range, size, &off, &len)) {
-            close(fd);
             json_decref(meta);
             srv_fail(r, MG_ERANGE, "Range",
                      "the Range header asks for bytes outside the blob's %" PRIu64
@@ -158,12 +183,18 @@ void api_serve_blob(struct srv_req *r, const char *digest)
             srv_reply_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
             return;
         }
-        srv_reply_fd(r, 206, json_string_value(json_object_get(meta, "media_type")), fd, off, len);
+        partial = true;
+    }
+    if (is_get && store_blob_read_open(r->srv->store, digest, off, len, &rd, &err) != MG_OK) {
+        json_decref(meta);
+        srv_reply_error(r, &err);
+        return;
+    }
+    srv_reply_blob(r, partial ? 206 : 200, media, rd, len);
+    if (partial) {
         snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, off, off + len - 1,
                  size);
         srv_reply_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
-    } else {
-        srv_reply_fd(r, 200, json_string_value(json_object_get(meta, "media_type")), fd, 0, len);
     }
     srv_reply_header(r, MHD_HTTP_HEADER_ETAG, etag);
     srv_reply_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");

@@ -10,12 +10,14 @@ static void healthz(struct srv_req *r)
 
 static void readyz(struct srv_req *r)
 {
-    if (store_ready(r->srv->store))
+    struct mg_error err = {0};
+
+    if (store_ready(r->srv->store, &err))
         srv_reply_json(r, 200, json_pack("{s:s}", "status", "ready"));
     else
-        srv_fail(r, MG_EUNAVAIL, NULL,
-                 "the database or the blob directory is not writable; check disk space and "
-                 "permissions of the data directory");
+        srv_fail(r, MG_EUNAVAIL, NULL, "not ready: %s",
+                 err.message[0] ? err.message
+                                : "the database or the blob backend does not take writes");
 }
 
 static void whoami(struct srv_req *r)

@@ -271,6 +271,190 @@ static void pg_database_for(struct mg_server *s, size_t nargs)
     s->args[nargs + 2] = NULL;
 }
 
+const char *it_blob_kind(void)
+{
+    static char kind[8];
+    char path[IT_PATH_MAX];
+    const char *dir = getenv("MG_BLOB_DIR");
+    FILE *f;
+
+    if (dir == NULL || *dir == '\0')
+        return "file";
+    /* read each time: a test may switch servers */
+    snprintf(path, sizeof(path), "%s/kind", dir);
+    if ((f = fopen(path, "re")) == NULL || fscanf(f, "%7s", kind) != 1)
+        fail_msg("MG_BLOB_DIR=%s holds no blob-test.sh server", dir);
+    fclose(f);
+    return kind;
+}
+
+/* A blob-test.sh server's port. */
+static long blob_port(void)
+{
+    char path[IT_PATH_MAX];
+    long port = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/port", getenv("MG_BLOB_DIR"));
+    if ((f = fopen(path, "re")) == NULL || fscanf(f, "%ld", &port) != 1)
+        fail_msg("cannot read %s", path);
+    fclose(f);
+    return port;
+}
+
+/* --blobs (a prefix or repository of the server's own) and --blobs-credentials. */
+static size_t blobs_for(struct mg_server *s, size_t n, const struct mg_server *first)
+{
+    static unsigned seq;
+    char prefix[64], creds[IT_PATH_MAX];
+    struct stat st;
+
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(s->args[i], "--blobs") == 0)
+            return n;
+    }
+    if (strcmp(it_blob_kind(), "file") == 0)
+        return n;
+    if (n + 4 >= IT_MAX_ARGS)
+        fail_msg("too many extra arguments");
+    snprintf(prefix, sizeof(prefix), "it%dx%u", (int)getpid(), ++seq);
+    if (first != NULL && first->blobs[0]) /* replicas share one backend */
+        snprintf(s->blobs, sizeof(s->blobs), "%s", first->blobs);
+    else if (strcmp(it_blob_kind(), "s3") == 0)
+        snprintf(s->blobs, sizeof(s->blobs),
+                 "s3://mgtest/%s?endpoint=http://127.0.0.1:%ld&region=us-east-1&path_style=true",
+                 prefix, blob_port());
+    else
+        snprintf(s->blobs, sizeof(s->blobs), "oci://127.0.0.1:%ld/mg/%s?insecure=true", blob_port(),
+                 prefix);
+    s->args[n++] = strdup("--blobs");
+    s->args[n++] = strdup(s->blobs);
+    snprintf(creds, sizeof(creds), "%s/credentials", getenv("MG_BLOB_DIR"));
+    if (stat(creds, &st) == 0 && st.st_size > 0) {
+        s->args[n++] = strdup("--blobs-credentials");
+        s->args[n++] = strdup(creds);
+    }
+    s->args[n] = NULL;
+    return n;
+}
+
+/* The credentials of the blob server ("user:secret"), or "" when none. */
+static void blob_credentials(char *out, size_t outsz)
+{
+    char path[IT_PATH_MAX];
+    FILE *f;
+    size_t n = 0;
+
+    out[0] = '\0';
+    snprintf(path, sizeof(path), "%s/credentials", getenv("MG_BLOB_DIR"));
+    if ((f = fopen(path, "re")) != NULL) {
+        n = fread(out, 1, outsz - 1, f);
+        fclose(f);
+    }
+    out[n] = '\0';
+}
+
+/* One request to the blob server: status, and the body into *body (malloc'd) if wanted. */
+static long blob_server_request(const char *method, const char *url, char **body)
+{
+    char creds[256];
+    CURL *c = curl_easy_init();
+    long status = 0;
+    FILE *mem = NULL;
+    char *buf = NULL;
+    size_t len = 0;
+
+    if (c == NULL || (mem = open_memstream(&buf, &len)) == NULL)
+        fail_msg("out of memory");
+    blob_credentials(creds, sizeof(creds));
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, mem);
+    if (creds[0] && strcmp(it_blob_kind(), "s3") == 0) {
+        struct curl_slist *h = curl_slist_append(
+            NULL, "x-amz-content-sha256: "
+                  "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(c, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
+        curl_easy_setopt(c, CURLOPT_USERPWD, creds);
+        if (curl_easy_perform(c) != CURLE_OK)
+            fail_msg("%s %s failed", method, url);
+        curl_slist_free_all(h);
+    } else {
+        if (creds[0]) {
+            curl_easy_setopt(c, CURLOPT_USERPWD, creds);
+            curl_easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+        }
+        if (curl_easy_perform(c) != CURLE_OK)
+            fail_msg("%s %s failed", method, url);
+    }
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(c);
+    fclose(mem);
+    if (body)
+        *body = buf;
+    else
+        free(buf);
+    return status;
+}
+
+/* The server's s3 prefix or oci repository (from its --blobs URL). */
+static void blobs_prefix(const struct mg_server *s, char *out, size_t outsz)
+{
+    const char *p = strcmp(it_blob_kind(), "s3") == 0 ? strstr(s->blobs, "mgtest/") + 7
+                                                      : strstr(s->blobs, "/mg/") + 4;
+
+    snprintf(out, outsz, "%.*s", (int)strcspn(p, "?"), p);
+}
+
+bool it_blob_stored(struct mg_server *s, const char *digest)
+{
+    char url[IT_PATH_MAX + 256], prefix[128];
+
+    if (s->blobs[0] == '\0') {
+        char rel[128];
+        snprintf(rel, sizeof(rel), "blobs/sha256/%.2s/%s", digest + 7, digest + 7);
+        return it_data_exists(s, rel);
+    }
+    blobs_prefix(s, prefix, sizeof(prefix));
+    if (strcmp(it_blob_kind(), "s3") == 0)
+        snprintf(url, sizeof(url), "http://127.0.0.1:%ld/mgtest/%s/sha256/%s", blob_port(), prefix,
+                 digest + 7);
+    else
+        snprintf(url, sizeof(url), "http://127.0.0.1:%ld/v2/mg/%s/blobs/%s", blob_port(), prefix,
+                 digest);
+    return blob_server_request("HEAD", url, NULL) == 200;
+}
+
+size_t it_blob_leftovers(struct mg_server *s)
+{
+    char url[IT_PATH_MAX + 256], prefix[128], *body = NULL, *p;
+    size_t n = 0;
+
+    if (s->blobs[0] == '\0')
+        return it_data_dir_count(s, "blobs/tmp");
+    if (strcmp(it_blob_kind(), "s3") != 0)
+        return 0;
+    blobs_prefix(s, prefix, sizeof(prefix));
+    snprintf(url, sizeof(url), "http://127.0.0.1:%ld/mgtest?prefix=%s%%2F&uploads=", blob_port(),
+             prefix);
+    if (blob_server_request("GET", url, &body) != 200)
+        fail_msg("ListMultipartUploads: %s", body ? body : "");
+    for (p = body; (p = strstr(p, "<Upload>")) != NULL; p++)
+        n++;
+    free(body);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%ld/mgtest?list-type=2&prefix=%s%%2Fuploads%%2F",
+             blob_port(), prefix);
+    if (blob_server_request("GET", url, &body) != 200)
+        fail_msg("ListObjectsV2: %s", body ? body : "");
+    for (p = body; (p = strstr(p, "<Contents>")) != NULL; p++)
+        n++;
+    free(body);
+    return n;
+}
+
 /* A new server object with its scratch space; joins first's database when first is given;
  * admin_token: the admin secret a server on an existing database will not write. */
 static struct mg_server *it_server_new(const char *const *extra_args, const struct mg_server *first,
@@ -304,6 +488,9 @@ static struct mg_server *it_server_new(const char *const *extra_args, const stru
     } else if (it_on_postgres()) {
         pg_database_for(s, n);
     }
+    for (n = 0; s->args[n] != NULL; n++)
+        ;
+    n = blobs_for(s, n, first);
 
     snprintf(s->root, sizeof(s->root), "%s/mg-it.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (mkdtemp(s->root) == NULL)

@@ -68,12 +68,26 @@ struct mg_server {
     size_t nsecrets;
     char database[IT_PATH_MAX]; /* its PostgreSQL URL, or "" when it runs on SQLite */
     bool database_joined;       /* database is another server's (it_server_join): not dropped */
+    char blobs[IT_PATH_MAX];    /* its --blobs URL when the suite runs on a blob server, else "" */
 };
 
 /* True when the suite runs on PostgreSQL ($MG_PG_DIR: the socket directory of a
  * server scripts/pg-test.sh started): every it_server_start gets a fresh
  * database of its own there, passed as --database. */
 bool it_on_postgres(void);
+
+/* The blob backend the suite runs on: "file" (the data directory), or "s3" / "oci" when
+ * $MG_BLOB_DIR names a server scripts/blob-test.sh started; then every it_server_start
+ * gets --blobs with a key prefix (s3) or repository (oci) of its own, and
+ * --blobs-credentials. */
+const char *it_blob_kind(void);
+
+/* Does the server's blob backend hold the blob (its file, object or registry blob)? */
+bool it_blob_stored(struct mg_server *s, const char *digest);
+
+/* Leftovers of uploads in the backend: temp files (file:), multipart uploads and temp
+ * objects (s3); 0 for oci, whose registry lists no upload sessions. */
+size_t it_blob_leftovers(struct mg_server *s);
 
 /* Skip the calling test (cmocka skip()) when the suite runs on PostgreSQL: for
  * tests of the embedded database itself (its file, backups, WAL). */

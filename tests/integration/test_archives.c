@@ -226,7 +226,7 @@ static void test_unsafe_archives_are_refused(void **state)
         if (r->status != 404)
             print_error("case: %s\n", unsafe[i].what);
         it_expect_status(s, r, 404);
-        assert_int_equal(it_data_dir_count(s, "blobs/tmp"), 0);
+        assert_int_equal(it_blob_leftovers(s), 0);
         it_release(s);
     }
 }

@@ -1,8 +1,8 @@
 /*
  * test_replicas.c - three modelgated replicas on one PostgreSQL database behind a
  * real HAProxy (roundrobin over the replicas' fixed ports, health checks on
- * /healthz every 200 ms, retries with redispatch), one shared --blobs directory
- * and one --signing-key:
+ * /healthz every 200 ms, retries with redispatch), one shared blob backend (an S3
+ * server: --blobs s3://…, scripts/blob-test.sh) and one --signing-key:
  *
  *   - 300 concurrent version creations through HAProxy: all 201, numbers 1..300,
  *     one signing key, and the list read on another replica (its response cache
@@ -59,8 +59,9 @@ static struct {
     struct mg_server *r[NREP];
     int port[NREP];
     char dir[IT_PATH_MAX];   /* scratch: haproxy.cfg, its log, key.pem, blobs/ */
-    char blobs[IT_PATH_MAX]; /* the shared --blobs directory */
-    char key[IT_PATH_MAX];   /* the shared --signing-key */
+    char blobs[IT_PATH_MAX]; /* the S3 server's directory (scripts/blob-test.sh) */
+    char blobs_url[IT_PATH_MAX];
+    char key[IT_PATH_MAX]; /* the shared --signing-key */
     struct it_proc hap;
     int front_port, stats_port;
     char front[64]; /* http://127.0.0.1:FRONT */
@@ -369,11 +370,13 @@ static void write_haproxy_config(void)
 
 static void start_replica(int i)
 {
-    char listen[32], blobs[IT_PATH_MAX + 8];
+    char listen[32], creds[IT_PATH_MAX + 16];
     const char *const args[] = {"--listen",
                                 it_fmt(listen, sizeof(listen), "127.0.0.1:%d", cl.port[i]),
                                 "--blobs",
-                                it_fmt(blobs, sizeof(blobs), "file:%s", cl.blobs),
+                                cl.blobs_url,
+                                "--blobs-credentials",
+                                it_fmt(creds, sizeof(creds), "%s/credentials", cl.blobs),
                                 "--signing-key",
                                 cl.key,
                                 "--push-backoff-base-ms",
@@ -559,9 +562,19 @@ static int group_setup(void **state)
         return 0; /* every test skips */
     rng_seed();
     it_mkdtemp(cl.dir, "replicas");
-    it_fmt(cl.blobs, sizeof(cl.blobs), "%s/blobs", cl.dir);
-    if (mkdir(cl.blobs, 0700) != 0)
-        fail_msg("mkdir %s: %s", cl.blobs, strerror(errno));
+    it_fmt(cl.blobs, sizeof(cl.blobs), "%s/s3", cl.dir);
+    {
+        char cmd[IT_PATH_MAX * 2 + 64];
+        FILE *f;
+
+        it_fmt(cmd, sizeof(cmd), "bash %s/scripts/blob-test.sh start s3 %s",
+               getenv("MG_SOURCE_DIR"), cl.blobs);
+        if ((f = popen(cmd, "r")) == NULL || fgets(cl.blobs_url, sizeof(cl.blobs_url), f) == NULL)
+            fail_msg("%s: no S3 server", cmd);
+        cl.blobs_url[strcspn(cl.blobs_url, "\n")] = '\0';
+        if (pclose(f) != 0)
+            fail_msg("%s failed", cmd);
+    }
     it_fmt(cl.key, sizeof(cl.key), "%s/key.pem", cl.dir);
     write_signing_key(cl.key);
     for (int i = 0; i < NREP; i++)
@@ -591,6 +604,7 @@ static int group_setup(void **state)
         json_t *c = cluster_of(i);
 
         assert_string_equal(it_jstr(c, "database"), "postgresql");
+        assert_string_equal(it_jstr(c, "blobs"), "s3");
         if (json_array_size(it_jarr(c, "replicas")) != NREP)
             fail_msg("replica %d lists %zu replicas, want %d", i + 1,
                      json_array_size(it_jarr(c, "replicas")), NREP);
@@ -615,6 +629,14 @@ static int group_teardown(void **state)
     /* The joined replicas first: the first one drops the database. */
     for (int i = NREP - 1; i >= 0; i--)
         it_server_free(&cl.r[i]);
+    if (cl.blobs_url[0] != '\0') {
+        char cmd[IT_PATH_MAX * 2 + 64];
+
+        it_fmt(cmd, sizeof(cmd), "bash %s/scripts/blob-test.sh stop %s", getenv("MG_SOURCE_DIR"),
+               cl.blobs);
+        if (system(cmd) != 0)
+            fprintf(stderr, "%s failed\n", cmd);
+    }
     if (cl.dir[0] != '\0')
         it_rmtree(cl.dir);
     return 0;

@@ -129,7 +129,7 @@ static void test_round_trip(void **state)
     some_data(fx);
 
     /* While the store is open, as the server runs. */
-    assert_int_equal(store_backup(fx->dir, p.tar, &summary, &fx->err), MG_OK);
+    assert_int_equal(store_backup(fx->dir, NULL, p.tar, &summary, &fx->err), MG_OK);
     assert_string_equal(json_string_value(json_object_get(summary, "file")), p.tar);
     assert_int_equal(json_integer_value(json_object_get(summary, "blobs")), 2);
     assert_int_equal(json_integer_value(json_object_get(summary, "keys")), 0);
@@ -146,7 +146,7 @@ static void test_round_trip(void **state)
     fx_model(fx, "after");
 
     summary = NULL;
-    assert_int_equal(store_restore(p.tar, p.restored, NULL, &summary, &fx->err), MG_OK);
+    assert_int_equal(store_restore(p.tar, p.restored, NULL, NULL, &summary, &fx->err), MG_OK);
     assert_string_equal(json_string_value(json_object_get(summary, "data_dir")), p.restored);
     assert_int_equal(json_integer_value(json_object_get(summary, "blobs")), 2);
     assert_true(json_is_true(json_object_get(json_object_get(summary, "audit"), "ok")));
@@ -186,10 +186,10 @@ static void test_round_trip_audit(void **state)
 
     paths_of(fx, &p);
     some_data(fx);
-    assert_int_equal(store_backup(fx->dir, p.tar, &summary, &fx->err), MG_OK);
+    assert_int_equal(store_backup(fx->dir, NULL, p.tar, &summary, &fx->err), MG_OK);
     json_decref(summary);
     summary = NULL;
-    assert_int_equal(store_restore(p.tar, p.restored, NULL, &summary, &fx->err), MG_OK);
+    assert_int_equal(store_restore(p.tar, p.restored, NULL, NULL, &summary, &fx->err), MG_OK);
     json_decref(summary);
     assert_int_equal(fx_open_at(p.restored, &back, &err), MG_OK);
     assert_same(audit(fx->st), audit(back));
@@ -207,7 +207,7 @@ static void test_restore_refuses_non_empty_dir(void **state)
 
     paths_of(fx, &p);
     some_data(fx);
-    assert_int_equal(store_backup(fx->dir, p.tar, &summary, &fx->err), MG_OK);
+    assert_int_equal(store_backup(fx->dir, NULL, p.tar, &summary, &fx->err), MG_OK);
     json_decref(summary);
     summary = NULL;
 
@@ -216,14 +216,14 @@ static void test_restore_refuses_non_empty_dir(void **state)
     fd = open(keep, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     assert_true(fd >= 0);
     close(fd);
-    assert_int_equal(store_restore(p.tar, p.restored, NULL, &summary, &fx->err), MG_EINVAL);
+    assert_int_equal(store_restore(p.tar, p.restored, NULL, NULL, &summary, &fx->err), MG_EINVAL);
     assert_null(summary);
     assert_non_null(strstr(fx->err.message, "not empty"));
     assert_int_equal(access(keep, F_OK), 0); /* not removed either */
 
     /* An empty directory is fine. */
     assert_int_equal(unlink(keep), 0);
-    assert_int_equal(store_restore(p.tar, p.restored, NULL, &summary, &fx->err), MG_OK);
+    assert_int_equal(store_restore(p.tar, p.restored, NULL, NULL, &summary, &fx->err), MG_OK);
     json_decref(summary);
     assert_int_equal(store_model_get(fx->st, "a", &m, &fx->err), MG_OK);
     json_decref(m);
@@ -234,10 +234,10 @@ static void expect_restore_refused(struct fx *fx, const struct paths *p, const c
     json_t *summary = NULL;
     char db[300];
 
-    assert_int_equal(store_backup(fx->dir, p->tar, &summary, &fx->err), MG_OK);
+    assert_int_equal(store_backup(fx->dir, NULL, p->tar, &summary, &fx->err), MG_OK);
     json_decref(summary);
     summary = NULL;
-    assert_int_equal(store_restore(p->tar, p->restored, NULL, &summary, &fx->err), MG_EINVAL);
+    assert_int_equal(store_restore(p->tar, p->restored, NULL, NULL, &summary, &fx->err), MG_EINVAL);
     assert_null(summary);
     if (strstr(fx->err.message, why) == NULL)
         fail_msg("'%s' does not say '%s'", fx->err.message, why);
@@ -290,7 +290,7 @@ static void test_backup_needs_a_data_dir(void **state)
     paths_of(fx, &p);
     snprintf(empty, sizeof(empty), "%s/empty", fx->dir);
     assert_int_equal(mkdir(empty, 0700), 0);
-    assert_int_equal(store_backup(empty, p.tar, &summary, &fx->err), MG_EINVAL);
+    assert_int_equal(store_backup(empty, NULL, p.tar, &summary, &fx->err), MG_EINVAL);
     assert_null(summary);
     assert_int_equal(access(p.tar, F_OK), -1);
 }

@@ -52,7 +52,7 @@ static void test_open_creates_layout(void **state)
     fx_path(fx, "modelgate.db", p, sizeof(p));
     assert_int_equal(stat(p, &sb), 0);
     assert_true(S_ISREG(sb.st_mode));
-    assert_true(store_ready(fx->st));
+    assert_true(store_ready(fx->st, NULL));
 
     /* Every migration is recorded, numbered 1..N. */
     assert_true(store_schema_version() >= 2);
@@ -224,8 +224,8 @@ static void test_ready(void **state)
     uint64_t e0 = fx_epoch(fx, "any");
     int fd;
 
-    assert_true(store_ready(fx->st));
-    assert_true(store_ready(fx->st));
+    assert_true(store_ready(fx->st, NULL));
+    assert_true(store_ready(fx->st, NULL));
     assert_int_equal(fx_epoch(fx, "any"), e0);
     assert_int_equal(fx_files_under(fx, "blobs/tmp"), 0);
 
@@ -236,10 +236,10 @@ static void test_ready(void **state)
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     assert_true(fd >= 0);
     close(fd);
-    assert_false(store_ready(fx->st));
+    assert_false(store_ready(fx->st, NULL));
     assert_int_equal(unlink(tmp), 0);
     assert_int_equal(rename(aside, tmp), 0);
-    assert_true(store_ready(fx->st));
+    assert_true(store_ready(fx->st, NULL));
 }
 
 static int64_t stat_count(const json_t *stats, const char *group, const char *state)
