@@ -174,7 +174,7 @@ static enum mg_code add_blobs(struct archive *a, const char *snapshot, struct bl
 
     if ((rc = db_open(&o, &c, err)) != MG_OK)
         return rc;
-    s = db_prepare(c, "SELECT digest, size FROM blobs ORDER BY digest");
+    s = db_prepare(c, "SELECT digest, size FROM blobs WHERE state = 'live' ORDER BY digest");
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
         if ((rc = add_blob(a, b, db_col_text(s, 0), (uint64_t)db_col_i64(s, 1), err)) != MG_OK) {
             db_reset(s);
@@ -234,6 +234,15 @@ out:
     blob_close(&blobs);
     archive_write_free(a);
     unlink(tmp);
+    {
+        char side[PATH_MAX + 8];
+
+        /* reading the snapshot's blob rows made SQLite's side files beside it */
+        snprintf(side, sizeof(side), "%s-wal", tmp);
+        unlink(side);
+        snprintf(side, sizeof(side), "%s-shm", tmp);
+        unlink(side);
+    }
     if (rc != MG_OK)
         unlink(part);
     return rc;
@@ -275,7 +284,7 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 /* Every recorded blob must be in the backend and hash to its name. */
 static enum mg_code verify_blobs(struct store *st, size_t *n, struct mg_error *err)
 {
-    static const char sql[] = "SELECT digest, size FROM blobs";
+    static const char sql[] = "SELECT digest, size FROM blobs WHERE state = 'live'";
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s = db_prepare(c, sql);
     struct mg_error why;
@@ -321,7 +330,7 @@ static enum mg_code push_blobs(const char *data_dir, const struct store_blobs_lo
         (rc = open_blobs(data_dir, loc, &remote, err)) != MG_OK ||
         (rc = db_open(&o, &c, err)) != MG_OK)
         goto out;
-    s = db_prepare(c, "SELECT digest, size FROM blobs ORDER BY digest");
+    s = db_prepare(c, "SELECT digest, size FROM blobs WHERE state = 'live' ORDER BY digest");
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
         const char *digest = db_col_text(s, 0);
         uint64_t size = (uint64_t)db_col_i64(s, 1), have = 0;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <openssl/crypto.h>
@@ -464,11 +465,24 @@ static enum mg_code s3_copy(struct blob_backend *b, const char *src, const char 
     free(esrc);
     if (size <= COPY_MAX) {
         const char *extra[] = {hdr, NULL};
-        blob_http_resp_init(&r);
-        rc = s3_req(b, "PUT", dst, NULL, extra, NULL, 0, false, &r, err);
-        if (rc == MG_OK && (r.status != 200 || (r.body.data && strstr(r.body.data, "<Error>"))))
-            rc = s3_status(b, "CopyObject", &r, err);
-        blob_http_resp_release(&r);
+        unsigned attempt;
+
+        /* The source was written a moment ago: a store that is not read-after-write
+         * consistent (S3-compatible servers behind caches or replication, s3rver under
+         * concurrent writes) may not find it yet. AWS S3 itself never answers 404 here. */
+        for (attempt = 0; attempt < 4; attempt++) {
+            long status;
+
+            blob_http_resp_init(&r);
+            rc = s3_req(b, "PUT", dst, NULL, extra, NULL, 0, false, &r, err);
+            status = r.status;
+            if (rc == MG_OK && (r.status != 200 || (r.body.data && strstr(r.body.data, "<Error>"))))
+                rc = s3_status(b, "CopyObject", &r, err);
+            blob_http_resp_release(&r);
+            if (rc == MG_OK || status != 404)
+                break;
+            usleep(50000u << attempt);
+        }
         return rc;
     }
     /* Over 5 GiB: a multipart upload whose parts are copied ranges. */
@@ -597,6 +611,12 @@ static enum mg_code s3_put_commit(struct blob_put *bp, const char *digest, struc
 
     if ((rc = blob_parts_finish(p->parts, &tail, &tail_len, &sent, err)) != MG_OK)
         return rc;
+    /* One part or less, and the digest known now: the bytes go straight to the digest key,
+     * one request instead of a temp object, its copy and its delete. */
+    if (sent == 0 && p->temp) {
+        digest_key(p->s, digest, p->key, sizeof(p->key));
+        p->temp = false;
+    }
     /* Writing straight to the digest key: one commit of a digest at a time here, and none
      * when the blob is there already (the caller aborts ours). */
     if (!p->temp) {

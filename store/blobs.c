@@ -607,6 +607,7 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
     struct store_archive_manifest m = {0};
     json_t *formats = NULL, *intro = NULL;
     char pin[33] = "";
+    bool reused = false;
     unsigned char md[32];
     unsigned mdlen = 0;
     char digest[72];
@@ -645,6 +646,7 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
             *created = false;
             json_object_del(existing, "created_at");
             json_object_del(existing, "created_by");
+            reused = true;
             goto out;
         }
         json_decref(existing);
@@ -690,6 +692,21 @@ out:
     json_decref(formats);
     json_decref(intro);
     store_blob_upload_abort(upp);
+    if (rc == MG_OK && reused) {
+        /* Dropping our copy can take a while (a remote upload session): the grace period
+         * counts from the answer, not from before it. */
+        bool live = false;
+
+        if ((rc = blob_touch(st, digest, &live, err)) == MG_OK && !live)
+            rc = mg_fail(err, MG_EUNAVAIL, NULL,
+                         "blob %s was garbage-collected while this upload ended; upload it "
+                         "again",
+                         digest);
+        if (rc != MG_OK) {
+            json_decref(*blob);
+            *blob = NULL;
+        }
+    }
     return rc;
 }
 

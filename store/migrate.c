@@ -188,7 +188,7 @@ static enum mg_code copy_blob(struct store *src, struct store *dst, const char *
 static enum mg_code copy_blobs(struct store *src, struct store *dst, int64_t *count,
                                int64_t *copied, struct mg_error *err)
 {
-    static const char sql[] = "SELECT digest, size FROM blobs ORDER BY digest";
+    static const char sql[] = "SELECT digest, size FROM blobs WHERE state = 'live' ORDER BY digest";
     struct db_conn *r = store_read_begin(src);
     struct db_stmt *s = db_prepare(r, sql);
     enum mg_code rc;
