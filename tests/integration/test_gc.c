@@ -26,13 +26,13 @@ static const char *const grace0[] = {
 /* Bytes of their own for blob `i` of a test (`size` long). */
 static char *bytes_for(const char *tag, int i, size_t size)
 {
-    char *buf = malloc(size);
-    int n;
+    char *buf = malloc(size), head[96];
+    int n = snprintf(head, sizeof(head), "%s blob %d ", tag, i);
 
     assert_non_null(buf);
-    n = snprintf(buf, size, "%s blob %d ", tag, i);
-    for (size_t k = (size_t)n; k < size; k++)
+    for (size_t k = 0; k < size; k++)
         buf[k] = (char)('A' + (k * 13 + (size_t)i * 7) % 26);
+    memcpy(buf, head, n > 0 && (size_t)n < size ? (size_t)n : 0);
     return buf;
 }
 
