@@ -5,11 +5,12 @@
 #include "store_int.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 enum mg_code store_bind_introspection(struct db_stmt *s, int i, const json_t *formats,
                                       const json_t *intro, struct mg_error *err)
 {
-    char *f = store_json_text(formats ? formats : json_array());
+    char *f = formats ? store_json_text(formats) : strdup("[]"); /* none read: none found */
     char *t = intro ? store_json_text(intro) : NULL;
     enum mg_code rc = MG_OK;
 
