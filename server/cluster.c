@@ -81,28 +81,30 @@ static void *cluster_main(void *arg)
     return NULL;
 }
 
-/* PostgreSQL: other replicas' outbox changes wake this one's workers and waiters. */
+/* PostgreSQL: other replicas' outbox changes wake this one's workers and waiters, and
+ * the response cache hears other replicas' changes (store_wait_change). */
 static void *listen_main(void *arg)
 {
     struct srv *srv = arg;
     struct srv_cluster *cl = srv->cluster;
 
     for (;;) {
+        struct store_wake wake;
         struct mg_error err;
-        bool woken = false, stop;
+        bool stop;
 
         pthread_mutex_lock(&cl->lock);
         stop = cl->stop;
         pthread_mutex_unlock(&cl->lock);
         if (stop)
             break;
-        if (store_wait_change(srv->store, 200, &woken, &err) != MG_OK) {
+        if (store_wait_change(srv->store, 200, &wake, &err) != MG_OK) {
             struct timespec ts = {0, 200000000L}; /* the database is away: poll slowly */
 
             nanosleep(&ts, NULL);
             continue;
         }
-        if (woken)
+        if (wake.outbox)
             push_poke(srv);
     }
     return NULL;
@@ -125,6 +127,8 @@ enum mg_code srv_cluster_start(struct srv *srv, struct mg_error *err)
     pthread_mutex_init(&cl->lock, NULL);
     pthread_cond_init(&cl->cond, NULL);
     srv->cluster = cl;
+    if (srv->cache == NULL)
+        store_cache_off(srv->store); /* nothing cached here: no lease to hold writes up */
     if (store_replica_heartbeat(srv->store, cl->address, PROJECT_VERSION_TEXT, err) != MG_OK ||
         pthread_create(&cl->thread, NULL, cluster_main, srv) != 0) {
         if (err->code == MG_OK)
@@ -152,6 +156,9 @@ void srv_cluster_stop(struct srv *srv)
     pthread_cond_signal(&cl->cond);
     pthread_mutex_unlock(&cl->lock);
     pthread_join(cl->thread, NULL);
+    /* No request is served any more: writes on the other replicas need not wait for this
+     * one to hear them while it goes (its lease would run out by itself, holding them up). */
+    store_cache_off(srv->store);
     if (cl->listening)
         pthread_join(cl->listener, NULL);
     pthread_mutex_destroy(&cl->lock);
