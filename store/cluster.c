@@ -43,7 +43,9 @@ bool store_leader(struct store *st)
 
 void store_set_keys(struct store *st, const struct sign_keyring *keys)
 {
+    pthread_mutex_lock(&st->wlock); /* versions are signed inside write transactions */
     st->keys = keys;
+    pthread_mutex_unlock(&st->wlock);
 }
 
 const char *store_database_kind(const struct store *st)
@@ -291,6 +293,99 @@ out:
         free(*shared_pem);
         *shared_pem = NULL;
     }
+    return rc;
+}
+
+enum mg_code store_signing_key_current(struct store *st, char keyid[65], char **private_pem,
+                                       struct mg_error *err)
+{
+    static const char sql[] = "SELECT keyid, private_pem FROM signing_keys "
+                              "WHERE private_pem IS NOT NULL " CLUSTER_KEY_ORDER;
+    struct db_conn *c = store_read_borrow(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    *private_pem = NULL;
+    keyid[0] = '\0';
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        snprintf(keyid, 65, "%s", db_col_text(s, 0));
+        if ((*private_pem = store_col_strdup(s, 1)) == NULL)
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        db_reset(s);
+    } else if (rc == MG_OK) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "the database holds no signing key to share");
+    }
+    store_read_return(st, c);
+    return rc;
+}
+
+enum mg_code store_signing_key_rotate(const char *database, const char *keyid, const char *hint,
+                                      const char *public_pem, const char *private_pem,
+                                      struct mg_error *err)
+{
+    static const char sql_schema[] = "SELECT coalesce(max(version), 0) FROM schema_migrations";
+    static const char sql_ins[] =
+        "INSERT INTO signing_keys (keyid, hint, public_pem, private_pem, created_at, "
+        "last_active_ms, activated_ms) VALUES (?, ?, ?, ?, ?, 0, "
+        "(extract(epoch FROM clock_timestamp()) * 1000)::bigint) ON CONFLICT (keyid) DO UPDATE "
+        "SET private_pem = excluded.private_pem, activated_ms = excluded.activated_ms";
+    static const char sql_notify[] = "SELECT pg_notify('mg_change', 'k')";
+    struct db_open_options o = {.url = database};
+    struct db_conn *c = NULL;
+    struct db_stmt *s;
+    json_t *detail = NULL;
+    char at[32];
+    enum mg_code rc;
+    bool row;
+
+    if ((rc = db_open(&o, &c, err)) != MG_OK)
+        return rc;
+    if (db_dialect(c) != DB_POSTGRES) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "--database must be a PostgreSQL URL");
+        goto out;
+    }
+    if ((rc = db_begin(c, DB_WRITE, err)) != MG_OK)
+        goto out;
+    /* The same schema as the replicas' (they migrate at start): else the key would land
+     * where they do not look. */
+    s = db_prepare(c, sql_schema);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        goto out;
+    if (!row || db_col_i64(s, 0) != store_schema_version()) {
+        rc = mg_fail(err, MG_EINVAL, NULL,
+                     "the database is at schema version %lld, this modelgated at %d: rotate "
+                     "with the modelgated the replicas run",
+                     row ? (long long)db_col_i64(s, 0) : 0LL, store_schema_version());
+        db_reset(s);
+        goto out;
+    }
+    db_reset(s);
+    s = db_prepare(c, sql_ins);
+    store_now(at);
+    db_bind_text(s, 1, keyid);
+    db_bind_text(s, 2, hint);
+    db_bind_text(s, 3, public_pem);
+    db_bind_text(s, 4, private_pem);
+    db_bind_text(s, 5, at);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    if ((detail = json_pack("{s:s}", "keyid", keyid)) == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if ((rc = store_audit_append(c, "modelgated", "signing_key.rotate", keyid, detail, err)) !=
+        MG_OK)
+        goto out;
+    s = db_prepare(c, sql_notify); /* delivered at the commit */
+    rc = db_exec(s, err);
+out:
+    if (rc == MG_OK)
+        rc = db_commit(c, err);
+    else if (c != NULL)
+        db_rollback(c);
+    json_decref(detail);
+    db_close(&c);
     return rc;
 }
 

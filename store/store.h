@@ -145,6 +145,21 @@ enum mg_code store_signing_key_share(struct store *st, const char *keyid, const 
                                      const char *public_pem, const char *private_pem,
                                      char **shared_pem, struct mg_error *err);
 
+/* The key the cluster signs with now (the newest activated): its keyid and its
+ * private PEM (malloc'd into *private_pem; the caller cleanses and frees it).
+ * MG_ENOTFOUND when the database holds none. */
+enum mg_code store_signing_key_current(struct store *st, char keyid[65], char **private_pem,
+                                       struct mg_error *err);
+
+/* `modelgated keys rotate --database URL`: make this key (keyid, hint, PEMs of a
+ * key just generated) the one the cluster signs with, on a connection of its own
+ * (no store: a running replica holds the data directory), audited, and NOTIFY
+ * every replica, which follows at once (store_wait_change's wake->keys) or at its
+ * next poll. The database must be at this build's schema version. */
+enum mg_code store_signing_key_rotate(const char *database, const char *keyid, const char *hint,
+                                      const char *public_pem, const char *private_pem,
+                                      struct mg_error *err);
+
 /* Publish a key this replica signs with (at every heartbeat: "active" means a
  * live replica signs with it). */
 enum mg_code store_signing_key_publish(struct store *st, const char *keyid, const char *hint,

@@ -11,10 +11,15 @@
  *   - a replica SIGSTOPped while it holds a lease delays writes on the other by no
  *     more than its lease, and after SIGCONT it does not answer from what it had
  *     cached before;
- *   - a replica that just started answers fresh from its first read.
+ *   - a replica that just started answers fresh from its first read;
+ *   - a signing-key rotation through replica 1 (modelgated keys rotate --database)
+ *     reaches the running replicas: a version created on replica 2 is signed with
+ *     the new key, verified with stock openssl against the key published at
+ *     GET /api/v1/signing-keys.
  *
  * Meaningful only on PostgreSQL (pg_integration_test_replicas_follow); on SQLite
- * every test skips.
+ * every test skips. The replicas run without --signing-key (they share the key
+ * stored in the database).
  */
 #include "harness.h"
 #include "sys.h"
@@ -28,10 +33,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
 #include <libpq-fe.h>
+#include <openssl/evp.h>
 
 #define NREP 2
 #define ROUNDS 120
@@ -516,6 +523,183 @@ static void test_new_replica_fresh_from_the_start(void **state)
     }
 }
 
+/* ---- 5. a signing-key rotation reaches the running replicas -------------------------- */
+
+static unsigned char *b64(const char *in, size_t *len)
+{
+    size_t n = strlen(in);
+    unsigned char *out = malloc(n / 4 * 3 + 4);
+    int k;
+
+    if (out == NULL)
+        fail_msg("out of memory");
+    k = EVP_DecodeBlock(out, (const unsigned char *)in, (int)n);
+    if (k < 0)
+        fail_msg("not base64: %.80s", in);
+    while (n > 0 && in[n - 1] == '=') { /* EVP_DecodeBlock counts the padding */
+        k--;
+        n--;
+    }
+    *len = (size_t)k;
+    return out;
+}
+
+/* The published public key (GET /api/v1/signing-keys on s) whose keyid is keyid, into
+ * path; whether it is listed as active into *active. */
+static void published_key(struct mg_server *s, const char *keyid, const char *path, bool *active)
+{
+    struct it_resp *r = it_get(s, "/api/v1/signing-keys", NULL);
+    json_t *k;
+    size_t i;
+
+    it_expect_status(s, r, 200);
+    json_array_foreach(it_jarr(r->json, "items"), i, k)
+    {
+        if (strcmp(it_jstr(k, "keyid"), keyid) == 0) {
+            it_write_file(path, it_jstr(k, "public_key_pem"));
+            *active = json_is_true(json_object_get(k, "active"));
+            it_resp_free(s, &r);
+            return;
+        }
+    }
+    fail_msg("GET /api/v1/signing-keys does not list key %s: %s", keyid, r->body);
+}
+
+/* Verify the bundle of model's version n (served by s) with stock openssl against the PEM
+ * public key in pub: the DSSE signature over its PAE. */
+static bool openssl_verifies(struct mg_server *s, const char *model, json_int_t n, const char *pub)
+{
+    char path[256], pae_path[IT_PATH_MAX], sig_path[IT_PATH_MAX], cmd[IT_PATH_MAX * 4];
+    struct it_resp *r;
+    json_t *env, *bundle;
+    unsigned char *body, *sig;
+    size_t body_len, sig_len;
+    char head[96];
+    FILE *f;
+    int status;
+
+    r = it_get(s,
+               it_fmt(path, sizeof(path), "/api/v1/models/%s/versions/%lld/signature", model,
+                      (long long)n),
+               s->admin_token);
+    it_expect_status(s, r, 200);
+    bundle = json_loadb(r->body, r->len, 0, NULL);
+    env = json_object_get(bundle, "dsseEnvelope");
+    body = b64(it_jstr(env, "payload"), &body_len);
+    sig = b64(it_jstr(json_array_get(it_jarr(env, "signatures"), 0), "sig"), &sig_len);
+    json_decref(bundle);
+    it_resp_free(s, &r);
+    it_fmt(pae_path, sizeof(pae_path), "%s/pae", cl.dir);
+    it_fmt(sig_path, sizeof(sig_path), "%s/sig", cl.dir);
+    if ((f = fopen(pae_path, "w")) == NULL)
+        fail_msg("fopen %s: %s", pae_path, strerror(errno));
+    fputs(it_fmt(head, sizeof(head), "DSSEv1 28 application/vnd.in-toto+json %zu ", body_len), f);
+    fwrite(body, 1, body_len, f);
+    fclose(f);
+    it_write_bytes(sig_path, sig, sig_len);
+    free(body);
+    free(sig);
+    it_fmt(cmd, sizeof(cmd),
+           "openssl dgst -sha256 -verify '%s' -signature '%s' '%s' >/dev/null 2>&1", pub, sig_path,
+           pae_path);
+    status = system(cmd);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static json_int_t new_version(struct mg_server *s, const char *model, char keyid[80])
+{
+    char path[128], body[256];
+    struct it_resp *r = it_jreq(
+        s, "POST", it_fmt(path, sizeof(path), "/api/v1/models/%s/versions", model), s->admin_token,
+        it_fmt(body, sizeof(body), "{\"artifact\":\"%s\",\"image\":\"%s\"}", cl.art, IT_IMAGE));
+    json_int_t v;
+
+    it_expect_status(s, r, 201);
+    v = it_jint(r->json, "version");
+    snprintf(keyid, 80, "%s", it_jstr(it_jobj(r->json, "signature"), "keyid"));
+    it_resp_free(s, &r);
+    return v;
+}
+
+static void test_key_rotation_reaches_running_replicas(void **state)
+{
+    char old_key[80], new_key[80], got[80], cmd[IT_PATH_MAX * 4], old_pem[IT_PATH_MAX],
+        new_pem[IT_PATH_MAX], log[IT_PATH_MAX], *text;
+    json_int_t v_old, v;
+    int64_t t0, deadline;
+    bool active = false;
+    FILE *p;
+    int status;
+
+    (void)state;
+    need_pg();
+    it_model_create(cl.r[0], cl.r[0]->admin_token, "wk");
+    v_old = new_version(cl.r[1], "wk", old_key);
+    new_version(cl.r[0], "wk", got);
+    assert_string_equal(got, old_key); /* one key for the cluster */
+
+    /* Rotate through replica 1's data directory and the cluster's database. */
+    it_fmt(log, sizeof(log), "%s/rotate.log", cl.dir);
+    it_fmt(cmd, sizeof(cmd), "'%s' keys rotate --data-dir '%s' --database '%s' 2>'%s'",
+           getenv("MODELGATED"), cl.r[0]->data_dir, cl.r[0]->database, log);
+    if ((p = popen(cmd, "r")) == NULL)
+        fail_msg("popen %s: %s", cmd, strerror(errno));
+    if (fgets(new_key, sizeof(new_key), p) == NULL)
+        new_key[0] = '\0';
+    new_key[strcspn(new_key, "\n")] = '\0';
+    status = pclose(p);
+    text = it_read_file(log, NULL);
+    print_message("keys rotate said: %s", text);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || strlen(new_key) != 64)
+        fail_msg("keys rotate failed (status %d), printed '%s'", status, new_key);
+    free(text);
+    assert_string_not_equal(new_key, old_key);
+    t0 = it_now_ms();
+
+    /* A version created on replica 2 is signed with the new key: at once (notification),
+     * or at its next poll of the key (a few seconds) should the notification be lost. */
+    deadline = it_deadline(15000);
+    for (;;) {
+        v = new_version(cl.r[1], "wk", got);
+        if (strcmp(got, new_key) == 0)
+            break;
+        if (strcmp(got, old_key) != 0)
+            fail_msg("version %lld is signed with %s, neither the old nor the new key",
+                     (long long)v, got);
+        if (it_now_ms() > deadline)
+            fail_msg("15 s after the rotation replica 2 still signs with the old key");
+        it_pause_ms(20);
+    }
+    print_message("replica 2 signed with the new key %lld ms after the rotation returned\n",
+                  (long long)(it_now_ms() - t0));
+    it_fmt(new_pem, sizeof(new_pem), "%s/new.pem", cl.dir);
+    it_fmt(old_pem, sizeof(old_pem), "%s/old.pem", cl.dir);
+    published_key(cl.r[0], new_key, new_pem, &active);
+    published_key(cl.r[0], old_key, old_pem, &active);
+    if (!openssl_verifies(cl.r[0], "wk", v, new_pem))
+        fail_msg("openssl does not verify version %lld's bundle with the published new key",
+                 (long long)v);
+    if (openssl_verifies(cl.r[0], "wk", v, old_pem))
+        fail_msg("version %lld's bundle verifies with the old key too: the check proves nothing",
+                 (long long)v);
+    if (!openssl_verifies(cl.r[1], "wk", v_old, old_pem))
+        fail_msg("the bundle made before the rotation no longer verifies with the old key");
+
+    /* Replica 1 follows too, and the new key is listed as active. */
+    deadline = it_deadline(15000);
+    for (;;) {
+        new_version(cl.r[0], "wk", got);
+        published_key(cl.r[1], new_key, new_pem, &active);
+        if (strcmp(got, new_key) == 0 && active)
+            break;
+        if (it_now_ms() > deadline)
+            fail_msg("15 s after the rotation replica 1 signs with %s, the new key listed "
+                     "active: %d",
+                     got, active);
+        it_pause_ms(20);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -523,6 +707,7 @@ int main(void)
         cmocka_unit_test_teardown(test_listener_killed_stays_fresh, test_teardown),
         cmocka_unit_test_teardown(test_stopped_replica, test_teardown),
         cmocka_unit_test_teardown(test_new_replica_fresh_from_the_start, test_teardown),
+        cmocka_unit_test_teardown(test_key_rotation_reaches_running_replicas, test_teardown),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
