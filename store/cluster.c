@@ -31,6 +31,13 @@ int64_t store_clock_ms(struct store *st)
     return mg_now_ms() + atomic_load(&st->clock_offset_ms);
 }
 
+int64_t store_conn_clock_ms(struct db_conn *c)
+{
+    struct store *st = db_context(c);
+
+    return st ? store_clock_ms(st) : mg_now_ms();
+}
+
 const char *store_replica_id(const struct store *st)
 {
     return st->replica_id;

@@ -637,7 +637,7 @@ enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err)
     struct db_stmt *s;
     char path[PATH_MAX];
     struct stat sb;
-    int64_t wal = 0, db = 0, now = mg_now_ms(), mine = 0, others = 0, live = 0;
+    int64_t wal = 0, db = 0, now = store_clock_ms(st), mine = 0, others = 0, live = 0;
     unsigned busy = 0, i;
     uint64_t waits;
     enum mg_code rc;

@@ -134,6 +134,9 @@ struct store_renewal {
 };
 void store_cache_renew_begin(struct store *st, struct store_renewal *r);
 void store_cache_renew_end(struct store *st, const struct store_renewal *r, bool committed);
+/* store_clock_ms of the store a writer connection belongs to (this host's clock for a
+ * connection outside a store). */
+int64_t store_conn_clock_ms(struct db_conn *c);
 /* This replica's id (kept in <data_dir>/replica-id), and leadership to match the
  * engine. */
 enum mg_code store_replica_init(struct store *st, struct mg_error *err);

@@ -6,7 +6,10 @@
  *     and create the first admin token once (one admin.token among them);
  *   - smoke tests queued over the replicas each run on exactly one of them, even
  *     when a replica restarts meanwhile (its start requeues only what it ran itself,
- *     never another replica's running test).
+ *     never another replica's running test);
+ *   - a replica whose host clock is an hour off agrees with the others on what time it
+ *     is (the database's clock): it is listed alive, and a UI session another replica
+ *     opened a moment ago is valid there, not an hour idle.
  *
  * Meaningful only on PostgreSQL (pg_integration_test_replicas_once); on SQLite every
  * test skips.
@@ -259,11 +262,65 @@ static void test_smoke_tests_run_once(void **state)
     free(runs);
 }
 
+/* ---- 3. a host clock an hour off ------------------------------------------------------- */
+
+static void test_skewed_clock(void **state)
+{
+    char cookie[256], origin[64], host[64];
+    const char *set_cookie;
+    struct it_resp *resp;
+    json_t *c;
+
+    (void)state;
+    need_pg();
+    r[0] = it_server_start(NULL);
+    setenv("MODELGATED_TEST_CLOCK_SKEW_MS", "3600000", 1); /* replica 2's host: an hour ahead */
+    r[1] = it_server_join(r[0], NULL);
+    unsetenv("MODELGATED_TEST_CLOCK_SKEW_MS");
+
+    /* Listed alive by the other: heartbeats are on the database's clock. */
+    resp = it_get(r[0], "/api/v1/cluster", r[0]->admin_token);
+    it_expect_status(r[0], resp, 200);
+    c = it_jarr(resp->json, "replicas");
+    if (json_array_size(c) != 2)
+        fail_msg("replica 1 lists %zu live replicas, want 2: %s", json_array_size(c), resp->body);
+    it_resp_free(r[0], &resp);
+
+    /* A UI session opened on replica 1 is checked on replica 2 (idle 30 min at most). */
+    {
+        char body[256];
+        const char *const hdrs[] = {
+            it_fmt(origin, sizeof(origin), "Origin: http://127.0.0.1:%d", r[0]->port),
+            it_fmt(host, sizeof(host), "Host: 127.0.0.1:%d", r[0]->port), NULL};
+
+        it_fmt(body, sizeof(body), "{\"token\":\"%s\"}", r[0]->admin_token);
+        resp = it_request_h(r[0], "POST", "/ui/session", NULL, "application/json", body,
+                            strlen(body), hdrs);
+        it_expect_status(r[0], resp, 200);
+        set_cookie = it_header(resp, "Set-Cookie");
+        if (set_cookie == NULL)
+            fail_msg("signing in set no cookie");
+        it_fmt(cookie, sizeof(cookie), "Cookie: %.*s", (int)strcspn(set_cookie, ";"), set_cookie);
+        it_resp_free(r[0], &resp);
+    }
+    {
+        const char *const hdrs[] = {cookie, NULL};
+
+        resp = it_request_h(r[1], "GET", "/ui/session", NULL, NULL, NULL, 0, hdrs);
+        if (resp->status != 200)
+            fail_msg("a session opened a moment ago on replica 1 answers %ld on replica 2, "
+                     "whose host clock is an hour ahead: %s",
+                     resp->status, resp->body);
+        it_resp_free(r[1], &resp);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_cold_starts_migrate_and_bootstrap_once, test_teardown),
         cmocka_unit_test_teardown(test_smoke_tests_run_once, test_teardown),
+        cmocka_unit_test_teardown(test_skewed_clock, test_teardown),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
