@@ -10,12 +10,14 @@
  * instead a replica answers from memory while it holds a cache lease:
  *
  *  - Epochs are the numbers of one database sequence (model_epochs.seq); each
- *    change's transaction NOTIFYs "c <seq> <model>". Writers hold one advisory
- *    lock, so sequence numbers, commits and notifications all come in one order.
+ *    change's transaction NOTIFYs "c <seq> <writer> <model>". Writers hold one
+ *    advisory lock, so sequence numbers, commits and notifications all come in one
+ *    order.
  *  - A replica's listener applies those to its epoch slots. Once it has read the
  *    database after its LISTEN began (a baseline), every later change reaches it
- *    in order, so "every change up to N is applied" (ep_seen) is true; it
- *    acknowledges that number in its replicas row (cache_seen) and NOTIFYs "a".
+ *    in order, so "every change up to N is applied" (ep_seen) is true; when another
+ *    replica's change was among them it acknowledges N with a NOTIFY "a <id> <N>",
+ *    and its heartbeat writes N to its replicas row (cache_seen).
  *  - At each heartbeat, while its listener is sound (a baseline taken, and the
  *    previous heartbeat's echo "e <id> <n>" came back), a replica renews its
  *    lease: replicas.cache_until_ms = the database's clock + STORE_CACHE_LEASE_MS,
@@ -107,7 +109,7 @@ enum mg_code store_model_bump(struct db_conn *c, const char *model, struct mg_er
         "WITH b AS (INSERT INTO model_epochs (model, epoch, seq) "
         "VALUES (?1, 1, nextval('model_epoch_seq')) ON CONFLICT (model) DO UPDATE "
         "SET epoch = model_epochs.epoch + 1, seq = excluded.seq RETURNING seq) "
-        "SELECT b.seq, pg_notify('mg_change', 'c ' || b.seq || ' ' || ?1), "
+        "SELECT b.seq, pg_notify('mg_change', 'c ' || b.seq || ' ' || ?2 || ' ' || ?1), "
         "(SELECT count(*) FROM replicas WHERE id <> ?2 AND cache_until_ms > "
         "(extract(epoch FROM statement_timestamp()) * 1000)::bigint) FROM b";
     struct store *st = db_context(c);
@@ -330,9 +332,9 @@ static void lease_drop(struct store *st, bool reconnect)
  * own may be the one that stopped answering. */
 static void ack(struct store *st)
 {
-    static const char sql[] =
-        "WITH u AS (UPDATE replicas SET cache_seen = ?2 WHERE id = ?1 AND cache_seen < ?2 "
-        "RETURNING 1) SELECT pg_notify('mg_change', 'a ' || ?1 || ' ' || ?2) FROM u";
+    /* A notification only: the replicas row's cache_seen follows at the next heartbeat,
+     * for a writer that did not hear this. */
+    static const char sql[] = "SELECT pg_notify('mg_change', 'a ' || ?1 || ' ' || ?2)";
     int64_t seen = atomic_load(&st->ep_seen);
     struct mg_error err;
     struct db_stmt *s;
@@ -429,7 +431,8 @@ struct heard {
     struct store *st;
     struct store_wake *wake;
     unsigned session; /* the listener's session with a baseline, 0: none */
-    bool acks;
+    bool acks;        /* another replica acknowledged */
+    bool foreign;     /* another replica changed a model */
 };
 
 static void on_notify(void *arg, const char *p)
@@ -438,12 +441,16 @@ static void on_notify(void *arg, const char *p)
     struct store *st = h->st;
     char *end;
 
-    if (p[0] == 'c' && p[1] == ' ') { /* "c <seq> <model>": a change */
+    if (p[0] == 'c' && p[1] == ' ') { /* "c <seq> <writer> <model>": a change */
         int64_t seq = strtoll(p + 2, &end, 10);
+        size_t n = strlen(st->replica_id);
 
-        if (seq <= 0 || *end != ' ')
+        if (seq <= 0 || *end != ' ' || strlen(end + 1) < n + 2 || end[1 + n] != ' ')
             return;
-        slot_max(&st->model_epochs[epoch_slot(end + 1)], (uint64_t)seq);
+        slot_max(&st->model_epochs[epoch_slot(end + 2 + n)], (uint64_t)seq);
+        /* Another replica's write may wait for our acknowledgement; our own never does. */
+        if (strncmp(end + 1, st->replica_id, n) != 0)
+            h->foreign = true;
         /* Heard on the session the baseline was read on: nothing before it was missed
          * (a reconnection inside the wait starts another session). */
         if (h->session != 0 && db_session(st->notify_conn) == h->session)
@@ -532,7 +539,7 @@ enum mg_code store_wait_change(struct store *st, int timeout_ms, struct store_wa
         pthread_cond_broadcast(&st->ack_cond);
         pthread_mutex_unlock(&st->coh_lock);
     }
-    if (h.session != 0)
+    if (h.session != 0 && h.foreign)
         ack(st);
     return MG_OK;
 }
