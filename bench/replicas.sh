@@ -4,7 +4,8 @@
 #   pg-1        one modelgated on PostgreSQL
 #   pg-3        three modelgated replicas on one PostgreSQL behind HAProxy (roundrobin)
 # all in one run on this machine, with the same client (wrk, its own CPU) and the same data:
-#   LKG read, version read          req/s and p99 (response cache on)
+#   LKG read, version read          req/s and p99 (response cache on; on PostgreSQL each
+#                                   replica answers from memory while it holds a cache lease)
 #   version create, alias change    req/s and p99 (writes)
 # then, per configuration, the response cache's hit ratio for reads of model B while model A
 # takes about 10 writes a second (per-model invalidation: goal >= 0.95).
@@ -13,7 +14,11 @@
 # PostgreSQL is a private server this script starts (scripts/pg-test.sh: initdb + pg_ctl on a
 # Unix socket in the work directory) and removes.
 #
-# Usage: bench/replicas.sh [--duration S] [--connections N] [--tmp-dir DIR]
+# --rounds N runs every configuration N times, in turn, and keeps each figure's best round
+# (the cache hit ratio: its worst).
+#
+# Usage: bench/replicas.sh [--duration S] [--rounds N] [--connections N] [--tmp-dir DIR]
+# Environment: MODELGATED, HAPROXY, WRK; THREADS (--threads of every server, default 16).
 set -euo pipefail
 export LC_ALL=C
 
@@ -23,14 +28,18 @@ source "$root/bench/lib.sh"
 bench_name=replicas
 
 duration=5
+rounds=1
+round=1
 connections=16
+threads=${THREADS:-16}
 tmp_parent="$root/build/bench-tmp"
 while [[ $# -gt 0 ]]; do
     case "$1" in
     --duration) duration=$2; shift 2 ;;
     --connections) connections=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     --tmp-dir) tmp_parent=$2; shift 2 ;;
-    *) echo "usage: $0 [--duration S] [--connections N] [--tmp-dir DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--duration S] [--rounds N] [--connections N] [--tmp-dir DIR]" >&2; exit 2 ;;
     esac
 done
 
@@ -57,23 +66,24 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # start NAME N [--database URL]: N replicas, each its own data dir, one blob dir; sets
 # base (the URL clients use) and token.
 start() {
-    local name=$1 n=$2 db=${3:-} i port ports=() blobs
-    blobs="$work/$name-blobs"
+    local name=$1 n=$2 db=${3:-} i port ports=() blobs dir="$work/r$round-$1"
+    blobs="$dir-blobs"
     mkdir -p -m 0700 "$blobs"
     for ((i = 1; i <= n; i++)); do
         port=$(free_port)
         ports+=("$port")
         mg_ports+=("$port")
-        local args=(--data-dir "$work/$name-$i" --listen "127.0.0.1:$port" --blobs "file:$blobs"
-                    --log-format json)
-        # A read on PostgreSQL waits for one round trip to the database (its model's epoch);
-        # concurrent reads share it, so they need threads to be concurrent in.
-        [[ -n $db ]] && args+=(--database "$db" --threads "${PG_THREADS:-16}")
-        taskset -c 0 "$modelgated" "${args[@]}" >>"$work/$name-$i.log" 2>&1 &
+        # Writes on PostgreSQL wait for round trips to the database (and, with replicas, for
+        # the others' caches to apply them): they need threads to be concurrent in. Every
+        # configuration gets the same number.
+        local args=(--data-dir "$dir-$i" --listen "127.0.0.1:$port" --blobs "file:$blobs"
+                    --log-format json --threads "$threads")
+        [[ -n $db ]] && args+=(--database "$db")
+        taskset -c 0 "$modelgated" "${args[@]}" >>"$dir-$i.log" 2>&1 &
         mg_pids+=($!)
         bench_wait_for "modelgated $name-$i" $! curl -fsS -o /dev/null "http://127.0.0.1:$port/healthz"
     done
-    token=$(cat "$work/$name"-*/admin.token 2>/dev/null | head -n 1)
+    token=$(cat "$dir"-*/admin.token 2>/dev/null | head -n 1)
     base="http://127.0.0.1:${ports[0]}"
     if ((n > 1)); then
         local front
@@ -86,8 +96,8 @@ start() {
             for ((i = 0; i < n; i++)); do
                 printf '    server r%d 127.0.0.1:%s\n' "$i" "${ports[$i]}"
             done
-        } >"$work/$name-haproxy.cfg"
-        taskset -c 0 "$haproxy_bin" -db -f "$work/$name-haproxy.cfg" >>"$work/haproxy.log" 2>&1 &
+        } >"$dir-haproxy.cfg"
+        taskset -c 0 "$haproxy_bin" -db -f "$dir-haproxy.cfg" >>"$work/haproxy.log" 2>&1 &
         hap_pid=$!
         base="http://127.0.0.1:$front"
         bench_wait_for "HAProxy" "$hap_pid" curl -fsS -o /dev/null "$base/healthz"
@@ -138,6 +148,16 @@ EOF
         "$base$path" 2>/dev/null | awk '/^RESULT/ { print $2, $3 }'
 }
 
+# How many replicas hold a cache lease now (PostgreSQL: reads need no round trip), of all.
+leases() {
+    local n=0 port
+    for port in "${mg_ports[@]}"; do
+        curl -fsS -H "Authorization: Bearer $token" "http://127.0.0.1:$port/metrics" 2>/dev/null |
+            grep -q '^modelgate_cache_lease 1' && n=$((n + 1))
+    done
+    echo "$n/${#mg_ports[@]}"
+}
+
 # Cache hits and misses so far (all replicas: summed through each one's /metrics).
 cache_counts() {
     local h=0 m=0 port line
@@ -153,15 +173,28 @@ cache_counts() {
 }
 
 declare -A result
+# keep KEY "req/s p99": the round with the most req/s is kept (a busy machine only slows).
+keep() {
+    local old=${result[$1]:-}
+    if [[ -z $old ]] || awk -v a="${2%% *}" -v b="${old%% *}" 'BEGIN { exit !(a > b) }'; then
+        result[$1]=$2
+    fi
+}
 measure() {
-    local name=$1 before after writer
+    local name=$1 before after writer deadline=$((SECONDS + 15))
     populate
-    result[$name,lkg]=$(run_wrk GET /api/v1/models/b/aliases/prod/last-known-good)
-    result[$name,version]=$(run_wrk GET /api/v1/models/b/versions/1)
-    result[$name,create]=$(run_wrk POST /api/v1/models/a/versions \
-        "{\"artifact\":\"$artifact\",\"image\":\"$image\"}")
-    result[$name,alias]=$(run_wrk PUT /api/v1/models/a/aliases/prod \
-        '{"routes":[{"version":1,"weight":100}]}')
+    # PostgreSQL: once every replica holds its cache lease (a second or two after start).
+    while [[ $name != sqlite && $(leases) != "${#mg_ports[@]}/${#mg_ports[@]}" ]]; do
+        ((SECONDS < deadline)) || { echo "$bench_name: $name: not every replica holds a cache lease" >&2; break; }
+        sleep 0.1
+    done
+    keep "$name,lkg" "$(run_wrk GET /api/v1/models/b/aliases/prod/last-known-good)"
+    keep "$name,version" "$(run_wrk GET /api/v1/models/b/versions/1)"
+    result[$name,leases]=$(leases)
+    keep "$name,create" "$(run_wrk POST /api/v1/models/a/versions \
+        "{\"artifact\":\"$artifact\",\"image\":\"$image\"}")"
+    keep "$name,alias" "$(run_wrk PUT /api/v1/models/a/aliases/prod \
+        '{"routes":[{"version":1,"weight":100}]}')"
     # Model B's reads while model A takes ~10 writes a second.
     before=$(cache_counts)
     (
@@ -176,23 +209,27 @@ measure() {
     run_wrk GET /api/v1/models/b/versions/1 >/dev/null
     wait "$writer" || true
     after=$(cache_counts)
-    result[$name,hit]=$(awk -v b="$before" -v a="$after" 'BEGIN {
+    result[$name,hit]=$(awk -v b="$before" -v a="$after" -v o="${result[$name,hit]:-}" 'BEGIN {
         split(b, x, " "); split(a, y, " "); h = y[1] - x[1]; m = y[2] - x[2];
-        printf "%.3f", ((h + m) > 0 ? h / (h + m) : 0) }')
+        r = (h + m) > 0 ? h / (h + m) : 0; if (o != "" && o + 0 < r) r = o;
+        printf "%.3f", r }') # the worst round's
 }
 
-echo "$bench_name: $(nproc) CPUs, wrk -c$connections ${duration}s per run; servers on CPU 0, wrk on CPU 1"
-start sqlite 1
-measure sqlite
-stop
-bash "$root/scripts/pg-test.sh" createdb "$pgdir" pg1 >/dev/null
-start pg-1 1 "$(bash "$root/scripts/pg-test.sh" url "$pgdir" pg1)"
-measure pg-1
-stop
-bash "$root/scripts/pg-test.sh" createdb "$pgdir" pg3 >/dev/null
-start pg-3 3 "$(bash "$root/scripts/pg-test.sh" url "$pgdir" pg3)"
-measure pg-3
-stop
+echo "$bench_name: $(nproc) CPUs, wrk -c$connections ${duration}s per run, $rounds round(s); servers on CPU 0 ($threads threads each), wrk on CPU 1; load average $(cut -d' ' -f1 /proc/loadavg) at start"
+for ((round = 1; round <= rounds; round++)); do
+    start sqlite 1
+    measure sqlite
+    stop
+    bash "$root/scripts/pg-test.sh" createdb "$pgdir" "pg1r$round" >/dev/null
+    start pg-1 1 "$(bash "$root/scripts/pg-test.sh" url "$pgdir" "pg1r$round")"
+    measure pg-1
+    stop
+    bash "$root/scripts/pg-test.sh" createdb "$pgdir" "pg3r$round" >/dev/null
+    start pg-3 3 "$(bash "$root/scripts/pg-test.sh" url "$pgdir" "pg3r$round")"
+    measure pg-3
+    stop
+    ((rounds == 1)) || echo "$bench_name: round $round of $rounds done; load average $(cut -d' ' -f1 /proc/loadavg)"
+done
 
 printf '\n%-8s %-16s %10s %9s %12s\n' config read/write req/s p99_ms "vs sqlite"
 for name in sqlite pg-1 pg-3; do
@@ -203,6 +240,7 @@ for name in sqlite pg-1 pg-3; do
             "$(awk -v a="$rps" -v b="$base_rps" 'BEGIN { print (b > 0 ? a / b : 0) }')"
     done
     printf '%-8s %-16s %10s\n' "$name" "cache hit ratio" "${result[$name,hit]}"
+    [[ $name == sqlite ]] || printf '%-8s %-16s %10s\n' "$name" "cache leases" "${result[$name,leases]}"
 done
 pg1_lkg=$(awk -v a="${result[pg-1,lkg]%% *}" -v b="${result[sqlite,lkg]%% *}" 'BEGIN { print a / b }')
 awk -v r="$pg1_lkg" 'BEGIN { exit !(r >= 0.8) }' && echo "$bench_name: pg-1 LKG reads ${pg1_lkg}x sqlite (goal >= 0.8): met" ||

@@ -17,7 +17,14 @@
  * one store_version_create() at a time: the store has no batch API, and each
  * version is signed, audited and committed as it would be over HTTP.
  *
- * Usage: scale_gen --data-dir DIR [--models N] [--versions N] [--quiet]
+ * With --database URL the records go to that PostgreSQL database instead (the data
+ * directory keeps the signing key), exactly as a modelgated on it would write them.
+ *
+ * --from N starts at model m<N> (bench/scale.sh makes the rest of a big PostgreSQL store
+ * as copies, bench/scale_clone.sql).
+ *
+ * Usage: scale_gen --data-dir DIR [--database URL] [--models N] [--from N] [--versions N]
+ *                  [--quiet]
  * Prints one JSON line of figures on stdout; progress goes to stderr.
  */
 #include <errno.h>
@@ -35,7 +42,7 @@
 struct gen {
     struct store *st;
     const char *artifact; /* "sha256:…" of the one blob every version uses */
-    unsigned models, versions;
+    unsigned models, from, versions;
     bool quiet;
 };
 
@@ -156,7 +163,8 @@ static int one_model(struct gen *g, unsigned i)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: scale_gen --data-dir DIR [--models N] [--versions N] [--quiet]\n");
+    fprintf(stderr, "usage: scale_gen --data-dir DIR [--database URL] [--models N] [--from N] "
+                    "[--versions N] [--quiet]\n");
     return 2;
 }
 
@@ -166,7 +174,7 @@ int main(int argc, char **argv)
     struct sign_keyring *keys = NULL;
     struct mg_error err = {0};
     struct gen g = {0};
-    const char *dir = NULL;
+    const char *dir = NULL, *database = NULL;
     char artifact[72];
     double t0, t_last, t;
     int64_t n;
@@ -178,9 +186,14 @@ int main(int argc, char **argv)
     for (i = 1; i < (unsigned)argc; i++) {
         if (strcmp(argv[i], "--data-dir") == 0 && i + 1 < (unsigned)argc)
             dir = argv[++i];
+        else if (strcmp(argv[i], "--database") == 0 && i + 1 < (unsigned)argc)
+            database = argv[++i];
         else if (strcmp(argv[i], "--models") == 0 && i + 1 < (unsigned)argc &&
                  mg_parse_i64(argv[i + 1], 1, 99999, &n))
             g.models = (unsigned)n, i++;
+        else if (strcmp(argv[i], "--from") == 0 && i + 1 < (unsigned)argc &&
+                 mg_parse_i64(argv[i + 1], 0, 99998, &n))
+            g.from = (unsigned)n, i++;
         else if (strcmp(argv[i], "--versions") == 0 && i + 1 < (unsigned)argc &&
                  mg_parse_i64(argv[i + 1], 1, 1000000, &n))
             g.versions = (unsigned)n, i++;
@@ -198,6 +211,7 @@ int main(int argc, char **argv)
     if (sign_keyring_load(dir, NULL, true, &keys, &err) != MG_OK)
         return fail("signing key", &err);
     opt.data_dir = dir;
+    opt.database = database;
     opt.sync_normal = true;
     opt.read_conns = 1;
     opt.keys = keys;
@@ -212,7 +226,7 @@ int main(int argc, char **argv)
 
     t0 = t_last = now_s();
     for (i = 0; i < g.models; i++) {
-        if (one_model(&g, i) != 0)
+        if (one_model(&g, g.from + i) != 0)
             goto out;
         t = now_s();
         if (!g.quiet && (t - t_last >= 10 || i + 1 == g.models)) {

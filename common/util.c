@@ -4,6 +4,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,12 +194,26 @@ bool mg_random_bytes(void *out, size_t n)
     return RAND_bytes(out, (int)n) == 1;
 }
 
+/* MODELGATED_TEST_CLOCK_SKEW_MS: a host whose clock is off by that much (the replica
+ * tests' stand-in for a badly set clock; read once). */
+static int64_t clock_skew_ms;
+static pthread_once_t clock_skew_once = PTHREAD_ONCE_INIT;
+
+static void clock_skew_read(void)
+{
+    const char *v = getenv("MODELGATED_TEST_CLOCK_SKEW_MS");
+
+    if (v != NULL)
+        clock_skew_ms = strtoll(v, NULL, 10);
+}
+
 int64_t mg_now_ms(void)
 {
     struct timespec ts;
 
+    pthread_once(&clock_skew_once, clock_skew_read);
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + clock_skew_ms;
 }
 
 int64_t mg_mono_ms(void)

@@ -56,7 +56,9 @@ uint8_t *mg_base64_decode(const char *in, size_t in_len, size_t *out_len);
 /* Cryptographically secure random bytes. Returns false if the RNG failed. */
 bool mg_random_bytes(void *out, size_t n);
 
-/* Milliseconds since the Unix epoch (CLOCK_REALTIME). */
+/* Milliseconds since the Unix epoch (CLOCK_REALTIME; tests may set it off by
+ * MODELGATED_TEST_CLOCK_SKEW_MS). Times other replicas compare (leases, deadlines,
+ * sessions, queue order) use the database's clock instead: store_clock_ms. */
 int64_t mg_now_ms(void);
 
 /* Milliseconds from CLOCK_MONOTONIC, for durations. */

@@ -8,10 +8,11 @@
 #   scripts/pg-test.sh createdb DIR DB
 #   scripts/pg-test.sh restart DIR    stop (fast) and start again, same data
 #   scripts/pg-test.sh kill DIR       SIGKILL the postmaster (a crash), leave the data
+#   scripts/pg-test.sh halt DIR       stop, keep DIR (a later start serves the same data)
 #   scripts/pg-test.sh stop DIR       stop and remove DIR
 set -euo pipefail
 
-cmd=${1:?usage: pg-test.sh start|url|createdb|restart|kill|stop DIR [DB]}
+cmd=${1:?usage: pg-test.sh start|url|createdb|restart|kill|halt|stop DIR [DB]}
 dir=${2:?a directory}
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 [[ -x $bin/initdb ]] || {
@@ -60,6 +61,9 @@ kill)
     pid=$(head -n 1 "$dir/data/postmaster.pid")
     pkill -9 -P "$pid" 2>/dev/null || true
     kill -9 "$pid"
+    ;;
+halt)
+    as_user "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
     ;;
 stop)
     if [[ -f $dir/data/postmaster.pid ]]; then

@@ -10,10 +10,19 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
+
 #include "../artifact/sign.h"
+#include "../common/file.h"
 #include "push/push.h"
 #include "release.h"
 #include "runner/runner.h"
+
+/* How many heartbeats apart a replica asks which key the cluster signs with, when no
+ * notification of a rotation reached it. */
+#define KEYS_POLL_BEATS 5
+/* Keyrings a replica can take on in one run (rotations; the first is main's). */
+#define KEYRINGS_MAX 64
 
 struct srv_cluster {
     pthread_t thread, listener;
@@ -21,8 +30,77 @@ struct srv_cluster {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool stop, was_leader;
+    unsigned beats;
     char address[300];
+    /* Keyrings taken on from the cluster (srv_keys_follow): readers may still hold any
+     * of them, so they live until the cluster stops. */
+    pthread_mutex_t keys_lock;
+    const struct sign_keyring *first_keys; /* main's */
+    struct sign_keyring *followed[KEYRINGS_MAX];
+    unsigned nfollowed;
 };
+
+/* Every replica publishes the key it signs with: all of them list and verify it. */
+static void publish_key(struct srv *srv)
+{
+    const struct sign_keyring *keys = srv->keys;
+    struct mg_error err;
+
+    if (srv->cfg->database && keys && keys->active &&
+        store_signing_key_publish(srv->store, keys->active->keyid, keys->active->hint,
+                                  keys->active->public_pem, &err) != MG_OK)
+        fprintf(stderr, "modelgated: publish the signing key: %s\n", err.message);
+}
+
+void srv_keys_follow(struct srv *srv)
+{
+    struct srv_cluster *cl = srv->cluster;
+    const struct sign_keyring *keys;
+    struct sign_keyring *kr = NULL;
+    char keyid[65], path[4096], *pem = NULL;
+    struct mg_error err;
+
+    if (cl == NULL || srv->cfg->database == NULL || srv->cfg->signing_key != NULL)
+        return; /* one process, or a key the operator gives every replica */
+    pthread_mutex_lock(&cl->keys_lock);
+    if (store_signing_key_current(srv->store, keyid, &pem, &err) != MG_OK) {
+        if (err.code != MG_EUNAVAIL)
+            fprintf(stderr, "modelgated: the cluster's signing key: %s\n", err.message);
+        goto out;
+    }
+    keys = srv->keys;
+    if (keys && keys->active && strcmp(keys->active->keyid, keyid) == 0)
+        goto out;
+    if (cl->nfollowed == KEYRINGS_MAX) {
+        fprintf(stderr,
+                "modelgated: the cluster's signing key changed %u times since this "
+                "replica started; restart it to sign with %s\n",
+                KEYRINGS_MAX, keyid);
+        goto out;
+    }
+    snprintf(path, sizeof(path), "%s/cluster-signing-key.pem", srv->cfg->data_dir);
+    if (mg_file_write_atomic(path, pem, strlen(pem), 0600, &err) != MG_OK ||
+        sign_keyring_load(srv->cfg->data_dir, path, false, &kr, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: the cluster's signing key %s: %s\n", keyid, err.message);
+        goto out;
+    }
+    if (strcmp(kr->active->keyid, keyid) != 0) { /* the row's keyid is not its key's */
+        fprintf(stderr, "modelgated: the cluster's signing key %s holds key %s; not used\n", keyid,
+                kr->active->keyid);
+        sign_keyring_free(&kr);
+        goto out;
+    }
+    cl->followed[cl->nfollowed++] = kr;
+    store_set_keys(srv->store, kr); /* new versions are signed with it from here on */
+    srv->keys = kr;
+    fprintf(stderr, "modelgated: signing with the cluster's key %s from now on\n", keyid);
+    publish_key(srv);
+out:
+    pthread_mutex_unlock(&cl->keys_lock);
+    if (pem)
+        OPENSSL_cleanse(pem, strlen(pem));
+    free(pem);
+}
 
 static void beat(struct srv *srv, struct srv_cluster *cl)
 {
@@ -32,11 +110,9 @@ static void beat(struct srv *srv, struct srv_cluster *cl)
         fprintf(stderr, "modelgated: heartbeat: %s\n", err.message);
         return;
     }
-    /* Every replica publishes the key it signs with: all of them list and verify it. */
-    if (srv->cfg->database && srv->keys && srv->keys->active &&
-        store_signing_key_publish(srv->store, srv->keys->active->keyid, srv->keys->active->hint,
-                                  srv->keys->active->public_pem, &err) != MG_OK)
-        fprintf(stderr, "modelgated: publish the signing key: %s\n", err.message);
+    if (++cl->beats % KEYS_POLL_BEATS == 0)
+        srv_keys_follow(srv); /* a rotation whose notification was lost */
+    publish_key(srv);
     if (!store_leader(srv->store)) {
         cl->was_leader = false;
         return;
@@ -81,29 +157,34 @@ static void *cluster_main(void *arg)
     return NULL;
 }
 
-/* PostgreSQL: other replicas' outbox changes wake this one's workers and waiters. */
+/* PostgreSQL: other replicas' outbox changes wake this one's workers and waiters, a
+ * rotation of the cluster's signing key is followed at once, and the response cache
+ * hears other replicas' changes (store_wait_change). */
 static void *listen_main(void *arg)
 {
     struct srv *srv = arg;
     struct srv_cluster *cl = srv->cluster;
 
     for (;;) {
+        struct store_wake wake;
         struct mg_error err;
-        bool woken = false, stop;
+        bool stop;
 
         pthread_mutex_lock(&cl->lock);
         stop = cl->stop;
         pthread_mutex_unlock(&cl->lock);
         if (stop)
             break;
-        if (store_wait_change(srv->store, 200, &woken, &err) != MG_OK) {
+        if (store_wait_change(srv->store, 200, &wake, &err) != MG_OK) {
             struct timespec ts = {0, 200000000L}; /* the database is away: poll slowly */
 
             nanosleep(&ts, NULL);
             continue;
         }
-        if (woken)
+        if (wake.outbox)
             push_poke(srv);
+        if (wake.keys)
+            srv_keys_follow(srv);
     }
     return NULL;
 }
@@ -124,13 +205,18 @@ enum mg_code srv_cluster_start(struct srv *srv, struct mg_error *err)
                  host_len, listen, (unsigned)srv->port);
     pthread_mutex_init(&cl->lock, NULL);
     pthread_cond_init(&cl->cond, NULL);
+    pthread_mutex_init(&cl->keys_lock, NULL);
+    cl->first_keys = srv->keys;
     srv->cluster = cl;
+    if (srv->cache == NULL)
+        store_cache_off(srv->store); /* nothing cached here: no lease to hold writes up */
     if (store_replica_heartbeat(srv->store, cl->address, PROJECT_VERSION_TEXT, err) != MG_OK ||
         pthread_create(&cl->thread, NULL, cluster_main, srv) != 0) {
         if (err->code == MG_OK)
             mg_fail(err, MG_EIO, NULL, "cannot start the heartbeat thread");
         pthread_mutex_destroy(&cl->lock);
         pthread_cond_destroy(&cl->cond);
+        pthread_mutex_destroy(&cl->keys_lock);
         free(cl);
         srv->cluster = NULL;
         return err->code;
@@ -152,10 +238,20 @@ void srv_cluster_stop(struct srv *srv)
     pthread_cond_signal(&cl->cond);
     pthread_mutex_unlock(&cl->lock);
     pthread_join(cl->thread, NULL);
+    /* No request is served any more: writes on the other replicas need not wait for this
+     * one to hear them while it goes (its lease would run out by itself, holding them up). */
+    store_cache_off(srv->store);
     if (cl->listening)
         pthread_join(cl->listener, NULL);
+    if (cl->nfollowed > 0) { /* main frees the keyring it gave */
+        store_set_keys(srv->store, cl->first_keys);
+        srv->keys = cl->first_keys;
+    }
+    for (unsigned i = 0; i < cl->nfollowed; i++)
+        sign_keyring_free(&cl->followed[i]);
     pthread_mutex_destroy(&cl->lock);
     pthread_cond_destroy(&cl->cond);
+    pthread_mutex_destroy(&cl->keys_lock);
     free(cl);
     srv->cluster = NULL;
 }

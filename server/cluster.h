@@ -16,7 +16,13 @@
  * then start the thread. */
 enum mg_code srv_cluster_start(struct srv *srv, struct mg_error *err);
 
-/* Stop the thread (the replica's row ages out by itself). Safe when not started. */
+/* Stop the thread (the replica's row ages out by itself). Safe when not started.
+ * srv->keys is the keyring it started with again. */
 void srv_cluster_stop(struct srv *srv);
+
+/* PostgreSQL without --signing-key: sign with the cluster's current key (the
+ * newest activated, store_signing_key_current) from now on if it is not the one
+ * in use. Called when a rotation is announced, and every few heartbeats. */
+void srv_keys_follow(struct srv *srv);
 
 #endif

@@ -161,14 +161,16 @@ const char *srv_config_usage(void)
            "  --allow-shared-dir       serve from a data directory that others may read or\n"
            "                           write (refused by default: it holds secrets)\n"
            "\n"
-           "usage: modelgated keys rotate --data-dir DIR\n"
+           "usage: modelgated keys rotate --data-dir DIR [--database URL]\n"
+           "         make a new active signing key; old public keys stay published. With\n"
+           "         --database (PostgreSQL), the key every replica on it signs with: running\n"
+           "         replicas follow within seconds\n"
            "       modelgated backup --data-dir DIR [--blobs URL] --out FILE.tar   (safe while "
            "serving)\n"
            "       modelgated restore --data-dir NEW [--blobs URL] --from FILE.tar\n"
            "       modelgated migrate --data-dir DIR --to-database postgresql://... "
            "[--to-blobs URL]\n"
-           "         copy an embedded installation to shared backends (resumable)\n"
-           "  make a new active signing key; old public keys stay published\n";
+           "         copy an embedded installation to shared backends (resumable)\n";
 }
 
 static enum mg_code set_uint(unsigned *dst, const char *key, const char *v, int64_t min,

@@ -130,7 +130,10 @@ struct srv_workers;
 struct srv {
     struct srv_config *cfg;
     struct store *store;
-    const struct sign_keyring *keys;
+    /* What new versions are signed with and old ones verified against; replaced at
+     * once when the cluster's key rotates (cluster.c keeps every one it replaced
+     * alive until it stops), so load it once per use. */
+    const struct sign_keyring *_Atomic keys;
     struct rel_timer *timer;         /* the promotion clock (release.c) */
     struct push *push;               /* delivery workers (push/push.c) */
     struct runner *runner;           /* smoke-test runner (runner/runner.c) */

@@ -68,7 +68,41 @@ static int bootstrap_admin(struct store *st, const char *data_dir)
     return 0;
 }
 
-/* modelgated keys rotate --data-dir DIR */
+/* A key just made in data_dir (the keyring's active one) becomes the cluster's: every
+ * replica on the database signs with it within seconds. */
+static int rotate_cluster_key(const struct srv_config *cfg, const char *keyid)
+{
+    struct sign_keyring *kr = NULL;
+    struct mg_error err = {0};
+    char *priv = NULL;
+    int rc = 1;
+
+    if (sign_keyring_load(cfg->data_dir, NULL, false, &kr, &err) != MG_OK ||
+        sign_key_private_pem(cfg->data_dir, kr->active, &priv, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: the new signing key: %s\n", err.message);
+        goto out;
+    }
+    if (strcmp(kr->active->keyid, keyid) != 0) {
+        fprintf(stderr, "modelgated: %s/keys/active names %s, not the new key %s\n", cfg->data_dir,
+                kr->active->keyid, keyid);
+        goto out;
+    }
+    if (store_signing_key_rotate(cfg->database, keyid, kr->active->hint, kr->active->public_pem,
+                                 priv, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: cannot make %s the cluster's signing key: %s\n", keyid,
+                err.message);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (priv)
+        OPENSSL_cleanse(priv, strlen(priv));
+    free(priv);
+    sign_keyring_free(&kr);
+    return rc;
+}
+
+/* modelgated keys rotate --data-dir DIR [--database URL] */
 static int keys_command(int argc, char **argv)
 {
     struct srv_config cfg;
@@ -78,7 +112,7 @@ static int keys_command(int argc, char **argv)
 
     srv_config_init(&cfg);
     if (argc < 1 || strcmp(argv[0], "rotate") != 0) {
-        fprintf(stderr, "usage: modelgated keys rotate --data-dir DIR\n");
+        fprintf(stderr, "usage: modelgated keys rotate --data-dir DIR [--database URL]\n");
         goto out;
     }
     if (srv_config_parse(&cfg, argc - 1, argv + 1, &err) != MG_OK) {
@@ -88,6 +122,16 @@ static int keys_command(int argc, char **argv)
     if (sign_keyring_rotate(cfg.data_dir, keyid, &err) != MG_OK) {
         fprintf(stderr, "modelgated: cannot rotate the signing key: %s\n", err.message);
         rc = 1;
+        goto out;
+    }
+    if (cfg.database != NULL) {
+        if ((rc = rotate_cluster_key(&cfg, keyid)) != 0)
+            goto out;
+        printf("%s\n", keyid);
+        fprintf(stderr,
+                "modelgated: new active signing key %s; the replicas on the database sign with "
+                "it within seconds (those started with --signing-key keep theirs)\n",
+                keyid);
         goto out;
     }
     printf("%s\n", keyid);

@@ -174,6 +174,7 @@ static enum gate_sig check_signature(struct srv *srv, const char *model, const j
     int64_t n = json_integer_value(json_object_get(ver, "version"));
     json_t *files = NULL, *f, *bundle_json = NULL;
     const char *hint;
+    const struct sign_keyring *keys;
     const struct sign_key *key;
     struct sign_key other = {0};
     struct sign_resource *res = NULL;
@@ -188,7 +189,8 @@ static enum gate_sig check_signature(struct srv *srv, const char *model, const j
     hint = json_string_value(json_object_get(
         json_object_get(json_object_get(bundle_json, "verificationMaterial"), "publicKey"),
         "hint"));
-    key = hint && srv->keys ? sign_keyring_by_hint(srv->keys, hint) : NULL;
+    keys = srv->keys;
+    key = hint && keys ? sign_keyring_by_hint(keys, hint) : NULL;
     if (key == NULL && hint && srv->cfg->database) {
         /* Signed by another replica's key: published in the database. */
         char *pem = NULL;

@@ -189,7 +189,7 @@ bool srv_reply_cached(struct srv_req *r, const char *model, const char *key, uin
     struct mg_error err;
 
     /* Read before the handler's reads begin: what they see is at least this new. */
-    if (store_model_epoch(r->srv->store, model, epoch, &err) != MG_OK) {
+    if (r->srv->cache == NULL || store_model_epoch(r->srv->store, model, epoch, &err) != MG_OK) {
         *epoch = SRV_CACHE_NO_EPOCH; /* not known: neither served from nor kept */
         return false;
     }

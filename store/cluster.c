@@ -2,8 +2,8 @@
  * cluster.c - several processes on one database: each registers itself as a
  * replica and heartbeats; the heartbeat also reads the database's clock (so
  * leases and deadlines are in one clock whichever host sets them) and keeps or
- * seeks the leadership that runs the cluster's timers once. Per-model epochs
- * tell response caches which model a write made stale.
+ * seeks the leadership that runs the cluster's timers once, and renews the
+ * replica's cache lease (coherence.c).
  */
 #include "store_int.h"
 
@@ -31,6 +31,13 @@ int64_t store_clock_ms(struct store *st)
     return mg_now_ms() + atomic_load(&st->clock_offset_ms);
 }
 
+int64_t store_conn_clock_ms(struct db_conn *c)
+{
+    struct store *st = db_context(c);
+
+    return st ? store_clock_ms(st) : mg_now_ms();
+}
+
 const char *store_replica_id(const struct store *st)
 {
     return st->replica_id;
@@ -43,7 +50,9 @@ bool store_leader(struct store *st)
 
 void store_set_keys(struct store *st, const struct sign_keyring *keys)
 {
+    pthread_mutex_lock(&st->wlock); /* versions are signed inside write transactions */
     st->keys = keys;
+    pthread_mutex_unlock(&st->wlock);
 }
 
 const char *store_database_kind(const struct store *st)
@@ -134,20 +143,28 @@ enum mg_code store_replica_heartbeat(struct store *st, const char *address, cons
         "INSERT INTO replicas (id, address, version, started_at, last_seen_ms) "
         "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO UPDATE SET address = excluded.address, "
         "last_seen_ms = excluded.last_seen_ms RETURNING ?5";
+    /* The database's clock; and the cache lease (?5: its length, 0: none) with what this
+     * replica has applied, and the echo its listener must hear. */
     static const char sql_pg[] =
-        "INSERT INTO replicas (id, address, version, started_at, last_seen_ms) "
-        "VALUES (?1, ?2, ?3, ?4, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) "
-        "ON CONFLICT (id) DO UPDATE SET address = excluded.address, "
-        "last_seen_ms = excluded.last_seen_ms RETURNING last_seen_ms";
+        "WITH t AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms) "
+        "INSERT INTO replicas (id, address, version, started_at, last_seen_ms, cache_until_ms, "
+        "cache_seen) SELECT ?1, ?2, ?3, ?4, t.ms, CASE WHEN ?5 > 0 THEN t.ms + ?5 ELSE 0 END, "
+        "?6 FROM t ON CONFLICT (id) DO UPDATE SET address = excluded.address, "
+        "last_seen_ms = excluded.last_seen_ms, cache_until_ms = excluded.cache_until_ms, "
+        "cache_seen = greatest(replicas.cache_seen, excluded.cache_seen) "
+        "RETURNING last_seen_ms, pg_notify('mg_change', ?7)";
     /* Rows of processes gone for an hour are history. */
     static const char sql_forget[] = "DELETE FROM replicas WHERE last_seen_ms < ?";
+    struct store_renewal renewal;
     struct db_conn *c;
     struct db_stmt *s;
-    int64_t before = mg_now_ms(), after, db_ms = 0;
+    int64_t before, after, db_ms = 0;
     char started[32];
     enum mg_code rc;
     bool row;
 
+    store_cache_renew_begin(st, &renewal);
+    before = mg_now_ms();
     if ((c = store_write_begin(st, err)) == NULL)
         return err->code;
     mg_time_format(st->started_ms, started);
@@ -156,8 +173,13 @@ enum mg_code store_replica_heartbeat(struct store *st, const char *address, cons
     db_bind_text(s, 2, address ? address : "");
     db_bind_text(s, 3, version ? version : "");
     db_bind_text(s, 4, started);
-    if (db_dialect(c) == DB_SQLITE) /* PostgreSQL reads its own clock */
+    if (db_dialect(c) == DB_SQLITE) { /* PostgreSQL reads its own clock */
         db_bind_i64(s, 5, before);
+    } else {
+        db_bind_i64(s, 5, renewal.lease ? STORE_CACHE_LEASE_MS : 0);
+        db_bind_i64(s, 6, renewal.seen);
+        db_bind_text(s, 7, renewal.echo_text);
+    }
     if ((rc = db_step(s, &row, err)) != MG_OK)
         goto out;
     if (row)
@@ -170,6 +192,7 @@ enum mg_code store_replica_heartbeat(struct store *st, const char *address, cons
 out:
     rc = store_write_end(st, c, rc, err);
     after = mg_now_ms();
+    store_cache_renew_end(st, &renewal, rc == MG_OK);
     /* The database's clock, less half the round trip. On SQLite it is ours. */
     if (rc == MG_OK && st->database)
         atomic_store(&st->clock_offset_ms, db_ms - (before + after) / 2);
@@ -225,142 +248,22 @@ enum mg_code store_cluster(struct store *st, json_t **out, struct mg_error *err)
     return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 }
 
-/* ---- per-model epochs ----------------------------------------------------- */
-
-static unsigned epoch_slot(const char *model)
-{
-    uint32_t h = 2166136261u; /* FNV-1a */
-
-    for (; *model; model++)
-        h = (h ^ (uint8_t)*model) * 16777619u;
-    return h % STORE_EPOCH_SLOTS;
-}
-
-static void model_touched(struct db_conn *c, const char *model)
-{
-    struct store *st = db_context(c);
-
-    if (st == NULL)
-        return;
-    if (st->ntouched < sizeof(st->touched) / sizeof(st->touched[0]))
-        st->touched[st->ntouched++] = epoch_slot(model);
-    else
-        st->touched_all = true;
-}
-
-enum mg_code store_model_bump(struct db_conn *c, const char *model, struct mg_error *err)
-{
-    static const char sql[] = "INSERT INTO model_epochs (model, epoch) VALUES (?, 1) "
-                              "ON CONFLICT (model) DO UPDATE SET epoch = model_epochs.epoch + 1";
-    static const char sql_pg[] =
-        "INSERT INTO model_epochs (model, epoch, seq) VALUES (?, 1, nextval('model_epoch_seq')) "
-        "ON CONFLICT (model) DO UPDATE SET epoch = model_epochs.epoch + 1, seq = excluded.seq";
-    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
-
-    model_touched(c, model);
-    db_bind_text(s, 1, model);
-    return db_exec(s, err);
-}
-
-void store_epochs_commit(struct store *st, bool committed)
-{
-    unsigned i;
-
-    /* PostgreSQL: the slots move only by refreshes from the database, where the
-     * sequence numbers follow commit order (writers hold one lock). */
-    if (st->database)
-        committed = false;
-    if (committed && st->touched_all) {
-        for (i = 0; i < STORE_EPOCH_SLOTS; i++)
-            atomic_fetch_add(&st->model_epochs[i], 1);
-    } else if (committed) {
-        for (i = 0; i < st->ntouched; i++)
-            atomic_fetch_add(&st->model_epochs[st->touched[i]], 1);
-    }
-    st->ntouched = 0;
-    st->touched_all = false;
-}
-
-/* One refresh of the epochs from the database (PostgreSQL): every model changed
- * since the last one moves its slot to the change's sequence number. */
-static enum mg_code refresh_epochs(struct store *st, struct mg_error *err)
-{
-    static const char sql[] = "SELECT model, seq FROM model_epochs WHERE seq > ? ORDER BY seq";
-    struct db_conn *c = store_read_borrow(st);
-    struct db_stmt *s = db_prepare(c, sql);
-    enum mg_code rc;
-    bool row;
-
-    db_bind_i64(s, 1, st->ep_seen);
-    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        int64_t seq = db_col_i64(s, 1);
-        _Atomic uint64_t *slot = &st->model_epochs[epoch_slot(db_col_text(s, 0))];
-
-        if ((uint64_t)seq > atomic_load(slot))
-            atomic_store(slot, (uint64_t)seq);
-        if (seq > st->ep_seen)
-            st->ep_seen = seq;
-    }
-    store_read_return(st, c);
-    return rc;
-}
-
-enum mg_code store_model_epoch(struct store *st, const char *model, uint64_t *epoch,
-                               struct mg_error *err)
-{
-    uint64_t want;
-    enum mg_code rc = MG_OK;
-
-    if (st->database == NULL) {
-        /* One process writes the SQLite database, this one: what it committed is
-         * all there is. Models that share a slot share an epoch (a spurious miss). */
-        *epoch = atomic_load(&st->model_epochs[epoch_slot(model)]);
-        return MG_OK;
-    }
-    /*
-     * Other replicas write too, so the epoch must come from a read of the database
-     * that began after this call did. Reads arriving together share one: the
-     * refresh that starts next serves every caller waiting when it starts, and
-     * whoever finds none running starts it.
-     */
-    pthread_mutex_lock(&st->ep_lock);
-    want = st->ep_started + 1;
-    while (st->ep_done < want) {
-        if (!st->ep_running) {
-            st->ep_running = true;
-            st->ep_started++;
-            pthread_mutex_unlock(&st->ep_lock);
-            rc = refresh_epochs(st, err);
-            pthread_mutex_lock(&st->ep_lock);
-            st->ep_running = false;
-            st->ep_done = st->ep_started;
-            st->ep_rc = rc;
-            pthread_cond_broadcast(&st->ep_cond);
-            break;
-        }
-        pthread_cond_wait(&st->ep_cond, &st->ep_lock);
-    }
-    rc = st->ep_rc;
-    if (rc != MG_OK)
-        mg_fail(err, rc, NULL, "the database is unavailable; retry shortly");
-    pthread_mutex_unlock(&st->ep_lock);
-    *epoch = atomic_load(&st->model_epochs[epoch_slot(model)]);
-    return rc;
-}
-
 /* ---- the cluster's signing keys ------------------------------------------ */
+
+/* The key the cluster signs with: the newest activated (rows from before activation
+ * times existed: the first stored). */
+#define CLUSTER_KEY_ORDER "ORDER BY activated_ms DESC, created_at, keyid LIMIT 1"
 
 enum mg_code store_signing_key_share(struct store *st, const char *keyid, const char *hint,
                                      const char *public_pem, const char *private_pem,
                                      char **shared_pem, struct mg_error *err)
 {
     static const char sql_get[] = "SELECT private_pem FROM signing_keys "
-                                  "WHERE private_pem IS NOT NULL ORDER BY created_at, keyid "
-                                  "LIMIT 1";
+                                  "WHERE private_pem IS NOT NULL " CLUSTER_KEY_ORDER;
     static const char sql_ins[] =
         "INSERT INTO signing_keys (keyid, hint, public_pem, private_pem, created_at, "
-        "last_active_ms) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (keyid) DO UPDATE SET "
-        "private_pem = excluded.private_pem";
+        "last_active_ms, activated_ms) VALUES (?, ?, ?, ?, ?, ?, ?6) ON CONFLICT (keyid) "
+        "DO UPDATE SET private_pem = excluded.private_pem, activated_ms = excluded.activated_ms";
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
     char at[32];
@@ -397,6 +300,99 @@ out:
         free(*shared_pem);
         *shared_pem = NULL;
     }
+    return rc;
+}
+
+enum mg_code store_signing_key_current(struct store *st, char keyid[65], char **private_pem,
+                                       struct mg_error *err)
+{
+    static const char sql[] = "SELECT keyid, private_pem FROM signing_keys "
+                              "WHERE private_pem IS NOT NULL " CLUSTER_KEY_ORDER;
+    struct db_conn *c = store_read_borrow(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    *private_pem = NULL;
+    keyid[0] = '\0';
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        snprintf(keyid, 65, "%s", db_col_text(s, 0));
+        if ((*private_pem = store_col_strdup(s, 1)) == NULL)
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        db_reset(s);
+    } else if (rc == MG_OK) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "the database holds no signing key to share");
+    }
+    store_read_return(st, c);
+    return rc;
+}
+
+enum mg_code store_signing_key_rotate(const char *database, const char *keyid, const char *hint,
+                                      const char *public_pem, const char *private_pem,
+                                      struct mg_error *err)
+{
+    static const char sql_schema[] = "SELECT coalesce(max(version), 0) FROM schema_migrations";
+    static const char sql_ins[] =
+        "INSERT INTO signing_keys (keyid, hint, public_pem, private_pem, created_at, "
+        "last_active_ms, activated_ms) VALUES (?, ?, ?, ?, ?, 0, "
+        "(extract(epoch FROM clock_timestamp()) * 1000)::bigint) ON CONFLICT (keyid) DO UPDATE "
+        "SET private_pem = excluded.private_pem, activated_ms = excluded.activated_ms";
+    static const char sql_notify[] = "SELECT pg_notify('mg_change', 'k')";
+    struct db_open_options o = {.url = database};
+    struct db_conn *c = NULL;
+    struct db_stmt *s;
+    json_t *detail = NULL;
+    char at[32];
+    enum mg_code rc;
+    bool row;
+
+    if ((rc = db_open(&o, &c, err)) != MG_OK)
+        return rc;
+    if (db_dialect(c) != DB_POSTGRES) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "--database must be a PostgreSQL URL");
+        goto out;
+    }
+    if ((rc = db_begin(c, DB_WRITE, err)) != MG_OK)
+        goto out;
+    /* The same schema as the replicas' (they migrate at start): else the key would land
+     * where they do not look. */
+    s = db_prepare(c, sql_schema);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        goto out;
+    if (!row || db_col_i64(s, 0) != store_schema_version()) {
+        rc = mg_fail(err, MG_EINVAL, NULL,
+                     "the database is at schema version %lld, this modelgated at %d: rotate "
+                     "with the modelgated the replicas run",
+                     row ? (long long)db_col_i64(s, 0) : 0LL, store_schema_version());
+        db_reset(s);
+        goto out;
+    }
+    db_reset(s);
+    s = db_prepare(c, sql_ins);
+    store_now(at);
+    db_bind_text(s, 1, keyid);
+    db_bind_text(s, 2, hint);
+    db_bind_text(s, 3, public_pem);
+    db_bind_text(s, 4, private_pem);
+    db_bind_text(s, 5, at);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    if ((detail = json_pack("{s:s}", "keyid", keyid)) == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if ((rc = store_audit_append(c, "modelgated", "signing_key.rotate", keyid, detail, err)) !=
+        MG_OK)
+        goto out;
+    s = db_prepare(c, sql_notify); /* delivered at the commit */
+    rc = db_exec(s, err);
+out:
+    if (rc == MG_OK)
+        rc = db_commit(c, err);
+    else if (c != NULL)
+        db_rollback(c);
+    json_decref(detail);
+    db_close(&c);
     return rc;
 }
 
@@ -469,18 +465,6 @@ enum mg_code store_signing_key_by_hint(struct store *st, const char *hint, char 
     }
     store_read_end(st, c);
     return rc;
-}
-
-enum mg_code store_wait_change(struct store *st, int timeout_ms, bool *woken, struct mg_error *err)
-{
-    struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
-
-    *woken = false;
-    if (st->notify_conn == NULL) {
-        nanosleep(&ts, NULL);
-        return MG_OK;
-    }
-    return db_wait_notify(st->notify_conn, "mg_change", timeout_ms, woken, err);
 }
 
 enum mg_code store_sweep_dead(struct store *st, const char *sql, struct mg_error *err)

@@ -225,7 +225,10 @@ static enum mg_code dataset_users(struct db_conn *c, const char *digest, json_t 
         "JOIN versions v ON v.id = vd.version_id JOIN models m ON m.id = v.model_id "
         "ORDER BY d.depth, m.name, v.version, vd.role";
     /* PostgreSQL allows no LIMIT inside the recursion; it evaluates a recursive
-     * query only as far as its reader fetches, so the limit goes outside. */
+     * query only as far as its reader fetches, so the limit goes outside. It cannot
+     * estimate how many datasets the recursion finds either, and guessing dozens it
+     * would hash-join every model (a scan that grows with the registry): each
+     * dataset's versions are looked up by index, and each version's model by its id. */
     static const char sql_pg[] =
         "WITH RECURSIVE d(digest, via, depth) AS ("
         "  SELECT ?1::text, '[]'::jsonb, 0"
@@ -233,10 +236,11 @@ static enum mg_code dataset_users(struct db_conn *c, const char *digest, json_t 
         "  SELECT p.child, d.via || to_jsonb(p.child), d.depth + 1"
         "  FROM dataset_parents p JOIN d ON p.parent = d.digest WHERE d.depth < 64"
         ") "
-        "SELECT m.name, v.version, vd.role, d.via::text FROM (SELECT * FROM d LIMIT 100000) d "
-        "JOIN version_datasets vd ON vd.digest = d.digest "
-        "JOIN versions v ON v.id = vd.version_id JOIN models m ON m.id = v.model_id "
-        "ORDER BY d.depth, m.name, v.version, vd.role";
+        "SELECT x.name, x.version, x.role, d.via::text FROM (SELECT * FROM d LIMIT 100000) d "
+        "CROSS JOIN LATERAL (SELECT (SELECT m.name FROM models m WHERE m.id = v.model_id) "
+        "AS name, v.version, vd.role FROM version_datasets vd "
+        "JOIN versions v ON v.id = vd.version_id WHERE vd.digest = d.digest) x "
+        "ORDER BY d.depth, x.name, x.version, x.role";
     struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     json_t *items = json_array(), *seen = json_object();
     enum mg_code rc;

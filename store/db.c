@@ -144,10 +144,20 @@ enum mg_code db_listen(struct db_conn *c, const char *channel, struct mg_error *
     return c->ops->listen(c, channel, err);
 }
 
-enum mg_code db_wait_notify(struct db_conn *c, const char *channel, int timeout_ms, bool *got,
-                            struct mg_error *err)
+enum mg_code db_wait_notify(struct db_conn *c, const char *channel, int timeout_ms, db_notify_fn fn,
+                            void *arg, struct mg_error *err)
 {
-    return c->ops->wait_notify(c, channel, timeout_ms, got, err);
+    return c->ops->wait_notify(c, channel, timeout_ms, fn, arg, err);
+}
+
+unsigned db_session(const struct db_conn *c)
+{
+    return c->ops->session(c);
+}
+
+void db_disconnect(struct db_conn *c)
+{
+    c->ops->disconnect(c);
 }
 
 int db_col_count(struct db_stmt *s)

@@ -43,11 +43,12 @@ struct db_stmt;
 enum db_dialect { DB_SQLITE, DB_POSTGRES };
 
 struct db_open_options {
-    const char *path;    /* SQLite: the database file */
-    const char *url;     /* PostgreSQL: a libpq URI or conninfo; when set, path is unused */
-    bool writer;         /* SQLite: a read-write connection (creates the file) */
-    bool sync_normal;    /* SQLite writer: synchronous=NORMAL instead of FULL */
-    int busy_timeout_ms; /* SQLite: how long to wait for a lock */
+    const char *path;     /* SQLite: the database file */
+    const char *url;      /* PostgreSQL: a libpq URI or conninfo; when set, path is unused */
+    bool writer;          /* SQLite: a read-write connection (creates the file) */
+    bool sync_normal;     /* SQLite writer: synchronous=NORMAL instead of FULL */
+    int busy_timeout_ms;  /* SQLite: how long to wait for a lock */
+    const char *app_name; /* PostgreSQL: application_name (pg_stat_activity); NULL: libpq's */
 };
 
 /* Open a connection; *out is NEW (db_close). On failure *out is NULL and err
@@ -154,11 +155,25 @@ size_t db_col_bytes(struct db_stmt *s, int i);
 /* Start listening on channel (a plain identifier) on this connection. */
 enum mg_code db_listen(struct db_conn *c, const char *channel, struct mg_error *err) DB_MUST_CHECK;
 
-/* Wait up to timeout_ms for a notification on a listening connection; *got
- * tells whether one (or more: all pending are consumed) came. A lost
- * connection is re-established and listened on again. SQLite: sleeps. */
-enum mg_code db_wait_notify(struct db_conn *c, const char *channel, int timeout_ms, bool *got,
-                            struct mg_error *err) DB_MUST_CHECK;
+/* One notification's payload (BORROWED: valid during the call only). */
+typedef void (*db_notify_fn)(void *arg, const char *payload);
+
+/* Wait up to timeout_ms for notifications on a listening connection and pass
+ * each one that came (all pending are consumed) to fn, in the order they were
+ * sent. A lost connection fails the call; the next call re-establishes it and
+ * listens again (db_session then tells a new session: what was sent meanwhile
+ * is lost). SQLite: sleeps. */
+enum mg_code db_wait_notify(struct db_conn *c, const char *channel, int timeout_ms, db_notify_fn fn,
+                            void *arg, struct mg_error *err) DB_MUST_CHECK;
+
+/* Which session with its server the connection is on: a number that changes
+ * whenever the connection is re-established, 0 while it is down (PostgreSQL).
+ * SQLite: always 1. */
+unsigned db_session(const struct db_conn *c);
+
+/* End the connection's session now (a listener that stopped hearing): the next
+ * transaction or wait starts a new one. SQLite: nothing. */
+void db_disconnect(struct db_conn *c);
 
 /* ---- the embedded database only ------------------------------------------- */
 

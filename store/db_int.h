@@ -35,8 +35,10 @@ struct db_ops {
     const char *(*col_name)(struct db_stmt *s, int i);
     enum db_type (*col_type)(struct db_stmt *s, int i);
     enum mg_code (*listen)(struct db_conn *c, const char *channel, struct mg_error *err);
-    enum mg_code (*wait_notify)(struct db_conn *c, const char *channel, int timeout_ms, bool *got,
-                                struct mg_error *err);
+    enum mg_code (*wait_notify)(struct db_conn *c, const char *channel, int timeout_ms,
+                                db_notify_fn fn, void *arg, struct mg_error *err);
+    unsigned (*session)(const struct db_conn *c);
+    void (*disconnect)(struct db_conn *c);
 };
 
 /* The first member of every engine's connection and statement. */

@@ -29,6 +29,9 @@
 #define OID_TEXT 25
 #define OID_FLOAT8 701
 
+/* How long a session may sit idle inside a transaction (connect_now). */
+#define DB_PG_IDLE_TXN_MS "5000"
+
 /* The advisory lock every write transaction holds ("mgwr"). */
 #define WRITE_LOCK_KEY "1835497330"
 
@@ -55,7 +58,8 @@ struct pg_conn {
     struct db_conn base;
     PGconn *pg;
     char *conninfo;
-    char where[160]; /* "database D on H" for messages: never the password */
+    char app_name[64]; /* "" when not set */
+    char where[160];   /* "database D on H" for messages: never the password */
     struct pg_stmt **cache;
     unsigned ncache, capcache, next_name;
     unsigned generation; /* bumped when the connection is re-established */
@@ -125,9 +129,13 @@ static enum mg_code run_simple(struct pg_conn *c, const char *sql, struct mg_err
 
 static enum mg_code connect_now(struct pg_conn *c, struct mg_error *err)
 {
-    if (c->pg == NULL)
-        c->pg = PQconnectdb(c->conninfo);
-    else
+    if (c->pg == NULL) {
+        /* The URL or conninfo first, expanded; application_name overrides its own. */
+        const char *const keys[] = {"dbname", c->app_name[0] ? "application_name" : NULL, NULL};
+        const char *const values[] = {c->conninfo, c->app_name, NULL};
+
+        c->pg = PQconnectdbParams(keys, values, 1);
+    } else
         PQreset(c->pg);
     describe(c);
     if (c->pg == NULL)
@@ -141,10 +149,14 @@ static enum mg_code connect_now(struct pg_conn *c, struct mg_error *err)
                        text);
     }
     c->generation++; /* statements prepared on the old session are gone */
-    /* Times and text as the store writes them; errors in English for the log. */
+    /* Times and text as the store writes them; errors in English for the log. A
+     * session that sits inside a transaction for 5 s belongs to a process that stopped
+     * (SIGSTOP, a paused VM): the server ends it, so the writers' lock it may hold does
+     * not stall every replica until it wakes. The store's transactions never pause. */
     return run_simple(c,
                       "SET TIME ZONE 'UTC'; SET client_min_messages = warning; "
-                      "SET lc_messages = 'C'",
+                      "SET lc_messages = 'C'; SET idle_in_transaction_session_timeout = "
+                      "'" DB_PG_IDLE_TXN_MS "ms'",
                       err);
 }
 
@@ -210,6 +222,8 @@ enum mg_code db_pg_open(const struct db_open_options *opt, struct db_conn **out,
         free(c);
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
+    if (opt->app_name)
+        snprintf(c->app_name, sizeof(c->app_name), "%s", opt->app_name);
     c->base.ops = &pg_ops;
     c->failed.base.conn = &c->base;
     if ((rc = connect_now(c, err)) != MG_OK) {
@@ -688,29 +702,60 @@ static enum mg_code pg_listen(struct db_conn *base, const char *channel, struct 
     return run_simple(c, sql, err);
 }
 
+/* Pass every notification libpq holds already to fn; true when there was one. */
+static bool drain_notifies(struct pg_conn *c, db_notify_fn fn, void *arg)
+{
+    PGnotify *n;
+    bool any = false;
+
+    while ((n = PQnotifies(c->pg)) != NULL) {
+        any = true;
+        if (fn != NULL)
+            fn(arg, n->extra ? n->extra : "");
+        PQfreemem(n);
+    }
+    return any;
+}
+
 static enum mg_code pg_wait_notify(struct db_conn *base, const char *channel, int timeout_ms,
-                                   bool *got, struct mg_error *err)
+                                   db_notify_fn fn, void *arg, struct mg_error *err)
 {
     struct pg_conn *c = PC(base);
     struct pollfd pfd;
-    PGnotify *n;
     enum mg_code rc;
 
-    *got = false;
     if (PQstatus(c->pg) != CONNECTION_OK && (rc = pg_listen(base, channel, err)) != MG_OK)
         return rc;
+    /* Notifications that arrived while a statement ran on this connection are held by
+     * libpq already: the socket would not wake for them. */
+    if (drain_notifies(c, fn, arg))
+        return MG_OK;
     pfd.fd = PQsocket(c->pg);
     pfd.events = POLLIN;
     pfd.revents = 0;
     if (pfd.fd >= 0 && poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
         return mg_fail(err, MG_EIO, NULL, "poll: %s", strerror(errno));
-    if (PQconsumeInput(c->pg) != 1)
-        return fail_res(c, NULL, err); /* the next call listens again on a new connection */
-    while ((n = PQnotifies(c->pg)) != NULL) {
-        *got = true;
-        PQfreemem(n);
-    }
+    if (PQconsumeInput(c->pg) != 1 || PQstatus(c->pg) != CONNECTION_OK)
+        return fail_res(c, NULL, err); /* the next call listens again on a new session */
+    drain_notifies(c, fn, arg);
     return MG_OK;
+}
+
+static unsigned pg_session(const struct db_conn *base)
+{
+    const struct pg_conn *c = (const struct pg_conn *)base;
+
+    return PQstatus(c->pg) == CONNECTION_OK ? c->generation : 0;
+}
+
+static void pg_disconnect(struct db_conn *base)
+{
+    struct pg_conn *c = PC(base);
+
+    end_statements(c);
+    if (c->pg != NULL)
+        PQfinish(c->pg);
+    c->pg = NULL; /* connect_now starts afresh */
 }
 
 static const struct db_ops pg_ops = {
@@ -740,4 +785,6 @@ static const struct db_ops pg_ops = {
     .col_type = pg_col_type,
     .listen = pg_listen,
     .wait_notify = pg_wait_notify,
+    .session = pg_session,
+    .disconnect = pg_disconnect,
 };

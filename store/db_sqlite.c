@@ -398,16 +398,28 @@ static enum mg_code lite_listen(struct db_conn *c, const char *channel, struct m
 }
 
 static enum mg_code lite_wait_notify(struct db_conn *c, const char *channel, int timeout_ms,
-                                     bool *got, struct mg_error *err)
+                                     db_notify_fn fn, void *arg, struct mg_error *err)
 {
     struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
 
     (void)c;
     (void)channel;
+    (void)fn;
+    (void)arg;
     (void)err;
-    *got = false;
     nanosleep(&ts, NULL);
     return MG_OK;
+}
+
+static unsigned lite_session(const struct db_conn *c)
+{
+    (void)c;
+    return 1;
+}
+
+static void lite_disconnect(struct db_conn *c)
+{
+    (void)c;
 }
 
 static const struct db_ops lite_ops = {
@@ -437,6 +449,8 @@ static const struct db_ops lite_ops = {
     .col_type = lite_col_type,
     .listen = lite_listen,
     .wait_notify = lite_wait_notify,
+    .session = lite_session,
+    .disconnect = lite_disconnect,
 };
 
 /* ---- the embedded database only ------------------------------------------- */

@@ -130,7 +130,7 @@ static enum mg_code enqueue_current(struct db_conn *c, const char *name, const c
     s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     db_bind_text(s, 1, name);
     db_bind_text(s, 2, at);
-    db_bind_i64(s, 3, mg_now_ms());
+    db_bind_i64(s, 3, store_conn_clock_ms(c));
     return db_exec(s, err);
 }
 

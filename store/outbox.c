@@ -59,7 +59,7 @@ enum mg_code store_outbox_write(struct db_conn *c, const char *model, const char
     db_bind_i64(s, 3, gen);
     db_bind_text(s, 4, text);
     db_bind_text(s, 5, at);
-    db_bind_i64(s, 6, mg_now_ms());
+    db_bind_i64(s, 6, store_conn_clock_ms(c)); /* lag is measured on this clock */
     if ((rc = db_exec(s, err)) == MG_OK)
         rc = notify_change(c, err);
     free(text);

@@ -39,7 +39,7 @@ enum mg_code store_session_open(struct store *st, const char *secret, size_t n,
     struct db_conn *c;
     struct db_stmt *s;
     uint8_t hash[32];
-    int64_t now = mg_now_ms();
+    int64_t now = store_clock_ms(st); /* the cluster's clock: any replica checks it */
     enum mg_code rc;
 
     if (store_token_authenticate(st, secret, n, who) != MG_OK)
@@ -75,7 +75,7 @@ enum mg_code store_session_check(struct store *st, const char *id, size_t n, int
     struct db_conn *c;
     struct db_stmt *s;
     uint8_t hash[32];
-    int64_t now = mg_now_ms(), last = 0, created = 0;
+    int64_t now = store_clock_ms(st), last = 0, created = 0;
     enum mg_code rc;
     bool row;
 

@@ -148,7 +148,7 @@ enum mg_code store_smoke_enqueue_in(struct db_conn *c, const char *model, int64_
     db_bind_text(s, 4, trigger);
     db_bind_text(s, 5, gpu_mode);
     db_bind_text(s, 6, at);
-    db_bind_i64(s, 7, mg_now_ms());
+    db_bind_i64(s, 7, store_conn_clock_ms(c)); /* the queue's order, cluster-wide */
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     *created = true;

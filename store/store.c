@@ -323,6 +323,15 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     pthread_mutex_init(&st->gc_lock, NULL);
     pthread_cond_init(&st->ep_cond, NULL);
     pthread_cond_init(&st->rcond, NULL);
+    pthread_mutex_init(&st->coh_lock, NULL);
+    {
+        pthread_condattr_t ca;
+
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&st->ack_cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     st->lock_fd = -1;
     st->archive = opt->archive;
     st->archive.counters = &st->archive_counters;
@@ -371,23 +380,34 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     tighten_modes(st->data_dir);
 
     {
+        /* PostgreSQL sessions say whose they are and what for (pg_stat_activity). */
+        char app[4][48];
         struct db_open_options o = {.path = st->db_path,
                                     .url = opt->database,
                                     .writer = true,
-                                    .sync_normal = opt->sync_normal};
+                                    .sync_normal = opt->sync_normal,
+                                    .app_name = app[0]};
 
+        snprintf(app[0], sizeof(app[0]), "modelgated %s writer", st->replica_id);
+        snprintf(app[1], sizeof(app[1]), "modelgated %s reader", st->replica_id);
+        snprintf(app[2], sizeof(app[2]), "modelgated %s leader", st->replica_id);
+        snprintf(app[3], sizeof(app[3]), "modelgated %s listener", st->replica_id);
         if ((rc = db_open(&o, &st->writer, err)) != MG_OK)
             goto fail;
         db_set_context(st->writer, st);
         if ((rc = migrate(st->writer, err)) != MG_OK)
             goto fail;
         o.writer = false;
+        o.app_name = app[1];
         for (i = 0; i < st->nreaders; i++) {
             if ((rc = db_open(&o, &st->readers[i], err)) != MG_OK)
                 goto fail;
         }
-        if (st->database && ((rc = db_open(&o, &st->leader_conn, err)) != MG_OK ||
-                             (rc = db_open(&o, &st->notify_conn, err)) != MG_OK ||
+        o.app_name = app[2];
+        if (st->database && (rc = db_open(&o, &st->leader_conn, err)) != MG_OK)
+            goto fail;
+        o.app_name = app[3];
+        if (st->database && ((rc = db_open(&o, &st->notify_conn, err)) != MG_OK ||
                              (rc = db_listen(st->notify_conn, "mg_change", err)) != MG_OK))
             goto fail;
     }
@@ -425,6 +445,8 @@ void store_close(struct store **stp)
     pthread_mutex_destroy(&st->gc_lock);
     pthread_cond_destroy(&st->ep_cond);
     pthread_cond_destroy(&st->rcond);
+    pthread_mutex_destroy(&st->coh_lock);
+    pthread_cond_destroy(&st->ack_cond);
     free(st->readers);
     free(st->rbusy);
     free(st->data_dir);
@@ -508,14 +530,20 @@ struct db_conn *store_write_begin(struct store *st, struct mg_error *err)
 enum mg_code store_write_end(struct store *st, struct db_conn *c, enum mg_code rc,
                              struct mg_error *err)
 {
+    int64_t sync;
+
     if (rc == MG_OK)
         rc = db_commit(c, err);
     else
         db_rollback(c);
     /* After the commit is visible: a reader that sees a model's new epoch sees
      * the data. */
-    store_epochs_commit(st, rc == MG_OK);
+    sync = store_epochs_commit(st, rc == MG_OK);
     pthread_mutex_unlock(&st->wlock);
+    /* Not done before other replicas' caches stopped answering with what was true
+     * before (the write's caller replies next). Other writers go on meanwhile. */
+    if (sync > 0)
+        store_cache_sync(st, sync);
     return rc;
 }
 
@@ -637,7 +665,7 @@ enum mg_code store_stats(struct store *st, json_t **out, struct mg_error *err)
     struct db_stmt *s;
     char path[PATH_MAX];
     struct stat sb;
-    int64_t wal = 0, db = 0, now = mg_now_ms(), mine = 0, others = 0, live = 0;
+    int64_t wal = 0, db = 0, now = store_clock_ms(st), mine = 0, others = 0, live = 0;
     unsigned busy = 0, i;
     uint64_t waits;
     enum mg_code rc;

@@ -81,11 +81,19 @@ const char *store_replica_id(const struct store *st);
  * Wake-ups between replicas (PostgreSQL's LISTEN/NOTIFY): a committed outbox row
  * or delivery outcome notifies every replica, so workers and ?wait requests
  * react at once instead of at their next poll (the polling stays, bounding the
- * delay when a notification is lost). Blocks up to timeout_ms for one on a
- * connection of its own; *woken tells whether one came. SQLite: sleeps the
- * timeout (one process hears its own changes directly). One caller at a time.
+ * delay when a notification is lost); a rotation of the cluster's signing key
+ * likewise. Blocks up to timeout_ms for notifications on a connection of its
+ * own and says in *wake what they were about. The same call keeps this
+ * replica's response cache coherent (store_model_epoch): it applies other
+ * replicas' changes and acknowledges them. SQLite: sleeps the timeout (one
+ * process hears its own changes directly). One caller at a time, in a loop.
  */
-enum mg_code store_wait_change(struct store *st, int timeout_ms, bool *woken, struct mg_error *err);
+struct store_wake {
+    bool outbox; /* outbox rows or delivery outcomes changed */
+    bool keys;   /* the cluster's signing key changed (store_signing_key_current) */
+};
+enum mg_code store_wait_change(struct store *st, int timeout_ms, struct store_wake *wake,
+                               struct mg_error *err);
 
 /* "sqlite" or "postgresql". */
 const char *store_database_kind(const struct store *st);
@@ -113,10 +121,32 @@ enum mg_code store_cluster(struct store *st, json_t **out, struct mg_error *err)
 
 /* The epoch of model's data: it moves with every committed change of the model
  * (its versions, aliases, policies), on any replica; a cached answer about the
- * model built after reading epoch E is current while the epoch is still E.
- * With PostgreSQL this reads the database (one indexed row). */
+ * model built after reading epoch E is current while the epoch is still E. With
+ * PostgreSQL, while this replica holds a cache lease (store_cache_leased) the
+ * epoch is known here: a write on any replica returns only after every replica
+ * holding a lease applied it, or after that lease ran out. Without one, this
+ * reads the database (one read shared by the calls waiting for it). */
 enum mg_code store_model_epoch(struct store *st, const char *model, uint64_t *epoch,
                                struct mg_error *err);
+
+/* How long a cache lease lasts from its renewal (each heartbeat renews it): the
+ * longest a replica that stopped answering (stopped, partitioned) can hold up
+ * writes on the others. */
+#define STORE_CACHE_LEASE_MS 3000
+
+/* Whether store_model_epoch answers without asking the database now (SQLite:
+ * always). */
+bool store_cache_leased(struct store *st);
+
+/* This replica answers nothing from a cache (--response-cache off, or it is
+ * stopping): it holds no cache lease from now on, so writes on the others do not
+ * wait for it. */
+void store_cache_off(struct store *st);
+
+/* For /metrics: whether this replica holds a cache lease (false on SQLite); how
+ * many writes waited for other replicas holding one to apply them, and the seconds
+ * they waited in all. */
+void store_cache_counts(struct store *st, bool *leased, uint64_t *waits, double *wait_s);
 
 /* ---- the cluster's signing keys ------------------------------------------ */
 
@@ -126,6 +156,21 @@ enum mg_code store_model_epoch(struct store *st, const char *model, uint64_t *ep
 enum mg_code store_signing_key_share(struct store *st, const char *keyid, const char *hint,
                                      const char *public_pem, const char *private_pem,
                                      char **shared_pem, struct mg_error *err);
+
+/* The key the cluster signs with now (the newest activated): its keyid and its
+ * private PEM (malloc'd into *private_pem; the caller cleanses and frees it).
+ * MG_ENOTFOUND when the database holds none. */
+enum mg_code store_signing_key_current(struct store *st, char keyid[65], char **private_pem,
+                                       struct mg_error *err);
+
+/* `modelgated keys rotate --database URL`: make this key (keyid, hint, PEMs of a
+ * key just generated) the one the cluster signs with, on a connection of its own
+ * (no store: a running replica holds the data directory), audited, and NOTIFY
+ * every replica, which follows at once (store_wait_change's wake->keys) or at its
+ * next poll. The database must be at this build's schema version. */
+enum mg_code store_signing_key_rotate(const char *database, const char *keyid, const char *hint,
+                                      const char *public_pem, const char *private_pem,
+                                      struct mg_error *err);
 
 /* Publish a key this replica signs with (at every heartbeat: "active" means a
  * live replica signs with it). */

@@ -12,8 +12,10 @@
 #include "store.h"
 #include "../artifact/introspect.h"
 
-/* Direct-mapped per-model epochs (cluster.c): a write moves its model's slot. */
+/* Direct-mapped per-model epochs (coherence.c): a write moves its model's slot. */
 #define STORE_EPOCH_SLOTS 4096
+/* A replica id: 16 hex digits. */
+#define STORE_REPLICA_ID_LEN 16
 
 struct store {
     char *data_dir;
@@ -27,24 +29,46 @@ struct store {
 
     int lock_fd; /* flock'd <data>/modelgated.lock: one process per data directory */
 
-    char replica_id[17]; /* this process, among those on the database */
-    char host_name[256]; /* delivers the gateways whose "host" names it */
+    char replica_id[STORE_REPLICA_ID_LEN + 1]; /* this process, among those on the database */
+    char host_name[256];                       /* delivers the gateways whose "host" names it */
     int64_t started_ms;
     _Atomic int64_t clock_offset_ms; /* the database's clock less ours (heartbeat) */
     _Atomic bool leader;             /* runs the cluster's timers (cluster.c) */
     struct db_conn *leader_conn;     /* PostgreSQL: holds the leader's advisory lock */
     struct db_conn *notify_conn;     /* PostgreSQL: LISTENs for other replicas\' changes */
     _Atomic uint64_t model_epochs[STORE_EPOCH_SLOTS];
-    /* PostgreSQL: refreshes of model_epochs shared by concurrent readers (cluster.c). */
+    /* PostgreSQL: refreshes of model_epochs shared by concurrent readers (coherence.c). */
     pthread_mutex_t ep_lock;
     pthread_cond_t ep_cond;
     uint64_t ep_started, ep_done; /* refreshes begun, and finished */
     bool ep_running;
-    enum mg_code ep_rc;   /* the last refresh's outcome */
-    int64_t ep_seen;      /* highest model_epochs.seq applied */
-    unsigned touched[16]; /* slots the open write transaction moves */
+    enum mg_code ep_rc;      /* the last refresh's outcome */
+    _Atomic int64_t ep_seen; /* every change up to this model_epochs.seq is applied here */
+    /* PostgreSQL: the cache lease and the listener that keeps it (coherence.c). */
+    _Atomic int64_t cache_lease_until;    /* CLOCK_BOOTTIME ms; before it, no read asks */
+    _Atomic int64_t ep_acked;             /* the highest ep_seen written to replicas.cache_seen */
+    _Atomic uint64_t sync_waits, sync_us; /* writes that waited for others, and how long */
+    pthread_mutex_t coh_lock;             /* guards what follows */
+    pthread_cond_t ack_cond;              /* another replica acknowledged (acked) */
+    struct {
+        char id[STORE_REPLICA_ID_LEN + 1];
+        int64_t seq; /* the newest sequence number it acknowledged */
+        uint64_t at; /* acks_heard then */
+    } acked[64];
+    size_t nacked;
+    uint64_t acks_heard;
+    uint64_t coh_gen;                         /* moves whenever the lease is dropped */
+    unsigned listen_session;                  /* notify_conn's session with a baseline */
+    bool listen_ok;                           /* ... and nothing says it stopped hearing */
+    bool listen_stale;                        /* the listener is to start a new session */
+    bool cache_off;                           /* store_cache_off: no lease from now on */
+    uint64_t echo_next, echo_want, echo_seen; /* heartbeat echoes: sent, committed, heard */
+    /* The open write transaction (the writer's, under wlock). */
+    unsigned touched[16]; /* epoch slots it moves */
     unsigned ntouched;
     bool touched_all;
+    int64_t w_seq; /* PostgreSQL: its highest model_epochs.seq */
+    bool w_others; /* ... and another replica held a cache lease then */
 
     pthread_mutex_t wlock; /* serialises writers */
     struct db_conn *writer;
@@ -89,11 +113,33 @@ enum mg_code store_write_end(struct store *st, struct db_conn *c, enum mg_code r
 struct db_conn *store_read_borrow(struct store *st);
 void store_read_return(struct store *st, struct db_conn *c);
 
-/* cluster.c: a write of the open transaction changed model: its epoch moves
+/* coherence.c: a write of the open transaction changed model: its epoch moves
  * (in the database, and in this process once the transaction commits). */
 enum mg_code store_model_bump(struct db_conn *c, const char *model, struct mg_error *err);
-/* At the end of a write transaction: publish (or drop) the touched slots. */
-void store_epochs_commit(struct store *st, bool committed);
+/* At the end of a write transaction (under wlock): publish (or drop) the moved
+ * epochs here. With PostgreSQL, the sequence number store_cache_sync must wait for
+ * (other replicas held cache leases), else 0. */
+int64_t store_epochs_commit(struct store *st, bool committed);
+/* After such a commit, outside wlock: wait until every other replica holding a cache
+ * lease acknowledged seq, or its lease ran out (STORE_CACHE_LEASE_MS at most). */
+void store_cache_sync(struct store *st, int64_t seq);
+/* The heartbeat's lease renewal: _begin decides (whether the listener is sound) and
+ * notes the time it is sent; the renewal statement writes cache_until_ms (lease ms
+ * from the database's clock, 0: none), cache_seen (seen) and NOTIFYs echo_text;
+ * _end, once it committed, reads the epochs and takes the lease here. */
+struct store_renewal {
+    int64_t sent;  /* CLOCK_BOOTTIME ms before the renewal went out */
+    int64_t seen;  /* ep_seen then */
+    uint64_t gen;  /* coh_gen then */
+    uint64_t echo; /* this renewal's echo */
+    bool lease;    /* renew (else withdraw) the lease */
+    char echo_text[64];
+};
+void store_cache_renew_begin(struct store *st, struct store_renewal *r);
+void store_cache_renew_end(struct store *st, const struct store_renewal *r, bool committed);
+/* store_clock_ms of the store a writer connection belongs to (this host's clock for a
+ * connection outside a store). */
+int64_t store_conn_clock_ms(struct db_conn *c);
 /* This replica's id (kept in <data_dir>/replica-id), and leadership to match the
  * engine. */
 enum mg_code store_replica_init(struct store *st, struct mg_error *err);

@@ -196,6 +196,25 @@ static void metrics(struct srv_req *r)
         gauge(&b, "modelgate_response_cache_lookups_total", "result=\"hit\"", (double)hits);
         gauge(&b, "modelgate_response_cache_lookups_total", "result=\"miss\"", (double)misses);
     }
+    {
+        uint64_t waits;
+        double wait_s;
+        bool leased;
+
+        store_cache_counts(r->srv->store, &leased, &waits, &wait_s);
+        gauge_header(&b, "modelgate_cache_lease",
+                     "1 while this replica holds a cache lease: cached reads need no round trip "
+                     "to the database (PostgreSQL).");
+        gauge(&b, "modelgate_cache_lease", "", leased ? 1.0 : 0.0);
+        mg_buf_puts(&b, "# HELP modelgate_cache_sync_waits_total Writes that waited for other "
+                        "replicas holding cache leases to apply them.\n"
+                        "# TYPE modelgate_cache_sync_waits_total counter\n");
+        gauge(&b, "modelgate_cache_sync_waits_total", "", (double)waits);
+        mg_buf_puts(&b, "# HELP modelgate_cache_sync_seconds_total Time those writes waited "
+                        "(a replica that does not answer costs up to its lease).\n"
+                        "# TYPE modelgate_cache_sync_seconds_total counter\n");
+        gauge(&b, "modelgate_cache_sync_seconds_total", "", wait_s);
+    }
     f = fopen("/proc/self/statm", "re");
     if (f) {
         if (fscanf(f, "%ld %ld", &pages, &rss) != 2)

@@ -14,8 +14,9 @@
  *   - the leader killed mid-bake: the rollout still succeeds and one new leader
  *     takes over;
  *   - a token revoked on one replica is refused by the others within 2 s;
- *   - a delivery in flight on a killed replica is delivered by another once the
- *     holder is taken for dead, generations never going backwards;
+ *   - a delivery in flight on a replica is left to it when another replica restarts,
+ *     and delivered by another once the holder is killed and taken for dead,
+ *     generations never going backwards;
  *   - PostgreSQL restarted just after the leader's heartbeat: the replicas
  *     settle on one leader again, and rollouts still step;
  *   - chaos: bursts through HAProxy with a replica killed mid-burst every round
@@ -1167,6 +1168,24 @@ static void test_killed_holder_delivery_redelivered(void **state)
     if (holder < 0)
         fail_msg("lease_owner %s is none of the replicas", owner);
     other = (holder + 1) % NREP;
+    /* Another replica restarting frees what it held itself, never a live replica's lease:
+     * the delivery stays in flight with its holder, and nothing goes out again. */
+    {
+        int third = (holder + 2) % NREP;
+        char still[64];
+        size_t before = rx_count(cl.rx);
+
+        it_server_restart(cl.r[third]);
+        lease_owner("hook-dead", "dmodel", "live", still);
+        if (strcmp(still, owner) != 0)
+            fail_msg("replica %d restarted and the delivery held by replica %d (%s) now belongs "
+                     "to '%s'",
+                     third + 1, holder + 1, owner, still);
+        if (rx_count(cl.rx) != before)
+            fail_msg("replica %d restarted and generation %lld went out again while replica %d "
+                     "still held it",
+                     third + 1, (long long)g2, holder + 1);
+    }
     it_server_kill9(cl.r[holder]);
     t_kill = it_now_ms();
     print_message("replica %d (%s) held generation %lld in flight; killed it\n", holder + 1, owner,
