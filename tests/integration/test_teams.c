@@ -488,7 +488,7 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE promotions DROP COLUMN phase; "
                                     "DROP TABLE blob_uploads; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
-                     8); /* migrations 6 to 13 (a database of the previous release) */
+                     9); /* migrations 6 to 14 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);
