@@ -240,10 +240,12 @@ static enum mg_code summarise(struct art_src *s, const struct art_introspect_lim
     }
     if (g->n_initializer > 0 && (inits = calloc(g->n_initializer, sizeof(*inits))) == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    for (i = 0; i < g->n_initializer && rc == MG_OK; i++) {
+    /* Every name first: a tensor over a cap stops the count below part way, and the
+     * sorted list must not hold the unset (NULL) rest. */
+    for (i = 0; i < g->n_initializer; i++)
         inits[i] = str(g->initializer[i]->name);
+    for (i = 0; i < g->n_initializer && rc == MG_OK; i++)
         rc = count_tensor(s, g->initializer[i], w, err);
-    }
     for (i = 0; i < g->n_sparse_initializer && rc == MG_OK; i++) {
         if (g->sparse_initializer[i]->values != NULL)
             rc = count_tensor(s, g->sparse_initializer[i]->values, w, err);

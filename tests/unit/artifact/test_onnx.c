@@ -285,6 +285,28 @@ static void test_malformed(void **state)
     }
 }
 
+/* A refused initializer ahead of others: the reader stops counting there and must not
+ * sort or search the names it has not reached (a fuzzer found strcmp(NULL) there). */
+static void test_bad_initializer_first(void **state)
+{
+    /* ModelProto{graph: GraphProto{initializer: {dims: -1}, {name: "b"}, {name: "a"}}} */
+    static const char model[] = "\x3a\x17"
+                                "\x2a\x0b\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"
+                                "\x2a\x03\x42\x01"
+                                "b"
+                                "\x2a\x03\x42\x01"
+                                "a";
+    struct mg_error err = {0};
+    json_t *got = NULL;
+
+    (void)state;
+    assert_int_equal(art_introspect_buffer(model, sizeof(model) - 1, "onnx", NULL, &got, &err),
+                     MG_EINVAL);
+    if (strstr(err.message, "negative or overflowing shape") == NULL)
+        fail_msg("%s", err.message);
+    assert_null(got);
+}
+
 /* TypeProto nested through sequence_type past the depth cap. */
 static void test_nesting(void **state)
 {
@@ -369,9 +391,13 @@ static void test_caps(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_python_models), cmocka_unit_test(test_big_initializer_is_skipped),
-        cmocka_unit_test(test_corpus),        cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_nesting),       cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_python_models),
+        cmocka_unit_test(test_big_initializer_is_skipped),
+        cmocka_unit_test(test_corpus),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_bad_initializer_first),
+        cmocka_unit_test(test_nesting),
+        cmocka_unit_test(test_caps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
