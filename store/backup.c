@@ -113,52 +113,33 @@ static enum mg_code open_blobs(const char *data_dir, const struct store_blobs_lo
     return blob_open(&bo, out, err);
 }
 
-/* Add one blob to the tar, streamed from the backend. */
+static enum mg_code tar_sink(void *arg, const void *data, size_t n, struct mg_error *err)
+{
+    if (archive_write_data(arg, data, n) != (la_ssize_t)n)
+        return mg_fail(err, MG_EIO, NULL, "cannot write the backup: %s", archive_error_string(arg));
+    return MG_OK;
+}
+
+/* Add one blob to the tar, streamed from the backend as stored (restore checks it). */
 static enum mg_code add_blob(struct archive *a, struct blob_backend *b, const char *digest,
                              uint64_t size, struct mg_error *err)
 {
     struct archive_entry *e = archive_entry_new();
-    struct blob_reader *r = NULL;
-    char name[128], *buf = malloc(1u << 20);
-    uint64_t total = 0;
-    enum mg_code rc = MG_OK;
+    char name[128];
+    enum mg_code rc;
 
-    if (e == NULL || buf == NULL) {
-        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    if ((rc = blob_read_open(b, digest, 0, size, &r, err)) != MG_OK)
-        goto out;
+    if (e == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     snprintf(name, sizeof(name), "blobs/sha256/%.2s/%s", digest + 7, digest + 7);
     archive_entry_set_pathname(e, name);
     archive_entry_set_size(e, (la_int64_t)size);
     archive_entry_set_filetype(e, AE_IFREG);
     archive_entry_set_perm(e, 0600);
-    if (archive_write_header(a, e) != ARCHIVE_OK) {
+    if (archive_write_header(a, e) != ARCHIVE_OK)
         rc = mg_fail(err, MG_EIO, NULL, "cannot write the backup: %s", archive_error_string(a));
-        goto out;
-    }
-    for (;;) {
-        size_t got = 0;
-        bool wb;
-
-        if ((rc = blob_reader_read(r, buf, 1u << 20, &got, &wb, NULL, NULL, err)) != MG_OK)
-            goto out;
-        if (got == 0)
-            break;
-        total += got;
-        if (total > size || archive_write_data(a, buf, got) != (la_ssize_t)got) {
-            rc = mg_fail(err, MG_EIO, NULL, "cannot write blob %s to the backup", digest);
-            goto out;
-        }
-    }
-    if (total != size)
-        rc = mg_fail(err, MG_EIO, NULL, "blob %s is shorter in the %s than recorded", digest,
-                     blob_describe(b));
-out:
-    blob_reader_close(&r);
+    else
+        rc = blob_stream(b, digest, size, false, tar_sink, a, err);
     archive_entry_free(e);
-    free(buf);
     return rc;
 }
 

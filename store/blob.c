@@ -338,11 +338,12 @@ enum mg_code blob_reclaim(struct blob_backend *b, const char *handle, struct mg_
     return b->ops->reclaim(b, handle, err);
 }
 
-enum mg_code blob_copy(struct blob_backend *from, struct blob_backend *to, const char *digest,
-                       uint64_t size, struct mg_error *err)
+enum mg_code blob_stream(struct blob_backend *b, const char *digest, uint64_t size, bool check,
+                         enum mg_code (*sink)(void *arg, const void *data, size_t n,
+                                              struct mg_error *err),
+                         void *arg, struct mg_error *err)
 {
     struct blob_reader *r = NULL;
-    struct blob_put *p = NULL;
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     uint8_t *buf = malloc(1u << 20), md[32];
     unsigned mdlen = 0;
@@ -354,8 +355,7 @@ enum mg_code blob_copy(struct blob_backend *from, struct blob_backend *to, const
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    if ((rc = blob_read_open(from, digest, 0, size, &r, err)) != MG_OK ||
-        (rc = blob_put_begin(to, digest, size, &p, err)) != MG_OK)
+    if ((rc = blob_read_open(b, digest, 0, size, &r, err)) != MG_OK)
         goto out;
     for (;;) {
         size_t got = 0;
@@ -366,11 +366,9 @@ enum mg_code blob_copy(struct blob_backend *from, struct blob_backend *to, const
         if (got == 0)
             break;
         total += got;
-        if (EVP_DigestUpdate(ctx, buf, got) != 1) {
-            rc = mg_fail(err, MG_EIO, NULL, "SHA-256 failed");
-            goto out;
-        }
-        if ((rc = blob_put_write(p, buf, got, err)) != MG_OK)
+        if (total > size || EVP_DigestUpdate(ctx, buf, got) != 1)
+            break;
+        if ((rc = sink(arg, buf, got, err)) != MG_OK)
             goto out;
     }
     if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32) {
@@ -378,16 +376,30 @@ enum mg_code blob_copy(struct blob_backend *from, struct blob_backend *to, const
         goto out;
     }
     mg_hex_encode(md, 32, hex);
-    if (total != size || strcmp(hex, digest + 7) != 0) {
+    if (total != size || (check && strcmp(hex, digest + 7) != 0))
         rc = mg_fail(err, MG_EIO, NULL, "blob %s in the %s does not match its digest", digest,
-                     from->desc);
-        goto out;
-    }
-    rc = blob_put_commit(&p, digest, err);
+                     b->desc);
 out:
-    blob_put_abort(&p);
     blob_reader_close(&r);
     EVP_MD_CTX_free(ctx);
     free(buf);
+    return rc;
+}
+
+static enum mg_code put_sink(void *arg, const void *data, size_t n, struct mg_error *err)
+{
+    return blob_put_write(arg, data, n, err);
+}
+
+enum mg_code blob_copy(struct blob_backend *from, struct blob_backend *to, const char *digest,
+                       uint64_t size, struct mg_error *err)
+{
+    struct blob_put *p = NULL;
+    enum mg_code rc;
+
+    if ((rc = blob_put_begin(to, digest, size, &p, err)) == MG_OK &&
+        (rc = blob_stream(from, digest, size, true, put_sink, p, err)) == MG_OK)
+        rc = blob_put_commit(&p, digest, err);
+    blob_put_abort(&p);
     return rc;
 }

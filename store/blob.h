@@ -145,6 +145,15 @@ void blob_reader_close(struct blob_reader **r);
 enum mg_code blob_presign(struct blob_backend *b, const char *digest, unsigned ttl_s, char **url,
                           struct mg_error *err);
 
+/* Read a whole blob of `size` bytes, handing each chunk to `sink` in order: MG_EIO when
+ * the bytes stop short or run over, or (with `check`) differ from the digest; the sink
+ * has then seen bytes that must not be trusted. A sink's failure stops it. Backups pass
+ * check=false: they carry what is stored, and restore tells a damaged blob. */
+enum mg_code blob_stream(struct blob_backend *b, const char *digest, uint64_t size, bool check,
+                         enum mg_code (*sink)(void *arg, const void *data, size_t n,
+                                              struct mg_error *err),
+                         void *arg, struct mg_error *err);
+
 /* Copy a blob of `size` bytes from one backend to another (backup, restore, migrate),
  * checking its digest on the way; committed in `to` only when it matched. */
 enum mg_code blob_copy(struct blob_backend *from, struct blob_backend *to, const char *digest,

@@ -792,6 +792,11 @@ enum mg_code store_blob_open(struct store *st, const char *digest, int *fd, uint
     return MG_OK;
 }
 
+static enum mg_code fd_sink(void *arg, const void *data, size_t n, struct mg_error *err)
+{
+    return mg_write_all(*(int *)arg, data, n, "the blob copy", err);
+}
+
 /*
  * Copy a blob into fd (a local file), checking it against its digest as it goes.
  * MG_EIO on a mismatch: the stored bytes were altered.
@@ -799,48 +804,7 @@ enum mg_code store_blob_open(struct store *st, const char *digest, int *fd, uint
 enum mg_code store_blob_copy_to_fd(struct store *st, const char *digest, uint64_t size, int fd,
                                    struct mg_error *err)
 {
-    struct blob_reader *r = NULL;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    uint8_t *buf = malloc(1u << 20), md[32];
-    unsigned mdlen = 0;
-    uint64_t total = 0;
-    char hex[65];
-    enum mg_code rc;
-
-    if (ctx == NULL || buf == NULL || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
-        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    if ((rc = blob_read_open(st->blobs, digest, 0, size, &r, err)) != MG_OK)
-        goto out;
-    for (;;) {
-        size_t got = 0;
-        bool wb;
-
-        if ((rc = blob_reader_read(r, buf, 1u << 20, &got, &wb, NULL, NULL, err)) != MG_OK)
-            goto out;
-        if (got == 0)
-            break;
-        total += got;
-        if (EVP_DigestUpdate(ctx, buf, got) != 1 ||
-            (rc = mg_write_all(fd, buf, got, "the blob copy", err)) != MG_OK) {
-            rc = rc != MG_OK ? rc : mg_fail(err, MG_EIO, NULL, "SHA-256 failed");
-            goto out;
-        }
-    }
-    if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32) {
-        rc = mg_fail(err, MG_EIO, NULL, "SHA-256 failed");
-        goto out;
-    }
-    mg_hex_encode(md, 32, hex);
-    if (total != size || strcmp(hex, digest + 7) != 0)
-        rc = mg_fail(err, MG_EIO, NULL, "blob %s no longer matches its digest in the %s", digest,
-                     blob_describe(st->blobs));
-out:
-    blob_reader_close(&r);
-    EVP_MD_CTX_free(ctx);
-    free(buf);
-    return rc;
+    return blob_stream(st->blobs, digest, size, true, fd_sink, &fd, err);
 }
 
 enum mg_code store_blob_materialize(struct store *st, const char *digest, const char *dest,
