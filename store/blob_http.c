@@ -15,6 +15,9 @@
 #include <time.h>
 
 #define STREAM_BUF (1u << 20)
+/* A suspended download is resumed once this much is buffered (or the body ended): one
+ * suspend/resume per libcurl chunk (16 KiB) cost more than the copying. */
+#define STREAM_WAKE (256u << 10)
 #define CONNECT_TIMEOUT_S 10L
 #define STALL_SECONDS 60L
 
@@ -371,7 +374,8 @@ static size_t stream_write(char *p, size_t size, size_t nitems, void *ud)
         s->count += k;
         p += k;
         left -= k;
-        stream_wake_locked(s);
+        if (s->wake == NULL || s->count >= STREAM_WAKE)
+            stream_wake_locked(s);
     }
     pthread_mutex_unlock(&s->lock);
     return n;
@@ -433,6 +437,7 @@ enum mg_code blob_stream_start(CURL *c, struct curl_slist *headers, const char *
     blob_http_resp_init(&s->resp);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
+    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, (long)STREAM_WAKE);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, stream_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &s->resp);
@@ -579,6 +584,7 @@ enum mg_code blob_pipe_start(CURL *c, struct curl_slist *headers, const char *de
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->cond, NULL);
     curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 512L << 10); /* 64 KiB by default */
     curl_easy_setopt(c, CURLOPT_READFUNCTION, pipe_read);
     curl_easy_setopt(c, CURLOPT_READDATA, p);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
