@@ -81,7 +81,7 @@ start() {
         [[ -n $db ]] && args+=(--database "$db")
         taskset -c 0 "$modelgated" "${args[@]}" >>"$dir-$i.log" 2>&1 &
         mg_pids+=($!)
-        bench_wait_for "modelgated $name-$i" $! curl -fsS -o /dev/null "http://127.0.0.1:$port/healthz"
+        bench_wait_for "modelgated $name-$i" $! curl -fs -o /dev/null "http://127.0.0.1:$port/healthz"
     done
     token=$(cat "$dir"-*/admin.token 2>/dev/null | head -n 1)
     base="http://127.0.0.1:${ports[0]}"
@@ -100,7 +100,7 @@ start() {
         taskset -c 0 "$haproxy_bin" -db -f "$dir-haproxy.cfg" >>"$work/haproxy.log" 2>&1 &
         hap_pid=$!
         base="http://127.0.0.1:$front"
-        bench_wait_for "HAProxy" "$hap_pid" curl -fsS -o /dev/null "$base/healthz"
+        bench_wait_for "HAProxy" "$hap_pid" curl -fs -o /dev/null "$base/healthz"
     fi
 }
 
