@@ -76,8 +76,8 @@ static enum mg_code held(enum life_op op, const struct life_facts *f, struct mg_
                      v, f->promotion, f->promo_alias ? f->promo_alias : "?", op_verb(op));
     if (f->lkg_of != NULL)
         return lfail(err, MG_ECONFLICT, NULL,
-                     "version %lld is the last-known-good of alias '%s' (its rollback target) "
-                     "and cannot be %s; promote a newer version first",
+                     "version %lld is the last-known-good of alias '%s' or the version its "
+                     "rollback goes to, and cannot be %s; promote a newer version first",
                      v, f->lkg_of, op_verb(op));
     return MG_OK;
 }

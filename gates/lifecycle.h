@@ -26,7 +26,7 @@ struct life_facts {
     enum life_status status;
     int64_t created_ms;      /* creation time, ms since the epoch */
     const char *routed_by;   /* an alias routing it now (weights, match or shadow), or NULL */
-    const char *lkg_of;      /* an alias whose last-known-good it is now, or NULL */
+    const char *lkg_of;      /* an alias whose last-known-good or rollback target it is, or NULL */
     const char *promotion;   /* the id of an active promotion it is the candidate of, or NULL */
     const char *promo_alias; /* that promotion's alias */
     bool ever_routed;        /* it appears in any alias generation ever (so possibly ever LKG) */

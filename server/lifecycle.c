@@ -63,13 +63,17 @@ static bool life_view_init(struct life_view *v, const json_t *facts)
     json_t *aliases = json_object_get(facts, "aliases");
     json_t *promos = json_object_get(facts, "promotions");
     json_t *ver, *a, *p, *h;
-    size_t i, j, k;
+    size_t i, j, k, na = json_array_size(aliases);
+    /* Per alias: its last-known-good and the version a rollback would go to now (the LKG
+     * other than the newest routed one); both must stay available. */
+    int64_t *keep = calloc(2 * na + 1, sizeof(*keep));
 
     memset(v, 0, sizeof(*v));
     v->n = json_array_size(versions);
     v->f = calloc(v->n + 1, sizeof(*v->f));
     v->gens = json_object();
-    if (v->f == NULL || v->gens == NULL) {
+    if (keep == NULL || v->f == NULL || v->gens == NULL) {
+        free(keep);
         life_view_release(v);
         return false;
     }
@@ -77,6 +81,10 @@ static bool life_view_init(struct life_view *v, const json_t *facts)
     {
         json_object_set_new(v->gens, json_string_value(json_object_get(a, "alias")),
                             json_integer(json_integer_value(json_object_get(a, "generation"))));
+        if (json_is_true(json_object_get(a, "exists"))) {
+            keep[2 * j] = rel_facts_lkg(a, 0, NULL);
+            keep[2 * j + 1] = rel_facts_lkg(a, rel_facts_newest_routed(a), NULL);
+        }
     }
     json_array_foreach(versions, i, ver)
     {
@@ -96,7 +104,8 @@ static bool life_view_init(struct life_view *v, const json_t *facts)
 
             if (live && f->routed_by == NULL && routes_name(a, f->version))
                 f->routed_by = name;
-            if (live && f->lkg_of == NULL && rel_facts_lkg(a, 0, NULL) == f->version)
+            if (live && f->lkg_of == NULL &&
+                (keep[2 * j] == f->version || keep[2 * j + 1] == f->version))
                 f->lkg_of = name;
             json_array_foreach(json_object_get(a, "history"), k, h)
             {
@@ -114,6 +123,7 @@ static bool life_view_init(struct life_view *v, const json_t *facts)
             }
         }
     }
+    free(keep);
     return true;
 }
 

@@ -50,8 +50,10 @@
 enum mg_code store_job_claim(struct store *st, const char *job, int64_t now_ms, int64_t interval_ms,
                              bool *claimed, struct mg_error *err)
 {
+    /* A job first seen now first runs one interval later: a new installation has nothing
+     * to collect, and its audit log does not open with an empty run. */
     static const char sql_ins[] =
-        "INSERT INTO jobs (name, last_run_ms) VALUES (?, 0) ON CONFLICT (name) DO NOTHING";
+        "INSERT INTO jobs (name, last_run_ms) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING";
     static const char sql_claim[] =
         "UPDATE jobs SET last_run_ms = ?1 WHERE name = ?2 AND last_run_ms <= ?3";
     struct db_conn *c = store_write_begin(st, err);
@@ -63,6 +65,7 @@ enum mg_code store_job_claim(struct store *st, const char *job, int64_t now_ms, 
         return err->code;
     s = db_prepare(c, sql_ins);
     db_bind_text(s, 1, job);
+    db_bind_i64(s, 2, now_ms);
     if ((rc = db_exec(s, err)) == MG_OK) {
         s = db_prepare(c, sql_claim);
         db_bind_i64(s, 1, now_ms);
@@ -238,9 +241,9 @@ static enum mg_code gc_audit(struct store *st, const char *actor, const struct s
 
     if (c == NULL)
         return err->code;
-    detail = json_pack("{s:I, s:I, s:I, s:O, s:I}", "blobs", (json_int_t)rep->blobs, "bytes",
+    detail = json_pack("{s:I, s:I, s:I, s:O, s:I, s:I}", "blobs", (json_int_t)rep->blobs, "bytes",
                        (json_int_t)rep->bytes, "grace_ms", (json_int_t)grace_ms, "digests", digests,
-                       "failed", (json_int_t)rep->failed);
+                       "failed", (json_int_t)rep->failed, "leftovers", (json_int_t)rep->leftovers);
     rc = detail ? store_audit_append(c, actor, "blob.gc", "blobs", detail, err)
                 : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     json_decref(detail);
@@ -392,7 +395,7 @@ enum mg_code store_gc(struct store *st, const char *actor, int64_t grace_ms, boo
     }
     if (rc == MG_OK && (rc = gc_leftovers(st, grace_ms, &rep->leftovers, err)) != MG_OK)
         rep->failed++;
-    if (rep->blobs > 0 || rep->failed > 0 || rep->leftovers > 0) {
+    { /* every run is audited (API.md), one that found nothing too */
         struct mg_error e2;
         enum mg_code arc = gc_audit(st, actor, rep, named, grace_ms, rc == MG_OK ? err : &e2);
 

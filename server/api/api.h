@@ -47,6 +47,10 @@ bool api_range_parse(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
  * showing what is pending. False (400 sent) when malformed. */
 bool api_wait(struct srv_req *r, int64_t *secs);
 
+/* Add a Version's derived fields (API.md): vram_estimate (the formula and its inputs) and
+ * estimated_vram_gib, from resources when given, else from what was read of the artifact. */
+void api_version_decorate(json_t *v);
+
 /* Reply with a store result: 200 with the value, or the error. */
 void api_reply_result(struct srv_req *r, enum mg_code rc, unsigned status, json_t *out,
                       const struct mg_error *err);

@@ -56,6 +56,8 @@ static void apply(struct srv_req *r, enum life_op op, const char *reason)
     enum mg_code rc = srv_life_apply(r->srv, r->who.name, srv_param(r, "model"),
                                      srv_param_version(r), op, reason, &out, &err);
 
+    if (rc == MG_OK)
+        api_version_decorate(out);
     api_reply_result(r, rc, 200, out, &err);
 }
 

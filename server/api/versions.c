@@ -318,9 +318,7 @@ static bool check_create(struct srv_req *r, const json_t *b)
     return true;
 }
 
-/* Add derived fields: vram_estimate (the formula and its inputs) and estimated_vram_gib,
- * from resources when given, else from what the server read of the artifact. */
-static void decorate(json_t *v)
+void api_version_decorate(json_t *v)
 {
     json_t *e =
         gate_vram_estimate(json_object_get(v, "resources"), json_object_get(v, "introspection"));
@@ -338,7 +336,7 @@ static void reply_version(struct srv_req *r, enum mg_code rc, unsigned status, j
                           const struct mg_error *err)
 {
     if (rc == MG_OK)
-        decorate(v);
+        api_version_decorate(v);
     api_reply_result(r, rc, status, v, err);
 }
 
@@ -468,7 +466,7 @@ static void list(struct srv_req *r)
     }
     rc = store_version_list(r->srv->store, srv_param(r, "model"), &f, &page, &out, &err);
     if (rc == MG_OK) {
-        json_array_foreach(json_object_get(out, "items"), i, v) decorate(v);
+        json_array_foreach(json_object_get(out, "items"), i, v) api_version_decorate(v);
     }
     api_reply_result(r, rc, 200, out, &err);
 }
@@ -494,7 +492,7 @@ static void get(struct srv_req *r)
         srv_reply_error(r, &err);
         return;
     }
-    decorate(out);
+    api_version_decorate(out);
     srv_reply_json_keep(r, out, key, epoch);
 }
 

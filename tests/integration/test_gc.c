@@ -197,22 +197,29 @@ static void test_gc_reclaims_what_nothing_holds(void **state)
     /* What is stored now: b (held by v3) and c (the dataset's). */
     assert_int_equal(it_metric(s, "modelgate_storage_bytes"), 5000 + 700);
 
-    /* A second run finds nothing; the audit names what the first removed. */
+    /* A second run finds nothing; both are audited (dry runs are not), the first naming
+     * what it removed. */
     rep = gc(s, false);
     assert_int_equal(json_integer_value(json_object_get(rep, "blobs")), 0);
     json_decref(rep);
     r = it_get(s, "/api/v1/audit?limit=1000", s->admin_token);
     {
         json_t *e, *found = NULL;
-        size_t i;
+        size_t i, runs = 0, empty = 0;
 
         json_array_foreach(it_jarr(r->json, "items"), i, e)
         {
-            if (strcmp(it_jstr(e, "action"), "blob.gc") == 0)
+            if (strcmp(it_jstr(e, "action"), "blob.gc") != 0)
+                continue;
+            runs++;
+            if (it_jint(it_jobj(e, "detail"), "bytes") == 3000)
                 found = e;
+            else if (it_jint(it_jobj(e, "detail"), "blobs") == 0)
+                empty++;
         }
+        assert_int_equal(runs, 2);
+        assert_int_equal(empty, 1);
         assert_non_null(found);
-        assert_int_equal(it_jint(it_jobj(found, "detail"), "bytes"), 3000);
         assert_string_equal(
             json_string_value(json_array_get(it_jarr(it_jobj(found, "detail"), "digests"), 0)), a);
     }
@@ -408,12 +415,53 @@ static void test_gc_killed_mid_sweep(void **state)
     it_server_free(&s);
 }
 
+/* The collector also runs on its own every --gc-interval (here 1 s), first one interval after
+ * the installation started, each run audited with what it removed. */
+static void test_gc_runs_on_schedule(void **state)
+{
+    static const char *const args[] = {"--gc-grace", "0s", "--gc-interval", "1s", NULL};
+    struct mg_server *s = it_server_start(args);
+    char a[IT_DIGEST_LEN + 1];
+    int64_t deadline = it_deadline(30000);
+    struct it_resp *r;
+    bool gone = false, audited = false;
+
+    (void)state;
+    it_model_create(s, s->admin_token, "sched");
+    upload_bytes(s, "sched", 1, 1200, a);
+    assert_int_equal(it_version_create(s, s->admin_token, "sched", a, NULL), 1);
+    delete_version(s, "sched", 1);
+    while (!(gone && audited) && it_now_ms() < deadline) {
+        json_t *e;
+        size_t i;
+
+        gone = !it_blob_stored(s, a);
+        r = it_get(s, "/api/v1/audit?limit=1000", s->admin_token);
+        it_expect_status(s, r, 200);
+        json_array_foreach(it_jarr(r->json, "items"), i, e)
+        {
+            if (strcmp(it_jstr(e, "action"), "blob.gc") == 0 &&
+                strcmp(it_jstr(e, "actor"), "modelgated") == 0 &&
+                it_jint(it_jobj(e, "detail"), "bytes") == 1200)
+                audited = true;
+        }
+        it_resp_free(s, &r);
+        if (!(gone && audited))
+            it_pause_ms(100);
+    }
+    assert_true(gone);
+    assert_true(audited);
+    it_server_stop(s);
+    it_server_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_gc_reclaims_what_nothing_holds, it_test_teardown),
         cmocka_unit_test_teardown(test_gc_racing_uploads_loses_nothing, it_test_teardown),
         cmocka_unit_test_teardown(test_gc_killed_mid_sweep, it_test_teardown),
+        cmocka_unit_test_teardown(test_gc_runs_on_schedule, it_test_teardown),
     };
 
     return cmocka_run_group_tests_name("integration_gc", tests, it_group_setup, it_group_teardown);

@@ -179,6 +179,24 @@ static void test_archive_and_unarchive(void **state)
     it_alias_to(s, cx.dep, "arch", "production", 2, 0);
     r = lifecycle(cx.pub, "arch", 9, "archive");
     it_expect_error(s, r, 404, "not_found");
+
+    /* The answer is the whole Version, its derived VRAM estimate included. */
+    {
+        char d[IT_DIGEST_LEN + 1], body[256];
+
+        blob_for("arch", 4, 1004, d);
+        r = it_jreq(s, "POST", "/api/v1/models/arch/versions", cx.pub,
+                    it_fmt(body, sizeof(body),
+                           "{\"artifact\":\"%s\",\"resources\":{\"parameters\":1000000000,"
+                           "\"precision\":\"fp16\"}}",
+                           d));
+        it_expect_status(s, r, 201);
+        assert_int_equal(it_jint(r->json, "version"), 4);
+        r = lifecycle(cx.pub, "arch", 4, "archive");
+        it_expect_status(s, r, 200);
+        assert_true(it_jnum(r->json, "estimated_vram_gib") > 2.0);
+        assert_non_null(json_object_get(r->json, "vram_estimate"));
+    }
 }
 
 static void test_delete_guards_and_tombstone(void **state)
@@ -294,6 +312,34 @@ static void test_delete_guards_and_tombstone(void **state)
         }
         assert_int_equal(deletes, 2);
     }
+}
+
+/* The version a rollback would go to is kept like the last-known-good itself: archiving or
+ * deleting it would leave the alias nothing to roll back to. */
+static void test_rollback_target_is_kept(void **state)
+{
+    struct mg_server *s = *state;
+    struct it_resp *r;
+
+    world("rbk", 3);
+    it_alias_to(s, cx.dep, "rbk", "production", 1, 0);
+    it_alias_to(s, cx.dep, "rbk", "production", 2, 0);
+    r = lifecycle(cx.pub, "rbk", 1, "archive");
+    it_expect_error(s, r, 409, "conflict");
+    assert_non_null(strstr(it_jstr(it_jobj(r->json, "error"), "message"), "rollback"));
+    r = delete_version(cx.adm, "rbk", 1, "{\"reason\":\"old\"}");
+    it_expect_error(s, r, 409, "conflict");
+    r = get_version("rbk", 1);
+    assert_string_equal(it_jstr(r->json, "status"), "ready");
+    r = it_jreq(s, "POST", "/api/v1/models/rbk/aliases/production/rollback", cx.dep,
+                "{\"reason\":\"v2 misbehaves\"}");
+    it_expect_status(s, r, 200);
+    assert_int_equal(it_jint(json_array_get(it_jarr(r->json, "routes"), 0), "version"), 1);
+    /* Rolled back from, v2 is nobody's fallback any more; v3 never was one. */
+    r = lifecycle(cx.pub, "rbk", 2, "archive");
+    it_expect_status(s, r, 200);
+    r = lifecycle(cx.pub, "rbk", 3, "archive");
+    it_expect_status(s, r, 200);
 }
 
 static void test_pinned_and_shadow_versions_are_routed(void **state)
@@ -575,6 +621,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_archive_and_unarchive, it_test_teardown),
         cmocka_unit_test_teardown(test_delete_guards_and_tombstone, it_test_teardown),
+        cmocka_unit_test_teardown(test_rollback_target_is_kept, it_test_teardown),
         cmocka_unit_test_teardown(test_pinned_and_shadow_versions_are_routed, it_test_teardown),
         cmocka_unit_test_teardown(test_retention_keep_last, it_test_teardown),
         cmocka_unit_test_teardown(test_retention_archive_scheduled, it_test_teardown),

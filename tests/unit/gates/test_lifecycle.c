@@ -53,7 +53,7 @@ static const struct check_case checks[] = {
     {LIFE_DELETE, LIFE_ARCHIVED, FREE, MG_OK, false, NULL},
     {LIFE_DELETE, LIFE_READY, ROUTED, MG_ECONFLICT, false, "routed by alias 'production'"},
     {LIFE_DELETE, LIFE_ARCHIVED, LKG, MG_ECONFLICT, false, "last-known-good"},
-    {LIFE_DELETE, LIFE_READY, LKG, MG_ECONFLICT, false, "rollback target"},
+    {LIFE_DELETE, LIFE_READY, LKG, MG_ECONFLICT, false, "its rollback goes to"},
     {LIFE_DELETE, LIFE_READY, PROMO, MG_ECONFLICT, false, "abort the promotion first"},
     {LIFE_DELETE, LIFE_DELETED, FREE, MG_OK, true, NULL},
 };
