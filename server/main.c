@@ -234,6 +234,23 @@ static enum mg_code runner_setup(const struct srv_config *cfg, struct runner_opt
     return MG_OK;
 }
 
+/* The data directory as an absolute path, existing or not: the default blob location
+ * (file:<data-dir>/blobs) must be absolute. 0, or 1 with a line said. */
+static int absolute_data_dir(struct srv_config *cfg)
+{
+    char cwd[PATH_MAX], *abs;
+
+    if (cfg->data_dir[0] == '/')
+        return 0;
+    if (getcwd(cwd, sizeof(cwd)) == NULL || asprintf(&abs, "%s/%s", cwd, cfg->data_dir) < 0) {
+        fprintf(stderr, "modelgated: cannot resolve %s: %s\n", cfg->data_dir, strerror(errno));
+        return 1;
+    }
+    free(cfg->data_dir);
+    cfg->data_dir = abs;
+    return 0;
+}
+
 /* modelgated backup --data-dir D --out FILE.tar
  * modelgated restore --data-dir NEW --from FILE.tar */
 static int backup_command(bool restore, int argc, char **argv)
@@ -264,6 +281,10 @@ static int backup_command(bool restore, int argc, char **argv)
     }
     if (srv_config_parse(&cfg, n, rest, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
+    if (absolute_data_dir(&cfg) != 0) {
+        rc = 1;
         goto out;
     }
     loc.url = cfg.blobs;
@@ -322,6 +343,10 @@ static int migrate_command(int argc, char **argv)
     }
     if (srv_config_parse(&cfg, n, rest, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
+    if (absolute_data_dir(&cfg) != 0) {
+        rc = 1;
         goto out;
     }
     if (to_blobs && strncmp(to_blobs, "file:", 5) == 0 && mkdir(to_blobs + 5, 0700) != 0 &&

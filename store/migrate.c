@@ -31,6 +31,7 @@ static const char *const tables[] = {
     "blobs",
     "blob_files",
     "models",
+    "retention",
     "versions",
     "version_datasets",
     "version_metrics",

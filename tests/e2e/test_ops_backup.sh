@@ -112,10 +112,13 @@ check "no temp file is left beside the backup" \
 # ---- restore and serve ------------------------------------------------------------
 RD="$W/restored"
 RESTORE_RC=0
-"$MODELGATED" restore --data-dir "$RD" --from "$W/backup.tar" >"$W/restore.json" 2>"$W/restore.err" ||
-    RESTORE_RC=$?
+# Relative paths, as typed in a shell: the data directory is resolved where the command runs.
+(cd "$W" && "$MODELGATED" restore --data-dir restored --from backup.tar) >"$W/restore.json" \
+    2>"$W/restore.err" || RESTORE_RC=$?
 echo "restore: $(cat "$W/restore.json" "$W/restore.err")"
 check "restore exits 0" test "$RESTORE_RC" -eq 0
+check "the restore names the absolute data directory" \
+    test "$(jq -r .data_dir "$W/restore.json")" = "$RD"
 check "the restore summary says the audit verifies" \
     test "$(jq -r .audit.ok "$W/restore.json")" = true
 check "the restored database passes integrity_check" \

@@ -43,14 +43,17 @@ static int run(const char *cmd, char *out, size_t n)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Run from the data directory's parent with a relative --data-dir, as a user would. */
 static json_t *migrate(const char *data, const char *url, const char *blobs)
 {
     char cmd[IT_PATH_MAX * 4], out[8192];
+    const char *slash = strrchr(data, '/');
     json_t *j;
 
+    assert_non_null(slash);
     it_fmt(cmd, sizeof(cmd),
-           "'%s' migrate --data-dir '%s' --to-database '%s' --to-blobs 'file:%s' 2>&1",
-           getenv("MODELGATED"), data, url, blobs);
+           "cd '%.*s' && '%s' migrate --data-dir '%s' --to-database '%s' --to-blobs 'file:%s' 2>&1",
+           (int)(slash - data), data, getenv("MODELGATED"), slash + 1, url, blobs);
     if (run(cmd, out, sizeof(out)) != 0)
         fail_msg("migrate failed: %s", out);
     if ((j = json_loads(out, 0, NULL)) == NULL)
@@ -90,6 +93,7 @@ static void test_migrate_a_populated_installation(void **state)
         "/api/v1/models/fraud/aliases/production/last-known-good",
         "/api/v1/datasets/sha256:1111111111111111111111111111111111111111111111111111111111111111",
         "/api/v1/teams",
+        "/api/v1/models/fraud/retention",
     };
     char url[IT_PATH_MAX + 64], dbname[64], blobs[IT_PATH_MAX], cmd[IT_PATH_MAX * 2];
     char oci_digest[IT_DIGEST_LEN + 1];
@@ -133,6 +137,10 @@ static void test_migrate_a_populated_installation(void **state)
     }
     it_alias_to(src, src->admin_token, "fraud", "production", 1, 0);
     it_alias_to(src, src->admin_token, "fraud", "production", 2, 0);
+    r = it_jreq(src, "PUT", "/api/v1/models/fraud/retention", src->admin_token,
+                "{\"keep_last\":10,\"action\":\"archive\"}");
+    it_expect_status(src, r, 200);
+    it_resp_free(src, &r);
     for (i = 0; i < sizeof(reads) / sizeof(reads[0]); i++)
         before[i] = body_of(src, reads[i], reader);
     /* A version pulled as an OCI artifact: its manifest was kept, and moves with it. */
