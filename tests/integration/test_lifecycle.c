@@ -54,12 +54,13 @@ static int group_teardown(void **state)
 /* A blob of its own for version i of model (distinct bytes, `size` long). */
 static void blob_for(const char *model, int i, size_t size, char digest[IT_DIGEST_LEN + 1])
 {
-    char *buf = malloc(size);
-    int n = snprintf(buf, size, "%s artifact %d ", model, i);
+    char *buf = malloc(size), head[96];
+    int n = snprintf(head, sizeof(head), "%s artifact %d ", model, i);
 
     assert_non_null(buf);
-    for (size_t k = (size_t)n; k < size; k++)
+    for (size_t k = 0; k < size; k++)
         buf[k] = (char)('a' + (k * 7 + (size_t)i) % 26);
+    memcpy(buf, head, n > 0 && (size_t)n < size ? (size_t)n : 0);
     it_upload(cx.s, buf, size, digest);
     free(buf);
 }
