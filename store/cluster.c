@@ -254,6 +254,20 @@ enum mg_code store_cluster(struct store *st, json_t **out, struct mg_error *err)
  * times existed: the first stored). */
 #define CLUSTER_KEY_ORDER "ORDER BY activated_ms DESC, created_at, keyid LIMIT 1"
 
+/* Parameters 1-5 of a signing_keys insert: keyid, hint, the two PEMs, created now. */
+static void bind_key(struct db_stmt *s, const char *keyid, const char *hint, const char *public_pem,
+                     const char *private_pem)
+{
+    char at[32];
+
+    store_now(at);
+    db_bind_text(s, 1, keyid);
+    db_bind_text(s, 2, hint);
+    db_bind_text(s, 3, public_pem);
+    db_bind_text(s, 4, private_pem);
+    db_bind_text(s, 5, at);
+}
+
 enum mg_code store_signing_key_share(struct store *st, const char *keyid, const char *hint,
                                      const char *public_pem, const char *private_pem,
                                      char **shared_pem, struct mg_error *err)
@@ -266,7 +280,6 @@ enum mg_code store_signing_key_share(struct store *st, const char *keyid, const 
         "DO UPDATE SET private_pem = excluded.private_pem, activated_ms = excluded.activated_ms";
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
-    char at[32];
     enum mg_code rc;
     bool row;
 
@@ -285,12 +298,7 @@ enum mg_code store_signing_key_share(struct store *st, const char *keyid, const 
         goto out;
     }
     s = db_prepare(c, sql_ins);
-    store_now(at);
-    db_bind_text(s, 1, keyid);
-    db_bind_text(s, 2, hint);
-    db_bind_text(s, 3, public_pem);
-    db_bind_text(s, 4, private_pem);
-    db_bind_text(s, 5, at);
+    bind_key(s, keyid, hint, public_pem, private_pem);
     db_bind_i64(s, 6, store_clock_ms(st));
     if ((rc = db_exec(s, err)) == MG_OK && (*shared_pem = strdup(private_pem)) == NULL)
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
@@ -342,7 +350,6 @@ enum mg_code store_signing_key_rotate(const char *database, const char *keyid, c
     struct db_conn *c = NULL;
     struct db_stmt *s;
     json_t *detail = NULL;
-    char at[32];
     enum mg_code rc;
     bool row;
 
@@ -369,12 +376,7 @@ enum mg_code store_signing_key_rotate(const char *database, const char *keyid, c
     }
     db_reset(s);
     s = db_prepare(c, sql_ins);
-    store_now(at);
-    db_bind_text(s, 1, keyid);
-    db_bind_text(s, 2, hint);
-    db_bind_text(s, 3, public_pem);
-    db_bind_text(s, 4, private_pem);
-    db_bind_text(s, 5, at);
+    bind_key(s, keyid, hint, public_pem, private_pem);
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     if ((detail = json_pack("{s:s}", "keyid", keyid)) == NULL) {
