@@ -249,6 +249,11 @@ static void pg_admin(const char *sql)
     PQfinish(c);
 }
 
+void it_pg_admin(const char *sql)
+{
+    pg_admin(sql);
+}
+
 /* A fresh database for s, and --database naming it (unless the test gave one). */
 static void pg_database_for(struct mg_server *s, size_t nargs)
 {
@@ -262,10 +267,10 @@ static void pg_database_for(struct mg_server *s, size_t nargs)
     if (nargs + 2 >= IT_MAX_ARGS)
         fail_msg("too many extra arguments");
     snprintf(name, sizeof(name), "it_%d_%u", (int)getpid(), ++seq);
-    snprintf(sql, sizeof(sql), "CREATE DATABASE %s", name);
+    snprintf(sql, sizeof(sql), "CREATE DATABASE %s OWNER " IT_PG_ROLE, name);
     pg_admin(sql);
-    snprintf(s->database, sizeof(s->database), "postgresql:///%s?host=%s&user=%s", name,
-             getenv("MG_PG_DIR"), pg_user());
+    snprintf(s->database, sizeof(s->database), "postgresql:///%s?host=%s&user=" IT_PG_ROLE, name,
+             getenv("MG_PG_DIR"));
     s->args[nargs] = strdup("--database");
     s->args[nargs + 1] = strdup(s->database);
     s->args[nargs + 2] = NULL;
