@@ -533,13 +533,13 @@ static bool metric_of(const json_t *metrics, const char *name, double *out)
 
 static json_t *threshold_gate(const struct gate_input *in, const struct gate_threshold *t)
 {
-    char name[160], expected[128], detail[256], d1[32], d2[32];
+    char name[192], expected[128], detail[256], d1[32], d2[32];
     double cand, base, bound;
 
     snprintf(name, sizeof(name), "%s %s %s", t->metric, gate_op_name(t->op),
              t->baseline ? "baseline" : "value");
     if (!t->baseline)
-        snprintf(name, sizeof(name), "%s %s %.6g", t->metric, gate_op_name(t->op), t->value);
+        snprintf(name, sizeof(name), "%s %s %s", t->metric, gate_op_name(t->op), dbl(t->value, d1));
     if (!metric_of(in->candidate_metrics, t->metric, &cand)) {
         snprintf(detail, sizeof(detail), "the candidate has no metric '%s'", t->metric);
         return gate(name, "threshold", "failed", NULL, NULL, detail);
