@@ -456,13 +456,21 @@ enum mg_code store_version_get(struct store *st, const char *model, int64_t vers
 enum mg_code store_version_brief(struct store *st, const char *model, int64_t version, json_t **out,
                                  struct mg_error *err);
 
+/* How many ?tag= and how many ?metric= filters one listing takes. */
+#define STORE_VERSION_FILTERS_MAX 4
+
+/* Every filter given must hold (AND); unused slots have key / name NULL. */
 struct store_version_filter {
-    const char *tag_key; /* with tag_value: ?tag=k:v */
-    const char *tag_value;
-    const char *dataset;   /* ?dataset=<digest>, direct use */
-    const char *metric;    /* ?metric=name<op>value */
-    const char *metric_op; /* ">=", ">", "<=", "<", "=" */
-    double metric_value;
+    struct {
+        const char *key; /* ?tag=k:v */
+        const char *value;
+    } tags[STORE_VERSION_FILTERS_MAX];
+    const char *dataset; /* ?dataset=<digest>, direct use */
+    struct {
+        const char *name; /* ?metric=name<op>value */
+        const char *op;   /* ">=", ">", "<=", "<", "=" */
+        double value;
+    } metrics[STORE_VERSION_FILTERS_MAX];
     const char *status; /* ?status=: "ready", "archived", "deleted", or NULL for all */
 };
 
