@@ -172,13 +172,15 @@ enum mg_code store_signing_key_rotate(const char *database, const char *keyid, c
                                       const char *public_pem, const char *private_pem,
                                       struct mg_error *err);
 
-/* Publish a key this replica signs with (at every heartbeat: "active" means a
- * live replica signs with it). */
+/* Publish a key this replica signs with (at every heartbeat). */
 enum mg_code store_signing_key_publish(struct store *st, const char *keyid, const char *hint,
                                        const char *public_pem, struct mg_error *err);
 
-/* Every key published in the database, as GET /api/v1/signing-keys answers. */
-enum mg_code store_signing_keys(struct store *st, json_t **out, struct mg_error *err);
+/* Every key published in the database, as GET /api/v1/signing-keys answers: "hint" is
+ * the bundle's verificationMaterial.publicKey.hint; "active" is true only for signing_keyid
+ * (the key the asking replica signs with now; NULL: none). */
+enum mg_code store_signing_keys(struct store *st, const char *signing_keyid, json_t **out,
+                                struct mg_error *err);
 
 /* The public PEM (malloc'd) of the published key with this hint; MG_ENOTFOUND. */
 enum mg_code store_signing_key_by_hint(struct store *st, const char *hint, char **public_pem,
@@ -973,6 +975,11 @@ enum mg_code store_restore(const char *archive_path, const char *data_dir,
  *  "next_page_token"}; entries with seq > after, oldest first. */
 enum mg_code store_audit_list(struct store *st, int64_t after, unsigned limit, json_t **out,
                               struct mg_error *err);
+
+/* The same newest first: entries with after < seq < before (before 0: up to the newest);
+ * next_page_token is the next page's before. */
+enum mg_code store_audit_list_desc(struct store *st, int64_t after, int64_t before, unsigned limit,
+                                   json_t **out, struct mg_error *err);
 
 /* Recompute the chain: {"ok","entries","head","first_bad_seq"?}. */
 enum mg_code store_audit_verify(struct store *st, json_t **out, struct mg_error *err);
