@@ -338,6 +338,27 @@ static int resolve_version(struct mgc *c, const char *model, const char *spec, i
 }
 
 /* Make the staging directory next to dir: "<parent>/.<base>.pull-XXXXXX". */
+/* Create path's missing directories, each 0755 (less the umask), like mkdir -p. */
+static int make_parents(const char *path)
+{
+    char p[PATH_MAX];
+    size_t i;
+
+    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
+        return mgc_fail("'%s' is too long", path);
+    for (i = 1; p[i] != '\0'; i++) {
+        if (p[i] != '/')
+            continue;
+        p[i] = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            return mgc_fail("cannot create '%s': %s", p, strerror(errno));
+        p[i] = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        return mgc_fail("cannot create '%s': %s", p, strerror(errno));
+    return MGC_OK;
+}
+
 static int make_staging(const char *dir, char out[PATH_MAX])
 {
     char a[PATH_MAX], b[PATH_MAX];
@@ -351,6 +372,8 @@ static int make_staging(const char *dir, char out[PATH_MAX])
         return mgc_fail("'%s' cannot be the output directory; name a new one", dir);
     if (snprintf(out, PATH_MAX, "%s/.%s.pull-XXXXXX", parent, base) >= PATH_MAX)
         return mgc_fail("'%s' is too long", dir);
+    if (make_parents(parent) != MGC_OK) /* -o /srv/models/fraud-v3 on a fresh host */
+        return MGC_ERR;
     if (mkdtemp(out) == NULL)
         return mgc_fail("cannot create a staging directory next to '%s': %s", dir, strerror(errno));
     return MGC_OK;

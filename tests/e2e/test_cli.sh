@@ -332,6 +332,8 @@ cli pull fraud @production -o "$W/outp" --json
 check "pull @alias resolves the routed version" test "$(jq .version "$W/out")" = 1
 cli pull fraud "$V6" -o "$W/out6"
 check "a single-file artifact lands as DIR/artifact" cmp "$W/single.onnx" "$W/out6/artifact"
+cli pull fraud "$V6" -o "$W/new/parents/out6"
+check "pull creates the missing parents of DIR" cmp "$W/single.onnx" "$W/new/parents/out6/artifact"
 cli pull fraud "$V3" -o "$W/out3"
 check "pull again into a directory holding that version, verified, succeeds (0)" rc_is 0
 check "... saying nothing was downloaded" grep -q "already holds fraud v$V3, verified" "$W/out"
