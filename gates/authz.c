@@ -132,11 +132,14 @@ void gate_authorize(const struct gate_token *t, const struct gate_request *q,
         return;
     }
     if (q->model != NULL && !gate_team_owns(t, q->model)) {
-        if (read_only) {
-            if (q->read_scope == GATE_READ_TEAM)
-                deny(out, 404, "model '%s' does not exist", q->model->name);
+        /* A model hidden from this token is missing for every route, writes included: a
+         * 403 naming its owners would say it exists, and whose it is. */
+        if (q->read_scope == GATE_READ_TEAM) {
+            deny(out, 404, "model '%s' does not exist", q->model->name);
             return;
         }
+        if (read_only)
+            return;
         if (q->model->nowners == 0)
             deny(out, 403,
                  "model '%s' is owned by no team, and token '%s' acts only for team %s; ask "

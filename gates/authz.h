@@ -61,8 +61,8 @@ struct gate_decision {
  * roles the route needs, where every role includes reading (a route that only needs
  * reader admits any role); a token with teams may use publisher/deployer/reviewer only on
  * models owned by one of its teams (403 naming the owners), and with GATE_READ_TEAM sees
- * only those models (404); a token with aliases moves, promotes into and rolls back only
- * those aliases (403 naming the allowed ones).
+ * only those models (404 for every route on another, writes included); a token with aliases moves,
+ * promotes into and rolls back only those aliases (403 naming the allowed ones).
  */
 void gate_authorize(const struct gate_token *t, const struct gate_request *q,
                     struct gate_decision *out);

@@ -51,7 +51,7 @@ static void call(const char *method, const char *path, const char *tok, const ch
 }
 
 /* POST the bytes as a blob with tok; asserts 200/201. */
-__attribute__((unused)) static void upload_as(const char *tok, const char *text, char digest[IT_DIGEST_LEN + 1])
+static void upload_as(const char *tok, const char *text, char digest[IT_DIGEST_LEN + 1])
 {
     struct it_resp *r = it_request(srv, "POST", "/api/v1/blobs", tok, "application/octet-stream",
                                    text, strlen(text));
@@ -121,10 +121,118 @@ static void test_backup_refuses_planted_link(void **state)
     assert_int_equal(st.st_mode & 0777, 0600);
 }
 
+/* Every name and page token a list answers, walking its pages with limit: no hidden
+ * item's name or id appears anywhere; the visible ones all appear, once. Returns the
+ * cursor_key values seen, joined by ','. */
+static void walk(const char *base, const char *tok, const char *key, char *seen, size_t cap)
+{
+    char path[512], next[300] = "";
+    struct it_resp *r;
+    json_t *item;
+    size_t i, o = 0;
+
+    seen[0] = '\0';
+    for (int pages = 0; pages < 20; pages++) {
+        char *enc = it_urlencode(next);
+
+        it_fmt(path, sizeof(path), "%s%s%s", base, next[0] ? "&page_token=" : "",
+               next[0] ? enc : "");
+        free(enc);
+        r = it_get(srv, path, tok);
+        it_expect_status(srv, r, 200);
+        json_array_foreach(it_jarr(r->json, "items"), i, item) o +=
+            (size_t)snprintf(seen + o, cap - o, "%s%s", o ? "," : "", it_jstr(item, key));
+        if (!json_is_string(json_object_get(r->json, "next_page_token"))) {
+            it_resp_free(srv, &r);
+            return;
+        }
+        snprintf(next, sizeof(next), "%s", it_jstr(r->json, "next_page_token"));
+        assert_true(strstr(seen, next) != NULL); /* a token is an item already answered */
+        it_resp_free(srv, &r);
+    }
+    fail_msg("%s never ended", base);
+}
+
+/* Page tokens of /models and /promotions never carry what the caller cannot see, and a
+ * hidden model answers 404 to every route, writes included (not 403 naming its owners). */
+static void test_pages_and_writes_hide_other_teams(void **state)
+{
+    static const char *const models[] = {"pg-a", "pg-b", "pg-c", "pg-d", "pg-e"};
+    static const char *const owners[] = {"ads", "risk", "ads", "risk", "ads"};
+    char art[IT_DIGEST_LEN + 1], body[256], path[256], seen[2048], hidden[5][64];
+    struct it_resp *r;
+    char *ads_dep = token("ads-dep", "[\"deployer\"]", "[\"ads\"]", NULL);
+    size_t i;
+
+    (void)state;
+    upload_as(srv->admin_token, "pages model bytes", art);
+    for (i = 0; i < 5; i++) {
+        it_fmt(body, sizeof(body), "{\"name\":\"%s\"}", models[i]);
+        call("POST", "/api/v1/models", srv->admin_token, body, 201);
+        it_fmt(path, sizeof(path), "/api/v1/models/%s/owners", models[i]);
+        it_fmt(body, sizeof(body), "{\"teams\":[\"%s\"]}", owners[i]);
+        call("PUT", path, srv->admin_token, body, 200);
+        it_version_create(srv, srv->admin_token, models[i], art, NULL);
+        r = it_promotion_post(srv, srv->admin_token, models[i], 1, "staging");
+        it_expect_status(srv, r, 201);
+        snprintf(hidden[i], sizeof(hidden[i]), "%s", it_jstr(r->json, "id"));
+        it_resp_free(srv, &r);
+    }
+    for (unsigned limit = 1; limit <= 3; limit++) {
+        it_fmt(path, sizeof(path), "/api/v1/models?q=pg-&limit=%u", limit);
+        walk(path, ads_read, "name", seen, sizeof(seen));
+        assert_string_equal(seen, "pg-a,pg-c,pg-e");
+        it_fmt(path, sizeof(path), "/api/v1/promotions?limit=%u", limit);
+        walk(path, ads_read, "id", seen, sizeof(seen));
+        for (i = 0; i < 5; i++) /* newest first: e, c, a */
+            assert_true((strstr(seen, hidden[i]) != NULL) == (strcmp(owners[i], "ads") == 0));
+        r = it_get(srv, path, ads_read);
+        for (i = 0; i < 5; i++)
+            if (strcmp(owners[i], "risk") == 0)
+                assert_null(strstr(r->body, hidden[i]));
+        it_resp_free(srv, &r);
+    }
+    /* the raw page would end on pg-b: the token must not name it */
+    r = it_get(srv, "/api/v1/models?q=pg-&limit=2", ads_read);
+    assert_null(strstr(r->body, "pg-b"));
+    it_resp_free(srv, &r);
+    /* another team's promotion id is no page token (it would say that it exists) */
+    it_fmt(path, sizeof(path), "/api/v1/promotions?page_token=%s", hidden[1]);
+    r = it_get(srv, path, ads_read);
+    it_expect_error_field(srv, r, 400, "invalid_argument", "page_token");
+    it_resp_free(srv, &r);
+
+    /* writes to a hidden model: 404 like a missing one, owners unsaid */
+    r = it_jreq(srv, "PATCH", "/api/v1/models/pg-b", ads_pub, "{\"description\":\"x\"}");
+    it_expect_error(srv, r, 404, "not_found");
+    assert_null(strstr(r->body, "risk"));
+    it_resp_free(srv, &r);
+    it_fmt(body, sizeof(body), "{\"artifact\":\"%s\"}", art);
+    r = it_jreq(srv, "POST", "/api/v1/models/pg-b/versions", ads_pub, body);
+    it_expect_error(srv, r, 404, "not_found");
+    assert_null(strstr(r->body, "risk"));
+    it_resp_free(srv, &r);
+    r = it_jreq(srv, "PUT", "/api/v1/models/pg-b/aliases/staging", ads_dep, "{\"version\":1}");
+    it_expect_error(srv, r, 404, "not_found");
+    assert_null(strstr(r->body, "risk"));
+    it_resp_free(srv, &r);
+    r = it_jreq(srv, "POST", "/api/v1/promotions", ads_dep,
+                "{\"model\":\"pg-b\",\"version\":1,\"alias\":\"canary\"}");
+    it_expect_error(srv, r, 404, "not_found");
+    assert_null(strstr(r->body, "risk"));
+    it_resp_free(srv, &r);
+    it_fmt(path, sizeof(path), "/api/v1/promotions/%s/abort", hidden[1]);
+    r = it_jreq(srv, "POST", path, ads_dep, "{\"reason\":\"x\"}");
+    it_expect_error(srv, r, 404, "not_found");
+    it_resp_free(srv, &r);
+    free(ads_dep);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_backup_refuses_planted_link, it_test_teardown),
+        cmocka_unit_test_teardown(test_pages_and_writes_hide_other_teams, it_test_teardown),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
