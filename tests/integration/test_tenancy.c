@@ -228,11 +228,42 @@ static void test_pages_and_writes_hide_other_teams(void **state)
     free(ads_dep);
 }
 
+/* An alias-scoped deployer queues smoke tests only of versions that no alias outside its
+ * scope routes. */
+static void test_scoped_deployer_smoke_tests(void **state)
+{
+    char art[IT_DIGEST_LEN + 1];
+    char *stage_dep = token("stage-dep", "[\"deployer\"]", NULL, "[\"staging\"]");
+    struct it_resp *r;
+
+    (void)state;
+    upload_as(srv->admin_token, "smoke model bytes", art);
+    it_model_create(srv, srv->admin_token, "smk");
+    it_version_create(srv, srv->admin_token, "smk", art, NULL);
+    it_version_create(srv, srv->admin_token, "smk", art, NULL);
+    it_version_create(srv, srv->admin_token, "smk", art, NULL);
+    it_alias_to(srv, srv->admin_token, "smk", "production", 1, 0);
+    it_alias_to(srv, srv->admin_token, "smk", "staging", 2, 0);
+    r = it_jreq(srv, "POST", "/api/v1/models/smk/versions/1/smoke-tests", stage_dep, "{}");
+    it_expect_error(srv, r, 403, "forbidden");
+    assert_non_null(strstr(r->body, "production"));
+    it_resp_free(srv, &r);
+    /* its own alias's version, and one no alias routes: its to test */
+    r = it_jreq(srv, "POST", "/api/v1/models/smk/versions/2/smoke-tests", stage_dep, "{}");
+    it_expect_status_not(r, 403, 404);
+    it_resp_free(srv, &r);
+    r = it_jreq(srv, "POST", "/api/v1/models/smk/versions/3/smoke-tests", stage_dep, "{}");
+    it_expect_status_not(r, 403, 404);
+    it_resp_free(srv, &r);
+    free(stage_dep);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_backup_refuses_planted_link, it_test_teardown),
         cmocka_unit_test_teardown(test_pages_and_writes_hide_other_teams, it_test_teardown),
+        cmocka_unit_test_teardown(test_scoped_deployer_smoke_tests, it_test_teardown),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
