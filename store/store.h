@@ -416,6 +416,18 @@ enum mg_code store_blob_copy_to_fd(struct store *st, const char *digest, uint64_
 enum mg_code store_blob_materialize(struct store *st, const char *digest, const char *dest,
                                     const char *single_name, struct mg_error *err);
 
+/* Tokens of these teams uploaded digest (API.md "Tenancy"): possession, recorded once per
+ * team. No teams (a global token): nothing to record. */
+enum mg_code store_blob_claim(struct store *st, const char *digest, const char *const *teams,
+                              size_t nteams, struct mg_error *err);
+
+/* Who holds the live blob digest: *out NEW {"uploaders":[team],"citers":[[owner]] (the
+ * owners of each model with a version, not deleted, citing it), "released":bool (no live
+ * version cites it any more since one was deleted, and it was not uploaded again)}.
+ * MG_ENOTFOUND when no live blob has that digest. */
+enum mg_code store_blob_holders(struct store *st, const char *digest, json_t **out,
+                                struct mg_error *err);
+
 /* ---- models ----------------------------------------------------------- */
 
 struct store_page {

@@ -487,8 +487,10 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE alias_history DROP COLUMN shadow; "
                                     "ALTER TABLE promotions DROP COLUMN phase; "
                                     "DROP TABLE blob_uploads; "
+                                    "DROP TABLE blob_teams; "
+                                    "ALTER TABLE blobs DROP COLUMN released; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
-                     9); /* migrations 6 to 14 (a database of the previous release) */
+                     10); /* migrations 6 to 15 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);

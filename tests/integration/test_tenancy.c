@@ -258,12 +258,203 @@ static void test_scoped_deployer_smoke_tests(void **state)
     free(stage_dep);
 }
 
+static long blob_status(struct mg_server *s, const char *method, const char *digest,
+                        const char *tok)
+{
+    char path[160];
+    struct it_resp *r;
+    long status;
+
+    it_fmt(path, sizeof(path), "/api/v1/blobs/%s", digest);
+    r = it_request(s, method, path, tok, NULL, NULL, 0);
+    status = r->status;
+    if (status == 404 || status == 410) /* the body says nothing of whose the bytes are */
+        assert_null(strstr(r->body, "risk"));
+    it_resp_free(s, &r);
+    return status;
+}
+
+static struct it_resp *version_post(const char *tok, const char *model, const char *digest)
+{
+    char path[160], body[200];
+
+    it_fmt(path, sizeof(path), "/api/v1/models/%s/versions", model);
+    it_fmt(body, sizeof(body), "{\"artifact\":\"%s\"}", digest);
+    return it_jreq(srv, "POST", path, tok, body);
+}
+
+/* Bytes belong to the teams that uploaded them or whose models cite them: another team's
+ * token neither reads them by digest nor cites them in a version of its own model (and so
+ * never pulls them through /v2/), until it uploads the same bytes itself. */
+static void test_bytes_belong_to_teams(void **state)
+{
+    char cited[IT_DIGEST_LEN + 1], loose[IT_DIGEST_LEN + 1];
+    char *global_read = token("global-read", "[\"reader\"]", NULL, NULL);
+    struct it_resp *r;
+
+    (void)state;
+    upload_as(risk_pub, "risk team weights, cited", cited);
+    upload_as(risk_pub, "risk team weights, loose", loose);
+    call("POST", "/api/v1/models", risk_pub, "{\"name\":\"rmod\"}", 201);
+    call("POST", "/api/v1/models", ads_pub, "{\"name\":\"amod\"}", 201);
+    r = version_post(risk_pub, "rmod", cited);
+    it_expect_status(srv, r, 201);
+    it_resp_free(srv, &r);
+
+    /* risk's own readers: through the model, or because a risk token uploaded them */
+    assert_int_equal(blob_status(srv, "GET", cited, risk_read), 200);
+    assert_int_equal(blob_status(srv, "HEAD", cited, risk_read), 200);
+    assert_int_equal(blob_status(srv, "GET", loose, risk_read), 200);
+    /* ads: as if missing, by GET and HEAD */
+    assert_int_equal(blob_status(srv, "GET", cited, ads_read), 404);
+    assert_int_equal(blob_status(srv, "HEAD", cited, ads_read), 404);
+    assert_int_equal(blob_status(srv, "GET", loose, ads_read), 404);
+    assert_int_equal(blob_status(srv, "GET", loose, ads_pub), 404);
+    /* global tokens keep reading everything */
+    assert_int_equal(blob_status(srv, "GET", loose, global_read), 200);
+    assert_int_equal(blob_status(srv, "GET", cited, srv->admin_token), 200);
+
+    /* a version of ads's own model on risk's digest: 404 naming the digest, nothing made */
+    r = version_post(ads_pub, "amod", cited);
+    it_expect_error(srv, r, 404, "not_found");
+    assert_non_null(strstr(r->body, cited));
+    it_resp_free(srv, &r);
+    r = it_get(srv, "/api/v1/models/amod/versions", ads_read);
+    it_expect_status(srv, r, 200);
+    assert_int_equal(json_array_size(it_jarr(r->json, "items")), 0);
+    it_resp_free(srv, &r);
+    r = version_post(ads_pub, "amod", loose);
+    it_expect_error(srv, r, 404, "not_found");
+    it_resp_free(srv, &r);
+    /* nor through /v2/: rmod is another team's, amod has no version */
+    {
+        char path[200];
+
+        it_fmt(path, sizeof(path), "/v2/rmod/blobs/%s", cited);
+        r = it_get(srv, path, ads_read);
+        assert_int_equal(r->status, 404);
+        it_resp_free(srv, &r);
+        it_fmt(path, sizeof(path), "/v2/amod/blobs/%s", cited);
+        r = it_get(srv, path, ads_read);
+        assert_int_equal(r->status, 404);
+        it_resp_free(srv, &r);
+    }
+
+    /* uploading the same bytes proves possession: then ads reads and cites them */
+    upload_as(ads_pub, "risk team weights, cited", cited);
+    assert_int_equal(blob_status(srv, "GET", cited, ads_read), 200);
+    r = version_post(ads_pub, "amod", cited);
+    it_expect_status(srv, r, 201);
+    it_resp_free(srv, &r);
+    {
+        char path[200];
+
+        it_fmt(path, sizeof(path), "/v2/amod/blobs/%s", cited);
+        r = it_get(srv, path, ads_read);
+        it_expect_status(srv, r, 200);
+        it_resp_free(srv, &r);
+    }
+    assert_int_equal(blob_status(srv, "GET", loose, ads_read), 404); /* still only risk's */
+    free(global_read);
+}
+
+/* Bytes no live version cites any more are gone (410) to everyone but admins until they
+ * are collected, and a new version cites them only after they are uploaded again. */
+static void test_released_bytes_are_gone(void **state)
+{
+    char d[IT_DIGEST_LEN + 1];
+    char *global_pub = token("global-pub", "[\"publisher\"]", NULL, NULL);
+    struct it_resp *r;
+
+    (void)state;
+    upload_as(risk_pub, "weights of a version to delete", d);
+    call("POST", "/api/v1/models", risk_pub, "{\"name\":\"gone\"}", 201);
+    r = version_post(risk_pub, "gone", d);
+    it_expect_status(srv, r, 201);
+    it_resp_free(srv, &r);
+    r = version_post(risk_pub, "gone", d);
+    it_expect_status(srv, r, 201);
+    it_resp_free(srv, &r);
+    call("DELETE", "/api/v1/models/gone/versions/1", srv->admin_token, "{\"reason\":\"test\"}",
+         200);
+    /* version 2 still cites them */
+    assert_int_equal(blob_status(srv, "GET", d, risk_read), 200);
+    call("DELETE", "/api/v1/models/gone/versions/2", srv->admin_token, "{\"reason\":\"test\"}",
+         200);
+    assert_int_equal(blob_status(srv, "GET", d, risk_read), 410);
+    assert_int_equal(blob_status(srv, "HEAD", d, risk_pub), 410);
+    assert_int_equal(blob_status(srv, "GET", d, global_pub), 410);
+    assert_int_equal(blob_status(srv, "GET", d, ads_read), 404); /* never risk's to tell */
+    assert_int_equal(blob_status(srv, "GET", d, srv->admin_token), 200);
+    r = version_post(risk_pub, "gone", d);
+    it_expect_error(srv, r, 410, "gone");
+    assert_non_null(strstr(r->body, d));
+    it_resp_free(srv, &r);
+    r = version_post(global_pub, "gone", d);
+    it_expect_error(srv, r, 410, "gone");
+    it_resp_free(srv, &r);
+    /* uploaded again: readable and citable again */
+    upload_as(risk_pub, "weights of a version to delete", d);
+    assert_int_equal(blob_status(srv, "GET", d, risk_read), 200);
+    r = version_post(risk_pub, "gone", d);
+    it_expect_status(srv, r, 201);
+    it_resp_free(srv, &r);
+    free(global_pub);
+}
+
+/* --blob-downloads redirect: no presigned URL for bytes the token may not read. */
+static void test_redirect_only_for_held_bytes(void **state)
+{
+    struct mg_server *t;
+    char d[IT_DIGEST_LEN + 1], path[160], body[200];
+    struct it_resp *r;
+    char *rp, *ar;
+
+    (void)state;
+    if (strcmp(it_blob_kind(), "s3") != 0)
+        skip(); /* only the s3 backend presigns */
+    t = it_server_start(
+        (const char *const[]){"--read-scope", "team", "--blob-downloads", "redirect", NULL});
+    r = it_jreq(t, "POST", "/api/v1/teams", t->admin_token, "{\"name\":\"risk\"}");
+    it_resp_free(t, &r);
+    r = it_jreq(t, "POST", "/api/v1/teams", t->admin_token, "{\"name\":\"ads\"}");
+    it_resp_free(t, &r);
+    r = it_jreq(t, "POST", "/api/v1/tokens", t->admin_token,
+                "{\"name\":\"rp\",\"roles\":[\"publisher\"],\"teams\":[\"risk\"]}");
+    rp = strdup(it_jstr(r->json, "token"));
+    it_resp_free(t, &r);
+    r = it_jreq(t, "POST", "/api/v1/tokens", t->admin_token,
+                "{\"name\":\"ar\",\"roles\":[\"reader\"],\"teams\":[\"ads\"]}");
+    ar = strdup(it_jstr(r->json, "token"));
+    it_resp_free(t, &r);
+    r = it_request(t, "POST", "/api/v1/blobs", rp, "application/octet-stream", "presigned?", 10);
+    it_expect_status(t, r, 201);
+    it_resp_free(t, &r);
+    it_digest("presigned?", 10, d);
+    it_fmt(path, sizeof(path), "/api/v1/blobs/%s", d);
+    r = it_get(t, path, ar);
+    it_expect_error(t, r, 404, "not_found");
+    assert_null(it_header(r, "Location"));
+    it_resp_free(t, &r);
+    r = it_get(t, path, rp);
+    it_expect_status(t, r, 307);
+    assert_non_null(it_header(r, "Location"));
+    it_resp_free(t, &r);
+    (void)body;
+    free(rp);
+    free(ar);
+    it_server_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_backup_refuses_planted_link, it_test_teardown),
         cmocka_unit_test_teardown(test_pages_and_writes_hide_other_teams, it_test_teardown),
         cmocka_unit_test_teardown(test_scoped_deployer_smoke_tests, it_test_teardown),
+        cmocka_unit_test_teardown(test_bytes_belong_to_teams, it_test_teardown),
+        cmocka_unit_test_teardown(test_released_bytes_are_gone, it_test_teardown),
+        cmocka_unit_test_teardown(test_redirect_only_for_held_bytes, it_test_teardown),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
