@@ -14,3 +14,37 @@ CREATE TABLE blob_teams (
 -- everyone but admins until garbage collection takes them, and cited again only after
 -- they were uploaded again (which sets it back to 0).
 ALTER TABLE blobs ADD COLUMN released INTEGER NOT NULL DEFAULT 0;
+
+-- Dataset records belong to the registering token's teams (owner: a team; '' for a global
+-- token's record): one digest may have a record per owner, and a version's lineage and
+-- withdrawal flags follow only records owned by its model's owners or global ones. The
+-- tables are rebuilt for their new keys; owner comes last, as PostgreSQL's ADD COLUMN puts
+-- it (modelgated migrate copies rows by position).
+CREATE TABLE datasets_owned (
+    digest           TEXT NOT NULL,
+    name             TEXT NOT NULL,
+    uri              TEXT,
+    description      TEXT,
+    created_at       TEXT NOT NULL,
+    created_by       TEXT NOT NULL,
+    withdrawn_at     TEXT,
+    withdrawn_by     TEXT,
+    withdrawn_reason TEXT,
+    owner            TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (digest, owner)
+) WITHOUT ROWID;
+INSERT INTO datasets_owned SELECT digest, name, uri, description, created_at, created_by,
+    withdrawn_at, withdrawn_by, withdrawn_reason, '' FROM datasets;
+CREATE TABLE dataset_parents_owned (
+    child  TEXT NOT NULL,
+    parent TEXT NOT NULL,
+    owner  TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (owner, child, parent)
+) WITHOUT ROWID;
+INSERT INTO dataset_parents_owned SELECT child, parent, '' FROM dataset_parents;
+DROP TABLE dataset_parents;
+DROP TABLE datasets;
+ALTER TABLE datasets_owned RENAME TO datasets;
+ALTER TABLE dataset_parents_owned RENAME TO dataset_parents;
+CREATE INDEX dataset_parents_parent ON dataset_parents(parent);
+CREATE INDEX dataset_parents_child ON dataset_parents(child);

@@ -446,6 +446,103 @@ static void test_redirect_only_for_held_bytes(void **state)
     it_server_free(&t);
 }
 
+static void dataset_post(const char *tok, const char *digest, const char *name, const char *parent,
+                         long status)
+{
+    char body[400];
+
+    if (parent)
+        it_fmt(body, sizeof(body), "{\"digest\":\"%s\",\"name\":\"%s\",\"parents\":[\"%s\"]}",
+               digest, name, parent);
+    else
+        it_fmt(body, sizeof(body), "{\"digest\":\"%s\",\"name\":\"%s\"}", digest, name);
+    call("POST", "/api/v1/datasets", tok, body, status);
+}
+
+/* Dataset records belong to teams: another team registering the same digest first, with a
+ * withdrawn parent, neither blocks one's own record nor flags one's versions; readers see
+ * their teams' and global records, and the versions of models they can read. */
+static void test_dataset_records_belong_to_teams(void **state)
+{
+    char art[IT_DIGEST_LEN + 1], x[IT_DIGEST_LEN + 1], p[IT_DIGEST_LEN + 1];
+    char y[IT_DIGEST_LEN + 1], path[200];
+    struct it_resp *r;
+
+    (void)state;
+    it_digest("dataset x", 9, x);
+    it_digest("withdrawn parent p", 18, p);
+    it_digest("ads only y", 10, y);
+    dataset_post(srv->admin_token, p, "parent", NULL, 201);
+    it_fmt(path, sizeof(path), "/api/v1/datasets/%s/withdraw", p);
+    call("POST", path, srv->admin_token, "{\"reason\":\"licence ended\"}", 200);
+    /* ads registers risk's digest first, derived from the withdrawn parent */
+    dataset_post(ads_pub, x, "poisoned", p, 201);
+    /* risk's own record of it: no conflict with another team's */
+    dataset_post(risk_pub, x, "clean", NULL, 201);
+    dataset_post(risk_pub, x, "clean", NULL, 200); /* the same again */
+    dataset_post(risk_pub, x, "other", NULL, 409); /* its own record does not change */
+    dataset_post(ads_pub, y, "ads data", NULL, 201);
+
+    upload_as(risk_pub, "lineage model bytes", art);
+    call("POST", "/api/v1/models", risk_pub, "{\"name\":\"lin\"}", 201);
+    r = it_jreq_v(srv, "POST", "/api/v1/models/lin/versions", risk_pub,
+                  json_pack("{ss s[{ss ss ss}]}", "artifact", art, "datasets", "digest", x, "name",
+                            "train", "role", "train"));
+    it_expect_status(srv, r, 201);
+    assert_int_equal(json_array_size(it_jarr(r->json, "withdrawn_datasets")), 0);
+    it_resp_free(srv, &r);
+    r = it_get(srv, "/api/v1/models/lin/versions/1", risk_read);
+    it_expect_status(srv, r, 200);
+    assert_int_equal(json_array_size(it_jarr(r->json, "withdrawn_datasets")), 0);
+    it_resp_free(srv, &r);
+
+    /* each team reads its own record; another team's only record is missing */
+    it_fmt(path, sizeof(path), "/api/v1/datasets/%s", x);
+    r = it_get(srv, path, risk_read);
+    it_expect_status(srv, r, 200);
+    assert_string_equal(it_jstr(r->json, "name"), "clean");
+    assert_int_equal(json_array_size(it_jarr(r->json, "parents")), 0);
+    it_resp_free(srv, &r);
+    r = it_get(srv, path, ads_read);
+    it_expect_status(srv, r, 200);
+    assert_string_equal(it_jstr(r->json, "name"), "poisoned");
+    it_resp_free(srv, &r);
+    it_fmt(path, sizeof(path), "/api/v1/datasets/%s", y);
+    r = it_get(srv, path, risk_read);
+    it_expect_error(srv, r, 404, "not_found");
+    it_resp_free(srv, &r);
+    it_fmt(path, sizeof(path), "/api/v1/datasets/%s", p); /* global: everyone's */
+    r = it_get(srv, path, risk_read);
+    it_expect_status(srv, r, 200);
+    it_resp_free(srv, &r);
+
+    /* the versions trained on it: only of models the reader can read */
+    it_fmt(path, sizeof(path), "/api/v1/datasets/%s/versions", x);
+    r = it_get(srv, path, risk_read);
+    it_expect_status(srv, r, 200);
+    assert_non_null(strstr(r->body, "\"lin\""));
+    it_resp_free(srv, &r);
+    r = it_get(srv, path, ads_read);
+    it_expect_status(srv, r, 200);
+    assert_null(strstr(r->body, "\"lin\""));
+    assert_null(strstr(r->body, "risk"));
+    it_resp_free(srv, &r);
+    it_fmt(path, sizeof(path), "/api/v1/datasets/%s/versions", p);
+    r = it_get(srv, path, ads_read);
+    it_expect_status(srv, r, 200);
+    assert_null(strstr(r->body, "\"lin\""));
+    it_resp_free(srv, &r);
+
+    /* an admin's withdrawal of the digest itself reaches every record */
+    it_fmt(path, sizeof(path), "/api/v1/datasets/%s/withdraw", x);
+    call("POST", path, srv->admin_token, "{\"reason\":\"privacy\"}", 200);
+    r = it_get(srv, "/api/v1/models/lin/versions/1", risk_read);
+    assert_int_equal(json_array_size(it_jarr(r->json, "withdrawn_datasets")), 1);
+    assert_string_equal(
+        json_string_value(json_array_get(it_jarr(r->json, "withdrawn_datasets"), 0)), x);
+    it_resp_free(srv, &r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -454,6 +551,7 @@ int main(void)
         cmocka_unit_test_teardown(test_scoped_deployer_smoke_tests, it_test_teardown),
         cmocka_unit_test_teardown(test_bytes_belong_to_teams, it_test_teardown),
         cmocka_unit_test_teardown(test_released_bytes_are_gone, it_test_teardown),
+        cmocka_unit_test_teardown(test_dataset_records_belong_to_teams, it_test_teardown),
         cmocka_unit_test_teardown(test_redirect_only_for_held_bytes, it_test_teardown),
     };
 

@@ -14,3 +14,16 @@ CREATE TABLE blob_teams (
 -- everyone but admins until garbage collection takes them, and cited again only after
 -- they were uploaded again (which sets it back to 0).
 ALTER TABLE blobs ADD COLUMN released BIGINT NOT NULL DEFAULT 0;
+
+-- Dataset records belong to the registering token's teams (owner: a team; '' for a global
+-- token's record): one digest may have a record per owner, and a version's lineage and
+-- withdrawal flags follow only records owned by its model's owners or global ones.
+ALTER TABLE dataset_parents DROP CONSTRAINT dataset_parents_child_fkey;
+ALTER TABLE dataset_parents DROP CONSTRAINT dataset_parents_parent_fkey;
+ALTER TABLE dataset_parents DROP CONSTRAINT dataset_parents_pkey;
+ALTER TABLE datasets DROP CONSTRAINT datasets_pkey;
+ALTER TABLE datasets ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE datasets ADD PRIMARY KEY (digest, owner);
+ALTER TABLE dataset_parents ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE dataset_parents ADD PRIMARY KEY (owner, child, parent);
+CREATE INDEX dataset_parents_child ON dataset_parents(child);
