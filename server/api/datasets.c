@@ -74,6 +74,10 @@ static void create(struct srv_req *r)
             }
         }
     }
+    /* A digest of stored bytes is cited only by a token that may read them (API.md
+     * "Tenancy"); a digest of data kept elsewhere (no blob) is the record's alone. */
+    if (!srv_authorize_bytes(r, digest, "digest"))
+        return;
     if ((owners = scope(r, false)) == NULL) {
         srv_fail(r, MG_ENOMEM, NULL, "out of memory");
         return;

@@ -355,6 +355,18 @@ static void test_bytes_belong_to_teams(void **state)
         it_resp_free(srv, &r);
     }
     assert_int_equal(blob_status(srv, "GET", loose, ads_read), 404); /* still only risk's */
+    /* nor does a dataset record of ads cite risk's bytes */
+    {
+        char body[300];
+        struct it_resp *d;
+
+        it_fmt(body, sizeof(body), "{\"digest\":\"%s\",\"name\":\"stolen\"}", loose);
+        d = it_jreq(srv, "POST", "/api/v1/datasets", ads_pub, body);
+        it_expect_error(srv, d, 404, "not_found");
+        assert_non_null(strstr(d->body, loose));
+        it_resp_free(srv, &d);
+        call("POST", "/api/v1/datasets", risk_pub, body, 201);
+    }
     free(global_read);
 }
 
