@@ -19,7 +19,8 @@ ALTER TABLE blobs ADD COLUMN released INTEGER NOT NULL DEFAULT 0;
 -- token's record): one digest may have a record per owner, and a version's lineage and
 -- withdrawal flags follow only records owned by its model's owners or global ones. The
 -- tables are rebuilt for their new keys; owner comes last, as PostgreSQL's ADD COLUMN puts
--- it (modelgated migrate copies rows by position).
+-- it (modelgated migrate copies rows by position). Rowid tables: in a WITHOUT ROWID table
+-- whose key is not its leading columns, SQLite 3.40's integrity_check reports false NULLs.
 CREATE TABLE datasets_owned (
     digest           TEXT NOT NULL,
     name             TEXT NOT NULL,
@@ -32,7 +33,7 @@ CREATE TABLE datasets_owned (
     withdrawn_reason TEXT,
     owner            TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (digest, owner)
-) WITHOUT ROWID;
+);
 INSERT INTO datasets_owned SELECT digest, name, uri, description, created_at, created_by,
     withdrawn_at, withdrawn_by, withdrawn_reason, '' FROM datasets;
 CREATE TABLE dataset_parents_owned (
@@ -40,7 +41,7 @@ CREATE TABLE dataset_parents_owned (
     parent TEXT NOT NULL,
     owner  TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (owner, child, parent)
-) WITHOUT ROWID;
+);
 INSERT INTO dataset_parents_owned SELECT child, parent, '' FROM dataset_parents;
 DROP TABLE dataset_parents;
 DROP TABLE datasets;
