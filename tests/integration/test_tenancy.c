@@ -555,6 +555,71 @@ static void test_dataset_records_belong_to_teams(void **state)
     it_resp_free(srv, &r);
 }
 
+/* Migration 015 on a database of the previous release: uploads by team tokens stay their
+ * teams' (from the token that sent them), and dataset records become global ones with
+ * their lineage. */
+static void test_upgrade_keeps_uploads_and_lineage(void **state)
+{
+    static const char sqlite_back[] =
+        "DROP TABLE blob_teams; ALTER TABLE blobs DROP COLUMN released; "
+        "CREATE TABLE d0 (digest TEXT PRIMARY KEY, name TEXT NOT NULL, uri TEXT, "
+        "description TEXT, created_at TEXT NOT NULL, created_by TEXT NOT NULL, "
+        "withdrawn_at TEXT, withdrawn_by TEXT, withdrawn_reason TEXT) WITHOUT ROWID; "
+        "INSERT INTO d0 SELECT digest, name, uri, description, created_at, created_by, "
+        "withdrawn_at, withdrawn_by, withdrawn_reason FROM datasets; "
+        "CREATE TABLE p0 (child TEXT NOT NULL REFERENCES d0(digest), parent TEXT NOT NULL "
+        "REFERENCES d0(digest), PRIMARY KEY (child, parent)) WITHOUT ROWID; "
+        "INSERT INTO p0 SELECT child, parent FROM dataset_parents; "
+        "DROP TABLE dataset_parents; DROP TABLE datasets; "
+        "ALTER TABLE d0 RENAME TO datasets; ALTER TABLE p0 RENAME TO dataset_parents; "
+        "CREATE INDEX dataset_parents_parent ON dataset_parents(parent); "
+        "DELETE FROM schema_migrations WHERE version = 15;";
+    static const char pg_back[] =
+        "DROP TABLE blob_teams; ALTER TABLE blobs DROP COLUMN released; "
+        "DROP INDEX dataset_parents_child; "
+        "ALTER TABLE dataset_parents DROP CONSTRAINT dataset_parents_pkey; "
+        "ALTER TABLE dataset_parents DROP COLUMN owner; "
+        "ALTER TABLE datasets DROP CONSTRAINT datasets_pkey; "
+        "ALTER TABLE datasets DROP COLUMN owner; ALTER TABLE datasets ADD PRIMARY KEY (digest); "
+        "ALTER TABLE dataset_parents ADD PRIMARY KEY (child, parent); "
+        "ALTER TABLE dataset_parents ADD FOREIGN KEY (child) REFERENCES datasets(digest); "
+        "ALTER TABLE dataset_parents ADD FOREIGN KEY (parent) REFERENCES datasets(digest); "
+        "DELETE FROM schema_migrations WHERE version = 15;";
+    struct mg_server *t, *keep = srv;
+    char loose[IT_DIGEST_LEN + 1], p[IT_DIGEST_LEN + 1], c[IT_DIGEST_LEN + 1], path[200];
+    char *rp, *ar;
+    struct it_resp *r;
+
+    (void)state;
+    t = it_server_start((const char *const[]){"--read-scope", "team", NULL});
+    srv = t; /* the helpers talk to srv */
+    call("POST", "/api/v1/teams", t->admin_token, "{\"name\":\"risk\"}", 201);
+    call("POST", "/api/v1/teams", t->admin_token, "{\"name\":\"ads\"}", 201);
+    rp = token("rp", "[\"publisher\"]", "[\"risk\"]", NULL);
+    ar = token("ar", "[\"reader\"]", "[\"ads\"]", NULL);
+    upload_as(rp, "uploaded before the upgrade", loose);
+    it_digest("old parent", 10, p);
+    it_digest("old child", 9, c);
+    dataset_post(t->admin_token, p, "parent", NULL, 201);
+    dataset_post(t->admin_token, c, "child", p, 201);
+    it_server_stop(t);
+    assert_int_equal(it_sql_exec(t, it_on_postgres() ? pg_back : sqlite_back), 1);
+    it_server_restart(t);
+
+    assert_int_equal(blob_status(t, "GET", loose, rp), 200);
+    assert_int_equal(blob_status(t, "GET", loose, ar), 404);
+    it_fmt(path, sizeof(path), "/api/v1/datasets/%s", c);
+    r = it_get(t, path, ar); /* global records: everyone's */
+    it_expect_status(t, r, 200);
+    assert_int_equal(json_array_size(it_jarr(r->json, "parents")), 1);
+    assert_string_equal(json_string_value(json_array_get(it_jarr(r->json, "parents"), 0)), p);
+    it_resp_free(t, &r);
+    free(rp);
+    free(ar);
+    srv = keep;
+    it_server_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -565,6 +630,7 @@ int main(void)
         cmocka_unit_test_teardown(test_released_bytes_are_gone, it_test_teardown),
         cmocka_unit_test_teardown(test_dataset_records_belong_to_teams, it_test_teardown),
         cmocka_unit_test_teardown(test_redirect_only_for_held_bytes, it_test_teardown),
+        cmocka_unit_test_teardown(test_upgrade_keeps_uploads_and_lineage, it_test_teardown),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

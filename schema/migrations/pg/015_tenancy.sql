@@ -9,6 +9,10 @@ CREATE TABLE blob_teams (
     team   TEXT NOT NULL,
     PRIMARY KEY (digest, team)
 );
+-- The uploads before this release: the teams of the token (by name) that first sent them.
+INSERT INTO blob_teams (digest, team)
+    SELECT DISTINCT b.digest, jsonb_array_elements_text(t.teams::jsonb) FROM blobs b
+    JOIN tokens t ON t.name = b.created_by;
 
 -- 1 once the last live version citing the digest was deleted: the bytes are gone to
 -- everyone but admins until garbage collection takes them, and cited again only after
