@@ -418,6 +418,18 @@ enum mg_code store_blob_copy_to_fd(struct store *st, const char *digest, uint64_
 enum mg_code store_blob_materialize(struct store *st, const char *digest, const char *dest,
                                     const char *single_name, struct mg_error *err);
 
+/* Tokens of these teams uploaded digest (API.md "Tenancy"): possession, recorded once per
+ * team. No teams (a global token): nothing to record. */
+enum mg_code store_blob_claim(struct store *st, const char *digest, const char *const *teams,
+                              size_t nteams, struct mg_error *err);
+
+/* Who holds the live blob digest: *out NEW {"uploaders":[team],"citers":[[owner]] (the
+ * owners of each model with a version, not deleted, citing it), "released":bool (no live
+ * version cites it any more since one was deleted, and it was not uploaded again)}.
+ * MG_ENOTFOUND when no live blob has that digest. */
+enum mg_code store_blob_holders(struct store *st, const char *digest, json_t **out,
+                                struct mg_error *err);
+
 /* ---- models ----------------------------------------------------------- */
 
 struct store_page {
@@ -539,17 +551,28 @@ enum mg_code store_oci_find(struct store *st, const char *model, const char *dig
 /* req validated: {"digest","name","uri"?,"parents"?,"description"?}. Parents
  * must be registered. *created false when an identical record existed;
  * MG_ECONFLICT when it differs. */
-enum mg_code store_dataset_create(struct store *st, const char *actor, const json_t *req,
-                                  json_t **out, bool *created, struct mg_error *err);
+enum mg_code store_dataset_create(struct store *st, const char *actor, const json_t *owners,
+                                  const json_t *req, json_t **out, bool *created,
+                                  struct mg_error *err);
 
-enum mg_code store_dataset_get(struct store *st, const char *digest, json_t **out,
-                               struct mg_error *err);
+/*
+ * Dataset records belong to teams (API.md "Tenancy"). owners, on create: the owners the
+ * record is registered for, one record each (the token's teams, or [""] for a global
+ * token); its parents must be records the owner sees (its own or global ones; a global
+ * registration may name any). owners, on reads: the owners whose records the reader sees
+ * (its teams and ""), or NULL for every record; a team's own record is shown before a
+ * global one.
+ */
+enum mg_code store_dataset_get(struct store *st, const json_t *owners, const char *digest,
+                               json_t **out, struct mg_error *err);
 
-/* Versions that used the dataset directly or through any descendant:
- * {"items":[{"model","version","role","via":[digest…]}]}; `via` is the path of
- * descendant digests from `digest` (exclusive) to the one the version used. */
-enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t **out,
-                                    struct mg_error *err);
+/* Versions that used the dataset directly or through any descendant (following the
+ * derivations of records the reader sees):
+ * {"items":[{"model","version","role","via":[digest…],"_owners":[team]}]}; `via` is the
+ * path of descendant digests from `digest` (exclusive) to the one the version used;
+ * _owners are its model's (for the caller to filter by, then drop). */
+enum mg_code store_dataset_versions(struct store *st, const json_t *owners, const char *digest,
+                                    json_t **out, struct mg_error *err);
 
 /* Mark a dataset withdrawn (API.md "Lifecycle"): every version trained on it, directly or
  * through derived data, then shows it in "withdrawn_datasets". Audited with the versions it
@@ -771,10 +794,10 @@ enum mg_code store_promotion_list(struct store *st, const char *state, const cha
 enum mg_code store_promotion_pending(struct store *st, int64_t now_ms, json_t **out,
                                      struct mg_error *err);
 
-/* Which of these dataset digests are registered: *unregistered gets the
- * count of those that are not and *first the first of them (NEW json string
- * or NULL). */
-enum mg_code store_datasets_unregistered(struct store *st, const json_t *digests,
+/* Which of these dataset digests are registered for model (a global record, or one its
+ * owners registered): *unregistered gets the count of those that are not and *first the
+ * first of them (NEW json string or NULL). */
+enum mg_code store_datasets_unregistered(struct store *st, const char *model, const json_t *digests,
                                          size_t *unregistered, json_t **first,
                                          struct mg_error *err);
 

@@ -94,17 +94,35 @@ static enum mg_code load_bad_for(struct db_conn *c, int64_t vid, json_t *ver, st
 }
 
 /* The withdrawn datasets the version was trained on, directly or through the data sets
- * those were derived from (API.md "Lifecycle"). */
+ * those were derived from (API.md "Lifecycle"). Only records its model's owners registered,
+ * or global ones, count (API.md "Tenancy"): another team's record of the same digest, its
+ * derivations and its withdrawal never reach it. */
 static enum mg_code load_withdrawn(struct db_conn *c, int64_t vid, json_t *ver,
                                    struct mg_error *err)
 {
     static const char sql[] =
-        "WITH RECURSIVE anc(digest) AS ("
-        " SELECT digest FROM version_datasets WHERE version_id = ?"
-        " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest) "
-        "SELECT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
-        "WHERE d.withdrawn_at IS NOT NULL ORDER BY d.digest";
-    struct db_stmt *s = db_prepare(c, sql);
+        "WITH RECURSIVE own(team) AS ("
+        " SELECT j.value FROM versions v JOIN models m ON m.id = v.model_id, "
+        " json_each(m.owners) j WHERE v.id = ?1 UNION SELECT ''), "
+        "anc(digest) AS ("
+        " SELECT digest FROM version_datasets WHERE version_id = ?1"
+        " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"
+        " WHERE p.owner IN (SELECT team FROM own)) "
+        "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
+        "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
+        "ORDER BY d.digest";
+    static const char sql_pg[] =
+        "WITH RECURSIVE own(team) AS ("
+        " SELECT jsonb_array_elements_text(m.owners::jsonb) FROM versions v "
+        " JOIN models m ON m.id = v.model_id WHERE v.id = ?1 UNION SELECT ''), "
+        "anc(digest) AS ("
+        " SELECT digest FROM version_datasets WHERE version_id = ?1"
+        " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"
+        " WHERE p.owner IN (SELECT team FROM own)) "
+        "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
+        "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
+        "ORDER BY d.digest";
+    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     json_t *arr = json_array();
     enum mg_code rc;
     bool row;

@@ -352,7 +352,7 @@ static void create(struct srv_req *r)
     struct mg_error err;
     enum mg_code rc;
 
-    if (!check_create(r, r->body))
+    if (!check_create(r, r->body) || !srv_authorize_bytes(r, artifact, "artifact"))
         return;
     if ((v = json_object_get(r->body, "io_schema")) && !json_is_null(v) &&
         !check_io_schema(r, v, &io))

@@ -228,7 +228,7 @@ tar -C "$WORK/model" -cf "$WORK/model.tar" config.json
 # ---- the server ------------------------------------------------------------
 NVML_ARGS=()
 [ -n "${MG_NVML_LIBRARY:-}" ] && NVML_ARGS=(--nvml-library "$MG_NVML_LIBRARY")
-mkdir -p "$WORK/data"
+mkdir -p -m 700 "$WORK/data"
 "$BIN" --listen 127.0.0.1:0 --data-dir "$WORK/data" --port-file "$WORK/port" \
     --smoke-profile "cuda=/bin/sh $WORK/smoke.sh {model_dir} {output}" \
     --smoke-timeout 300 --smoke-interval 0 "${NVML_ARGS[@]}" >"$WORK/server.log" 2>&1 &
