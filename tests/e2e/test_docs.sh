@@ -95,7 +95,7 @@ EOF
         sed "s/127\.0\.0\.1:8470/127.0.0.1:$PORT/g" "$script"
     } >"$script.run"
     (
-        cd "$W"
+        cd "$W" || exit 1
         mkdir -p "$W/home"
         env -u MODELGATE_URL -u MODELGATE_TOKEN PATH="$BUILD:$PATH" HOME="$W/home" \
             bash "$script.run"
