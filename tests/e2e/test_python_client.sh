@@ -7,7 +7,7 @@
 # memory, and sees 400/403/409 as exceptions carrying the API's code.
 . "$(dirname "$0")/lib.sh"
 
-PY=/usr/bin/python3
+PY=${MG_TEST_PYTHON:-/usr/bin/python3} # Debian's; another only for a manual run
 SRC=${MG_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 CLI=${MODELGATE_CLI:-${MG_BUILD_DIR:?}/modelgate}
 unset MODELGATE_URL MODELGATE_TOKEN MODELGATE_OIDC_TOKEN

@@ -7,10 +7,12 @@ replies capped at 64 MiB, a transfer that moves no byte for 300 s aborted.
 Retries (the CLI's polling rule, applied to every call that is safe to repeat): no answer,
 or 500/502/503/504, is retried with backoff (0.25 s growing to 5 s, Retry-After honoured,
 at most `retries` times). Safe to repeat are GET/HEAD/PUT/DELETE, blob uploads (content
-addressed: the same bytes give the same blob), metric appends (the same values again are a
-no-op) and the token exchange is not. Any other POST (a version, a promotion, an approval)
-is retried only when it certainly never reached the server: the connection could not be
-opened, or a kept-alive connection was found closed before the request went out.
+addressed: the same bytes give the same blob) and metric appends (the same values again
+are a no-op). Any other POST (a version, a model, a promotion, an approval, the token
+exchange) is retried only when it certainly never reached the server: the connection
+could not be opened, or a kept-alive connection was found closed before the request went
+out. Such a call takes a new connection when the kept one has idled, so that a server's
+idle timeout closing it just then does not leave the outcome unknown.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ ERROR_MAX = 64 << 10
 IO_CHUNK = 1 << 20
 USER_AGENT = "modelgate-python/0.1"
 TRANSIENT_STATUS = (500, 502, 503, 504)
+IDLE_FRESH_S = 2.0  # a non-idempotent call opens a new connection after this much idling
 
 
 class _NotSent(Exception):
@@ -74,6 +77,7 @@ class Transport:
         self._token_source = token_source
         self._conn: Optional[http.client.HTTPConnection] = None
         self._used = False  # the connection served a request before (kept alive)
+        self._last_used = 0.0
         self._lock = threading.RLock()
 
     # ---- connections -------------------------------------------------------------------
@@ -84,8 +88,16 @@ class Transport:
             return http.client.HTTPSConnection(host, port, timeout=self.timeout)
         return http.client.HTTPConnection(host, port, timeout=self.timeout)
 
-    def _connection(self) -> http.client.HTTPConnection:
-        """The kept-alive connection, connected; _NotSent when it cannot be opened."""
+    def _connection(self, fresh: bool) -> http.client.HTTPConnection:
+        """The kept-alive connection, connected; _NotSent when it cannot be opened.
+
+        fresh: a request that must not be repeated gets a new connection when the kept one
+        idled, since a server may close an idle connection just as the request goes out,
+        and then nobody can tell whether it arrived.
+        """
+        if fresh and self._conn is not None and self._used and \
+                time.monotonic() - self._last_used > IDLE_FRESH_S:
+            self.close()
         if self._conn is None:
             self._conn = self._new_conn(self.scheme, self.host, self.port)
             self._used = False
@@ -119,12 +131,13 @@ class Transport:
 
     def _exchange(self, method: str, path: str, headers: Dict[str, str],
                   body: Optional[bytes], chunks: Optional[Iterable[bytes]],
-                  body_cap: int) -> Tuple[http.client.HTTPResponse, Optional[Reply]]:
+                  body_cap: int, fresh: bool = False
+                  ) -> Tuple[http.client.HTTPResponse, Optional[Reply]]:
         """Send one request. Returns (response, Reply read whole unless body_cap == 0).
 
         Raises _NotSent when the request never went out, TransportError otherwise.
         """
-        conn = self._connection()
+        conn = self._connection(fresh)
         reused = self._used
         sent_any = False
         try:
@@ -154,9 +167,10 @@ class Transport:
                     raise _NotSent(e) from e
                 raise
             self._used = True
+            self._last_used = time.monotonic()
             if body_cap == 0:
                 return resp, None
-            data = resp.read(body_cap + 1)
+            data = _read_capped(resp, body_cap + 1)
             if len(data) > body_cap:
                 self.close()
                 raise ModelgateError(
@@ -211,7 +225,7 @@ class Transport:
             with self._lock:
                 try:
                     _, reply = self._exchange(method, path, self._headers(headers, auth), data,
-                                              None, JSON_MAX)
+                                              None, JSON_MAX, fresh=not idempotent)
                 except _NotSent as e:
                     err = e.cause
                     retry = True
@@ -320,7 +334,7 @@ class Transport:
             if resp.status in (302, 303, 307) and resp.getheader("Location", "").startswith(
                     ("http://", "https://")):
                 loc = urlsplit(resp.getheader("Location", ""))
-                resp.read(ERROR_MAX)
+                _read_capped(resp, ERROR_MAX)
                 if resp.will_close:
                     self.close()
                 other = self._new_conn(loc.scheme, loc.hostname or "", loc.port)
@@ -332,7 +346,7 @@ class Transport:
                     raise TransportError(f"no answer from the object store: {e}",
                                          code="transport") from e
             if not 200 <= resp.status < 300:
-                body = resp.read(ERROR_MAX)
+                body = _read_capped(resp, ERROR_MAX)
                 if resp.will_close and other is None:
                     self.close()
                 raise _ErrorReply(Reply(resp.status, resp.headers, body))
@@ -366,6 +380,20 @@ class Transport:
         finally:
             if other is not None:
                 other.close()
+
+
+def _read_capped(resp: http.client.HTTPResponse, cap: int) -> bytes:
+    """At most cap bytes of the body, read in small steps (Python 3.9's read(n) allocates
+    n bytes up front, whatever the body's length)."""
+    parts = []
+    left = cap
+    while left > 0:
+        b = resp.read(min(left, 1 << 16))
+        if not b:
+            break
+        parts.append(b)
+        left -= len(b)
+    return b"".join(parts)
 
 
 class _ErrorReply(Exception):

@@ -13,6 +13,8 @@ import http.server
 import json
 import os
 import resource
+import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -20,7 +22,7 @@ import threading
 import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 import modelgate
 
@@ -390,6 +392,89 @@ def _tamper_tree() -> str:
     return d
 
 
+class FlakyProxy:
+    """A TCP proxy to the daemon that drops the next `drop` connections after reading
+    the start of their request, without answering: "no answer" as a client sees it."""
+
+    def __init__(self, target: str) -> None:
+        t = urlsplit(target)
+        self.target = (t.hostname or "127.0.0.1", t.port or 80)
+        self.drop = 0
+        self.accepted = 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            if self.drop > 0:
+                self.drop -= 1
+                c.recv(65536)
+                c.close()
+                continue
+            u = socket.create_connection(self.target)
+            threading.Thread(target=self._pipe, args=(c, u), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(u, c), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@section
+def retries() -> None:
+    px = FlakyProxy(URL)
+    try:
+        mg = modelgate.Client(px.url, PUB, retries=3)
+        px.drop = 2
+        v = mg.version("fraud", state["v1"])
+        check("a GET without an answer is retried", v.version == state["v1"] and
+              px.accepted == 3, f"accepted {px.accepted}")
+        mg.close()
+        px.drop, px.accepted = 2, 0
+        blob = mg.upload(TREE)
+        check("a blob upload without an answer is retried (content addressed)",
+              blob.get("digest") == state["digest"] and px.accepted == 3,
+              f"accepted {px.accepted}")
+        mg.close()
+        px.drop, px.accepted = 1, 0
+        raises("a version or model POST that went out unanswered is not repeated",
+               lambda: mg.create_model("retry-once", exist_ok=False),
+               modelgate.TransportError, "transport")
+        check("... one attempt only", px.accepted == 1, f"accepted {px.accepted}")
+        raises("... and nothing was created behind the client's back",
+               lambda: client(RD)._t.call("GET", "/api/v1/models/retry-once"),
+               modelgate.NotFound, "not_found", 404)
+        px.drop, px.accepted = 0, 0
+        mg.create_model("retry-once", exist_ok=False)
+        check("the same call goes through once the server answers", px.accepted <= 1)
+    finally:
+        px.close()
+
+
 @section
 def big_upload_constant_memory() -> None:
     d = os.path.join(WORK, "big")
@@ -402,19 +487,28 @@ def big_upload_constant_memory() -> None:
         "import json, resource, sys, modelgate\n"
         "mg = modelgate.Client(sys.argv[1], sys.argv[2])\n"
         "v = mg.push('big', sys.argv[3], create_model=True, metrics={'auc': 0.9})\n"
+        "push_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "p = mg.pull('big', v.version, sys.argv[4])\n"
         "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print(json.dumps({'version': v.version, 'digest': v.digest,\n"
-        "                  'size': v['artifact']['size'], 'maxrss_kib': rss}))\n")
-    r = subprocess.run([sys.executable, "-c", code, URL, PUB, d], capture_output=True,
-                       text=True, timeout=500)
+        "print(json.dumps({'version': v.version, 'digest': v.digest, 'files': p.files,\n"
+        "                  'size': v['artifact']['size'], 'push_maxrss_kib': push_rss,\n"
+        "                  'maxrss_kib': rss}))\n")
+    pulled = os.path.join(WORK, "big-pulled")
+    r = subprocess.run([sys.executable, "-c", code, URL, PUB, d, pulled],
+                       capture_output=True, text=True, timeout=500)
     check("a 1 GiB file is pushed", r.returncode == 0, r.stderr[-2000:])
     if r.returncode != 0:
         return
     out = json.loads(r.stdout)
-    print(f"# 1 GiB push: peak RSS {out['maxrss_kib'] / 1024:.1f} MiB", flush=True)
+    print(f"# 1 GiB push: peak RSS {out['push_maxrss_kib'] / 1024:.1f} MiB; with its pull: "
+          f"{out['maxrss_kib'] / 1024:.1f} MiB", flush=True)
     check("... in constant memory (peak RSS under 100 MiB)",
-          out["maxrss_kib"] < 100 * 1024, f"{out['maxrss_kib']} KiB")
+          out["push_maxrss_kib"] < 100 * 1024, f"{out['push_maxrss_kib']} KiB")
     check("... the whole archive arrived", out["size"] > 1 << 30, str(out))
+    check("... and is pulled back, verified, in constant memory too",
+          out["files"] == 2 and os.path.getsize(os.path.join(pulled, "weights.bin")) ==
+          1 << 30 and out["maxrss_kib"] < 100 * 1024, str(out))
+    shutil.rmtree(pulled, ignore_errors=True)
     cli_r = cli(PUB, "push", "big", d, "--json")
     check("... with the digest the CLI gives the same tree", cli_r.returncode == 0 and
           json.loads(cli_r.stdout)["artifact"]["digest"] == out["digest"], cli_r.stderr)
@@ -498,7 +592,7 @@ def trusted_publishing() -> None:
 
 def main() -> int:
     for step in (installed_copy, configuration, push_and_read_back, metrics, errors,
-                 promotions_and_lkg, pull_and_verify, big_upload_constant_memory,
+                 promotions_and_lkg, pull_and_verify, retries, big_upload_constant_memory,
                  trusted_publishing):
         step()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
