@@ -20,7 +20,7 @@ import hashlib
 import os
 import stat
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator, List, Optional, Tuple
+from typing import BinaryIO, Generator, Iterator, List, Optional, Tuple
 
 from ._errors import PackError
 
@@ -310,7 +310,7 @@ def pack(root: str, entries: List[TreeEntry]) -> Iterator[bytes]:
     yield bytes(tail)
 
 
-def _file_chunks(root: str, broot: bytes, e: TreeEntry) -> Iterator[bytes]:
+def _file_chunks(root: str, broot: bytes, e: TreeEntry) -> Generator[bytes, None, int]:
     shown = f"{root}/{_show(e.path)}"
     try:
         fd = os.open(os.path.join(broot, e.path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)

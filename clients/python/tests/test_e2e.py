@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 from urllib.parse import parse_qs, urlsplit
 
 import modelgate
@@ -59,7 +59,8 @@ def check(desc: str, cond: bool, why: str = "") -> None:
         not_ok(desc, why)
 
 
-def raises(desc: str, fn: Callable[[], Any], cls: type, code: Optional[str] = None,
+def raises(desc: str, fn: Callable[[], Any], cls: Type[BaseException],
+           code: Optional[str] = None,
            status: Optional[int] = None) -> Optional[modelgate.ModelgateError]:
     """fn() must raise cls (with that API code and status); returns the exception."""
     try:
@@ -132,7 +133,7 @@ def make_tree(root: str) -> None:
     os.chmod(run, 0o755)
 
 
-def tree_files(root: str) -> Dict[str, tuple]:
+def tree_files(root: str) -> Dict[str, Tuple[str, bool]]:
     out = {}
     for dirpath, _, filenames in os.walk(root):
         for fn in filenames:
