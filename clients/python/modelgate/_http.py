@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import io
 import json
 import random
+import socket
 import threading
 import time
 from typing import Any, BinaryIO, Callable, Dict, Iterable, Mapping, Optional, Tuple
@@ -33,6 +35,7 @@ ERROR_MAX = 64 << 10
 IO_CHUNK = 1 << 20
 USER_AGENT = "modelgate-python/0.1"
 TRANSIENT_STATUS = (500, 502, 503, 504)
+EXPECT_WAIT_S = 1.0  # how long an upload waits for "100 Continue" (curl's default)
 IDLE_FRESH_S = 2.0  # a non-idempotent call opens a new connection after this much idling
 
 
@@ -154,11 +157,21 @@ class Transport:
                 raise
             sent_any = True
             if chunks is not None:
+                early = _await_continue(conn)
+                if early is not None:
+                    # refused before the body (401, 403, 413, ...): read that answer, and
+                    # drop the connection, which still expects the body
+                    resp = http.client.HTTPResponse(
+                        _PrefixedSocket(conn.sock, early), method=method)  # type: ignore
+                    resp.begin()
+                    data = _read_capped(resp, ERROR_MAX)
+                    self.close()
+                    return resp, Reply(resp.status, resp.headers, data)
                 try:
                     for c in chunks:
                         conn.send(c)
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the server may have answered early (401, 413): read it below
+                    pass  # the server may have answered early anyway: read it below
             try:
                 resp = conn.getresponse()
             except http.client.RemoteDisconnected as e:
@@ -266,6 +279,7 @@ class Transport:
             "Content-Type": "application/octet-stream",
             "Content-Length": str(size),
             "X-Content-Digest": digest,
+            "Expect": "100-continue",
             "Accept": "application/json",
         }
         attempt = 0
@@ -380,6 +394,69 @@ class Transport:
         finally:
             if other is not None:
                 other.close()
+
+
+def _await_continue(conn: http.client.HTTPConnection) -> Optional[bytes]:
+    """After an upload's headers went out with "Expect: 100-continue": None to send the
+    body (the server said 100 Continue, or said nothing within EXPECT_WAIT_S), or the
+    status line of the final answer it gave instead (a refusal before the body, which a
+    server closing the connection mid-body could otherwise lose)."""
+    sock = conn.sock
+    old = sock.gettimeout()
+    sock.settimeout(EXPECT_WAIT_S)
+    raw = sock.makefile("rb", buffering=0)  # unbuffered: reads exactly what it returns
+    try:
+        try:
+            line = raw.readline(1024)
+        except socket.timeout:
+            return None
+        if not line:
+            raise http.client.RemoteDisconnected("closed before the upload's body")
+        parts = line.split(None, 2)
+        if len(parts) < 2 or parts[1] != b"100":
+            return line
+        sock.settimeout(old)
+        while raw.readline(65536) not in (b"\r\n", b"\n", b""):
+            pass
+        return None
+    finally:
+        raw.close()
+        sock.settimeout(old)
+
+
+class _PrefixedRaw(io.RawIOBase):
+    """A socket's bytes with some already read put back in front."""
+
+    def __init__(self, prefix: bytes, raw: Any) -> None:
+        self._prefix = prefix
+        self._raw = raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        if self._prefix:
+            n = min(len(b), len(self._prefix))
+            b[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        return int(self._raw.readinto(b) or 0)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _PrefixedSocket:
+    """What http.client.HTTPResponse needs of a socket (makefile), with a prefix."""
+
+    def __init__(self, sock: Any, prefix: bytes) -> None:
+        self._sock = sock
+        self._prefix = prefix
+
+    def makefile(self, mode: str, *args: Any, **kwargs: Any) -> io.BufferedReader:
+        return io.BufferedReader(_PrefixedRaw(self._prefix, self._sock.makefile("rb",
+                                                                                buffering=0)))
 
 
 def _read_capped(resp: http.client.HTTPResponse, cap: int) -> bytes:

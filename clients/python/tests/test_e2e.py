@@ -510,6 +510,8 @@ def big_upload_constant_memory() -> None:
           out["files"] == 2 and os.path.getsize(os.path.join(pulled, "weights.bin")) ==
           1 << 30 and out["maxrss_kib"] < 100 * 1024, str(out))
     shutil.rmtree(pulled, ignore_errors=True)
+    raises("403 for a 1 GiB upload arrives before the body is sent (Expect: 100-continue)",
+           lambda: client(RD).upload(d), modelgate.Forbidden, "forbidden", 403)
     cli_r = cli(PUB, "push", "big", d, "--json")
     check("... with the digest the CLI gives the same tree", cli_r.returncode == 0 and
           json.loads(cli_r.stdout)["artifact"]["digest"] == out["digest"], cli_r.stderr)
