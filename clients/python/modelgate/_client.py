@@ -285,7 +285,7 @@ class Client:
         if tags is not None:
             body["tags"] = dict(tags)
         try:
-            self._t.call("POST", "/api/v1/models", body, idempotent=False)
+            self._t.call("POST", "/api/v1/models", body, idempotent=exist_ok)
         except APIError as e:
             if not (exist_ok and e.status == 409):
                 raise
@@ -476,8 +476,13 @@ class Client:
                                  code="bad_reply")
         listing = self._listing(model, n, rec)
         parent, base = os.path.split(dest_s)
-        stage = tempfile.mkdtemp(prefix=f".{base}.pull-", dir=parent)
         try:
+            stage = tempfile.mkdtemp(prefix=f".{base}.pull-", dir=parent)
+        except OSError as e:
+            raise ModelgateError(f"cannot create a staging directory next to '{dest_s}': "
+                                 f"{e.strerror}", code="io") from None
+        try:
+            _check_space(stage, size, "download the artifact")
             blob = os.path.join(stage, "blob")
             tree = os.path.join(stage, "tree")
             with open(blob, "w+b") as f:
@@ -494,8 +499,13 @@ class Client:
                 os.rename(blob, os.path.join(tree, "artifact"))
                 files = 1
             else:
+                _check_space(stage, sum(sz for sz, _ in listing.files.values()),
+                             "unpack the artifact")
                 files = _pull.extract(blob, tree, listing)
             os.rename(tree, dest_s)
+        except OSError as e:
+            raise ModelgateError(f"cannot write the pulled model under '{parent}': "
+                                 f"{e.strerror or e}", code="io") from e
         finally:
             shutil.rmtree(stage, ignore_errors=True)
         return Pulled(model=model, version=n, path=dest_s, digest=digest, files=files)
@@ -529,6 +539,17 @@ def _check_target(dest: str) -> None:
                              code="io")
     if os.listdir(dest):
         raise ModelgateError(f"'{dest}' is not empty; pull into a new directory", code="io")
+
+
+def _check_space(where: str, need: int, what: str) -> None:
+    """Refuse before writing need bytes where the file system has less free (plus a margin
+    for blocks and metadata), as the CLI does."""
+    want = need + need // 100 + (4 << 20)
+    free = shutil.disk_usage(where).free
+    if free < want:
+        raise ModelgateError(
+            f"not enough free space to {what}: it needs {need} bytes plus a margin, and "
+            f"'{where}' has {free} bytes free; free some space or pull elsewhere", code="io")
 
 
 def _file_chunks(path: str, size: int) -> Iterable[bytes]:

@@ -4,7 +4,8 @@ Order: the arguments given to Client(), then $MODELGATE_URL / $MODELGATE_TOKEN, 
 $MODELGATE_OIDC_TOKEN (a CI identity token, exchanged for a short-lived modelgate token,
 API.md "Trusted publishing"), then the CLI's config file
 $XDG_CONFIG_HOME/modelgate/config.json (else ~/.config/modelgate/config.json), written by
-`modelgate login`: {"url": "...", "token": "..."}.
+`modelgate login`: {"url": "...", "token": "..."}, whose token is used only for the URL
+saved with it.
 """
 
 from __future__ import annotations
@@ -94,9 +95,14 @@ def resolve(url: Optional[str], token: Optional[str], oidc_token: Optional[str])
     if url is None or (token is None and oidc is None):
         path = config_path()
         cfg = _read_config_file(path) if path else {}
-        if url is None and isinstance(cfg.get("url"), str):
-            url = cfg["url"]
-        if token is None and oidc is None and isinstance(cfg.get("token"), str):
+        cfg_url = cfg.get("url") if isinstance(cfg.get("url"), str) else None
+        if url is None:
+            url = cfg_url
+        # The saved token goes only to the server it was saved for (the CLI would send it
+        # to MODELGATE_URL whatever that names).
+        if token is None and oidc is None and isinstance(cfg.get("token"), str) and \
+                cfg_url is not None and url is not None and \
+                clean_url(cfg_url) == clean_url(url):
             token = cfg["token"]
     if url is None:
         raise ConfigError("no server configured: pass Client(url=...), set MODELGATE_URL, or "

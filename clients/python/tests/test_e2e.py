@@ -186,6 +186,12 @@ def configuration() -> None:
         check("the CLI logs in (writes its config file)", r.returncode == 0, r.stderr)
         check("Client() reads the CLI's config file",
               modelgate.Client().whoami().get("name") == "rd")
+        os.environ["MODELGATE_URL"] = URL
+        check("MODELGATE_URL naming the same server takes the saved token",
+              modelgate.Client().whoami().get("name") == "rd")
+        raises("the saved token is never sent to another server",
+               lambda: modelgate.Client("http://127.0.0.1:9"), modelgate.ConfigError,
+               "config")
     finally:
         os.environ.clear()
         os.environ.update(env)
@@ -359,6 +365,16 @@ def pull_and_verify() -> None:
     r3 = mg.pull("fraud", state["v3"], dest3)
     check("a single-file artifact is pulled as dest/artifact",
           r3.files == 1 and os.path.isfile(os.path.join(dest3, "artifact")))
+    for name, make in (("model.tar.gz", _make_targz), ("model.zip", _make_zip)):
+        art = os.path.join(WORK, name)
+        make(art)
+        va = client(PUB).push("fraud", art)
+        out = os.path.join(WORK, "pulled-" + name)
+        ra = mg.pull("fraud", va.version, out)
+        check(f"a {name} artifact is unpacked and checked file by file",
+              ra.files == 2 and tree_files(out) == {
+                  "w/a.bin": (hashlib.sha256(b"A" * 5000).hexdigest(), False),
+                  "b.txt": (hashlib.sha256(b"bee").hexdigest(), False)}, str(tree_files(out)))
     with open(os.path.join(dest, "config.json"), "ab") as f:
         f.write(b" ")
     raises("a tampered local file: verify() raises IntegrityError",
@@ -383,6 +399,23 @@ def pull_and_verify() -> None:
     check("... and creates nothing", not os.path.exists(out))
     check("... and leaves no staging directory",
           not any(".pull-" in x for x in os.listdir(WORK)), str(os.listdir(WORK)))
+
+
+def _make_targz(path: str) -> None:
+    import io
+    import tarfile
+    with tarfile.open(path, "w:gz") as tf:
+        for name, data in (("./w/a.bin", b"A" * 5000), ("./b.txt", b"bee")):
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+
+
+def _make_zip(path: str) -> None:
+    import zipfile
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("w/a.bin", b"A" * 5000)
+        zf.writestr("b.txt", b"bee")
 
 
 def _tamper_tree() -> str:
