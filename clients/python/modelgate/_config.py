@@ -92,6 +92,7 @@ def resolve(url: Optional[str], token: Optional[str], oidc_token: Optional[str])
     url = url or os.environ.get("MODELGATE_URL") or None
     token = token or os.environ.get("MODELGATE_TOKEN") or None
     oidc = oidc_token or os.environ.get("MODELGATE_OIDC_TOKEN") or None
+    cfg_token_for: Optional[str] = None  # the URL a saved token is for, when not this one
     if url is None or (token is None and oidc is None):
         path = config_path()
         cfg = _read_config_file(path) if path else {}
@@ -104,9 +105,14 @@ def resolve(url: Optional[str], token: Optional[str], oidc_token: Optional[str])
                 cfg_url is not None and url is not None and \
                 clean_url(cfg_url) == clean_url(url):
             token = cfg["token"]
+        elif token is None and oidc is None and isinstance(cfg.get("token"), str):
+            cfg_token_for = cfg_url
     if url is None:
         raise ConfigError("no server configured: pass Client(url=...), set MODELGATE_URL, or "
                           "run `modelgate login --url URL --token-file FILE`")
+    if token is None and oidc is None and url is not None and cfg_token_for is not None:
+        raise ConfigError(f"no token for {url}: the saved token is for {cfg_token_for}; pass "
+                          "Client(token=...) or set MODELGATE_TOKEN")
     if token is None and oidc is None:
         raise ConfigError("no token: pass Client(token=...), set MODELGATE_TOKEN (or "
                           "MODELGATE_OIDC_TOKEN in CI), or run `modelgate login`")
