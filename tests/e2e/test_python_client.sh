@@ -18,8 +18,8 @@ mkdir -p "$W"
 # Install from a copy: pip builds in place and must not litter the source tree.
 cp -r "$SRC/clients/python" "$MG_TMP/src"
 rm -rf "$MG_TMP/src/build" "$MG_TMP/src"/*.egg-info
-if ! "$PY" -m pip install --quiet --no-index --no-build-isolation --no-deps \
-    --target "$MG_TMP/site" "$MG_TMP/src" >"$MG_TMP/pip.log" 2>&1; then
+if ! "$PY" -m pip install --quiet --no-index --no-build-isolation --no-deps --no-cache-dir \
+    --disable-pip-version-check --target "$MG_TMP/site" "$MG_TMP/src" >"$MG_TMP/pip.log" 2>&1; then
     cat "$MG_TMP/pip.log" >&2
     echo "not ok - pip install ./clients/python (offline, Debian's python3)"
     exit 1
