@@ -243,6 +243,50 @@ def push_and_read_back() -> None:
     state["v3"] = v3.version
 
 
+def _random_tree(root: str, seed: int) -> None:
+    """Random names at ustar's edges: 99-101 and 154-156 bytes, deep paths, UTF-8."""
+    import random
+    r = random.Random(seed)
+    alpha = "abcxyz._-"
+    uni = "\u00e9\u00fc\u65e5\u672c\u00df"
+
+    def seg() -> str:
+        n = r.choice([1, 5, 20, 50, 98, 99, 100, 101, 120, 154, 155, 156, 200])
+        t = "".join(r.choice(alpha + (uni if r.random() < 0.3 else "")) for _ in range(n))
+        while len(t.encode()) > 255:
+            t = t[:-1]
+        return "q" if t in (".", "..") else t
+    os.makedirs(root)
+    for _ in range(25):
+        parts = [seg() for _ in range(r.randint(1, 7))]
+        while len("/".join(parts).encode()) > 1000:
+            parts = parts[1:]
+        full = os.path.join(root, *parts)
+        try:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            if r.random() < 0.2:
+                os.makedirs(full, exist_ok=True)
+            else:
+                with open(full, "wb") as f:
+                    f.write(os.urandom(r.randint(0, 1500)))
+        except OSError:
+            pass  # a name already taken by a file or directory
+
+
+@section
+def same_digest_as_cli() -> None:
+    bad = []
+    for seed in range(8):
+        d = os.path.join(WORK, f"random-{seed}")
+        _random_tree(d, seed)
+        r = cli(PUB, "push", "fraud", d, "--json")
+        got = json.loads(r.stdout)["artifact"]["digest"] if r.returncode == 0 else r.stderr
+        if got != modelgate.tree_digest(d):
+            bad.append(f"seed {seed}: cli {got}")
+    check("8 random trees at ustar's name limits: the CLI's digest is tree_digest()'s",
+          not bad, "; ".join(bad))
+
+
 @section
 def metrics() -> None:
     mg = client(PUB)
@@ -627,9 +671,9 @@ def trusted_publishing() -> None:
 
 
 def main() -> int:
-    for step in (installed_copy, configuration, push_and_read_back, metrics, errors,
-                 promotions_and_lkg, pull_and_verify, retries, big_upload_constant_memory,
-                 trusted_publishing):
+    for step in (installed_copy, configuration, push_and_read_back, same_digest_as_cli,
+                 metrics, errors, promotions_and_lkg, pull_and_verify, retries,
+                 big_upload_constant_memory, trusted_publishing):
         step()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"# test process peak RSS {rss / 1024:.1f} MiB", flush=True)
