@@ -212,7 +212,9 @@ class Client:
 
     url, token: override the environment and the config file. oidc_token: a CI identity
     token (default $MODELGATE_OIDC_TOKEN) exchanged once for a short-lived modelgate token
-    (POST /api/v1/tokens/exchange, RFC 8693) when no token is given. timeout: seconds a
+    (POST /api/v1/tokens/exchange, RFC 8693) when no token is given; the exchanged token
+    lasts what the server grants (expires_in), so create the Client when it is time to
+    publish rather than at the start of a long training run. timeout: seconds a
     transfer may stall. retries: how often a call that is safe to repeat is retried.
     A Client may be shared between threads (calls are serialised).
     """
@@ -247,6 +249,12 @@ class Client:
                 return self._token
             if self._settings.oidc_token is None:
                 raise ConfigError("no token")
+            if self._token is not None and self._settings.oidc_from_env:
+                # expired: a CI identity token is accepted once, so take a fresh one if
+                # the job has put one in the environment meanwhile
+                fresh = os.environ.get("MODELGATE_OIDC_TOKEN")
+                if fresh:
+                    self._settings.oidc_token = _config.clean_token(fresh, "the OIDC token")
             self._exchange()
             assert self._token is not None
             return self._token

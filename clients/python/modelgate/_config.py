@@ -29,6 +29,7 @@ class Settings:
     url: str
     token: Optional[str]  # None while an OIDC token waits to be exchanged
     oidc_token: Optional[str]
+    oidc_from_env: bool = False  # re-read $MODELGATE_OIDC_TOKEN for a later exchange
 
 
 def config_path() -> Optional[str]:
@@ -92,6 +93,7 @@ def resolve(url: Optional[str], token: Optional[str], oidc_token: Optional[str])
     url = url or os.environ.get("MODELGATE_URL") or None
     token = token or os.environ.get("MODELGATE_TOKEN") or None
     oidc = oidc_token or os.environ.get("MODELGATE_OIDC_TOKEN") or None
+    oidc_from_env = not oidc_token and oidc is not None
     cfg_token_for: Optional[str] = None  # the URL a saved token is for, when not this one
     if url is None or (token is None and oidc is None):
         path = config_path()
@@ -120,4 +122,5 @@ def resolve(url: Optional[str], token: Optional[str], oidc_token: Optional[str])
         url=clean_url(url),
         token=clean_token(token, "the token") if token is not None else None,
         oidc_token=clean_token(oidc, "the OIDC token") if oidc is not None else None,
+        oidc_from_env=oidc_from_env and token is None,
     )
