@@ -191,6 +191,11 @@ int64_t srv_param_version(const struct srv_req *r);
 /* Query argument, or NULL. */
 const char *srv_query(const struct srv_req *r, const char *key);
 
+/* Every value of a query argument that may repeat (?tag=a&tag=b), in order: the first
+ * max into out (borrowed, valid during the request). Returns how many there are, which
+ * may exceed max. */
+size_t srv_query_all(const struct srv_req *r, const char *key, const char **out, size_t max);
+
 /* Request header, or NULL. */
 const char *srv_header(const struct srv_req *r, const char *key);
 

@@ -172,13 +172,15 @@ enum mg_code store_signing_key_rotate(const char *database, const char *keyid, c
                                       const char *public_pem, const char *private_pem,
                                       struct mg_error *err);
 
-/* Publish a key this replica signs with (at every heartbeat: "active" means a
- * live replica signs with it). */
+/* Publish a key this replica signs with (at every heartbeat). */
 enum mg_code store_signing_key_publish(struct store *st, const char *keyid, const char *hint,
                                        const char *public_pem, struct mg_error *err);
 
-/* Every key published in the database, as GET /api/v1/signing-keys answers. */
-enum mg_code store_signing_keys(struct store *st, json_t **out, struct mg_error *err);
+/* Every key published in the database, as GET /api/v1/signing-keys answers: "hint" is
+ * the bundle's verificationMaterial.publicKey.hint; "active" is true only for signing_keyid
+ * (the key the asking replica signs with now; NULL: none). */
+enum mg_code store_signing_keys(struct store *st, const char *signing_keyid, json_t **out,
+                                struct mg_error *err);
 
 /* The public PEM (malloc'd) of the published key with this hint; MG_ENOTFOUND. */
 enum mg_code store_signing_key_by_hint(struct store *st, const char *hint, char **public_pem,
@@ -468,13 +470,21 @@ enum mg_code store_version_get(struct store *st, const char *model, int64_t vers
 enum mg_code store_version_brief(struct store *st, const char *model, int64_t version, json_t **out,
                                  struct mg_error *err);
 
+/* How many ?tag= and how many ?metric= filters one listing takes. */
+#define STORE_VERSION_FILTERS_MAX 4
+
+/* Every filter given must hold (AND); unused slots have key / name NULL. */
 struct store_version_filter {
-    const char *tag_key; /* with tag_value: ?tag=k:v */
-    const char *tag_value;
-    const char *dataset;   /* ?dataset=<digest>, direct use */
-    const char *metric;    /* ?metric=name<op>value */
-    const char *metric_op; /* ">=", ">", "<=", "<", "=" */
-    double metric_value;
+    struct {
+        const char *key; /* ?tag=k:v */
+        const char *value;
+    } tags[STORE_VERSION_FILTERS_MAX];
+    const char *dataset; /* ?dataset=<digest>, direct use */
+    struct {
+        const char *name; /* ?metric=name<op>value */
+        const char *op;   /* ">=", ">", "<=", "<", "=" */
+        double value;
+    } metrics[STORE_VERSION_FILTERS_MAX];
     const char *status; /* ?status=: "ready", "archived", "deleted", or NULL for all */
 };
 
@@ -988,6 +998,11 @@ enum mg_code store_restore(const char *archive_path, const char *data_dir,
  *  "next_page_token"}; entries with seq > after, oldest first. */
 enum mg_code store_audit_list(struct store *st, int64_t after, unsigned limit, json_t **out,
                               struct mg_error *err);
+
+/* The same newest first: entries with after < seq < before (before 0: up to the newest);
+ * next_page_token is the next page's before. */
+enum mg_code store_audit_list_desc(struct store *st, int64_t after, int64_t before, unsigned limit,
+                                   json_t **out, struct mg_error *err);
 
 /* Recompute the chain: {"ok","entries","head","first_bad_seq"?}. */
 enum mg_code store_audit_verify(struct store *st, json_t **out, struct mg_error *err);
