@@ -22,6 +22,8 @@ server_packages=(
     # libraries modelgated and the CLI link against
     libmicrohttpd-dev libsqlite3-dev libssl-dev libjansson-dev libarchive-dev
     libcurl4-openssl-dev
+    # OpenID Connect: JWS and JWK handling for single sign-on and trusted publishing (identity/)
+    libcjose-dev
     # PostgreSQL's client library: --database postgresql://… (several replicas)
     libpq-dev
     # ONNX graphs (artifact/onnx.c): protoc-c compiles the onnx.proto that python3-onnx
