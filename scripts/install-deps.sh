@@ -171,6 +171,12 @@ if [[ $npm_ok -eq 0 ]]; then
     echo "install-deps: npm ci in tests/ui"
     (cd "$root/tests/ui" && npm ci --no-audit --no-fund)
 fi
+# The identity tests' OpenID provider side (tests/identity/package-lock.json): jose mints and
+# publishes the keys of a JWKS issuer.
+if [[ ! -d "$root/tests/identity/node_modules/jose" ]]; then
+    echo "install-deps: npm ci in tests/identity"
+    (cd "$root/tests/identity" && npm ci --no-audit --no-fund)
+fi
 # The S3 server of the blob backend tests (tests/s3/package-lock.json): @20minutes/s3rver, an
 # s3rver fork that verifies SigV4 (s3rver 3.7.1 accepts any V4 signature).
 if [[ ! -d "$root/tests/s3/node_modules/@20minutes/s3rver" ]]; then

@@ -366,6 +366,9 @@ bool srv_check_access(struct srv_req *r)
     h += 7;
     while (*h == ' ')
         h++;
+    /* An IdP's JWT (API.md "Identity"): never looked up as a modelgate token. */
+    if (srv_looks_like_jwt(h))
+        return srv_identity_authenticate(r, h) && authorize_route(r);
     if ((rc = store_token_authenticate(r->srv->store, h, strlen(h), &r->who)) != MG_OK) {
         if (rc == MG_EUNAUTH)
             srv_fail(r, MG_EUNAUTH, NULL, "the bearer token is unknown or was revoked");

@@ -296,6 +296,18 @@ static enum mg_code tally_decision(const json_t *p, const json_t *ver,
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     for (i = 0; i < ncontrib; i++)
         contrib[i] = json_string_value(json_object_get(json_array_get(history, i), "by"));
+    /* Separation of duties compares people: whoever published the version cannot approve
+     * it through another credential (a second JWT, a token they created, an SSO session). */
+    if (gate_same_person(
+            d->approval_issuer, d->approval_subject,
+            json_string_value(json_object_get(json_object_get(ver, "publisher"), "issuer")),
+            json_string_value(json_object_get(json_object_get(ver, "publisher"), "subject")))) {
+        free(contrib);
+        return mg_fail(err, MG_ESELFAPPROVAL, NULL,
+                       "'%s' is the person who published this version (through another "
+                       "credential) and cannot approve its promotion; ask another reviewer",
+                       d->approval_by);
+    }
     rc = gate_approval_check(d->approval_by, json_string_value(json_object_get(ver, "created_by")),
                              contrib, ncontrib, json_string_value(json_object_get(p, "created_by")),
                              all, n, err);
@@ -455,6 +467,8 @@ enum mg_code rel_promotion_decide(struct srv *srv, const struct store_principal 
     d.ev.kind = PROMO_EV_APPROVALS;
     d.ev.reason = comment;
     d.approval_by = who->name;
+    d.approval_issuer = who->issuer;
+    d.approval_subject = who->subject;
     d.approval_decision = approve ? "approve" : "reject";
     d.approval_comment = comment;
     d.approval_teams = teams;

@@ -55,6 +55,7 @@ void srv_req_free(struct srv_req *r)
     if (r->resp)
         MHD_destroy_response(r->resp);
     json_decref(r->body);
+    json_decref(r->identity);
     mg_buf_release(&r->raw);
     free(r->path);
     free(r->raw_path);

@@ -54,6 +54,7 @@ static const char *const tables[] = {
     "gateway_names",
     "model_epochs",
     "oci_manifests",
+    "identity_groups",
 };
 
 /* Identity columns whose sequences must move past the ids copied. */

@@ -232,6 +232,8 @@ json_t *store_roles_to_json(unsigned roles);
 #define STORE_METRICS_MAX 1000    /* metrics one version may hold in all (API: 400 beyond) */
 #define STORE_TOKEN_SECRET_LEN 47 /* "mgt_" + 43 base64url chars */
 
+#define STORE_ISSUER_MAX 255   /* an IdP's issuer URL */
+#define STORE_SUBJECT_MAX 255  /* an IdP's subject ("sub") */
 #define STORE_MAX_SCOPES 16    /* teams, or alias patterns, one token may name */
 #define STORE_TEAM_NAME_MAX 63 /* ^[a-z0-9][a-z0-9-]{0,62}$ */
 
@@ -244,6 +246,11 @@ struct store_principal {
     size_t nteams;
     char aliases[STORE_MAX_SCOPES][34]; /* alias names, or a prefix and '*' */
     size_t naliases;
+    /* The person behind the credential (API.md "Identity"): an IdP's issuer and subject,
+     * both "" for a token nobody in particular holds. Separation of duties compares these. */
+    char kind[8]; /* "token", "sso" (an IdP token or SSO session), "trusted" */
+    char issuer[STORE_ISSUER_MAX + 1];
+    char subject[STORE_SUBJECT_MAX + 1];
 };
 
 /*
@@ -301,6 +308,36 @@ enum mg_code store_token_delete(struct store *st, const char *actor, const char 
  * (MG_EDB, MG_EUNAVAIL), never MG_EUNAUTH. */
 enum mg_code store_token_authenticate(struct store *st, const char *secret, size_t n,
                                       struct store_principal *out);
+
+/* Record the person (an IdP's issuer and subject) a token was created by, so separation
+ * of duties follows the person through it. */
+enum mg_code store_token_set_person(struct store *st, const char *id, const char *issuer,
+                                    const char *subject, struct mg_error *err);
+
+/* ---- identity: IdP groups (API.md "Identity") ------------------------------ */
+
+#define STORE_GROUP_NAME_MAX 128
+
+/* Map an IdP group to roles (bit mask), teams and aliases (JSON arrays, BORROWED, NULL for
+ * none; teams must exist: MG_EINVAL naming "teams"). Replaces an existing mapping; audited.
+ * *out: {"group","roles","teams","aliases","updated_at","updated_by"} (NEW). */
+enum mg_code store_identity_group_put(struct store *st, const char *actor, const char *group,
+                                      unsigned roles, const json_t *teams, const json_t *aliases,
+                                      json_t **out, struct mg_error *err);
+
+/* {"items":[…as above…]} (NEW), by group name. */
+enum mg_code store_identity_group_list(struct store *st, json_t **out, struct mg_error *err);
+
+/* Remove a mapping (MG_ENOTFOUND when there is none); audited. */
+enum mg_code store_identity_group_delete(struct store *st, const char *actor, const char *group,
+                                         struct mg_error *err);
+
+/* An SSO user's roles, teams and aliases: the union of the mappings of their groups
+ * (ngroups names). *mapped counts the groups that have one. A database failure is its own
+ * code, never MG_EUNAUTH. */
+enum mg_code store_identity_resolve(struct store *st, const char *const *groups, size_t ngroups,
+                                    struct store_principal *who, size_t *mapped,
+                                    struct mg_error *err);
 
 /* ---- UI sessions -------------------------------------------------------- */
 

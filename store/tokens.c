@@ -237,6 +237,28 @@ enum mg_code store_token_create(struct store *st, const char *actor, const char 
     return rc;
 }
 
+enum mg_code store_token_set_person(struct store *st, const char *id, const char *issuer,
+                                    const char *subject, struct mg_error *err)
+{
+    static const char sql[] =
+        "UPDATE tokens SET person_issuer = ?, person_subject = ? WHERE id = ?";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, issuer);
+    db_bind_text(s, 2, subject);
+    db_bind_text(s, 3, id);
+    rc = db_exec(s, err);
+    rc = store_write_end(st, c, rc, err);
+    if (rc == MG_OK)
+        cache_clear(st);
+    return rc;
+}
+
 enum mg_code store_token_list(struct store *st, json_t **out, struct mg_error *err)
 {
     static const char sql[] = "SELECT id, name, roles, created_at, created_by, teams, aliases "
@@ -336,7 +358,8 @@ static void cache_clear(struct store *st)
 enum mg_code store_token_authenticate(struct store *st, const char *secret, size_t n,
                                       struct store_principal *out)
 {
-    static const char sql[] = "SELECT id, name, roles, secret_hash, teams, aliases FROM tokens "
+    static const char sql[] = "SELECT id, name, roles, secret_hash, teams, aliases, "
+                              "person_issuer, person_subject FROM tokens "
                               "WHERE secret_hash = ? AND revoked_at IS NULL";
     struct db_conn *c;
     struct db_stmt *s;
@@ -365,6 +388,11 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
             snprintf(out->name, sizeof(out->name), "%s", db_col_text(s, 1));
             out->roles = (unsigned)db_col_i64(s, 2);
             store_principal_scopes(out, db_col_text(s, 4), db_col_text(s, 5));
+            snprintf(out->kind, sizeof(out->kind), "token");
+            snprintf(out->issuer, sizeof(out->issuer), "%s",
+                     db_col_null(s, 6) ? "" : db_col_text(s, 6));
+            snprintf(out->subject, sizeof(out->subject), "%s",
+                     db_col_null(s, 7) ? "" : db_col_text(s, 7));
             rc = MG_OK;
         }
         db_reset(s);

@@ -487,8 +487,13 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE alias_history DROP COLUMN shadow; "
                                     "ALTER TABLE promotions DROP COLUMN phase; "
                                     "DROP TABLE blob_uploads; "
+                                    /* 019_identity */
+                                    "DROP TABLE identity_groups; "
+                                    "ALTER TABLE versions DROP COLUMN publisher; "
+                                    "ALTER TABLE tokens DROP COLUMN person_issuer; "
+                                    "ALTER TABLE tokens DROP COLUMN person_subject; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
-                     9); /* migrations 6 to 14 (a database of the previous release) */
+                     10); /* migrations 6 to 14 and 019 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);

@@ -1,0 +1,200 @@
+/*
+ * identity.c - IdP groups mapped to roles, teams and aliases (API.md "Identity"): an SSO
+ * user's principal is the union of their groups' mappings.
+ */
+#include "store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+
+static json_t *group_row(struct db_stmt *s)
+{
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "group", store_col_json_string(s, 0),
+                     "roles", store_roles_to_json((unsigned)db_col_i64(s, 1)), "teams",
+                     store_col_json(s, 2), "aliases", store_col_json(s, 3), "updated_at",
+                     store_col_json_string(s, 4), "updated_by", store_col_json_string(s, 5));
+}
+
+enum mg_code store_identity_group_put(struct store *st, const char *actor, const char *group,
+                                      unsigned roles, const json_t *teams, const json_t *aliases,
+                                      json_t **out, struct mg_error *err)
+{
+    static const char sql_del[] = "DELETE FROM identity_groups WHERE name = ?";
+    static const char sql_ins[] = "INSERT INTO identity_groups (name, roles, teams, aliases, "
+                                  "updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?)";
+    struct db_conn *c = NULL;
+    struct db_stmt *s;
+    char *tt = teams ? json_dumps(teams, JSON_COMPACT) : strdup("[]");
+    char *at_ = aliases ? json_dumps(aliases, JSON_COMPACT) : strdup("[]");
+    char at[32];
+    json_t *detail = NULL;
+    enum mg_code rc;
+
+    *out = NULL;
+    if (tt == NULL || at_ == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto done;
+    }
+    if ((c = store_write_begin(st, err)) == NULL) {
+        rc = err->code;
+        goto done;
+    }
+    if (teams && (rc = store_teams_exist(c, teams, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_del);
+    db_bind_text(s, 1, group);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    store_now(at);
+    s = db_prepare(c, sql_ins);
+    db_bind_text(s, 1, group);
+    db_bind_i64(s, 2, (int64_t)roles);
+    db_bind_text(s, 3, tt);
+    db_bind_text(s, 4, at_);
+    db_bind_text(s, 5, at);
+    db_bind_text(s, 6, actor);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    *out = json_pack(
+        "{s:s, s:o, s:o, s:o, s:s, s:s}", "group", group, "roles", store_roles_to_json(roles),
+        "teams", teams ? json_deep_copy(teams) : json_array(), "aliases",
+        aliases ? json_deep_copy(aliases) : json_array(), "updated_at", at, "updated_by", actor);
+    if (*out == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    detail = json_deep_copy(*out);
+    rc = store_audit_append(c, actor, "identity.group.put", group, detail, err);
+out:
+    rc = store_write_end(st, c, rc, err);
+    if (rc != MG_OK) {
+        json_decref(*out);
+        *out = NULL;
+    }
+done:
+    json_decref(detail);
+    free(tt);
+    free(at_);
+    return rc;
+}
+
+enum mg_code store_identity_group_list(struct store *st, json_t **out, struct mg_error *err)
+{
+    static const char sql[] = "SELECT name, roles, teams, aliases, updated_at, updated_by "
+                              "FROM identity_groups ORDER BY name";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    json_t *items = json_array();
+    enum mg_code rc;
+    bool row;
+
+    *out = NULL;
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_array_append_new(items, group_row(s));
+    db_reset(s);
+    store_read_end(st, c);
+    if (rc == MG_OK && (*out = json_pack("{s:o}", "items", items)) == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    else if (rc != MG_OK)
+        json_decref(items);
+    return rc;
+}
+
+enum mg_code store_identity_group_delete(struct store *st, const char *actor, const char *group,
+                                         struct mg_error *err)
+{
+    static const char sql[] = "DELETE FROM identity_groups WHERE name = ? RETURNING name";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    enum mg_code rc;
+    bool row;
+
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, group);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        goto out;
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    if (!row) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "group '%s' has no mapping", group);
+        goto out;
+    }
+    rc = store_audit_append(c, actor, "identity.group.delete", group, NULL, err);
+out:
+    return store_write_end(st, c, rc, err);
+}
+
+/* Append the JSON array text's strings to list (n of max, each under width), skipping
+ * duplicates. */
+static void add_scopes(const char *text, char *list, size_t width, size_t *n, size_t max)
+{
+    json_t *a = text ? json_loads(text, 0, NULL) : NULL, *v;
+    size_t i, k;
+
+    json_array_foreach(a, i, v)
+    {
+        const char *s = json_string_value(v);
+        bool dup = false;
+
+        if (s == NULL || strlen(s) >= width)
+            continue;
+        for (k = 0; k < *n && !dup; k++)
+            dup = strcmp(list + k * width, s) == 0;
+        if (!dup && *n < max)
+            snprintf(list + (*n)++ * width, width, "%s", s);
+    }
+    json_decref(a);
+}
+
+enum mg_code store_identity_resolve(struct store *st, const char *const *groups, size_t ngroups,
+                                    struct store_principal *who, size_t *mapped,
+                                    struct mg_error *err)
+{
+    static const char sql[] = "SELECT roles, teams, aliases FROM identity_groups WHERE name = ?";
+    struct db_conn *c;
+    struct db_stmt *s;
+    enum mg_code rc = MG_OK;
+    bool row, global_teams = false, global_aliases = false;
+    size_t i;
+
+    *mapped = 0;
+    who->roles = 0;
+    who->nteams = who->naliases = 0;
+    if (ngroups == 0)
+        return MG_OK;
+    c = store_read_begin(st);
+    for (i = 0; i < ngroups && rc == MG_OK; i++) {
+        s = db_prepare(c, sql);
+        db_bind_text(s, 1, groups[i]);
+        if ((rc = db_step(s, &row, err)) != MG_OK)
+            break;
+        if (row) {
+            (*mapped)++;
+            who->roles |= (unsigned)db_col_i64(s, 0);
+            /* A mapping with no teams (or no aliases) is global, as a token with none is:
+             * the union with anything is then global too. */
+            if (strcmp(db_col_text(s, 1), "[]") == 0)
+                global_teams = true;
+            else
+                add_scopes(db_col_text(s, 1), who->teams[0], sizeof(who->teams[0]), &who->nteams,
+                           STORE_MAX_SCOPES);
+            if (strcmp(db_col_text(s, 2), "[]") == 0)
+                global_aliases = true;
+            else
+                add_scopes(db_col_text(s, 2), who->aliases[0], sizeof(who->aliases[0]),
+                           &who->naliases, STORE_MAX_SCOPES);
+        }
+        db_reset(s);
+    }
+    store_read_end(st, c);
+    if (global_teams)
+        who->nteams = 0;
+    if (global_aliases)
+        who->naliases = 0;
+    return rc;
+}

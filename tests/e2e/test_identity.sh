@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# IdP JWTs as bearer tokens (API.md "Identity") against a JWKS issuer made with npm jose
+# (tests/identity/issuer.mjs): group mappings, whoami's identity, every refusal class
+# answered 401 naming its check and never echoing the token (nor logging it), the
+# publisher recorded on a version and in its signed statement (verified with openssl), and
+# separation of duties by person: the same (issuer, subject) cannot approve through a
+# second JWT or through a token they created.
+. "$(dirname "$0")/lib.sh"
+
+ID_DIR="${MG_SOURCE_DIR:?}/tests/identity"
+if [ ! -d "$ID_DIR/node_modules/jose" ]; then
+    echo "tests/identity/node_modules is missing: run scripts/install-deps.sh" >&2
+    exit 1
+fi
+W="$MG_TMP/work"
+mkdir -p "$W"
+node "$ID_DIR/issuer.mjs" "$MG_TMP/issuer.port" 2>>"$MG_TMP/issuer.log" &
+ISS_PID=$!
+trap 'kill -TERM $ISS_PID 2>/dev/null || true; mg_cleanup' EXIT
+mg_wait_for 20 test -s "$MG_TMP/issuer.port" || {
+    echo "the issuer did not start" >&2
+    cat "$MG_TMP/issuer.log" >&2
+    exit 1
+}
+ISS="http://127.0.0.1:$(cat "$MG_TMP/issuer.port")"
+mg_start --oidc-issuer "$ISS" --oidc-client-id modelgate
+
+mint() { curl -sS --fail "$ISS/mint?$1"; }
+# as TOKEN METHOD PATH [BODY]: the reply body in $W/body, the status in $ST.
+as() {
+    local t=$1 method=$2 path=$3 body=${4-}
+    if [ -n "$body" ]; then
+        ST=$(curl -sS -o "$W/body" -w '%{http_code}' -X "$method" -H "Authorization: Bearer $t" \
+            -H 'Content-Type: application/json' --data-binary "$body" "$MG_URL$path")
+    else
+        ST=$(curl -sS -o "$W/body" -w '%{http_code}' -X "$method" -H "Authorization: Bearer $t" \
+            "$MG_URL$path")
+    fi
+}
+status_is() { [ "$ST" = "$1" ] || { echo "  HTTP $ST, wanted $1: $(cat "$W/body")" >&2; return 1; }; }
+body_has() { grep -qF -- "$1" "$W/body" || { echo "  body lacks '$1': $(cat "$W/body")" >&2; return 1; }; }
+jqe() { jq -e "$@" "$W/body" >/dev/null; }
+
+# ---- groups -------------------------------------------------------------------------------
+ALICE=$(mint "sub=alice&email=alice@example.com&groups=ml-publishers,unmapped")
+as "$ALICE" GET /api/v1/whoami
+check "no mapped group: 403" status_is 403
+check "... naming the groups seen" body_has '(ml-publishers, unmapped)'
+
+mg_api PUT /api/v1/identity/groups/ml-publishers '{"roles":["publisher","reader"]}' >/dev/null
+mg_api PUT /api/v1/identity/groups/ml-reviewers '{"roles":["reviewer","reader"]}' >/dev/null
+mg_api PUT /api/v1/identity/groups/ml-admins '{"roles":["admin"]}' >/dev/null
+check "groups are listed" test "$(mg_api GET /api/v1/identity/groups | jq '.items | length')" -eq 3
+as "$MG_TOKEN" PUT /api/v1/identity/groups/bad '{"roles":["wizard"]}'
+check "an unknown role is refused (400)" status_is 400
+as "$ALICE" PUT /api/v1/identity/groups/x '{"roles":["admin"]}'
+check "a publisher cannot map groups (403)" status_is 403
+
+as "$ALICE" GET /api/v1/whoami
+check "a mapped group signs in" status_is 200
+check "whoami: roles are the group's" jqe '.roles == ["publisher","reader"]'
+check "whoami: the identity" jqe --arg iss "$ISS" '.identity.issuer == $iss and
+    .identity.subject == "alice" and .identity.email == "alice@example.com" and
+    .identity.groups == ["ml-publishers","unmapped"]'
+BOTH=$(mint "sub=carol&groups=ml-publishers,ml-reviewers")
+as "$BOTH" GET /api/v1/whoami
+check "roles are the union of the groups'" jqe '.roles == ["publisher","reviewer","reader"]'
+
+# ---- every refusal class: 401 naming the check, never the token --------------------------
+refusal() { # NAME QUERY CHECK
+    local t
+    t=$(mint "$2")
+    as "$t" GET /api/v1/whoami
+    check "$1: 401" status_is 401
+    check "$1: names the $3 check" body_has "($3 check)"
+    refute "$1: the reply does not echo the token" grep -qF -- "${t:0:40}" "$W/body"
+    refute "$1: the reply does not echo its signature" grep -qF -- "${t##*.}x" "$W/body"
+    printf '%s\n' "$t" >>"$W/refused.tokens"
+}
+refusal "alg none" "bad=none&groups=ml-admins" alg
+refusal "HS256 keyed with the RSA public key" "bad=hs256-rsa-public&groups=ml-admins" alg
+refusal "unpublished kid" "kid=rsa-unpublished&groups=ml-admins" kid
+refusal "expired" "exp=-120&groups=ml-admins" exp
+refusal "not yet valid" "nbf=120&groups=ml-admins" nbf
+refusal "wrong audience" "aud=someone-else&groups=ml-admins" aud
+refusal "wrong issuer" "iss=https://evil.example&groups=ml-admins" iss
+refusal "tampered payload" "bad=tampered&groups=ml-admins" signature
+EC=$(mint "kid=ec-1&sub=erin&groups=ml-publishers")
+as "$EC" GET /api/v1/whoami
+check "an ES256 token verifies" status_is 200
+
+# ---- the publisher, on the version and in its signed statement ----------------------------
+printf 'weights-%s' "$(seq 1 200)" >"$W/model.bin"
+printf 'other-weights' >"$W/model2.bin"
+as "$ALICE" POST /api/v1/models '{"name":"fraud"}'
+check "an SSO publisher creates a model" status_is 201
+D1=$(mg_upload "$W/model.bin")
+D2=$(mg_upload "$W/model2.bin")
+mg_api POST /api/v1/models/fraud/versions "{\"artifact\":\"$D1\",\"metrics\":{\"auc\":0.9}}" >/dev/null
+as "$ALICE" POST /api/v1/models/fraud/versions "{\"artifact\":\"$D2\",\"metrics\":{\"auc\":0.95}}"
+check "an SSO publisher creates a version" status_is 201
+check "the version records its publisher" jqe --arg iss "$ISS" '.publisher == {"kind":"sso",
+    "name":"alice@example.com","issuer":$iss,"subject":"alice"}'
+check "a token's version records the token" test "$(mg_api GET /api/v1/models/fraud/versions/1 |
+    jq -c .publisher)" = '{"kind":"token","name":"admin"}'
+as "$ALICE" POST /api/v1/models/fraud/versions "{\"artifact\":\"$D2\",\"publisher\":{\"kind\":\"x\"}}"
+check "a client cannot write publisher itself (400)" status_is 400
+mg_api GET /api/v1/models/fraud/versions/2/signature >"$W/v2.sig"
+jq -r .dsseEnvelope.payload "$W/v2.sig" | base64 -d >"$W/stmt.json"
+check "the signed statement carries the publisher" jq -e >/dev/null --arg iss "$ISS" \
+    '[.. | objects | select(has("publisher")) | .publisher][0] | .issuer == $iss and .subject == "alice"' \
+    "$W/stmt.json"
+curl -sS "$MG_URL/api/v1/signing-keys" | jq -j '.items[0].public_key_pem' >"$W/pub.pem"
+{ printf 'DSSEv1 28 application/vnd.in-toto+json %d ' "$(stat -c%s "$W/stmt.json")"; cat "$W/stmt.json"; } >"$W/pae"
+jq -r '.dsseEnvelope.signatures[0].sig' "$W/v2.sig" | base64 -d >"$W/sig"
+check "... and verifies with openssl" openssl dgst -sha256 -verify "$W/pub.pem" -signature "$W/sig" \
+    -out /dev/null "$W/pae"
+
+# ---- separation of duties by person -------------------------------------------------------
+mg_api PUT /api/v1/models/fraud/aliases/production '{"version":1}' >/dev/null
+mg_api PUT /api/v1/models/fraud/policies/production '{
+  "approvals": {"required": 1},
+  "rollout": {"steps": [100], "bake_seconds": 0, "auto_advance": true}}' >/dev/null
+PID=$(mg_api POST /api/v1/promotions '{"model":"fraud","version":2,"alias":"production"}' | jq -r .id)
+mg_wait_for 30 bash -c "curl -sS -H 'Authorization: Bearer $MG_TOKEN' '$MG_URL/api/v1/promotions/$PID' |
+    jq -e '.state == \"awaiting_approval\"' >/dev/null"
+check "the promotion awaits approval" test "$(mg_api GET "/api/v1/promotions/$PID" | jq -r .state)" = awaiting_approval
+
+# Alice again, through a second JWT with another email (another name) and the reviewer group.
+ALICE2=$(mint "sub=alice&email=alice.reviews@example.com&groups=ml-reviewers")
+as "$ALICE2" POST "/api/v1/promotions/$PID/approvals" '{"decision":"approve","comment":"lgtm"}'
+check "the publisher cannot approve through a second JWT (403)" status_is 403
+check "... as self_approval" jqe '.error.code == "self_approval"'
+# Alice as an admin creates a token for herself; it is still Alice.
+ALICE_ADMIN=$(mint "sub=alice&email=alice.admin@example.com&groups=ml-admins")
+as "$ALICE_ADMIN" POST /api/v1/tokens '{"name":"alice-bot","roles":["reviewer","reader"]}'
+check "an SSO admin creates a token" status_is 201
+BOT=$(jq -r .token "$W/body")
+as "$BOT" GET /api/v1/whoami
+check "the token carries its creator's person" jqe --arg iss "$ISS" \
+    '.identity == {"issuer":$iss,"subject":"alice"}'
+as "$BOT" POST "/api/v1/promotions/$PID/approvals" '{"decision":"approve","comment":"lgtm"}'
+check "the publisher cannot approve through a token she created (403)" status_is 403
+check "... as self_approval" jqe '.error.code == "self_approval"'
+BOB=$(mint "sub=bob&email=bob@example.com&groups=ml-reviewers")
+as "$BOB" POST "/api/v1/promotions/$PID/approvals" '{"decision":"approve","comment":"lgtm"}'
+check "another person approves" status_is 200
+
+# ---- nothing logged a token ---------------------------------------------------------------
+for t in $ALICE $ALICE2 $BOB $BOT $(cat "$W/refused.tokens"); do
+    for f in "${t##*.}" "${t%%.*}"; do [ -z "$f" ] || printf '%s\n' "$f" >>"$W/fragments"; done
+done
+refute "no token (nor its header or signature) reaches the server's log" \
+    grep -qF -f "$W/fragments" "$MG_TMP/server.log"
+
+mg_summary
