@@ -23,7 +23,9 @@ mg_wait_for 20 test -s "$MG_TMP/issuer.port" || {
     exit 1
 }
 ISS="http://127.0.0.1:$(cat "$MG_TMP/issuer.port")"
-mg_start --oidc-issuer "$ISS" --oidc-client-id modelgate
+# MG_IDENTITY_DATABASE=postgresql://… runs the same checks on PostgreSQL.
+mg_start --oidc-issuer "$ISS" --oidc-client-id modelgate \
+    ${MG_IDENTITY_DATABASE:+--database "$MG_IDENTITY_DATABASE"}
 
 mint() { curl -sS --fail "$ISS/mint?$1"; }
 # as TOKEN METHOD PATH [BODY]: the reply body in $W/body, the status in $ST.
