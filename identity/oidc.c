@@ -351,3 +351,88 @@ enum mg_code id_oidc_endpoints(struct id_oidc *o, int64_t now_ms, char **authori
     pthread_mutex_unlock(&o->lock);
     return rc;
 }
+
+struct id_registry {
+    pthread_mutex_t lock;
+    id_fetch_fn fetch;
+    void *fetch_ctx;
+    size_t n;
+    struct id_oidc *list[ID_REGISTRY_MAX];
+};
+
+struct id_registry *id_registry_new(id_fetch_fn fetch, void *fetch_ctx)
+{
+    struct id_registry *reg = calloc(1, sizeof(*reg));
+
+    if (reg == NULL)
+        return NULL;
+    pthread_mutex_init(&reg->lock, NULL);
+    reg->fetch = fetch;
+    reg->fetch_ctx = fetch_ctx;
+    return reg;
+}
+
+void id_registry_free(struct id_registry **reg)
+{
+    if (reg == NULL || *reg == NULL)
+        return;
+    for (size_t i = 0; i < (*reg)->n; i++)
+        id_oidc_free(&(*reg)->list[i]);
+    pthread_mutex_destroy(&(*reg)->lock);
+    free(*reg);
+    *reg = NULL;
+}
+
+enum mg_code id_registry_get(struct id_registry *reg, const char *issuer, struct id_oidc **out,
+                             struct mg_error *err)
+{
+    struct id_oidc_options opt = {
+        .issuer = issuer, .fetch = reg->fetch, .fetch_ctx = reg->fetch_ctx};
+    enum mg_code rc = MG_OK;
+
+    *out = NULL;
+    pthread_mutex_lock(&reg->lock);
+    for (size_t i = 0; i < reg->n; i++) {
+        if (strcmp(reg->list[i]->issuer, issuer) == 0) {
+            *out = reg->list[i];
+            goto out;
+        }
+    }
+    if (reg->n == ID_REGISTRY_MAX) {
+        rc = mg_fail(err, MG_ETOOBIG, NULL, "more than %d OpenID issuers are in use",
+                     ID_REGISTRY_MAX);
+        goto out;
+    }
+    if ((rc = id_oidc_new(&opt, out, err)) == MG_OK)
+        reg->list[reg->n++] = *out;
+out:
+    pthread_mutex_unlock(&reg->lock);
+    return rc;
+}
+
+bool id_claims_match(const json_t *rules, const json_t *claims, const char **failed)
+{
+    const char *name;
+    json_t *want;
+
+    *failed = NULL;
+    json_object_foreach((json_t *)rules, name, want)
+    {
+        const char *w = json_string_value(want);
+        const char *have = json_string_value(json_object_get(claims, name));
+        size_t wn = w ? strlen(w) : 0;
+        bool ok;
+
+        if (w == NULL || have == NULL)
+            ok = false;
+        else if (wn > 0 && w[wn - 1] == '*')
+            ok = strncmp(have, w, wn - 1) == 0;
+        else
+            ok = strcmp(have, w) == 0;
+        if (!ok) {
+            *failed = name;
+            return false;
+        }
+    }
+    return true;
+}

@@ -84,4 +84,32 @@ enum mg_code id_oidc_endpoints(struct id_oidc *o, int64_t now_ms, char **authori
 /* How many JWKS fetches were made (tests and /metrics). */
 uint64_t id_oidc_jwks_fetches(struct id_oidc *o);
 
+/* ---- several providers (trusted publishing: each CI system is an issuer) ------------------ */
+
+#define ID_REGISTRY_MAX 32
+
+/* Providers by issuer URL, made on first use and kept (opaque; thread-safe). */
+struct id_registry;
+
+/* An empty registry whose providers use fetch (NULL: libcurl). */
+struct id_registry *id_registry_new(id_fetch_fn fetch, void *fetch_ctx);
+
+/* Free every provider and set *reg to NULL. */
+void id_registry_free(struct id_registry **reg);
+
+/*
+ * The provider for issuer (BORROWED, lives as long as reg), made when first asked for.
+ * MG_EINVAL for an issuer URL that is not allowed, MG_ETOOBIG past ID_REGISTRY_MAX issuers.
+ */
+enum mg_code id_registry_get(struct id_registry *reg, const char *issuer, struct id_oidc **out,
+                             struct mg_error *err);
+
+/* ---- claim rules ------------------------------------------------------------------------ */
+
+/*
+ * Whether verified claims satisfy rules ({"claim":"value"}: the claim must be a string equal
+ * to the value, or start with it when the value ends in '*'). On a mismatch *failed names the
+ * first rule's claim that did not hold (BORROWED from rules). Pure.
+ */
+bool id_claims_match(const json_t *rules, const json_t *claims, const char **failed);
 #endif

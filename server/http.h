@@ -149,11 +149,12 @@ struct srv {
     struct srv_reaper *reaper;       /* per-request deadlines (http.c) */
     struct MHD_Daemon *daemon;
     uint16_t port;
-    volatile int inflight;       /* requests not yet completed (atomic ops) */
-    volatile int working;        /* srv_defer_work jobs queued or running (atomic ops) */
-    struct srv_workers *workers; /* cfg->commit_workers threads for srv_defer_work */
-    const char *crash_at;        /* MODELGATED_TEST_CRASH_AT: a named point to die at (tests) */
-    struct id_oidc *oidc;        /* --oidc-issuer's provider (identity.c), or NULL */
+    volatile int inflight;          /* requests not yet completed (atomic ops) */
+    volatile int working;           /* srv_defer_work jobs queued or running (atomic ops) */
+    struct srv_workers *workers;    /* cfg->commit_workers threads for srv_defer_work */
+    const char *crash_at;           /* MODELGATED_TEST_CRASH_AT: a named point to die at (tests) */
+    struct id_oidc *oidc;           /* --oidc-issuer's provider (identity.c), or NULL */
+    struct id_registry *ci_issuers; /* trusted publishers' issuers (identity.c) */
 };
 
 /* srv_defer_work's queue: jobs waiting for a worker now, and jobs that ever

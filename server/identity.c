@@ -24,6 +24,9 @@ enum mg_code srv_identity_setup(struct srv *srv, struct mg_error *err)
     struct id_oidc_options opt = {0};
     struct stat st;
 
+    srv->ci_issuers = id_registry_new(NULL, NULL);
+    if (srv->ci_issuers == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     if (cfg->oidc_issuer == NULL)
         return MG_OK;
     if (cfg->oidc_client_id == NULL && cfg->oidc_audience == NULL)
@@ -44,6 +47,7 @@ enum mg_code srv_identity_setup(struct srv *srv, struct mg_error *err)
 void srv_identity_release(struct srv *srv)
 {
     id_oidc_free(&srv->oidc);
+    id_registry_free(&srv->ci_issuers);
 }
 
 bool srv_looks_like_jwt(const char *cred)
@@ -173,8 +177,15 @@ out:
 
 json_t *srv_identity_publisher(const struct srv_req *r)
 {
-    json_t *p = json_pack("{s:s, s:s}", "kind", r->who.kind[0] ? r->who.kind : "token", "name",
-                          r->who.name);
+    json_t *p = NULL;
+    struct mg_error err;
+
+    /* A token a trusted publisher's exchange issued: what the exchange recorded. */
+    if (strcmp(r->who.kind, "trusted") == 0 &&
+        store_token_publisher(r->srv->store, r->who.id, &p, &err) == MG_OK && p != NULL)
+        return p;
+    p = json_pack("{s:s, s:s}", "kind", r->who.kind[0] ? r->who.kind : "token", "name",
+                  r->who.name);
 
     if (p && r->who.issuer[0]) {
         json_object_set_new(p, "issuer", json_string(r->who.issuer));

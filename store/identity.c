@@ -198,3 +198,155 @@ enum mg_code store_identity_resolve(struct store *st, const char *const *groups,
         who->naliases = 0;
     return rc;
 }
+
+/* ---- trusted publishers -------------------------------------------------------------- */
+
+/* The stored config with its name and creation. NEW, or NULL. */
+static json_t *publisher_row(struct db_stmt *s)
+{
+    json_t *cfg = store_col_json(s, 1);
+
+    if (!json_is_object(cfg)) {
+        json_decref(cfg);
+        return NULL;
+    }
+    json_object_set_new(cfg, "name", store_col_json_string(s, 0));
+    json_object_set_new(cfg, "created_at", store_col_json_string(s, 2));
+    json_object_set_new(cfg, "created_by", store_col_json_string(s, 3));
+    return cfg;
+}
+
+enum mg_code store_trusted_publisher_put(struct store *st, const char *actor, const char *name,
+                                         const json_t *config, json_t **out, struct mg_error *err)
+{
+    static const char sql_del[] = "DELETE FROM trusted_publishers WHERE name = ?";
+    static const char sql_ins[] = "INSERT INTO trusted_publishers (name, issuer, config, "
+                                  "created_at, created_by) VALUES (?, ?, ?, ?, ?)";
+    const char *issuer = json_string_value(json_object_get(config, "issuer"));
+    struct db_conn *c = NULL;
+    struct db_stmt *s;
+    char *text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS), at[32];
+    enum mg_code rc;
+
+    *out = NULL;
+    if (text == NULL || issuer == NULL) {
+        free(text);
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+    if ((c = store_write_begin(st, err)) == NULL) {
+        free(text);
+        return err->code;
+    }
+    if (json_object_get(config, "teams") &&
+        (rc = store_teams_exist(c, json_object_get(config, "teams"), err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_del);
+    db_bind_text(s, 1, name);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    store_now(at);
+    s = db_prepare(c, sql_ins);
+    db_bind_text(s, 1, name);
+    db_bind_text(s, 2, issuer);
+    db_bind_text(s, 3, text);
+    db_bind_text(s, 4, at);
+    db_bind_text(s, 5, actor);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    rc = store_audit_append(c, actor, "trusted_publisher.put", name, (json_t *)config, err);
+    if (rc == MG_OK) {
+        *out = json_deep_copy(config);
+        if (*out == NULL) {
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        json_object_set_new(*out, "name", json_string(name));
+        json_object_set_new(*out, "created_at", json_string(at));
+        json_object_set_new(*out, "created_by", json_string(actor));
+    }
+out:
+    rc = store_write_end(st, c, rc, err);
+    if (rc != MG_OK) {
+        json_decref(*out);
+        *out = NULL;
+    }
+    free(text);
+    return rc;
+}
+
+enum mg_code store_trusted_publisher_get(struct store *st, const char *name, json_t **out,
+                                         struct mg_error *err)
+{
+    static const char sql[] = "SELECT name, config, created_at, created_by "
+                              "FROM trusted_publishers WHERE name = ?";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    *out = NULL;
+    db_bind_text(s, 1, name);
+    if ((rc = db_step(s, &row, err)) == MG_OK) {
+        if (!row)
+            rc = mg_fail(err, MG_ENOTFOUND, NULL, "trusted publisher '%s' does not exist", name);
+        else if ((*out = publisher_row(s)) == NULL)
+            rc = mg_fail(err, MG_EDB, NULL, "trusted publisher '%s' is stored malformed", name);
+    }
+    db_reset(s);
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_trusted_publisher_list(struct store *st, const char *issuer, json_t **out,
+                                          struct mg_error *err)
+{
+    static const char sql_all[] = "SELECT name, config, created_at, created_by "
+                                  "FROM trusted_publishers ORDER BY name";
+    static const char sql_iss[] = "SELECT name, config, created_at, created_by "
+                                  "FROM trusted_publishers WHERE issuer = ? ORDER BY name";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, issuer ? sql_iss : sql_all);
+    json_t *items = json_array(), *row_j;
+    enum mg_code rc;
+    bool row;
+
+    *out = NULL;
+    if (issuer)
+        db_bind_text(s, 1, issuer);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        if ((row_j = publisher_row(s)) != NULL)
+            json_array_append_new(items, row_j);
+    db_reset(s);
+    store_read_end(st, c);
+    if (rc == MG_OK && (*out = json_pack("{s:o}", "items", items)) == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    else if (rc != MG_OK)
+        json_decref(items);
+    return rc;
+}
+
+enum mg_code store_trusted_publisher_delete(struct store *st, const char *actor, const char *name,
+                                            struct mg_error *err)
+{
+    static const char sql[] = "DELETE FROM trusted_publishers WHERE name = ? RETURNING name";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    enum mg_code rc;
+    bool row;
+
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, name);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        goto out;
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    if (!row) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "trusted publisher '%s' does not exist", name);
+        goto out;
+    }
+    rc = store_audit_append(c, actor, "trusted_publisher.delete", name, NULL, err);
+out:
+    return store_write_end(st, c, rc, err);
+}

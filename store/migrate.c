@@ -55,6 +55,8 @@ static const char *const tables[] = {
     "model_epochs",
     "oci_manifests",
     "identity_groups",
+    "trusted_publishers",
+    "exchange_jti",
 };
 
 /* Identity columns whose sequences must move past the ids copied. */

@@ -251,6 +251,11 @@ struct store_principal {
     char kind[8]; /* "token", "sso" (an IdP token or SSO session), "trusted" */
     char issuer[STORE_ISSUER_MAX + 1];
     char subject[STORE_SUBJECT_MAX + 1];
+    /* A token a trusted publisher's exchange issued: the models it may reach (names, or a
+     * prefix and '*'; none: every model) and when it stops working (0: never). */
+    char models[STORE_MAX_SCOPES][64];
+    size_t nmodels;
+    int64_t expires_ms;
 };
 
 /*
@@ -338,6 +343,49 @@ enum mg_code store_identity_group_delete(struct store *st, const char *actor, co
 enum mg_code store_identity_resolve(struct store *st, const char *const *groups, size_t ngroups,
                                     struct store_principal *who, size_t *mapped,
                                     struct mg_error *err);
+
+/* ---- trusted publishing (API.md "Trusted publishing") ------------------------------ */
+
+/* Create or replace a trusted publisher: config is the validated PUT body (BORROWED; its
+ * "issuer" is indexed). Audited. *out: config plus "name","created_at","created_by" (NEW). */
+enum mg_code store_trusted_publisher_put(struct store *st, const char *actor, const char *name,
+                                         const json_t *config, json_t **out, struct mg_error *err);
+
+/* One (MG_ENOTFOUND when none) as above (NEW). */
+enum mg_code store_trusted_publisher_get(struct store *st, const char *name, json_t **out,
+                                         struct mg_error *err);
+
+/* {"items":[…]} by name (NEW); issuer NULL lists all, else only that issuer's. */
+enum mg_code store_trusted_publisher_list(struct store *st, const char *issuer, json_t **out,
+                                          struct mg_error *err);
+
+/* Remove one (MG_ENOTFOUND when none); audited. Tokens it issued keep working until they
+ * expire. */
+enum mg_code store_trusted_publisher_delete(struct store *st, const char *actor, const char *name,
+                                            struct mg_error *err);
+
+/* What an accepted token exchange issues. */
+struct store_exchange {
+    const char *issuer, *jti; /* the CI token's; (issuer, jti) is accepted once */
+    int64_t jti_expires_ms;   /* keep the jti until then (the CI token's exp plus leeway) */
+    const char *publisher;    /* the trusted publisher's name */
+    unsigned roles;
+    const json_t *teams, *aliases, *models; /* arrays (BORROWED) or NULL */
+    int64_t ttl_ms;
+    const char *subject;          /* the CI token's sub (the person for separation of duties) */
+    const json_t *publisher_json; /* what versions the token creates record (BORROWED) */
+};
+
+/* In one transaction: record the jti (MG_ECONFLICT, field "jti", when it was seen before,
+ * on any replica), purge expired ones, and create the short-lived token; audited as
+ * token.exchange. *secret_out: the token (NUL-terminated). */
+enum mg_code store_token_exchange(struct store *st, const struct store_exchange *x,
+                                  char secret_out[STORE_TOKEN_SECRET_LEN + 1],
+                                  struct mg_error *err);
+
+/* The publisher object stored with token id (NEW), or *out NULL when it has none. */
+enum mg_code store_token_publisher(struct store *st, const char *id, json_t **out,
+                                   struct mg_error *err);
 
 /* ---- UI sessions -------------------------------------------------------- */
 

@@ -359,8 +359,8 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
                                       struct store_principal *out)
 {
     static const char sql[] = "SELECT id, name, roles, secret_hash, teams, aliases, "
-                              "person_issuer, person_subject FROM tokens "
-                              "WHERE secret_hash = ? AND revoked_at IS NULL";
+                              "person_issuer, person_subject, expires_ms, models, publisher "
+                              "FROM tokens WHERE secret_hash = ? AND revoked_at IS NULL";
     struct db_conn *c;
     struct db_stmt *s;
     uint8_t hash[32];
@@ -372,7 +372,7 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
         return MG_EUNAUTH;
     SHA256((const unsigned char *)secret, n, hash);
     if (cache_get(st, hash, out))
-        return MG_OK;
+        return out->expires_ms != 0 && out->expires_ms <= mg_now_ms() ? MG_EUNAUTH : MG_OK;
     pthread_mutex_lock(&st->tlock);
     epoch = st->tcache_epoch;
     pthread_mutex_unlock(&st->tlock);
@@ -393,13 +393,115 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
                      db_col_null(s, 6) ? "" : db_col_text(s, 6));
             snprintf(out->subject, sizeof(out->subject), "%s",
                      db_col_null(s, 7) ? "" : db_col_text(s, 7));
-            rc = MG_OK;
+            out->expires_ms = db_col_null(s, 8) ? 0 : db_col_i64(s, 8);
+            out->nmodels = 0;
+            {
+                json_t *m = json_loads(db_col_text(s, 9), 0, NULL), *v;
+                size_t i;
+                json_array_foreach(m, i, v)
+                {
+                    if (out->nmodels < STORE_MAX_SCOPES && json_is_string(v) &&
+                        json_string_length(v) < sizeof(out->models[0]))
+                        snprintf(out->models[out->nmodels++], sizeof(out->models[0]), "%s",
+                                 json_string_value(v));
+                }
+                json_decref(m);
+            }
+            if (!db_col_null(s, 10))
+                snprintf(out->kind, sizeof(out->kind), "trusted");
+            rc = out->expires_ms != 0 && out->expires_ms <= mg_now_ms() ? MG_EUNAUTH : MG_OK;
         }
         db_reset(s);
     }
     store_read_end(st, c);
     if (rc == MG_OK)
         cache_put(st, hash, epoch, out);
+    return rc;
+}
+
+enum mg_code store_token_exchange(struct store *st, const struct store_exchange *x,
+                                  char secret_out[STORE_TOKEN_SECRET_LEN + 1], struct mg_error *err)
+{
+    static const char sql_purge[] = "DELETE FROM exchange_jti WHERE expires_ms < ?";
+    static const char sql_jti[] =
+        "INSERT INTO exchange_jti (issuer, jti, expires_ms) VALUES (?, ?, ?)";
+    static const char sql_extra[] =
+        "UPDATE tokens SET expires_ms = ?, models = ?, publisher = ?, person_issuer = ?, "
+        "person_subject = ? WHERE id = ?";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    char name[STORE_TOKEN_NAME_MAX + 1], id[24], at[32], *models = NULL, *pub = NULL;
+    uint8_t rnd[4];
+    char hex[9];
+    int64_t now = mg_now_ms();
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql_purge);
+    db_bind_i64(s, 1, now);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_jti);
+    db_bind_text(s, 1, x->issuer);
+    db_bind_text(s, 2, x->jti);
+    db_bind_i64(s, 3, x->jti_expires_ms);
+    rc = db_exec(s, err);
+    if (rc == MG_ECONFLICT) {
+        rc = mg_fail(err, MG_ECONFLICT, "jti",
+                     "this CI token (its jti) was already exchanged; a token is exchanged once");
+        goto out;
+    }
+    if (rc != MG_OK)
+        goto out;
+    /* Live token names are unique: the publisher's name and a random suffix. */
+    if (!mg_random_bytes(rnd, sizeof(rnd))) {
+        rc = mg_fail(err, MG_EIO, NULL, "the random number generator failed");
+        goto out;
+    }
+    mg_hex_encode(rnd, sizeof(rnd), hex);
+    snprintf(name, sizeof(name), "%.54s.%s", x->publisher, hex);
+    models = list_text(x->models);
+    pub = json_dumps(x->publisher_json, JSON_COMPACT);
+    if (models == NULL || pub == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if ((rc = insert_token(c, "trusted-publishing", name, x->roles, x->teams, x->aliases,
+                           secret_out, id, at, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_extra);
+    db_bind_i64(s, 1, now + x->ttl_ms);
+    db_bind_text(s, 2, models);
+    db_bind_text(s, 3, pub);
+    db_bind_text(s, 4, x->issuer);
+    db_bind_text(s, 5, x->subject);
+    db_bind_text(s, 6, id);
+    rc = db_exec(s, err);
+out:
+    free(models);
+    free(pub);
+    rc = store_write_end(st, c, rc, err);
+    if (rc != MG_OK)
+        OPENSSL_cleanse(secret_out, STORE_TOKEN_SECRET_LEN + 1);
+    return rc;
+}
+
+enum mg_code store_token_publisher(struct store *st, const char *id, json_t **out,
+                                   struct mg_error *err)
+{
+    static const char sql[] = "SELECT publisher FROM tokens WHERE id = ?";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    *out = NULL;
+    db_bind_text(s, 1, id);
+    if ((rc = db_step(s, &row, err)) == MG_OK && row && !db_col_null(s, 0))
+        *out = json_loads(db_col_text(s, 0), 0, NULL);
+    db_reset(s);
+    store_read_end(st, c);
     return rc;
 }
 

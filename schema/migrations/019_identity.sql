@@ -18,3 +18,29 @@ ALTER TABLE versions ADD COLUMN publisher TEXT;
 -- both NULL for tokens of nobody in particular.
 ALTER TABLE tokens ADD COLUMN person_issuer TEXT;
 ALTER TABLE tokens ADD COLUMN person_subject TEXT;
+
+-- Trusted publishers (CI without stored secrets): the whole PUT body as JSON, and its
+-- issuer for the exchange's lookup.
+CREATE TABLE trusted_publishers (
+    name       TEXT PRIMARY KEY,
+    issuer     TEXT NOT NULL,
+    config     TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    created_by TEXT NOT NULL
+);
+CREATE INDEX trusted_publishers_issuer ON trusted_publishers(issuer);
+
+-- Each CI token's jti is exchanged once, across every replica: kept until the token
+-- expires (and then purged by later exchanges).
+CREATE TABLE exchange_jti (
+    issuer     TEXT NOT NULL,
+    jti        TEXT NOT NULL,
+    expires_ms INTEGER NOT NULL,
+    PRIMARY KEY (issuer, jti)
+);
+
+-- Tokens a token exchange issued: short-lived, scoped to models too, and carrying the
+-- publisher object versions they create record (JSON).
+ALTER TABLE tokens ADD COLUMN expires_ms INTEGER;
+ALTER TABLE tokens ADD COLUMN models TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE tokens ADD COLUMN publisher TEXT;

@@ -148,6 +148,81 @@ BOB=$(mint "sub=bob&email=bob@example.com&groups=ml-reviewers")
 as "$BOB" POST "/api/v1/promotions/$PID/approvals" '{"decision":"approve","comment":"lgtm"}'
 check "another person approves" status_is 200
 
+# ---- trusted publishing: a CI token exchanged for a short-lived scoped token --------------
+tp='{"issuer":"'$ISS'","audience":"modelgate-ci",
+  "claims":{"repository":"acme/fraud","ref":"refs/heads/main"},
+  "roles":["publisher"],"models":["fraud","fraud-*"],"aliases":["staging"],"ttl_seconds":120}'
+as "$MG_TOKEN" PUT /api/v1/trusted-publishers/fraud-ci "$tp"
+check "an admin adds a trusted publisher" status_is 200
+as "$MG_TOKEN" PUT /api/v1/trusted-publishers/bad "$(jq -c '.ttl_seconds = 30' <<<"$tp")"
+check "ttl_seconds under 60 is refused (400)" status_is 400
+as "$MG_TOKEN" PUT /api/v1/trusted-publishers/bad "$(jq -c '.claims = {}' <<<"$tp")"
+check "a publisher without claim rules is refused (400)" status_is 400
+as "$MG_TOKEN" PUT /api/v1/trusted-publishers/bad "$(jq -c '.roles = ["admin"]' <<<"$tp")"
+check "a publisher granting admin is refused (400)" status_is 400
+check "trusted publishers are listed" test \
+    "$(mg_api GET /api/v1/trusted-publishers | jq -r '[.items[].name] | join(",")')" = fraud-ci
+
+CIQ="aud=modelgate-ci&sub=repo:acme/fraud:ref:refs/heads/main&c.repository=acme/fraud&c.ref=refs/heads/main"
+exchange() { # JWT: the reply in $W/body, the status in $ST
+    ST=$(curl -sS -o "$W/body" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+        --data-binary "{\"grant_type\":\"urn:ietf:params:oauth:grant-type:token-exchange\",
+          \"subject_token\":\"$1\",
+          \"subject_token_type\":\"urn:ietf:params:oauth:token-type:id_token\"}" \
+        "$MG_URL/api/v1/tokens/exchange")
+}
+CI=$(mint "$CIQ&jti=run-1")
+exchange "$CI"
+check "a matching CI token is exchanged" status_is 200
+check "... for a short-lived bearer access token" jqe '.token_type == "Bearer" and .expires_in == 120
+    and .issued_token_type == "urn:ietf:params:oauth:token-type:access_token"'
+CIT=$(jq -r .access_token "$W/body")
+exchange "$CI"
+check "a replayed jti is refused (400)" status_is 400
+check "... as invalid_grant naming jti" jqe '.error.code == "invalid_grant" and .error.field == "jti"'
+ci_refusal() { # NAME QUERY FIELD
+    local t
+    t=$(mint "$2")
+    exchange "$t"
+    check "exchange, $1: 400 invalid_grant" jqe '.error.code == "invalid_grant"'
+    check "exchange, $1: names the $3 check" jqe --arg f "$3" '.error.field == $f'
+    refute "exchange, $1: does not echo the token" grep -qF -- "${t:0:40}" "$W/body"
+    printf '%s\n' "$t" >>"$W/refused.tokens"
+}
+ci_refusal "claim mismatch" "${CIQ/refs\/heads\/main&/refs/heads/dev&}&c.ref=refs/heads/dev&jti=run-2" claims.ref
+ci_refusal "wrong audience" "aud=modelgate&sub=x&c.repository=acme/fraud&c.ref=refs/heads/main&jti=run-3" aud
+ci_refusal "expired" "$CIQ&exp=-120&jti=run-4" exp
+ci_refusal "alg none" "$CIQ&bad=none&jti=run-5" alg
+ci_refusal "no jti" "$CIQ" jti
+ci_refusal "unknown issuer" "$CIQ&iss=https://ci.evil.example&jti=run-6" iss
+
+as "$CIT" GET /api/v1/whoami
+check "the exchanged token: the publisher's roles" jqe '.roles == ["publisher"] and .aliases == ["staging"]'
+as "$CIT" POST /api/v1/models/fraud/versions "{\"artifact\":\"$D1\"}"
+check "CI publishes a version of its model" status_is 201
+check "... recorded as a trusted publisher with the rule claims" jqe --arg iss "$ISS" \
+    '.publisher == {"kind":"trusted","name":"fraud-ci","issuer":$iss,
+      "subject":"repo:acme/fraud:ref:refs/heads/main",
+      "claims":{"repository":"acme/fraud","ref":"refs/heads/main"}}'
+as "$CIT" POST /api/v1/models '{"name":"other"}'
+check "CI cannot create a model outside its patterns (403)" status_is 403
+as "$CIT" POST /api/v1/models '{"name":"fraud-v2"}'
+check "CI creates a model its pattern names" status_is 201
+as "$CIT" GET /api/v1/tokens
+check "the exchanged token is not an admin (403)" status_is 403
+
+# The CLI exchanges MODELGATE_OIDC_TOKEN by itself.
+CLI=${MODELGATE_CLI:-${MG_BUILD_DIR:?}/modelgate}
+CI2=$(mint "$CIQ&jti=run-7")
+check "the CLI exchanges MODELGATE_OIDC_TOKEN" env -u MODELGATE_TOKEN MODELGATE_URL="$MG_URL" \
+    MODELGATE_OIDC_TOKEN="$CI2" XDG_CONFIG_HOME="$W/none" "$CLI" versions fraud >"$W/cli.out" 2>"$W/cli.err"
+check "... and lists the versions" grep -q fraud "$W/cli.out"
+env -u MODELGATE_TOKEN MODELGATE_URL="$MG_URL" MODELGATE_OIDC_TOKEN="$CI2" \
+    XDG_CONFIG_HOME="$W/none" "$CLI" versions fraud >"$W/cli.out" 2>"$W/cli.err" || true
+check "... a second use of the same CI token is refused as a replay" grep -q "jti" "$W/cli.err"
+refute "... and the CLI does not print it" grep -qF -- "${CI2##*.}" "$W/cli.err" "$W/cli.out"
+printf '%s\n' "$CI" "$CI2" "$CIT" >>"$W/refused.tokens"
+
 # ---- nothing logged a token ---------------------------------------------------------------
 for t in $ALICE $ALICE2 $BOB $BOT $(cat "$W/refused.tokens"); do
     for f in "${t##*.}" "${t%%.*}"; do [ -z "$f" ] || printf '%s\n' "$f" >>"$W/fragments"; done

@@ -492,6 +492,10 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE versions DROP COLUMN publisher; "
                                     "ALTER TABLE tokens DROP COLUMN person_issuer; "
                                     "ALTER TABLE tokens DROP COLUMN person_subject; "
+                                    "DROP TABLE trusted_publishers; DROP TABLE exchange_jti; "
+                                    "ALTER TABLE tokens DROP COLUMN expires_ms; "
+                                    "ALTER TABLE tokens DROP COLUMN models; "
+                                    "ALTER TABLE tokens DROP COLUMN publisher; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
                      10); /* migrations 6 to 14 and 019 (a database of the previous release) */
     it_server_restart(t);
