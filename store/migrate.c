@@ -57,6 +57,7 @@ static const char *const tables[] = {
     "identity_groups",
     "trusted_publishers",
     "exchange_jti",
+    "alias_attestations",
 };
 
 /* Identity columns whose sequences must move past the ids copied. */

@@ -231,7 +231,7 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
     rc = store_audit_append(c, actor, "promotion.create", id, detail, err);
     json_decref(detail);
     if (rc == MG_OK && a)
-        rc = store_alias_apply(c, actor, a, at, err);
+        rc = store_alias_apply(c, STORE_ACTIVE_KEY(st), actor, a, at, err);
     /* The candidate's smoke test is queued with the promotion, in this transaction: a crash
      * after the commit cannot leave a smoke gate waiting for a test nobody runs. */
     if (rc == MG_OK && json_is_string(json_object_get(rec, "_smoke_gpu"))) {

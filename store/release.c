@@ -97,7 +97,7 @@ enum mg_code store_release_commit(struct store *st, const char *actor,
     store_now(at);
     if (p && (rc = apply_promotion(c, actor, p, at, err)) != MG_OK)
         goto out;
-    if (a && (rc = store_alias_apply(c, actor, a, at, err)) != MG_OK)
+    if (a && (rc = store_alias_apply(c, STORE_ACTIVE_KEY(st), actor, a, at, err)) != MG_OK)
         goto out;
     if (a && alias_out && strcmp(a->kind, "delete") != 0)
         rc = store_alias_read(c, a->model, a->alias, &out, err);

@@ -387,6 +387,13 @@ enum mg_code store_token_exchange(struct store *st, const struct store_exchange 
 enum mg_code store_token_publisher(struct store *st, const char *id, json_t **out,
                                    struct mg_error *err);
 
+/* ---- signed releases (API.md "Signed releases") -------------------------------------- */
+
+/* The Sigstore bundle signing an alias generation (*bundle malloc'd JSON text), MG_ENOTFOUND
+ * when there is none (no such alias or generation, or one from before signing began). */
+enum mg_code store_alias_attestation(struct store *st, const char *model, const char *alias,
+                                     int64_t generation, char **bundle, struct mg_error *err);
+
 /* ---- UI sessions -------------------------------------------------------- */
 
 #define STORE_SESSION_ID_LEN 43 /* base64url of 32 random bytes */

@@ -357,7 +357,25 @@ out:
     free(iss);
 }
 
+/* ---- signed releases ------------------------------------------------------------------- */
+
+static void attestation(struct srv_req *r)
+{
+    char *bundle = NULL;
+    struct mg_error err;
+
+    if (store_alias_attestation(r->srv->store, srv_param(r, "model"), srv_param(r, "alias"),
+                                srv_param_version(r), &bundle, &err) != MG_OK) {
+        srv_reply_error(r, &err);
+        return;
+    }
+    srv_reply_bytes(r, 200, "application/json", bundle, strlen(bundle));
+    free(bundle);
+}
+
 const struct srv_route srv_routes_identity[] = {
+    {"GET", "/api/v1/models/{model}/aliases/{alias}/history/{n}/attestation", STORE_ROLE_READER,
+     SRV_BODY_NONE, attestation, NULL, NULL, NULL},
     {"POST", "/api/v1/tokens/exchange", SRV_PUBLIC, SRV_BODY_JSON, exchange, NULL, NULL, NULL},
     {"GET", "/api/v1/trusted-publishers", STORE_ROLE_ADMIN, SRV_BODY_NONE, publisher_list, NULL,
      NULL, NULL},

@@ -42,6 +42,7 @@ as() {
 status_is() { [ "$ST" = "$1" ] || { echo "  HTTP $ST, wanted $1: $(cat "$W/body")" >&2; return 1; }; }
 body_has() { grep -qF -- "$1" "$W/body" || { echo "  body lacks '$1': $(cat "$W/body")" >&2; return 1; }; }
 jqe() { jq -e "$@" "$W/body" >/dev/null; }
+jqf() { jq -e "$@" >/dev/null; } # jqf FILTER... FILE
 
 # ---- groups -------------------------------------------------------------------------------
 ALICE=$(mint "sub=alice&email=alice@example.com&groups=ml-publishers,unmapped")
@@ -109,7 +110,7 @@ as "$ALICE" POST /api/v1/models/fraud/versions "{\"artifact\":\"$D2\",\"publishe
 check "a client cannot write publisher itself (400)" status_is 400
 mg_api GET /api/v1/models/fraud/versions/2/signature >"$W/v2.sig"
 jq -r .dsseEnvelope.payload "$W/v2.sig" | base64 -d >"$W/stmt.json"
-check "the signed statement carries the publisher" jq -e >/dev/null --arg iss "$ISS" \
+check "the signed statement carries the publisher" jqf --arg iss "$ISS" \
     '[.. | objects | select(has("publisher")) | .publisher][0] | .issuer == $iss and .subject == "alice"' \
     "$W/stmt.json"
 curl -sS "$MG_URL/api/v1/signing-keys" | jq -j '.items[0].public_key_pem' >"$W/pub.pem"
@@ -147,6 +148,57 @@ check "... as self_approval" jqe '.error.code == "self_approval"'
 BOB=$(mint "sub=bob&email=bob@example.com&groups=ml-reviewers")
 as "$BOB" POST "/api/v1/promotions/$PID/approvals" '{"decision":"approve","comment":"lgtm"}'
 check "another person approves" status_is 200
+
+# ---- signed releases: every generation attested, chained, verifiable with openssl ----------
+mg_wait_for 30 bash -c "curl -sS -H 'Authorization: Bearer $MG_TOKEN' \
+    '$MG_URL/api/v1/models/fraud/aliases/production' |
+    jq -e '[.routes[] | select(.version == 2 and .weight == 100)] | length == 1' >/dev/null" || {
+    mg_api GET "/api/v1/promotions/$PID" >&2
+    mg_api GET /api/v1/models/fraud/aliases/production >&2
+}
+GEN=$(mg_api GET /api/v1/models/fraud/aliases/production | jq -r .generation)
+check "the promotion moved the alias (generation $GEN)" test "$GEN" -ge 2
+# attest N: the bundle in $W/att.N, its statement in $W/stmt.N
+attest() {
+    mg_api GET "/api/v1/models/fraud/aliases/production/history/$1/attestation" >"$W/att.$1"
+    jq -r .dsseEnvelope.payload "$W/att.$1" | base64 -d >"$W/stmt.$1"
+}
+verify_att() { # BUNDLE STATEMENT
+    local d
+    d=$(mktemp -d "$W/va.XXXXXX")
+    { printf 'DSSEv1 28 application/vnd.in-toto+json %d ' "$(stat -c%s "$2")"; cat "$2"; } >"$d/pae"
+    jq -r '.dsseEnvelope.signatures[0].sig' "$1" | base64 -d >"$d/sig"
+    openssl dgst -sha256 -verify "$W/pub.pem" -signature "$d/sig" -out /dev/null "$d/pae"
+}
+for g in $(seq 1 "$GEN"); do
+    attest "$g"
+    check "generation $g: the attestation verifies with openssl" verify_att "$W/att.$g" "$W/stmt.$g"
+    check "generation $g: a release statement of that generation" jqf --argjson g "$g" \
+        '.predicateType == "https://modelgate.dev/release/v1" and .predicate.generation == $g
+         and ._type == "https://in-toto.io/Statement/v1"' "$W/stmt.$g"
+    if [ "$g" -gt 1 ]; then
+        check "generation $g links to generation $((g - 1))'s statement" test \
+            "$(jq -r .predicate.previous.digest "$W/stmt.$g")" = "sha256:$(sha256sum <"$W/stmt.$((g - 1))" | cut -d' ' -f1)"
+    else
+        check "generation 1 has no predecessor" jqf '.predicate.previous == null' "$W/stmt.1"
+    fi
+done
+check "the last generation's subject is version 2's artifact" jqf --arg d "${D2#sha256:}" \
+    '.subject == [{"name":"fraud-v2","digest":{"sha256":$d}}]' "$W/stmt.$GEN"
+check "... with its publisher, the approvals and the policy's digest" jqf --arg iss "$ISS" \
+    '.predicate.publishers[0].publisher.subject == "alice" and
+     (.predicate.approvals | map(.by) == ["bob@example.com"]) and
+     (.predicate.policy_digest | startswith("sha256:")) and (.predicate.gates | length > 0)' \
+    "$W/stmt.$GEN"
+# A changed byte anywhere in the statement fails.
+sed 's/"fraud-v2"/"fraud-v3"/' "$W/stmt.$GEN" >"$W/stmt.bad"
+refute "a changed subject fails" verify_att "$W/att.$GEN" "$W/stmt.bad"
+sed 's/bob@example.com/eve@example.com/' "$W/stmt.$GEN" >"$W/stmt.bad"
+refute "a changed approver fails" verify_att "$W/att.$GEN" "$W/stmt.bad"
+sed 's/"generation":'"$GEN"'/"generation":99/' "$W/stmt.$GEN" >"$W/stmt.bad"
+refute "a changed generation fails" verify_att "$W/att.$GEN" "$W/stmt.bad"
+as "$MG_TOKEN" GET "/api/v1/models/fraud/aliases/production/history/999/attestation"
+check "a generation that does not exist: 404" status_is 404
 
 # ---- trusted publishing: a CI token exchanged for a short-lived scoped token --------------
 tp='{"issuer":"'$ISS'","audience":"modelgate-ci",

@@ -44,3 +44,15 @@ CREATE TABLE exchange_jti (
 ALTER TABLE tokens ADD COLUMN expires_ms BIGINT;
 ALTER TABLE tokens ADD COLUMN models TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE tokens ADD COLUMN publisher TEXT;
+
+-- Signed release attestations (API.md "Signed releases"): one Sigstore bundle per alias
+-- generation, signed in the generation's transaction; payload_sha256 is what the next
+-- generation's attestation names as its predecessor (a chain).
+CREATE TABLE alias_attestations (
+    alias_id       BIGINT NOT NULL REFERENCES aliases(id),
+    generation     BIGINT NOT NULL,
+    keyid          TEXT NOT NULL,
+    bundle         TEXT NOT NULL,
+    payload_sha256 TEXT NOT NULL,
+    PRIMARY KEY (alias_id, generation)
+);
