@@ -275,6 +275,26 @@ check "... a second use of the same CI token is refused as a replay" grep -q "jt
 refute "... and the CLI does not print it" grep -qF -- "${CI2##*.}" "$W/cli.err" "$W/cli.out"
 printf '%s\n' "$CI" "$CI2" "$CIT" >>"$W/refused.tokens"
 
+# ---- attestations survive backup and restore (SQLite: the backup is the data directory) ----
+if [ -z "${MG_IDENTITY_DATABASE-}" ]; then
+    "$MODELGATED" backup --data-dir "$MG_DATA" --out "$W/backup.tar" >"$W/backup.json" 2>&1
+    "$MODELGATED" restore --data-dir "$W/restored" --from "$W/backup.tar" >"$W/restore.json" 2>&1
+    "$MODELGATED" --data-dir "$W/restored" --listen 127.0.0.1:0 --port-file "$W/rport" \
+        2>>"$W/restored.log" &
+    R_PID=$!
+    trap 'kill -TERM $ISS_PID $R_PID 2>/dev/null || true; mg_cleanup' EXIT
+    mg_wait_for 20 test -s "$W/rport" || { cat "$W/restored.log" >&2; exit 1; }
+    R_URL="http://127.0.0.1:$(cat "$W/rport")"
+    for g in $(seq 1 "$GEN"); do
+        curl -sS --fail -H "Authorization: Bearer $MG_TOKEN" \
+            "$R_URL/api/v1/models/fraud/aliases/production/history/$g/attestation" >"$W/ratt.$g"
+        check "generation $g's attestation is byte-identical after backup and restore" \
+            cmp -s "$W/att.$g" "$W/ratt.$g"
+    done
+    kill -TERM "$R_PID"
+    wait "$R_PID" || true
+fi
+
 # ---- nothing logged a token ---------------------------------------------------------------
 for t in $ALICE $ALICE2 $BOB $BOT $(cat "$W/refused.tokens"); do
     for f in "${t##*.}" "${t%%.*}"; do [ -z "$f" ] || printf '%s\n' "$f" >>"$W/fragments"; done
