@@ -172,8 +172,9 @@ if [[ $npm_ok -eq 0 ]]; then
     (cd "$root/tests/ui" && npm ci --no-audit --no-fund)
 fi
 # The identity tests' OpenID provider side (tests/identity/package-lock.json): jose mints and
-# publishes the keys of a JWKS issuer.
-if [[ ! -d "$root/tests/identity/node_modules/jose" ]]; then
+# publishes the keys of a JWKS issuer; @sigstore/verify checks attestations as sigstore-js does.
+if [[ ! -d "$root/tests/identity/node_modules/jose" ||
+    ! -d "$root/tests/identity/node_modules/@sigstore/verify" ]]; then
     echo "install-deps: npm ci in tests/identity"
     (cd "$root/tests/identity" && npm ci --no-audit --no-fund)
 fi

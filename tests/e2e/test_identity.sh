@@ -8,7 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 
 ID_DIR="${MG_SOURCE_DIR:?}/tests/identity"
-if [ ! -d "$ID_DIR/node_modules/jose" ]; then
+if [ ! -d "$ID_DIR/node_modules/jose" ] || [ ! -d "$ID_DIR/node_modules/@sigstore/verify" ]; then
     echo "tests/identity/node_modules is missing: run scripts/install-deps.sh" >&2
     exit 1
 fi
@@ -190,6 +190,12 @@ check "... with its publisher, the approvals and the policy's digest" jqf --arg 
      (.predicate.approvals | map(.by) == ["bob@example.com"]) and
      (.predicate.policy_digest | startswith("sha256:")) and (.predicate.gates | length > 0)' \
     "$W/stmt.$GEN"
+# sigstore-js (@sigstore/verify), offline with the server's public key, agrees.
+sjs() { node "$ID_DIR/verify_bundle.mjs" "$@" >/dev/null 2>>"$W/sigstore.err"; }
+for g in $(seq 1 "$GEN"); do
+    check "generation $g: the attestation verifies with sigstore-js" sjs "$W/att.$g" "$W/pub.pem"
+done
+check "a version's bundle verifies with sigstore-js too" sjs "$W/v2.sig" "$W/pub.pem"
 # A changed byte anywhere in the statement fails.
 sed 's/"fraud-v2"/"fraud-v3"/' "$W/stmt.$GEN" >"$W/stmt.bad"
 refute "a changed subject fails" verify_att "$W/att.$GEN" "$W/stmt.bad"
@@ -197,6 +203,8 @@ sed 's/bob@example.com/eve@example.com/' "$W/stmt.$GEN" >"$W/stmt.bad"
 refute "a changed approver fails" verify_att "$W/att.$GEN" "$W/stmt.bad"
 sed 's/"generation":'"$GEN"'/"generation":99/' "$W/stmt.$GEN" >"$W/stmt.bad"
 refute "a changed generation fails" verify_att "$W/att.$GEN" "$W/stmt.bad"
+jq --arg p "$(base64 -w0 <"$W/stmt.bad")" '.dsseEnvelope.payload = $p' "$W/att.$GEN" >"$W/att.bad"
+refute "sigstore-js refuses the changed statement" sjs "$W/att.bad" "$W/pub.pem"
 as "$MG_TOKEN" GET "/api/v1/models/fraud/aliases/production/history/999/attestation"
 check "a generation that does not exist: 404" status_is 404
 
