@@ -404,6 +404,8 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
         pc.approval_decision = d->approval_decision;
         pc.approval_comment = d->approval_comment;
         pc.approval_teams = d->approval_teams_text;
+        pc.approval_issuer = d->approval_issuer;
+        pc.approval_subject = d->approval_subject;
         if (acts.set_routes) {
             if ((rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK)
                 goto next;

@@ -61,8 +61,8 @@ static enum mg_code add_promotion(struct db_conn *c, const char *id, json_t *pre
                                   struct mg_error *err)
 {
     static const char sql_p[] = "SELECT policy, gates FROM promotions WHERE id = ?";
-    static const char sql_a[] = "SELECT by, decision, comment, at FROM promotion_approvals "
-                                "WHERE promotion_id = ? ORDER BY at, by";
+    static const char sql_a[] = "SELECT by, decision, comment, at, issuer, subject "
+                                "FROM promotion_approvals WHERE promotion_id = ? ORDER BY at, by";
     json_t *approvals = json_array();
     struct db_stmt *s;
     char hex[65], digest[72];
@@ -84,9 +84,14 @@ static enum mg_code add_promotion(struct db_conn *c, const char *id, json_t *pre
     db_bind_text(s, 1, id);
     while ((rc = db_step(s, &row, err)) == MG_OK && row)
         json_array_append_new(
-            approvals, json_pack("{s:o, s:o, s:o, s:o}", "by", store_col_json_string(s, 0),
-                                 "decision", store_col_json_string(s, 1), "comment",
-                                 store_col_json_string(s, 2), "at", store_col_json_string(s, 3)));
+            approvals,
+            json_pack("{s:o, s:o, s:o, s:o, s:o}", "by", store_col_json_string(s, 0), "decision",
+                      store_col_json_string(s, 1), "comment", store_col_json_string(s, 2), "at",
+                      store_col_json_string(s, 3), "identity",
+                      db_col_null(s, 4)
+                          ? json_null()
+                          : json_pack("{s:o, s:o}", "issuer", store_col_json_string(s, 4),
+                                      "subject", store_col_json_string(s, 5))));
     db_reset(s);
 out:
     json_object_set_new(pred, "approvals", approvals);

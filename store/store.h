@@ -799,6 +799,7 @@ struct store_promotion_change {
     const char *event_type, *event_detail; /* appended when event_type != NULL */
     const char *approval_by, *approval_decision, *approval_comment; /* when approval_by */
     const char *approval_teams; /* the decider's teams, JSON array text, or NULL for none */
+    const char *approval_issuer, *approval_subject; /* the decider as a person, or ""/NULL */
 };
 
 /*

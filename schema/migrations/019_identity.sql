@@ -56,3 +56,8 @@ CREATE TABLE alias_attestations (
     payload_sha256 TEXT NOT NULL,
     PRIMARY KEY (alias_id, generation)
 );
+
+-- Who approved, as a person (the approver's IdP issuer and subject; NULL for a token of
+-- nobody in particular): release attestations carry it.
+ALTER TABLE promotion_approvals ADD COLUMN issuer TEXT;
+ALTER TABLE promotion_approvals ADD COLUMN subject TEXT;

@@ -185,9 +185,10 @@ for g in $(seq 1 "$GEN"); do
 done
 check "the last generation's subject is version 2's artifact" jqf --arg d "${D2#sha256:}" \
     '.subject == [{"name":"fraud-v2","digest":{"sha256":$d}}]' "$W/stmt.$GEN"
-check "... with its publisher, the approvals and the policy's digest" jqf --arg iss "$ISS" \
+check "... with its publisher, the approvals with the approver's identity, the policy's digest" jqf --arg iss "$ISS" \
     '.predicate.publishers[0].publisher.subject == "alice" and
      (.predicate.approvals | map(.by) == ["bob@example.com"]) and
+     .predicate.approvals[0].identity == {"issuer":$iss,"subject":"bob"} and
      (.predicate.policy_digest | startswith("sha256:")) and (.predicate.gates | length > 0)' \
     "$W/stmt.$GEN"
 # sigstore-js (@sigstore/verify), offline with the server's public key, agrees.

@@ -494,6 +494,8 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE tokens DROP COLUMN person_subject; "
                                     "DROP TABLE trusted_publishers; DROP TABLE exchange_jti; "
                                     "DROP TABLE alias_attestations; "
+                                    "ALTER TABLE promotion_approvals DROP COLUMN issuer; "
+                                    "ALTER TABLE promotion_approvals DROP COLUMN subject; "
                                     "ALTER TABLE tokens DROP COLUMN expires_ms; "
                                     "ALTER TABLE tokens DROP COLUMN models; "
                                     "ALTER TABLE tokens DROP COLUMN publisher; "
