@@ -436,3 +436,39 @@ bool id_claims_match(const json_t *rules, const json_t *claims, const char **fai
     }
     return true;
 }
+
+enum mg_code id_post_form(const char *url, const char *form, struct mg_buf *body, long *status,
+                          struct mg_error *err)
+{
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    CURLcode cc;
+    enum mg_code rc = MG_OK;
+
+    *status = 0;
+    if (c == NULL)
+        return mg_fail(err, MG_EUNAVAIL, NULL, "cannot start libcurl");
+    h = curl_slist_append(h, "Content-Type: application/x-www-form-urlencoded");
+    h = curl_slist_append(h, "Accept: application/json");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, form);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "modelgate-oidc/1");
+    cc = curl_easy_perform(c);
+    if (cc != CURLE_OK)
+        rc = mg_fail(err, MG_EUNAVAIL, NULL, "cannot reach %s: %s", url,
+                     cc == CURLE_WRITE_ERROR ? "the answer is too large" : curl_easy_strerror(cc));
+    else
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return rc;
+}

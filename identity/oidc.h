@@ -112,4 +112,13 @@ enum mg_code id_registry_get(struct id_registry *reg, const char *issuer, struct
  * first rule's claim that did not hold (BORROWED from rules). Pure.
  */
 bool id_claims_match(const json_t *rules, const json_t *claims, const char **failed);
+
+/*
+ * POST an application/x-www-form-urlencoded body (the OAuth token endpoint) and read the
+ * answer into body (an initialised mg_buf; its cap is honoured). *status: the HTTP status.
+ * MG_EUNAVAIL when no answer came. Never logs the body.
+ */
+enum mg_code id_post_form(const char *url, const char *form, struct mg_buf *body, long *status,
+                          struct mg_error *err);
+
 #endif

@@ -155,6 +155,7 @@ struct srv {
     const char *crash_at;           /* MODELGATED_TEST_CRASH_AT: a named point to die at (tests) */
     struct id_oidc *oidc;           /* --oidc-issuer's provider (identity.c), or NULL */
     struct id_registry *ci_issuers; /* trusted publishers' issuers (identity.c) */
+    char *oidc_client_secret;       /* --oidc-client-secret-file's secret, or NULL */
 };
 
 /* srv_defer_work's queue: jobs waiting for a worker now, and jobs that ever
@@ -318,6 +319,7 @@ extern const struct srv_route srv_routes_metrics[];
 extern const struct srv_route srv_routes_oci[];
 extern const struct srv_route srv_routes_lifecycle[];
 extern const struct srv_route srv_routes_identity[];
+extern const struct srv_route srv_routes_sso[];
 
 /* ---- identity (identity.c, API.md "Identity") ------------------------------------------ */
 
@@ -335,6 +337,10 @@ bool srv_looks_like_jwt(const char *cred);
  * naming the check that failed, 403 naming the groups seen when none maps to a role) and
  * returns false. */
 bool srv_identity_authenticate(struct srv_req *r, const char *jwt);
+
+/* The principal of verified IdP claims (group mappings, person, identity) into r->who and
+ * r->identity; false with a 403 reply set when no group maps to a role. */
+bool srv_identity_from_claims(struct srv_req *r, const json_t *claims);
 
 /* The caller's "publisher" object for a new version (NEW). */
 json_t *srv_identity_publisher(const struct srv_req *r);

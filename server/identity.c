@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <openssl/crypto.h>
+
 #include "../common/util.h"
 #include "../identity/oidc.h"
 
@@ -40,6 +42,21 @@ enum mg_code srv_identity_setup(struct srv *srv, struct mg_error *err)
             return mg_fail(err, MG_EINVAL, "oidc-client-secret-file",
                            "%s is readable by others; chmod 600 it", cfg->oidc_client_secret_file);
     }
+    if (cfg->oidc_client_secret_file) {
+        char *text = calloc(1, 4097);
+        FILE *f = fopen(cfg->oidc_client_secret_file, "r");
+        size_t n = f && text ? fread(text, 1, 4096, f) : 0;
+        if (f)
+            fclose(f);
+        if (text == NULL || n == 0) {
+            free(text);
+            return mg_fail(err, MG_EINVAL, "oidc-client-secret-file", "cannot read %s",
+                           cfg->oidc_client_secret_file);
+        }
+        while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r'))
+            text[--n] = '\0';
+        srv->oidc_client_secret = text;
+    }
     opt.issuer = cfg->oidc_issuer;
     return id_oidc_new(&opt, &srv->oidc, err);
 }
@@ -48,6 +65,11 @@ void srv_identity_release(struct srv *srv)
 {
     id_oidc_free(&srv->oidc);
     id_registry_free(&srv->ci_issuers);
+    if (srv->oidc_client_secret) {
+        OPENSSL_cleanse(srv->oidc_client_secret, strlen(srv->oidc_client_secret));
+        free(srv->oidc_client_secret);
+        srv->oidc_client_secret = NULL;
+    }
 }
 
 bool srv_looks_like_jwt(const char *cred)
@@ -103,11 +125,8 @@ bool srv_identity_authenticate(struct srv_req *r, const char *jwt)
 {
     const struct srv_config *cfg = r->srv->cfg;
     const char *aud = cfg->oidc_audience ? cfg->oidc_audience : cfg->oidc_client_id;
-    const char *claim = cfg->oidc_groups_claim ? cfg->oidc_groups_claim : "groups";
-    const char *groups[MAX_GROUPS], *iss, *sub;
-    json_t *claims = NULL, *glist = NULL;
+    json_t *claims = NULL;
     struct mg_error err = {0};
-    size_t ngroups, mapped = 0, i;
     enum mg_code rc;
     bool ok = false;
 
@@ -128,6 +147,23 @@ bool srv_identity_authenticate(struct srv_req *r, const char *jwt)
                  "the bearer JWT could not be checked: %s; retry shortly", err.message);
         goto out;
     }
+    ok = srv_identity_from_claims(r, claims);
+out:
+    json_decref(claims);
+    return ok;
+}
+
+bool srv_identity_from_claims(struct srv_req *r, const json_t *claims)
+{
+    const struct srv_config *cfg = r->srv->cfg;
+    const char *claim = cfg->oidc_groups_claim ? cfg->oidc_groups_claim : "groups";
+    const char *groups[MAX_GROUPS], *iss, *sub;
+    json_t *glist = NULL;
+    struct mg_error err = {0};
+    size_t ngroups, mapped = 0, i;
+    enum mg_code rc;
+    bool ok = false;
+
     iss = json_string_value(json_object_get(claims, "iss"));
     sub = json_string_value(json_object_get(claims, "sub"));
     if (strlen(iss) > STORE_ISSUER_MAX || strlen(sub) > STORE_SUBJECT_MAX) {
@@ -171,7 +207,6 @@ bool srv_identity_authenticate(struct srv_req *r, const char *jwt)
     ok = true;
 out:
     json_decref(glist);
-    json_decref(claims);
     return ok;
 }
 

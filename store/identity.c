@@ -350,3 +350,91 @@ enum mg_code store_trusted_publisher_delete(struct store *st, const char *actor,
 out:
     return store_write_end(st, c, rc, err);
 }
+
+/* ---- single sign-on ------------------------------------------------------------------ */
+
+static void state_hash(const char *state, char hex[65])
+{
+    mg_sha256_hex(state, strlen(state), hex);
+}
+
+enum mg_code store_sso_begin(struct store *st, const char *state, const char *nonce,
+                             const char *verifier, struct mg_error *err)
+{
+    static const char sql_purge[] = "DELETE FROM sso_logins WHERE created_ms < ?";
+    static const char sql[] = "INSERT INTO sso_logins (state_hash, nonce, code_verifier, "
+                              "created_ms) VALUES (?, ?, ?, ?)";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    char hex[65];
+    int64_t now = mg_now_ms();
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql_purge); /* sign-ins never finished: an hour is plenty */
+    db_bind_i64(s, 1, now - 3600 * 1000);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    state_hash(state, hex);
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, hex);
+    db_bind_text(s, 2, nonce);
+    db_bind_text(s, 3, verifier);
+    db_bind_i64(s, 4, now);
+    rc = db_exec(s, err);
+out:
+    return store_write_end(st, c, rc, err);
+}
+
+enum mg_code store_sso_take(struct store *st, const char *state, int64_t max_age_ms, char **nonce,
+                            char **verifier, struct mg_error *err)
+{
+    static const char sql[] = "DELETE FROM sso_logins WHERE state_hash = ? "
+                              "RETURNING nonce, code_verifier, created_ms";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    char hex[65];
+    enum mg_code rc;
+    bool row;
+
+    *nonce = *verifier = NULL;
+    if (c == NULL)
+        return err->code;
+    state_hash(state, hex);
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, hex);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        goto out;
+    if (!row) {
+        rc = mg_fail(err, MG_EUNAUTH, "state",
+                     "this sign-in is unknown or was already used; start again");
+    } else if (db_col_i64(s, 2) < mg_now_ms() - max_age_ms) {
+        rc = mg_fail(err, MG_EUNAUTH, "state", "this sign-in took too long; start again");
+    } else {
+        *nonce = strdup(db_col_text(s, 0));
+        *verifier = strdup(db_col_text(s, 1));
+        if (*nonce == NULL || *verifier == NULL)
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+    if (rc == MG_OK || rc == MG_EUNAUTH) {
+        enum mg_code rc2 = db_exec(s, err); /* finish the statement; the row stays deleted */
+        if (rc == MG_OK)
+            rc = rc2;
+    }
+out:
+    if (rc == MG_EUNAUTH) {
+        /* commit the delete: a stale state must not be usable later either */
+        struct mg_error keep = *err;
+        (void)store_write_end(st, c, MG_OK, err);
+        *err = keep;
+    } else {
+        rc = store_write_end(st, c, rc, err);
+    }
+    if (rc != MG_OK) {
+        free(*nonce);
+        free(*verifier);
+        *nonce = *verifier = NULL;
+    }
+    return rc;
+}

@@ -383,6 +383,23 @@ enum mg_code store_token_exchange(struct store *st, const struct store_exchange 
                                   char secret_out[STORE_TOKEN_SECRET_LEN + 1],
                                   struct mg_error *err);
 
+/* ---- single sign-on (API.md "Identity") ---------------------------------------------- */
+
+/* Remember a sign-in in progress: state (hashed), nonce and PKCE code verifier. */
+enum mg_code store_sso_begin(struct store *st, const char *state, const char *nonce,
+                             const char *verifier, struct mg_error *err);
+
+/* Take (and delete: single use) the sign-in of state if it began at most max_age_ms ago.
+ * *nonce and *verifier are new strings. MG_EUNAUTH when unknown, used or too old. */
+enum mg_code store_sso_take(struct store *st, const char *state, int64_t max_age_ms, char **nonce,
+                            char **verifier, struct mg_error *err);
+
+/* A token standing for an SSO user's session: who's name, roles, teams, aliases and person,
+ * expiring after ttl_ms. *secret_out: its secret (to open a UI session with). */
+enum mg_code store_token_for_person(struct store *st, const struct store_principal *who,
+                                    int64_t ttl_ms, char secret_out[STORE_TOKEN_SECRET_LEN + 1],
+                                    struct mg_error *err);
+
 /* The publisher object stored with token id (NEW), or *out NULL when it has none. */
 enum mg_code store_token_publisher(struct store *st, const char *id, json_t **out,
                                    struct mg_error *err);

@@ -44,6 +44,10 @@ CREATE TABLE exchange_jti (
 ALTER TABLE tokens ADD COLUMN expires_ms INTEGER;
 ALTER TABLE tokens ADD COLUMN models TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE tokens ADD COLUMN publisher TEXT;
+-- Expiring tokens (an SSO user's session, a CI run's exchange) carry a person's or a
+-- publisher's name, which many of them share: only long-lived tokens' names are unique.
+DROP INDEX tokens_live_name;
+CREATE UNIQUE INDEX tokens_live_name ON tokens(name) WHERE revoked_at IS NULL AND expires_ms IS NULL;
 
 -- Signed release attestations (API.md "Signed releases"): one Sigstore bundle per alias
 -- generation, signed in the generation's transaction; payload_sha256 is what the next
@@ -61,3 +65,12 @@ CREATE TABLE alias_attestations (
 -- nobody in particular): release attestations carry it.
 ALTER TABLE promotion_approvals ADD COLUMN issuer TEXT;
 ALTER TABLE promotion_approvals ADD COLUMN subject TEXT;
+
+-- Single sign-on in progress (authorization code + PKCE): one row per /ui/sso/login, taken
+-- (deleted) by its callback, so state and nonce are single-use on every replica.
+CREATE TABLE sso_logins (
+    state_hash    TEXT PRIMARY KEY,
+    nonce         TEXT NOT NULL,
+    code_verifier TEXT NOT NULL,
+    created_ms    INTEGER NOT NULL
+);
