@@ -172,9 +172,13 @@ if [[ $npm_ok -eq 0 ]]; then
     (cd "$root/tests/ui" && npm ci --no-audit --no-fund)
 fi
 # The identity tests' OpenID provider side (tests/identity/package-lock.json): jose mints and
-# publishes the keys of a JWKS issuer; @sigstore/verify checks attestations as sigstore-js does.
+# publishes the keys of a JWKS issuer; @sigstore/verify checks attestations as sigstore-js does;
+# oidc-provider is the OpenID provider the SSO test signs in at, with playwright-core driving
+# Chromium.
 if [[ ! -d "$root/tests/identity/node_modules/jose" ||
-    ! -d "$root/tests/identity/node_modules/@sigstore/verify" ]]; then
+    ! -d "$root/tests/identity/node_modules/@sigstore/verify" ||
+    ! -d "$root/tests/identity/node_modules/oidc-provider" ||
+    ! -d "$root/tests/identity/node_modules/playwright-core" ]]; then
     echo "install-deps: npm ci in tests/identity"
     (cd "$root/tests/identity" && npm ci --no-audit --no-fund)
 fi
