@@ -34,6 +34,8 @@ enum srv_body {
     SRV_BODY_STREAM,  /* handed to stream_data() chunk by chunk */
     SRV_BODY_REFUSED, /* answered at once by the handler, before any body is read (a body
                        * sent anyway is drained, up to a bound, and the connection closed) */
+    SRV_BODY_FORM,    /* as SRV_BODY_JSON, or application/x-www-form-urlencoded turned into
+                       * a JSON object of strings (OAuth endpoints, RFC 6749/8693) */
 };
 
 /* Role requirement of a route: a store_role bit set (any of them, admin

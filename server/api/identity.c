@@ -376,7 +376,7 @@ static void attestation(struct srv_req *r)
 const struct srv_route srv_routes_identity[] = {
     {"GET", "/api/v1/models/{model}/aliases/{alias}/history/{n}/attestation", STORE_ROLE_READER,
      SRV_BODY_NONE, attestation, NULL, NULL, NULL},
-    {"POST", "/api/v1/tokens/exchange", SRV_PUBLIC, SRV_BODY_JSON, exchange, NULL, NULL, NULL},
+    {"POST", "/api/v1/tokens/exchange", SRV_PUBLIC, SRV_BODY_FORM, exchange, NULL, NULL, NULL},
     {"GET", "/api/v1/trusted-publishers", STORE_ROLE_ADMIN, SRV_BODY_NONE, publisher_list, NULL,
      NULL, NULL},
     {"GET", "/api/v1/trusted-publishers/{name}", STORE_ROLE_ADMIN, SRV_BODY_NONE, publisher_get,

@@ -238,6 +238,16 @@ check "a matching CI token is exchanged" status_is 200
 check "... for a short-lived bearer access token" jqe '.token_type == "Bearer" and .expires_in == 120
     and .issued_token_type == "urn:ietf:params:oauth:token-type:access_token"'
 CIT=$(jq -r .access_token "$W/body")
+CIF=$(mint "$CIQ&jti=run-form")
+ST=$(curl -sS -o "$W/body" -w '%{http_code}' -X POST \
+    --data-urlencode grant_type=urn:ietf:params:oauth:grant-type:token-exchange \
+    --data-urlencode "subject_token=$CIF" \
+    --data-urlencode subject_token_type=urn:ietf:params:oauth:token-type:jwt \
+    "$MG_URL/api/v1/tokens/exchange")
+check "the exchange takes a form body too (RFC 8693)" status_is 200
+ST=$(curl -sS -o "$W/body" -w '%{http_code}' -X POST -d 'grant_type=a&grant_type=b' \
+    "$MG_URL/api/v1/tokens/exchange")
+check "a form naming a field twice is refused (400)" status_is 400
 exchange "$CI"
 check "a replayed jti is refused (400)" status_is 400
 check "... as invalid_grant naming jti" jqe '.error.code == "invalid_grant" and .error.field == "jti"'
@@ -282,7 +292,7 @@ env -u MODELGATE_TOKEN MODELGATE_URL="$MG_URL" MODELGATE_OIDC_TOKEN="$CI2" \
     XDG_CONFIG_HOME="$W/none" "$CLI" versions fraud >"$W/cli.out" 2>"$W/cli.err" || true
 check "... a second use of the same CI token is refused as a replay" grep -q "jti" "$W/cli.err"
 refute "... and the CLI does not print it" grep -qF -- "${CI2##*.}" "$W/cli.err" "$W/cli.out"
-printf '%s\n' "$CI" "$CI2" "$CIT" >>"$W/refused.tokens"
+printf '%s\n' "$CI" "$CI2" "$CIT" "$CIF" >>"$W/refused.tokens"
 
 # ---- attestations survive backup and restore (SQLite: the backup is the data directory) ----
 if [ -z "${MG_IDENTITY_DATABASE-}" ]; then
