@@ -27,8 +27,10 @@ OP_PID=$!
 trap 'kill -TERM $OP_PID 2>/dev/null || true; mg_cleanup' EXIT
 mg_wait_for 20 test -s "$MG_TMP/op.port" || { cat "$MG_TMP/op.log" >&2; exit 1; }
 OP="http://127.0.0.1:$(cat "$MG_TMP/op.port")"
+# MG_IDENTITY_DATABASE=postgresql://… runs the same checks on PostgreSQL.
 mg_start --listen "127.0.0.1:$MG_PORT" --oidc-issuer "$OP" --oidc-client-id modelgate-ui \
-    --oidc-client-secret-file "$W/client.secret"
+    --oidc-client-secret-file "$W/client.secret" \
+    ${MG_IDENTITY_DATABASE:+--database "$MG_IDENTITY_DATABASE"}
 mg_api PUT /api/v1/identity/groups/ml-reviewers '{"roles":["reviewer","reader"]}' >/dev/null
 
 # ---- the redirect to the provider -----------------------------------------------------------
