@@ -243,6 +243,61 @@ static void test_url_rules(void **state)
     assert_null(o);
 }
 
+/* Trusted publishers' claim rules: exact, or a prefix ending in '*'; strings only. */
+static void test_claims_match(void **state)
+{
+    static const struct {
+        const char *rules, *claims, *failed; /* failed NULL: a match */
+    } cases[] = {
+        {"{\"repository\":\"acme/fraud\"}", "{\"repository\":\"acme/fraud\"}", NULL},
+        {"{\"repository\":\"acme/fraud\"}", "{\"repository\":\"acme/fraud2\"}", "repository"},
+        {"{\"ref\":\"refs/tags/v*\"}", "{\"ref\":\"refs/tags/v1.2\"}", NULL},
+        {"{\"ref\":\"refs/tags/v*\"}", "{\"ref\":\"refs/heads/v1\"}", "ref"},
+        {"{\"ref\":\"refs/heads/main\",\"environment\":\"release\"}",
+         "{\"ref\":\"refs/heads/main\"}", "environment"}, /* a missing claim */
+        {"{\"run\":\"1\"}", "{\"run\":1}", "run"},        /* not a string */
+        {"{\"a\":\"x\"}", "{\"a\":\"x\",\"b\":\"extra\"}", NULL},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *r = json_loads(cases[i].rules, 0, NULL), *c = json_loads(cases[i].claims, 0, NULL);
+        const char *failed = NULL;
+        bool ok = id_claims_match(r, c, &failed);
+
+        if (ok != (cases[i].failed == NULL) ||
+            (!ok && (failed == NULL || strcmp(failed, cases[i].failed) != 0)))
+            fail_msg("case %zu: got %s (%s)", i, ok ? "match" : "mismatch", failed ? failed : "-");
+        json_decref(r);
+        json_decref(c);
+    }
+}
+
+static void test_registry(void **state)
+{
+    struct id_registry *reg = id_registry_new(NULL, NULL);
+    struct id_oidc *a = NULL, *b = NULL, *again = NULL;
+    struct mg_error err = {0};
+    char url[64];
+
+    (void)state;
+    assert_non_null(reg);
+    assert_int_equal(id_registry_get(reg, "https://ci.example", &a, &err), MG_OK);
+    assert_int_equal(id_registry_get(reg, "https://other.example", &b, &err), MG_OK);
+    assert_int_equal(id_registry_get(reg, "https://ci.example", &again, &err), MG_OK);
+    assert_ptr_equal(a, again);
+    assert_ptr_not_equal(a, b);
+    assert_int_equal(id_registry_get(reg, "http://ci.example", &again, &err), MG_EINVAL);
+    for (int i = 2; i < ID_REGISTRY_MAX; i++) {
+        snprintf(url, sizeof(url), "https://ci%d.example", i);
+        assert_int_equal(id_registry_get(reg, url, &again, &err), MG_OK);
+    }
+    assert_int_equal(id_registry_get(reg, "https://one-too-many.example", &again, &err),
+                     MG_ETOOBIG);
+    id_registry_free(&reg);
+    assert_null(reg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -250,6 +305,8 @@ int main(void)
         cmocka_unit_test(test_provider_down),
         cmocka_unit_test(test_discovery_must_name_the_issuer),
         cmocka_unit_test(test_url_rules),
+        cmocka_unit_test(test_claims_match),
+        cmocka_unit_test(test_registry),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
