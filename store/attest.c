@@ -130,9 +130,12 @@ enum mg_code store_attest_generation(struct db_conn *c, const struct sign_key *k
     static const char sql_prev[] = "SELECT payload_sha256 FROM alias_attestations "
                                    "WHERE alias_id = ? AND generation = ?";
     static const char sql_ins[] = "INSERT INTO alias_attestations (alias_id, generation, keyid, "
-                                  "bundle, payload_sha256) VALUES (?, ?, ?, ?, ?)";
+                                  "bundle, payload_sha256, bundle_sha256) "
+                                  "VALUES (?, ?, ?, ?, ?, ?)";
+    static const char sql_ver[] = "INSERT INTO attestation_versions (model_id, version, "
+                                  "alias_id, generation) VALUES (?, ?, ?, ?)";
     json_t *subjects = json_array(), *publishers = json_array(), *pred = NULL, *stmt = NULL, *e;
-    char *bundle = NULL, payload[65], prev[72] = "";
+    char *bundle = NULL, payload[65], prev[72] = "", bundle_hex[65];
     struct db_stmt *s;
     enum mg_code rc = MG_OK;
     size_t i;
@@ -212,7 +215,20 @@ enum mg_code store_attest_generation(struct db_conn *c, const struct sign_key *k
     db_bind_text(s, 3, key->keyid);
     db_bind_text(s, 4, bundle);
     db_bind_text(s, 5, payload);
-    rc = db_exec(s, err);
+    mg_sha256_hex(bundle, strlen(bundle), bundle_hex);
+    db_bind_text(s, 6, bundle_hex);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    json_array_foreach(publishers, i, e)
+    {
+        s = db_prepare(c, sql_ver);
+        db_bind_i64(s, 1, mid);
+        db_bind_i64(s, 2, json_integer_value(json_object_get(e, "version")));
+        db_bind_i64(s, 3, aid);
+        db_bind_i64(s, 4, gen);
+        if ((rc = db_exec(s, err)) != MG_OK)
+            goto out;
+    }
 out:
     free(bundle);
     json_decref(stmt);
@@ -248,4 +264,99 @@ enum mg_code store_alias_attestation(struct store *st, const char *model, const 
     db_reset(s);
     store_read_end(st, c);
     return rc;
+}
+
+enum mg_code store_version_attestations(struct store *st, const char *model, int64_t version,
+                                        json_t **out, struct mg_error *err)
+{
+    static const char sql[] =
+        "SELECT a.name, t.generation, t.bundle_sha256, length(t.bundle) FROM attestation_versions "
+        "v "
+        "JOIN models m ON m.id = v.model_id JOIN aliases a ON a.id = v.alias_id "
+        "JOIN alias_attestations t ON t.alias_id = v.alias_id AND t.generation = v.generation "
+        "WHERE m.name = ? AND v.version = ? ORDER BY a.name, t.generation";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    json_t *items = json_array();
+    char digest[72];
+    enum mg_code rc;
+    bool row;
+
+    *out = NULL;
+    db_bind_text(s, 1, model);
+    db_bind_i64(s, 2, version);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        snprintf(digest, sizeof(digest), "sha256:%s", db_col_text(s, 2));
+        json_array_append_new(items,
+                              json_pack("{s:s, s:I, s:s, s:I}", "alias", db_col_text(s, 0),
+                                        "generation", (json_int_t)db_col_i64(s, 1), "bundle_digest",
+                                        digest, "bundle_size", (json_int_t)db_col_i64(s, 3)));
+    }
+    db_reset(s);
+    store_read_end(st, c);
+    if (rc == MG_OK)
+        *out = items;
+    else
+        json_decref(items);
+    return rc;
+}
+
+enum mg_code store_oci_attestation_put(struct store *st, const char *model, const char *digest,
+                                       const char *manifest, struct mg_error *err)
+{
+    static const char sql[] =
+        "INSERT INTO oci_attestation_manifests (model_id, digest, manifest) VALUES (?, ?, ?) "
+        "ON CONFLICT (model_id, digest) DO NOTHING";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    int64_t mid;
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    if ((rc = store_model_id(c, model, &mid, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, mid);
+    db_bind_text(s, 2, digest);
+    db_bind_text(s, 3, manifest);
+    rc = db_exec(s, err);
+out:
+    return store_write_end(st, c, rc, err);
+}
+
+enum mg_code store_oci_find_attestation(struct db_conn *c, int64_t mid, const char *digest,
+                                        json_t **out, struct mg_error *err)
+{
+    static const char sql_m[] =
+        "SELECT manifest FROM oci_attestation_manifests WHERE model_id = ? AND digest = ?";
+    static const char sql_b[] =
+        "SELECT t.bundle FROM alias_attestations t JOIN aliases a ON a.id = t.alias_id "
+        "WHERE a.model_id = ? AND t.bundle_sha256 = ? LIMIT 1";
+    struct db_stmt *s = db_prepare(c, sql_m);
+    enum mg_code rc;
+    bool row;
+
+    *out = NULL;
+    db_bind_i64(s, 1, mid);
+    db_bind_text(s, 2, digest);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (row)
+        *out = json_pack("{s:s, s:s, s:s}", "kind", "attestation", "digest", digest, "manifest",
+                         db_col_text(s, 0));
+    db_reset(s);
+    if (row)
+        return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    if (strncmp(digest, "sha256:", 7) != 0)
+        return MG_OK;
+    s = db_prepare(c, sql_b);
+    db_bind_i64(s, 1, mid);
+    db_bind_text(s, 2, digest + 7);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (row)
+        *out = json_pack("{s:s, s:s}", "kind", "attestation_bundle", "bundle", db_col_text(s, 0));
+    db_reset(s);
+    return row && *out == NULL ? mg_fail(err, MG_ENOMEM, NULL, "out of memory") : MG_OK;
 }

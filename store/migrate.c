@@ -58,6 +58,8 @@ static const char *const tables[] = {
     "trusted_publishers",
     "exchange_jti",
     "alias_attestations",
+    "attestation_versions",
+    "oci_attestation_manifests",
 };
 
 /* Identity columns whose sequences must move past the ids copied. */

@@ -411,6 +411,16 @@ enum mg_code store_token_publisher(struct store *st, const char *id, json_t **ou
 enum mg_code store_alias_attestation(struct store *st, const char *model, const char *alias,
                                      int64_t generation, char **bundle, struct mg_error *err);
 
+/* The signed generations routing a version: [{"alias","generation","bundle_digest",
+ * "bundle_size"}] (NEW), by alias and generation. */
+enum mg_code store_version_attestations(struct store *st, const char *model, int64_t version,
+                                        json_t **out, struct mg_error *err);
+
+/* Keep an attestation's OCI referrer manifest under its digest (kept once: the same digest
+ * is the same bytes). */
+enum mg_code store_oci_attestation_put(struct store *st, const char *model, const char *digest,
+                                       const char *manifest, struct mg_error *err);
+
 /* ---- UI sessions -------------------------------------------------------- */
 
 #define STORE_SESSION_ID_LEN 43 /* base64url of 32 random bytes */

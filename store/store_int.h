@@ -215,6 +215,12 @@ enum mg_code store_attest_generation(struct db_conn *c, const struct sign_key *k
                                      int64_t aid, const struct store_alias_change *a, int64_t gen,
                                      const char *at, const char *actor, struct mg_error *err);
 
+/* attest.c: an attestation's OCI referrer manifest ({"kind":"attestation","digest",
+ * "manifest"}) or bundle ({"kind":"attestation_bundle","bundle"}) by digest, in any open
+ * transaction; *out NULL when the digest is neither. */
+enum mg_code store_oci_find_attestation(struct db_conn *c, int64_t mid, const char *digest,
+                                        json_t **out, struct mg_error *err);
+
 /* The key new signatures are made with, or NULL for a store opened without keys. */
 #define STORE_ACTIVE_KEY(st) ((st)->keys ? (st)->keys->active : NULL)
 

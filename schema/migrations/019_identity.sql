@@ -58,7 +58,26 @@ CREATE TABLE alias_attestations (
     keyid          TEXT NOT NULL,
     bundle         TEXT NOT NULL,
     payload_sha256 TEXT NOT NULL,
+    bundle_sha256  TEXT NOT NULL,
     PRIMARY KEY (alias_id, generation)
+);
+CREATE INDEX alias_attestations_bundle ON alias_attestations(bundle_sha256);
+-- Which versions each signed generation routes: /v2/ lists the attestation as a referrer
+-- of each one's manifest.
+CREATE TABLE attestation_versions (
+    model_id   INTEGER NOT NULL REFERENCES models(id),
+    version    INTEGER NOT NULL,
+    alias_id   INTEGER NOT NULL REFERENCES aliases(id),
+    generation INTEGER NOT NULL,
+    PRIMARY KEY (model_id, version, alias_id, generation)
+);
+-- The OCI referrer manifests made for attestations (their subject is a version's manifest,
+-- known once it is first pulled), kept so a digest names the same bytes for ever.
+CREATE TABLE oci_attestation_manifests (
+    model_id INTEGER NOT NULL REFERENCES models(id),
+    digest   TEXT NOT NULL,
+    manifest TEXT NOT NULL,
+    PRIMARY KEY (model_id, digest)
 );
 
 -- Who approved, as a person (the approver's IdP issuer and subject; NULL for a token of

@@ -206,6 +206,22 @@ sed 's/"generation":'"$GEN"'/"generation":99/' "$W/stmt.$GEN" >"$W/stmt.bad"
 refute "a changed generation fails" verify_att "$W/att.$GEN" "$W/stmt.bad"
 jq --arg p "$(base64 -w0 <"$W/stmt.bad")" '.dsseEnvelope.payload = $p' "$W/att.$GEN" >"$W/att.bad"
 refute "sigstore-js refuses the changed statement" sjs "$W/att.bad" "$W/pub.pem"
+# /v2/ lists each attestation as a referrer of the routed version's manifest.
+oci() { curl -sS --fail -H "Authorization: Bearer $MG_TOKEN" \
+    -H 'Accept: application/vnd.oci.image.manifest.v1+json' "$@"; }
+MD=$(oci -o /dev/null -D - "$MG_URL/v2/fraud/manifests/v2" | tr -d '\r' |
+    awk -F': ' 'tolower($1) == "docker-content-digest" {print $2}')
+oci "$MG_URL/v2/fraud/referrers/$MD" >"$W/referrers.json"
+check "the version's referrers list its release attestation" jqf --arg g "$GEN" \
+    '[.manifests[] | select(.annotations["dev.modelgate.alias"] == "production" and
+      .annotations["dev.modelgate.generation"] == $g)] | length == 1' "$W/referrers.json"
+RD=$(jq -r --arg g "$GEN" '.manifests[] | select(.annotations["dev.modelgate.generation"] == $g)
+    | .digest' "$W/referrers.json")
+oci "$MG_URL/v2/fraud/manifests/$RD" >"$W/refman.json"
+check "the referrer manifest's digest is its bytes'" test "sha256:$(sha256sum <"$W/refman.json" | cut -d' ' -f1)" = "$RD"
+check "... and its subject is the version's manifest" jqf --arg d "$MD" '.subject.digest == $d' "$W/refman.json"
+oci "$MG_URL/v2/fraud/blobs/$(jq -r '.layers[0].digest' "$W/refman.json")" >"$W/refblob.json"
+check "its layer is the attestation bundle, byte for byte" cmp -s "$W/refblob.json" "$W/att.$GEN"
 as "$MG_TOKEN" GET "/api/v1/models/fraud/aliases/production/history/999/attestation"
 check "a generation that does not exist: 404" status_is 404
 

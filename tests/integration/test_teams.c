@@ -494,6 +494,8 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE tokens DROP COLUMN person_subject; "
                                     "DROP TABLE trusted_publishers; DROP TABLE exchange_jti; "
                                     "DROP TABLE alias_attestations; "
+                                    "DROP TABLE attestation_versions; "
+                                    "DROP TABLE oci_attestation_manifests; "
                                     "ALTER TABLE promotion_approvals DROP COLUMN issuer; "
                                     "ALTER TABLE promotion_approvals DROP COLUMN subject; "
                                     "DROP TABLE sso_logins; "
