@@ -1,5 +1,5 @@
 // sso_browser.mjs - "Sign in with SSO" in headless Chromium (playwright-core): from
-// modelgated's /ui/sso/login through the provider's login and consent pages back to
+// the reviewer UI's sign-in page and its link to modelgated's /ui/sso/login, through the provider's login and consent pages back to
 // modelgated, then the UI session as the page's own fetch sees it. Prints one JSON line:
 // {"landed","session":{…},"replay":status of the callback URL used a second time}.
 //
@@ -17,7 +17,10 @@ try {
   page.on('request', (req) => {
     if (req.url().startsWith(`${base}/ui/sso/callback`)) callbackUrl = req.url();
   });
-  await page.goto(`${base}/ui/sso/login`);
+  // The reviewer UI's sign-in page, and its "Sign in with SSO" link.
+  await page.goto(`${base}/`);
+  await page.getByRole('link', { name: 'Sign in with SSO' }).click();
+  await page.waitForSelector('input[name=login]');
   await page.fill('input[name=login]', login);
   await page.fill('input[name=password]', 'any');
   await page.click('button[type=submit]');
