@@ -308,6 +308,23 @@ static enum mg_code tally_decision(const json_t *p, const json_t *ver,
                        "credential) and cannot approve its promotion; ask another reviewer",
                        d->approval_by);
     }
+    /* ...and one person decides once, whichever credential they use. */
+    {
+        json_t *a;
+        size_t k;
+        json_array_foreach(json_object_get(p, "approvals"), k, a)
+        {
+            json_t *id = json_object_get(a, "identity");
+            if (gate_same_person(d->approval_issuer, d->approval_subject,
+                                 json_string_value(json_object_get(id, "issuer")),
+                                 json_string_value(json_object_get(id, "subject")))) {
+                free(contrib);
+                return mg_fail(err, MG_ECONFLICT, NULL,
+                               "the same person already decided on this promotion (as '%s')",
+                               json_string_value(json_object_get(a, "by")));
+            }
+        }
+    }
     rc = gate_approval_check(d->approval_by, json_string_value(json_object_get(ver, "created_by")),
                              contrib, ncontrib, json_string_value(json_object_get(p, "created_by")),
                              all, n, err);

@@ -122,7 +122,7 @@ check "... and verifies with openssl" openssl dgst -sha256 -verify "$W/pub.pem" 
 # ---- separation of duties by person -------------------------------------------------------
 mg_api PUT /api/v1/models/fraud/aliases/production '{"version":1}' >/dev/null
 mg_api PUT /api/v1/models/fraud/policies/production '{
-  "approvals": {"required": 1},
+  "approvals": {"required": 2},
   "rollout": {"steps": [100], "bake_seconds": 0, "auto_advance": true}}' >/dev/null
 PID=$(mg_api POST /api/v1/promotions '{"model":"fraud","version":2,"alias":"production"}' | jq -r .id)
 mg_wait_for 30 bash -c "curl -sS -H 'Authorization: Bearer $MG_TOKEN' '$MG_URL/api/v1/promotions/$PID' |
@@ -148,6 +148,18 @@ check "... as self_approval" jqe '.error.code == "self_approval"'
 BOB=$(mint "sub=bob&email=bob@example.com&groups=ml-reviewers")
 as "$BOB" POST "/api/v1/promotions/$PID/approvals" '{"decision":"approve","comment":"lgtm"}'
 check "another person approves" status_is 200
+# Bob again, through a token he created as an admin: one person, one decision.
+BOB_ADMIN=$(mint "sub=bob&email=bob.admin@example.com&groups=ml-admins")
+as "$BOB_ADMIN" POST /api/v1/tokens '{"name":"bob-bot","roles":["reviewer","reader"]}'
+BOBBOT=$(jq -r .token "$W/body")
+as "$BOBBOT" POST "/api/v1/promotions/$PID/approvals" '{"decision":"approve","comment":"again"}'
+check "the same person cannot approve twice through two credentials (409)" status_is 409
+check "the promotion records the approver as a person" test \
+    "$(mg_api GET "/api/v1/promotions/$PID" | jq -c '.approvals[0].identity')" = \
+    "{\"issuer\":\"$ISS\",\"subject\":\"bob\"}"
+CAROL=$(mint "sub=carol2&email=carol@example.com&groups=ml-reviewers")
+as "$CAROL" POST "/api/v1/promotions/$PID/approvals" '{"decision":"approve","comment":"ok"}'
+check "a second person's approval completes it" status_is 200
 
 # ---- signed releases: every generation attested, chained, verifiable with openssl ----------
 mg_wait_for 30 bash -c "curl -sS -H 'Authorization: Bearer $MG_TOKEN' \
@@ -187,7 +199,7 @@ check "the last generation's subject is version 2's artifact" jqf --arg d "${D2#
     '.subject == [{"name":"fraud-v2","digest":{"sha256":$d}}]' "$W/stmt.$GEN"
 check "... with its publisher, the approvals with the approver's identity, the policy's digest" jqf --arg iss "$ISS" \
     '.predicate.publishers[0].publisher.subject == "alice" and
-     (.predicate.approvals | map(.by) == ["bob@example.com"]) and
+     (.predicate.approvals | map(.by) == ["bob@example.com","carol@example.com"]) and
      .predicate.approvals[0].identity == {"issuer":$iss,"subject":"bob"} and
      (.predicate.policy_digest | startswith("sha256:")) and (.predicate.gates | length > 0)' \
     "$W/stmt.$GEN"
@@ -331,7 +343,7 @@ if [ -z "${MG_IDENTITY_DATABASE-}" ]; then
 fi
 
 # ---- nothing logged a token ---------------------------------------------------------------
-for t in $ALICE $ALICE2 $BOB $BOT $(cat "$W/refused.tokens"); do
+for t in $ALICE $ALICE2 $BOB $BOT $BOBBOT $CAROL $(cat "$W/refused.tokens"); do
     for f in "${t##*.}" "${t%%.*}"; do [ -z "$f" ] || printf '%s\n' "$f" >>"$W/fragments"; done
 done
 refute "no token (nor its header or signature) reaches the server's log" \
