@@ -97,6 +97,15 @@ enum mg_code sign_bundle_create(const struct sign_key *key, const char *subject,
                                 char **bundle, struct mg_error *err);
 
 /*
+ * Sign any in-toto statement (BORROWED; serialised compact, in its key order) into a Sigstore
+ * bundle with a DSSE envelope, the same shape sign_bundle_create() makes. *bundle is the
+ * malloc'd bundle JSON text; payload_sha256 (when not NULL) receives the hex SHA-256 of the
+ * signed statement bytes (what a chain of attestations links by).
+ */
+enum mg_code sign_dsse_create(const struct sign_key *key, const json_t *statement, char **bundle,
+                              char payload_sha256[65], struct mg_error *err);
+
+/*
  * Verify a bundle against a public key and the actual resources (in any
  * order): the hint matches the key, the DSSE signature over the PAE verifies,
  * the statement's resources equal `actual` one for one (names and digests —

@@ -644,6 +644,16 @@ const char *gate_approval_missing(const struct gate_policy *p, const struct gate
     return buf;
 }
 
+bool gate_same_person(const char *issuer_a, const char *subject_a, const char *issuer_b,
+                      const char *subject_b)
+{
+    if (issuer_a == NULL || subject_a == NULL || issuer_b == NULL || subject_b == NULL)
+        return false;
+    if (issuer_a[0] == '\0' || subject_a[0] == '\0')
+        return false;
+    return strcmp(issuer_a, issuer_b) == 0 && strcmp(subject_a, subject_b) == 0;
+}
+
 enum mg_code gate_approval_check(const char *by, const char *version_author,
                                  const char *const *contributors, size_t ncontrib,
                                  const char *promotion_creator,

@@ -51,6 +51,18 @@ static void token_view(const struct store_principal *who, struct token_view *v)
     v->t.naliases = who->naliases;
 }
 
+/* Whether model is one of who's model patterns (a name, or a prefix and '*'). */
+static bool models_allow(const struct store_principal *who, const char *model)
+{
+    for (size_t i = 0; i < who->nmodels; i++) {
+        const char *p = who->models[i];
+        size_t n = strlen(p);
+        if (n > 0 && p[n - 1] == '*' ? strncmp(model, p, n - 1) == 0 : strcmp(model, p) == 0)
+            return true;
+    }
+    return false;
+}
+
 enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *model,
                         const char *alias, struct gate_decision *d, struct mg_error *err)
 {
@@ -81,6 +93,13 @@ enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *mode
     }
     gate_authorize(&v.t, &q, d);
     json_decref(own);
+    /* A trusted publisher's token reaches its models only (API.md "Trusted publishing"). */
+    if (d->allow && model != NULL && r->who.nmodels > 0 && !models_allow(&r->who, model)) {
+        d->allow = false;
+        d->status = 403;
+        snprintf(d->reason, sizeof(d->reason),
+                 "this token may reach only its trusted publisher's models, not '%.64s'", model);
+    }
     return MG_OK;
 }
 
@@ -431,6 +450,9 @@ bool srv_check_access(struct srv_req *r)
     h += 7;
     while (*h == ' ')
         h++;
+    /* An IdP's JWT (API.md "Identity"): never looked up as a modelgate token. */
+    if (srv_looks_like_jwt(h))
+        return srv_identity_authenticate(r, h) && authorize_route(r);
     if ((rc = store_token_authenticate(r->srv->store, h, strlen(h), &r->who)) != MG_OK) {
         if (rc == MG_EUNAUTH)
             srv_fail(r, MG_EUNAUTH, NULL, "the bearer token is unknown or was revoked");

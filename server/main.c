@@ -537,6 +537,10 @@ int main(int argc, char **argv)
     srv.cache = cfg.no_response_cache ? NULL : srv_cache_new();
     srv.store = st;
     srv.keys = keys;
+    if (srv_identity_setup(&srv, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
     if (srv_oci_cache_open(cfg.data_dir, cfg.oci_layer_cache, &srv.oci_cache, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
@@ -590,6 +594,7 @@ out:
     srv_metrics_free(&srv.metrics);
     srv_cache_free(&srv.cache);
     srv_oci_cache_close(&srv.oci_cache);
+    srv_identity_release(&srv);
     srv_tls_release(&srv);
     for (i = 0; i < (int)ropt.nprofiles; i++)
         runner_profile_release(&ropt.profiles[i]);

@@ -55,6 +55,12 @@ static const char *const tables[] = {
     "gateway_names",
     "model_epochs",
     "oci_manifests",
+    "identity_groups",
+    "trusted_publishers",
+    "exchange_jti",
+    "alias_attestations",
+    "attestation_versions",
+    "oci_attestation_manifests",
 };
 
 /* Identity columns whose sequences must move past the ids copied. */

@@ -23,7 +23,8 @@ static enum mg_code apply_promotion(struct db_conn *c, const char *actor,
         "gates = coalesce(?, gates), rev = rev + 1, updated_at = ?, phase = ? "
         "WHERE id = ? AND rev = ?";
     static const char sql_appr[] = "INSERT INTO promotion_approvals (promotion_id, by, decision, "
-                                   "comment, at, teams) VALUES (?, ?, ?, ?, ?, ?)";
+                                   "comment, at, teams, issuer, subject) "
+                                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
     static const char sql_ev[] =
         "INSERT INTO promotion_events (promotion_id, at, type, detail) VALUES (?, ?, ?, ?)";
     struct db_stmt *s;
@@ -56,6 +57,10 @@ static enum mg_code apply_promotion(struct db_conn *c, const char *actor,
         db_bind_text(s, 4, p->approval_comment);
         db_bind_text(s, 5, at);
         db_bind_text(s, 6, p->approval_teams ? p->approval_teams : "[]");
+        /* the person, when the credential is one's (API.md "Identity") */
+        db_bind_text(s, 7, p->approval_issuer && p->approval_issuer[0] ? p->approval_issuer : NULL);
+        db_bind_text(s, 8,
+                     p->approval_issuer && p->approval_issuer[0] ? p->approval_subject : NULL);
         if ((rc = db_exec(s, err)) != MG_OK) {
             if (rc == MG_ECONFLICT)
                 mg_fail(err, MG_ECONFLICT, NULL, "'%s' already decided on this promotion",
@@ -97,7 +102,7 @@ enum mg_code store_release_commit(struct store *st, const char *actor,
     store_now(at);
     if (p && (rc = apply_promotion(c, actor, p, at, err)) != MG_OK)
         goto out;
-    if (a && (rc = store_alias_apply(c, actor, a, at, err)) != MG_OK)
+    if (a && (rc = store_alias_apply(c, STORE_ACTIVE_KEY(st), actor, a, at, err)) != MG_OK)
         goto out;
     if (a && alias_out && strcmp(a->kind, "delete") != 0)
         rc = store_alias_read(c, a->model, a->alias, &out, err);

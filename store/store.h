@@ -234,6 +234,8 @@ json_t *store_roles_to_json(unsigned roles);
 #define STORE_METRICS_MAX 1000    /* metrics one version may hold in all (API: 400 beyond) */
 #define STORE_TOKEN_SECRET_LEN 47 /* "mgt_" + 43 base64url chars */
 
+#define STORE_ISSUER_MAX 255   /* an IdP's issuer URL */
+#define STORE_SUBJECT_MAX 255  /* an IdP's subject ("sub") */
 #define STORE_MAX_SCOPES 16    /* teams, or alias patterns, one token may name */
 #define STORE_TEAM_NAME_MAX 63 /* ^[a-z0-9][a-z0-9-]{0,62}$ */
 
@@ -246,6 +248,16 @@ struct store_principal {
     size_t nteams;
     char aliases[STORE_MAX_SCOPES][34]; /* alias names, or a prefix and '*' */
     size_t naliases;
+    /* The person behind the credential (API.md "Identity"): an IdP's issuer and subject,
+     * both "" for a token nobody in particular holds. Separation of duties compares these. */
+    char kind[8]; /* "token", "sso" (an IdP token or SSO session), "trusted" */
+    char issuer[STORE_ISSUER_MAX + 1];
+    char subject[STORE_SUBJECT_MAX + 1];
+    /* A token a trusted publisher's exchange issued: the models it may reach (names, or a
+     * prefix and '*'; none: every model) and when it stops working (0: never). */
+    char models[STORE_MAX_SCOPES][64];
+    size_t nmodels;
+    int64_t expires_ms;
 };
 
 /*
@@ -303,6 +315,113 @@ enum mg_code store_token_delete(struct store *st, const char *actor, const char 
  * (MG_EDB, MG_EUNAVAIL), never MG_EUNAUTH. */
 enum mg_code store_token_authenticate(struct store *st, const char *secret, size_t n,
                                       struct store_principal *out);
+
+/* Record the person (an IdP's issuer and subject) a token was created by, so separation
+ * of duties follows the person through it. */
+enum mg_code store_token_set_person(struct store *st, const char *id, const char *issuer,
+                                    const char *subject, struct mg_error *err);
+
+/* ---- identity: IdP groups (API.md "Identity") ------------------------------ */
+
+#define STORE_GROUP_NAME_MAX 128
+
+/* Map an IdP group to roles (bit mask), teams and aliases (JSON arrays, BORROWED, NULL for
+ * none; teams must exist: MG_EINVAL naming "teams"). Replaces an existing mapping; audited.
+ * *out: {"group","roles","teams","aliases","updated_at","updated_by"} (NEW). */
+enum mg_code store_identity_group_put(struct store *st, const char *actor, const char *group,
+                                      unsigned roles, const json_t *teams, const json_t *aliases,
+                                      json_t **out, struct mg_error *err);
+
+/* {"items":[…as above…]} (NEW), by group name. */
+enum mg_code store_identity_group_list(struct store *st, json_t **out, struct mg_error *err);
+
+/* Remove a mapping (MG_ENOTFOUND when there is none); audited. */
+enum mg_code store_identity_group_delete(struct store *st, const char *actor, const char *group,
+                                         struct mg_error *err);
+
+/* An SSO user's roles, teams and aliases: the union of the mappings of their groups
+ * (ngroups names). *mapped counts the groups that have one. A database failure is its own
+ * code, never MG_EUNAUTH. */
+enum mg_code store_identity_resolve(struct store *st, const char *const *groups, size_t ngroups,
+                                    struct store_principal *who, size_t *mapped,
+                                    struct mg_error *err);
+
+/* ---- trusted publishing (API.md "Trusted publishing") ------------------------------ */
+
+/* Create or replace a trusted publisher: config is the validated PUT body (BORROWED; its
+ * "issuer" is indexed). Audited. *out: config plus "name","created_at","created_by" (NEW). */
+enum mg_code store_trusted_publisher_put(struct store *st, const char *actor, const char *name,
+                                         const json_t *config, json_t **out, struct mg_error *err);
+
+/* One (MG_ENOTFOUND when none) as above (NEW). */
+enum mg_code store_trusted_publisher_get(struct store *st, const char *name, json_t **out,
+                                         struct mg_error *err);
+
+/* {"items":[…]} by name (NEW); issuer NULL lists all, else only that issuer's. */
+enum mg_code store_trusted_publisher_list(struct store *st, const char *issuer, json_t **out,
+                                          struct mg_error *err);
+
+/* Remove one (MG_ENOTFOUND when none); audited. Tokens it issued keep working until they
+ * expire. */
+enum mg_code store_trusted_publisher_delete(struct store *st, const char *actor, const char *name,
+                                            struct mg_error *err);
+
+/* What an accepted token exchange issues. */
+struct store_exchange {
+    const char *issuer, *jti; /* the CI token's; (issuer, jti) is accepted once */
+    int64_t jti_expires_ms;   /* keep the jti until then (the CI token's exp plus leeway) */
+    const char *publisher;    /* the trusted publisher's name */
+    unsigned roles;
+    const json_t *teams, *aliases, *models; /* arrays (BORROWED) or NULL */
+    int64_t ttl_ms;
+    const char *subject;          /* the CI token's sub (the person for separation of duties) */
+    const json_t *publisher_json; /* what versions the token creates record (BORROWED) */
+};
+
+/* In one transaction: record the jti (MG_ECONFLICT, field "jti", when it was seen before,
+ * on any replica), purge expired ones, and create the short-lived token; audited as
+ * token.exchange. *secret_out: the token (NUL-terminated). */
+enum mg_code store_token_exchange(struct store *st, const struct store_exchange *x,
+                                  char secret_out[STORE_TOKEN_SECRET_LEN + 1],
+                                  struct mg_error *err);
+
+/* ---- single sign-on (API.md "Identity") ---------------------------------------------- */
+
+/* Remember a sign-in in progress: state (hashed), nonce and PKCE code verifier. */
+enum mg_code store_sso_begin(struct store *st, const char *state, const char *nonce,
+                             const char *verifier, struct mg_error *err);
+
+/* Take (and delete: single use) the sign-in of state if it began at most max_age_ms ago.
+ * *nonce and *verifier are new strings. MG_EUNAUTH when unknown, used or too old. */
+enum mg_code store_sso_take(struct store *st, const char *state, int64_t max_age_ms, char **nonce,
+                            char **verifier, struct mg_error *err);
+
+/* A token standing for an SSO user's session: who's name, roles, teams, aliases and person,
+ * expiring after ttl_ms. *secret_out: its secret (to open a UI session with). */
+enum mg_code store_token_for_person(struct store *st, const struct store_principal *who,
+                                    int64_t ttl_ms, char secret_out[STORE_TOKEN_SECRET_LEN + 1],
+                                    struct mg_error *err);
+
+/* The publisher object stored with token id (NEW), or *out NULL when it has none. */
+enum mg_code store_token_publisher(struct store *st, const char *id, json_t **out,
+                                   struct mg_error *err);
+
+/* ---- signed releases (API.md "Signed releases") -------------------------------------- */
+
+/* The Sigstore bundle signing an alias generation (*bundle malloc'd JSON text), MG_ENOTFOUND
+ * when there is none (no such alias or generation, or one from before signing began). */
+enum mg_code store_alias_attestation(struct store *st, const char *model, const char *alias,
+                                     int64_t generation, char **bundle, struct mg_error *err);
+
+/* The signed generations routing a version: [{"alias","generation","bundle_digest",
+ * "bundle_size"}] (NEW), by alias and generation. */
+enum mg_code store_version_attestations(struct store *st, const char *model, int64_t version,
+                                        json_t **out, struct mg_error *err);
+
+/* Keep an attestation's OCI referrer manifest under its digest (kept once: the same digest
+ * is the same bytes). */
+enum mg_code store_oci_attestation_put(struct store *st, const char *model, const char *digest,
+                                       const char *manifest, struct mg_error *err);
 
 /* ---- UI sessions -------------------------------------------------------- */
 
@@ -740,6 +859,7 @@ struct store_promotion_change {
     const char *event_type, *event_detail; /* appended when event_type != NULL */
     const char *approval_by, *approval_decision, *approval_comment; /* when approval_by */
     const char *approval_teams; /* the decider's teams, JSON array text, or NULL for none */
+    const char *approval_issuer, *approval_subject; /* the decider as a person, or ""/NULL */
 };
 
 /*

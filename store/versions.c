@@ -17,7 +17,7 @@
     "SELECT v.id, m.name, v.version, v.artifact, b.size, b.media_type, b.files, v.image, "         \
     "v.run_id, v.source, v.params, v.tags, v.smoke, v.resources, v.description, "                  \
     "v.created_at, v.created_by, sg.keyid, v.status, v.archived_at, v.archived_by, v.deleted_at, " \
-    "v.deleted_by, v.deletion_reason, v.introspection, v.io_schema "                               \
+    "v.deleted_by, v.deletion_reason, v.introspection, v.io_schema, v.publisher "                  \
     "FROM versions v JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "    \
     "LEFT JOIN version_signatures sg ON sg.version_id = v.id "
 
@@ -160,6 +160,7 @@ static json_t *version_row(struct db_stmt *s)
     set_json_or_skip(v, "deletion_reason", store_col_json_string(s, 23));
     set_json_or_skip(v, "introspection", store_col_json(s, 24));
     set_json_or_skip(v, "io_schema", store_col_json(s, 25));
+    set_json_or_skip(v, "publisher", store_col_json(s, 26));
     if (!db_col_null(s, 17)) {
         char url[256];
         snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature", db_col_text(s, 1),
@@ -325,6 +326,9 @@ static json_t *sign_meta(const char *model, int64_t n, const char *artifact, con
     }
     json_object_set_new(m, "created_at", json_string(at));
     json_object_set_new(m, "created_by", json_string(actor));
+    /* API.md "Identity": who published it, when the server recorded that */
+    if (json_is_object(json_object_get(req, "publisher")))
+        json_object_set_new(m, "publisher", json_deep_copy(json_object_get(req, "publisher")));
     return m;
 }
 
@@ -427,8 +431,8 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
                                    "RETURNING latest_version";
     static const char sql_ins[] =
         "INSERT INTO versions (model_id, version, artifact, image, run_id, source, params, "
-        "tags, smoke, resources, description, created_at, created_by, introspection, io_schema) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id";
+        "tags, smoke, resources, description, created_at, created_by, introspection, io_schema, "
+        "publisher) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id";
     const char *artifact = json_string_value(json_object_get(req, "artifact"));
     const char *desc = json_string_value(json_object_get(req, "description"));
     json_t *params = json_object_get(req, "params"), *tags = json_object_get(req, "tags");
@@ -436,6 +440,7 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
     char *source = member_text(req, "source"), *smoke = member_text(req, "smoke");
     char *resources = member_text(req, "resources");
     char *intro = member_text(req, "introspection"), *io = member_text(req, "io_schema");
+    char *publisher = member_text(req, "publisher");
     char *params_t = params ? store_json_text(params) : strdup("{}");
     char *tags_t = tags ? store_json_text(tags) : strdup("{}");
     struct db_conn *c = NULL;
@@ -485,6 +490,7 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
     db_bind_text(s, 13, actor);
     db_bind_text(s, 14, intro);
     db_bind_text(s, 15, io);
+    db_bind_text(s, 16, publisher);
     if ((rc = db_step(s, &row, err)) != MG_OK)
         goto out;
     vid = row ? db_col_i64(s, 0) : 0;
@@ -510,6 +516,7 @@ done:
     free(resources);
     free(intro);
     free(io);
+    free(publisher);
     free(params_t);
     free(tags_t);
     if (rc == MG_OK)

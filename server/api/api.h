@@ -33,6 +33,17 @@ bool api_metrics(struct srv_req *r, const json_t *v, const char *field);
 /* A metric name as above. */
 bool api_metric_name_ok(const char *s, size_t n);
 
+/* body["roles"]: a non-empty array of role names, into a bit mask; false: reply set. */
+bool api_roles(struct srv_req *r, unsigned *bits);
+
+/* body[key]: an optional array of distinct strings, at most STORE_MAX_SCOPES, each accepted
+ * by ok(); *out the array (BORROWED) or NULL when absent or empty; false: reply set. */
+bool api_scope_list(struct srv_req *r, const char *key, bool (*ok)(const char *), const char *what,
+                    const json_t **out);
+
+/* A team name (API.md "Teams"). */
+bool api_team_name_ok(const char *s);
+
 /* Serve a stored blob's bytes (Range, ETag, If-None-Match); used by
  * GET /api/v1/blobs/{digest} and the version artifact route. */
 void api_serve_blob(struct srv_req *r, const char *digest);

@@ -32,6 +32,9 @@ static void create(struct srv_req *r)
     tags = json_object_get(r->body, "tags");
     if (tags && !api_tags(r, tags, "tags"))
         return;
+    /* A trusted publisher's token creates only the models it names. */
+    if (r->who.nmodels > 0 && !srv_authorize(r, name, NULL))
+        return;
     /* A new model is owned by the creating token's teams (none for a global token). */
     if (r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN)) {
         json_t *owners = json_array();

@@ -146,9 +146,17 @@ static json_t *viewer(struct srv_req *r, const json_t *p)
             if (nc < 64)
                 contrib[nc++] = json_string_value(json_object_get(h, "by"));
         }
-        if (gate_approval_check(r->who.name, json_string_value(json_object_get(ver, "created_by")),
-                                contrib, nc, json_string_value(json_object_get(p, "created_by")),
-                                existing, n, &err) != MG_OK)
+        json_t *pub = json_object_get(ver, "publisher"); /* BORROWED */
+        if (gate_same_person(r->who.issuer, r->who.subject,
+                             json_string_value(json_object_get(pub, "issuer")),
+                             json_string_value(json_object_get(pub, "subject"))))
+            snprintf(why, sizeof(why),
+                     "you published this version (through another credential) and cannot "
+                     "approve its promotion");
+        else if (gate_approval_check(r->who.name,
+                                     json_string_value(json_object_get(ver, "created_by")), contrib,
+                                     nc, json_string_value(json_object_get(p, "created_by")),
+                                     existing, n, &err) != MG_OK)
             snprintf(why, sizeof(why), "%s", err.message);
     }
     json_decref(ver);

@@ -378,7 +378,8 @@ static void create(struct srv_req *r)
     if (req != NULL)
         json_object_del(req, "io_schema");
     if (req == NULL || (intro && json_object_set(req, "introspection", intro) != 0) ||
-        (io && json_object_set(req, "io_schema", io) != 0)) {
+        (io && json_object_set(req, "io_schema", io) != 0) ||
+        json_object_set_new(req, "publisher", srv_identity_publisher(r)) != 0) {
         srv_fail(r, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }

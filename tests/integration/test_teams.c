@@ -497,8 +497,26 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "DROP TABLE blob_uploads; "
                                     "DROP TABLE blob_teams; "
                                     "ALTER TABLE blobs DROP COLUMN released; "
+                                    /* 019_identity */
+                                    "DROP TABLE identity_groups; "
+                                    "ALTER TABLE versions DROP COLUMN publisher; "
+                                    "ALTER TABLE tokens DROP COLUMN person_issuer; "
+                                    "ALTER TABLE tokens DROP COLUMN person_subject; "
+                                    "DROP TABLE trusted_publishers; DROP TABLE exchange_jti; "
+                                    "DROP TABLE alias_attestations; "
+                                    "DROP TABLE attestation_versions; "
+                                    "DROP TABLE oci_attestation_manifests; "
+                                    "ALTER TABLE promotion_approvals DROP COLUMN issuer; "
+                                    "ALTER TABLE promotion_approvals DROP COLUMN subject; "
+                                    "DROP TABLE sso_logins; "
+                                    "DROP INDEX tokens_live_name; "
+                                    "CREATE UNIQUE INDEX tokens_live_name ON tokens(name) "
+                                    "WHERE revoked_at IS NULL; "
+                                    "ALTER TABLE tokens DROP COLUMN expires_ms; "
+                                    "ALTER TABLE tokens DROP COLUMN models; "
+                                    "ALTER TABLE tokens DROP COLUMN publisher; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
-                     10); /* migrations 6 to 15 (a database of the previous release) */
+                     11); /* migrations 6 to 15 and 019 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);

@@ -672,6 +672,11 @@ static void test_operations_match_routes(void **state)
                 problem(&p, "%s %s reads no body but documents a requestBody", rt->method,
                         rt->pattern);
             break;
+        case SRV_BODY_FORM:
+            if (json_object_get(content, "application/x-www-form-urlencoded") == NULL)
+                problem(&p, "%s %s takes a form body: document it", rt->method, rt->pattern);
+            /* and JSON too: */
+            /* fall through */
         case SRV_BODY_JSON:
             if (json_object_get(content, "application/json") == NULL)
                 problem(&p, "%s %s takes a JSON body: document requestBody application/json",
