@@ -230,6 +230,9 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
                        json_string_value(json_object_get(rec, "state")));
     rc = store_audit_append(c, actor, "promotion.create", id, detail, err);
     json_decref(detail);
+    if (rc == MG_OK) /* one that waits for reviewers at once: teams hear of it */
+        rc = store_promotion_notify(c, id, json_string_value(json_object_get(rec, "state")),
+                                    event_detail, at, err);
     if (rc == MG_OK && a)
         rc = store_alias_apply(c, actor, a, at, err);
     /* The candidate's smoke test is queued with the promotion, in this transaction: a crash
