@@ -95,7 +95,9 @@ enum mg_code store_outbox_event(struct db_conn *c, const char *model, const char
     struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     json_t *payload = json_pack("{s:O}", "event", (json_t *)event);
     char key[40], *text = payload ? store_json_text(payload) : NULL;
-    const char *code = strcmp(type, "promotion.rolled_back") == 0 ? "rb" : "aa";
+    const char *code = strcmp(type, "promotion.rolled_back") == 0 ? "rb"
+                       : strcmp(type, "analysis.failed") == 0     ? "af"
+                                                                  : "aa";
     enum mg_code rc;
 
     json_decref(payload);

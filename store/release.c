@@ -14,8 +14,9 @@
 
 #include "../common/util.h"
 
-enum mg_code store_promotion_notify(struct db_conn *c, const char *id, const char *state,
-                                    const char *detail, const char *at, struct mg_error *err)
+enum mg_code store_promotion_notify(struct db_conn *c, const char *actor, const char *id,
+                                    const char *state, const char *detail, const char *at,
+                                    struct mg_error *err)
 {
     static const char sql[] = "SELECT m.name, p.alias, p.version, p.baseline_version, "
                               "p.reason, p.created_by FROM promotions p "
@@ -41,12 +42,13 @@ enum mg_code store_promotion_notify(struct db_conn *c, const char *id, const cha
     }
     snprintf(model, sizeof(model), "%s", db_col_text(s, 0));
     snprintf(alias, sizeof(alias), "%s", db_col_text(s, 1));
-    ev = json_pack(
-        "{s:s, s:s, s:s, s:s, s:I, s:o, s:s, s:o, s:o, s:o, s:s}", "type", type, "promotion", id,
-        "model", model, "alias", alias, "version", (json_int_t)db_col_i64(s, 2), "baseline_version",
-        db_col_null(s, 3) ? json_null() : json_integer(db_col_i64(s, 3)), "state", state, "reason",
-        store_col_json_string(s, 4), "requested_by", store_col_json_string(s, 5), "detail",
-        detail ? json_string(detail) : json_null(), "at", at);
+    ev = json_pack("{s:s, s:s, s:s, s:s, s:I, s:o, s:s, s:o, s:o, s:o, s:s, s:s}", "type", type,
+                   "promotion", id, "model", model, "alias", alias, "version",
+                   (json_int_t)db_col_i64(s, 2), "baseline_version",
+                   db_col_null(s, 3) ? json_null() : json_integer(db_col_i64(s, 3)), "state", state,
+                   "reason", store_col_json_string(s, 4), "requested_by",
+                   store_col_json_string(s, 5), "detail",
+                   detail ? json_string(detail) : json_null(), "at", at, "by", actor);
     db_reset(s);
     if (ev == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
@@ -83,7 +85,8 @@ static enum mg_code apply_promotion(struct db_conn *c, const char *actor,
     static const char sql_appr[] = "INSERT INTO promotion_approvals (promotion_id, by, decision, "
                                    "comment, at, teams) VALUES (?, ?, ?, ?, ?, ?)";
     static const char sql_ev[] =
-        "INSERT INTO promotion_events (promotion_id, at, type, detail) VALUES (?, ?, ?, ?)";
+        "INSERT INTO promotion_events (promotion_id, at, type, detail, actor) "
+        "VALUES (?, ?, ?, ?, ?)";
     struct db_stmt *s;
     char *gates = p->gates ? store_json_text(p->gates) : NULL;
     json_t *detail = NULL;
@@ -130,12 +133,13 @@ static enum mg_code apply_promotion(struct db_conn *c, const char *actor,
         db_bind_text(s, 2, at);
         db_bind_text(s, 3, p->event_type);
         db_bind_text(s, 4, p->event_detail);
+        db_bind_text(s, 5, actor);
         if ((rc = db_exec(s, err)) != MG_OK)
             goto out;
     }
     /* Entering a state teams hear about: a webhook event in this same transaction. */
     if (strcmp(was, p->state) != 0 &&
-        (rc = store_promotion_notify(c, p->id, p->state, p->event_detail, at, err)) != MG_OK)
+        (rc = store_promotion_notify(c, actor, p->id, p->state, p->event_detail, at, err)) != MG_OK)
         goto out;
     detail = json_pack("{s:s, s:s?, s:s?, s:s?}", "state", p->state, "event", p->event_type,
                        "detail", p->event_detail, "approval", p->approval_decision);

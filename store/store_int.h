@@ -249,8 +249,9 @@ enum mg_code store_outbox_event(struct db_conn *c, const char *model, const char
 
 /* release.c, promotions.c: the event for a promotion that entered state `state` (only
  * awaiting_approval and rolled_back make one; others do nothing). */
-enum mg_code store_promotion_notify(struct db_conn *c, const char *id, const char *state,
-                                    const char *detail, const char *at, struct mg_error *err);
+enum mg_code store_promotion_notify(struct db_conn *c, const char *actor, const char *id,
+                                    const char *state, const char *detail, const char *at,
+                                    struct mg_error *err);
 
 /*
  * Pagination, written once. A list statement returns rows in cursor order and

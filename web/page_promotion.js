@@ -108,7 +108,7 @@ function eventsList(p) {
     return h('p', { class: 'empty' }, 'No events.');
   return h('ol', { class: 'plain events' }, ev.map((e) =>
     h('li', null, h('span', { class: 'event-type' }, e.type), ' ',
-      h('span', { class: 'muted small' }, when(e.at)),
+      h('span', { class: 'muted small' }, when(e.at), e.by ? ' by ' + e.by : null),
       e.detail ? h('span', { class: 'block' }, e.detail) : null)));
 }
 
@@ -218,7 +218,7 @@ function endedLine(p) {
   const last = (p.events || [])[(p.events || []).length - 1];
   const rej = (p.approvals || []).filter((a) => a.decision === 'reject').pop();
   const by = p.state === 'rejected' && rej ? rej.by
-    : p.ended_by || p.finished_by || (last && last.by) || null;
+    : (last && last.by) || null;
   return h('div', { class: 'notice notice-info finished-note', id: 'promo-ended', role: 'status' },
            'Finished: ', h('strong', null, badge(p.state)), ' ',
            when(p.updated_at || (last && last.at)),

@@ -804,6 +804,8 @@ static void test_promotion_events(void **state)
     ev = wait_event(x, "promotion.rolled_back", recs, 64);
     assert_string_equal(it_jstr(ev, "promotion"), id);
     assert_string_equal(it_jstr(ev, "state"), "rolled_back");
+    assert_string_equal(it_jstr(ev, "detail"), "the pager went off");
+    assert_true(strlen(it_jstr(ev, "by")) > 0); /* the admin token's name: who rolled back */
     json_decref(ev);
 
     /* A gateway that did not ask hears only alias.updated, through the rollback too. */

@@ -499,6 +499,7 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE blobs DROP COLUMN released; "
                                     "ALTER TABLE models DROP COLUMN readme; "
                                     "ALTER TABLE models DROP COLUMN metric_directions; "
+                                    "ALTER TABLE promotion_events DROP COLUMN actor; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
                      11); /* migrations 6 to 022 (a database of the previous release) */
     it_server_restart(t);

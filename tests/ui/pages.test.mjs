@@ -130,7 +130,7 @@ async function seed() {
   await must(tokens.dep, 'PUT', '/api/v1/models/fraud/aliases/production', { version: 2 });
   await must(admin, 'PUT', '/api/v1/models/fraud/policies/production', {
     thresholds: [{ metric: 'auc', op: '>=', value: 0.9 }], approvals: { required: 1 },
-    rollout: { steps: [100], bake_seconds: 1 },
+    rollout: { steps: [50, 100], bake_seconds: 3600 },
   });
   promo = (await must(tokens.dep, 'POST', '/api/v1/promotions', {
     model: 'fraud', version: 3, alias: 'production', reason: 'better auc',
@@ -354,11 +354,21 @@ describe('reviewer pages (M24)', { concurrency: false }, () => {
     await rev.setViewportSize({ width: 1280, height: 900 });
     await visit(rev, 'promotion', '#/promotions/' + promo, (p) => p.locator('#decision').waitFor());
 
-    // Approved by the reviewer and rolled out: the page goes quiet and says who ended it.
+    // Approved by the reviewer, then rolled back by the deployer: the page goes quiet and
+    // says who ended it.
     await rev.goto(base + '/#/promotions/' + promo);
     await rev.locator('#approve').click();
+    await rev.locator('#promo-state', { hasText: 'rolling out' }).waitFor();
+    assert.equal(await rev.locator('#promo-ended').count(), 0, 'a running promotion is live');
+    await must(tokens.dep, 'POST', '/api/v1/models/fraud/aliases/production/rollback',
+               { reason: 'pager went off' });
     await rev.locator('#promo-ended').waitFor({ timeout: 20000 * SLOW });
+    assert.equal(await rev.locator('#promo-ended-by').innerText(), 'dep');
+    assert.match(await rev.locator('#promo-ended').innerText(), /rolled back[\s\S]*pager went off/);
     assert.equal(await rev.locator('.layout[data-finished="yes"]').count(), 1);
+    await mkdir(ARTIFACTS, { recursive: true });
+    await rev.screenshot({ path: path.join(ARTIFACTS, 'm24-promotion-finished-1280.png'),
+                           fullPage: true });
   });
 
   test('the search box finds models, versions by metric and tag, and datasets', async () => {
