@@ -2,6 +2,7 @@
 
 import { api } from './ui_api.js';
 import { enc, h } from './ui_dom.js';
+import { shortDigest } from './ui_format.js';
 import { hasRole, view } from './ui_state.js';
 import { versionLink } from './ui_version.js';
 import { mono, mount, notice, row, section, table, when } from './ui_widgets.js';
@@ -26,13 +27,17 @@ async function loadAll() {
 
 function target(e) {
   const t = String(e.target || '');
-  if (/^promotion\./.test(String(e.action || '')) && /^[a-z0-9_]+$/.test(t))
+  const action = String(e.action || '');
+  if (/^promotion\./.test(action) && /^[a-z0-9_]+$/.test(t))
     return h('a', { href: '#/promotions/' + enc(t) }, t);
-  const m = /^([a-z0-9][a-z0-9._-]*)(?:\/v?(\d+)|@(\d+))?$/.exec(t);
-  if (m && /^(model|version|alias|promotion)/.test(String(e.action || ''))) {
+  if (/^dataset\./.test(action) && /^sha256:[0-9a-f]{64}$/.test(t))
+    return h('a', { href: '#/datasets/' + enc(t), title: t }, shortDigest(t));
+  const m = /^([a-z0-9][a-z0-9._-]*)(?:\/v(\d+)|\/([a-z0-9][a-z0-9-]*))?$/.exec(t);
+  if (m && /^(model|version|alias|policy|retention)\./.test(action)) {
     const model = h('a', { href: '#/models/' + enc(m[1]) }, m[1]);
-    const n = m[2] || m[3];
-    return n ? h('span', null, model, ' ', versionLink(m[1], Number(n))) : model;
+    if (m[2])
+      return h('span', null, model, ' ', versionLink(m[1], Number(m[2])));
+    return m[3] ? h('span', null, model, ' / ' + m[3]) : model;
   }
   return t ? mono(t) : h('span', { class: 'muted' }, '—');
 }

@@ -110,8 +110,10 @@ export function metricsChart(p, cand, base) {
                s('rect', { x: x.toFixed(1), y, width: w.toFixed(1), height: barH, rx: 2,
                            class: 'bar-delta bar-' + (better > 0 ? 'better' : better < 0
                              ? 'worse' : 'same') }),
-               s('text', { x: pct[i] >= 0 ? x + w + 6 : x - 6, y: y + barH - 4,
-                           'text-anchor': pct[i] >= 0 ? 'start' : 'end', class: 'chart-value' },
+               /* The value right of the bar, or right of zero for a fall: never over the
+                * metric's name. */
+               s('text', { x: (pct[i] >= 0 ? x + w + 6 : zero + 6).toFixed(1), y: y + barH - 4,
+                           class: 'chart-value' },
                  (pct[i] > 0 ? '+' : pct[i] < 0 ? '−' : '') + fmtApprox(Math.abs(pct[i])) + '%')));
   });
   return h('figure', { class: 'chart-fig' }, svg,
