@@ -4,6 +4,8 @@
 #include "markdown.h"
 
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -19,6 +21,65 @@ int srv_markdown_url_ok(const char *url)
         if (strncasecmp(url, schemes[i], strlen(schemes[i])) == 0)
             return 1;
     return 0;
+}
+
+/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 when it is not one. */
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+    size_t len, i;
+    unsigned cp;
+
+    if (p[0] < 0x80)
+        return 1;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        len = 2, cp = p[0] & 0x1f;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef)
+        len = 3, cp = p[0] & 0x0f;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+        len = 4, cp = p[0] & 0x07;
+    else
+        return 0;
+    if (len > n)
+        return 0;
+    for (i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return len;
+}
+
+/* A new JSON string of s, each byte that is not UTF-8 replaced by U+FFFD (cmark passes
+ * them through from the Markdown); NULL when out of memory. */
+static json_t *str(const char *s)
+{
+    size_t n = s ? strlen(s) : 0, i = 0, o = 0, k;
+    char *clean;
+    json_t *v;
+
+    if (s == NULL)
+        return json_string("");
+    if ((v = json_stringn(s, n)) != NULL)
+        return v;
+    if (n > (SIZE_MAX - 1) / 3 || (clean = malloc(n * 3 + 1)) == NULL)
+        return NULL;
+    while (i < n) {
+        if ((k = utf8_seq((const unsigned char *)s + i, n - i)) > 0 && s[i] != '\0') {
+            memcpy(clean + o, s + i, k);
+            o += k;
+            i += k;
+        } else {
+            memcpy(clean + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    v = json_stringn(clean, o);
+    free(clean);
+    return v;
 }
 
 /* A new container node {"t":type,"c":[]} with its attributes; NULL when out of memory. */
@@ -62,7 +123,7 @@ static json_t *container(cmark_node *n)
         if (!srv_markdown_url_ok(url))
             o = json_pack("{s:s}", "t", "span");
         else
-            o = json_pack("{s:s, s:s, s:s}", "t", "link", "href", url, "title", title ? title : "");
+            o = json_pack("{s:s, s:o, s:o}", "t", "link", "href", str(url), "title", str(title));
         if (o != NULL && cmark_node_get_type(n) == CMARK_NODE_IMAGE &&
             json_object_set_new(o, "image", json_true()) != 0) {
             json_decref(o);
@@ -88,15 +149,12 @@ static json_t *leaf(cmark_node *n)
 
     switch (cmark_node_get_type(n)) {
     case CMARK_NODE_TEXT:
-        return json_pack("{s:s, s:s}", "t", "text", "text", lit ? lit : "");
+        return json_pack("{s:s, s:o}", "t", "text", "text", str(lit));
     case CMARK_NODE_CODE:
-        return json_pack("{s:s, s:s}", "t", "code", "text", lit ? lit : "");
-    case CMARK_NODE_CODE_BLOCK: {
-        const char *info = cmark_node_get_fence_info(n);
-
-        return json_pack("{s:s, s:s, s:s}", "t", "code_block", "text", lit ? lit : "", "info",
-                         info ? info : "");
-    }
+        return json_pack("{s:s, s:o}", "t", "code", "text", str(lit));
+    case CMARK_NODE_CODE_BLOCK:
+        return json_pack("{s:s, s:o, s:o}", "t", "code_block", "text", str(lit), "info",
+                         str(cmark_node_get_fence_info(n)));
     case CMARK_NODE_SOFTBREAK:
         return json_pack("{s:s}", "t", "softbreak");
     case CMARK_NODE_LINEBREAK:

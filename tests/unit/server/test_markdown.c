@@ -104,6 +104,8 @@ static void test_trees(void **state)
         {"---", "\"t\":\"thematic_break\"", NULL},
         {"", "{\"c\":[],\"t\":\"document\"}", NULL},
         {"<https://auto.example>", "\"href\":\"https://auto.example\"", NULL},
+        /* bytes that are not UTF-8 (cmark passes them through) become U+FFFD */
+        {"[x](https://a.\xe5x) \xff", "\"href\":\"https://a.\xef\xbf\xbdx\"", "\xff"},
     };
 
     (void)state;
