@@ -401,6 +401,41 @@ describe('reviewer pages (M24)', { concurrency: false }, () => {
     await adm.context().close();
   });
 
+  test('fields other milestones add (scan, publisher, throughput, cost, analysis) show when sent',
+       async () => {
+    // The server of this branch sends none of them yet: the page's own modules draw them
+    // from JSON shaped as API.md describes, in the signed-in page (same origin, same CSP).
+    await rev.goto(base + '/#/models/fraud');
+    await rev.locator('#model-card').waitFor();
+    const got = await rev.evaluate(async () => {
+      const v = await import('/static/ui_version.js');
+      const a = await import('/static/page_promotion_analysis.js');
+      const holder = document.createElement('div');
+      holder.append(
+        v.scanBadge({ status: 'flagged', findings: [{ severity: 'high', rule: 'pickle-exec' }] }),
+        v.publisherText({ publisher: { subject: 'ci@example.com', issuer: 'https://idp.example',
+                                       verified: true } }),
+        v.smokeTable([{ id: 'smk_1', state: 'passed', profile: 'cpu', throughput_rps: 123.4,
+                        cost_per_1k_requests: 0.0021, latency_ms: { p50: 1.5, p95: 2.25 } }]),
+        a.analysisCharts({ state: 'failed', intervals: [
+          { metrics: { error_rate: { candidate: 0.01, baseline: 0.012, passed: true } } },
+          { metrics: [{ metric: 'error_rate', candidate: 0.05, baseline: 0.011, passed: false }] },
+          { metrics: { error_rate: { candidate: 0.02, baseline: 0.01, passed: true } } },
+        ] }));
+      const none = [v.scanBadge(undefined).textContent, v.publisherText({ created_by: 'pub' })
+        .textContent];
+      return { text: holder.textContent, charts: holder.querySelectorAll('svg.analysis-chart').length,
+               fails: holder.querySelectorAll('svg .fail-dot').length, none };
+    });
+    assert.match(got.text, /flagged 1 finding/);
+    assert.match(got.text, /ci@example\.com via https:\/\/idp\.example/);
+    assert.match(got.text, /123\.4 req\/s[\s\S]*0\.0021/);
+    assert.match(got.text, /error_rate 1 failing/);
+    assert.equal(got.charts, 1);
+    assert.equal(got.fails, 1);
+    assert.deepEqual(got.none, ['—', 'pub']);
+  });
+
   test('no page opened a dialog, ran injected script or logged an error', () => {
     assert.deepEqual(dialogs, []);
     assert.deepEqual(pageErrors, []);
