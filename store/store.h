@@ -556,19 +556,21 @@ struct store_page {
     const char *page_token; /* from a previous next_page_token, or NULL */
 };
 
-/* req: {"name","description"?,"tags"?} already validated for types and name.
- * MG_ECONFLICT if it exists. *out = Model. */
+/* req: {"name","description"?,"tags"?,"readme"?,"metric_directions"?} already validated
+ * for types and name. MG_ECONFLICT if it exists. *out = Model (with "readme"). */
 enum mg_code store_model_create(struct store *st, const char *actor, const json_t *req,
                                 json_t **out, struct mg_error *err);
 
 enum mg_code store_model_get(struct store *st, const char *name, json_t **out,
                              struct mg_error *err);
 
-/* q: substring of the name, or NULL. *out = {"items":[Model],"next_page_token"}. */
+/* q: substring of the name, or NULL. *out = {"items":[Model],"next_page_token"}; list
+ * items leave out "readme". */
 enum mg_code store_model_list(struct store *st, const char *q, const struct store_page *page,
                               json_t **out, struct mg_error *err);
 
-/* patch: {"description"?,"tags"?} validated. */
+/* patch: {"description"?,"tags"?,"readme"?,"metric_directions"?} validated; each given
+ * member replaces the stored one. */
 enum mg_code store_model_patch(struct store *st, const char *actor, const char *name,
                                const json_t *patch, json_t **out, struct mg_error *err);
 

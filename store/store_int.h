@@ -254,6 +254,20 @@ enum mg_code store_outbox_write(struct db_conn *c, const char *model, const char
                                 int64_t gen, const json_t *payload, const char *at,
                                 struct mg_error *err);
 
+/* outbox.c: a promotion event ("promotion.awaiting_approval", "promotion.rolled_back") for
+ * every webhook gateway that asked for it in its config's "events" and hears (model, alias):
+ * one row per event, keyed "!<code>:<promotion id>" in the alias column (never an alias
+ * name), with payload {"event": event} (BORROWED). Deleted once delivered. */
+enum mg_code store_outbox_event(struct db_conn *c, const char *model, const char *alias,
+                                const char *promotion, const char *type, const json_t *event,
+                                const char *at, struct mg_error *err);
+
+/* release.c, promotions.c: the event for a promotion that entered state `state` (only
+ * awaiting_approval and rolled_back make one; others do nothing). */
+enum mg_code store_promotion_notify(struct db_conn *c, const char *actor, const char *id,
+                                    const char *state, const char *detail, const char *at,
+                                    struct mg_error *err);
+
 /*
  * Pagination, written once. A list statement returns rows in cursor order and
  * takes the number of rows to return as parameter limit_param; store_page_rows

@@ -3,6 +3,7 @@
 
 import { enc, h, localPath } from './ui_dom.js';
 import { fmtExact, fmtNum, shortDigest } from './ui_format.js';
+import { versionLink } from './ui_version.js';
 import { badge, mono, notice, row, table, tagsList, when } from './ui_widgets.js';
 
 function datasetsList(ds) {
@@ -39,13 +40,26 @@ function sourceCell(v) {
 
 /* Baseline and candidate, one row per property. */
 export function compareTable(p, cand, base) {
-  const head = ['', 'Baseline' + (base ? ' v' + base.version : ''),
-                'Candidate v' + cand.version];
+  const head = ['', base ? h('span', null, 'Baseline ', versionLink(p.model, base.version))
+                      : 'Baseline',
+                h('span', null, 'Candidate ', versionLink(p.model, cand.version))];
   const both = (label, f) => row(head, [h('strong', null, label),
                                         base ? f(base, false) : h('span', { class: 'muted' },
                                                                   'no baseline'),
                                         f(cand, true)]);
+  const params = (v) => {
+    const keys = Object.keys(v.params || {}).sort();
+    return keys.length
+      ? h('ul', { class: 'plain small params' }, keys.map((k) => h('li', { 'data-param': k },
+        h('strong', null, k), ' ', typeof v.params[k] === 'number' ? fmtNum(v.params[k])
+          : typeof v.params[k] === 'string' ? v.params[k] : JSON.stringify(v.params[k]))))
+      : h('span', { class: 'muted' }, 'none recorded');
+  };
   const rows = [
+    both('Description', (v) => v.description ? h('span', { class: 'version-description' },
+                                                  v.description)
+                                              : h('span', { class: 'muted' }, 'none')),
+    both('Params', params),
     both('Image', (v) => mono(v.image, v.image)),
     both('Artifact', (v) => h('span', null, mono(shortDigest(v.artifact && v.artifact.digest),
                                                  v.artifact && v.artifact.digest),
@@ -128,6 +142,14 @@ export function smokeList(tests, gates) {
                   h('dd', null, main.exit_code !== null && main.exit_code !== undefined
                     ? String(main.exit_code) : '—'),
                   h('dt', null, 'Finished'), h('dd', null, when(main.finished_at)),
+                  typeof main.throughput_rps === 'number'
+                    ? [h('dt', null, 'Throughput'),
+                       h('dd', { class: 'smoke-throughput' }, fmtNum(main.throughput_rps) +
+                         ' req/s')] : null,
+                  typeof main.cost_per_1k_requests === 'number'
+                    ? [h('dt', null, 'Cost per 1k requests'),
+                       h('dd', { class: 'smoke-cost' }, fmtNum(main.cost_per_1k_requests))]
+                    : null,
                   main.peak_gpu_memory_mib ? [h('dt', null, 'Peak GPU memory'),
                                               h('dd', null, main.peak_gpu_memory_mib + ' MiB')]
                                            : null);

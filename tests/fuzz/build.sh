@@ -43,7 +43,7 @@ libs=("$out/libmg_server.a" "$out/libmg_identity.a" "$out/libmg_store.a" "$out/l
     "$out/libmg_common.a")
 # shellcheck disable=SC2207 # pkg-config output is a list of flags
 sys_libs=($(pkg-config --libs libmicrohttpd sqlite3 libpq jansson libarchive libcurl libcrypto \
-    libprotobuf-c cjose))
+    libprotobuf-c cjose libcmark))
 warnings=(-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wformat-security -Wstrict-prototypes
     -Wmissing-prototypes -Wpointer-arith -Wvla -Wwrite-strings)
 

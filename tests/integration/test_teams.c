@@ -515,8 +515,12 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE tokens DROP COLUMN expires_ms; "
                                     "ALTER TABLE tokens DROP COLUMN models; "
                                     "ALTER TABLE tokens DROP COLUMN publisher; "
+                                    /* 022_model_readme */
+                                    "ALTER TABLE models DROP COLUMN readme; "
+                                    "ALTER TABLE models DROP COLUMN metric_directions; "
+                                    "ALTER TABLE promotion_events DROP COLUMN actor; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
-                     11); /* migrations 6 to 15 and 019 (a database of the previous release) */
+                     12); /* migrations 6 to 15, 019 and 022 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);

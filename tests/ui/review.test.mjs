@@ -408,7 +408,9 @@ describe('reviewer UI', { concurrency: false }, () => {
     const lat = r1.locator('#metrics tr[data-metric="p95_latency_ms"]');
     assert.match(await lat.innerText(), /\+2\.5/);
     assert.equal(await lat.locator('.delta-worse').count(), 1, 'higher latency is worse');
-    assert.equal(await r1.locator('#metrics svg.chart rect.bar-cand').count() >= 3, true);
+    // The chart shows changes from the baseline, not bars from zero.
+    assert.equal(await r1.locator('#metrics svg.chart rect.bar-delta').count() >= 3, true);
+    assert.equal(await r1.locator('#metrics svg.chart g[data-metric="auc"] rect.bar-better').count(), 1);
 
     // Side by side: images, datasets with lineage links, run, commit, signature.
     const compare = await r1.locator('#compare').innerText();
