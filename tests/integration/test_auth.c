@@ -526,5 +526,5 @@ int main(void)
         cmocka_unit_test_teardown(test_log_holds_no_secret, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_auth", tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests_name("integration_auth", tests, setup, teardown));
 }

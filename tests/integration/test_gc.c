@@ -464,5 +464,6 @@ int main(void)
         cmocka_unit_test_teardown(test_gc_runs_on_schedule, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_gc", tests, it_group_setup, it_group_teardown);
+    return it_main_result(
+        cmocka_run_group_tests_name("integration_gc", tests, it_group_setup, it_group_teardown));
 }

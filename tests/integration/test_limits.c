@@ -108,5 +108,6 @@ int main(void)
         cmocka_unit_test_teardown(test_json_over_the_limit, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_limits", tests, setup, it_group_teardown);
+    return it_main_result(
+        cmocka_run_group_tests_name("integration_limits", tests, setup, it_group_teardown));
 }

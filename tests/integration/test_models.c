@@ -392,6 +392,6 @@ int main(void)
         cmocka_unit_test_teardown(test_parallel_creates_of_one_name, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_models", tests, it_group_setup,
-                                       it_group_teardown);
+    return it_main_result(cmocka_run_group_tests_name("integration_models", tests, it_group_setup,
+                                                      it_group_teardown));
 }

@@ -388,5 +388,5 @@ int main(void)
         cmocka_unit_test_teardown(test_disk_full_by_rlimit_fsize, cleanup),
     };
 
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return it_main_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -724,5 +724,5 @@ int main(void)
         cmocka_unit_test_teardown(test_gone_disables_the_gateway, it_test_teardown),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
 }

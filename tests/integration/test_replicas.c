@@ -317,11 +317,9 @@ static void job_show(const struct job *j)
 
 static void need_pg(void)
 {
-    if (!it_on_postgres()) {
-        print_message("(skipped: replicas share a PostgreSQL database; this runs as "
-                      "pg_integration_test_replicas)\n");
-        skip();
-    }
+    if (!it_on_postgres())
+        it_not_applicable("replicas share a PostgreSQL database; this runs as "
+                          "pg_integration_test_replicas");
     if (cl.r[0] == NULL)
         fail_msg("the cluster did not start (see the group setup)");
 }
@@ -1815,5 +1813,5 @@ int main(void)
         print_error("%s is missing: install the Debian package haproxy\n", PC_HAPROXY);
         return 1;
     }
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return it_main_result(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }

@@ -56,11 +56,9 @@ static struct {
 
 static void need_pg(void)
 {
-    if (!it_on_postgres()) {
-        print_message("(skipped: replicas share a PostgreSQL database; this runs as "
-                      "pg_integration_test_replicas_follow)\n");
-        skip();
-    }
+    if (!it_on_postgres())
+        it_not_applicable("replicas share a PostgreSQL database; this runs as "
+                          "pg_integration_test_replicas_follow");
     if (cl.r[0] == NULL)
         fail_msg("the replicas did not start (see the group setup)");
 }
@@ -710,5 +708,5 @@ int main(void)
         cmocka_unit_test_teardown(test_key_rotation_reaches_running_replicas, test_teardown),
     };
 
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return it_main_result(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }
