@@ -7,9 +7,9 @@
  *
  * The program runs itself as the probe (--probe MODE): a one-test cmocka program on
  * it_group_setup / it_group_teardown, exactly like the suite's programs, whose
- * MODELGATED is a wrapper script around the real daemon that misbehaves at SIGTERM in
- * one way. Each test checks the probe's exit status and the reason it printed. A plain
- * wrapper passes: the probe is not failing for some other reason.
+ * MODELGATED is tests/fakes/misbehaving_modelgated.sh, a wrapper around the real daemon
+ * that misbehaves at SIGTERM in one way. Each test checks the probe's exit status and the reason it
+ * printed. A plain wrapper passes: the probe is not failing for some other reason.
  */
 #include "harness.h"
 
@@ -18,46 +18,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "sys.h"
 #include "tests/skip.h"
 
-/* The wrapper: runs the real daemon (MG_WRAP_REAL) and, on SIGTERM, stops it and then does
- * what MG_WRAP_MODE says. */
-static const char wrapper[] =
-    "#!/bin/bash\n"
-    "data=''; prev=''\n"
-    "for a in \"$@\"; do [ \"$prev\" = --data-dir ] && data=$a; prev=$a; done\n"
-    "\"$MG_WRAP_REAL\" \"$@\" &\n"
-    "child=$!\n"
-    "on_term() {\n"
-    "    kill -TERM \"$child\"; wait \"$child\"; st=$?\n"
-    "    case $MG_WRAP_MODE in\n"
-    "    exit1) exit 1 ;;\n"
-    "    hang) exec sleep 600 ;;\n"
-    "    leak) echo '==4242==ERROR: LeakSanitizer: detected memory leaks' >&2; exit \"$st\" ;;\n"
-    "    token) cat \"$data/admin.token\" >&2; exit \"$st\" ;;\n"
-    "    error) echo 'error: GET /api/v1/models: an internal error' >&2; exit \"$st\" ;;\n"
-    "    *) exit \"$st\" ;;\n"
-    "    esac\n"
-    "}\n"
-    "trap on_term TERM\n"
-    "wait \"$child\"\n";
-
 static char dir[IT_PATH_MAX];
 static char script[IT_PATH_MAX];
 
 static int setup(void **state)
 {
+    const char *src = getenv("MG_SOURCE_DIR");
+
     (void)state;
+    if (src == NULL)
+        fail_msg("MG_SOURCE_DIR is not set: run under ctest");
     it_mkdtemp(dir, "harness-self");
-    it_fmt(script, sizeof(script), "%s/modelgated-wrapper", dir);
-    it_write_file(script, wrapper);
-    if (chmod(script, 0700) != 0)
-        fail_msg("chmod %s: %s", script, strerror(errno));
+    it_fmt(script, sizeof(script), "%s/tests/fakes/misbehaving_modelgated.sh", src);
+    if (access(script, X_OK) != 0)
+        fail_msg("%s: %s", script, strerror(errno));
     return 0;
 }
 
