@@ -1096,7 +1096,8 @@ static void it_check_log(const struct mg_server *s)
  * property, a wrong type, an enum value not listed, a null where none is allowed, or a
  * property a closed object does not list fails the test, naming the route, status and the
  * JSON path. Replies to paths no route matches (hostile paths, unknown endpoints) must still
- * be the Error shape. Set MG_SKIP_SCHEMA=1 to turn it off while debugging.
+ * be the Error shape. Set MG_SKIP_SCHEMA=1 to turn it off while debugging; under
+ * MG_REQUIRE_ALL=1 it stays on (and MG_SOURCE_DIR must name the document).
  */
 static json_t *it_doc; /* the OpenAPI document, loaded once per process */
 
@@ -1106,8 +1107,14 @@ static const json_t *it_doc_load(void)
     char path[IT_PATH_MAX];
     json_error_t e;
 
-    if (it_doc != NULL || src == NULL)
+    if (it_doc != NULL)
         return it_doc;
+    if (src == NULL) {
+        if (it_require_all())
+            fail_msg("MG_SOURCE_DIR is not set: no OpenAPI document to check replies against, "
+                     "and MG_REQUIRE_ALL=1 forbids skipping the check");
+        return NULL;
+    }
     snprintf(path, sizeof(path), "%s/schema/openapi.json", src);
     it_doc = json_load_file(path, 0, &e);
     if (it_doc == NULL)
@@ -1282,7 +1289,8 @@ static void it_validate_reply(const struct it_resp *r)
     char method[16] = "", path[IT_PATH_MAX + 64], status[8], why[1024] = "";
     const char *env = getenv("MG_SKIP_SCHEMA");
 
-    if ((env && strcmp(env, "1") == 0) || r->json == NULL || (doc = it_doc_load()) == NULL)
+    if ((env && strcmp(env, "1") == 0 && !it_require_all()) || r->json == NULL ||
+        (doc = it_doc_load()) == NULL)
         return;
     if (sscanf(r->desc, "%15s %575s", method, path) != 2)
         return;
