@@ -92,7 +92,8 @@ const char *it_blob_kind(void);
 bool it_blob_stored(struct mg_server *s, const char *digest);
 
 /* Leftovers of uploads in the backend: temp files (file:), multipart uploads and temp
- * objects (s3); 0 for oci, whose registry lists no upload sessions. */
+ * objects (s3), open upload sessions (oci: read from the registry's storage, since its
+ * API lists none). */
 size_t it_blob_leftovers(struct mg_server *s);
 
 /* Skip the calling test (cmocka skip()) when the suite runs on PostgreSQL: for
