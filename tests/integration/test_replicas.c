@@ -1785,16 +1785,17 @@ static void test_chaos(void **state)
                       round, round == pg_round ? "PostgreSQL" : "replica ",
                       round == pg_round ? 0 : victim + 1, at, n, (long long)(t_burst - t_round),
                       ch.failed - failed_before, ch.round_refused, (long long)(t_up - t_burst));
-        /* M29: the failures are bounded. Every round, some requests are answered 2xx by the
-         * live replicas; over the whole run, at most CH_LOST_PCT percent of the requests go
-         * without an answer or with a 5xx (4xx refusals, such as a promotion racing another,
-         * are answers). Not tighter, as measured: a round whose victim died early can lose
+        /* M29: the failures are bounded. Every round a replica is killed in, some requests
+         * are answered 2xx by the live ones (with PostgreSQL restarted, every replica may
+         * answer 503 until it is back); over the whole run, at most CH_LOST_PCT percent of the
+         * requests go without an answer or with a 5xx (4xx refusals, such as a promotion racing
+         * another, are answers). Not tighter, as measured: a round whose victim died early can lose
          * most of its burst, since writes on the live replicas wait for the dead one's cache
          * lease, their few workers all block, /healthz is not answered and HAProxy (fall 1)
          * takes every replica for down ("No server is available"). */
         ch.requests += (long)n;
         ch.lost += ch.failed - failed_before - ch.round_refused;
-        if (ch.round_ok < CH_MIN_OK)
+        if (round != pg_round && ch.round_ok < CH_MIN_OK)
             fail_msg("round %d: %ld of %zu requests answered 2xx by the live replicas, want at "
                      "least %d",
                      round, ch.round_ok, n, CH_MIN_OK);
