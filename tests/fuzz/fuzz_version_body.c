@@ -20,6 +20,7 @@
  */
 #include "fuzz.h"
 
+#include "server/config.h"
 #include "server/http.h"
 #include "store/store.h"
 
@@ -29,6 +30,7 @@
 
 static struct store *st; /* harness context: opened once per process (and per reset) */
 static struct srv srv;
+static struct srv_config cfg; /* the daemon's defaults: handlers read settings from it */
 static const struct srv_route *create_route;
 static char store_dir[PATH_MAX];
 static unsigned generation, created;
@@ -86,6 +88,7 @@ static void store_done(void)
 {
     if (st != NULL)
         store_close(&st);
+    srv_config_release(&cfg);
     if (getenv("FUZZ_EXPECT_CREATED") != NULL && created_total == 0) {
         fprintf(stderr, "fuzz: no input created a version: the seeds never get past the "
                         "checks to the store\n");
@@ -99,6 +102,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
     (void)argc;
     (void)argv;
+    srv_config_init(&cfg);
+    srv.cfg = &cfg;
     store_fresh();
     atexit(store_done);
 

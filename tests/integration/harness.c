@@ -764,10 +764,11 @@ static bool it_stop_checked(struct mg_server *s, char *why, size_t whysz)
 void it_server_stop(struct mg_server *s)
 {
     char why[256];
+    bool ok = it_stop_checked(s, why, sizeof(why));
 
     if (s->curl == NULL)
         fail_msg("curl_easy_init failed");
-    if (it_stop_checked(s, why, sizeof(why)))
+    if (ok)
         return;
     it_server_dump_log(s, 8192);
     it_harness_fail("%s (log %s)", why, s->log_path);
