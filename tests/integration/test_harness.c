@@ -71,6 +71,8 @@ static int run_probe(const char *probe, const char *mode, const char *require_al
         setenv("MG_WRAP_MODE", mode, 1);
         setenv("MODELGATED", script, 1);
         setenv("MG_IT_STOP_MS", "1500", 1); /* the hanging daemon: a short deadline */
+        if (strcmp(probe, "--probe-leak") == 0)
+            setenv("FAKE_NVML_LEAK", "1", 1); /* the daemon's NVML leaks a block */
         if (require_all != NULL)
             setenv("MG_REQUIRE_ALL", require_all, 1);
         else
@@ -138,6 +140,17 @@ static void test_an_unexpected_internal_error_fails(void **state)
     expect_probe("--probe", "error", NULL, 1, "unexpected internal error");
 }
 
+/* A real leak, not a report written by the wrapper: the daemon loads the fake NVML with
+ * FAKE_NVML_LEAK=1, and LeakSanitizer (the sanitizer build) makes its exit fail. */
+static void test_a_real_leak_under_lsan_fails(void **state)
+{
+    (void)state;
+    if (!it_sanitized())
+        it_not_applicable("LeakSanitizer runs in the sanitizer build (MG_SANITIZE=1)");
+    expect_probe("--probe-nvml", "plain", NULL, 0, NULL);
+    expect_probe("--probe-leak", "plain", NULL, 1, "after SIGTERM");
+}
+
 /* A main that forgets it_main_result(): the atexit net still fails it. */
 static void test_a_main_without_the_verdict_still_fails(void **state)
 {
@@ -188,6 +201,19 @@ static void probe_skip_test(void **state)
     it_skip("a probe that skips");
 }
 
+/* The probes whose daemon loads the fake NVML (FAKE_NVML_LEAK=1 for --probe-leak). */
+static int nvml_setup(void **state)
+{
+    char arg[IT_PATH_MAX + 32];
+    const char *lib = getenv("MG_FAKE_NVML");
+
+    if (lib == NULL)
+        fail_msg("MG_FAKE_NVML is not set: run under ctest");
+    it_fmt(arg, sizeof(arg), "--nvml-library=%s", lib);
+    *state = it_server_start((const char *const[]){arg, NULL});
+    return 0;
+}
+
 static int probe(const char *mode)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(probe_test, it_test_teardown)};
@@ -196,6 +222,8 @@ static int probe(const char *mode)
 
     if (strcmp(mode, "--probe") == 0)
         return it_main_result(cmocka_run_group_tests(tests, it_group_setup, it_group_teardown));
+    if (strcmp(mode, "--probe-nvml") == 0 || strcmp(mode, "--probe-leak") == 0)
+        return it_main_result(cmocka_run_group_tests(tests, nvml_setup, it_group_teardown));
     if (strcmp(mode, "--probe-raw") == 0)
         return cmocka_run_group_tests(tests, it_group_setup, it_group_teardown);
     if (strcmp(mode, "--probe-free") == 0)
@@ -215,6 +243,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_a_leak_report_fails),
         cmocka_unit_test(test_a_token_in_the_log_fails),
         cmocka_unit_test(test_an_unexpected_internal_error_fails),
+        cmocka_unit_test(test_a_real_leak_under_lsan_fails),
         cmocka_unit_test(test_a_main_without_the_verdict_still_fails),
         cmocka_unit_test(test_a_server_freed_in_a_test_is_checked),
         cmocka_unit_test(test_skips_exit_77_or_fail_under_require_all),
