@@ -1133,8 +1133,7 @@ static void it_check_log(const struct mg_server *s)
  * property, a wrong type, an enum value not listed, a null where none is allowed, or a
  * property a closed object does not list fails the test, naming the route, status and the
  * JSON path. Replies to paths no route matches (hostile paths, unknown endpoints) must still
- * be the Error shape. Set MG_SKIP_SCHEMA=1 to turn it off while debugging; under
- * MG_REQUIRE_ALL=1 it stays on (and MG_SOURCE_DIR must name the document).
+ * be the Error shape. Set MG_SKIP_SCHEMA=1 to turn it off while debugging.
  */
 static json_t *it_doc; /* the OpenAPI document, loaded once per process */
 
@@ -1146,6 +1145,8 @@ static const json_t *it_doc_load(void)
 
     if (it_doc != NULL)
         return it_doc;
+    /* Under MG_REQUIRE_ALL=1 the check stays on: MG_SKIP_SCHEMA is ignored (it_validate_reply)
+     * and the document must be found. */
     if (src == NULL) {
         if (it_require_all())
             fail_msg("MG_SOURCE_DIR is not set: no OpenAPI document to check replies against, "
