@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <openssl/crypto.h>
@@ -47,6 +48,7 @@ struct oci_put {
     struct oci_backend *o;
     char session[2048];     /* the upload's current URL (Location of the last reply) */
     struct blob_pipe *pipe; /* the streamed PATCH, from the first byte on */
+    bool pipe_done;         /* blob_pipe_finish ran (the PATCH was answered or failed) */
     uint64_t sent;          /* bytes handed to it */
 };
 
@@ -547,11 +549,24 @@ static enum mg_code tag_blob(struct blob_backend *b, const char *digest, uint64_
     if ((m = keep_manifest(digest, size)) == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     snprintf(url, sizeof(url), "%s/v2/%s/manifests/sha256-%s", o->base, o->repo, digest + 7);
-    blob_http_resp_init(&r);
-    rc = oci_req(b, "PUT", url, extra, m, strlen(m), &r, err);
-    if (rc == MG_OK && r.status != 201)
-        rc = oci_status(b, "the blob's manifest PUT", &r, err);
-    blob_http_resp_release(&r);
+    /* The blob was just stored (its PUT answered 201), yet a registry committing the same
+     * bytes for a concurrent upload rewrites the blob's link in the repository, and a
+     * manifest PUT in between is refused with MANIFEST_BLOB_UNKNOWN (distribution 2.8):
+     * that answer is tried again, a few times, after a short pause. */
+    for (int attempt = 0;; attempt++) {
+        bool unknown;
+
+        blob_http_resp_init(&r);
+        rc = oci_req(b, "PUT", url, extra, m, strlen(m), &r, err);
+        unknown = rc == MG_OK && r.status == 400 && r.body.data != NULL &&
+                  strstr(r.body.data, "MANIFEST_BLOB_UNKNOWN") != NULL;
+        if (rc == MG_OK && r.status != 201 && (!unknown || attempt == 4))
+            rc = oci_status(b, "the blob's manifest PUT", &r, err);
+        blob_http_resp_release(&r);
+        if (!unknown || attempt == 4)
+            break;
+        usleep(20000u << attempt);
+    }
     free(m);
     return rc;
 }
@@ -563,6 +578,7 @@ static enum mg_code oci_put_commit(struct blob_put *bp, const char *digest, stru
     enum mg_code rc;
 
     if (p->pipe != NULL) {
+        p->pipe_done = true;
         if ((rc = blob_pipe_finish(p->pipe, &r, err)) != MG_OK)
             return rc;
         if (r->status != 202)
@@ -585,6 +601,19 @@ static bool oci_put_abort(struct blob_put *bp)
     struct mg_error e;
     bool ok;
 
+    if (p->pipe != NULL && !p->pipe_done && bp->handle[0] != '\0') {
+        /* End the PATCH instead of cutting it: its 202 names the session's state with the
+         * bytes the registry holds, which the DELETE must carry. A DELETE with the state of
+         * the POST ("upload resumed at wrong offset"), or one that raced a cut PATCH still
+         * being written, left the session and its bytes in the registry. */
+        struct blob_http_resp *pr;
+        char next[sizeof(p->session)];
+
+        p->pipe_done = true;
+        if (blob_pipe_finish(p->pipe, &pr, &e) == MG_OK && pr->status == 202 && pr->location[0] &&
+            resolve(p->o, pr->location, next, sizeof(next), &e) == MG_OK)
+            memcpy(p->session, next, sizeof(next));
+    }
     blob_pipe_free(&p->pipe);
     if (bp->handle[0] == '\0')
         return true;

@@ -5,6 +5,9 @@
 # Usage: . "$(dirname "$0")/lib.sh"; mg_start; mg_api GET /api/v1/whoami
 set -euo pipefail
 
+# mg_skip, mg_require_all: the one reader of MG_REQUIRE_ALL for the shell tests.
+. "$(dirname "${BASH_SOURCE[0]}")/../skip.sh"
+
 : "${MODELGATED:?MODELGATED must point at the modelgated binary (ctest sets it)}"
 MG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/mg-e2e.XXXXXX")
 MG_DATA="$MG_TMP/data"
@@ -14,12 +17,65 @@ MG_TOKEN=""
 MG_PASSED=0
 MG_FAILED=0
 
-mg_cleanup() {
-    if [ -n "$MG_PID" ] && kill -0 "$MG_PID" 2>/dev/null; then
-        kill -TERM "$MG_PID" 2>/dev/null || true
-        wait "$MG_PID" 2>/dev/null || true
+# mg_stop_pid PID LOG: SIGTERM the daemon and wait for it with a deadline (20 s, 60 s under
+# MG_SANITIZE=1, MG_IT_STOP_MS when set); fails (1) unless it exited 0 in time (M29: a leak
+# under LSan, a crash or a hang at shutdown fails the test).
+mg_stop_pid() {
+    local pid=$1 log=$2 limit_ms=${MG_IT_STOP_MS:-20000} st=0 waited=0
+    [ "${MG_SANITIZE:-0}" = 1 ] && [ -z "${MG_IT_STOP_MS:-}" ] && limit_ms=60000
+    kill -TERM "$pid" 2>/dev/null || true
+    # A zombie still answers kill -0: read its state instead.
+    while [ -e "/proc/$pid" ] && [ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" != Z ]; do
+        if [ "$waited" -ge "$limit_ms" ]; then
+            kill -KILL "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+            echo "FAIL: modelgated (pid $pid) did not exit within ${limit_ms} ms of SIGTERM" >&2
+            tail -c 4096 "$log" >&2 2>/dev/null || true
+            return 1
+        fi
+        sleep 0.05
+        waited=$((waited + 50))
+    done
+    wait "$pid" || st=$?
+    if [ "$st" -ne 0 ]; then
+        echo "FAIL: modelgated (pid $pid) exited with status $st after SIGTERM, want 0" >&2
+        tail -c 4096 "$log" >&2 2>/dev/null || true
+        return 1
     fi
+}
+
+# mg_check_log LOG [TOKEN]: no sanitizer report, no token and no internal error ("error:"
+# lines) in a server log, except those matching the extended regex $MG_ALLOW_ERRORS.
+mg_check_log() {
+    local log=$1 token=${2-} bad
+    [ -f "$log" ] || return 0
+    if grep -nE 'runtime error:|LeakSanitizer|AddressSanitizer' "$log" >&2; then
+        echo "FAIL: the server log $log has a sanitizer report (above)" >&2
+        return 1
+    fi
+    if [ -n "$token" ] && grep -qF "$token" "$log"; then
+        echo "FAIL: the server log $log holds the admin token" >&2
+        return 1
+    fi
+    bad=$(grep -E '^error:' "$log" | grep -vE "${MG_ALLOW_ERRORS:-^\$}" || true)
+    if [ -n "$bad" ]; then
+        printf 'FAIL: unexpected internal errors in the server log %s:\n%s\n' "$log" "$bad" >&2
+        return 1
+    fi
+}
+
+# On exit: the daemon is stopped with a checked exit and its log checked; a finding turns
+# the script's exit status into 1 (a skip's 77 and a failure stay what they were otherwise).
+# mg_cleanup [RC]: a test's own EXIT trap passes the status it saw.
+mg_cleanup() {
+    local rc=${1:-$?}
+    if [ -n "$MG_PID" ] && [ -e "/proc/$MG_PID" ]; then
+        mg_stop_pid "$MG_PID" "$MG_TMP/server.log" || rc=1
+    fi
+    MG_PID=""
+    mg_check_log "$MG_TMP/server.log" "$MG_TOKEN" || rc=1
     rm -rf "$MG_TMP"
+    exit "$rc"
 }
 trap mg_cleanup EXIT
 
@@ -49,9 +105,9 @@ mg_start() {
 }
 
 mg_stop() {
-    kill -TERM "$MG_PID"
-    wait "$MG_PID" || { echo "modelgated exited with $?" >&2; return 1; }
+    local pid=$MG_PID
     MG_PID=""
+    mg_stop_pid "$pid" "$MG_TMP/server.log"
 }
 
 # mg_api METHOD PATH [JSON body] → body on stdout; fails on HTTP >= 400.

@@ -7,12 +7,7 @@
 root=${MG_SOURCE_DIR:?MG_SOURCE_DIR must point at the source tree (ctest sets it)}
 redocly="$root/tests/ui/node_modules/.bin/redocly"
 if ! command -v node >/dev/null 2>&1 || [ ! -x "$redocly" ]; then
-    if [ "${MG_REQUIRE_ALL:-0}" = 1 ]; then
-        echo "FAIL: node or @redocly/cli is missing (scripts/install-deps.sh installs both)" >&2
-        exit 1
-    fi
-    echo "SKIP: node or @redocly/cli is missing"
-    exit 0
+    mg_skip "node or @redocly/cli is missing (scripts/install-deps.sh installs both)"
 fi
 
 mg_start

@@ -18,13 +18,15 @@ mkdir -p "$W"
 R_PID=""
 WRITER_PID=""
 stop_all() {
+    local rc=$?
     touch "$W/stop" 2>/dev/null || true
     if [ -n "$WRITER_PID" ]; then wait "$WRITER_PID" 2>/dev/null || true; fi
-    if [ -n "$R_PID" ] && kill -0 "$R_PID" 2>/dev/null; then
-        kill -TERM "$R_PID" 2>/dev/null || true
-        wait "$R_PID" 2>/dev/null || true
+    # The restored server too is stopped with a checked exit and its log checked (M29).
+    if [ -n "$R_PID" ] && [ -e "/proc/$R_PID" ]; then
+        mg_stop_pid "$R_PID" "$W/restored.log" || rc=1
     fi
-    mg_cleanup
+    mg_check_log "$W/restored.log" "$MG_TOKEN" || rc=1
+    mg_cleanup "$rc"
 }
 trap stop_all EXIT
 
@@ -66,16 +68,23 @@ check "the promotion succeeded" test \
 READER=$(mg_api POST /api/v1/tokens '{"name":"backup-reader","roles":["reader"]}' | jq -r .token)
 
 # ---- back up while a client writes ----------------------------------------------
+# A write counts only when the upload, the version and the alias change all succeeded
+# (M29: failed ones were counted too); failures are counted apart and reported.
 writer() {
-    local i=0 d
+    local i=0 ok=0 failed=0 d
     while [ ! -e "$W/stop" ]; do
         i=$((i + 1))
         printf 'concurrent-%d-%s' "$i" "$RANDOM" >"$W/cw.bin"
-        d=$(mg_upload "$W/cw.bin" 2>/dev/null) || continue
-        mg_api POST /api/v1/models/churn/versions "{\"artifact\":\"$d\"}" >/dev/null 2>&1 || true
-        mg_api PUT /api/v1/models/churn/aliases/staging "{\"version\":$(((i % 2) + 1))}" \
-            >/dev/null 2>&1 || true
-        echo "$i" >"$W/writer.count.tmp" && mv "$W/writer.count.tmp" "$W/writer.count"
+        if d=$(mg_upload "$W/cw.bin" 2>/dev/null) &&
+            mg_api POST /api/v1/models/churn/versions "{\"artifact\":\"$d\"}" >/dev/null 2>&1 &&
+            mg_api PUT /api/v1/models/churn/aliases/staging "{\"version\":$(((i % 2) + 1))}" \
+                >/dev/null 2>&1; then
+            ok=$((ok + 1))
+            echo "$ok" >"$W/writer.count.tmp" && mv "$W/writer.count.tmp" "$W/writer.count"
+        else
+            failed=$((failed + 1))
+            echo "$failed" >"$W/writer.failed"
+        fi
     done
 }
 writes_done() { [ -s "$W/writer.count" ] && cat "$W/writer.count" || echo 0; }
@@ -97,7 +106,8 @@ mg_wait_for 30 at_least_writes $((W1 + 2)) || true
 touch "$W/stop"
 wait "$WRITER_PID" || true
 WRITER_PID=""
-echo "backup: $(cat "$W/backup.json" "$W/backup.err"); writes $W0..$W1 around it, audit $E0..$E1"
+echo "backup: $(cat "$W/backup.json" "$W/backup.err"); writes $W0..$W1 around it, audit $E0..$E1;" \
+    "failed writes: $(cat "$W/writer.failed" 2>/dev/null || echo 0)"
 check "backup exits 0" test "$BACKUP_RC" -eq 0
 check "writes went on around the backup" test "$(writes_done)" -gt "$W0"
 check "the backup summary is JSON naming the file" \

@@ -7,12 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 if ! command -v node >/dev/null 2>&1; then
-    if [ "${MG_REQUIRE_ALL:-0}" = 1 ]; then
-        echo "FAIL: node is not installed and MG_REQUIRE_ALL=1 forbids skipping" >&2
-        exit 1
-    fi
-    echo "SKIP: node is not installed"
-    exit 0
+    mg_skip "node is not installed"
 fi
 
 mg_start --max-json-bytes 64K

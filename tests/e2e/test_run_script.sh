@@ -7,7 +7,10 @@
 . "$(dirname "$0")/lib.sh"
 
 root=${MG_SOURCE_DIR:?MG_SOURCE_DIR must point at the source tree (ctest sets it)}
-out=$(MG_RUN_DRY=1 "$root/scripts/run.sh")
+# Should the dry run ever fall through to starting the server, it must not take the fixed
+# port 8470 another installation may be using (M29): the later --listen wins, and the
+# timeout ends it.
+out=$(MG_RUN_DRY=1 timeout 120 "$root/scripts/run.sh" --listen 127.0.0.1:0)
 pkgs=$(printf '%s\n' "$out" | sed -n '/^packages:$/,/^build:/p' | sed '1d;$d')
 
 has_pkg() { printf '%s\n' "$pkgs" | grep -qx "$1"; }

@@ -16,6 +16,8 @@
  *   FAKE_NVML_GPUS       the spec itself, when there is no file;
  *   neither              one GPU, "Fake GPU:16384:16384".
  * FAKE_NVML_FAIL_INIT=1 makes nvmlInit_v2 fail with "Driver Not Loaded".
+ * FAKE_NVML_LEAK=1 makes nvmlInit_v2 leak a block: under LeakSanitizer the daemon that
+ * loaded it then fails at exit (tests/integration/test_harness.c shows that fails the test).
  *
  * GPU i is named "NVIDIA <NAME>" and has the UUID
  * GPU-fa4e0000-0000-4000-8000-00000000000<i>. Memory is reported in bytes:
@@ -100,10 +102,22 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int len
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
 nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length);
 
+/* The leaked block's only pointer, overwritten at once (volatile: neither is elided). */
+static void *volatile leak_sink;
+
+static __attribute__((noinline)) void leak(void)
+{
+    leak_sink = malloc(4096);
+    leak_sink = NULL;
+}
+
 nvmlReturn_t nvmlInit_v2(void)
 {
     const char *fail = getenv("FAKE_NVML_FAIL_INIT");
+    const char *leaky = getenv("FAKE_NVML_LEAK");
 
+    if (leaky != NULL && strcmp(leaky, "1") == 0)
+        leak();
     if (fail != NULL && strcmp(fail, "1") == 0)
         return NVML_ERROR_DRIVER_NOT_LOADED;
     initialised++;

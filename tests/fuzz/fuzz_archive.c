@@ -38,8 +38,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
     (void)argc;
     (void)argv;
-    snprintf(blob_path, sizeof(blob_path), "%s/blob", dir);
-    snprintf(dest_path, sizeof(dest_path), "%s/x", dir);
+    if (snprintf(blob_path, sizeof(blob_path), "%s/blob", dir) >= (int)sizeof(blob_path) ||
+        snprintf(dest_path, sizeof(dest_path), "%s/x", dir) >= (int)sizeof(dest_path))
+        abort(); /* TMPDIR too long */
     limits.max_total_bytes = 8u << 20;
     limits.max_entries = 4096;
     limits.max_path_len = 1024;

@@ -28,7 +28,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    snprintf(blob_path, sizeof(blob_path), "%s/blob", fuzz_scratch("weights_archive"));
+    if (snprintf(blob_path, sizeof(blob_path), "%s/blob", fuzz_scratch("weights_archive")) >=
+        (int)sizeof(blob_path))
+        abort(); /* TMPDIR too long */
     limits.max_total_bytes = 8u << 20;
     limits.max_entries = 4096;
     limits.max_path_len = 1024;

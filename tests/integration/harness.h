@@ -69,6 +69,12 @@ struct mg_server {
     char database[IT_PATH_MAX]; /* its PostgreSQL URL, or "" when it runs on SQLite */
     bool database_joined;       /* database is another server's (it_server_join): not dropped */
     char blobs[IT_PATH_MAX];    /* its --blobs URL when the suite runs on a blob server, else "" */
+    /* M29: the server log's "error:" lines (internal errors, 500) the test expected: one per
+     * 500 that it_expect_status/it_expect_error asserted, plus it_server_allow_errors(). */
+    size_t errors_expected;
+    char *errors_allowed[8]; /* "error:" lines holding one of these are expected too */
+    size_t nerrors_allowed;
+    struct mg_server *live_next; /* the harness's list of servers not yet freed */
 };
 
 /* True when the suite runs on PostgreSQL ($MG_PG_DIR: the socket directory of a
@@ -94,12 +100,54 @@ const char *it_blob_kind(void);
 bool it_blob_stored(struct mg_server *s, const char *digest);
 
 /* Leftovers of uploads in the backend: temp files (file:), multipart uploads and temp
- * objects (s3); 0 for oci, whose registry lists no upload sessions. */
+ * objects (s3), open upload sessions (oci: read from the registry's storage, since its
+ * API lists none). */
 size_t it_blob_leftovers(struct mg_server *s);
 
 /* Skip the calling test (cmocka skip()) when the suite runs on PostgreSQL: for
- * tests of the embedded database itself (its file, backups, WAL). */
+ * tests of the embedded database itself (its file, backups, WAL). Not a skip that
+ * it_main_result() reports: the SQLite run of the same program covers the test. */
 void it_sqlite_only(void);
+
+/* ---- the program's verdict (M29) -------------------------------------- */
+/*
+ * cmocka 1.1.5's cmocka_run_group_tests() returns 0 even when the group teardown fails, so
+ * the harness keeps its own verdict: every check that runs outside a test (a daemon's exit
+ * status, its shutdown deadline, secrets and "error:", "runtime error:", "LeakSanitizer"
+ * lines in its log, all checked when a server is stopped or freed) sets a program-wide
+ * failure flag. Every test program's main ends with
+ *
+ *     return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
+ *
+ * which returns 1 when cmocka or the harness saw a failure, 77 when a test skipped with
+ * it_skip() (ctest's SKIP_RETURN_CODE: ctest lists it as skipped), else 0. A program that
+ * does not call it_main_result() still exits 1 on a harness failure (an atexit handler),
+ * and servers left running at exit are stopped and checked there.
+ */
+int it_main_result(int cmocka_rc);
+
+/* Record a failure found outside a test (printed now, with "harness: "); the program fails. */
+void it_harness_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Has the program failed so far (a harness failure)? */
+bool it_harness_failed(void);
+
+/* MG_REQUIRE_ALL=1: every tool is installed and nothing may skip. The one reader of the
+ * variable in the C tests (tests/skip.h; shell tests: tests/skip.sh). */
+bool it_require_all(void);
+
+/* Skip the calling test because something it needs is missing here (a tool, a privilege):
+ * prints why and calls cmocka's skip(); the program then exits 77. Under MG_REQUIRE_ALL=1
+ * it fails the test instead. */
+void it_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Skip the calling test because it does not apply to this configuration (a PostgreSQL-only
+ * test on SQLite): another ctest variant of the same program runs it. Not reported as a skip. */
+void it_not_applicable(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The test expects the server to log internal errors ("error:" lines, what a 500 logs) that
+ * hold `part`, e.g. a disk-full test: they do not fail the program. */
+void it_server_allow_errors(struct mg_server *s, const char *part);
 
 /* ---- daemon lifecycle ----------------------------------------------- */
 
@@ -124,7 +172,9 @@ struct mg_server *it_server_start_admin(const char *const *extra_args, const cha
  */
 struct mg_server *it_server_join(const struct mg_server *first, const char *const *extra_args);
 
-/* SIGTERM, wait (deadline, then SIGKILL) and assert a clean exit 0. */
+/* SIGTERM, wait (deadline, then SIGKILL) and assert a clean exit 0; then check the log
+ * (secrets, sanitizer reports, unexpected "error:" lines). A failure also fails the
+ * program (it_main_result). The deadline is MG_IT_STOP_MS when set (the harness self-test). */
 void it_server_stop(struct mg_server *s);
 
 /* Stop if running, then start again on the same data directory and args. */
@@ -134,7 +184,9 @@ void it_server_restart(struct mg_server *s);
  * fresh process on the same data directory. */
 void it_server_kill9(struct mg_server *s);
 
-/* Kill if still running, free responses, remove ROOT; sets *s to NULL. */
+/* Stop if still running (SIGTERM, the checks of it_server_stop, but a failure only fails
+ * the program, without jumping out of the caller), check the log, free responses, remove
+ * ROOT; sets *s to NULL. */
 void it_server_free(struct mg_server **s);
 
 /* Peak resident set (VmHWM) of the running daemon in KiB. */

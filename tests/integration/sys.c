@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -204,20 +205,70 @@ void it_rmtree(const char *path)
 
 /* ---- loopback ports ----------------------------------------------------- */
 
-int it_free_port(void)
+/* Can a socket bind 127.0.0.1:port right now? */
+static bool it_port_bindable(int port)
 {
     struct sockaddr_in a;
-    socklen_t len = sizeof(a);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool ok;
 
     memset(&a, 0, sizeof(a));
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-        fail_msg("cannot find a free loopback port: %s", strerror(errno));
-    close(fd);
-    return ntohs(a.sin_port);
+    a.sin_port = htons((uint16_t)port);
+    ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/*
+ * M29: binding port 0, closing and handing the number on raced with every other process
+ * (the kernel hands the same ephemeral ports out again, and tests run two at a time). A
+ * port now comes from below the kernel's ephemeral range, which nothing binding port 0
+ * gets, and is reserved by a lock on IT_PORT_DIR/<port> that this process holds until it
+ * exits, so no other test program hands it out meanwhile. modelgated itself never needs
+ * one: it binds port 0 and writes the port it got (--port-file, it_server_start).
+ */
+#define IT_PORT_DIR "/tmp/mg-it-ports"
+#define IT_PORT_LOW 10000
+
+int it_free_port(void)
+{
+    static unsigned seed;
+    int lo = 32768, hi = 60999, top, span;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+
+    if (f != NULL) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2)
+            lo = 32768;
+        fclose(f);
+    }
+    top = lo - 1; /* below the ephemeral range */
+    if (top - IT_PORT_LOW < 1000)
+        fail_msg("the ephemeral port range starts at %d: no room below it for test ports", lo);
+    span = top - IT_PORT_LOW + 1;
+    if (seed == 0)
+        seed = (unsigned)getpid() * 2654435761u ^ (unsigned)it_now_ms();
+    if (mkdir(IT_PORT_DIR, 01777) == 0)
+        chmod(IT_PORT_DIR, 01777); /* every user's tests share the reservations */
+    for (int tries = 0; tries < 2000; tries++) {
+        int port = IT_PORT_LOW + (int)(rand_r(&seed) % (unsigned)span);
+        char path[64];
+        int fd;
+
+        snprintf(path, sizeof(path), IT_PORT_DIR "/%d", port);
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0)
+            continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0 || !it_port_bindable(port)) {
+            close(fd);
+            continue;
+        }
+        return port; /* fd stays open: the reservation lasts as long as this process */
+    }
+    fail_msg("no free loopback port in %d..%d after 2000 tries", IT_PORT_LOW, top);
+    return -1;
 }
 
 int it_connect(int port)

@@ -70,7 +70,10 @@ void it_rmtree(const char *path);
 
 /* ---- loopback ports ----------------------------------------------------- */
 
-/* A TCP port on 127.0.0.1 that was free a moment ago (the kernel's choice). */
+/* A TCP port on 127.0.0.1 for a child that must be told its port (nginx, HAProxy, the
+ * webhook receiver): free now, below the kernel's ephemeral range (never handed to a
+ * process binding port 0), and reserved for this process until it exits, so no other test
+ * program gets it. modelgated binds port 0 and reports its port instead. */
 int it_free_port(void);
 
 /* A connected socket to 127.0.0.1:port (caller closes), or -1. */

@@ -360,6 +360,6 @@ int main(void)
         cmocka_unit_test_teardown(test_file_that_is_also_a_directory, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_archive_bombs", tests, it_group_setup,
-                                       it_group_teardown);
+    return it_main_result(cmocka_run_group_tests_name("integration_archive_bombs", tests,
+                                                      it_group_setup, it_group_teardown));
 }

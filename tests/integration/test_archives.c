@@ -305,6 +305,6 @@ int main(void)
         cmocka_unit_test_teardown(test_version_files_list_the_archive, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_archives", tests, it_group_setup,
-                                       it_group_teardown);
+    return it_main_result(cmocka_run_group_tests_name("integration_archives", tests, it_group_setup,
+                                                      it_group_teardown));
 }

@@ -271,6 +271,6 @@ int main(void)
                                         it_group_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_audit", tests, it_group_setup,
-                                       it_group_teardown);
+    return it_main_result(
+        cmocka_run_group_tests_name("integration_audit", tests, it_group_setup, it_group_teardown));
 }

@@ -3,7 +3,9 @@
  * endpoints, tokens (create, list, revoke) and whoami.
  *
  * API.md: without a valid token 401; with a token lacking the role 403; admin
- * holds every role. The route table below is the list of M1 routes.
+ * holds every role. The route table below is the list of M1 routes, called with
+ * real bodies; the sweeps test_route_table_* (M29) take EVERY route from the
+ * server's own route table (srv_route_foreach, linked in) instead.
  */
 #include "harness.h"
 
@@ -11,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "server/http.h"
+#include "store/store.h"
 
 struct route {
     const char *method;
@@ -474,6 +479,159 @@ static void test_token_create_rejects_bad_input(void **state)
     it_expect_error(s, r, 415, "unsupported_media_type");
 }
 
+/* ---- every route of the server's route table (M29) ------------------------------------ */
+
+struct sweep {
+    struct mg_server *s;
+    size_t routes, checked;
+    const char *header; /* the Authorization line sent, NULL for none */
+    char *tokens[32];   /* a token holding every role but those of mask i (0: unused) */
+    bool role_pass;     /* the 403 sweep rather than the 401 one */
+};
+
+/* A concrete path for a route pattern: every placeholder gets a value its validator
+ * accepts (server/router.c), so the router matches and the check under test decides. */
+static void concrete_path(const char *pattern, char *out, size_t cap)
+{
+    static const char *const values[][2] = {
+        {"model", "auth-model"}, {"alias", "production"}, {"name", "gw-one"}, {"n", "1"},
+        {"id", "abc123"},        {"ref", "latest"},       {"file", "app.js"},
+    };
+    size_t o = 0;
+
+    while (*pattern != '\0') {
+        if (*pattern == '{') {
+            const char *end = strchr(pattern, '}');
+            const char *val = NULL;
+            size_t n;
+
+            if (end == NULL)
+                fail_msg("route pattern with an open placeholder: %s", pattern);
+            n = (size_t)(end - pattern - 1);
+            if (n == 6 && strncmp(pattern + 1, "digest", 6) == 0)
+                val = fx.blob;
+            for (size_t i = 0; val == NULL && i < sizeof(values) / sizeof(values[0]); i++) {
+                if (strlen(values[i][0]) == n && strncmp(pattern + 1, values[i][0], n) == 0)
+                    val = values[i][1];
+            }
+            if (val == NULL)
+                fail_msg("route %s: placeholder {%.*s} has no value in this test; add one", pattern,
+                         (int)n, pattern + 1);
+            n = strlen(val);
+            assert_true(o + n < cap);
+            memcpy(out + o, val, n);
+            o += n;
+            pattern = end + 1;
+        } else {
+            assert_true(o + 1 < cap);
+            out[o++] = *pattern++;
+        }
+    }
+    out[o] = '\0';
+}
+
+/* The status a refused call must have, and the error body unless HEAD or OCI's /v2/. */
+static void expect_refused(struct mg_server *s, const struct srv_route *rt, struct it_resp *r,
+                           long status, const char *code)
+{
+    if (strcmp(rt->method, "HEAD") == 0 || strncmp(rt->pattern, "/v2/", 4) == 0) {
+        it_expect_status(s, r, status);
+        return;
+    }
+    it_expect_error(s, r, status, code);
+}
+
+/* The role mask a sweep token lacks: every role the route admits, admin always. */
+static unsigned denied_mask(unsigned roles)
+{
+    return (roles | STORE_ROLE_ADMIN) & 0x1fu;
+}
+
+static void sweep_one(const struct srv_route *rt, void *arg)
+{
+    struct sweep *sw = arg;
+    char path[IT_PATH_MAX];
+    const char *headers[] = {sw->header, NULL};
+    struct it_resp *r;
+
+    sw->routes++;
+    if (rt->roles == SRV_PUBLIC)
+        return;
+    concrete_path(rt->pattern, path, sizeof(path));
+    if (!sw->role_pass) {
+        r = it_request_h(sw->s, rt->method, path, NULL, NULL, NULL, 0, sw->header ? headers : NULL);
+        if (r->status != 401)
+            print_error("route %s %s (%s)\n", rt->method, rt->pattern,
+                        sw->header ? sw->header : "no Authorization");
+        expect_refused(sw->s, rt, r, 401, "unauthenticated");
+        sw->checked++;
+        it_resp_free(sw->s, &r);
+        return;
+    }
+    /* 403: a token with every role but those the route admits (and admin). A route
+     * any role may call, or a reader route (every role includes reader), has no such
+     * token. */
+    if (rt->roles == SRV_ANY_ROLE || (rt->roles & STORE_ROLE_READER) != 0)
+        return;
+    {
+        unsigned deny = denied_mask(rt->roles);
+        char auth[256];
+
+        if (sw->tokens[deny] == NULL) {
+            char roles[128] = "", name[64];
+
+            for (int i = 1; i < 5; i++) {
+                if ((deny & (1u << i)) != 0)
+                    continue;
+                if (roles[0] != '\0')
+                    strcat(roles, ",");
+                strcat(roles, role_names[i]);
+            }
+            snprintf(name, sizeof(name), "sweep-deny-%u", deny);
+            sw->tokens[deny] = it_token_create(sw->s, name, roles, NULL);
+        }
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", sw->tokens[deny]);
+        headers[0] = auth;
+        r = it_request_h(sw->s, rt->method, path, NULL, NULL, NULL, 0, headers);
+        if (r->status != 403)
+            print_error("route %s %s with a token lacking its role\n", rt->method, rt->pattern);
+        expect_refused(sw->s, rt, r, 403, "forbidden");
+        sw->checked++;
+        it_resp_free(sw->s, &r);
+    }
+}
+
+static void test_route_table_needs_a_token(void **state)
+{
+    static const char *const variants[] = {
+        NULL,
+        "Authorization: Bearer mgt_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        "Authorization: Bearer ",
+    };
+    struct sweep sw = {.s = *state};
+
+    for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+        sw.header = variants[v];
+        sw.routes = sw.checked = 0;
+        srv_route_foreach(sweep_one, &sw);
+        print_message("%s: %zu of %zu routes answered 401 (the rest are public)\n",
+                      variants[v] ? variants[v] : "no Authorization", sw.checked, sw.routes);
+        assert_true(sw.checked > N_ROUTES);
+    }
+}
+
+static void test_route_table_needs_its_role(void **state)
+{
+    struct sweep sw = {.s = *state, .role_pass = true};
+
+    srv_route_foreach(sweep_one, &sw);
+    print_message("%zu of %zu routes answered 403 to a token without their role\n", sw.checked,
+                  sw.routes);
+    for (size_t i = 0; i < sizeof(sw.tokens) / sizeof(sw.tokens[0]); i++)
+        free(sw.tokens[i]);
+    assert_true(sw.checked > 0);
+}
+
 static void test_admin_token_file(void **state)
 {
     struct mg_server *s = *state;
@@ -514,6 +672,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_health_is_public, it_test_teardown),
         cmocka_unit_test_teardown(test_every_route_needs_a_token, it_test_teardown),
+        cmocka_unit_test_teardown(test_route_table_needs_a_token, it_test_teardown),
+        cmocka_unit_test_teardown(test_route_table_needs_its_role, it_test_teardown),
         cmocka_unit_test_teardown(test_every_route_needs_its_role, it_test_teardown),
         cmocka_unit_test_teardown(test_a_reader_cannot_publish, it_test_teardown),
         cmocka_unit_test_teardown(test_every_role_reads, it_test_teardown),
@@ -526,5 +686,5 @@ int main(void)
         cmocka_unit_test_teardown(test_log_holds_no_secret, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_auth", tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests_name("integration_auth", tests, setup, teardown));
 }

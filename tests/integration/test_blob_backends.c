@@ -503,5 +503,6 @@ int main(void)
         cmocka_unit_test_teardown(test_oci_token_gc_skopeo, teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_blob_backends", tests, NULL, NULL);
+    return it_main_result(
+        cmocka_run_group_tests_name("integration_blob_backends", tests, NULL, NULL));
 }

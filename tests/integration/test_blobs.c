@@ -370,6 +370,6 @@ int main(void)
         cmocka_unit_test_teardown(test_aborted_upload_leaves_nothing, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_blobs", tests, it_group_setup,
-                                       it_group_teardown);
+    return it_main_result(
+        cmocka_run_group_tests_name("integration_blobs", tests, it_group_setup, it_group_teardown));
 }

@@ -51,7 +51,7 @@ static int setup(void **state)
 {
     (void)state;
     if (access("/usr/lib/postgresql", X_OK) != 0) {
-        if (getenv("MG_REQUIRE_ALL"))
+        if (it_require_all())
             fail_msg("PostgreSQL's server is not installed (apt-get install postgresql)");
         return 0;
     }
@@ -71,10 +71,8 @@ static int teardown(void **state)
 
 static void need_pg(void)
 {
-    if (pgdir[0] == '\0') {
-        print_message("(skipped: PostgreSQL's server is not installed)\n");
-        skip();
-    }
+    if (pgdir[0] == '\0')
+        it_skip("PostgreSQL's server is not installed");
 }
 
 /* An unreachable database at start: exit 1 with one line naming it, no password. */
@@ -192,5 +190,5 @@ int main(void)
         cmocka_unit_test(test_lost_while_serving),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -315,5 +315,6 @@ int main(void)
         cmocka_unit_test_teardown(test_lineage, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_datasets", tests, setup, it_group_teardown);
+    return it_main_result(
+        cmocka_run_group_tests_name("integration_datasets", tests, setup, it_group_teardown));
 }

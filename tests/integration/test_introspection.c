@@ -380,6 +380,6 @@ int main(void)
         cmocka_unit_test_teardown(test_schema_gate, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_introspection", tests, group_setup,
-                                       group_teardown);
+    return it_main_result(cmocka_run_group_tests_name("integration_introspection", tests,
+                                                      group_setup, group_teardown));
 }

@@ -630,5 +630,6 @@ int main(void)
         cmocka_unit_test_teardown(test_audit_verifies, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_lifecycle", tests, group_setup, group_teardown);
+    return it_main_result(
+        cmocka_run_group_tests_name("integration_lifecycle", tests, group_setup, group_teardown));
 }

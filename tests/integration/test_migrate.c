@@ -104,10 +104,8 @@ static void test_migrate_a_populated_installation(void **state)
     size_t i;
 
     (void)state;
-    if (!it_on_postgres()) {
-        print_message("(skipped: needs the PostgreSQL pass)\n");
-        skip();
-    }
+    if (!it_on_postgres())
+        it_not_applicable("needs the PostgreSQL pass (pg_integration_test_migrate)");
     /* The embedded installation, populated through the API. */
     src = it_server_start((const char *const[]){"--database", "sqlite", NULL});
     reader = it_token_create(src, "ci-reader", "reader", NULL);
@@ -214,5 +212,5 @@ int main(void)
         cmocka_unit_test(test_migrate_a_populated_installation),
     };
 
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return it_main_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -549,6 +549,6 @@ int main(void)
         cmocka_unit_test_teardown(test_readme_and_directions, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_models", tests, it_group_setup,
-                                       it_group_teardown);
+    return it_main_result(cmocka_run_group_tests_name("integration_models", tests, it_group_setup,
+                                                      it_group_teardown));
 }

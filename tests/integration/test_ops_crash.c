@@ -1198,5 +1198,5 @@ int main(void)
         cmocka_unit_test(test_kill9_loop),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -454,5 +454,5 @@ int main(void)
         cmocka_unit_test_teardown(test_mismatched_key_refuses_to_start, it_test_teardown),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -517,5 +517,5 @@ int main(void)
         print_error("%s is missing: install the Debian package haproxy\n", PC_HAPROXY);
         return 1;
     }
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
 }

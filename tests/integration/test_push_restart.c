@@ -177,5 +177,5 @@ int main(void)
         cmocka_unit_test_teardown(test_kill9_during_a_delivery, it_test_teardown),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -225,5 +225,5 @@ int main(void)
                                   it_test_teardown),
     };
 
-    return cmocka_run_group_tests(tests, rel_group_setup, rel_group_teardown);
+    return it_main_result(cmocka_run_group_tests(tests, rel_group_setup, rel_group_teardown));
 }

@@ -149,5 +149,5 @@ int main(void)
         cmocka_unit_test(test_a_failing_approvals_read_is_an_error),
     };
 
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return it_main_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

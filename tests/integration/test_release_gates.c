@@ -457,6 +457,6 @@ int main(void)
         cmocka_unit_test_teardown(test_audit_verifies, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_release_gates", tests, rel_group_setup,
-                                       rel_group_teardown);
+    return it_main_result(cmocka_run_group_tests_name("integration_release_gates", tests,
+                                                      rel_group_setup, rel_group_teardown));
 }

@@ -167,6 +167,6 @@ int main(void)
         cmocka_unit_test_teardown(test_audit_verifies_after_restarts, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_release_restart", tests, rel_group_setup,
-                                       rel_group_teardown);
+    return it_main_result(cmocka_run_group_tests_name("integration_release_restart", tests,
+                                                      rel_group_setup, rel_group_teardown));
 }

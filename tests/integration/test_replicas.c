@@ -317,11 +317,9 @@ static void job_show(const struct job *j)
 
 static void need_pg(void)
 {
-    if (!it_on_postgres()) {
-        print_message("(skipped: replicas share a PostgreSQL database; this runs as "
-                      "pg_integration_test_replicas)\n");
-        skip();
-    }
+    if (!it_on_postgres())
+        it_not_applicable("replicas share a PostgreSQL database; this runs as "
+                          "pg_integration_test_replicas");
     if (cl.r[0] == NULL)
         fail_msg("the cluster did not start (see the group setup)");
 }
@@ -1126,8 +1124,9 @@ static void test_revocation_reaches_every_replica(void **state)
     print_message("revoked on replica 2; refused by replica 1 after %lld ms, by replica 3 after "
                   "%lld ms\n",
                   (long long)(refused[0] - t0), (long long)(refused[2] - t0));
-    if (refused[0] - t0 > 2000 || refused[2] - t0 > 2000)
-        fail_msg("a revoked token must be refused everywhere within 2 s");
+    if (refused[0] - t0 > it_scaled_ms(2000) || refused[2] - t0 > it_scaled_ms(2000))
+        fail_msg("a revoked token must be refused everywhere within %lld ms",
+                 (long long)it_scaled_ms(2000));
     /* And it stays refused. */
     for (int i = 0; i < NREP; i++)
         assert_int_equal(whoami_status(i, tok), 401);
@@ -1371,6 +1370,8 @@ static void test_pg_restart_keeps_one_leader(void **state)
 #define CH_PALIASES 4 /* promoted aliases p0.. of "cz" */
 #define CH_ALL (CH_ALIASES + CH_PALIASES)
 #define CH_ZVERSIONS 3
+#define CH_MIN_OK 5    /* 2xx answers every round needs (see test_chaos) */
+#define CH_LOST_PCT 25 /* requests of the run that may go without an answer or get a 5xx */
 
 struct acked_version {
     int model;
@@ -1388,7 +1389,11 @@ struct chaos {
     json_int_t rx_max[CH_ALL];      /* highest generation the receiver answered 200 */
     size_t rx_total, rx_bad_sig;
     int kills[NREP];
-    long failed; /* requests without a 2xx */
+    long failed;         /* requests without a 2xx */
+    long round_ok;       /* this round's 2xx answers */
+    long round_refused;  /* this round's 4xx answers (a promotion racing another, say) */
+    int round_shown;     /* failures printed this round */
+    long requests, lost; /* the run's requests, and those without an answer or with a 5xx */
 };
 
 static const char *ch_alias(int k, char buf[16])
@@ -1491,8 +1496,12 @@ static void ch_record(struct chaos *ch, const struct job *jobs, size_t n)
 
         if (j->status < 200 || j->status > 299) {
             ch->failed++;
+            ch->round_refused += j->status >= 400 && j->status <= 499;
+            if (ch->round_shown++ < 3)
+                job_show(j); /* the first few failures of a round, for the bound below */
             continue;
         }
+        ch->round_ok++;
         js = job_json(j);
         switch (j->kind) {
         case JOB_VERSION:
@@ -1793,16 +1802,36 @@ static void test_chaos(void **state)
         }
         batch_join();
         t_burst = it_now_ms();
+        ch.round_ok = ch.round_refused = 0;
+        ch.round_shown = 0;
         ch_record(&ch, jobs, n);
         jobs_drop();
         restart_if_down(victim);
+        /* The next burst starts with HAProxy seeing every replica up (M29: a round began
+         * while its health checks still took all three for down after the last one, and
+         * lost its whole burst before any replica was killed). */
+        wait_haproxy_all_up();
         t_up = it_now_ms();
         ch_drain(&ch);
         print_message("round %2d: %s%.0d killed after %zu of %zu answers; burst %lld ms, %ld "
-                      "without a 2xx; restart %lld ms\n",
+                      "without a 2xx (%ld of them 4xx); restart %lld ms\n",
                       round, round == pg_round ? "PostgreSQL" : "replica ",
                       round == pg_round ? 0 : victim + 1, at, n, (long long)(t_burst - t_round),
-                      ch.failed - failed_before, (long long)(t_up - t_burst));
+                      ch.failed - failed_before, ch.round_refused, (long long)(t_up - t_burst));
+        /* M29: the failures are bounded. Every round a replica is killed in, some requests
+         * are answered 2xx by the live ones (with PostgreSQL restarted, every replica may
+         * answer 503 until it is back); over the whole run, at most CH_LOST_PCT percent of the
+         * requests go without an answer or with a 5xx (4xx refusals, such as a promotion racing
+         * another, are answers). Not tighter, as measured: a round whose victim died early can lose
+         * most of its burst, since writes on the live replicas wait for the dead one's cache
+         * lease, their few workers all block, /healthz is not answered and HAProxy (fall 1)
+         * takes every replica for down ("No server is available"). */
+        ch.requests += (long)n;
+        ch.lost += ch.failed - failed_before - ch.round_refused;
+        if (round != pg_round && ch.round_ok < CH_MIN_OK)
+            fail_msg("round %d: %ld of %zu requests answered 2xx by the live replicas, want at "
+                     "least %d",
+                     round, ch.round_ok, n, CH_MIN_OK);
         if (round == pg_round) {
             /* Every replica reconnects; the leadership (a session's lock) is held once. */
             leader_after_pg = settle_leader(10000, NULL, 3000);
@@ -1814,6 +1843,11 @@ static void test_chaos(void **state)
                   "without a 2xx\n",
                   rounds, (long long)(it_now_ms() - t0), ch.kills[0], ch.kills[1], ch.kills[2],
                   ch.failed);
+
+    if (ch.lost * 100 > ch.requests * CH_LOST_PCT)
+        fail_msg("%ld of %ld chaos requests went without an answer or got a 5xx; at most %d%% "
+                 "may",
+                 ch.lost, ch.requests, CH_LOST_PCT);
 
     /* All up, then the checks. */
     for (int i = 0; i < NREP; i++)
@@ -1848,5 +1882,5 @@ int main(void)
         print_error("%s is missing: install the Debian package haproxy\n", PC_HAPROXY);
         return 1;
     }
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return it_main_result(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }

@@ -37,11 +37,9 @@ static struct it_proc cold[NREP]; /* the cold start's processes */
 
 static void need_pg(void)
 {
-    if (!it_on_postgres()) {
-        print_message("(skipped: replicas share a PostgreSQL database; this runs as "
-                      "pg_integration_test_replicas_once)\n");
-        skip();
-    }
+    if (!it_on_postgres())
+        it_not_applicable("replicas share a PostgreSQL database; this runs as "
+                          "pg_integration_test_replicas_once");
 }
 
 static int group_setup(void **state)
@@ -325,5 +323,5 @@ int main(void)
         cmocka_unit_test_teardown(test_skewed_clock, test_teardown),
     };
 
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return it_main_result(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }

@@ -237,6 +237,6 @@ int main(void)
         cmocka_unit_test_teardown(test_ready_after_restart, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_restart", tests, it_group_setup,
-                                       it_group_teardown);
+    return it_main_result(cmocka_run_group_tests_name("integration_restart", tests, it_group_setup,
+                                                      it_group_teardown));
 }

@@ -356,5 +356,5 @@ int main(void)
         cmocka_unit_test_teardown(test_crash_requeues, test_teardown),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -587,5 +587,5 @@ int main(void)
         cmocka_unit_test(test_audit_names_the_team),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -657,5 +657,6 @@ int main(void)
         cmocka_unit_test_teardown(test_parallel_creates_get_distinct_numbers, it_test_teardown),
     };
 
-    return cmocka_run_group_tests_name("integration_versions", tests, setup, it_group_teardown);
+    return it_main_result(
+        cmocka_run_group_tests_name("integration_versions", tests, setup, it_group_teardown));
 }

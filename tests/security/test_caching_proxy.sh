@@ -7,12 +7,7 @@
 
 NGINX=/usr/sbin/nginx
 if [ ! -x "$NGINX" ]; then
-    if [ "${MG_REQUIRE_ALL:-0}" = 1 ]; then
-        echo "FAIL: nginx is not installed and MG_REQUIRE_ALL=1 forbids skipping" >&2
-        exit 1
-    fi
-    echo "SKIP: nginx is not installed"
-    exit 0
+    mg_skip "nginx is not installed"
 fi
 
 mg_start
@@ -68,7 +63,7 @@ for try in 1 2 3 4 5 6 7 8; do
     NGINX_PID=""
 done
 [ -n "$NGINX_PID" ] || { echo "nginx did not start:"; cat "$ng/logs/"*; exit 1; }
-trap 'kill "$NGINX_PID" 2>/dev/null; wait "$NGINX_PID" 2>/dev/null; mg_cleanup' EXIT
+trap 'rc=$?; kill "$NGINX_PID" 2>/dev/null; wait "$NGINX_PID" 2>/dev/null; mg_cleanup "$rc"' EXIT
 PX="http://127.0.0.1:$PORT"
 
 for path in "/api/v1/blobs/$D" /api/v1/models/fraud/versions/1/artifact; do

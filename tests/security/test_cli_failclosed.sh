@@ -7,12 +7,7 @@
 
 : "${MODELGATE_CLI:?MODELGATE_CLI must point at the modelgate binary (ctest sets it)}"
 if ! command -v node >/dev/null 2>&1; then
-    if [ "${MG_REQUIRE_ALL:-0}" = 1 ]; then
-        echo "FAIL: node is not installed and MG_REQUIRE_ALL=1 forbids skipping" >&2
-        exit 1
-    fi
-    echo "SKIP: node is not installed"
-    exit 0
+    mg_skip "node is not installed"
 fi
 fake="$MG_TMP/fake"
 mkdir -p "$fake"
@@ -20,7 +15,7 @@ echo 200 >"$fake/status"
 echo '{}' >"$fake/body"
 node "$(dirname "$0")/fake_server.mjs" "$fake" >"$fake/port" 2>"$fake/log" &
 FAKE_PID=$!
-trap 'kill "$FAKE_PID" 2>/dev/null; mg_cleanup' EXIT
+trap 'rc=$?; kill "$FAKE_PID" 2>/dev/null; mg_cleanup "$rc"' EXIT
 mg_wait_for 10 test -s "$fake/port"
 export MODELGATE_URL="http://127.0.0.1:$(cat "$fake/port")" MODELGATE_TOKEN=mgt_fake
 export XDG_CONFIG_HOME="$MG_TMP/cfg"

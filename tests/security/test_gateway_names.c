@@ -73,7 +73,7 @@ static int setup(void **state)
 
     if (access(PC_NGINX, X_OK) != 0) {
         print_error("%s is missing: install the Debian package nginx-light\n", PC_NGINX);
-        return getenv("MG_REQUIRE_ALL") ? -1 : 0;
+        return it_require_all() ? -1 : 0;
     }
     it_mkdtemp(dir, "gwnames");
     port = it_free_port();
@@ -149,7 +149,7 @@ static void test_each_alias_reaches_its_own_upstream(void **state)
 
     (void)state;
     if (srv == NULL)
-        skip();
+        it_skip("nginx is missing");
     for (size_t i = 0; i < NCASES; i++) {
         char path[256];
 
@@ -201,7 +201,7 @@ static void test_template_collision_refused(void **state)
 
     (void)state;
     if (srv == NULL)
-        skip();
+        it_skip("nginx is missing");
     it_model_create(srv, srv->admin_token, "ab");
     it_model_create(srv, srv->admin_token, "a");
     {
@@ -245,5 +245,5 @@ int main(void)
         cmocka_unit_test(test_template_collision_refused),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -198,5 +198,5 @@ int main(void)
         cmocka_unit_test(test_tag_values_refuse_control_characters),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
 }

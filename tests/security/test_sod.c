@@ -93,5 +93,5 @@ int main(void)
     srv = it_server_start(NULL);
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     it_server_free(&srv);
-    return rc;
+    return it_main_result(rc);
 }
