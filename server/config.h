@@ -55,6 +55,8 @@ struct srv_config {
     unsigned retention_interval_s; /* run retention rules this often (0: only on request) */
     unsigned gc_interval_s;        /* collect garbage this often (0: only on request) */
     unsigned gc_grace_s;           /* a blob unreferenced and unsent for longer goes */
+    char *prometheus_url;          /* --prometheus-url: live canary analysis's default */
+    char *prometheus_credentials;  /* --prometheus-credentials FILE (0600), or NULL */
 };
 
 /* Defaults. */

@@ -179,6 +179,8 @@ char *push_webhook_body(const struct store_delivery *d, int64_t now_ms)
                   json_is_array(match) ? json_incref(match) : json_array(), "shadow",
                   json_is_object(shadow) ? json_incref(shadow) : json_null(), "promotion",
                   promo ? promo : json_null(), "timestamp", ts);
+    if (b && json_is_object(json_object_get(d->payload, "event")))
+        json_object_set(b, "event", json_object_get(d->payload, "event"));
     text = b ? json_dumps(b, JSON_COMPACT) : NULL;
     json_decref(b);
     return text;

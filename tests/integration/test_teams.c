@@ -487,8 +487,9 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE alias_history DROP COLUMN shadow; "
                                     "ALTER TABLE promotions DROP COLUMN phase; "
                                     "DROP TABLE blob_uploads; "
+                                    "DROP TABLE promotion_intervals; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
-                     9); /* migrations 6 to 14 (a database of the previous release) */
+                     10); /* migrations 6 to 14 and 20 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);

@@ -22,6 +22,7 @@
 
 #include "gates/analysis.h"
 #include "gates/policy.h"
+#include "gates/rollout.h"
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -601,6 +602,65 @@ static void test_decide_and_may_end_table(void **state)
         fail_msg("%zu cases wrong", bad);
 }
 
+/* The rollout state machine's side: a tick that analysis holds waits; an analysis event
+ * rolls back to the baseline at 100 (or only records itself); not outside a rollout. */
+static void test_rollout_events(void **state)
+{
+    struct gate_policy pol;
+    struct promo cur, next;
+    struct promo_actions acts;
+    struct promo_event ev;
+    struct mg_error err = {0};
+
+    (void)state;
+    gate_policy_empty(&pol);
+    pol.steps[0] = 10;
+    pol.steps[1] = 100;
+    pol.nsteps = 2;
+    pol.bake_seconds = 1;
+    promo_init(&cur, &pol, 5, 1);
+    cur.state = PROMO_ROLLING_OUT;
+    cur.phase = PROMO_PHASE_STEPS;
+    cur.step_index = 0;
+    cur.weight = 10;
+    cur.next_step_at = 1000;
+
+    memset(&ev, 0, sizeof(ev));
+    ev.kind = PROMO_EV_TICK;
+    ev.analysis_wait = true;
+    assert_int_equal(promo_step(&cur, &ev, 5000, &next, &acts, &err), MG_OK);
+    assert_false(acts.set_routes);
+    assert_int_equal(next.step_index, 0);
+    ev.analysis_wait = false;
+    assert_int_equal(promo_step(&cur, &ev, 5000, &next, &acts, &err), MG_OK);
+    assert_true(acts.set_routes);
+    assert_int_equal(next.state, PROMO_SUCCEEDED);
+
+    memset(&ev, 0, sizeof(ev));
+    ev.kind = PROMO_EV_ANALYSIS;
+    ev.analysis_rollback = true;
+    ev.analysis_event = "analysis.failed";
+    ev.reason = "metric error_rate: candidate 0.05 over max 0.02";
+    assert_int_equal(promo_step(&cur, &ev, 5000, &next, &acts, &err), MG_OK);
+    assert_int_equal(next.state, PROMO_ROLLED_BACK);
+    assert_true(acts.set_routes && acts.restore);
+    assert_int_equal(acts.nroutes, 1);
+    assert_int_equal(acts.routes[0].version, 1);
+    assert_int_equal(acts.routes[0].weight, 100);
+    assert_string_equal(acts.event, "analysis.failed");
+    assert_non_null(strstr(acts.detail, "error_rate"));
+
+    ev.analysis_rollback = false;
+    ev.analysis_event = "analysis.inconclusive";
+    assert_int_equal(promo_step(&cur, &ev, 5000, &next, &acts, &err), MG_OK);
+    assert_int_equal(next.state, PROMO_ROLLING_OUT);
+    assert_false(acts.set_routes);
+    assert_string_equal(acts.event, "analysis.inconclusive");
+
+    cur.state = PROMO_AWAITING_APPROVAL;
+    assert_int_equal(promo_step(&cur, &ev, 5000, &next, &acts, &err), MG_ECONFLICT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -614,6 +674,7 @@ int main(void)
         cmocka_unit_test(test_interval_verdict_table),
         cmocka_unit_test(test_streaks_table),
         cmocka_unit_test(test_decide_and_may_end_table),
+        cmocka_unit_test(test_rollout_events),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
