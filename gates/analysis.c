@@ -759,5 +759,7 @@ bool gate_analysis_may_end(const struct gate_analysis *a, const struct gate_stre
         return false;
     if (!a->enabled)
         return true;
-    return s->passed_in_stage > 0 && s->consecutive_failures == 0;
+    /* and the newest interval is not missing data: a rollout never moves on blind */
+    return s->passed_in_stage > 0 && s->consecutive_failures == 0 &&
+           s->consecutive_inconclusive == 0;
 }

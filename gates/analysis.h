@@ -179,7 +179,8 @@ enum gate_analysis_action gate_analysis_decide(const struct gate_analysis *a,
 
 /*
  * May the rollout leave its phase or step now? Only after its time (due_ms, 0: no timer
- * is never due) AND at least one passed interval in it AND with no failure streak open.
+ * is never due) AND at least one passed interval in it AND with no failure streak open AND
+ * the newest interval not inconclusive (missing data now never moves a rollout on).
  * Without analysis, the time alone decides.
  */
 bool gate_analysis_may_end(const struct gate_analysis *a, const struct gate_streaks *s,

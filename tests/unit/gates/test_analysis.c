@@ -575,7 +575,7 @@ static void test_decide_and_may_end_table(void **state)
         {&hold, {0, 0, 0}, 5000, 1000, false}, /* no passed interval: missing data never ends */
         {&hold, {0, 4, 0}, 5000, 1000, false},
         {&hold, {1, 0, 3}, 5000, 1000, false}, /* an open failure streak */
-        {&hold, {0, 2, 1}, 5000, 1000, true},  /* passed once, inconclusive since */
+        {&hold, {0, 2, 1}, 5000, 1000, false}, /* passed once, but no data now: wait */
         {&hold, {0, 0, 1}, 5000, 0, false},    /* no timer: a deployer advances */
         {&off, {0, 0, 0}, 1000, 1000, true},   /* no analysis: time alone */
         {&off, {0, 0, 0}, 999, 1000, false},
