@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define PROMETHEUS "/usr/bin/prometheus"
@@ -459,6 +460,22 @@ static void test_bad_candidate_rolled_back(void **state)
                          weight("bad", "v2"));
             it_pause_ms(20);
         }
+    }
+    /* the CLI's status prints the last interval */
+    {
+        char cmd[IT_PATH_MAX * 2], out[IT_PATH_MAX], *text;
+
+        it_fmt(out, sizeof(out), "%s/status.out", dir);
+        it_fmt(cmd, sizeof(cmd),
+               "MODELGATE_URL=%s MODELGATE_TOKEN=%s XDG_CONFIG_HOME=%s %s status %s >%s 2>&1",
+               s->base_url, s->admin_token, dir, getenv("MODELGATE_CLI"), id, out);
+        assert_int_equal(WEXITSTATUS(system(cmd)), 3); /* rolled back */
+        text = it_read_file(out, NULL);
+        if (strstr(text, "analysis   last interval failed") == NULL ||
+            strstr(text, "2 failed, 0 inconclusive in a row") == NULL ||
+            strstr(text, "error_rate") == NULL)
+            fail_msg("modelgate status does not show the last interval:\n%s", text);
+        free(text);
     }
     /* the audit carries the event */
     r = it_get(s, "/api/v1/audit?limit=1000", s->admin_token);
