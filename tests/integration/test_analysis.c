@@ -36,7 +36,7 @@ static struct mg_server *srv;
 static struct it_proc hap, prom, model_v[2];
 static char dir[IT_PATH_MAX];
 static char art[IT_DIGEST_LEN + 1];
-static int stats_port, front_port, prom_port, model_port[2];
+static int stats_port, front_port, prom_port, model_port[2], hap_metrics_port;
 
 /* ---- the components ----------------------------------------------------- */
 
@@ -150,8 +150,10 @@ static void write_configs(void)
     it_fmt(cfg, sizeof(cfg),
            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
            "scrape_configs:\n  - job_name: models\n    static_configs:\n"
-           "      - targets: ['127.0.0.1:%d', '127.0.0.1:%d']\n",
-           model_port[0], model_port[1]);
+           "      - targets: ['127.0.0.1:%d', '127.0.0.1:%d']\n"
+           "  - job_name: haproxy\n    static_configs:\n"
+           "      - targets: ['127.0.0.1:%d']\n",
+           model_port[0], model_port[1], hap_metrics_port);
     it_write_file(it_fmt(path, sizeof(path), "%s/prometheus.yml", dir), cfg);
 
     /* One backend per test model (be_<model>_production, servers v1 and v2); the load's
@@ -165,10 +167,13 @@ static void write_configs(void)
            "    timeout connect 2s\n"
            "    timeout client 10s\n"
            "    timeout server 10s\n"
+           "frontend stats\n" /* README: HAProxy's built-in exporter */
+           "    bind 127.0.0.1:%d\n"
+           "    http-request use-service prometheus-exporter if { path /metrics }\n"
            "frontend fe\n"
            "    bind 127.0.0.1:%d\n"
            "    use_backend be_%%[req.hdr(x-model)]_production\n",
-           stats_port, front_port);
+           stats_port, hap_metrics_port, front_port);
     for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++)
         it_fmt(cfg + strlen(cfg), sizeof(cfg) - strlen(cfg),
                "backend be_%s_production\n"
@@ -195,6 +200,7 @@ static int setup(void **state)
     prom_port = it_free_port();
     model_port[0] = it_free_port();
     model_port[1] = it_free_port();
+    hap_metrics_port = it_free_port();
     write_configs();
     it_fmt(cfg, sizeof(cfg), "%s/haproxy.cfg", dir);
     it_fmt(log, sizeof(log), "%s/haproxy.log", dir);
@@ -203,7 +209,15 @@ static int setup(void **state)
     it_proc_wait_port(&hap, front_port);
     prom_start();
 
-    srv = it_server_start(PC_SERVER_ARGS);
+    {
+        char url[64];
+
+        /* the policies of most tests name their provider; README's example uses this */
+        it_fmt(url, sizeof(url), "http://127.0.0.1:%d", prom_port);
+        srv = it_server_start((const char *const[]){"--push-backoff-base-ms", "50",
+                                                    "--push-backoff-max-ms", "400",
+                                                    "--prometheus-url", url, NULL});
+    }
     it_upload(srv, "analysis test model bytes", 25, art);
     it_release(srv);
     *state = srv;
@@ -650,6 +664,37 @@ static void test_dry_run(void **state)
     if (json_array_size(it_jarr(r->json, "metrics")) != 2 ||
         json_object_get(r->json, "verdict") == NULL)
         fail_msg("dry run: %s", r->body);
+    it_resp_free(s, &r);
+    /* README's worked example: HAProxy's own exporter, the versions named by the gateway's
+     * {{haproxy.backend}} and {{haproxy.server}}: the baseline (v1 serves all) has numbers */
+    it_policy_put(
+        s, "good", "production",
+        "{\"analysis\":{\"interval_seconds\":5,\"metrics\":["
+        "{\"name\":\"error_rate\",\"kind\":\"ratio\","
+        "\"errors\":\"sum(increase(haproxy_server_http_responses_total{proxy=\\\"{{haproxy.backend}"
+        "}"
+        "\\\",server=\\\"{{haproxy.server}}\\\",code=\\\"5xx\\\"}[{{interval}}]))\","
+        "\"total\":\"sum(increase(haproxy_server_http_responses_total{proxy=\\\"{{haproxy.backend}}"
+        "\\\",server=\\\"{{haproxy.server}}\\\"}[{{interval}}]))\","
+        "\"max\":0.02,\"max_increase\":0.005,\"min_total\":50},"
+        "{\"name\":\"avg_response_ms\",\"kind\":\"value\","
+        "\"query\":\"1000 * max(haproxy_server_response_time_average_seconds{proxy=\\\""
+        "{{haproxy.backend}}\\\",server=\\\"{{haproxy.server}}\\\"})\","
+        "\"max\":500,\"max_regression_pct\":25}]}}");
+    load_start("good");
+    it_pause_ms(6000); /* the exporter scraped with traffic over a whole window */
+    r = it_jreq(s, "POST", "/api/v1/models/good/policies/production/analysis/dry-run",
+                s->admin_token, "{\"version\":2}");
+    load_stop();
+    it_expect_status(s, r, 200);
+    {
+        json_t *m = json_array_get(it_jarr(r->json, "metrics"), 0);
+
+        if (!json_is_number(json_object_get(m, "baseline")) ||
+            !json_is_number(
+                json_object_get(json_array_get(it_jarr(r->json, "metrics"), 1), "baseline")))
+            fail_msg("HAProxy's exporter gave no baseline numbers: %s", r->body);
+    }
     it_resp_free(s, &r);
     /* a policy without analysis: 400 naming the field */
     it_model_create(s, s->admin_token, "plain");
