@@ -2,6 +2,7 @@
  * it while it is active. */
 
 import { compareTable, gatesTable, smokeList } from './page_promotion_evidence.js';
+import { analysisView } from './page_promotion_analysis.js';
 import { metricsChart, metricsTable } from './page_promotion_metrics.js';
 import { schemaDiff, vramInputs } from './page_promotion_schema.js';
 import { api, maybe } from './ui_api.js';
@@ -254,6 +255,7 @@ export async function renderPromotion(seq, id, pIn) {
         h('div', { class: 'main-col' },
           section('Metrics', 'metrics', metricsTable(p, cand, base),
                   metricsChart(p, cand, base)),
+          p.analysis ? section('Live analysis', 'analysis', analysisView(p)) : null,
           section('Candidate and baseline', 'compare', compareTable(p, cand, base)),
           section('Gates', 'gates', gatesTable(p, appr)),
           section('Inputs and outputs', 'schema', schemaDiff(p, cand, base)),
