@@ -490,6 +490,13 @@ static const char *dbl(double v, char out[32])
     return out;
 }
 
+/* A measured value: six significant digits are plenty to read (bounds use dbl()). */
+static const char *meas(double v, char out[32])
+{
+    snprintf(out, 32, "%.6g", v);
+    return out;
+}
+
 static void result(struct gate_metric_result *r, enum gate_verdict v, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -536,12 +543,12 @@ void gate_analysis_judge_value(const struct gate_analysis_metric *m, const struc
     }
     c = out->candidate = cand->value;
     if (m->has_max && c > m->max) {
-        result(out, GATE_VERDICT_FAILED, "candidate %s is over max %s", dbl(c, d1),
+        result(out, GATE_VERDICT_FAILED, "candidate %s is over max %s", meas(c, d1),
                dbl(m->max, d2));
         return;
     }
     if (m->has_min && c < m->min) {
-        result(out, GATE_VERDICT_FAILED, "candidate %s is under min %s", dbl(c, d1),
+        result(out, GATE_VERDICT_FAILED, "candidate %s is under min %s", meas(c, d1),
                dbl(m->min, d2));
         return;
     }
@@ -563,7 +570,7 @@ void gate_analysis_judge_value(const struct gate_analysis_metric *m, const struc
                                           : b + m->max_regression;
         if (c > bound + 1e-9 * fmax(1.0, fabs(bound))) {
             result(out, GATE_VERDICT_FAILED, "candidate %s is over %.6g (baseline %s + %s%s)",
-                   dbl(c, d1), bound, dbl(b, d3),
+                   meas(c, d1), bound, meas(b, d3),
                    m->has_max_regression_pct ? dbl(m->max_regression_pct, d4)
                                              : dbl(m->max_regression, d4),
                    m->has_max_regression_pct ? "%" : "");
@@ -574,7 +581,7 @@ void gate_analysis_judge_value(const struct gate_analysis_metric *m, const struc
                                           : b - m->max_regression;
         if (c < bound - 1e-9 * fmax(1.0, fabs(bound))) {
             result(out, GATE_VERDICT_FAILED, "candidate %s is under %.6g (baseline %s - %s%s)",
-                   dbl(c, d1), bound, dbl(b, d3),
+                   meas(c, d1), bound, meas(b, d3),
                    m->has_max_regression_pct ? dbl(m->max_regression_pct, d4)
                                              : dbl(m->max_regression, d4),
                    m->has_max_regression_pct ? "%" : "");
@@ -638,7 +645,7 @@ void gate_analysis_judge_ratio(const struct gate_analysis_metric *m,
     }
     if (ct < 0 || ce < 0) {
         result(out, GATE_VERDICT_INCONCLUSIVE, "the candidate's counts are negative (%s, %s)",
-               dbl(ce, d1), dbl(ct, d2));
+               meas(ce, d1), meas(ct, d2));
         return;
     }
     if (has_baseline && base_total->state == GATE_SAMPLE_OK && isfinite(base_total->value) &&
@@ -654,14 +661,14 @@ void gate_analysis_judge_ratio(const struct gate_analysis_metric *m,
     if (ct <= 0 || ct < m->min_total) {
         out->candidate = ct > 0 ? fmin(ce, ct) / ct : NAN;
         result(out, GATE_VERDICT_INCONCLUSIVE, "too few requests to the candidate: %s of %s",
-               dbl(ct, d1), dbl(m->min_total, d2));
+               meas(ct, d1), dbl(m->min_total, d2));
         return;
     }
     ce = fmin(ce, ct); /* increase() extrapolates each series on its own */
     cr = out->candidate = ce / ct;
     if (m->has_max && cr > m->max) {
-        result(out, GATE_VERDICT_FAILED, "candidate rate %s (%s of %s) is over max %s", dbl(cr, d1),
-               dbl(ce, d2), dbl(ct, d3), dbl(m->max, d4));
+        result(out, GATE_VERDICT_FAILED, "candidate rate %s (%s of %s) is over max %s",
+               meas(cr, d1), meas(ce, d2), meas(ct, d3), dbl(m->max, d4));
         return;
     }
     if (!m->has_max_increase) {
@@ -686,12 +693,13 @@ void gate_analysis_judge_ratio(const struct gate_analysis_metric *m,
             result(out, GATE_VERDICT_FAILED,
                    "candidate rate %s is over baseline %s + %s, significant at %s "
                    "(p = %.3g)",
-                   dbl(cr, d1), dbl(br, d2), dbl(m->max_increase, d3), dbl(m->confidence, d4), pv);
+                   meas(cr, d1), meas(br, d2), dbl(m->max_increase, d3), dbl(m->confidence, d4),
+                   pv);
             return;
         }
         result(out, GATE_VERDICT_PASSED,
                "candidate rate %s is over baseline %s + %s but not significantly (p = %.3g)",
-               dbl(cr, d1), dbl(br, d2), dbl(m->max_increase, d3), pv);
+               meas(cr, d1), meas(br, d2), dbl(m->max_increase, d3), pv);
         return;
     }
     result(out, GATE_VERDICT_PASSED, "rate within max and within max_increase of the baseline");

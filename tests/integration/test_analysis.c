@@ -15,7 +15,9 @@
  * - Prometheus killed mid-rollout: the rollout holds at its step past its bake time,
  *   records inconclusive intervals saying why, and goes on when Prometheus returns;
  * - with on_inconclusive: rollback, the same outage rolls back;
- * - the dry run answers one judged interval and records nothing; /metrics counts intervals.
+ * - the dry run answers one judged interval and records nothing; /metrics counts intervals;
+ * - on PostgreSQL, the leader killed mid-analysis: the other replica takes over from the
+ *   recorded intervals and rolls the bad candidate back all the same.
  */
 #include "harness.h"
 #include "sys.h"
@@ -145,7 +147,7 @@ static void models_start(const char *model, double err1, int delay1, double err2
 static void write_configs(void)
 {
     char path[IT_PATH_MAX], cfg[4096];
-    static const char *const models[] = {"bad", "good", "outage", "incon"};
+    static const char *const models[] = {"bad", "good", "outage", "incon", "lead"};
 
     it_fmt(cfg, sizeof(cfg),
            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
@@ -715,6 +717,76 @@ static void test_dry_run(void **state)
     it_resp_free(s, &r);
 }
 
+/* Does replica s lead now (its own entry in /api/v1/cluster says so)? */
+static bool leads(struct mg_server *s)
+{
+    struct it_resp *r = it_get(s, "/api/v1/cluster", s->admin_token);
+    bool yes;
+
+    it_expect_status(s, r, 200);
+    yes = json_is_true(json_object_get(r->json, "leader"));
+    it_resp_free(s, &r);
+    return yes;
+}
+
+static bool one_failed(struct it_resp *r)
+{
+    return it_promotion_final(it_jstr(r->json, "state")) ||
+           count_verdict(intervals(r), "failed", -2) >= 1;
+}
+
+/* PostgreSQL: the leader killed mid-analysis; another replica goes on from the recorded
+ * intervals and the outcome is the same: the bad candidate rolled back. */
+static void test_leader_killed_mid_analysis(void **state)
+{
+    struct mg_server *s = *state, *s2;
+    struct it_resp *r;
+    char url[64], id[64];
+    int64_t deadline;
+
+    if (!it_on_postgres())
+        skip();
+    it_fmt(url, sizeof(url), "http://127.0.0.1:%d", prom_port);
+    /* the first server has led alone so far, and keeps the leadership when s2 joins */
+    s2 = it_server_join(s, (const char *const[]){"--push-backoff-base-ms", "50",
+                                                 "--push-backoff-max-ms", "400", "--prometheus-url",
+                                                 url, NULL});
+    assert_true(leads(s));
+    models_start("lead", 0, 0, 0.3, 300);
+    model_setup(s2, "lead");
+    policy_put(s2, "lead", "[10,100]", 1, 3, 60, "hold");
+    load_start("lead");
+    r = it_promote(s2, s2->admin_token, "lead", 2, "production", id);
+    it_resp_free(s2, &r);
+    r = wait_for(s2, id, one_failed, 30000, "a first failed interval");
+    assert_string_equal(it_jstr(r->json, "state"), "rolling_out");
+    it_resp_free(s2, &r);
+    it_server_kill9(s); /* the leader, mid-analysis */
+    deadline = it_deadline(30000);
+    while (!leads(s2)) {
+        if (it_now_ms() > deadline)
+            fail_msg("the other replica never took the leadership");
+        it_pause_ms(100);
+    }
+    r = wait_for(s2, id, is_final, 40000, "the rollback by the new leader");
+    load_stop();
+    if (strcmp(it_jstr(r->json, "state"), "rolled_back") != 0 ||
+        event_of(r, "analysis.failed") == NULL || count_verdict(intervals(r), "failed", -2) < 3 ||
+        count_verdict(intervals(r), "passed", -2) > 0)
+        fail_msg("after the leader died: %s", r->body);
+    it_resp_free(s2, &r);
+    deadline = it_deadline(10000);
+    while (weight("lead", "v1") != 100 || weight("lead", "v2") != 0) {
+        if (it_now_ms() > deadline)
+            fail_msg("HAProxy weights v1=%d v2=%d, want 100 and 0", weight("lead", "v1"),
+                     weight("lead", "v2"));
+        it_pause_ms(20);
+    }
+    it_server_stop(s2);
+    it_server_free(&s2);
+    it_server_restart(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -723,6 +795,7 @@ int main(void)
         cmocka_unit_test(test_prometheus_outage_holds_then_resumes),
         cmocka_unit_test(test_outage_with_on_inconclusive_rollback),
         cmocka_unit_test(test_dry_run),
+        cmocka_unit_test(test_leader_killed_mid_analysis),
     };
 
     curl_global_init(CURL_GLOBAL_DEFAULT);
