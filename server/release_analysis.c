@@ -46,7 +46,7 @@ struct rel_analysis {
 struct interval {
     enum gate_verdict verdict;
     json_t *metrics;
-    char why[400];
+    char why[512];
 };
 
 static json_t *num_or_null(double v)
