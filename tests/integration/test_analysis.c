@@ -146,7 +146,7 @@ static void models_start(const char *model, double err1, int delay1, double err2
 
 static void write_configs(void)
 {
-    char path[IT_PATH_MAX], cfg[4096];
+    char path[IT_PATH_MAX], cfg[8192];
     static const char *const models[] = {"bad", "good", "outage", "incon", "lead"};
 
     it_fmt(cfg, sizeof(cfg),
@@ -176,13 +176,19 @@ static void write_configs(void)
            "    bind 127.0.0.1:%d\n"
            "    use_backend be_%%[req.hdr(x-model)]_production\n",
            stats_port, hap_metrics_port, front_port);
-    for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++)
+    for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
+        /* README "Routing strategies": the internal phase pins x-canary through a map */
         it_fmt(cfg + strlen(cfg), sizeof(cfg) - strlen(cfg),
                "backend be_%s_production\n"
                "    balance roundrobin\n"
+               "    http-request set-var(txn.mg_pin) req.hdr(x-canary),regsub(^,x-canary=),"
+               "map(%s/%s_production.map) if !{ var(txn.mg_pin) -m found }\n"
+               "    use-server %%[var(txn.mg_pin)] if { var(txn.mg_pin) -m found }\n"
                "    server v1 127.0.0.1:%d weight 1\n"
                "    server v2 127.0.0.1:%d weight 1\n",
-               models[i], model_port[0], model_port[1]);
+               models[i], dir, models[i], model_port[0], model_port[1]);
+        it_write_file(it_fmt(path, sizeof(path), "%s/%s_production.map", dir, models[i]), "");
+    }
     it_write_file(it_fmt(path, sizeof(path), "%s/haproxy.cfg", dir), cfg);
 }
 
@@ -252,31 +258,38 @@ static struct load {
     long ok, errors; /* atomic */
 } load;
 
+/* Every tenth request carries the internal header (x-canary: 1), which the internal phase
+ * pins to the candidate. */
 static void *load_main(void *arg)
 {
     CURL *c = curl_easy_init();
-    struct curl_slist *h = NULL;
+    struct curl_slist *plain = NULL, *canary = NULL;
     char url[64], hdr[64];
+    FILE *null = fopen("/dev/null", "w");
+    unsigned n = 0;
 
     (void)arg;
     it_fmt(url, sizeof(url), "http://127.0.0.1:%d/", front_port);
     it_fmt(hdr, sizeof(hdr), "x-model: %s", load.model);
-    h = curl_slist_append(NULL, hdr);
+    plain = curl_slist_append(NULL, hdr);
+    canary = curl_slist_append(curl_slist_append(NULL, hdr), "x-canary: 1");
     curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, fwrite);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, fopen("/dev/null", "w"));
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, null);
     while (!load.stop) {
         long code = 0;
 
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, n++ % 10 == 9 ? canary : plain);
         if (curl_easy_perform(c) == CURLE_OK)
             curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
         __atomic_add_fetch(code == 200 ? &load.ok : &load.errors, 1, __ATOMIC_RELAXED);
         it_pause_ms(20); /* at most ~50 requests/s per thread */
     }
-    curl_slist_free_all(h);
+    curl_slist_free_all(plain);
+    curl_slist_free_all(canary);
     curl_easy_cleanup(c);
+    fclose(null);
     return NULL;
 }
 
@@ -300,13 +313,18 @@ static void load_stop(void)
 
 /* The policy: steps, bake, interval, limits; error rate and p95 latency against the
  * baseline, on the models' own metrics, through Prometheus. */
-static void policy_put(struct mg_server *s, const char *model, const char *steps, int bake,
-                       int failure_limit, int inconclusive_limit, const char *on_inconclusive)
+static void policy_put_phases(struct mg_server *s, const char *model, const char *steps, int bake,
+                              int failure_limit, int inconclusive_limit,
+                              const char *on_inconclusive, int internal_s)
 {
-    char body[4096];
+    char body[4096], internal[96] = "";
 
+    if (internal_s > 0) /* an internal phase: x-canary: 1 pinned to the candidate */
+        it_fmt(internal, sizeof(internal),
+               ",\"internal\":{\"header\":\"x-canary\",\"value\":\"1\",\"seconds\":%d}",
+               internal_s);
     it_fmt(body, sizeof(body),
-           "{\"rollout\":{\"steps\":%s,\"bake_seconds\":%d,\"auto_advance\":true},"
+           "{\"rollout\":{\"steps\":%s,\"bake_seconds\":%d,\"auto_advance\":true%s},"
            "\"analysis\":{\"provider\":{\"kind\":\"prometheus\",\"url\":\"http://127.0.0.1:%d\"},"
            "\"interval_seconds\":1,\"failure_limit\":%d,\"inconclusive_limit\":%d,"
            "\"on_inconclusive\":\"%s\",\"metrics\":["
@@ -321,14 +339,20 @@ static void policy_put(struct mg_server *s, const char *model, const char *steps
            "(rate(http_request_duration_seconds_bucket{model=\\\"{{model}}\\\","
            "version=\\\"{{version}}\\\"}[5s])))\","
            "\"max\":200,\"max_regression_pct\":400}]}}",
-           steps, bake, prom_port, failure_limit, inconclusive_limit, on_inconclusive);
+           steps, bake, internal, prom_port, failure_limit, inconclusive_limit, on_inconclusive);
     it_policy_put(s, model, "production", body);
+}
+
+static void policy_put(struct mg_server *s, const char *model, const char *steps, int bake,
+                       int failure_limit, int inconclusive_limit, const char *on_inconclusive)
+{
+    policy_put_phases(s, model, steps, bake, failure_limit, inconclusive_limit, on_inconclusive, 0);
 }
 
 /* Model with versions 1 and 2, the HAProxy gateway, the alias at v1 (weights 100/0). */
 static void model_setup(struct mg_server *s, const char *model)
 {
-    char cfg[512];
+    char cfg[IT_PATH_MAX + 512];
     struct it_resp *r;
 
     it_model_create(s, s->admin_token, model);
@@ -338,8 +362,8 @@ static void model_setup(struct mg_server *s, const char *model)
                    it_fmt(cfg, sizeof(cfg),
                           "{\"kind\":\"haproxy\",\"address\":\"127.0.0.1:%d\","
                           "\"backend\":\"be_{model}_{alias}\",\"server\":\"v{version}\","
-                          "\"models\":[\"%s\"]}",
-                          stats_port, model));
+                          "\"map\":\"%s/{model}_{alias}.map\",\"models\":[\"%s\"]}",
+                          stats_port, dir, model));
     r = it_alias_put(s, s->admin_token, model, "production", "{\"version\":1}", 5);
     if (!pc_all_in_sync(r->json))
         fail_msg("?wait=5: not in sync: %s", r->body);
@@ -592,11 +616,21 @@ static void test_prometheus_outage_holds_then_resumes(void **state)
 
     models_start("outage", 0, 0, 0, 0);
     model_setup(s, "outage");
-    policy_put(s, "outage", "[25,50,100]", 1, 2, 30, "hold");
+    policy_put_phases(s, "outage", "[25,50,100]", 1, 2, 30, "hold", 1);
     load_start("outage");
     r = it_promote(s, s->admin_token, "outage", 2, "production", id);
     it_resp_free(s, &r);
     r = wait_for(s, id, at_step_1, 30000, "step 2 of 3");
+    /* the internal phase came first, judged on the pinned requests' metrics */
+    {
+        bool passed_internal = false;
+
+        json_array_foreach(intervals(r), i, it) passed_internal =
+            passed_internal || (strcmp(it_jstr(it, "phase"), "internal") == 0 &&
+                                strcmp(it_jstr(it, "verdict"), "passed") == 0);
+        if (!passed_internal || event_of(r, "internal") == NULL)
+            fail_msg("no passed interval in the internal phase: %s", r->body);
+    }
     it_resp_free(s, &r);
     it_proc_stop(&prom); /* mid-rollout */
     r = wait_for(s, id, three_inconclusive_at_step_1, 30000, "3 inconclusive intervals");
@@ -634,7 +668,7 @@ static void test_outage_with_on_inconclusive_rollback(void **state)
 
     models_start("incon", 0, 0, 0, 0);
     model_setup(s, "incon");
-    policy_put(s, "incon", "[25,100]", 1, 2, 3, "rollback");
+    policy_put_phases(s, "incon", "[25,100]", 1, 2, 3, "rollback", 30);
     it_proc_stop(&prom);
     load_start("incon");
     r = it_promote(s, s->admin_token, "incon", 2, "production", id);
@@ -645,8 +679,23 @@ static void test_outage_with_on_inconclusive_rollback(void **state)
         event_of(r, "analysis.inconclusive") == NULL)
         fail_msg("want rolled_back with analysis.inconclusive: %s", r->body);
     assert_int_equal(count_verdict(intervals(r), "passed", -2), 0);
+    {
+        json_t *it;
+        size_t i;
+
+        /* judged and rolled back in the internal phase, before any weighted step */
+        json_array_foreach(intervals(r), i, it)
+            assert_string_equal(it_jstr(it, "phase"), "internal");
+    }
     it_resp_free(s, &r);
     assert_int_equal(weight("incon", "v1"), 100);
+    {
+        struct it_resp *a = it_alias_get(s, s->admin_token, "incon", "production");
+
+        if (json_array_size(it_jarr(a->json, "match")) != 0)
+            fail_msg("the internal phase's pin outlived the rollback: %s", a->body);
+        it_resp_free(s, &a);
+    }
     prom_start();
 }
 
