@@ -24,6 +24,7 @@
 #include <openssl/x509.h>
 
 #include "../common/file.h"
+#include "../common/text.h"
 #include "../common/util.h"
 
 #define SIGN_MEDIA_TYPE "application/vnd.dev.sigstore.bundle.v0.3+json"
@@ -160,7 +161,7 @@ enum mg_code sign_bundle_create(const struct sign_key *key, const char *subject,
                                 char **bundle, struct mg_error *err)
 {
     json_t *resources = NULL, *meta_copy = NULL, *statement = NULL, *jb = NULL; /* all NEW */
-    char root[65], *body = NULL, *b64_body = NULL, *b64_sig = NULL;
+    char root[65], *body = NULL, *exact = NULL, *b64_body = NULL, *b64_sig = NULL;
     uint8_t *pae = NULL;
     unsigned char *sig = NULL;
     size_t body_len, pae_len = 0, sig_len = 0;
@@ -193,7 +194,10 @@ enum mg_code sign_bundle_create(const struct sign_key *key, const char *subject,
         rc = mg_fail(err, MG_EINVAL, NULL, "cannot build the statement (subject not UTF-8?)");
         goto out;
     }
-    body = json_dumps(statement, JSON_COMPACT);
+    /* Reals in their shortest exact text: a reader decoding the payload sees 0.942. */
+    exact = json_dumps(statement, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    body = exact ? mg_json_short_reals(exact) : NULL;
+    free(exact);
     if (body == NULL) {
         rc = mg_fail(err, MG_ENOMEM, NULL, "cannot serialize the statement");
         goto out;

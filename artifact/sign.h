@@ -57,8 +57,8 @@ enum mg_code sign_keyring_rotate(const char *data_dir, char keyid_out[65], struc
 
 void sign_keyring_free(struct sign_keyring **kr);
 
-/* {"items":[{"keyid","algorithm":"ecdsa-p256-sha256","public_key_pem","created_at",
- *   "active"}]}. NEW reference. */
+/* {"items":[{"keyid","hint","algorithm":"ecdsa-p256-sha256","public_key_pem","created_at",
+ *   "active"}]}: "active" only on kr->active. NEW reference. */
 json_t *sign_keyring_json(const struct sign_keyring *kr);
 
 /* A key by its hint (hex sha256 of the public PEM), or NULL. */

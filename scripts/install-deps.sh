@@ -54,6 +54,8 @@ test_packages=(
     # themselves, never the system service; skopeo and awscli read what modelgated stored;
     # python3 picks free ports and hashes the test registry's htpasswd
     docker-registry skopeo awscli python3
+    # the Python client (clients/python) is installed offline by Debian's pip in its e2e test
+    python3-pip python3-setuptools python3-wheel
 )
 
 server_only=0

@@ -57,7 +57,7 @@ enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *mode
     struct token_view v;
     struct gate_model m = {model, NULL, 0};
     struct gate_request q = {need, NULL, alias,
-                             r->srv->cfg->read_scope_team ? GATE_READ_TEAM : GATE_READ_ALL};
+                             r->srv->cfg->read_scope_team ? GATE_READ_TEAM : GATE_READ_ALL, NULL};
     const char *owners[STORE_MAX_SCOPES];
     json_t *own = NULL, *o;
     size_t i;
@@ -98,6 +98,71 @@ bool srv_authorize(struct srv_req *r, const char *model, const char *alias)
         return false;
     }
     return true;
+}
+
+bool srv_authorize_bytes(struct srv_req *r, const char *digest, const char *field)
+{
+    struct token_view v;
+    struct gate_bytes b = {digest, NULL, 0, NULL, 0, false};
+    struct gate_request q = {r->route->roles, NULL, NULL,
+                             r->srv->cfg->read_scope_team ? GATE_READ_TEAM : GATE_READ_ALL, &b};
+    struct gate_decision d;
+    struct gate_model *citers = NULL;
+    const char **names = NULL, **teams = NULL;
+    json_t *h = NULL, *a, *o;
+    struct mg_error err;
+    enum mg_code rc;
+    size_t i, j, n;
+    bool ok = false;
+
+    if (r->who.roles & STORE_ROLE_ADMIN)
+        return true; /* admin reads every stored byte, released ones too */
+    rc = store_blob_holders(r->srv->store, digest, &h, &err);
+    if (rc == MG_ENOTFOUND)
+        return true;
+    if (rc != MG_OK) {
+        srv_reply_error(r, &err);
+        return false;
+    }
+    a = json_object_get(h, "uploaders");
+    n = json_array_size(json_object_get(h, "citers"));
+    teams = calloc(json_array_size(a) + 1, sizeof(*teams));
+    citers = calloc(n + 1, sizeof(*citers));
+    names = calloc((n + 1) * STORE_MAX_SCOPES, sizeof(*names));
+    if (teams == NULL || citers == NULL || names == NULL) {
+        srv_fail(r, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    json_array_foreach(a, i, o) teams[b.nuploaders++] = json_string_value(o);
+    b.uploaders = teams;
+    json_array_foreach(json_object_get(h, "citers"), i, a)
+    {
+        citers[i].name = "";
+        citers[i].owners = names + i * STORE_MAX_SCOPES;
+        json_array_foreach(a, j, o)
+        {
+            if (citers[i].nowners < STORE_MAX_SCOPES && json_is_string(o))
+                names[i * STORE_MAX_SCOPES + citers[i].nowners++] = json_string_value(o);
+        }
+    }
+    b.citers = citers;
+    b.nciters = n;
+    b.released = json_is_true(json_object_get(h, "released"));
+    token_view(&r->who, &v);
+    gate_authorize(&v.t, &q, &d);
+    if (!d.allow)
+        srv_fail(r,
+                 d.status == 404   ? MG_ENOTFOUND
+                 : d.status == 410 ? MG_EGONE
+                                   : MG_EFORBIDDEN,
+                 field, "%s", d.reason);
+    ok = d.allow;
+out:
+    free(teams);
+    free(citers);
+    free(names);
+    json_decref(h);
+    return ok;
 }
 
 bool srv_model_visible(const struct srv_req *r, const json_t *owners)

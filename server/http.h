@@ -192,6 +192,11 @@ int64_t srv_param_version(const struct srv_req *r);
 /* Query argument, or NULL. */
 const char *srv_query(const struct srv_req *r, const char *key);
 
+/* Every value of a query argument that may repeat (?tag=a&tag=b), in order: the first
+ * max into out (borrowed, valid during the request). Returns how many there are, which
+ * may exceed max. */
+size_t srv_query_all(const struct srv_req *r, const char *key, const char **out, size_t max);
+
 /* Request header, or NULL. */
 const char *srv_header(const struct srv_req *r, const char *key);
 
@@ -273,6 +278,14 @@ struct gate_decision;
  * what it may do (the UI's "you may decide"). MG_OK with *d filled, or a store error. */
 enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *model,
                         const char *alias, struct gate_decision *d, struct mg_error *err);
+
+/*
+ * May this token read (or cite) the stored bytes digest (API.md "Tenancy"): the same one
+ * decision, with who uploaded and who cites them. On refusal the reply (404 as if missing,
+ * 410 once released; field names the member that cited it, or NULL) is set and false
+ * returned. A digest with no live blob passes: the caller's own lookup answers for it.
+ */
+bool srv_authorize_bytes(struct srv_req *r, const char *digest, const char *field);
 
 /* With --read-scope team, may this token see a model with these owners (a JSON array)?
  * Lists use it to leave out what the token may not see. */

@@ -21,6 +21,34 @@ const char *srv_query(const struct srv_req *r, const char *key)
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
+struct query_all {
+    const char *key;
+    const char **out;
+    size_t max, n;
+};
+
+static enum MHD_Result query_one(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+    struct query_all *q = cls;
+
+    (void)kind;
+    if (key != NULL && strcmp(key, q->key) == 0) {
+        if (q->n < q->max)
+            q->out[q->n] = value ? value : "";
+        q->n++;
+    }
+    return MHD_YES;
+}
+
+size_t srv_query_all(const struct srv_req *r, const char *key, const char **out, size_t max)
+{
+    struct query_all q = {key, out, max, 0};
+
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_one, &q);
+    return q.n;
+}
+
 const char *srv_header(const struct srv_req *r, const char *key)
 {
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);

@@ -30,6 +30,7 @@ static const char *const tables[] = {
     "teams",
     "blobs",
     "blob_files",
+    "blob_teams",
     "models",
     "retention",
     "versions",

@@ -172,13 +172,15 @@ enum mg_code store_signing_key_rotate(const char *database, const char *keyid, c
                                       const char *public_pem, const char *private_pem,
                                       struct mg_error *err);
 
-/* Publish a key this replica signs with (at every heartbeat: "active" means a
- * live replica signs with it). */
+/* Publish a key this replica signs with (at every heartbeat). */
 enum mg_code store_signing_key_publish(struct store *st, const char *keyid, const char *hint,
                                        const char *public_pem, struct mg_error *err);
 
-/* Every key published in the database, as GET /api/v1/signing-keys answers. */
-enum mg_code store_signing_keys(struct store *st, json_t **out, struct mg_error *err);
+/* Every key published in the database, as GET /api/v1/signing-keys answers: "hint" is
+ * the bundle's verificationMaterial.publicKey.hint; "active" is true only for signing_keyid
+ * (the key the asking replica signs with now; NULL: none). */
+enum mg_code store_signing_keys(struct store *st, const char *signing_keyid, json_t **out,
+                                struct mg_error *err);
 
 /* The public PEM (malloc'd) of the published key with this hint; MG_ENOTFOUND. */
 enum mg_code store_signing_key_by_hint(struct store *st, const char *hint, char **public_pem,
@@ -416,6 +418,18 @@ enum mg_code store_blob_copy_to_fd(struct store *st, const char *digest, uint64_
 enum mg_code store_blob_materialize(struct store *st, const char *digest, const char *dest,
                                     const char *single_name, struct mg_error *err);
 
+/* Tokens of these teams uploaded digest (API.md "Tenancy"): possession, recorded once per
+ * team. No teams (a global token): nothing to record. */
+enum mg_code store_blob_claim(struct store *st, const char *digest, const char *const *teams,
+                              size_t nteams, struct mg_error *err);
+
+/* Who holds the live blob digest: *out NEW {"uploaders":[team],"citers":[[owner]] (the
+ * owners of each model with a version, not deleted, citing it), "released":bool (no live
+ * version cites it any more since one was deleted, and it was not uploaded again)}.
+ * MG_ENOTFOUND when no live blob has that digest. */
+enum mg_code store_blob_holders(struct store *st, const char *digest, json_t **out,
+                                struct mg_error *err);
+
 /* ---- models ----------------------------------------------------------- */
 
 struct store_page {
@@ -456,13 +470,21 @@ enum mg_code store_version_get(struct store *st, const char *model, int64_t vers
 enum mg_code store_version_brief(struct store *st, const char *model, int64_t version, json_t **out,
                                  struct mg_error *err);
 
+/* How many ?tag= and how many ?metric= filters one listing takes. */
+#define STORE_VERSION_FILTERS_MAX 4
+
+/* Every filter given must hold (AND); unused slots have key / name NULL. */
 struct store_version_filter {
-    const char *tag_key; /* with tag_value: ?tag=k:v */
-    const char *tag_value;
-    const char *dataset;   /* ?dataset=<digest>, direct use */
-    const char *metric;    /* ?metric=name<op>value */
-    const char *metric_op; /* ">=", ">", "<=", "<", "=" */
-    double metric_value;
+    struct {
+        const char *key; /* ?tag=k:v */
+        const char *value;
+    } tags[STORE_VERSION_FILTERS_MAX];
+    const char *dataset; /* ?dataset=<digest>, direct use */
+    struct {
+        const char *name; /* ?metric=name<op>value */
+        const char *op;   /* ">=", ">", "<=", "<", "=" */
+        double value;
+    } metrics[STORE_VERSION_FILTERS_MAX];
     const char *status; /* ?status=: "ready", "archived", "deleted", or NULL for all */
 };
 
@@ -529,17 +551,28 @@ enum mg_code store_oci_find(struct store *st, const char *model, const char *dig
 /* req validated: {"digest","name","uri"?,"parents"?,"description"?}. Parents
  * must be registered. *created false when an identical record existed;
  * MG_ECONFLICT when it differs. */
-enum mg_code store_dataset_create(struct store *st, const char *actor, const json_t *req,
-                                  json_t **out, bool *created, struct mg_error *err);
+enum mg_code store_dataset_create(struct store *st, const char *actor, const json_t *owners,
+                                  const json_t *req, json_t **out, bool *created,
+                                  struct mg_error *err);
 
-enum mg_code store_dataset_get(struct store *st, const char *digest, json_t **out,
-                               struct mg_error *err);
+/*
+ * Dataset records belong to teams (API.md "Tenancy"). owners, on create: the owners the
+ * record is registered for, one record each (the token's teams, or [""] for a global
+ * token); its parents must be records the owner sees (its own or global ones; a global
+ * registration may name any). owners, on reads: the owners whose records the reader sees
+ * (its teams and ""), or NULL for every record; a team's own record is shown before a
+ * global one.
+ */
+enum mg_code store_dataset_get(struct store *st, const json_t *owners, const char *digest,
+                               json_t **out, struct mg_error *err);
 
-/* Versions that used the dataset directly or through any descendant:
- * {"items":[{"model","version","role","via":[digest…]}]}; `via` is the path of
- * descendant digests from `digest` (exclusive) to the one the version used. */
-enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t **out,
-                                    struct mg_error *err);
+/* Versions that used the dataset directly or through any descendant (following the
+ * derivations of records the reader sees):
+ * {"items":[{"model","version","role","via":[digest…],"_owners":[team]}]}; `via` is the
+ * path of descendant digests from `digest` (exclusive) to the one the version used;
+ * _owners are its model's (for the caller to filter by, then drop). */
+enum mg_code store_dataset_versions(struct store *st, const json_t *owners, const char *digest,
+                                    json_t **out, struct mg_error *err);
 
 /* Mark a dataset withdrawn (API.md "Lifecycle"): every version trained on it, directly or
  * through derived data, then shows it in "withdrawn_datasets". Audited with the versions it
@@ -791,10 +824,10 @@ enum mg_code store_interval_record(struct store *st, const struct store_interval
 enum mg_code store_intervals_list(struct store *st, const char *promotion, size_t limit,
                                   json_t **out, struct mg_error *err);
 
-/* Which of these dataset digests are registered: *unregistered gets the
- * count of those that are not and *first the first of them (NEW json string
- * or NULL). */
-enum mg_code store_datasets_unregistered(struct store *st, const json_t *digests,
+/* Which of these dataset digests are registered for model (a global record, or one its
+ * owners registered): *unregistered gets the count of those that are not and *first the
+ * first of them (NEW json string or NULL). */
+enum mg_code store_datasets_unregistered(struct store *st, const char *model, const json_t *digests,
                                          size_t *unregistered, json_t **first,
                                          struct mg_error *err);
 
@@ -995,6 +1028,11 @@ enum mg_code store_restore(const char *archive_path, const char *data_dir,
  *  "next_page_token"}; entries with seq > after, oldest first. */
 enum mg_code store_audit_list(struct store *st, int64_t after, unsigned limit, json_t **out,
                               struct mg_error *err);
+
+/* The same newest first: entries with after < seq < before (before 0: up to the newest);
+ * next_page_token is the next page's before. */
+enum mg_code store_audit_list_desc(struct store *st, int64_t after, int64_t before, unsigned limit,
+                                   json_t **out, struct mg_error *err);
 
 /* Recompute the chain: {"ok","entries","head","first_bad_seq"?}. */
 enum mg_code store_audit_verify(struct store *st, json_t **out, struct mg_error *err);

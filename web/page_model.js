@@ -5,7 +5,7 @@
 
 import { api } from './ui_api.js';
 import { enc, h } from './ui_dom.js';
-import { fmtBytes, fmtNum, routesText, shortDigest } from './ui_format.js';
+import { fmtBytes, fmtExact, fmtNum, routesText, shortDigest } from './ui_format.js';
 import { hasRole, route, view } from './ui_state.js';
 import { badge, mount, row, section, splitBar, table, tagsList, when } from './ui_widgets.js';
 
@@ -163,7 +163,7 @@ export async function renderModel(seq, name) {
     when(v.created_at), v.created_by,
     Object.keys(v.metrics || {}).length
       ? h('ul', { class: 'plain small' }, Object.keys(v.metrics).sort().map((k) =>
-        h('li', null, k + ' ', h('strong', null, fmtNum(v.metrics[k])))))
+        h('li', null, k + ' ', h('strong', null, fmtExact(v.metrics[k])))))
       : h('span', { class: 'muted' }, '—'),
     tagsList(v.tags),
     (v.bad_for || []).length ? v.bad_for.join(', ') : h('span', { class: 'muted' }, '—'),

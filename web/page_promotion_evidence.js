@@ -2,7 +2,7 @@
  * gates, and the smoke tests. */
 
 import { enc, h, localPath } from './ui_dom.js';
-import { fmtNum, shortDigest } from './ui_format.js';
+import { fmtExact, fmtNum, shortDigest } from './ui_format.js';
 import { badge, mono, notice, row, table, tagsList, when } from './ui_widgets.js';
 
 function datasetsList(ds) {
@@ -72,7 +72,7 @@ export function gatesTable(p, appr) {
   const rows = gates.map((g) => row(head, [
     h('strong', null, g.name), g.kind, badge(g.status),
     g.observed === null || g.observed === undefined ? h('span', { class: 'muted' }, '—')
-      : typeof g.observed === 'number' ? fmtNum(g.observed)
+      : typeof g.observed === 'number' ? fmtExact(g.observed)
       : /sha256:/.test(String(g.observed)) ? mono(String(g.observed)) : String(g.observed),
     g.expected === null || g.expected === undefined ? h('span', { class: 'muted' }, '—')
       : String(g.expected),

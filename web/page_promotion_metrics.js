@@ -2,7 +2,7 @@
  * the change judged by the policy's direction, and a bar chart. */
 
 import { add, h, s } from './ui_dom.js';
-import { fmtDelta, fmtNum } from './ui_format.js';
+import { fmtDelta, fmtExact, fmtNum } from './ui_format.js';
 import { row, table } from './ui_widgets.js';
 
 /* Which way is better for a metric, from the policy's thresholds. */
@@ -26,12 +26,12 @@ function thresholdText(policy, metric) {
     if (t.baseline) {
       let allow = '';
       if (t.max_regression !== undefined)
-        allow = ' (±' + fmtNum(t.max_regression) + ')';
+        allow = ' (±' + fmtExact(t.max_regression) + ')';
       else if (t.max_regression_pct !== undefined)
-        allow = ' (±' + fmtNum(t.max_regression_pct) + '%)';
+        allow = ' (±' + fmtExact(t.max_regression_pct) + '%)';
       parts.push(t.op + ' baseline' + allow);
     } else {
-      parts.push(t.op + ' ' + fmtNum(t.value));
+      parts.push(t.op + ' ' + fmtExact(t.value));
     }
   }
   return parts.join(', ');
@@ -79,7 +79,7 @@ export function metricsTable(p, cand, base) {
     return row(head, [
       h('span', null, h('strong', null, n),
         dirNote ? h('span', { class: 'muted small block' }, dirNote) : null),
-      fmtNum(b), h('strong', null, fmtNum(c)), delta,
+      fmtExact(b), h('strong', null, fmtExact(c)), delta,
       thresholdText(p.policy, n) || h('span', { class: 'muted' }, '—'),
     ], { 'data-metric': n });
   });

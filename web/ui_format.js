@@ -11,6 +11,15 @@ export function fmtNum(x) {
   return String(parseFloat(x.toPrecision(4)));
 }
 
+/* A recorded value (a metric, a threshold, a gate's observation): the shortest text that
+ * reads back as the same number, as the API sends it (0.94212, never rounded to 0.9421),
+ * so two different values never look equal. */
+export function fmtExact(x) {
+  if (typeof x !== 'number' || !isFinite(x))
+    return fmtNum(x);
+  return String(x);
+}
+
 export function fmtDelta(x) {
   if (x === 0)
     return '0';

@@ -55,4 +55,21 @@ void api_version_decorate(json_t *v);
 void api_reply_result(struct srv_req *r, enum mg_code rc, unsigned status, json_t *out,
                       const struct mg_error *err);
 
+/* A store list call: one page as {"items","next_page_token"} (*out NEW). */
+typedef enum mg_code (*api_fetch_fn)(struct srv_req *r, void *ctx, const struct store_page *page,
+                                     json_t **out, struct mg_error *err);
+/* May this caller see item? */
+typedef enum mg_code (*api_keep_fn)(struct srv_req *r, const json_t *item, bool *keep,
+                                    struct mg_error *err);
+
+/*
+ * One page of a list that hides some items from this caller (--read-scope team): pages of
+ * the store are read until page->limit visible items are found (or the list ends), and
+ * next_page_token is the cursor (item member cursor_key) of the last item answered, so a
+ * page token never names an item the caller cannot see. *out NEW.
+ */
+enum mg_code api_page_visible(struct srv_req *r, void *ctx, const struct store_page *page,
+                              api_fetch_fn fetch, api_keep_fn keep, const char *cursor_key,
+                              json_t **out, struct mg_error *err);
+
 #endif

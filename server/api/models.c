@@ -47,18 +47,19 @@ static void create(struct srv_req *r)
     api_reply_result(r, rc, 201, out, &err);
 }
 
-/* --read-scope team: leave out the models this token may not see. */
-static void filter_visible(struct srv_req *r, json_t *out)
+static enum mg_code fetch_models(struct srv_req *r, void *ctx, const struct store_page *page,
+                                 json_t **out, struct mg_error *err)
 {
-    json_t *items = json_object_get(out, "items"); /* BORROWED */
-    size_t i = 0;
+    return store_model_list(r->srv->store, ctx, page, out, err);
+}
 
-    while (i < json_array_size(items)) {
-        if (srv_model_visible(r, json_object_get(json_array_get(items, i), "owners")))
-            i++;
-        else
-            json_array_remove(items, i);
-    }
+/* --read-scope team: the models this token may see. */
+static enum mg_code keep_visible(struct srv_req *r, const json_t *item, bool *keep,
+                                 struct mg_error *err)
+{
+    (void)err;
+    *keep = srv_model_visible(r, json_object_get(item, "owners"));
+    return MG_OK;
 }
 
 static void list(struct srv_req *r)
@@ -79,9 +80,11 @@ static void list(struct srv_req *r)
         srv_fail(r, MG_EINVAL, "q", "q is at most 63 characters");
         return;
     }
-    rc = store_model_list(r->srv->store, q && *q ? q : NULL, &page, &out, &err);
-    if (rc == MG_OK)
-        filter_visible(r, out);
+    q = q && *q ? q : NULL;
+    if (r->srv->cfg->read_scope_team && r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN))
+        rc = api_page_visible(r, (void *)q, &page, fetch_models, keep_visible, "name", &out, &err);
+    else
+        rc = store_model_list(r->srv->store, q, &page, &out, &err);
     api_reply_result(r, rc, 200, out, &err);
 }
 

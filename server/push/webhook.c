@@ -21,6 +21,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "../../common/text.h"
 #include "../../common/util.h"
 
 #define WEBHOOK_SECRET_MIN 24
@@ -165,7 +166,7 @@ char *push_webhook_body(const struct store_delivery *d, int64_t now_ms)
 {
     char ts[32];
     json_t *b;
-    char *text;
+    char *text, *exact;
 
     json_t *match = json_object_get(d->payload, "match");
     json_t *shadow = json_object_get(d->payload, "shadow");
@@ -181,8 +182,10 @@ char *push_webhook_body(const struct store_delivery *d, int64_t now_ms)
                   promo ? promo : json_null(), "timestamp", ts);
     if (b && json_is_object(json_object_get(d->payload, "event")))
         json_object_set(b, "event", json_object_get(d->payload, "event"));
-    text = b ? json_dumps(b, JSON_COMPACT) : NULL;
+    exact = b ? json_dumps(b, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
     json_decref(b);
+    text = exact ? mg_json_short_reals(exact) : NULL; /* "0.1", never "0.10000000000000001" */
+    free(exact);
     return text;
 }
 

@@ -474,9 +474,17 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE blobs DROP COLUMN last_used_ms; "
                                     "ALTER TABLE blobs DROP COLUMN gc_owner; "
                                     "ALTER TABLE blobs DROP COLUMN gc_at_ms; "
-                                    "ALTER TABLE datasets DROP COLUMN withdrawn_at; "
-                                    "ALTER TABLE datasets DROP COLUMN withdrawn_by; "
-                                    "ALTER TABLE datasets DROP COLUMN withdrawn_reason; "
+                                    "DROP TABLE dataset_parents; DROP TABLE datasets; "
+                                    "CREATE TABLE datasets (digest TEXT PRIMARY KEY, "
+                                    "name TEXT NOT NULL, uri TEXT, description TEXT, "
+                                    "created_at TEXT NOT NULL, created_by TEXT NOT NULL) "
+                                    "WITHOUT ROWID; "
+                                    "CREATE TABLE dataset_parents (child TEXT NOT NULL "
+                                    "REFERENCES datasets(digest), parent TEXT NOT NULL "
+                                    "REFERENCES datasets(digest), PRIMARY KEY (child, parent)) "
+                                    "WITHOUT ROWID; "
+                                    "CREATE INDEX dataset_parents_parent ON "
+                                    "dataset_parents(parent); "
                                     "ALTER TABLE blobs DROP COLUMN formats; "
                                     "ALTER TABLE blobs DROP COLUMN introspection; "
                                     "ALTER TABLE versions DROP COLUMN introspection; "
@@ -487,9 +495,11 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "ALTER TABLE alias_history DROP COLUMN shadow; "
                                     "ALTER TABLE promotions DROP COLUMN phase; "
                                     "DROP TABLE blob_uploads; "
+                                    "DROP TABLE blob_teams; "
+                                    "ALTER TABLE blobs DROP COLUMN released; "
                                     "DROP TABLE promotion_intervals; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
-                     10); /* migrations 6 to 14 and 20 (a database of the previous release) */
+                     11); /* migrations 6 to 15 and 20 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);
