@@ -134,7 +134,9 @@ model_pids=()
 bench_stop_on_exit model_pids
 models_start() { # MODEL ERR1 DELAY1 ERR2 DELAY2
     local p
-    for p in "${model_pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
+    for p in "${model_pids[@]}"; do
+        if kill "$p" 2>/dev/null; then wait "$p" 2>/dev/null || true; fi
+    done
     model_pids=()
     python3 "$root/tests/integration/analysis_model.py" "$m1_port" "$1" 1 "$2" "$3" >>"$work/model.log" 2>&1 &
     model_pids+=($!)
