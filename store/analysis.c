@@ -47,7 +47,10 @@ enum mg_code store_interval_record(struct store *st, const struct store_interval
     if (last > in->not_before_ms) {
         goto out; /* another replica measured this interval already */
     }
-    mg_time_format(in->at_ms, at);
+    /* "at" is when the verdict was recorded, on the clock every event's "at" uses (this
+     * host's), so a stage's events and its intervals read in causal order; at_ms, the
+     * instant measured, is on the cluster's clock (store_clock_ms) for the dedup above. */
+    store_now(at);
     s = db_prepare(c, sql_ins);
     db_bind_text(s, 1, in->promotion);
     db_bind_i64(s, 2, seq + 1);

@@ -820,7 +820,8 @@ enum mg_code store_interval_record(struct store *st, const struct store_interval
                                    bool *recorded, struct mg_error *err);
 
 /* The newest `limit` intervals of a promotion, newest first (*out NEW):
- * [{"seq","at","_at_ms","phase","step_index","weight","verdict","metrics"}]. */
+ * [{"seq","at","_at_ms","phase","step_index","weight","verdict","metrics"}]; "at" is when
+ * it was recorded (this host's clock, like events), _at_ms the instant measured. */
 enum mg_code store_intervals_list(struct store *st, const char *promotion, size_t limit,
                                   json_t **out, struct mg_error *err);
 
