@@ -16,6 +16,8 @@
  *   records inconclusive intervals saying why, and goes on when Prometheus returns;
  * - with on_inconclusive: rollback, the same outage rolls back;
  * - the dry run answers one judged interval and records nothing; /metrics counts intervals;
+ *   a hostile Prometheus (NaN, +Inf, strings, many series, errors, huge bodies) gives
+ *   inconclusive metrics with readable details, never a pass or a crash;
  * - on PostgreSQL, the leader killed mid-analysis: the other replica takes over from the
  *   recorded intervals and rolls the bad candidate back all the same.
  */
@@ -747,6 +749,53 @@ static void test_dry_run(void **state)
             fail_msg("HAProxy's exporter gave no baseline numbers: %s", r->body);
     }
     it_resp_free(s, &r);
+    /* A hostile Prometheus: NaN, +Inf, a string, two series, an error, a 2 MiB body each
+     * make their metric inconclusive with a readable detail; never a pass, never a crash. */
+    {
+        static const struct {
+            const char *name, *says;
+        } hostile[] = {
+            {"nan", "NaN"},           {"inf", "+Inf, not a finite number"},
+            {"str", "gave a string"}, {"many", "gave 2 series"},
+            {"bad", "parse error"},   {"huge", "over 1048576 bytes"},
+        };
+        struct it_proc fake;
+        char script[IT_PATH_MAX], log[IT_PATH_MAX], port[16], body[2048];
+        int fport = it_free_port();
+        size_t k;
+
+        it_fmt(script, sizeof(script), "%s/tests/integration/analysis_hostile.py",
+               getenv("MG_SOURCE_DIR"));
+        it_fmt(log, sizeof(log), "%s/hostile.log", dir);
+        it_fmt(port, sizeof(port), "%d", fport);
+        it_proc_spawn(&fake, "hostile", (const char *const[]){PYTHON, script, port, NULL}, log);
+        it_proc_wait_port(&fake, fport);
+        it_fmt(body, sizeof(body),
+               "{\"analysis\":{\"provider\":{\"kind\":\"prometheus\",\"url\":"
+               "\"http://127.0.0.1:%d\"},\"metrics\":[",
+               fport);
+        for (k = 0; k < sizeof(hostile) / sizeof(hostile[0]); k++)
+            it_fmt(body + strlen(body), sizeof(body) - strlen(body),
+                   "%s{\"name\":\"%s\",\"kind\":\"value\",\"query\":\"%s{v=\\\"{{version}}"
+                   "\\\"}\",\"max\":1}",
+                   k ? "," : "", hostile[k].name, hostile[k].name);
+        strcat(body, "]}}");
+        it_policy_put(s, "good", "production", body);
+        r = it_jreq(s, "POST", "/api/v1/models/good/policies/production/analysis/dry-run",
+                    s->admin_token, "{\"version\":2}");
+        it_proc_stop(&fake);
+        it_expect_status(s, r, 200);
+        assert_string_equal(it_jstr(r->json, "verdict"), "inconclusive");
+        for (k = 0; k < sizeof(hostile) / sizeof(hostile[0]); k++) {
+            json_t *m = json_array_get(it_jarr(r->json, "metrics"), k);
+
+            if (strcmp(it_jstr(m, "verdict"), "inconclusive") != 0 ||
+                strstr(it_jstr(m, "detail"), hostile[k].says) == NULL)
+                fail_msg("hostile answer '%s': want inconclusive saying '%s': %s", hostile[k].name,
+                         hostile[k].says, r->body);
+        }
+        it_resp_free(s, &r);
+    }
     /* a policy without analysis: 400 naming the field */
     it_model_create(s, s->admin_token, "plain");
     assert_int_equal(it_version_create(s, s->admin_token, "plain", art, NULL), 1);
