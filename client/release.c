@@ -192,6 +192,35 @@ static int promo_wait(struct mgc *c, const char *id, int64_t timeout_s, json_t *
     }
 }
 
+/* Live canary analysis: the streaks and the last interval, metric by metric. */
+static void analysis_print(const json_t *a)
+{
+    const json_t *ivs = json_object_get(a, "intervals"), *last, *m;
+    size_t i;
+
+    if (!json_is_object(a) || json_array_size(ivs) == 0)
+        return;
+    last = json_array_get(ivs, json_array_size(ivs) - 1);
+    printf("\nanalysis   last interval %s at %s (%s, %lld%%); %lld failed, %lld inconclusive in "
+           "a row\n",
+           mgc_str(last, "verdict", "?"), mgc_str(last, "at", "?"), mgc_str(last, "phase", "?"),
+           (long long)json_integer_value(json_object_get(last, "weight")),
+           (long long)json_integer_value(json_object_get(a, "consecutive_failures")),
+           (long long)json_integer_value(json_object_get(a, "consecutive_inconclusive")));
+    json_array_foreach(json_object_get(last, "metrics"), i, m)
+    {
+        char cand[32] = "-", base[32] = "-";
+        const json_t *cv = json_object_get(m, "candidate"), *bv = json_object_get(m, "baseline");
+
+        if (json_is_number(cv))
+            snprintf(cand, sizeof(cand), "%.6g", json_number_value(cv));
+        if (json_is_number(bv))
+            snprintf(base, sizeof(base), "%.6g", json_number_value(bv));
+        printf("  %-22s %-12s candidate %s, baseline %s: %s\n", mgc_str(m, "name", "?"),
+               mgc_str(m, "verdict", "?"), cand, base, mgc_str(m, "detail", ""));
+    }
+}
+
 /* Finish a promotion command: print, explain a bad end, pick the exit code. */
 static int promo_report(struct mgc *c, const json_t *p, int outcome, bool id_only)
 {
@@ -305,6 +334,7 @@ static void status_print(const json_t *p)
         putchar('\n');
         mgc_print_gates(json_object_get(p, "gates"));
     }
+    analysis_print(json_object_get(p, "analysis"));
     n = json_array_size(events);
     if (n > 0)
         printf("\nevents (latest %zu):\n", n < 5 ? n : (size_t)5);

@@ -333,6 +333,7 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
                                        "schema",
                                        "smoke",
                                        "rollout",
+                                       "analysis",
                                        NULL};
     struct gate_policy p;
     const char *bad;
@@ -411,6 +412,9 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
     v = json_object_get(j, "rollout");
     if (v && (rc = parse_rollout(v, &p, err)) != MG_OK)
         return rc;
+    v = json_object_get(j, "analysis");
+    if (v && (rc = gate_analysis_parse(v, &p.analysis, err)) != MG_OK)
+        return rc;
     *out = p;
     return MG_OK;
 }
@@ -418,7 +422,7 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
 json_t *gate_policy_to_json(const struct gate_policy *p)
 {
     static const char *const gpu[] = {"none", "preferred", "required"};
-    json_t *th = json_array(), *steps = json_array(), *t, *appr, *internal;
+    json_t *th = json_array(), *steps = json_array(), *t, *appr, *internal, *analysis, *j;
     size_t i;
 
     for (i = 0; th && i < p->nthresholds; i++) {
@@ -453,15 +457,18 @@ json_t *gate_policy_to_json(const struct gate_policy *p)
                    ? json_pack("{s:s, s:s, s:I}", "header", p->internal_header, "value",
                                p->internal_value, "seconds", (json_int_t)p->internal_seconds)
                    : json_null();
-    return json_pack(
-        "{s:o, s:o, s:b, s:b, s:b, s:b, s:{s:b}, s:{s:b, s:s}, s:{s:o, s:I, s:b, s:I, s:o}}",
+    analysis = p->analysis.enabled ? gate_analysis_to_json(&p->analysis) : json_null();
+    j = json_pack(
+        "{s:o, s:o, s:b, s:b, s:b, s:b, s:{s:b}, s:{s:b, s:s}, s:{s:o, s:I, s:b, s:I, s:o}, s:o}",
         "thresholds", th, "approvals", appr, "require_signature", p->require_signature,
         "require_pinned_image", p->require_pinned_image, "require_registered_datasets",
         p->require_registered_datasets, "require_no_withdrawn_datasets",
         p->require_no_withdrawn_datasets, "schema", "compatible_with_baseline",
         p->schema_compatible, "smoke", "required", p->smoke_required, "gpu", gpu[p->gpu], "rollout",
         "steps", steps, "bake_seconds", (json_int_t)p->bake_seconds, "auto_advance",
-        p->auto_advance, "shadow_seconds", (json_int_t)p->shadow_seconds, "internal", internal);
+        p->auto_advance, "shadow_seconds", (json_int_t)p->shadow_seconds, "internal", internal,
+        "analysis", analysis);
+    return j;
 }
 
 /* ---- evaluation ------------------------------------------------------- */

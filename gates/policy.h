@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "../common/mg.h"
+#include "analysis.h"
 #include "routing.h"
 
 #define GATE_MAX_THRESHOLDS 64
@@ -68,6 +69,8 @@ struct gate_policy {
     char internal_header[GATE_HEADER_NAME_MAX + 1];
     char internal_value[GATE_HEADER_VALUE_MAX + 1];
     int64_t internal_seconds;
+    /* Live canary analysis (API.md "Live canary analysis"); analysis.enabled false: none. */
+    struct gate_analysis analysis;
 };
 
 /* The empty policy: no gates, one step to 100%, auto-advance. */

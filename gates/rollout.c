@@ -283,6 +283,8 @@ enum mg_code promo_step(const struct promo *cur, const struct promo_event *ev, i
             break; /* nothing due */
         if (cur->phase == PROMO_PHASE_SHADOW && ev->smoke_pending)
             break; /* the shadow phase ends once the candidate's smoke test passed */
+        if (ev->analysis_wait)
+            break; /* live analysis has not yet passed this phase or step */
         advance(&n, &a, now);
         break;
     case PROMO_EV_ADVANCE:
@@ -306,6 +308,21 @@ enum mg_code promo_step(const struct promo *cur, const struct promo_event *ev, i
         n.weight = 0;
         note(&a, "rolled_back", "%s", *why ? why : "the alias was rolled back");
         break;
+    case PROMO_EV_ANALYSIS: {
+        const char *type = ev->analysis_event ? ev->analysis_event : "analysis.failed";
+
+        if (cur->state != PROMO_ROLLING_OUT)
+            return conflict(err,
+                            "live analysis judges only a rolling-out promotion; this one is %s",
+                            promo_state_name(cur->state));
+        if (ev->analysis_rollback) {
+            restore(&n, &a, PROMO_ROLLED_BACK);
+            note(&a, type, "automatic rollback: %s", *why ? why : "live analysis failed");
+        } else {
+            note(&a, type, "%s", *why ? why : "live analysis is inconclusive");
+        }
+        break;
+    }
     case PROMO_EV_SMOKE_FAILED:
     case PROMO_EV_DELIVERY_FAILED:
         if (cur->state == PROMO_ROLLING_OUT) {

@@ -77,14 +77,15 @@ void promo_init(struct promo *p, const struct gate_policy *pol, int64_t candidat
                 int64_t baseline);
 
 enum promo_event_kind {
-    PROMO_EV_GATES,          /* gate report: gates_failed / gates_pending */
-    PROMO_EV_APPROVALS,      /* tally changed: rejected / satisfied */
-    PROMO_EV_TICK,           /* the clock moved (smoke_pending: see below) */
-    PROMO_EV_ADVANCE,        /* a deployer asked for the next step or phase now */
-    PROMO_EV_ABORT,          /* a deployer aborted */
-    PROMO_EV_ROLLBACK,       /* the alias was rolled back */
-    PROMO_EV_SMOKE_FAILED,   /* the candidate failed a smoke test */
-    PROMO_EV_DELIVERY_FAILED /* a gateway could not apply a step */
+    PROMO_EV_GATES,           /* gate report: gates_failed / gates_pending */
+    PROMO_EV_APPROVALS,       /* tally changed: rejected / satisfied */
+    PROMO_EV_TICK,            /* the clock moved (smoke_pending: see below) */
+    PROMO_EV_ADVANCE,         /* a deployer asked for the next step or phase now */
+    PROMO_EV_ABORT,           /* a deployer aborted */
+    PROMO_EV_ROLLBACK,        /* the alias was rolled back */
+    PROMO_EV_SMOKE_FAILED,    /* the candidate failed a smoke test */
+    PROMO_EV_DELIVERY_FAILED, /* a gateway could not apply a step */
+    PROMO_EV_ANALYSIS         /* live canary analysis decided (analysis_rollback, reason) */
 };
 
 struct promo_event {
@@ -95,6 +96,14 @@ struct promo_event {
      * running. A shadow phase never ends before it passed: a due tick waits, an advance
      * is refused. */
     bool smoke_pending;
+    /* TICK: live canary analysis does not let the phase or step end yet (no passed
+     * interval in it, or a failure streak open): a due tick waits. A deployer's advance
+     * is not held. */
+    bool analysis_wait;
+    /* ANALYSIS: roll back (failure_limit reached, or on_inconclusive: rollback), else only
+     * record analysis_event; analysis_event is "analysis.failed" or "analysis.inconclusive". */
+    bool analysis_rollback;
+    const char *analysis_event;
     const char *reason; /* free text for the event log */
 };
 

@@ -81,6 +81,8 @@ void srv_config_release(struct srv_config *cfg)
     free(cfg->database);
     free(cfg->blobs);
     free(cfg->blobs_credentials);
+    free(cfg->prometheus_url);
+    free(cfg->prometheus_credentials);
     free(cfg->host_name);
     free(cfg->public_url);
     free(cfg->oidc_issuer);
@@ -119,6 +121,10 @@ const char *srv_config_usage(void)
            "                           AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN\n"
            "  --blob-downloads proxy|redirect  serve blob bytes through modelgated (default)\n"
            "                           or answer 307 to a presigned URL valid 5 minutes (s3)\n"
+           "  --prometheus-url URL     the Prometheus HTTP API live canary analysis queries\n"
+           "                           when a policy's analysis names no provider.url\n"
+           "  --prometheus-credentials FILE  'Bearer TOKEN' or 'USER:PASSWORD' (mode 0600),\n"
+           "                           sent to --prometheus-url only\n"
            "  --host-name NAME         this replica's host, as gateways' \"host\" names it: only\n"
            "                           the replica on a gateway's host delivers it (nginx and\n"
            "                           HAProxy over a unix socket need one); default hostname\n"
@@ -378,6 +384,18 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
     }
     if (strcmp(key, "blobs-credentials") == 0)
         return set_str(&cfg->blobs_credentials, v, err);
+    if (strcmp(key, "prometheus-url") == 0) {
+        size_t n = strlen(v);
+
+        if ((strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) || n < 9 || n > 512 ||
+            strpbrk(v, " \t?#") != NULL)
+            return mg_fail(err, MG_EINVAL, key,
+                           "--prometheus-url is the http:// or https:// URL of the Prometheus "
+                           "HTTP API, e.g. http://127.0.0.1:9090");
+        return set_str(&cfg->prometheus_url, v, err);
+    }
+    if (strcmp(key, "prometheus-credentials") == 0)
+        return set_str(&cfg->prometheus_credentials, v, err);
     if (strcmp(key, "blob-downloads") == 0) {
         if (strcmp(v, "proxy") != 0 && strcmp(v, "redirect") != 0)
             return mg_fail(err, MG_EINVAL, key, "--blob-downloads is proxy or redirect, not '%s'",

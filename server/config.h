@@ -62,6 +62,8 @@ struct srv_config {
     char *oidc_client_secret_file; /* 0600 */
     char *oidc_groups_claim;       /* default "groups" */
     char *oidc_audience;           /* of API bearer JWTs; default the client id */
+    char *prometheus_url;          /* --prometheus-url: live canary analysis's default */
+    char *prometheus_credentials;  /* --prometheus-credentials FILE (0600), or NULL */
 };
 
 /* Defaults. */

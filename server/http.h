@@ -142,6 +142,7 @@ struct srv {
     struct runner *runner;           /* smoke-test runner (runner/runner.c) */
     struct srv_cluster *cluster;     /* heartbeat and leader duties (cluster.c) */
     struct srv_lifecycle *lifecycle; /* periodic retention and GC (lifecycle.c) */
+    struct rel_analysis *analysis;   /* live canary analysis (release_analysis.c) */
     struct push_allow push_allow;    /* where webhooks may connect */
     bool tls;                        /* serving HTTPS: cookies get Secure, replies HSTS */
     char *tls_cert_pem, *tls_key_pem;

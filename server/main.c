@@ -563,7 +563,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
-    if (rel_timer_start(&srv, &err) != MG_OK || srv_lifecycle_start(&srv, &err) != MG_OK) {
+    if (rel_timer_start(&srv, &err) != MG_OK || srv_lifecycle_start(&srv, &err) != MG_OK ||
+        rel_analysis_start(&srv, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
@@ -586,6 +587,7 @@ int main(int argc, char **argv)
 out:
     push_stop(&srv); /* resumes ?wait requests so they can finish */
     srv_stop(&srv, SHUTDOWN_GRACE_MS);
+    rel_analysis_stop(&srv);
     rel_timer_stop(&srv);
     srv_lifecycle_stop(&srv);
     runner_stop(&srv);

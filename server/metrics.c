@@ -27,6 +27,7 @@ struct srv_metrics {
     size_t n, cap;
     uint64_t blob_in, blob_out;
     uint64_t gc_reclaimed;
+    uint64_t analysis[3]; /* intervals by verdict: passed, failed, inconclusive */
 };
 
 struct srv_metrics *srv_metrics_new(void)
@@ -114,6 +115,12 @@ void srv_metrics_gc_reclaimed(struct srv_metrics *m, uint64_t bytes)
         __atomic_add_fetch(&m->gc_reclaimed, bytes, __ATOMIC_RELAXED);
 }
 
+void srv_metrics_analysis_interval(struct srv_metrics *m, int verdict)
+{
+    if (m && verdict >= 0 && verdict < 3)
+        __atomic_add_fetch(&m->analysis[verdict], 1, __ATOMIC_RELAXED);
+}
+
 static void line(struct mg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void line(struct mg_buf *b, const char *fmt, ...)
@@ -178,4 +185,14 @@ void srv_metrics_render(struct srv_metrics *m, struct mg_buf *b)
          "# TYPE modelgate_gc_reclaimed_bytes_total counter\n"
          "modelgate_gc_reclaimed_bytes_total %llu\n",
          (unsigned long long)__atomic_load_n(&m->gc_reclaimed, __ATOMIC_RELAXED));
+    line(b,
+         "# HELP modelgate_analysis_intervals_total Live canary analysis intervals this replica "
+         "judged, by verdict.\n"
+         "# TYPE modelgate_analysis_intervals_total counter\n"
+         "modelgate_analysis_intervals_total{verdict=\"passed\"} %llu\n"
+         "modelgate_analysis_intervals_total{verdict=\"failed\"} %llu\n"
+         "modelgate_analysis_intervals_total{verdict=\"inconclusive\"} %llu\n",
+         (unsigned long long)__atomic_load_n(&m->analysis[0], __ATOMIC_RELAXED),
+         (unsigned long long)__atomic_load_n(&m->analysis[1], __ATOMIC_RELAXED),
+         (unsigned long long)__atomic_load_n(&m->analysis[2], __ATOMIC_RELAXED));
 }

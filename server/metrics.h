@@ -25,6 +25,10 @@ void srv_metrics_blob_out(struct srv_metrics *m, uint64_t bytes);
 /* Bytes a garbage collection run on this replica reclaimed. */
 void srv_metrics_gc_reclaimed(struct srv_metrics *m, uint64_t bytes);
 
+/* A live canary analysis interval was judged: verdict is enum gate_verdict (passed 0,
+ * failed 1, inconclusive 2). */
+void srv_metrics_analysis_interval(struct srv_metrics *m, int verdict);
+
 /* Append the registry's series to b. */
 void srv_metrics_render(struct srv_metrics *m, struct mg_buf *b);
 

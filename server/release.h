@@ -86,6 +86,20 @@ void rel_delivery_failed(struct srv *srv, const char *id, const char *gateway, c
  * Returns the ms time of the next due step (0 when none). */
 int64_t rel_tick(struct srv *srv, int64_t now_ms);
 
+/* Live canary analysis (release_analysis.c): a thread that, on the leader, measures every
+ * rolling-out promotion whose policy has "analysis" each interval and rolls back on its own.
+ * Reads --prometheus-credentials first (MG_EINVAL naming what is wrong with the file). */
+enum mg_code rel_analysis_start(struct srv *srv, struct mg_error *err);
+void rel_analysis_stop(struct srv *srv);
+
+/* POST .../policies/{alias}/analysis/dry-run: the alias's policy's queries run once for
+ * `version` and the alias's last-known-good, judged as one interval, nothing recorded:
+ * {"at","version","baseline_version","phase":null,"weight":null,"verdict","metrics","detail"?}.
+ * MG_EINVAL (field "analysis") when the policy has none. Blocks for the queries: call it
+ * off the HTTP threads. */
+enum mg_code rel_analysis_dry_run(struct srv *srv, const char *model, const char *alias,
+                                  int64_t version, json_t **out, struct mg_error *err);
+
 /* The timer thread: ticks when a step is due (and at least every second). */
 enum mg_code rel_timer_start(struct srv *srv, struct mg_error *err);
 void rel_timer_stop(struct srv *srv);

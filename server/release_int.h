@@ -73,6 +73,15 @@ const char *rel_alias_kind(const struct promo *next, const struct promo_actions 
 
 void rel_strip_internal(json_t *p);
 
+/* Live canary analysis holds the promotion's stage: it may not end at now_ms yet (no passed
+ * interval of its own, or a failure streak open). false without analysis. */
+bool rel_analysis_wait(struct srv *srv, const char *id, const struct gate_policy *pol,
+                       const struct promo *cur, int64_t now_ms);
+
+/* Set the Promotion's "analysis" ({"consecutive_failures","consecutive_inconclusive",
+ * "passed_in_stage","intervals":[…oldest first]}, or null without analysis). */
+void rel_analysis_add(struct srv *srv, json_t *p);
+
 enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
                              struct rel_decision *d, json_t **out, struct mg_error *err);
 

@@ -391,6 +391,9 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
         if ((d->ev.kind == PROMO_EV_TICK || d->ev.kind == PROMO_EV_ADVANCE) &&
             cur.phase == PROMO_PHASE_SHADOW)
             d->ev.smoke_pending = smoke_pending(srv, model, cur.candidate);
+        if (d->ev.kind == PROMO_EV_TICK && pol.analysis.enabled)
+            d->ev.analysis_wait =
+                rel_analysis_wait(srv, id, &pol, &cur, store_clock_ms(srv->store));
         if ((rc = promo_step(&cur, &d->ev, store_clock_ms(srv->store), &next, &acts, err)) != MG_OK)
             goto next;
         if ((d->ev.kind == PROMO_EV_TICK && !acts.set_routes && !acts.event[0]) ||
@@ -433,6 +436,10 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
             alias_change_of(&a, &next, &acts, change);
             a.reason = d->ev.reason;
             a.promotion = id;
+            if (strncmp(acts.event, "analysis.", 9) == 0) { /* gateways hear why */
+                a.event_type = acts.event;
+                a.event_detail = acts.detail;
+            }
             /* Restoring to nothing (no baseline): the alias goes back to empty. */
         }
         rc = rel_commit_change(srv, actor, acts.set_routes ? &a : NULL, &pc, err);
@@ -454,8 +461,10 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
     }
     if (rc == MG_OK && out) {
         rc = store_promotion_get(srv->store, id, out, err);
-        if (rc == MG_OK)
+        if (rc == MG_OK) {
             rel_strip_internal(*out);
+            rel_analysis_add(srv, *out);
+        }
     }
     if (rc == MG_OK) {
         rel_timer_kick(srv);
@@ -525,8 +534,10 @@ enum mg_code rel_promotion_get(struct srv *srv, const char *id, json_t **out, st
 {
     enum mg_code rc = store_promotion_get(srv->store, id, out, err);
 
-    if (rc == MG_OK)
+    if (rc == MG_OK) {
         rel_strip_internal(*out);
+        rel_analysis_add(srv, *out);
+    }
     return rc;
 }
 

@@ -684,6 +684,10 @@ enum mg_code store_alias_apply(struct db_conn *c, const struct sign_key *key, co
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
+    if (a->event_type) /* why the alias moved, for the gateways that want to know */
+        json_object_set_new(
+            payload, "event",
+            json_pack("{s:s, s:s?}", "type", a->event_type, "detail", a->event_detail));
     if (a->names && (rc = claim_names(c, a, err)) != MG_OK)
         goto out;
     if ((rc = store_outbox_write(c, a->model, a->alias, gen, payload, at, err)) != MG_OK)

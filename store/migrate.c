@@ -48,6 +48,7 @@ static const char *const tables[] = {
     "promotions",
     "promotion_approvals",
     "promotion_events",
+    "promotion_intervals",
     "gateways",
     "outbox",
     "smoke_tests",

@@ -846,6 +846,9 @@ struct store_alias_change {
      * "model" — in the same transaction; one another alias already holds → MG_ECONFLICT
      * naming it, and nothing changes. */
     const json_t *names;
+    /* A release event behind the change ("analysis.failed", ...) that gateways are told
+     * about (the outbox payload's "event"), or NULL. */
+    const char *event_type, *event_detail;
 };
 
 /* One change to a promotion, decided on the revision it read. */
@@ -915,6 +918,34 @@ enum mg_code store_promotion_list(struct store *st, const char *state, const cha
  * {"due":[id…],"evaluating":[id…],"next_at_ms":earliest future step or 0}. */
 enum mg_code store_promotion_pending(struct store *st, int64_t now_ms, json_t **out,
                                      struct mg_error *err);
+
+/* ---- live canary analysis ---------------------------------------------- */
+
+#define STORE_INTERVALS_KEPT 500 /* per promotion, the newest */
+
+/* One analysis interval of a promotion (strings BORROWED). */
+struct store_interval {
+    const char *promotion;
+    int64_t at_ms;         /* the instant both versions were measured at */
+    int64_t not_before_ms; /* record it only if none of the promotion is newer than this
+                            * (another replica measured the same interval) */
+    const char *phase;     /* shadow, internal, steps */
+    int step_index;
+    int weight;
+    const char *verdict;   /* passed, failed, inconclusive */
+    const json_t *metrics; /* [{"name","candidate","baseline","verdict","detail"}] */
+};
+
+/* Append an interval and drop those past the newest STORE_INTERVALS_KEPT. *recorded false
+ * (MG_OK) when a newer one was there already. */
+enum mg_code store_interval_record(struct store *st, const struct store_interval *in,
+                                   bool *recorded, struct mg_error *err);
+
+/* The newest `limit` intervals of a promotion, newest first (*out NEW):
+ * [{"seq","at","_at_ms","phase","step_index","weight","verdict","metrics"}]; "at" is when
+ * it was recorded (this host's clock, like events), _at_ms the instant measured. */
+enum mg_code store_intervals_list(struct store *st, const char *promotion, size_t limit,
+                                  json_t **out, struct mg_error *err);
 
 /* Which of these dataset digests are registered for model (a global record, or one its
  * owners registered): *unregistered gets the count of those that are not and *first the

@@ -2,8 +2,8 @@
  * it while it is active. */
 
 import { compareTable, gatesTable, smokeList } from './page_promotion_evidence.js';
+import { analysisView } from './page_promotion_analysis.js';
 import { metricsChart, metricsTable } from './page_promotion_metrics.js';
-import { analysisCharts } from './page_promotion_analysis.js';
 import { schemaDiff, vramInputs } from './page_promotion_schema.js';
 import { api, maybe } from './ui_api.js';
 import { add, enc, h } from './ui_dom.js';
@@ -280,7 +280,7 @@ export async function renderPromotion(seq, id, pIn) {
           section('Metrics', 'metrics', metricsTable(p, cand, base),
                   metricsChart(p, cand, base)),
           section('Gates', 'gates', gatesTable(p, appr)),
-          p.analysis ? section('Live analysis', 'analysis', analysisCharts(p.analysis)) : null,
+          p.analysis ? section('Live analysis', 'analysis', analysisView(p)) : null,
           section('Candidate and baseline', 'compare', compareTable(p, cand, base)),
           section('Inputs and outputs', 'schema', schemaDiff(p, cand, base)),
           section('Memory estimate', 'vram', vramInputs(cand, base)),

@@ -1,89 +1,96 @@
-/* The promotion page's live analysis (M19's promotion "analysis"): one chart per metric,
- * candidate against baseline per interval, failing intervals marked. Drawn only when the
- * server sends an analysis; tolerant of the two shapes an interval's metrics may take. */
+/* The promotion page's live canary analysis: per metric, candidate against baseline in
+ * every recorded interval (failing intervals marked), the streaks, and the newest
+ * interval's verdicts in words. Redrawn by the page's poll while the rollout runs. */
 
 import { add, h, s } from './ui_dom.js';
 import { fmtNum } from './ui_format.js';
-import { badge } from './ui_widgets.js';
+import { row, table } from './ui_widgets.js';
 
-function failed(x) {
-  if (!x || typeof x !== 'object')
-    return false;
-  return x.passed === false || x.failed === true || x.ok === false ||
-    /^(failed|failing|fail)$/.test(String(x.status || x.state || ''));
+const SHOWN = 120; /* intervals per chart: the newest */
+
+function metricNames(intervals) {
+  const names = [];
+  for (const iv of intervals)
+    for (const m of iv.metrics || [])
+      if (typeof m.name === 'string' && !names.includes(m.name))
+        names.push(m.name);
+  return names;
 }
 
-/* {metric: [{i, candidate, baseline, failed}]} from analysis.intervals. */
-function series(analysis) {
-  const out = {};
-  (analysis.intervals || []).forEach((iv, i) => {
-    let ms = iv.metrics || {};
-    if (Array.isArray(ms))
-      ms = Object.fromEntries(ms.map((m) => [m.metric || m.name, m]));
-    for (const [name, m] of Object.entries(ms)) {
-      if (!name || !m || typeof m !== 'object')
-        continue;
-      (out[name] = out[name] || []).push({ i, candidate: m.candidate, baseline: m.baseline,
-                                           failed: failed(m) || (failed(iv) && !('passed' in m)) });
-    }
+/* One metric's chart: x the interval, y its value; baseline dashed grey, candidate solid
+ * blue; a failed interval is a red dot on the candidate, an inconclusive one a hollow ring. */
+function metricChart(name, intervals) {
+  const pts = intervals.map((iv) => {
+    const m = (iv.metrics || []).find((x) => x.name === name) || {};
+    return { c: m.candidate, b: m.baseline, v: m.verdict || iv.verdict, at: iv.at,
+             detail: m.detail || '' };
   });
-  return out;
-}
-
-function chart(name, pts, n) {
-  const W = 520, H = 150, L = 56, R = 10, T = 12, B = 24;
-  const vals = pts.flatMap((p) => [p.candidate, p.baseline]).filter((v) => typeof v === 'number');
-  if (vals.length === 0)
-    return null;
-  let lo = Math.min(...vals), hi = Math.max(...vals);
-  if (lo === hi) {
-    lo -= Math.abs(lo) * 0.01 || 1;
-    hi += Math.abs(hi) * 0.01 || 1;
-  }
-  const x = (i) => L + (n > 1 ? (i / (n - 1)) * (W - L - R) : (W - L - R) / 2);
-  const y = (v) => T + (1 - (v - lo) / (hi - lo)) * (H - T - B);
-  const line = (k, cls) => {
-    const p = pts.filter((q) => typeof q[k] === 'number');
-    return p.length ? s('polyline', { class: cls, fill: 'none',
-                                     points: p.map((q) => x(q.i).toFixed(1) + ',' +
-                                                          y(q[k]).toFixed(1)).join(' ') })
-      : null;
+  const vals = pts.flatMap((p) => [p.c, p.b]).filter((v) => typeof v === 'number');
+  const W = 560, H = 140, L = 56, R = 8, T = 10, B = 18;
+  const svg = s('svg', { viewBox: '0 0 ' + W + ' ' + H, class: 'chart analysis-chart',
+                         role: 'img', 'data-metric': name,
+                         preserveAspectRatio: 'xMinYMin meet' });
+  add(svg, s('title', null, name + ': candidate against baseline per interval'));
+  const max = vals.length ? Math.max(...vals) : 1, min = vals.length ? Math.min(0, ...vals) : 0;
+  const span = max - min || 1;
+  const x = (i) => L + (pts.length > 1 ? (i / (pts.length - 1)) * (W - L - R) : 0);
+  const y = (v) => T + (1 - (v - min) / span) * (H - T - B);
+  add(svg, [
+    s('line', { x1: L, y1: y(min), x2: W - R, y2: y(min), class: 'axis' }),
+    s('text', { x: L - 6, y: y(max) + 4, 'text-anchor': 'end', class: 'chart-value' },
+      fmtNum(max)),
+    s('text', { x: L - 6, y: y(min) + 4, 'text-anchor': 'end', class: 'chart-value' },
+      fmtNum(min)),
+  ]);
+  const line = (key, cls) => {
+    let d = '';
+    pts.forEach((p, i) => {
+      if (typeof p[key] !== 'number')
+        return;
+      d += (d && typeof pts[i - 1][key] === 'number' ? ' L' : ' M') + x(i).toFixed(1) + ' ' +
+           y(p[key]).toFixed(1);
+    });
+    return d ? s('path', { d: d.trim(), class: cls }) : null;
   };
-  const nfail = pts.filter((p) => p.failed).length;
-  const svg = s('svg', { viewBox: '0 0 ' + W + ' ' + H, class: 'chart analysis-chart', role: 'img',
-                         'aria-label': name + ': candidate against baseline over ' + n +
-                           ' intervals, ' + nfail + ' failing' });
-  add(svg,
-      s('text', { x: L - 6, y: T + 4, 'text-anchor': 'end', class: 'chart-value' }, fmtNum(hi)),
-      s('text', { x: L - 6, y: H - B, 'text-anchor': 'end', class: 'chart-value' }, fmtNum(lo)),
-      s('line', { x1: L, y1: H - B, x2: W - R, y2: H - B, class: 'axis' }),
-      pts.filter((p) => p.failed).map((p) =>
-        s('rect', { x: (x(p.i) - 5).toFixed(1), y: T, width: 10, height: H - T - B,
-                    class: 'fail-band' })),
-      line('baseline', 'line-base'), line('candidate', 'line-cand'),
-      pts.filter((p) => p.failed && typeof p.candidate === 'number').map((p) =>
-        s('circle', { cx: x(p.i).toFixed(1), cy: y(p.candidate).toFixed(1), r: 4,
-                      class: 'fail-dot' })),
-      s('text', { x: L, y: H - 6, class: 'chart-legend' }, 'interval 1'),
-      s('text', { x: W - R, y: H - 6, 'text-anchor': 'end', class: 'chart-legend' },
-        'interval ' + n));
-  return h('figure', { class: 'chart-fig', 'data-analysis-metric': name },
-           h('figcaption', null, h('strong', null, name), ' ',
-             nfail ? badge('failed', nfail + ' failing') : badge('passed', 'no failing interval')),
-           svg);
+  add(svg, line('b', 'line-base'), line('c', 'line-cand'));
+  pts.forEach((p, i) => {
+    if (p.v !== 'failed' && p.v !== 'inconclusive')
+      return;
+    const yy = typeof p.c === 'number' ? y(p.c) : y(min);
+    add(svg, s('circle', { cx: x(i).toFixed(1), cy: yy.toFixed(1), r: 4,
+                           class: p.v === 'failed' ? 'mark-failed' : 'mark-inconclusive' },
+               s('title', null, p.at + ' ' + p.v + ': ' + p.detail)));
+  });
+  return h('figure', { class: 'chart-fig' }, h('figcaption', { class: 'small' },
+                                               h('strong', null, name)), svg);
 }
 
-/* The analysis section's body, or null when there is no analysis. */
-export function analysisCharts(analysis) {
-  if (!analysis || typeof analysis !== 'object')
+export function analysisView(p) {
+  const a = p.analysis;
+  if (!a)
     return null;
-  const n = (analysis.intervals || []).length;
-  const byMetric = series(analysis);
-  const figs = Object.keys(byMetric).sort().map((k) => chart(k, byMetric[k], n)).filter(Boolean);
-  return h('div', { class: 'analysis' },
-           h('p', null, 'State: ', badge(String(analysis.state || analysis.status || 'running')),
-             ' · ' + n + ' interval' + (n === 1 ? '' : 's') + ' · ',
-             h('span', { class: 'legend-cand' }, 'candidate'), ' against ',
-             h('span', { class: 'legend-base' }, 'baseline'), '; failing intervals marked red.'),
-           figs.length ? figs : h('p', { class: 'empty' }, 'No interval measured yet.'));
+  const all = a.intervals || [];
+  if (all.length === 0)
+    return h('p', { class: 'empty', id: 'analysis-none' },
+             'No interval measured yet: the first comes one interval after the phase starts.');
+  const shown = all.slice(-SHOWN);
+  const last = all[all.length - 1];
+  const head = ['Metric', 'Verdict', 'Candidate', 'Baseline', 'Why'];
+  const rows = (last.metrics || []).map((m) => row(head, [
+    h('strong', null, m.name),
+    h('span', { class: 'verdict verdict-' + m.verdict }, m.verdict),
+    fmtNum(m.candidate), fmtNum(m.baseline), m.detail || '',
+  ], { 'data-metric': m.name }));
+  return [
+    h('p', { id: 'analysis-summary' },
+      'Last interval ', h('strong', { class: 'verdict verdict-' + last.verdict }, last.verdict),
+      ' (' + (last.phase || '') + (typeof last.weight === 'number' ? ', ' + last.weight + '%' : '') +
+      ') · ' + a.consecutive_failures + ' failed and ' + a.consecutive_inconclusive +
+      ' inconclusive in a row · ' + all.length + ' intervals recorded'),
+    h('p', { class: 'muted small' },
+      'Baseline dashed, candidate solid; a red dot marks a failed interval, a ring one without ' +
+      'data.'),
+    metricNames(shown).map((n) => metricChart(n, shown)),
+    table('analysis-table', head, rows, 'The newest interval, metric by metric'),
+  ];
 }

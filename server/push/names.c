@@ -296,3 +296,38 @@ enum mg_code push_gateway_check(struct srv *srv, const char *name, const char *k
     json_decref(g);
     return rc;
 }
+
+void push_version_names(struct srv *srv, const char *model, const char *alias, int64_t version,
+                        struct push_version_names *out)
+{
+    json_t *gws = NULL, *g;
+    struct mg_error err;
+    size_t i;
+
+    memset(out, 0, sizeof(*out));
+    if (store_gateway_configs(srv->store, &gws, &err) != MG_OK)
+        return;
+    json_array_foreach(gws, i, g)
+    {
+        const char *kind = json_string_value(json_object_get(g, "kind"));
+        const json_t *cfg = json_object_get(g, "config");
+
+        if (kind == NULL || !hears(g, model, alias))
+            continue;
+        if (strcmp(kind, "haproxy") == 0 && !out->has_haproxy) {
+            const char *be = json_string_value(json_object_get(cfg, "backend"));
+            const char *sv = json_string_value(json_object_get(cfg, "server"));
+
+            out->has_haproxy =
+                be && sv &&
+                push_expand(be, model, alias, version, out->backend, sizeof(out->backend)) &&
+                push_expand(sv, model, alias, version, out->server, sizeof(out->server));
+        } else if (strcmp(kind, "nginx") == 0 && !out->has_nginx) {
+            const char *up = json_string_value(json_object_get(cfg, "upstream"));
+
+            out->has_nginx =
+                up && push_expand(up, model, alias, version, out->upstream, sizeof(out->upstream));
+        }
+    }
+    json_decref(gws);
+}

@@ -171,6 +171,16 @@ enum mg_code push_alias_names(struct srv *srv, const char *model, const char *al
                               const json_t *routes, const json_t *match, const json_t *shadow,
                               json_t **out, struct mg_error *err);
 
+/* The names the gateways of (model, alias) give `version` (API.md "Live canary analysis"
+ * placeholders): the first HAProxy gateway's backend and server, the first nginx gateway's
+ * upstream; has_* false when the alias has no such gateway. */
+struct push_version_names {
+    bool has_haproxy, has_nginx;
+    char backend[256], server[256], upstream[256];
+};
+void push_version_names(struct srv *srv, const char *model, const char *alias, int64_t version,
+                        struct push_version_names *out);
+
 /*
  * Can every gateway that hears (model, alias) apply these match rules and shadow (either
  * NULL: none)? MG_EINVAL naming the gateway and the field otherwise: HAProxy copies no

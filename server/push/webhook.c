@@ -231,6 +231,8 @@ char *push_webhook_body(const struct store_delivery *d, int64_t now_ms)
                   json_is_array(match) ? json_incref(match) : json_array(), "shadow",
                   json_is_object(shadow) ? json_incref(shadow) : json_null(), "promotion",
                   promo ? promo : json_null(), "timestamp", ts);
+    if (b && json_is_object(json_object_get(d->payload, "event")))
+        json_object_set(b, "event", json_object_get(d->payload, "event"));
     exact = b ? json_dumps(b, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
     json_decref(b);
     text = exact ? mg_json_short_reals(exact) : NULL; /* "0.1", never "0.10000000000000001" */

@@ -62,6 +62,9 @@ struct undo {
     "ALTER TABLE tokens DROP COLUMN expires_ms; ALTER TABLE tokens DROP COLUMN models; "           \
     "ALTER TABLE tokens DROP COLUMN publisher; "
 
+/* 020_analysis: live canary analysis's intervals. */
+#define UNDO_020 "DROP TABLE promotion_intervals; "
+
 /* 022_model_readme: model cards, metric directions, who made a promotion event. */
 #define UNDO_022                                                                                   \
     "ALTER TABLE models DROP COLUMN readme; "                                                      \
@@ -71,6 +74,7 @@ struct undo {
 static const struct undo undos[] = {
     {15, UNDO_015_SQLITE, UNDO_015_PG},
     {19, UNDO_019, NULL},
+    {20, UNDO_020, NULL},
     {22, UNDO_022, NULL},
 };
 #define NUNDOS (sizeof(undos) / sizeof(undos[0]))

@@ -758,6 +758,50 @@ describe('reviewer UI', { concurrency: false }, () => {
     await r1.context().close();
   });
 
+  test('the promotion page charts live analysis per interval, updating live', async () => {
+    // API.md "Live canary analysis": a policy whose Prometheus does not answer records an
+    // inconclusive interval each second; the page charts them as they come.
+    const pub = tokens.publisher;
+    await must(pub, 'POST', '/api/v1/models', { name: 'scorer' });
+    for (const text of ['scorer v1', 'scorer v2 bytes']) {
+      const b = await must(pub, 'POST', '/api/v1/blobs', new TextEncoder().encode(text));
+      await must(pub, 'POST', '/api/v1/models/scorer/versions', { artifact: b.digest });
+    }
+    await must(tokens.deployer, 'PUT', '/api/v1/models/scorer/aliases/production', { version: 1 });
+    await must(admin, 'PUT', '/api/v1/models/scorer/policies/production', {
+      rollout: { steps: [50, 100], bake_seconds: 1 },
+      analysis: {
+        provider: { kind: 'prometheus', url: 'http://127.0.0.1:9' },
+        interval_seconds: 1, inconclusive_limit: 500,
+        metrics: [{ name: 'err', kind: 'ratio', errors: 'sum(e{v="{{version}}"})',
+                    total: 'sum(t{v="{{version}}"})', max: 0.02 }],
+      },
+    });
+    const p = await must(tokens.deployer, 'POST', '/api/v1/promotions', {
+      model: 'scorer', version: 2, alias: 'production', reason: 'analysis chart',
+    });
+    await waitFor('two analysis intervals', async () => {
+      const q = await must(admin, 'GET', '/api/v1/promotions/' + p.id);
+      return q.analysis && q.analysis.intervals.length >= 2;
+    });
+    const page = await newPage();
+    await signIn(page, 'reviewer1');
+    await page.goto(base + '/#/promotions/' + p.id);
+    await page.locator('#analysis svg.analysis-chart[data-metric="err"]').waitFor();
+    assert.ok(await page.locator('#analysis circle.mark-inconclusive').count() >= 2);
+    assert.match(await page.locator('#analysis tr[data-metric="err"]').innerText(),
+                 /inconclusive[\s\S]*cannot reach Prometheus/);
+    const recorded = async () =>
+      Number((/(\d+) intervals recorded/.exec(await page.locator('#analysis-summary').innerText())
+              || [0, 0])[1]);
+    const first = await recorded();
+    assert.ok(first >= 2);
+    await waitFor('the page to show newer intervals', async () => (await recorded()) > first);
+    await must(tokens.deployer, 'POST', '/api/v1/promotions/' + p.id + '/abort',
+               { reason: 'chart seen' });
+    await page.context().close();
+  });
+
   test('no page opened a dialog, ran injected script or broke the CSP', () => {
     assert.deepEqual(dialogs, []);
     assert.deepEqual(pageErrors, []);

@@ -305,6 +305,17 @@ static void test_body(void **state)
     got = json_loads(text, 0, NULL);
     assert_string_equal(json_string_value(json_object_get(json_object_get(got, "promotion"), "id")),
                         "p_1");
+    assert_null(json_object_get(got, "event")); /* a plain step: no event */
+    json_decref(got);
+    free(text);
+    /* API.md "Live canary analysis": an automatic rollback says why */
+    json_object_set_new(d.payload, "event",
+                        json_pack("{s:s, s:s}", "type", "analysis.failed", "detail",
+                                  "automatic rollback: metric error_rate of v4: candidate rate "
+                                  "0.3 is over max 0.05 (candidate 0.3, baseline v3 0)"));
+    text = push_webhook_body(&d, 0);
+    got = json_loads(text, 0, NULL);
+    assert_true(json_equal(json_object_get(got, "event"), json_object_get(d.payload, "event")));
     json_decref(got);
     free(text);
     json_decref(routes);
