@@ -322,6 +322,7 @@ extern const struct srv_route srv_routes_ui[];
 extern const struct srv_route srv_routes_metrics[];
 extern const struct srv_route srv_routes_oci[];
 extern const struct srv_route srv_routes_lifecycle[];
+extern const struct srv_route srv_routes_usage[];
 
 /* Find the route for (method, path) and capture its parameters into r.
  * Returns MG_ENOTFOUND (no such path), MG_EMETHOD (path exists, method does

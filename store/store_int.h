@@ -192,6 +192,18 @@ enum mg_code store_model_id(struct db_conn *c, const char *name, int64_t *id, st
  * "teams" and the first unknown one otherwise. */
 enum mg_code store_teams_exist(struct db_conn *c, const json_t *teams, struct mg_error *err);
 
+/*
+ * Quotas (quotas.c), inside the caller's write transaction: may team keep digest (size
+ * bytes) besides what it keeps now? MG_OK when the team has no quota, already keeps or holds
+ * the digest, or stays within its quota with it; else MG_EQUOTA naming the team, its quota
+ * and its use. Nothing is written.
+ */
+enum mg_code store_quota_admit(struct db_conn *c, const char *team, const char *digest,
+                               int64_t size, struct mg_error *err);
+/* The same for every owner team of model mid citing digest (a stored blob). */
+enum mg_code store_quota_admit_model(struct db_conn *c, int64_t mid, const char *digest,
+                                     struct mg_error *err);
+
 /* store_smoke_enqueue inside the caller's write transaction (a promotion queues its
  * candidate's test in the transaction that creates it). */
 enum mg_code store_smoke_enqueue_in(struct db_conn *c, const char *model, int64_t version,

@@ -451,8 +451,10 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
         rc = err->code;
         goto done;
     }
+    /* A version's bytes count in its owners' quotas (API.md "Quotas and cost"). */
     if ((rc = store_model_id(c, model, &mid, err)) != MG_OK ||
-        (rc = blob_exists(c, artifact, err)) != MG_OK)
+        (rc = blob_exists(c, artifact, err)) != MG_OK ||
+        (rc = store_quota_admit_model(c, mid, artifact, err)) != MG_OK)
         goto out;
     s = db_prepare(c, sql_next);
     db_bind_i64(s, 1, mid);

@@ -497,8 +497,11 @@ static void test_migration_keeps_old_tokens_global(void **state)
                                     "DROP TABLE blob_uploads; "
                                     "DROP TABLE blob_teams; "
                                     "ALTER TABLE blobs DROP COLUMN released; "
+                                    "DROP TABLE team_quotas; DROP TABLE quota_holds; "
+                                    "ALTER TABLE smoke_tests DROP COLUMN throughput_rps; "
+                                    "ALTER TABLE smoke_tests DROP COLUMN cost_per_1k_requests; "
                                     "DELETE FROM schema_migrations WHERE version >= 6;"),
-                     10); /* migrations 6 to 15 (a database of the previous release) */
+                     11); /* migrations 6 to 16 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);

@@ -573,7 +573,10 @@ static void test_upgrade_keeps_uploads_and_lineage(void **state)
         "DROP TABLE dataset_parents; DROP TABLE datasets; "
         "ALTER TABLE d0 RENAME TO datasets; ALTER TABLE p0 RENAME TO dataset_parents; "
         "CREATE INDEX dataset_parents_parent ON dataset_parents(parent); "
-        "DELETE FROM schema_migrations WHERE version = 15;";
+        "DROP TABLE team_quotas; DROP TABLE quota_holds; "
+        "ALTER TABLE smoke_tests DROP COLUMN throughput_rps; "
+        "ALTER TABLE smoke_tests DROP COLUMN cost_per_1k_requests; "
+        "DELETE FROM schema_migrations WHERE version >= 15;";
     static const char pg_back[] =
         "DROP TABLE blob_teams; ALTER TABLE blobs DROP COLUMN released; "
         "DROP INDEX dataset_parents_child; "
@@ -584,7 +587,10 @@ static void test_upgrade_keeps_uploads_and_lineage(void **state)
         "ALTER TABLE dataset_parents ADD PRIMARY KEY (child, parent); "
         "ALTER TABLE dataset_parents ADD FOREIGN KEY (child) REFERENCES datasets(digest); "
         "ALTER TABLE dataset_parents ADD FOREIGN KEY (parent) REFERENCES datasets(digest); "
-        "DELETE FROM schema_migrations WHERE version = 15;";
+        "DROP TABLE team_quotas; DROP TABLE quota_holds; "
+        "ALTER TABLE smoke_tests DROP COLUMN throughput_rps; "
+        "ALTER TABLE smoke_tests DROP COLUMN cost_per_1k_requests; "
+        "DELETE FROM schema_migrations WHERE version >= 15;";
     struct mg_server *t, *keep = srv;
     char loose[IT_DIGEST_LEN + 1], p[IT_DIGEST_LEN + 1], c[IT_DIGEST_LEN + 1], path[200];
     char *rp, *ar;
@@ -603,7 +609,7 @@ static void test_upgrade_keeps_uploads_and_lineage(void **state)
     dataset_post(t->admin_token, p, "parent", NULL, 201);
     dataset_post(t->admin_token, c, "child", p, 201);
     it_server_stop(t);
-    assert_int_equal(it_sql_exec(t, it_on_postgres() ? pg_back : sqlite_back), 1);
+    assert_int_equal(it_sql_exec(t, it_on_postgres() ? pg_back : sqlite_back), 2);
     it_server_restart(t);
 
     assert_int_equal(blob_status(t, "GET", loose, rp), 200);

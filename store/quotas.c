@@ -1,0 +1,221 @@
+/*
+ * quotas.c - storage quotas per team and usage (API.md "Quotas and cost").
+ *
+ * A team keeps the unique bytes its tokens uploaded (blob_teams) and those its models' live
+ * versions cite, each digest counted once however many versions share it, plus what uploads
+ * in flight reserved for it (quota_holds, valid while their pin lives). Every admission runs
+ * inside the caller's write transaction: writes are serialised (SQLite's BEGIN IMMEDIATE,
+ * PostgreSQL's write advisory lock taken at BEGIN), so the use read there is the one the
+ * commit lands on and two replicas can never together take a team past its quota.
+ */
+#include "store_int.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The digests a team keeps (?1 = team), in each dialect. */
+#define TEAM_DIGESTS                                                                               \
+    "SELECT digest FROM blob_teams WHERE team = ?1 UNION SELECT v.artifact FROM versions v "       \
+    "JOIN models m ON m.id = v.model_id WHERE v.status <> 'deleted' AND EXISTS "                   \
+    "(SELECT 1 FROM json_each(m.owners) j WHERE j.value = ?1)"
+#define TEAM_DIGESTS_PG                                                                            \
+    "SELECT digest FROM blob_teams WHERE team = ?1::text UNION SELECT v.artifact FROM versions v " \
+    "JOIN models m ON m.id = v.model_id WHERE v.status <> 'deleted' AND "                          \
+    "jsonb_exists(m.owners::jsonb, ?1::text)"
+/* Its stored blobs (bytes not yet reclaimed by garbage collection), then the live holds of
+ * digests not among them. */
+#define TEAM_USE(digests)                                                                          \
+    "WITH d(digest) AS (" digests "), k(digest, size) AS (SELECT b.digest, b.size FROM blobs b "   \
+    "WHERE b.state <> 'reclaimed' AND b.digest IN (SELECT digest FROM d)) "                        \
+    "SELECT (SELECT coalesce(sum(size), 0) FROM k) + (SELECT coalesce(sum(x.size), 0) FROM "       \
+    "(SELECT DISTINCT h.digest, h.size FROM quota_holds h JOIN blob_pins p ON p.token = h.pin "    \
+    "WHERE h.team = ?1 AND h.digest NOT IN (SELECT digest FROM k)) x), "                           \
+    "EXISTS (SELECT 1 FROM k WHERE digest = ?2) OR EXISTS (SELECT 1 FROM quota_holds h "           \
+    "JOIN blob_pins p ON p.token = h.pin WHERE h.team = ?1 AND h.digest = ?2)"
+
+/* The bytes team keeps now, and whether digest (may be NULL) is among them. */
+static enum mg_code team_use(struct db_conn *c, const char *team, const char *digest, int64_t *used,
+                             bool *counted, struct mg_error *err)
+{
+    static const char sql[] = TEAM_USE(TEAM_DIGESTS);
+    static const char sql_pg[] =
+        "SELECT u.a::bigint, u.b::int FROM (" TEAM_USE(TEAM_DIGESTS_PG) ") AS u(a, b)";
+    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
+    enum mg_code rc;
+    bool row;
+
+    *used = 0;
+    *counted = false;
+    db_bind_text(s, 1, team);
+    db_bind_text(s, 2, digest ? digest : "");
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (row) {
+        *used = db_col_i64(s, 0);
+        *counted = db_col_i64(s, 1) != 0;
+    }
+    db_reset(s);
+    return MG_OK;
+}
+
+/* The team's quota: *has false when it has none. */
+static enum mg_code team_quota(struct db_conn *c, const char *team, bool *has, int64_t *quota,
+                               struct mg_error *err)
+{
+    static const char sql[] = "SELECT storage_bytes FROM team_quotas WHERE team = ?";
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+
+    *quota = 0;
+    db_bind_text(s, 1, team);
+    if ((rc = db_step(s, has, err)) != MG_OK)
+        return rc;
+    if (*has)
+        *quota = db_col_i64(s, 0);
+    db_reset(s);
+    return MG_OK;
+}
+
+enum mg_code store_quota_admit(struct db_conn *c, const char *team, const char *digest,
+                               int64_t size, struct mg_error *err)
+{
+    int64_t quota, used;
+    bool has, counted;
+    enum mg_code rc;
+
+    if ((rc = team_quota(c, team, &has, &quota, err)) != MG_OK || !has)
+        return rc;
+    if ((rc = team_use(c, team, digest, &used, &counted, err)) != MG_OK || counted)
+        return rc;
+    if (size > quota || used > quota - size)
+        return mg_fail(err, MG_EQUOTA, NULL,
+                       "team '%s' has a storage quota of %" PRId64 " bytes and uses %" PRId64
+                       "; %s adds %" PRId64
+                       " more: delete versions it no longer needs or ask an admin to raise the "
+                       "quota",
+                       team, quota, used, digest, size);
+    return MG_OK;
+}
+
+enum mg_code store_quota_admit_model(struct db_conn *c, int64_t mid, const char *digest,
+                                     struct mg_error *err)
+{
+    static const char sql_size[] = "SELECT size FROM blobs WHERE digest = ?";
+    static const char sql_owners[] =
+        "SELECT j.value FROM models m, json_each(m.owners) j WHERE m.id = ? ORDER BY 1";
+    static const char sql_owners_pg[] = "SELECT t FROM models m, "
+                                        "jsonb_array_elements_text(m.owners::jsonb) t "
+                                        "WHERE m.id = ? ORDER BY 1";
+    char teams[STORE_MAX_SCOPES][STORE_TEAM_NAME_MAX + 1];
+    struct db_stmt *s = db_prepare(c, sql_size);
+    size_t n = 0, i;
+    int64_t size = 0;
+    enum mg_code rc;
+    bool row;
+
+    db_bind_text(s, 1, digest);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (row)
+        size = db_col_i64(s, 0);
+    db_reset(s);
+    s = db_prepare(c, DB_SQL(c, sql_owners, sql_owners_pg));
+    db_bind_i64(s, 1, mid);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        const char *t = db_col_text(s, 0);
+
+        if (n < STORE_MAX_SCOPES && t != NULL && strlen(t) <= STORE_TEAM_NAME_MAX)
+            memcpy(teams[n++], t, strlen(t) + 1);
+    }
+    db_reset(s);
+    for (i = 0; rc == MG_OK && i < n; i++)
+        rc = store_quota_admit(c, teams[i], digest, size, err);
+    return rc;
+}
+
+static enum mg_code team_exists(struct db_conn *c, const char *team, struct mg_error *err)
+{
+    static const char sql[] = "SELECT 1 FROM teams WHERE name = ?";
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool found;
+
+    db_bind_text(s, 1, team);
+    if ((rc = store_exists(s, &found, err)) != MG_OK || found)
+        return rc;
+    return mg_fail(err, MG_ENOTFOUND, NULL, "team '%s' does not exist", team);
+}
+
+static enum mg_code quota_read(struct db_conn *c, const char *team, json_t **out,
+                               struct mg_error *err)
+{
+    int64_t quota, used;
+    bool has, counted;
+    enum mg_code rc;
+
+    *out = NULL;
+    if ((rc = team_exists(c, team, err)) != MG_OK ||
+        (rc = team_quota(c, team, &has, &quota, err)) != MG_OK ||
+        (rc = team_use(c, team, NULL, &used, &counted, err)) != MG_OK)
+        return rc;
+    *out = json_pack("{s:s, s:o, s:I}", "team", team, "storage_bytes",
+                     has ? json_integer(quota) : json_null(), "used_bytes", (json_int_t)used);
+    return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+}
+
+enum mg_code store_quota_set(struct store *st, const char *actor, const char *team,
+                             const int64_t *bytes, json_t **out, struct mg_error *err)
+{
+    static const char sql_set[] =
+        "INSERT INTO team_quotas (team, storage_bytes, alert_pct, updated_at, updated_by) "
+        "VALUES (?1, ?2, 0, ?3, ?4) ON CONFLICT (team) DO UPDATE SET "
+        "storage_bytes = excluded.storage_bytes, updated_at = excluded.updated_at, "
+        "updated_by = excluded.updated_by";
+    static const char sql_drop[] = "DELETE FROM team_quotas WHERE team = ?";
+    struct db_conn *c;
+    struct db_stmt *s;
+    json_t *detail = NULL;
+    char at[32];
+    enum mg_code rc;
+
+    *out = NULL;
+    if ((c = store_write_begin(st, err)) == NULL)
+        return err->code;
+    if ((rc = team_exists(c, team, err)) != MG_OK)
+        goto out;
+    if (bytes != NULL) {
+        s = db_prepare(c, sql_set);
+        store_now(at);
+        db_bind_text(s, 1, team);
+        db_bind_i64(s, 2, *bytes);
+        db_bind_text(s, 3, at);
+        db_bind_text(s, 4, actor);
+    } else {
+        s = db_prepare(c, sql_drop);
+        db_bind_text(s, 1, team);
+    }
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    detail = json_pack("{s:o}", "storage_bytes", bytes ? json_integer(*bytes) : json_null());
+    if ((rc = store_audit_append(c, actor, "team.quota", team, detail, err)) != MG_OK)
+        goto out;
+    rc = quota_read(c, team, out, err);
+out:
+    json_decref(detail);
+    rc = store_write_end(st, c, rc, err);
+    if (rc != MG_OK) {
+        json_decref(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+enum mg_code store_quota_get(struct store *st, const char *team, json_t **out, struct mg_error *err)
+{
+    struct db_conn *c = store_read_begin(st);
+    enum mg_code rc = quota_read(c, team, out, err);
+
+    store_read_end(st, c);
+    return rc;
+}
