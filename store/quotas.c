@@ -219,3 +219,109 @@ enum mg_code store_quota_get(struct store *st, const char *team, json_t **out, s
     store_read_end(st, c);
     return rc;
 }
+
+/* Smoke-test machine time, in seconds, of the versions v selects (all, and on a GPU). */
+#define SMOKE_MS(where, extra)                                                                     \
+    "(SELECT CAST(coalesce(sum(s.duration_ms), 0) AS BIGINT) FROM smoke_tests s JOIN versions v "  \
+    "ON v.id = s.version_id JOIN models m2 ON m2.id = v.model_id WHERE s.duration_ms IS NOT NULL " \
+    "AND " where extra ")"
+#define OWNED_BY_T "EXISTS (SELECT 1 FROM json_each(m2.owners) j WHERE j.value = t.name)"
+#define OWNED_BY_T_PG "jsonb_exists(m2.owners::jsonb, t.name)"
+#define LIVE_VERSIONS(where)                                                                       \
+    "(SELECT count(*) FROM versions v JOIN models m2 ON m2.id = v.model_id "                       \
+    "WHERE v.status <> 'deleted' AND " where ")"
+
+#define BY_TEAM(owned)                                                                             \
+    "SELECT t.name, q.storage_bytes, " LIVE_VERSIONS(owned) ", " SMOKE_MS(                         \
+        owned, "") ", " SMOKE_MS(owned,                                                            \
+                                 " AND s.gpu IS NOT NULL") " FROM teams t LEFT JOIN team_quotas "  \
+                                                           "q ON q.team = t.name "                 \
+                                                           "ORDER BY t.name"
+
+static enum mg_code usage_by_team(struct db_conn *c, json_t *items, struct mg_error *err)
+{
+    static const char sql[] = BY_TEAM(OWNED_BY_T);
+    static const char sql_pg[] = BY_TEAM(OWNED_BY_T_PG);
+    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
+    enum mg_code rc;
+    json_t *item;
+    size_t i;
+    bool row;
+
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        item = json_pack("{s:o, s:o, s:I, s:f, s:f}", "team", store_col_json_string(s, 0),
+                         "quota_bytes", store_col_json_int(s, 1), "versions",
+                         (json_int_t)db_col_i64(s, 2), "smoke_seconds",
+                         (double)db_col_i64(s, 3) / 1000.0, "smoke_gpu_seconds",
+                         (double)db_col_i64(s, 4) / 1000.0);
+        if (item == NULL || json_array_append_new(items, item) != 0) {
+            db_reset(s);
+            return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        }
+    }
+    if (rc != MG_OK)
+        return rc;
+    /* The bytes each keeps, once the list is read (one statement at a time). */
+    json_array_foreach(items, i, item)
+    {
+        int64_t used;
+        bool counted;
+
+        if ((rc = team_use(c, json_string_value(json_object_get(item, "team")), NULL, &used,
+                           &counted, err)) != MG_OK)
+            return rc;
+        json_object_set_new(item, "storage_bytes", json_integer(used));
+    }
+    return MG_OK;
+}
+
+#define MODEL_BYTES                                                                                \
+    "(SELECT CAST(coalesce(sum(b.size), 0) AS BIGINT) FROM blobs b WHERE b.state <> 'reclaimed' "  \
+    "AND b.digest IN (SELECT v.artifact FROM versions v WHERE v.model_id = m.id "                  \
+    "AND v.status <> 'deleted'))"
+#define BY_MODEL                                                                                   \
+    "SELECT m.name, m.owners, " MODEL_BYTES                                                        \
+    ", " LIVE_VERSIONS("m2.id = m.id") ", " SMOKE_MS("m2.id = m.id", "") ", " SMOKE_MS(            \
+        "m2.id = m.id", " AND s.gpu IS NOT NULL") " FROM models m "                                \
+                                                  "ORDER BY m.name"
+
+static enum mg_code usage_by_model(struct db_conn *c, json_t *items, struct mg_error *err)
+{
+    static const char sql[] = BY_MODEL;
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    json_t *item;
+    bool row;
+
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        item = json_pack("{s:o, s:o, s:I, s:I, s:f, s:f}", "model", store_col_json_string(s, 0),
+                         "owners", store_col_json(s, 1), "storage_bytes",
+                         (json_int_t)db_col_i64(s, 2), "versions", (json_int_t)db_col_i64(s, 3),
+                         "smoke_seconds", (double)db_col_i64(s, 4) / 1000.0, "smoke_gpu_seconds",
+                         (double)db_col_i64(s, 5) / 1000.0);
+        if (item == NULL || json_array_append_new(items, item) != 0) {
+            db_reset(s);
+            return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        }
+    }
+    return rc;
+}
+
+enum mg_code store_usage(struct store *st, bool by_model, json_t **out, struct mg_error *err)
+{
+    struct db_conn *c = store_read_begin(st);
+    json_t *items = json_array();
+    enum mg_code rc;
+
+    *out = NULL;
+    if (items == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    else
+        rc = by_model ? usage_by_model(c, items, err) : usage_by_team(c, items, err);
+    store_read_end(st, c);
+    if (rc == MG_OK &&
+        (*out = json_pack("{s:s, s:O}", "by", by_model ? "model" : "team", "items", items)) == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    json_decref(items);
+    return rc;
+}

@@ -433,6 +433,15 @@ enum mg_code store_quota_set(struct store *st, const char *actor, const char *te
 enum mg_code store_quota_get(struct store *st, const char *team, json_t **out,
                              struct mg_error *err);
 
+/*
+ * What each team (by_model false) or model keeps and spends (API.md "Quotas and cost"):
+ * *out NEW {"by","items":[…]}; a team item {"team","storage_bytes" (its use, as above),
+ * "quota_bytes"|null,"versions" (not deleted, of the models it owns),"smoke_seconds",
+ * "smoke_gpu_seconds"}; a model item {"model","owners","storage_bytes" (unique bytes its
+ * live versions cite),"versions","smoke_seconds","smoke_gpu_seconds"}. Every team or model.
+ */
+enum mg_code store_usage(struct store *st, bool by_model, json_t **out, struct mg_error *err);
+
 /* Teams an upload counts for (the uploading token's; none: a global token), copied; call
  * before store_blob_upload_commit, which then refuses bytes that would take one of them past
  * its quota (MG_EQUOTA) before putting them under their digest, and records the teams as

@@ -4,6 +4,8 @@
  */
 #include "api.h"
 
+#include <string.h>
+
 static void quota_put(struct srv_req *r)
 {
     static const char *const allowed[] = {"storage_bytes", NULL};
@@ -41,7 +43,48 @@ static void quota_get(struct srv_req *r)
         srv_reply_json(r, 200, out);
 }
 
+/* GET /api/v1/usage?by=team|model: what each team or model keeps and spends. Under
+ * --read-scope team a team token sees its own teams and the models it may read. */
+static void usage(struct srv_req *r)
+{
+    const char *by = srv_query(r, "by");
+    bool by_model = by != NULL && strcmp(by, "model") == 0;
+    bool scoped =
+        r->srv->cfg->read_scope_team && r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN);
+    json_t *out = NULL, *items, *item; /* items, item BORROWED */
+    struct mg_error err;
+    size_t i, k;
+
+    if (by != NULL && !by_model && strcmp(by, "team") != 0) {
+        srv_fail(r, MG_EINVAL, "by", "by is 'team' or 'model'");
+        return;
+    }
+    if (store_usage(r->srv->store, by_model, &out, &err) != MG_OK) {
+        srv_reply_error(r, &err);
+        return;
+    }
+    items = json_object_get(out, "items");
+    for (i = 0; scoped && i < json_array_size(items);) {
+        bool keep = false;
+
+        item = json_array_get(items, i);
+        if (by_model) {
+            keep = srv_model_visible(r, json_object_get(item, "owners"));
+        } else {
+            for (k = 0; k < r->who.nteams && !keep; k++)
+                keep =
+                    strcmp(r->who.teams[k], json_string_value(json_object_get(item, "team"))) == 0;
+        }
+        if (keep)
+            i++;
+        else
+            json_array_remove(items, i);
+    }
+    srv_reply_json(r, 200, out);
+}
+
 const struct srv_route srv_routes_usage[] = {
+    {"GET", "/api/v1/usage", STORE_ROLE_READER, SRV_BODY_NONE, usage, NULL, NULL, NULL},
     {"PUT", "/api/v1/teams/{team}/quota", STORE_ROLE_ADMIN, SRV_BODY_JSON, quota_put, NULL, NULL,
      NULL},
     {"GET", "/api/v1/teams/{team}/quota", STORE_ROLE_READER, SRV_BODY_NONE, quota_get, NULL, NULL,

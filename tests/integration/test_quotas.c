@@ -7,6 +7,7 @@
  *     quota_exceeded naming the team, the quota and the use, and leaves nothing behind
  *     (no blob, no bytes in the backend, no version);
  *   - a quota lowered below the use: reads and deletes still work, new bytes are refused;
+ *   - GET /api/v1/usage?by=team|model and the per-team gauges of /metrics;
  *   - uploads racing past a quota (two replicas sharing PostgreSQL, or one replica on
  *     SQLite): exactly one wins.
  * The program runs again on PostgreSQL (pg_integration_test_quotas) and on the remote blob
@@ -272,6 +273,84 @@ static void test_quota_counts_unique_bytes(void **state)
     assert_int_equal(upload(risk_pub, 50, 5, e), 201);
 }
 
+/* An item of GET /api/v1/usage?by=... whose key is name (fails when absent). NEW ref. */
+static json_t *usage_item(const char *by, const char *tok, const char *key, const char *name)
+{
+    char path[64];
+    struct it_resp *r;
+    json_t *item, *found = NULL;
+    size_t i;
+
+    it_fmt(path, sizeof(path), "/api/v1/usage?by=%s", by);
+    r = it_get(srv, path, tok);
+    it_expect_status(srv, r, 200);
+    assert_string_equal(it_jstr(r->json, "by"), by);
+    json_array_foreach(it_jarr(r->json, "items"), i, item)
+    {
+        if (strcmp(it_jstr(item, key), name) == 0)
+            found = json_incref(item);
+    }
+    it_resp_free(srv, &r);
+    if (found == NULL)
+        fail_msg("no %s '%s' in GET %s", key, name, path);
+    return found;
+}
+
+/* GET /api/v1/usage by team and by model, and the per-team gauges of /metrics, agree with
+ * what the quota counts. */
+static void test_usage_and_metrics(void **state)
+{
+    char a[IT_DIGEST_LEN + 1], line[128];
+    struct it_resp *r;
+    json_t *u;
+    long long use;
+
+    (void)state;
+    call("POST", "/api/v1/teams", srv->admin_token, "{\"name\":\"meter\"}", 201);
+    {
+        char *tok = token("meter-pub", "[\"meter\"]");
+
+        set_quota("meter", 5000);
+        assert_int_equal(upload(tok, 700, 90, a), 201);
+        call("POST", "/api/v1/models", tok, "{\"name\":\"meter-m\"}", 201);
+        r = version("meter-m", tok, a);
+        it_expect_status(srv, r, 201);
+        it_resp_free(srv, &r);
+        r = version("meter-m", tok, a);
+        it_expect_status(srv, r, 201);
+        it_resp_free(srv, &r);
+        free(tok);
+    }
+    u = usage_item("team", srv->admin_token, "team", "meter");
+    assert_int_equal(it_jint(u, "storage_bytes"), 700);
+    assert_int_equal(it_jint(u, "quota_bytes"), 5000);
+    assert_int_equal(it_jint(u, "versions"), 2);
+    assert_true(json_is_number(json_object_get(u, "smoke_seconds")));
+    json_decref(u);
+    u = usage_item("model", srv->admin_token, "model", "meter-m");
+    assert_int_equal(it_jint(u, "storage_bytes"), 700);
+    assert_int_equal(it_jint(u, "versions"), 2);
+    assert_string_equal(json_string_value(json_array_get(it_jarr(u, "owners"), 0)), "meter");
+    json_decref(u);
+    /* by=team is the default; anything else is a clear 400 */
+    r = it_get(srv, "/api/v1/usage", srv->admin_token);
+    it_expect_status(srv, r, 200);
+    assert_string_equal(it_jstr(r->json, "by"), "team");
+    it_resp_free(srv, &r);
+    r = it_get(srv, "/api/v1/usage?by=region", srv->admin_token);
+    it_expect_error_field(srv, r, 400, "invalid_argument", "by");
+    it_resp_free(srv, &r);
+    /* the gauges */
+    use = used("meter", 5000);
+    r = it_get(srv, "/metrics", srv->admin_token);
+    it_expect_status(srv, r, 200);
+    it_fmt(line, sizeof(line), "\nmodelgate_team_storage_bytes{team=\"meter\"} %lld\n", use);
+    assert_non_null(strstr(r->body, line));
+    it_fmt(line, sizeof(line), "\nmodelgate_team_quota_bytes{team=\"meter\"} 5000\n");
+    assert_non_null(strstr(r->body, line));
+    it_resp_free(srv, &r);
+}
+
 /* Uploads racing past the quota, each on its own connection (on PostgreSQL each to its own
  * replica of one database): both fit alone, not together; exactly one wins and the loser
  * leaves nothing behind. */
@@ -335,10 +414,10 @@ static void test_racing_uploads_one_wins(void **state)
     for (i = 0; i < 2; i++) {
         if (x[i].r->status == 201) {
             wins++;
-            assert_true(it_blob_stored(srv, d[i]));
+            assert_true(it_blob_stored(x[i].s, d[i])); /* a file: backend is per replica */
         } else {
             expect_quota_error(x[i].r, "race", RACE_BYTES + RACE_BYTES / 2, RACE_BYTES);
-            assert_false(it_blob_stored(srv, d[i]));
+            assert_false(it_blob_stored(x[i].s, d[i]));
             refused++;
         }
         it_resp_free(x[i].s, &x[i].r);
@@ -354,6 +433,8 @@ static void test_racing_uploads_one_wins(void **state)
     }
     assert_int_equal(it_blob_leftovers(srv), 0);
     if (other)
+        assert_int_equal(it_blob_leftovers(other), 0);
+    if (other)
         it_server_free(&other);
     free(tok);
 }
@@ -363,6 +444,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_quota_api, it_test_teardown),
         cmocka_unit_test_teardown(test_quota_counts_unique_bytes, it_test_teardown),
+        cmocka_unit_test_teardown(test_usage_and_metrics, it_test_teardown),
         cmocka_unit_test_teardown(test_racing_uploads_one_wins, it_test_teardown),
     };
 
