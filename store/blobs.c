@@ -430,6 +430,18 @@ static enum mg_code claim_in(struct db_conn *c, const char *digest,
     return rc;
 }
 
+/* The upload's teams' alert levels after their use changed (store_quota_note). */
+static enum mg_code note_in(struct db_conn *c, const struct store_blob_upload *up,
+                            struct mg_error *err)
+{
+    const char *teams[STORE_MAX_SCOPES];
+    size_t i;
+
+    for (i = 0; up != NULL && i < up->nteams; i++)
+        teams[i] = up->teams[i];
+    return store_quota_note(c, teams, i, err);
+}
+
 /* Admit size new bytes of digest into each of the upload's teams' quotas (MG_EQUOTA) and,
  * with a pin, hold them there until the row commits or the pin goes. */
 static enum mg_code admit_in(struct db_conn *c, const char *digest,
@@ -578,8 +590,9 @@ static enum mg_code blob_touch(struct store *st, const char *digest,
     db_bind_text(s, 2, digest);
     if ((rc = db_exec(s, err)) == MG_OK)
         *live = db_changes(s) == 1;
-    if (rc == MG_OK && *live && up != NULL && (rc = admit_in(c, digest, up, NULL, err)) == MG_OK)
-        rc = claim_in(c, digest, up, err);
+    if (rc == MG_OK && *live && up != NULL && (rc = admit_in(c, digest, up, NULL, err)) == MG_OK &&
+        (rc = claim_in(c, digest, up, err)) == MG_OK)
+        rc = note_in(c, up, err);
     return store_write_end(st, c, rc, err);
 }
 
@@ -633,7 +646,7 @@ static enum mg_code blob_insert(struct store *st, const char *actor, const char 
         goto out;
     *created = db_changes(s) > 0;
     /* The teams' holds become their bytes in this transaction (the pin's holds go above). */
-    if ((rc = claim_in(c, digest, up, err)) != MG_OK)
+    if ((rc = claim_in(c, digest, up, err)) != MG_OK || (rc = note_in(c, up, err)) != MG_OK)
         goto out;
     if (!*created) {
         /* Live: a concurrent upload of the same bytes won. Reclaimed by garbage collection:

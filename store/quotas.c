@@ -98,15 +98,122 @@ enum mg_code store_quota_admit(struct db_conn *c, const char *team, const char *
     return MG_OK;
 }
 
-enum mg_code store_quota_admit_model(struct db_conn *c, int64_t mid, const char *digest,
-                                     struct mg_error *err)
+/*
+ * Announce a crossing of 80 % or 100 % of team's quota to every webhook gateway (API.md
+ * "Quotas and cost"): the team's alert level is desired state, like an alias's routes, so it
+ * travels as an outbox row keyed (gateway, team, "") (no alias is empty) whose newest level
+ * is the one delivered. A level falling back is recorded silently, so the next crossing is
+ * announced again.
+ */
+static enum mg_code quota_note(struct db_conn *c, const char *team, struct mg_error *err)
 {
-    static const char sql_size[] = "SELECT size FROM blobs WHERE digest = ?";
+    static const char sql_level[] =
+        "SELECT storage_bytes, alert_pct FROM team_quotas WHERE team = ?";
+    static const char sql_set[] = "UPDATE team_quotas SET alert_pct = ? WHERE team = ?";
+    static const char sql_out[] =
+        "INSERT INTO outbox (gateway, model, alias, generation, payload, state, attempts, "
+        "last_error, next_attempt_at, written_ms, written_at, acked_at) "
+        "SELECT g.name, ?1, '', ?2, ?3, 'pending', 0, NULL, 0, ?2, ?4, NULL FROM gateways g "
+        "WHERE g.kind = 'webhook' "
+        "ON CONFLICT (gateway, model, alias) DO UPDATE SET generation = excluded.generation, "
+        "payload = excluded.payload, state = 'pending', attempts = 0, last_error = NULL, "
+        "next_attempt_at = 0, written_ms = excluded.written_ms, written_at = excluded.written_at, "
+        "acked_at = NULL";
+    struct db_stmt *s = db_prepare(c, sql_level);
+    int64_t quota, was, used, level;
+    enum mg_code rc;
+    bool row, counted;
+    char at[32], *text = NULL;
+    json_t *payload;
+
+    db_bind_text(s, 1, team);
+    if ((rc = db_step(s, &row, err)) != MG_OK || !row)
+        return rc;
+    quota = db_col_i64(s, 0);
+    was = db_col_i64(s, 1);
+    db_reset(s);
+    if ((rc = team_use(c, team, NULL, &used, &counted, err)) != MG_OK)
+        return rc;
+    level = used >= quota ? 100 : used >= quota - quota / 5 ? 80 : 0;
+    if (level == was)
+        return MG_OK;
+    s = db_prepare(c, sql_set);
+    db_bind_i64(s, 1, level);
+    db_bind_text(s, 2, team);
+    if ((rc = db_exec(s, err)) != MG_OK || level < was)
+        return rc;
+    store_now(at);
+    payload = json_pack("{s:s, s:s, s:I, s:I, s:I, s:s}", "type", "quota.threshold", "team", team,
+                        "percent", (json_int_t)level, "storage_bytes", (json_int_t)quota,
+                        "used_bytes", (json_int_t)used, "at", at);
+    if (payload == NULL || (text = store_json_text(payload)) == NULL) {
+        json_decref(payload);
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+    json_decref(payload);
+    s = db_prepare(c, sql_out);
+    db_bind_text(s, 1, team);
+    db_bind_i64(s, 2, store_conn_clock_ms(c));
+    db_bind_text(s, 3, text);
+    db_bind_text(s, 4, at);
+    rc = db_exec(s, err);
+    free(text);
+    if (rc == MG_OK && db_dialect(c) == DB_POSTGRES) /* wake every replica's push workers */
+        rc = db_exec(db_prepare(c, "SELECT pg_notify('mg_change', '')"), err);
+    return rc;
+}
+
+enum mg_code store_quota_note(struct db_conn *c, const char *const *teams, size_t nteams,
+                              struct mg_error *err)
+{
+    enum mg_code rc = MG_OK;
+    size_t i;
+
+    for (i = 0; i < nteams && rc == MG_OK; i++)
+        rc = quota_note(c, teams[i], err);
+    return rc;
+}
+
+/* The owner teams of model mid (at most STORE_MAX_SCOPES). */
+static enum mg_code model_owners(struct db_conn *c, int64_t mid,
+                                 char teams[STORE_MAX_SCOPES][STORE_TEAM_NAME_MAX + 1], size_t *n,
+                                 struct mg_error *err)
+{
     static const char sql_owners[] =
         "SELECT j.value FROM models m, json_each(m.owners) j WHERE m.id = ? ORDER BY 1";
     static const char sql_owners_pg[] = "SELECT t FROM models m, "
                                         "jsonb_array_elements_text(m.owners::jsonb) t "
                                         "WHERE m.id = ? ORDER BY 1";
+    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql_owners, sql_owners_pg));
+    enum mg_code rc;
+    bool row;
+
+    *n = 0;
+    db_bind_i64(s, 1, mid);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        const char *t = db_col_text(s, 0);
+
+        if (*n < STORE_MAX_SCOPES && t != NULL && strlen(t) <= STORE_TEAM_NAME_MAX)
+            memcpy(teams[(*n)++], t, strlen(t) + 1);
+    }
+    return rc;
+}
+
+enum mg_code store_quota_note_model(struct db_conn *c, int64_t mid, struct mg_error *err)
+{
+    char teams[STORE_MAX_SCOPES][STORE_TEAM_NAME_MAX + 1];
+    size_t n, i;
+    enum mg_code rc = model_owners(c, mid, teams, &n, err);
+
+    for (i = 0; rc == MG_OK && i < n; i++)
+        rc = quota_note(c, teams[i], err);
+    return rc;
+}
+
+enum mg_code store_quota_admit_model(struct db_conn *c, int64_t mid, const char *digest,
+                                     struct mg_error *err)
+{
+    static const char sql_size[] = "SELECT size FROM blobs WHERE digest = ?";
     char teams[STORE_MAX_SCOPES][STORE_TEAM_NAME_MAX + 1];
     struct db_stmt *s = db_prepare(c, sql_size);
     size_t n = 0, i;
@@ -120,15 +227,8 @@ enum mg_code store_quota_admit_model(struct db_conn *c, int64_t mid, const char 
     if (row)
         size = db_col_i64(s, 0);
     db_reset(s);
-    s = db_prepare(c, DB_SQL(c, sql_owners, sql_owners_pg));
-    db_bind_i64(s, 1, mid);
-    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        const char *t = db_col_text(s, 0);
-
-        if (n < STORE_MAX_SCOPES && t != NULL && strlen(t) <= STORE_TEAM_NAME_MAX)
-            memcpy(teams[n++], t, strlen(t) + 1);
-    }
-    db_reset(s);
+    if ((rc = model_owners(c, mid, teams, &n, err)) != MG_OK)
+        return rc;
     for (i = 0; rc == MG_OK && i < n; i++)
         rc = store_quota_admit(c, teams[i], digest, size, err);
     return rc;
@@ -198,7 +298,8 @@ enum mg_code store_quota_set(struct store *st, const char *actor, const char *te
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     detail = json_pack("{s:o}", "storage_bytes", bytes ? json_integer(*bytes) : json_null());
-    if ((rc = store_audit_append(c, actor, "team.quota", team, detail, err)) != MG_OK)
+    if ((rc = store_audit_append(c, actor, "team.quota", team, detail, err)) != MG_OK ||
+        (rc = quota_note(c, team, err)) != MG_OK)
         goto out;
     rc = quota_read(c, team, out, err);
 out:

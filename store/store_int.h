@@ -203,6 +203,11 @@ enum mg_code store_quota_admit(struct db_conn *c, const char *team, const char *
 /* The same for every owner team of model mid citing digest (a stored blob). */
 enum mg_code store_quota_admit_model(struct db_conn *c, int64_t mid, const char *digest,
                                      struct mg_error *err);
+/* After a change of these teams' (or model mid's owners') use, in its transaction: announce
+ * a crossing of 80 % or 100 % of a quota to the webhook gateways (an outbox row). */
+enum mg_code store_quota_note(struct db_conn *c, const char *const *teams, size_t nteams,
+                              struct mg_error *err);
+enum mg_code store_quota_note_model(struct db_conn *c, int64_t mid, struct mg_error *err);
 
 /* store_smoke_enqueue inside the caller's write transaction (a promotion queues its
  * candidate's test in the transaction that creates it). */

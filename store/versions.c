@@ -493,7 +493,8 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
         goto out;
     if (metrics && (rc = insert_metrics(c, vid, actor, metrics, &changed, err)) != MG_OK)
         goto out;
-    if ((rc = sign_version(st, c, vid, model, n, artifact, req, at, actor, err)) != MG_OK)
+    if ((rc = sign_version(st, c, vid, model, n, artifact, req, at, actor, err)) != MG_OK ||
+        (rc = store_quota_note_model(c, mid, err)) != MG_OK)
         goto out;
     snprintf(target, sizeof(target), "%s/v%lld", model, (long long)n);
     detail = json_pack("{s:s}", "artifact", artifact);

@@ -172,6 +172,17 @@ char *push_webhook_body(const struct store_delivery *d, int64_t now_ms)
     json_t *promo = json_object_get(d->payload, "promotion");
 
     mg_time_format(now_ms, ts);
+    /* A team crossed 80 % or 100 % of its storage quota (API.md "Quotas and cost"). */
+    if (json_is_string(json_object_get(d->payload, "type"))) {
+        b = json_pack("{s:O, s:O, s:O, s:O, s:O, s:s}", "type", json_object_get(d->payload, "type"),
+                      "team", json_object_get(d->payload, "team"), "percent",
+                      json_object_get(d->payload, "percent"), "storage_bytes",
+                      json_object_get(d->payload, "storage_bytes"), "used_bytes",
+                      json_object_get(d->payload, "used_bytes"), "timestamp", ts);
+        text = b ? json_dumps(b, JSON_COMPACT) : NULL;
+        json_decref(b);
+        return text;
+    }
     /* Rows written before match and shadow existed carry neither: none. */
     b = json_pack("{s:s, s:s, s:s, s:I, s:O, s:o, s:o, s:O, s:s}", "type", "alias.updated", "model",
                   d->model, "alias", d->alias, "generation", (json_int_t)d->generation, "routes",

@@ -8,6 +8,7 @@
  *     (no blob, no bytes in the backend, no version);
  *   - a quota lowered below the use: reads and deletes still work, new bytes are refused;
  *   - GET /api/v1/usage?by=team|model and the per-team gauges of /metrics;
+ *   - webhook gateways hear a team cross 80 % and 100 % of its quota;
  *   - uploads racing past a quota (two replicas sharing PostgreSQL, or one replica on
  *     SQLite): exactly one wins.
  * The program runs again on PostgreSQL (pg_integration_test_quotas) and on the remote blob
@@ -15,6 +16,7 @@
  */
 #include "harness.h"
 #include "sys.h"
+#include "webhook_rx.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -439,6 +441,68 @@ static void test_racing_uploads_one_wins(void **state)
     free(tok);
 }
 
+/* The newest delivery to x whose body is about team: its parsed body (NEW), or NULL. */
+static json_t *alert_of(struct rx *x, const char *team, size_t *n_about)
+{
+    static struct rx_rec recs[RX_MAX_RECS];
+    size_t n = rx_snapshot(x, recs, RX_MAX_RECS), i;
+    json_t *last = NULL;
+
+    *n_about = 0;
+    for (i = 0; i < n; i++) {
+        json_t *b = json_loads(recs[i].body, 0, NULL);
+
+        if (b != NULL && json_is_string(json_object_get(b, "team")) &&
+            strcmp(json_string_value(json_object_get(b, "team")), team) == 0) {
+            assert_true(recs[i].sig_ok);
+            (*n_about)++;
+            json_decref(last);
+            last = b;
+        } else {
+            json_decref(b);
+        }
+    }
+    return last;
+}
+
+/* A webhook gateway hears a team cross 80 % and then 100 % of its quota, once each. */
+static void test_webhook_on_thresholds(void **state)
+{
+    struct rx *x = rx_start("whsec-modelgate-test-0123456789abcdef", true);
+    char d[IT_DIGEST_LEN + 1], *tok;
+    json_t *b;
+    size_t about;
+
+    (void)state;
+    rx_gateway_put(srv, "quota-hook", x, "");
+    call("POST", "/api/v1/teams", srv->admin_token, "{\"name\":\"alert\"}", 201);
+    tok = token("alert-pub", "[\"alert\"]");
+    set_quota("alert", 1000);
+    assert_int_equal(upload(tok, 500, 120, d), 201); /* 50 %: nothing to say */
+    assert_int_equal(upload(tok, 300, 121, d), 201); /* 80 % */
+    rx_wait_count(x, 1, 20000);
+    b = alert_of(x, "alert", &about);
+    assert_non_null(b);
+    assert_int_equal(about, 1);
+    assert_string_equal(it_jstr(b, "type"), "quota.threshold");
+    assert_int_equal(it_jint(b, "percent"), 80);
+    assert_int_equal(it_jint(b, "storage_bytes"), 1000);
+    assert_int_equal(it_jint(b, "used_bytes"), 800);
+    json_decref(b);
+    assert_int_equal(upload(tok, 100, 122, d), 201); /* 90 %: said already */
+    assert_int_equal(upload(tok, 100, 123, d), 201); /* 100 % */
+    rx_wait_count(x, 2, 20000);
+    b = alert_of(x, "alert", &about);
+    assert_int_equal(about, 2);
+    assert_int_equal(it_jint(b, "percent"), 100);
+    assert_int_equal(it_jint(b, "used_bytes"), 1000);
+    json_decref(b);
+    assert_int_equal(upload(tok, 1, 124, d), 507);
+    call("DELETE", "/api/v1/gateways/quota-hook", srv->admin_token, NULL, 204);
+    rx_stop(&x);
+    free(tok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -446,6 +510,7 @@ int main(void)
         cmocka_unit_test_teardown(test_quota_counts_unique_bytes, it_test_teardown),
         cmocka_unit_test_teardown(test_usage_and_metrics, it_test_teardown),
         cmocka_unit_test_teardown(test_racing_uploads_one_wins, it_test_teardown),
+        cmocka_unit_test_teardown(test_webhook_on_thresholds, it_test_teardown),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);
