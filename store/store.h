@@ -935,6 +935,12 @@ enum mg_code store_smoke_list(struct store *st, const char *model, int64_t versi
 enum mg_code store_smoke_latest(struct store *st, const char *model, int64_t version,
                                 int64_t since_ms, json_t **out, struct mg_error *err);
 
+/* The newest passed smoke test of (model, version), whenever it ran: *out NEW SmokeTest
+ * (with throughput_rps and cost_per_1k_requests, null when not measured); MG_ENOTFOUND when
+ * none passed. */
+enum mg_code store_smoke_latest_passed(struct store *st, const char *model, int64_t version,
+                                       json_t **out, struct mg_error *err);
+
 enum mg_code store_smoke_counts(struct store *st, int64_t *queued, int64_t *running,
                                 struct mg_error *err);
 
