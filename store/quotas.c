@@ -59,12 +59,16 @@ static enum mg_code team_use(struct db_conn *c, const char *team, const char *di
     return MG_OK;
 }
 
-/* The team's quota: *has false when it has none. */
-static enum mg_code team_quota(struct db_conn *c, const char *team, bool *has, int64_t *quota,
-                               struct mg_error *err)
+/* The team's quota: *has false when it has none. With lock (a write transaction), its row
+ * stays locked until the transaction ends: on PostgreSQL an admission does not rest on the
+ * write lock every write transaction takes today alone (SQLite's writer is one anyway). */
+static enum mg_code team_quota(struct db_conn *c, const char *team, bool lock, bool *has,
+                               int64_t *quota, struct mg_error *err)
 {
     static const char sql[] = "SELECT storage_bytes FROM team_quotas WHERE team = ?";
-    struct db_stmt *s = db_prepare(c, sql);
+    static const char sql_lock_pg[] =
+        "SELECT storage_bytes FROM team_quotas WHERE team = ? FOR UPDATE";
+    struct db_stmt *s = db_prepare(c, lock ? DB_SQL(c, sql, sql_lock_pg) : sql);
     enum mg_code rc;
 
     *quota = 0;
@@ -84,7 +88,7 @@ enum mg_code store_quota_admit(struct db_conn *c, const char *team, const char *
     bool has, counted;
     enum mg_code rc;
 
-    if ((rc = team_quota(c, team, &has, &quota, err)) != MG_OK || !has)
+    if ((rc = team_quota(c, team, true, &has, &quota, err)) != MG_OK || !has)
         return rc;
     if ((rc = team_use(c, team, digest, &used, &counted, err)) != MG_OK || counted)
         return rc;
@@ -256,7 +260,7 @@ static enum mg_code quota_read(struct db_conn *c, const char *team, json_t **out
 
     *out = NULL;
     if ((rc = team_exists(c, team, err)) != MG_OK ||
-        (rc = team_quota(c, team, &has, &quota, err)) != MG_OK ||
+        (rc = team_quota(c, team, false, &has, &quota, err)) != MG_OK ||
         (rc = team_use(c, team, NULL, &used, &counted, err)) != MG_OK)
         return rc;
     *out = json_pack("{s:s, s:o, s:I}", "team", team, "storage_bytes",
