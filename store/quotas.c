@@ -105,9 +105,9 @@ enum mg_code store_quota_admit(struct db_conn *c, const char *team, const char *
 /*
  * Announce a crossing of 80 % or 100 % of team's quota to every webhook gateway (API.md
  * "Quotas and cost"): the team's alert level is desired state, like an alias's routes, so it
- * travels as an outbox row keyed (gateway, team, "") (no alias is empty) whose newest level
- * is the one delivered. A level falling back is recorded silently, so the next crossing is
- * announced again.
+ * travels as an outbox row keyed (gateway, team, "!quota") ('!' is in no alias name) whose
+ * newest level is the one delivered. A level falling back is recorded silently, so the next
+ * crossing is announced again.
  */
 static enum mg_code quota_note(struct db_conn *c, const char *team, struct mg_error *err)
 {
@@ -117,7 +117,7 @@ static enum mg_code quota_note(struct db_conn *c, const char *team, struct mg_er
     static const char sql_out[] =
         "INSERT INTO outbox (gateway, model, alias, generation, payload, state, attempts, "
         "last_error, next_attempt_at, written_ms, written_at, acked_at) "
-        "SELECT g.name, ?1, '', ?2, ?3, 'pending', 0, NULL, 0, ?2, ?4, NULL FROM gateways g "
+        "SELECT g.name, ?1, '!quota', ?2, ?3, 'pending', 0, NULL, 0, ?2, ?4, NULL FROM gateways g "
         "WHERE g.kind = 'webhook' "
         "ON CONFLICT (gateway, model, alias) DO UPDATE SET generation = excluded.generation, "
         "payload = excluded.payload, state = 'pending', attempts = 0, last_error = NULL, "
@@ -147,9 +147,10 @@ static enum mg_code quota_note(struct db_conn *c, const char *team, struct mg_er
     if ((rc = db_exec(s, err)) != MG_OK || level < was)
         return rc;
     store_now(at);
-    payload = json_pack("{s:s, s:s, s:I, s:I, s:I, s:s}", "type", "quota.threshold", "team", team,
-                        "percent", (json_int_t)level, "storage_bytes", (json_int_t)quota,
-                        "used_bytes", (json_int_t)used, "at", at);
+    /* {"event":{…}}: the body as sent, less its timestamp (push_webhook_body adds it). */
+    payload = json_pack("{s:{s:s, s:s, s:I, s:I, s:I}}", "event", "type", "quota.threshold", "team",
+                        team, "percent", (json_int_t)level, "storage_bytes", (json_int_t)quota,
+                        "used_bytes", (json_int_t)used);
     if (payload == NULL || (text = store_json_text(payload)) == NULL) {
         json_decref(payload);
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");

@@ -172,14 +172,15 @@ char *push_webhook_body(const struct store_delivery *d, int64_t now_ms)
     json_t *promo = json_object_get(d->payload, "promotion");
 
     mg_time_format(now_ms, ts);
-    /* A team crossed 80 % or 100 % of its storage quota (API.md "Quotas and cost"). */
-    if (json_is_string(json_object_get(d->payload, "type"))) {
-        b = json_pack("{s:O, s:O, s:O, s:O, s:O, s:s}", "type", json_object_get(d->payload, "type"),
-                      "team", json_object_get(d->payload, "team"), "percent",
-                      json_object_get(d->payload, "percent"), "storage_bytes",
-                      json_object_get(d->payload, "storage_bytes"), "used_bytes",
-                      json_object_get(d->payload, "used_bytes"), "timestamp", ts);
-        text = b ? json_dumps(b, JSON_COMPACT) : NULL;
+    /* An event (a team crossed 80 % or 100 % of its storage quota, API.md "Quotas and cost"):
+     * its own body, with the time it is sent. */
+    if (json_is_object(json_object_get(d->payload, "event"))) {
+        b = json_deep_copy(json_object_get(d->payload, "event"));
+        if (b == NULL || json_object_set_new(b, "timestamp", json_string(ts)) != 0) {
+            json_decref(b);
+            return NULL;
+        }
+        text = json_dumps(b, JSON_COMPACT);
         json_decref(b);
         return text;
     }
