@@ -220,6 +220,20 @@ static void test_quota_counts_unique_bytes(void **state)
         it_resp_free(srv, &r);
     }
     expect_nothing_kept(c);
+    /* the same with its digest declared (a backend may then write under that name at once) */
+    {
+        char *buf = malloc(200), hdr[IT_DIGEST_LEN + 32];
+        const char *headers[] = {hdr, NULL};
+
+        it_pattern(3, 0, buf, 200);
+        it_fmt(hdr, sizeof(hdr), "X-Content-Digest: %s", c);
+        r = it_request_h(srv, "POST", "/api/v1/blobs", risk_pub, "application/octet-stream", buf,
+                         200, headers);
+        free(buf);
+        expect_quota_error(r, "risk", 1000, 900);
+        it_resp_free(srv, &r);
+    }
+    expect_nothing_kept(c);
     assert_int_equal(used("risk", 1000), 900);
     /* another team's quota is its own: ads has none */
     assert_int_equal(upload(ads_pub, 200, 3, c), 201);
