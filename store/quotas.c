@@ -239,6 +239,55 @@ enum mg_code store_quota_admit_model(struct db_conn *c, int64_t mid, const char 
     return rc;
 }
 
+enum mg_code store_quota_uses(struct db_conn *c, const json_t *teams, int64_t *used,
+                              struct mg_error *err)
+{
+    enum mg_code rc = MG_OK;
+    json_t *t;
+    size_t i;
+    bool counted;
+
+    json_array_foreach(teams, i, t)
+    {
+        if (i >= STORE_MAX_SCOPES || rc != MG_OK)
+            break;
+        used[i] = 0;
+        if (json_is_string(t))
+            rc = team_use(c, json_string_value(t), NULL, &used[i], &counted, err);
+    }
+    return rc;
+}
+
+enum mg_code store_quota_grown(struct db_conn *c, const json_t *teams, const int64_t *before,
+                               const char *why, struct mg_error *err)
+{
+    enum mg_code rc = MG_OK;
+    int64_t quota, used;
+    json_t *t;
+    size_t i;
+    bool has, counted;
+
+    json_array_foreach(teams, i, t)
+    {
+        const char *team = json_string_value(t);
+
+        if (i >= STORE_MAX_SCOPES || rc != MG_OK || team == NULL)
+            break;
+        if ((rc = team_quota(c, team, true, &has, &quota, err)) != MG_OK || !has ||
+            (rc = team_use(c, team, NULL, &used, &counted, err)) != MG_OK)
+            continue;
+        if (used > quota && used > before[i])
+            rc = mg_fail(err, MG_EQUOTA, NULL,
+                         "team '%s' has a storage quota of %" PRId64 " bytes and uses %" PRId64
+                         "; %s would take it to %" PRId64
+                         ": raise the quota first or choose another owner",
+                         team, quota, before[i], why, used);
+        else
+            rc = quota_note(c, team, err);
+    }
+    return rc;
+}
+
 static enum mg_code team_exists(struct db_conn *c, const char *team, struct mg_error *err)
 {
     static const char sql[] = "SELECT 1 FROM teams WHERE name = ?";

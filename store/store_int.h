@@ -208,6 +208,14 @@ enum mg_code store_quota_admit_model(struct db_conn *c, int64_t mid, const char 
 enum mg_code store_quota_note(struct db_conn *c, const char *const *teams, size_t nteams,
                               struct mg_error *err);
 enum mg_code store_quota_note_model(struct db_conn *c, int64_t mid, struct mg_error *err);
+/* Owners changing (API.md "Quotas and cost"): store_quota_uses gives each team's use now
+ * (teams: a JSON array of at most STORE_MAX_SCOPES names; used[i] for teams[i]); after the
+ * change, store_quota_grown refuses (MG_EQUOTA, naming the team, its quota, its use and `why`)
+ * when a team's use grew past its quota, and announces crossings otherwise. */
+enum mg_code store_quota_uses(struct db_conn *c, const json_t *teams, int64_t *used,
+                              struct mg_error *err);
+enum mg_code store_quota_grown(struct db_conn *c, const json_t *teams, const int64_t *before,
+                               const char *why, struct mg_error *err);
 
 /* store_smoke_enqueue inside the caller's write transaction (a promotion queues its
  * candidate's test in the transaction that creates it). */

@@ -289,6 +289,37 @@ static void test_quota_counts_unique_bytes(void **state)
     assert_int_equal(upload(risk_pub, 50, 5, e), 201);
 }
 
+/* Giving a model an owner makes the owner keep what its versions cite: not past its quota. */
+static void test_new_owner_within_quota(void **state)
+{
+    char d[IT_DIGEST_LEN + 1];
+    struct it_resp *r;
+
+    (void)state;
+    call("POST", "/api/v1/teams", srv->admin_token, "{\"name\":\"heir\"}", 201);
+    set_quota("heir", 100);
+    assert_int_equal(upload(srv->admin_token, 300, 140, d), 201);
+    call("POST", "/api/v1/models", srv->admin_token, "{\"name\":\"orphan\"}", 201);
+    r = version("orphan", srv->admin_token, d);
+    it_expect_status(srv, r, 201);
+    it_resp_free(srv, &r);
+    r = it_jreq(srv, "PUT", "/api/v1/models/orphan/owners", srv->admin_token,
+                "{\"teams\":[\"heir\"]}");
+    expect_quota_error(r, "heir", 100, 0);
+    it_resp_free(srv, &r);
+    r = it_get(srv, "/api/v1/models/orphan", srv->admin_token);
+    it_expect_status(srv, r, 200);
+    assert_int_equal(json_array_size(it_jarr(r->json, "owners")), 0); /* unchanged */
+    it_resp_free(srv, &r);
+    set_quota("heir", 1000);
+    call("PUT", "/api/v1/models/orphan/owners", srv->admin_token, "{\"teams\":[\"heir\"]}", 200);
+    {
+        r = it_get(srv, "/api/v1/teams/heir/quota", srv->admin_token);
+        assert_int_equal(it_jint(r->json, "used_bytes"), 300);
+        it_resp_free(srv, &r);
+    }
+}
+
 /* An item of GET /api/v1/usage?by=... whose key is name (fails when absent). NEW ref. */
 static json_t *usage_item(const char *by, const char *tok, const char *key, const char *name)
 {
@@ -522,6 +553,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_quota_api, it_test_teardown),
         cmocka_unit_test_teardown(test_quota_counts_unique_bytes, it_test_teardown),
+        cmocka_unit_test_teardown(test_new_owner_within_quota, it_test_teardown),
         cmocka_unit_test_teardown(test_usage_and_metrics, it_test_teardown),
         cmocka_unit_test_teardown(test_racing_uploads_one_wins, it_test_teardown),
         cmocka_unit_test_teardown(test_webhook_on_thresholds, it_test_teardown),
