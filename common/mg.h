@@ -34,6 +34,7 @@ enum mg_code {
     MG_ERANGE,        /* range_not_satisfiable, 416 */
     MG_EMEDIA,        /* unsupported_media_type, 415 */
     MG_ENOSPC,        /* insufficient_storage, 507 */
+    MG_EQUOTA,        /* quota_exceeded, 507: a team's storage quota */
     MG_EIO,           /* internal, 500 */
     MG_EDB,           /* internal, 500 */
     MG_ENOMEM,        /* internal, 500 */

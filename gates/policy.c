@@ -538,16 +538,69 @@ static bool metric_of(const json_t *metrics, const char *name, double *out)
     return true;
 }
 
+/*
+ * A serving measurement (throughput or cost per thousand requests) of sv into *out. False
+ * with *status and detail saying why there is none: pending while a smoke test is on its
+ * way, failed when none will come or it measured nothing usable.
+ */
+static bool serving_of(const struct gate_serving *sv, bool cost, bool smoke_required, double *out,
+                       const char **status, char *detail, size_t dn)
+{
+    const char *what = cost ? GATE_METRIC_COST : GATE_METRIC_THROUGHPUT;
+    enum gate_smoke st = sv ? sv->smoke : GATE_SMOKE_NONE;
+
+    *status = "failed";
+    if (st != GATE_SMOKE_PASSED) {
+        if (st == GATE_SMOKE_QUEUED || st == GATE_SMOKE_RUNNING ||
+            (st == GATE_SMOKE_NONE && smoke_required)) {
+            *status = "pending";
+            snprintf(detail, dn, "waiting for a passed smoke test to measure %s", what);
+        } else if (st == GATE_SMOKE_FAILED) {
+            snprintf(detail, dn, "no passed smoke test measured %s: the latest one failed", what);
+        } else {
+            snprintf(detail, dn,
+                     "no passed smoke test measured %s: queue one (POST .../smoke-tests) or set "
+                     "smoke.required in the policy",
+                     what);
+        }
+        return false;
+    }
+    if (!sv->has_rps) {
+        snprintf(detail, dn,
+                 "the smoke test measured no throughput: its output needs throughput_rps or "
+                 "latencies_ms");
+        return false;
+    }
+    if (cost && !sv->has_cost) {
+        snprintf(detail, dn,
+                 "no cost is configured for smoke profile '%.64s': start modelgated with "
+                 "--smoke-profile-cost %.64s=COST_PER_HOUR",
+                 sv->profile ? sv->profile : "", sv->profile ? sv->profile : "NAME");
+        return false;
+    }
+    *out = cost ? sv->cost_per_1k : sv->rps;
+    return true;
+}
+
 static json_t *threshold_gate(const struct gate_input *in, const struct gate_threshold *t)
 {
     char name[192], expected[128], detail[256], d1[32], d2[32];
     double cand, base, bound;
+    bool serving =
+        strcmp(t->metric, GATE_METRIC_THROUGHPUT) == 0 || strcmp(t->metric, GATE_METRIC_COST) == 0;
+    bool cost = strcmp(t->metric, GATE_METRIC_COST) == 0;
+    const char *status;
+    bool has_base;
 
     snprintf(name, sizeof(name), "%s %s %s", t->metric, gate_op_name(t->op),
              t->baseline ? "baseline" : "value");
     if (!t->baseline)
         snprintf(name, sizeof(name), "%s %s %s", t->metric, gate_op_name(t->op), dbl(t->value, d1));
-    if (!metric_of(in->candidate_metrics, t->metric, &cand)) {
+    if (serving) {
+        if (!serving_of(in->candidate_serving, cost, in->policy->smoke_required, &cand, &status,
+                        detail, sizeof(detail)))
+            return gate(name, "threshold", status, NULL, NULL, detail);
+    } else if (!metric_of(in->candidate_metrics, t->metric, &cand)) {
         snprintf(detail, sizeof(detail), "the candidate has no metric '%s'", t->metric);
         return gate(name, "threshold", "failed", NULL, NULL, detail);
     }
@@ -561,8 +614,13 @@ static json_t *threshold_gate(const struct gate_input *in, const struct gate_thr
         return gate(name, "threshold", ok ? "passed" : "failed", json_real(cand),
                     json_string(expected), NULL);
     }
-    if (in->baseline_metrics == NULL || !metric_of(in->baseline_metrics, t->metric, &base) ||
-        !isfinite(base))
+    if (serving)
+        has_base = in->baseline_version > 0 && serving_of(in->baseline_serving, cost, false, &base,
+                                                          &status, detail, sizeof(detail));
+    else
+        has_base =
+            in->baseline_metrics != NULL && metric_of(in->baseline_metrics, t->metric, &base);
+    if (!has_base || !isfinite(base))
         return gate(name, "threshold", "passed", json_real(cand), NULL, "no baseline");
     /* Higher-is-better ops allow the candidate to fall by the regression;
      * lower-is-better ops allow it to rise; '=' allows either, by that much. */

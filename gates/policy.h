@@ -106,12 +106,32 @@ struct gate_approval {
     size_t nteams;
 };
 
+/*
+ * What a version's smoke tests measured of serving it (API.md "Quotas and cost"), for the
+ * thresholds on the metrics GATE_METRIC_THROUGHPUT and GATE_METRIC_COST: taken from its
+ * latest passed test (smoke GATE_SMOKE_PASSED); without one, smoke is the state of its newest
+ * test (GATE_SMOKE_NONE: none), and a threshold on them is pending while a test is queued or
+ * running (or none yet but the policy requires one) and failed otherwise, saying why.
+ */
+#define GATE_METRIC_THROUGHPUT "throughput_rps"
+#define GATE_METRIC_COST "cost_per_1k_requests"
+struct gate_serving {
+    enum gate_smoke smoke;
+    bool has_rps, has_cost;
+    double rps, cost_per_1k;
+    const char *profile; /* the passed test's smoke profile, or NULL */
+};
+
 /* Everything the gates look at; metrics are JSON objects name → number. */
 struct gate_input {
     const struct gate_policy *policy;
     const json_t *candidate_metrics;
     const json_t *baseline_metrics; /* NULL when there is no baseline */
-    int64_t baseline_version;       /* 0 when none */
+    /* Serving measurements (NULL: nothing known, as GATE_SMOKE_NONE); the baseline's only
+     * count when it has a passed test with the value. */
+    const struct gate_serving *candidate_serving;
+    const struct gate_serving *baseline_serving;
+    int64_t baseline_version; /* 0 when none */
 
     enum gate_sig signature;
     const char *signature_detail; /* why invalid, or NULL */

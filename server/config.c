@@ -77,6 +77,8 @@ void srv_config_release(struct srv_config *cfg)
         free(cfg->webhook_allow[--cfg->nwebhook_allow]);
     while (cfg->nsmoke_profiles > 0)
         free(cfg->smoke_profiles[--cfg->nsmoke_profiles]);
+    while (cfg->nsmoke_profile_costs > 0)
+        free(cfg->smoke_profile_costs[--cfg->nsmoke_profile_costs]);
     free(cfg->nvml_library);
     free(cfg->database);
     free(cfg->blobs);
@@ -151,6 +153,9 @@ const char *srv_config_usage(void)
            "                           allowed when modelgated itself listens on loopback)\n"
            "  --smoke-profile NAME=CMD a smoke-test command template with {model_dir} and\n"
            "                           {output} (repeatable; no shell runs it)\n"
+           "  --smoke-profile-cost NAME=COST  cost per hour of the machine profile NAME runs\n"
+           "                           on (any currency unit; repeatable): smoke tests then\n"
+           "                           report cost_per_1k_requests\n"
            "  --runner-workers N       smoke tests run at once (default 1)\n"
            "  --smoke-interval S       re-test routed versions every S seconds (default 300, 0 "
            "off)\n"
@@ -468,6 +473,16 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
         return set_str(&cfg->oidc_groups_claim, v, err);
     if (strcmp(key, "oidc-audience") == 0)
         return set_str(&cfg->oidc_audience, v, err);
+    if (strcmp(key, "smoke-profile-cost") == 0) {
+        char *s;
+        if (cfg->nsmoke_profile_costs >=
+            sizeof(cfg->smoke_profile_costs) / sizeof(cfg->smoke_profile_costs[0]))
+            return mg_fail(err, MG_EINVAL, key, "at most 32 --smoke-profile-cost entries");
+        if ((s = strdup(v)) == NULL)
+            return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        cfg->smoke_profile_costs[cfg->nsmoke_profile_costs++] = s;
+        return MG_OK;
+    }
     if (strcmp(key, "read-connections") == 0)
         return set_uint(&cfg->read_conns, key, v, 1, 64, err);
     return mg_fail(err, MG_EINVAL, key, "unknown option '%s'; see modelgated --help", key);

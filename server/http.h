@@ -336,6 +336,7 @@ extern const struct srv_route srv_routes_oci[];
 extern const struct srv_route srv_routes_lifecycle[];
 extern const struct srv_route srv_routes_identity[];
 extern const struct srv_route srv_routes_sso[];
+extern const struct srv_route srv_routes_usage[];
 
 /* ---- identity (identity.c, API.md "Identity") ------------------------------------------ */
 

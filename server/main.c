@@ -231,6 +231,11 @@ static enum mg_code runner_setup(const struct srv_config *cfg, struct runner_opt
             return err->code;
         o->nprofiles++;
     }
+    for (i = 0; i < cfg->nsmoke_profile_costs; i++) {
+        if (runner_profile_cost(o->profiles, o->nprofiles, cfg->smoke_profile_costs[i], err) !=
+            MG_OK)
+            return err->code;
+    }
     return MG_OK;
 }
 

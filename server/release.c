@@ -300,6 +300,50 @@ static enum gate_smoke smoke_state(struct srv *srv, const char *model, int64_t v
     return out;
 }
 
+/* Whether the policy has a threshold on what serving costs (API.md "Quotas and cost"). */
+static bool wants_serving(const struct gate_policy *pol)
+{
+    size_t i;
+
+    for (i = 0; i < pol->nthresholds; i++) {
+        if (strcmp(pol->thresholds[i].metric, GATE_METRIC_THROUGHPUT) == 0 ||
+            strcmp(pol->thresholds[i].metric, GATE_METRIC_COST) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* What a version's latest passed smoke test measured of serving it; without one, the state of
+ * its newest test since since_ms. *keep (NEW, the caller's to free) holds sv's strings. */
+static void serving_of(struct srv *srv, const char *model, int64_t version, int64_t since_ms,
+                       struct gate_serving *sv, json_t **keep)
+{
+    char detail[MG_ERR_MSG_MAX] = "";
+    struct mg_error err;
+    enum gate_smoke newest;
+    json_t *v;
+
+    memset(sv, 0, sizeof(*sv));
+    *keep = NULL;
+    /* The newest test's state first: a test that passes between the two reads is then found
+     * by the second, never taken for passed without its measurements. */
+    newest = smoke_state(srv, model, version, since_ms, false, detail, sizeof(detail));
+    if (store_smoke_latest_passed(srv->store, model, version, keep, &err) != MG_OK) {
+        sv->smoke = newest == GATE_SMOKE_PASSED ? GATE_SMOKE_RUNNING : newest;
+        return;
+    }
+    sv->smoke = GATE_SMOKE_PASSED;
+    sv->profile = json_string_value(json_object_get(*keep, "profile"));
+    if (json_is_number(v = json_object_get(*keep, "throughput_rps"))) {
+        sv->has_rps = true;
+        sv->rps = json_number_value(v);
+    }
+    if (json_is_number(v = json_object_get(*keep, "cost_per_1k_requests"))) {
+        sv->has_cost = true;
+        sv->cost_per_1k = json_number_value(v);
+    }
+}
+
 enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver, int64_t baseline,
                           const struct gate_policy *pol, const json_t *approvals,
                           bool include_approvals, int64_t since_ms, json_t **report,
@@ -310,7 +354,8 @@ enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver,
     struct gate_approval appr[64];
     struct rel_approval_teams appr_teams[64];
     json_t *base = NULL, *digests = json_array(), *first = NULL, *d;
-    json_t *cand_schema = NULL, *base_schema = NULL;
+    json_t *cand_schema = NULL, *base_schema = NULL, *cand_smoke = NULL, *base_smoke = NULL;
+    struct gate_serving cand_sv, base_sv;
     char sigdetail[MG_ERR_MSG_MAX] = "";
     size_t i;
     enum mg_code rc = MG_OK;
@@ -354,12 +399,23 @@ enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver,
                         pol->gpu == GATE_GPU_REQUIRED, smokedetail, sizeof(smokedetail));
         in.smoke_detail = smokedetail[0] ? smokedetail : NULL;
     }
+    if (wants_serving(pol)) {
+        serving_of(srv, model, json_integer_value(json_object_get(ver, "version")), since_ms,
+                   &cand_sv, &cand_smoke);
+        in.candidate_serving = &cand_sv;
+        if (baseline > 0) {
+            serving_of(srv, model, baseline, 0, &base_sv, &base_smoke);
+            in.baseline_serving = &base_sv;
+        }
+    }
     in.approvals = appr;
     in.napprovals = approvals ? rel_approvals_of(approvals, appr, appr_teams, 64) : 0;
     *report = gate_evaluate(&in, include_approvals);
     if (*report == NULL)
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 out:
+    json_decref(cand_smoke);
+    json_decref(base_smoke);
     json_decref(cand_schema);
     json_decref(base_schema);
     json_decref(base);

@@ -43,6 +43,7 @@ static const struct {
     {MG_ERANGE, 416, "range_not_satisfiable"},
     {MG_EMEDIA, 415, "unsupported_media_type"},
     {MG_ENOSPC, 507, "insufficient_storage"},
+    {MG_EQUOTA, 507, "quota_exceeded"},
     {MG_EUNAVAIL, 503, "unavailable"},
 };
 

@@ -14,7 +14,7 @@ static const struct srv_route *const tables[] = {
     srv_routes_versions,  srv_routes_datasets, srv_routes_audit,      srv_routes_keys,
     srv_routes_aliases,   srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
     srv_routes_runner,    srv_routes_ui,       srv_routes_metrics,    srv_routes_oci,
-    srv_routes_lifecycle, srv_routes_identity, srv_routes_sso,
+    srv_routes_lifecycle, srv_routes_identity, srv_routes_sso,        srv_routes_usage,
 };
 
 void srv_route_foreach(void (*fn)(const struct srv_route *route, void *arg), void *arg)
@@ -37,6 +37,20 @@ static bool valid_id(const char *s, size_t n)
     for (i = 0; i < n; i++) {
         char c = s[i];
         if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* A team name: ^[a-z0-9][a-z0-9-]{0,62}$ (API.md "Teams"). */
+static bool valid_team(const char *s, size_t n)
+{
+    size_t i;
+
+    if (n == 0 || n > 63 || s[0] == '-')
+        return false;
+    for (i = 0; i < n; i++) {
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
             return false;
     }
     return true;
@@ -89,6 +103,8 @@ static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const 
         return true;
     if (IS("digest") && mg_valid_digest(v, vlen))
         return true;
+    if (IS("team") && valid_team(v, vlen))
+        return true;
     if (IS("id") && valid_id(v, vlen))
         return true;
     if (IS("ref") && valid_ref(v, vlen))
@@ -111,6 +127,8 @@ static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const 
         mg_fail(&r->err, MG_EINVAL, "alias", "alias names match ^[a-z][a-z0-9-]{0,31}$");
     else if (IS("name"))
         mg_fail(&r->err, MG_EINVAL, "name", "gateway names match ^[a-z0-9][a-z0-9_-]{0,62}$");
+    else if (IS("team"))
+        mg_fail(&r->err, MG_EINVAL, "team", "team names match ^[a-z0-9][a-z0-9-]{0,62}$");
     else if (IS("digest"))
         mg_fail(&r->err, MG_EINVAL, "digest", "digests are sha256: followed by 64 lowercase hex");
     else if (IS("n"))
@@ -133,7 +151,7 @@ static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const 
 static const char *param_name(const char *p, size_t *len)
 {
     static const char *const names[] = {"model", "alias", "name", "digest", "id",
-                                        "n",     "file",  "ref",  "group"};
+                                        "n",     "file",  "ref",  "group",  "team"};
     const char *e = strchr(p, '}');
     size_t n = e ? (size_t)(e - p) : 0, i;
 

@@ -70,6 +70,8 @@ struct store_blob_upload {
     uint64_t max;
     uint8_t head[512]; /* first bytes, for media type detection */
     size_t head_len;
+    char teams[STORE_MAX_SCOPES][STORE_TEAM_NAME_MAX + 1]; /* whose quotas it counts in */
+    size_t nteams;
 };
 
 static void *hasher_main(void *arg)
@@ -381,14 +383,89 @@ void store_blob_upload_abort(struct store_blob_upload **upp)
     *upp = NULL;
 }
 
+void store_blob_upload_teams(struct store_blob_upload *up, const char *const *teams, size_t nteams)
+{
+    size_t i;
+
+    up->nteams = 0;
+    for (i = 0; i < nteams && up->nteams < STORE_MAX_SCOPES; i++) {
+        if (strlen(teams[i]) > STORE_TEAM_NAME_MAX)
+            continue; /* not a team name: the token layer never hands one */
+        memcpy(up->teams[up->nteams++], teams[i], strlen(teams[i]) + 1);
+    }
+}
+
 /* ---- pins: bytes being put, which garbage collection leaves alone ----------------- */
 
+/* The pin goes with the quota holds it carried. */
 static enum mg_code pin_drop_in(struct db_conn *c, const char *token, struct mg_error *err)
 {
     struct db_stmt *s = db_prepare(c, "DELETE FROM blob_pins WHERE token = ?");
+    enum mg_code rc;
 
     db_bind_text(s, 1, token);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        return rc;
+    s = db_prepare(c, "DELETE FROM quota_holds WHERE pin = ?");
+    db_bind_text(s, 1, token);
     return db_exec(s, err);
+}
+
+/* The upload's teams hold digest now (in the transaction that commits or touches its row). */
+static enum mg_code claim_in(struct db_conn *c, const char *digest,
+                             const struct store_blob_upload *up, struct mg_error *err)
+{
+    static const char sql[] =
+        "INSERT INTO blob_teams (digest, team) VALUES (?, ?) ON CONFLICT DO NOTHING";
+    enum mg_code rc = MG_OK;
+    size_t i;
+
+    for (i = 0; up != NULL && i < up->nteams && rc == MG_OK; i++) {
+        struct db_stmt *s = db_prepare(c, sql);
+
+        db_bind_text(s, 1, digest);
+        db_bind_text(s, 2, up->teams[i]);
+        rc = db_exec(s, err);
+    }
+    return rc;
+}
+
+/* The upload's teams' alert levels after their use changed (store_quota_note). */
+static enum mg_code note_in(struct db_conn *c, const struct store_blob_upload *up,
+                            struct mg_error *err)
+{
+    const char *teams[STORE_MAX_SCOPES];
+    size_t i;
+
+    for (i = 0; up != NULL && i < up->nteams; i++)
+        teams[i] = up->teams[i];
+    return store_quota_note(c, teams, i, err);
+}
+
+/* Admit size new bytes of digest into each of the upload's teams' quotas (MG_EQUOTA) and,
+ * with a pin, hold them there until the row commits or the pin goes. */
+static enum mg_code admit_in(struct db_conn *c, const char *digest,
+                             const struct store_blob_upload *up, const char *pin,
+                             struct mg_error *err)
+{
+    static const char sql_hold[] =
+        "INSERT INTO quota_holds (pin, team, digest, size) VALUES (?, ?, ?, ?)";
+    struct db_stmt *s;
+    enum mg_code rc = MG_OK;
+    size_t i;
+
+    for (i = 0; i < up->nteams && rc == MG_OK; i++) {
+        if ((rc = store_quota_admit(c, up->teams[i], digest, (int64_t)up->size, err)) != MG_OK ||
+            pin == NULL)
+            continue;
+        s = db_prepare(c, sql_hold);
+        db_bind_text(s, 1, pin);
+        db_bind_text(s, 2, up->teams[i]);
+        db_bind_text(s, 3, digest);
+        db_bind_i64(s, 4, (int64_t)up->size);
+        rc = db_exec(s, err);
+    }
+    return rc;
 }
 
 /* Best effort: a pin left behind (the process died) is cleared by the next collection once
@@ -407,10 +484,12 @@ static void pin_drop(struct store *st, char token[33])
 /*
  * Pin digest before its bytes are put: in one transaction (which garbage collection's
  * marking also needs), refuse when a collector is removing that blob's bytes right now
- * (MG_EUNAVAIL: upload again in a moment), else record the pin, which keeps any collector
- * from marking the blob until the pin goes. token (33 bytes) receives the pin's id.
+ * (MG_EUNAVAIL: upload again in a moment) or when they would take one of up's teams past
+ * its quota (MG_EQUOTA), else record the pin, which keeps any collector from marking the
+ * blob until the pin goes, and the quota holds. token (33 bytes) receives the pin's id.
  */
-static enum mg_code pin_take(struct store *st, const char *digest, char token[33],
+static enum mg_code pin_take(struct store *st, const char *digest,
+                             const struct store_blob_upload *up, char token[33],
                              struct mg_error *err)
 {
     static const char sql_state[] = "SELECT 1 FROM blobs WHERE digest = ? AND state = 'deleting'";
@@ -441,6 +520,10 @@ static enum mg_code pin_take(struct store *st, const char *digest, char token[33
         db_bind_i64(s, 4, mg_now_ms());
         rc = db_exec(s, err);
     }
+    /* Reserved before the bytes go under their digest: of uploads racing past a quota, on
+     * any replica, the first to get here wins and the others leave nothing behind. */
+    if (rc == MG_OK)
+        rc = admit_in(c, digest, up, token, err);
     rc = store_write_end(st, c, rc, err);
     if (rc != MG_OK)
         token[0] = '\0';
@@ -488,9 +571,10 @@ static enum mg_code blob_revive(struct store *st, struct db_conn *c, const char 
 }
 
 /* The bytes were sent again: the grace period starts anew, and bytes no version cites any
- * more may be cited again (uploading proves possession). */
-static enum mg_code blob_touch(struct store *st, const char *digest, bool *live,
-                               struct mg_error *err)
+ * more may be cited again (uploading proves possession). With up, its teams hold them from
+ * now, if their quotas admit them (else MG_EQUOTA and nothing changes). */
+static enum mg_code blob_touch(struct store *st, const char *digest,
+                               const struct store_blob_upload *up, bool *live, struct mg_error *err)
 {
     static const char sql[] =
         "UPDATE blobs SET last_used_ms = ?, released = 0 WHERE digest = ? AND state = 'live'";
@@ -506,6 +590,9 @@ static enum mg_code blob_touch(struct store *st, const char *digest, bool *live,
     db_bind_text(s, 2, digest);
     if ((rc = db_exec(s, err)) == MG_OK)
         *live = db_changes(s) == 1;
+    if (rc == MG_OK && *live && up != NULL && (rc = admit_in(c, digest, up, NULL, err)) == MG_OK &&
+        (rc = claim_in(c, digest, up, err)) == MG_OK)
+        rc = note_in(c, up, err);
     return store_write_end(st, c, rc, err);
 }
 
@@ -521,7 +608,8 @@ static enum mg_code blob_insert(struct store *st, const char *actor, const char 
                                 uint64_t size, const char *media,
                                 const struct store_archive_manifest *m, bool is_archive,
                                 const json_t *formats, const json_t *intro, const char *inflight,
-                                const char *pin, bool *created, struct mg_error *err)
+                                const char *pin, const struct store_blob_upload *up, bool *created,
+                                struct mg_error *err)
 {
     static const char sql_blob[] = "INSERT INTO blobs (digest, size, media_type, files, "
                                    "created_at, created_by, formats, introspection, last_used_ms) "
@@ -557,6 +645,9 @@ static enum mg_code blob_insert(struct store *st, const char *actor, const char 
         (rc = db_exec(s, err)) != MG_OK)
         goto out;
     *created = db_changes(s) > 0;
+    /* The teams' holds become their bytes in this transaction (the pin's holds go above). */
+    if ((rc = claim_in(c, digest, up, err)) != MG_OK || (rc = note_in(c, up, err)) != MG_OK)
+        goto out;
     if (!*created) {
         /* Live: a concurrent upload of the same bytes won. Reclaimed by garbage collection:
          * the bytes just committed bring it back. Being collected: the bytes may go. */
@@ -639,7 +730,7 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
     if (store_blob_get(st, digest, &existing, NULL) == MG_OK) {
         bool live = false;
 
-        if ((rc = blob_touch(st, digest, &live, err)) != MG_OK) {
+        if ((rc = blob_touch(st, digest, up, &live, err)) != MG_OK) {
             json_decref(existing);
             goto out;
         }
@@ -670,13 +761,13 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
         goto out;
     /* Garbage collection leaves a pinned digest alone; one it is collecting now is not
      * put back under its feet (the bytes put could go with the old ones). */
-    if ((rc = pin_take(st, digest, pin, err)) != MG_OK)
+    if ((rc = pin_take(st, digest, up, pin, err)) != MG_OK)
         goto out;
     /* The bytes become durable under the digest; only then does the row exist. */
     if ((rc = blob_put_commit(&up->put, digest, err)) != MG_OK)
         goto out;
     rc = blob_insert(st, actor, digest, up->size, media, &m, is_archive, formats, intro,
-                     up->inflight, pin, created, err);
+                     up->inflight, pin, up, created, err);
     if (rc == MG_OK)
         pin[0] = '\0'; /* dropped with the row's commit */
     if (rc == MG_OK) {
@@ -699,7 +790,7 @@ out:
          * counts from the answer, not from before it. */
         bool live = false;
 
-        if ((rc = blob_touch(st, digest, &live, err)) == MG_OK && !live)
+        if ((rc = blob_touch(st, digest, NULL, &live, err)) == MG_OK && !live)
             rc = mg_fail(err, MG_EUNAVAIL, NULL,
                          "blob %s was garbage-collected while this upload ended; upload it "
                          "again",

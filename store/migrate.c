@@ -31,6 +31,7 @@ static const char *const tables[] = {
     "blobs",
     "blob_files",
     "blob_teams",
+    "team_quotas",
     "models",
     "retention",
     "versions",

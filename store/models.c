@@ -275,6 +275,8 @@ enum mg_code store_model_set_owners(struct store *st, const char *actor, const c
     struct db_stmt *s;
     json_t *m = NULL, *detail = NULL;
     char *text = store_json_text(teams);
+    int64_t before[STORE_MAX_SCOPES] = {0};
+    char why[128];
     enum mg_code rc = MG_OK;
 
     *out = NULL;
@@ -284,7 +286,9 @@ enum mg_code store_model_set_owners(struct store *st, const char *actor, const c
         free(text);
         return err->code;
     }
-    if ((rc = store_teams_exist(c, teams, err)) != MG_OK)
+    /* A new owner keeps the bytes the model's versions cite: within its quota. */
+    if ((rc = store_teams_exist(c, teams, err)) != MG_OK ||
+        (rc = store_quota_uses(c, teams, before, err)) != MG_OK)
         goto out;
     s = db_prepare(c, sql);
     db_bind_text(s, 1, text);
@@ -295,6 +299,9 @@ enum mg_code store_model_set_owners(struct store *st, const char *actor, const c
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", model);
         goto out;
     }
+    snprintf(why, sizeof(why), "owning model '%s'", model);
+    if ((rc = store_quota_grown(c, teams, before, why, err)) != MG_OK)
+        goto out;
     detail = json_pack("{s:O}", "owners", (json_t *)teams);
     if ((rc = store_audit_append(c, actor, "model.owners", model, detail, err)) == MG_OK)
         rc = model_read(c, model, &m, err);

@@ -12,14 +12,19 @@
 #define SMOKE_COLS                                                                                 \
     "t.id, m.name, v.version, t.profile, t.state, t.trigger, t.gpu_mode, t.gpu, t.created_at, "    \
     "t.started_at, t.finished_at, t.duration_ms, t.exit_code, t.latency, t.checks, t.log_tail, "   \
-    "t.reason, t.peak_gpu_memory_mib, t.created_ms"
+    "t.reason, t.peak_gpu_memory_mib, t.created_ms, t.throughput_rps, t.cost_per_1k_requests"
 #define SMOKE_FROM                                                                                 \
     " FROM smoke_tests t JOIN versions v ON v.id = t.version_id JOIN models m ON m.id = "          \
     "v.model_id "
 
+static json_t *col_real(struct db_stmt *s, int i)
+{
+    return db_col_null(s, i) ? json_null() : json_real(db_col_double(s, i));
+}
+
 static json_t *smoke_row(struct db_stmt *s)
 {
-    return json_pack(
+    json_t *t = json_pack(
         "{s:o, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
         " s:o, s:o, s:o, s:o}",
         "id", store_col_json_string(s, 0), "model", store_col_json_string(s, 1), "version",
@@ -31,6 +36,14 @@ static json_t *smoke_row(struct db_stmt *s)
         store_col_json_int(s, 12), "latency_ms", store_col_json(s, 13), "checks",
         store_col_json(s, 14), "log_tail", store_col_json_string(s, 15), "reason",
         store_col_json_string(s, 16), "peak_gpu_memory_mib", store_col_json_int(s, 17));
+
+    /* What serving costs (API.md "Quotas and cost"): null when not measured. */
+    if (t != NULL && (json_object_set_new(t, "throughput_rps", col_real(s, 19)) != 0 ||
+                      json_object_set_new(t, "cost_per_1k_requests", col_real(s, 20)) != 0)) {
+        json_decref(t);
+        t = NULL;
+    }
+    return t;
 }
 
 static enum mg_code smoke_read(struct db_conn *c, const char *id, json_t **out,
@@ -230,7 +243,7 @@ enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *
     static const char sql[] =
         "UPDATE smoke_tests SET state = ?, gpu = ?, exit_code = ?, latency = ?, checks = ?, "
         "log_tail = coalesce(?, ''), reason = ?, duration_ms = ?, peak_gpu_memory_mib = ?, "
-        "finished_at = ?, owner = NULL "
+        "finished_at = ?, owner = NULL, throughput_rps = ?, cost_per_1k_requests = ? "
         "WHERE id = ? AND (owner = ? OR owner IS NULL)";
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
@@ -260,8 +273,12 @@ enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *
     if (json_is_integer(v = json_object_get(r, "peak_gpu_memory_mib")))
         db_bind_i64(s, 9, json_integer_value(v));
     db_bind_text(s, 10, at);
-    db_bind_text(s, 11, id);
-    db_bind_text(s, 12, store_replica_id(st));
+    if (json_is_number(v = json_object_get(r, "throughput_rps")))
+        db_bind_double(s, 11, json_number_value(v));
+    if (json_is_number(v = json_object_get(r, "cost_per_1k_requests")))
+        db_bind_double(s, 12, json_number_value(v));
+    db_bind_text(s, 13, id);
+    db_bind_text(s, 14, store_replica_id(st));
     /* Not ours any more: this replica was taken for dead and the test queued again. */
     if ((rc = db_exec(s, err)) == MG_OK && db_changes(s) == 0)
         rc = mg_fail(err, MG_ENOTFOUND, NULL,
@@ -323,6 +340,38 @@ enum mg_code store_smoke_latest(struct store *st, const char *model, int64_t ver
         goto out;
     if (!row) {
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "no smoke test yet");
+        goto out;
+    }
+    *out = smoke_row(s);
+    db_reset(s);
+    if (*out == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+out:
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_smoke_latest_passed(struct store *st, const char *model, int64_t version,
+                                       json_t **out, struct mg_error *err)
+{
+    static const char sql[] =
+        "SELECT " SMOKE_COLS SMOKE_FROM "WHERE t.version_id = ? AND t.state = 'passed' "
+        "ORDER BY t.created_ms DESC LIMIT 1";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s;
+    int64_t vid;
+    enum mg_code rc;
+    bool row;
+
+    *out = NULL;
+    if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql);
+    db_bind_i64(s, 1, vid);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        goto out;
+    if (!row) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "no passed smoke test yet");
         goto out;
     }
     *out = smoke_row(s);

@@ -542,6 +542,33 @@ enum mg_code store_blob_materialize(struct store *st, const char *digest, const 
 enum mg_code store_blob_claim(struct store *st, const char *digest, const char *const *teams,
                               size_t nteams, struct mg_error *err);
 
+/*
+ * Storage quotas per team (API.md "Quotas and cost"). store_quota_set: bytes (NULL: remove
+ * the quota) for an existing team (MG_ENOTFOUND otherwise), audited as team.quota;
+ * store_quota_get: *out NEW {"team","storage_bytes"|null,"used_bytes"}. Use counts the
+ * unique bytes the team keeps: uploaded by its tokens or cited by its models' live
+ * versions, until garbage collection reclaims them, plus uploads in flight.
+ */
+enum mg_code store_quota_set(struct store *st, const char *actor, const char *team,
+                             const int64_t *bytes, json_t **out, struct mg_error *err);
+enum mg_code store_quota_get(struct store *st, const char *team, json_t **out,
+                             struct mg_error *err);
+
+/*
+ * What each team (by_model false) or model keeps and spends (API.md "Quotas and cost"):
+ * *out NEW {"by","items":[…]}; a team item {"team","storage_bytes" (its use, as above),
+ * "quota_bytes"|null,"versions" (not deleted, of the models it owns),"smoke_seconds",
+ * "smoke_gpu_seconds"}; a model item {"model","owners","storage_bytes" (unique bytes its
+ * live versions cite),"versions","smoke_seconds","smoke_gpu_seconds"}. Every team or model.
+ */
+enum mg_code store_usage(struct store *st, bool by_model, json_t **out, struct mg_error *err);
+
+/* Teams an upload counts for (the uploading token's; none: a global token), copied; call
+ * before store_blob_upload_commit, which then refuses bytes that would take one of them past
+ * its quota (MG_EQUOTA) before putting them under their digest, and records the teams as
+ * the bytes' holders (store_blob_claim) in the transaction that commits the row. */
+void store_blob_upload_teams(struct store_blob_upload *up, const char *const *teams, size_t nteams);
+
 /* Who holds the live blob digest: *out NEW {"uploaders":[team],"citers":[[owner]] (the
  * owners of each model with a version, not deleted, citing it), "released":bool (no live
  * version cites it any more since one was deleted, and it was not uploaded again)}.
@@ -1070,6 +1097,12 @@ enum mg_code store_smoke_list(struct store *st, const char *model, int64_t versi
  * or finished since); MG_ENOTFOUND if none. */
 enum mg_code store_smoke_latest(struct store *st, const char *model, int64_t version,
                                 int64_t since_ms, json_t **out, struct mg_error *err);
+
+/* The newest passed smoke test of (model, version), whenever it ran: *out NEW SmokeTest
+ * (with throughput_rps and cost_per_1k_requests, null when not measured); MG_ENOTFOUND when
+ * none passed. */
+enum mg_code store_smoke_latest_passed(struct store *st, const char *model, int64_t version,
+                                       json_t **out, struct mg_error *err);
 
 enum mg_code store_smoke_counts(struct store *st, int64_t *queued, int64_t *running,
                                 struct mg_error *err);

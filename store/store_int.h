@@ -192,6 +192,31 @@ enum mg_code store_model_id(struct db_conn *c, const char *name, int64_t *id, st
  * "teams" and the first unknown one otherwise. */
 enum mg_code store_teams_exist(struct db_conn *c, const json_t *teams, struct mg_error *err);
 
+/*
+ * Quotas (quotas.c), inside the caller's write transaction: may team keep digest (size
+ * bytes) besides what it keeps now? MG_OK when the team has no quota, already keeps or holds
+ * the digest, or stays within its quota with it; else MG_EQUOTA naming the team, its quota
+ * and its use. Nothing is written.
+ */
+enum mg_code store_quota_admit(struct db_conn *c, const char *team, const char *digest,
+                               int64_t size, struct mg_error *err);
+/* The same for every owner team of model mid citing digest (a stored blob). */
+enum mg_code store_quota_admit_model(struct db_conn *c, int64_t mid, const char *digest,
+                                     struct mg_error *err);
+/* After a change of these teams' (or model mid's owners') use, in its transaction: announce
+ * a crossing of 80 % or 100 % of a quota to the webhook gateways (an outbox row). */
+enum mg_code store_quota_note(struct db_conn *c, const char *const *teams, size_t nteams,
+                              struct mg_error *err);
+enum mg_code store_quota_note_model(struct db_conn *c, int64_t mid, struct mg_error *err);
+/* Owners changing (API.md "Quotas and cost"): store_quota_uses gives each team's use now
+ * (teams: a JSON array of at most STORE_MAX_SCOPES names; used[i] for teams[i]); after the
+ * change, store_quota_grown refuses (MG_EQUOTA, naming the team, its quota, its use and `why`)
+ * when a team's use grew past its quota, and announces crossings otherwise. */
+enum mg_code store_quota_uses(struct db_conn *c, const json_t *teams, int64_t *used,
+                              struct mg_error *err);
+enum mg_code store_quota_grown(struct db_conn *c, const json_t *teams, const int64_t *before,
+                               const char *why, struct mg_error *err);
+
 /* store_smoke_enqueue inside the caller's write transaction (a promotion queues its
  * candidate's test in the transaction that creates it). */
 enum mg_code store_smoke_enqueue_in(struct db_conn *c, const char *model, int64_t version,

@@ -459,8 +459,10 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
         rc = err->code;
         goto done;
     }
+    /* A version's bytes count in its owners' quotas (API.md "Quotas and cost"). */
     if ((rc = store_model_id(c, model, &mid, err)) != MG_OK ||
-        (rc = blob_exists(c, artifact, err)) != MG_OK)
+        (rc = blob_exists(c, artifact, err)) != MG_OK ||
+        (rc = store_quota_admit_model(c, mid, artifact, err)) != MG_OK)
         goto out;
     s = db_prepare(c, sql_next);
     db_bind_i64(s, 1, mid);
@@ -500,7 +502,8 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
         goto out;
     if (metrics && (rc = insert_metrics(c, vid, actor, metrics, &changed, err)) != MG_OK)
         goto out;
-    if ((rc = sign_version(st, c, vid, model, n, artifact, req, at, actor, err)) != MG_OK)
+    if ((rc = sign_version(st, c, vid, model, n, artifact, req, at, actor, err)) != MG_OK ||
+        (rc = store_quota_note_model(c, mid, err)) != MG_OK)
         goto out;
     snprintf(target, sizeof(target), "%s/v%lld", model, (long long)n);
     detail = json_pack("{s:s}", "artifact", artifact);

@@ -1,7 +1,7 @@
 /* #/promotions/ID: one promotion, its decision panel, and a poll that follows
  * it while it is active. */
 
-import { compareTable, gatesTable, smokeList } from './page_promotion_evidence.js';
+import { compareTable, costTable, gatesTable, smokeList } from './page_promotion_evidence.js';
 import { analysisView } from './page_promotion_analysis.js';
 import { metricsChart, metricsTable } from './page_promotion_metrics.js';
 import { schemaDiff, vramInputs } from './page_promotion_schema.js';
@@ -230,15 +230,18 @@ function endedLine(p) {
 async function loadPromotion(id, pIn) {
   const p = pIn || await api('GET', '/api/v1/promotions/' + enc(id));
   const vbase = '/api/v1/models/' + enc(p.model) + '/versions/';
-  const [cand, base, smoke, model] = await Promise.all([
+  const [cand, base, smoke, baseSmoke, model] = await Promise.all([
     api('GET', vbase + enc(p.version)),
     p.baseline_version ? maybe(vbase + enc(p.baseline_version)) : Promise.resolve(null),
     maybe(vbase + enc(p.version) + '/smoke-tests?limit=6'),
+    p.baseline_version ? maybe(vbase + enc(p.baseline_version) + '/smoke-tests?limit=6')
+                       : Promise.resolve(null),
     maybe('/api/v1/models/' + enc(p.model)),
   ]);
   /* Metric directions the model declares, for the metrics table and chart. */
   const pm = Object.assign({}, p, { model_info: model ? { metric_directions: model.metric_directions } : null });
-  return { p: pm, cand, base, smoke: (smoke && smoke.items) || [] };
+  return { p: pm, cand, base, smoke: (smoke && smoke.items) || [],
+           baseSmoke: (baseSmoke && baseSmoke.items) || [] };
 }
 
 export async function renderPromotion(seq, id, pIn) {
@@ -248,7 +251,7 @@ export async function renderPromotion(seq, id, pIn) {
   let last = '';
 
   const draw = (d) => {
-    const { p, cand, base, smoke } = d;
+    const { p, cand, base, smoke, baseSmoke } = d;
     const appr = approvalsOf(p);
     /* Keep the reviewer's place if the page redraws while they type. */
     const active = document.activeElement;
@@ -284,7 +287,8 @@ export async function renderPromotion(seq, id, pIn) {
           section('Candidate and baseline', 'compare', compareTable(p, cand, base)),
           section('Inputs and outputs', 'schema', schemaDiff(p, cand, base)),
           section('Memory estimate', 'vram', vramInputs(cand, base)),
-          section('Smoke tests', 'smoke', smokeList(smoke, p.gates))),
+          section('Smoke tests', 'smoke', smokeList(smoke, p.gates)),
+          section('Serving cost', 'cost', costTable(p, smoke, baseSmoke))),
         h('div', { class: 'side-col' },
           decisionPanel(p, cand, (np) => {
             data = Object.assign({}, data, { p: Object.assign({}, np, { model_info: data.p.model_info }) });

@@ -178,3 +178,47 @@ export function smokeList(tests, gates) {
            rest.length ? [h('h4', null, 'Other tests of this version'),
                           table('smoke-table', rhead, rrows, 'Other smoke tests')] : null);
 }
+
+/* The newest passed test of a list (newest first), or null. */
+function latestPassed(tests) {
+  return (tests || []).find((t) => t.state === 'passed') || null;
+}
+
+function costDelta(c, b, lowerIsBetter) {
+  if (typeof c !== 'number' || typeof b !== 'number')
+    return h('span', { class: 'muted' }, '—');
+  const d = c - b;
+  const pct = b !== 0 ? ' (' + (d >= 0 ? '+' : '') + fmtNum(100 * d / b) + ' %)' : '';
+  const worse = lowerIsBetter ? d > 0 : d < 0;
+  return h('span', { class: d === 0 ? 'muted' : worse ? 'delta-worse' : 'delta-better' },
+           (d >= 0 ? '+' : '') + fmtNum(d) + pct);
+}
+
+/* What serving costs (API.md "Quotas and cost"): throughput and cost per thousand requests
+ * of the candidate's and the baseline's latest passed smoke tests, with the delta. */
+export function costTable(p, candTests, baseTests) {
+  const c = latestPassed(candTests), b = latestPassed(baseTests);
+  if (!c)
+    return h('p', { class: 'empty' },
+             'No passed smoke test of the candidate yet: nothing measured its cost.');
+  const val = (t, k) => (t && typeof t[k] === 'number' ? t[k] : null);
+  const head = ['', 'Baseline' + (p.baseline_version ? ' v' + p.baseline_version : ''),
+                'Candidate v' + p.version, 'Delta'];
+  const rows = [
+    row(head, ['Throughput (requests/s)', fmtNum(val(b, 'throughput_rps')),
+               fmtNum(val(c, 'throughput_rps')),
+               costDelta(val(c, 'throughput_rps'), val(b, 'throughput_rps'), false)],
+        { 'data-cost': 'throughput_rps' }),
+    row(head, ['Cost per 1,000 requests', fmtNum(val(b, 'cost_per_1k_requests')),
+               fmtNum(val(c, 'cost_per_1k_requests')),
+               costDelta(val(c, 'cost_per_1k_requests'), val(b, 'cost_per_1k_requests'), true)],
+        { 'data-cost': 'cost_per_1k_requests' }),
+  ];
+  const why = val(c, 'throughput_rps') === null
+    ? 'The candidate\'s smoke test measured no throughput: its output needs throughput_rps or ' +
+      'latencies_ms.'
+    : val(c, 'cost_per_1k_requests') === null
+      ? 'No cost is configured for smoke profile \'' + (c.profile || '') + '\' (--smoke-profile-cost).'
+      : null;
+  return h('div', null, table('cost', head, rows, 'Serving cost'), why ? h('p', { class: 'muted small' }, why) : null);
+}

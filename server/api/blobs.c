@@ -68,15 +68,13 @@ static void commit_work(struct srv_req *r)
     const char *teams[STORE_MAX_SCOPES];
     size_t i;
 
-    u->rc = store_blob_upload_commit(&u->up, r->who.name, u->has_expected ? u->expected : NULL,
-                                     &u->blob, &u->created, &u->err);
-    /* The uploading token's teams hold the bytes now (API.md "Tenancy"). */
+    /* The uploading token's teams hold the bytes once they commit (API.md "Tenancy"), and
+     * the upload counts in each one's quota ("Quotas and cost"). */
     for (i = 0; i < r->who.nteams && i < STORE_MAX_SCOPES; i++)
         teams[i] = r->who.teams[i];
-    if (u->rc == MG_OK)
-        u->rc =
-            store_blob_claim(r->srv->store, json_string_value(json_object_get(u->blob, "digest")),
-                             teams, i, &u->err);
+    store_blob_upload_teams(u->up, teams, i);
+    u->rc = store_blob_upload_commit(&u->up, r->who.name, u->has_expected ? u->expected : NULL,
+                                     &u->blob, &u->created, &u->err);
 }
 
 static void commit_reply(struct srv_req *r)

@@ -187,6 +187,37 @@ static void metrics(struct srv_req *r)
         }
     }
     {
+        json_t *u = NULL, *item; /* item BORROWED */
+        size_t i;
+
+        /* Per team: the unique bytes it keeps and its quota (API.md "Quotas and cost"). */
+        if (store_usage(r->srv->store, false, &u, &err) == MG_OK) {
+            char lbl[96];
+
+            gauge_header(&b, "modelgate_team_storage_bytes",
+                         "Unique bytes each team keeps (counted against its quota).");
+            json_array_foreach(json_object_get(u, "items"), i, item)
+            {
+                snprintf(lbl, sizeof(lbl), "team=\"%s\"",
+                         json_string_value(json_object_get(item, "team")));
+                gauge(&b, "modelgate_team_storage_bytes", lbl,
+                      (double)json_integer_value(json_object_get(item, "storage_bytes")));
+            }
+            gauge_header(&b, "modelgate_team_quota_bytes",
+                         "Each team's storage quota (teams with one).");
+            json_array_foreach(json_object_get(u, "items"), i, item)
+            {
+                if (!json_is_integer(json_object_get(item, "quota_bytes")))
+                    continue;
+                snprintf(lbl, sizeof(lbl), "team=\"%s\"",
+                         json_string_value(json_object_get(item, "team")));
+                gauge(&b, "modelgate_team_quota_bytes", lbl,
+                      (double)json_integer_value(json_object_get(item, "quota_bytes")));
+            }
+        }
+        json_decref(u);
+    }
+    {
         uint64_t hits, misses;
 
         srv_cache_counts(r->srv->cache, &hits, &misses);

@@ -94,9 +94,9 @@ out:
     return rc;
 }
 
-/* "events": the promotion events this webhook also wants, besides alias.updated. */
+/* "events": the promotion and quota events this webhook also wants, besides alias.updated. */
 static const char *const WEBHOOK_EVENTS[] = {"alias.updated", "promotion.awaiting_approval",
-                                             "promotion.rolled_back", NULL};
+                                             "promotion.rolled_back", "quota.threshold", NULL};
 
 static enum mg_code check_events(const json_t *ev, struct mg_error *err)
 {
@@ -108,7 +108,7 @@ static enum mg_code check_events(const json_t *ev, struct mg_error *err)
     if (!json_is_array(ev) || json_array_size(ev) > 8)
         return mg_fail(err, MG_EINVAL, "events",
                        "'events' is a list of event types: promotion.awaiting_approval, "
-                       "promotion.rolled_back (alias.updated is always sent)");
+                       "promotion.rolled_back, quota.threshold (alias.updated is always sent)");
     json_array_foreach(ev, i, v)
     {
         const char *t = json_string_value(v);
@@ -120,7 +120,8 @@ static enum mg_code check_events(const json_t *ev, struct mg_error *err)
         if (t == NULL || WEBHOOK_EVENTS[k] == NULL)
             return mg_fail(err, MG_EINVAL, "events",
                            "unknown event type '%.64s'; webhooks know alias.updated, "
-                           "promotion.awaiting_approval and promotion.rolled_back",
+                           "promotion.awaiting_approval, promotion.rolled_back and "
+                           "quota.threshold",
                            t ? t : "(not a string)");
     }
     return MG_OK;
@@ -213,7 +214,8 @@ char *push_webhook_body(const struct store_delivery *d, int64_t now_ms)
     json_t *event = json_object_get(d->payload, "event");
 
     mg_time_format(now_ms, ts);
-    /* A promotion event (store_outbox_event): its own body, with the time it is sent. */
+    /* An event (a promotion's, store_outbox_event, or a team crossing 80 % or 100 % of its
+     * storage quota, API.md "Quotas and cost"): its own body, with the time it is sent. */
     if (json_is_object(event)) {
         b = json_deep_copy(event);
         if (b == NULL || json_object_set_new(b, "timestamp", json_string(ts)) != 0) {

@@ -73,6 +73,37 @@ bad:
                    (int)nl, spec);
 }
 
+enum mg_code runner_profile_cost(struct runner_profile *profiles, unsigned n, const char *spec,
+                                 struct mg_error *err)
+{
+    const char *eq = strchr(spec, '=');
+    size_t nl = eq ? (size_t)(eq - spec) : 0;
+    char *end = NULL;
+    double cost;
+    unsigned i;
+
+    if (eq == NULL || nl == 0 || eq[1] == '\0')
+        return mg_fail(err, MG_EINVAL, "smoke-profile-cost",
+                       "--smoke-profile-cost takes NAME=COST (the cost per hour of the machine "
+                       "profile NAME runs on), not '%.100s'",
+                       spec);
+    cost = strtod(eq + 1, &end);
+    if (end == NULL || *end != '\0' || !isfinite(cost) || cost < 0)
+        return mg_fail(err, MG_EINVAL, "smoke-profile-cost",
+                       "--smoke-profile-cost %.*s: '%.40s' is not a number >= 0", (int)nl, spec,
+                       eq + 1);
+    for (i = 0; i < n; i++) {
+        if (strlen(profiles[i].name) == nl && memcmp(profiles[i].name, spec, nl) == 0) {
+            profiles[i].has_cost = true;
+            profiles[i].cost_per_hour = cost;
+            return MG_OK;
+        }
+    }
+    return mg_fail(err, MG_EINVAL, "smoke-profile-cost",
+                   "--smoke-profile-cost names profile '%.*s', which no --smoke-profile defines",
+                   (int)nl, spec);
+}
+
 void runner_profile_release(struct runner_profile *p)
 {
     unsigned i;
@@ -321,8 +352,30 @@ static bool read_output(const char *path, const json_t *job, json_t *result, cha
         }
     }
     json_object_set_new(result, "checks", checks ? json_incref(checks) : json_array());
+    /* The test's own throughput under its load (API.md "Quotas and cost"), when it says. */
+    v = json_object_get(o, "throughput_rps");
+    if (json_is_number(v) && isfinite(json_number_value(v)) && json_number_value(v) > 0)
+        json_object_set_new(result, "reported_rps", json_real(json_number_value(v)));
     json_decref(o);
     return ok;
+}
+
+/* Throughput (the test's own figure, else its timed requests over the command's wall time)
+ * and, with a cost for the profile, the cost per thousand requests. */
+static void serving_cost(const struct runner_profile *prof, json_t *result, double wall_s)
+{
+    json_t *rep = json_object_get(result, "reported_rps");
+    json_t *samples = json_object_get(json_object_get(result, "latency_ms"), "samples");
+    double rps, cost;
+
+    if (gate_throughput(rep ? json_number_value(rep) : NAN,
+                        (size_t)(json_is_integer(samples) ? json_integer_value(samples) : 0),
+                        wall_s, &rps)) {
+        json_object_set_new(result, "throughput_rps", json_real(rps));
+        if (prof->has_cost && gate_cost_per_1k(prof->cost_per_hour, rps, &cost))
+            json_object_set_new(result, "cost_per_1k_requests", json_real(cost));
+    }
+    json_object_del(result, "reported_rps");
 }
 
 /* Put the artifact in dir: an archive is extracted, a single file copied. */
@@ -389,7 +442,7 @@ static json_t *run_job(struct runner *rn, const json_t *job)
     struct sampler smp;
     pthread_t sampler_thread;
     bool use_gpu = false, sampling = false;
-    int64_t t0 = mg_mono_ms();
+    int64_t t0 = mg_mono_ms(), t_run = 0;
     struct mg_error err;
     unsigned i;
 
@@ -476,7 +529,9 @@ static json_t *run_job(struct runner *rn, const json_t *job)
         }
         argv[0] = d < 3 ? resolved : argv[0];
     }
+    t_run = mg_mono_ms();
     srv_proc_run(argv, &po, &pr);
+    t_run = mg_mono_ms() - t_run;
     if (sampling) {
         smp.stop = true;
         pthread_join(sampler_thread, NULL);
@@ -500,6 +555,7 @@ static json_t *run_job(struct runner *rn, const json_t *job)
                         json_string(read_output(output, job, result, reason, sizeof(reason))
                                         ? "passed"
                                         : "failed"));
+    serving_cost(prof, result, (double)t_run / 1000.0);
 out:
     runner_rm_tree(work);
     json_object_set_new(result, "reason", reason[0] ? json_string(reason) : json_null());

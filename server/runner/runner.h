@@ -26,6 +26,8 @@ struct runner_profile {
     char name[64];
     char *argv[RUNNER_ARGV_MAX + 1];
     unsigned argc;
+    bool has_cost;
+    double cost_per_hour; /* of the machine it runs on (--smoke-profile-cost), any unit */
 };
 
 /* Parse "NAME=COMMAND": the command is split into words (single and double
@@ -33,6 +35,12 @@ struct runner_profile {
 enum mg_code runner_profile_parse(const char *spec, struct runner_profile *out,
                                   struct mg_error *err);
 void runner_profile_release(struct runner_profile *p);
+
+/* Apply "NAME=COST" (--smoke-profile-cost: a finite number >= 0 per hour) to the profile
+ * NAME among profiles[0..n); MG_EINVAL naming what to fix when it is malformed or no
+ * profile has that name. */
+enum mg_code runner_profile_cost(struct runner_profile *profiles, unsigned n, const char *spec,
+                                 struct mg_error *err);
 
 struct runner_options {
     unsigned workers;

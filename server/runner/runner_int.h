@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../../common/util.h"
+#include "../../gates/cost.h"
 #include "../../gates/policy.h"
 #include "../../gates/vram.h"
 #include "../../artifact/archive.h"

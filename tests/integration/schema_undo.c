@@ -65,6 +65,13 @@ struct undo {
 /* 020_analysis: live canary analysis's intervals. */
 #define UNDO_020 "DROP TABLE promotion_intervals; "
 
+/* 021_quotas: team storage quotas, quota holds, the index on blob_teams(team), smoke tests' serving
+ * cost (the same text on PostgreSQL). */
+#define UNDO_021                                                                                   \
+    "DROP TABLE team_quotas; DROP TABLE quota_holds; DROP INDEX blob_teams_team; "                 \
+    "ALTER TABLE smoke_tests DROP COLUMN throughput_rps; "                                         \
+    "ALTER TABLE smoke_tests DROP COLUMN cost_per_1k_requests; "
+
 /* 022_model_readme: model cards, metric directions, who made a promotion event. */
 #define UNDO_022                                                                                   \
     "ALTER TABLE models DROP COLUMN readme; "                                                      \
@@ -75,6 +82,7 @@ static const struct undo undos[] = {
     {15, UNDO_015_SQLITE, UNDO_015_PG},
     {19, UNDO_019, NULL},
     {20, UNDO_020, NULL},
+    {21, UNDO_021, NULL},
     {22, UNDO_022, NULL},
 };
 #define NUNDOS (sizeof(undos) / sizeof(undos[0]))

@@ -121,6 +121,7 @@ async function startServer() {
   const log = [];
   server = spawn(MODELGATED, ['--data-dir', data, '--listen', '127.0.0.1:0', '--port-file', portFile,
                               '--smoke-profile', `cpu=/bin/sh ${smoke} {model_dir} {output}`,
+                              '--smoke-profile-cost', 'cpu=2.5',
                               '--smoke-interval', '0'],
                  { stdio: ['ignore', 'ignore', 'pipe'] });
   server.stderr.on('data', (b) => log.push(b.toString()));
@@ -435,6 +436,11 @@ describe('reviewer UI', { concurrency: false }, () => {
     assert.match(smoke, /output_shape/);
     assert.match(await r1.locator('#smoke pre.log-tail').first().innerText(),
                  /<b>warmup<\/b> 5 requests <script>alert\(4\)<\/script>/);
+
+    // Serving cost (API.md "Quotas and cost"): the candidate's measured figures, as numbers.
+    const costRow = r1.locator('#cost tr[data-cost="cost_per_1k_requests"] td');
+    assert.match(await costRow.nth(2).innerText(), /^[0-9][0-9.e+-]*$/);
+    assert.match(await r1.locator('#cost').innerText(), /Throughput \(requests\/s\)/);
 
     // Rollout plan before any step.
     assert.match(await r1.locator('#rollout').innerText(), /Candidate weight: 0%[\s\S]*50%[\s\S]*100%/);
