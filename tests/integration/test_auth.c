@@ -495,7 +495,8 @@ static void concrete_path(const char *pattern, char *out, size_t cap)
 {
     static const char *const values[][2] = {
         {"model", "auth-model"}, {"alias", "production"}, {"name", "gw-one"}, {"n", "1"},
-        {"id", "abc123"},        {"ref", "latest"},       {"file", "app.js"},
+        {"id", "abc123"},        {"ref", "latest"},       {"file", "app.js"}, {"group", "ml-team"},
+        {"team", "risk"},
     };
     size_t o = 0;
 
