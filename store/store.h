@@ -968,6 +968,7 @@ struct store_delivery {
     int attempts;    /* before this one */
     int64_t written_ms;
     char lease_token[17]; /* the claim's own: its outcome counts only while it holds */
+    bool touched;         /* the delivery sent something to the gateway (store_outbox_done) */
 };
 
 void store_delivery_release(struct store_delivery *d);
@@ -988,10 +989,29 @@ enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_
  * holds (d->lease_token): a claim that lost its lease (it expired and another
  * replica took the row) changes nothing. If a newer generation was written
  * meanwhile the row stays pending for it (superseded). ok → in_sync; otherwise
- * failing with error and the next attempt time (store_clock_ms()).
+ * failing with error and the next attempt time (store_clock_ms()). When the claim no
+ * longer holds and d->touched (it sent something, which may have reached the gateway
+ * after a newer generation), a newer generation of the row is made pending again and
+ * its lease, whoever holds it, is revoked: it goes out once more, after this write.
  */
 enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d, bool ok,
                                const char *error, int64_t next_attempt_ms, struct mg_error *err);
+
+/*
+ * The fence of a delivery, checked before each thing it sends to a gateway: *held is true
+ * while d's claim still holds the row (its token, its generation, the lease not expired)
+ * and, with PostgreSQL, this replica is still alive in the others' eyes (a heartbeat within
+ * STORE_REPLICA_DEAD_MS; after that they may take its leases). A claim that no longer holds
+ * sends nothing more and records nothing (store_outbox_release).
+ */
+enum mg_code store_outbox_fence(struct store *st, const struct store_delivery *d, bool *held,
+                                struct mg_error *err);
+
+/* A delivery whose fence failed: records nothing; releases d's lease if it still holds
+ * it and, when d->touched, makes a newer generation pending again (as store_outbox_done
+ * does for a claim that lost its lease). */
+enum mg_code store_outbox_abort(struct store *st, const struct store_delivery *d,
+                                struct mg_error *err);
 
 /* Release the lease with this token (a claim or outcome whose commit this replica
  * could not confirm). Nothing when no row holds it. */

@@ -327,7 +327,6 @@ static void nginx_deliver(const struct push_env *env, const struct store_deliver
     struct mg_buf b;
     size_t oldn = 0;
 
-    (void)env;
     mg_buf_init(&b, NGINX_FILE_MAX);
     if (unreadable_header(d)) {
         snprintf(res->error, sizeof(res->error),
@@ -345,6 +344,8 @@ static void nginx_deliver(const struct push_env *env, const struct store_deliver
         snprintf(res->error, sizeof(res->error), "cannot read the current %.300s", path);
         goto out;
     }
+    if (!push_fence(env, d, res))
+        goto out;
     if (write_atomic(path, b.data, b.len, err, sizeof(err)) != 0) {
         snprintf(res->error, sizeof(res->error), "%s", err);
         goto out;
@@ -358,6 +359,10 @@ static void nginx_deliver(const struct push_env *env, const struct store_deliver
         snprintf(res->error, sizeof(res->error),
                  "the nginx config test failed (exit %d%s); the previous file was kept: %.300s",
                  pr.exit_code, pr.timed_out ? ", timed out" : "", pr.tail);
+        goto out;
+    }
+    if (!push_fence(env, d, res)) {
+        /* Another claim owns the file now; a newer one may already be in place. */
         goto out;
     }
     if (!run(json_object_get(d->config, "reload_command"), &pr)) {

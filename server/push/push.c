@@ -16,6 +16,7 @@
 #include "../../common/util.h"
 #include "../http.h"
 #include "../events.h"
+#include "../metrics.h"
 #include "../runner/runner.h"
 
 /* A worker holds a claimed row this long; deliveries time out well before. */
@@ -219,6 +220,32 @@ static void orphans_release(struct push *p, struct orphans *o)
         o->n--;
 }
 
+bool push_fence(const struct push_env *env, const struct store_delivery *d, struct push_result *res)
+{
+    struct mg_error err;
+    bool held = false;
+
+    if (d->lease_token[0] == '\0') {
+        res->touched = true;
+        return true;
+    }
+    if (store_outbox_fence(env->srv->store, d, &held, &err) != MG_OK) {
+        snprintf(res->error, sizeof(res->error),
+                 "cannot check the delivery's lease (%.200s); nothing more was sent", err.message);
+    } else if (!held) {
+        snprintf(res->error, sizeof(res->error),
+                 "this replica's lease on generation %lld ended (taken over, superseded or "
+                 "expired); nothing more was sent",
+                 (long long)d->generation);
+    } else {
+        res->touched = true;
+        return true;
+    }
+    res->fenced = true;
+    res->ok = false;
+    return false;
+}
+
 /* Deliver a claimed row and record the outcome; false when the outcome could not be
  * recorded (the lease is then an orphan). */
 static bool deliver(struct push *p, struct store_delivery *d)
@@ -234,6 +261,20 @@ static bool deliver(struct push *p, struct store_delivery *d)
         ad->deliver(&p->env, d, &res);
     else
         snprintf(res.error, sizeof(res.error), "unknown gateway kind '%s'", d->kind);
+    d->touched = res.touched;
+    if (res.fenced) {
+        /* A claim that lost its lease records nothing: whoever holds the row now does. */
+        fprintf(stderr, "modelgated: push %s %s/%s generation %lld stopped: %s\n", d->gateway,
+                d->model, d->alias, (long long)d->generation, res.error);
+        srv_metrics_push_fenced(p->srv->metrics);
+        if (store_outbox_abort(p->srv->store, d, &err) != MG_OK) {
+            fprintf(stderr, "modelgated: push %s %s/%s: cannot let the lease go: %s\n", d->gateway,
+                    d->model, d->alias, err.message);
+            recorded = false;
+        }
+        check_waiters(p, false);
+        return recorded;
+    }
     if (!res.ok) {
         next = push_backoff_ms(&p->opt, d->attempts + 1, random_unit());
         if (res.retry_after_ms > next)

@@ -51,6 +51,8 @@ bool push_allow_check(const struct push_allow *a, const struct sockaddr *sa);
 
 struct push_result {
     bool ok;
+    bool fenced;            /* the claim lost its lease: the delivery stopped (push_fence) */
+    bool touched;           /* something was sent to the gateway (a fence passed) */
     bool gone;              /* the gateway asked to be disabled (HTTP 410) */
     int64_t retry_after_ms; /* > 0 when the gateway said when to retry */
     char error[512];
@@ -63,6 +65,18 @@ struct push_env {
     pthread_mutex_t *nginx_lock;
     struct srv *srv; /* for the built-in runner gateway */
 };
+
+/*
+ * Call right before each thing an adapter sends to a gateway: true while d's claim still
+ * holds its row (store_outbox_fence; res->touched is then set, as the caller is about to
+ * send). false when it lost it (expired, taken by another replica, superseded by a newer
+ * generation, or this replica was paused so long the others count it dead), or the
+ * database cannot say: res->fenced and res->error are set and the adapter must send
+ * nothing more and return. A delivery without a claim (no lease token) always holds.
+ * Thread-safe.
+ */
+bool push_fence(const struct push_env *env, const struct store_delivery *d,
+                struct push_result *res);
 
 /* Validate a GatewayConfig body of each kind. On success *config receives
  * the stored config (NEW; secrets removed) and *secret the secret (NEW
