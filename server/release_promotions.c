@@ -435,7 +435,7 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
             a.promotion = id;
             /* Restoring to nothing (no baseline): the alias goes back to empty. */
         }
-        rc = rel_commit_change(srv, actor, acts.set_routes ? &a : NULL, &pc, err);
+        rc = rel_commit_change(srv, actor, acts.set_routes ? &a : NULL, &pc, NULL, err);
         if (rc == MG_OK && next.phase == PROMO_PHASE_SHADOW && cur.phase != PROMO_PHASE_SHADOW) {
             struct mg_error ignore; /* the runner gateway queues the test from the outbox too */
 
