@@ -432,3 +432,112 @@ enum mg_code store_outbox_recover(struct store *st, struct mg_error *err)
 
     return store_sweep_dead(st, sql, err);
 }
+
+enum mg_code store_outbox_in_sync(struct store *st, bool leader, struct store_delivery **out,
+                                  size_t *n, struct mg_error *err)
+{
+#define HOST_OK(h) "(" h " = ?1 OR (" h " IS NULL AND ?2 = 1)) "
+    static const char sql[] =
+        "SELECT o.gateway, o.model, o.alias, o.generation, o.payload, g.kind, g.config "
+        "FROM outbox o JOIN gateways g ON g.name = o.gateway "
+        "WHERE o.state = 'in_sync' AND g.disabled_reason IS NULL AND " HOST_OK(
+            "json_extract(g.config, '$.host')") "ORDER BY o.gateway, o.model, o.alias LIMIT ?3";
+    static const char sql_pg[] =
+        "SELECT o.gateway, o.model, o.alias, o.generation, o.payload, g.kind, g.config "
+        "FROM outbox o JOIN gateways g ON g.name = o.gateway "
+        "WHERE o.state = 'in_sync' AND g.disabled_reason IS NULL AND " HOST_OK(
+            "(g.config::jsonb ->> 'host')") "ORDER BY o.gateway, o.model, o.alias LIMIT ?3";
+#undef HOST_OK
+    struct db_conn *c = store_read_begin(st);
+    struct store_delivery *list = NULL;
+    struct db_stmt *s;
+    size_t count = 0, cap = 0;
+    enum mg_code rc;
+    bool row;
+
+    *out = NULL;
+    *n = 0;
+    s = db_prepare(c, DB_SQL(c, sql, sql_pg));
+    db_bind_text(s, 1, st->host_name);
+    db_bind_i64(s, 2, leader ? 1 : 0);
+    db_bind_i64(s, 3, STORE_RECONCILE_MAX);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        struct store_delivery *d;
+
+        if (count == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            struct store_delivery *nl = realloc(list, ncap * sizeof(*nl));
+
+            if (nl == NULL) {
+                db_reset(s);
+                rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+                break;
+            }
+            list = nl;
+            cap = ncap;
+        }
+        d = &list[count++];
+        memset(d, 0, sizeof(*d));
+        snprintf(d->gateway, sizeof(d->gateway), "%s", db_col_text(s, 0));
+        snprintf(d->model, sizeof(d->model), "%s", db_col_text(s, 1));
+        snprintf(d->alias, sizeof(d->alias), "%s", db_col_text(s, 2));
+        d->generation = db_col_i64(s, 3);
+        d->payload = store_col_json(s, 4);
+        snprintf(d->kind, sizeof(d->kind), "%s", db_col_text(s, 5));
+        d->config = store_col_json(s, 6);
+    }
+    store_read_end(st, c);
+    if (rc != MG_OK) {
+        for (size_t i = 0; i < count; i++)
+            store_delivery_release(&list[i]);
+        free(list);
+        return rc;
+    }
+    *out = list;
+    *n = count;
+    return MG_OK;
+}
+
+enum mg_code store_outbox_drift(struct store *st, const struct store_delivery *d, const char *found,
+                                bool *marked, struct mg_error *err)
+{
+    static const char sql[] =
+        "UPDATE outbox SET state = 'pending', last_error = ?5, next_attempt_at = 0, "
+        "acked_at = NULL WHERE gateway = ?1 AND model = ?2 AND alias = ?3 AND generation = ?4 "
+        "AND state = 'in_sync'";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    char text[600];
+    json_t *detail = NULL;
+    enum mg_code rc;
+
+    *marked = false;
+    if (c == NULL)
+        return err->code;
+    snprintf(text, sizeof(text), "drift: %s; generation %lld is delivered again", found,
+             (long long)d->generation);
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, d->gateway);
+    db_bind_text(s, 2, d->model);
+    db_bind_text(s, 3, d->alias);
+    db_bind_i64(s, 4, d->generation);
+    db_bind_text(s, 5, text);
+    if ((rc = db_exec(s, err)) != MG_OK || db_changes(s) == 0)
+        goto out; /* a newer generation, or one already being delivered: nothing to repair */
+    detail = json_pack("{s:s, s:s, s:I, s:s}", "model", d->model, "alias", d->alias, "generation",
+                       (json_int_t)d->generation, "found", found);
+    if (detail == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if ((rc = store_audit_append(c, "modelgated", "gateway.drift", d->gateway, detail, err)) ==
+        MG_OK)
+        rc = notify_change(c, err);
+    *marked = rc == MG_OK;
+out:
+    json_decref(detail);
+    rc = store_write_end(st, c, rc, err);
+    if (rc != MG_OK)
+        *marked = false;
+    return rc;
+}

@@ -1013,6 +1013,27 @@ enum mg_code store_outbox_fence(struct store *st, const struct store_delivery *d
 enum mg_code store_outbox_abort(struct store *st, const struct store_delivery *d,
                                 struct mg_error *err);
 
+/* The most in-sync rows one reconciler pass checks. */
+#define STORE_RECONCILE_MAX 10000
+
+/*
+ * The in-sync rows this replica's reconciler checks against their gateways' live state:
+ * those of enabled gateways whose "host" is this replica's, and, when leader, those of
+ * gateways without a host (up to STORE_RECONCILE_MAX). *out NEW: n deliveries without
+ * secret or lease; store_delivery_release each, then free(*out).
+ */
+enum mg_code store_outbox_in_sync(struct store *st, bool leader, struct store_delivery **out,
+                                  size_t *n, struct mg_error *err);
+
+/*
+ * The gateway was found off d's generation (found: what differs, for last_error and the
+ * audit): when the row is still in sync at that generation, it becomes pending again (the
+ * workers deliver it once more) with last_error "drift: ...", and a gateway.drift audit
+ * entry is written, in one transaction; *marked then. Nothing when the row moved on.
+ */
+enum mg_code store_outbox_drift(struct store *st, const struct store_delivery *d, const char *found,
+                                bool *marked, struct mg_error *err);
+
 /* Release the lease with this token (a claim or outcome whose commit this replica
  * could not confirm). Nothing when no row holds it. */
 enum mg_code store_outbox_release(struct store *st, const char *token, struct mg_error *err);

@@ -630,22 +630,19 @@ static bool map_read(const char *addr, const char *map, bool prepare, struct map
 
 /* The match rules into the map: read it; when it differs, a new version with one entry per
  * rule, committed at once and read back, all on one connection behind the fence. */
-static void set_map(const struct push_env *env, const struct store_delivery *d, const char *addr,
-                    const char *be, const char *srvt, const char *map, const struct servers *sv,
-                    struct push_result *res)
+/* The map the match rules want ({"<header>=<value>": "<server>"}) into *want (NEW); false
+ * with res->error set when a pinned server's name does not fit or HAProxy has no such
+ * server in the backend (use-server would ignore it). */
+static bool map_want(const struct store_delivery *d, const char *be, const char *srvt,
+                     const struct servers *sv, json_t **want, struct push_result *res)
 {
-    json_t *match = json_object_get(d->payload, "match"), *r, *want = json_object();
-    struct map_answer m;
-    struct batch b;
-    char name[NAME_MAX_LEN], err[256] = "";
-    const char *key;
-    json_t *v;
+    json_t *match = json_object_get(d->payload, "match"), *r;
+    char name[NAME_MAX_LEN];
     size_t i;
 
-    batch_init(&b);
-    if (want == NULL) {
+    if ((*want = json_object()) == NULL) {
         snprintf(res->error, sizeof(res->error), "out of memory");
-        goto out;
+        return false;
     }
     json_array_foreach(match, i, r)
     {
@@ -657,18 +654,40 @@ static void set_map(const struct push_env *env, const struct store_delivery *d, 
                      "the server template gives a name too long for model %.64s version %lld; "
                      "nothing was sent",
                      d->model, (long long)ver);
-            goto out;
+            goto fail;
         }
         if (find_server(sv, name) == NULL) {
             snprintf(res->error, sizeof(res->error),
                      "get weight %.100s/%.100s (pinned by a match rule): No such server.", be,
                      name);
-            goto out;
+            goto fail;
         }
         snprintf(k, sizeof(k), "%s=%s", json_string_value(json_object_get(r, "header")),
                  json_string_value(json_object_get(r, "value")));
-        json_object_set_new(want, k, json_string(name));
+        json_object_set_new(*want, k, json_string(name));
     }
+    return true;
+fail:
+    json_decref(*want);
+    *want = NULL;
+    return false;
+}
+
+/* The match rules into the map: read it; when it differs, a new version with one entry per
+ * rule, committed at once and read back, all on one connection behind the fence. */
+static void set_map(const struct push_env *env, const struct store_delivery *d, const char *addr,
+                    const char *be, const char *srvt, const char *map, const struct servers *sv,
+                    struct push_result *res)
+{
+    json_t *want = NULL, *v;
+    struct map_answer m;
+    struct batch b;
+    char err[256] = "";
+    const char *key;
+
+    batch_init(&b);
+    if (!map_want(d, be, srvt, sv, &want, res))
+        goto out;
     memset(&m, 0, sizeof(m));
     m.want = want;
     if (!map_read(addr, map, false, &m, res))
@@ -762,4 +781,72 @@ void push_haproxy_deliver(const struct push_env *env, const struct store_deliver
         set_map(env, d, addr, be, srvt, map, &sv, res);
     }
     servers_release(&sv);
+}
+
+/* Where a delivery of d would write: address, backend and map (mapt NULL: none); false when
+ * the gateway's config cannot make them. */
+static bool targets(const struct store_delivery *d, const char **addr, char be[NAME_MAX_LEN],
+                    const char **srvt, const char **mapt, char map[MAP_MAX_LEN])
+{
+    const char *bet = json_string_value(json_object_get(d->config, "backend"));
+
+    *addr = json_string_value(json_object_get(d->config, "address"));
+    *srvt = json_string_value(json_object_get(d->config, "server"));
+    *mapt = json_string_value(json_object_get(d->config, "map"));
+    return *addr && bet && *srvt && push_expand(bet, d->model, d->alias, 0, be, NAME_MAX_LEN) &&
+           (!*mapt || push_expand(*mapt, d->model, d->alias, 0, map, MAP_MAX_LEN));
+}
+
+bool push_haproxy_check(const struct push_env *env, const struct store_delivery *d, bool *drift,
+                        char *why, size_t whylen)
+{
+    const char *addr, *srvt, *mapt;
+    char be[NAME_MAX_LEN], map[MAP_MAX_LEN];
+    struct push_result res;
+    struct servers sv;
+    json_t *want = NULL;
+    bool ok = false;
+
+    (void)env;
+    *drift = false;
+    memset(&res, 0, sizeof(res));
+    memset(&sv, 0, sizeof(sv));
+    if (!targets(d, &addr, be, &srvt, &mapt, map)) {
+        snprintf(why, whylen, "gateway misconfigured");
+        return false;
+    }
+    if (!read_servers(addr, be, &sv, &res)) {
+        snprintf(why, whylen, "%s", res.error);
+        return false;
+    }
+    ok = true;
+    for (size_t i = 0; i < sv.n && !*drift; i++) {
+        int w = wanted(d, srvt, sv.s[i].name);
+
+        if (sv.s[i].weight != w) {
+            snprintf(why, whylen, "HAProxy has %.100s/%.100s at weight %d, not %d", be,
+                     sv.s[i].name, sv.s[i].weight, w);
+            *drift = true;
+        }
+    }
+    if (!*drift && mapt && !map_want(d, be, srvt, &sv, &want, &res)) {
+        snprintf(why, whylen, "%s", res.error);
+        *drift = true;
+    }
+    if (!*drift && mapt) {
+        struct map_answer m;
+
+        memset(&m, 0, sizeof(m));
+        m.want = want;
+        if (!map_read(addr, map, false, &m, &res)) {
+            snprintf(why, whylen, "%s", res.error);
+            ok = false;
+        } else if (m.unknown ? json_object_size(want) > 0 : m.differs) {
+            snprintf(why, whylen, "map %.200s: %.280s", map, m.unknown ? "not loaded" : m.why);
+            *drift = true;
+        }
+    }
+    json_decref(want);
+    servers_release(&sv);
+    return ok;
 }

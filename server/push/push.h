@@ -97,6 +97,11 @@ struct push_adapter {
     void (*deliver)(const struct push_env *env, const struct store_delivery *d,
                     struct push_result *res);
     bool rollback_on_failure; /* a step this gateway cannot apply rolls the promotion back */
+    /* Read the gateway's live state back and compare it with d's generation (the
+     * reconciler); NULL when the gateway cannot be read (a webhook). false (why set) when
+     * it could not be read; else *drift, with what differs in why. Sends nothing. */
+    bool (*check)(const struct push_env *env, const struct store_delivery *d, bool *drift,
+                  char *why, size_t whylen);
 };
 
 /* The adapter of a kind, or NULL. */
@@ -114,6 +119,10 @@ void push_haproxy_deliver(const struct push_env *env, const struct store_deliver
                           struct push_result *res);
 void push_nginx_deliver(const struct push_env *env, const struct store_delivery *d,
                         struct push_result *res);
+bool push_haproxy_check(const struct push_env *env, const struct store_delivery *d, bool *drift,
+                        char *why, size_t whylen);
+bool push_nginx_check(const struct push_env *env, const struct store_delivery *d, bool *drift,
+                      char *why, size_t whylen);
 /* server/runner/runner.c: the built-in runner gateway queues the routed versions' tests. */
 void runner_gateway_deliver(const struct push_env *env, const struct store_delivery *d,
                             struct push_result *res);
@@ -132,6 +141,7 @@ struct push_options {
     unsigned workers;
     int64_t backoff_base_ms;
     int64_t backoff_max_ms;
+    int64_t reconcile_ms; /* how often gateways are read back and repaired; 0: never */
     struct push_allow allow;
 };
 
