@@ -37,6 +37,7 @@ struct rel_decision {
     json_t *approval_teams;          /* the decider's teams (approval groups), BORROWED, or NULL */
     const char *approval_teams_text; /* the same as JSON text, for the store */
     bool refresh_gates;              /* re-evaluate the gates for the stored report */
+    int64_t leader_epoch; /* > 0: the rollout clock's, commits only under this leader epoch */
 };
 
 int64_t rel_facts_lkg(const json_t *facts, int64_t exclude, json_t **entry);

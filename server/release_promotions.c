@@ -423,6 +423,7 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
         pc.approval_teams = d->approval_teams_text;
         pc.approval_issuer = d->approval_issuer;
         pc.approval_subject = d->approval_subject;
+        pc.leader_epoch = d->leader_epoch;
         if (acts.set_routes) {
             if ((rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK)
                 goto next;

@@ -108,12 +108,24 @@ int64_t store_clock_ms(struct store *st);
 enum mg_code store_replica_heartbeat(struct store *st, const char *address, const char *version,
                                      struct mg_error *err);
 
+/* The leader lease (PostgreSQL): its length on the database's clock, and how long before
+ * its end the holder stops counting itself leader (renewed with every heartbeat). */
+#define STORE_LEADER_LEASE_MS 5000
+#define STORE_LEADER_MARGIN_MS 1000
+
 /* Whether this process runs the cluster's timers (rollout steps, periodic
  * smoke tests, recovery of dead replicas' work) now. SQLite: always. With
- * PostgreSQL: the one process holding an advisory lock on a session of its
- * own; when it dies its session ends, and another takes over at its next
- * heartbeat. */
+ * PostgreSQL: the holder of the leader lease (one row, with an expiry on the
+ * database's clock and an epoch), until STORE_LEADER_MARGIN_MS before the
+ * lease ends unless renewed; once it ran out (the holder died, paused or
+ * lost the database), another replica takes it at its next heartbeat, with
+ * the next epoch. */
 bool store_leader(struct store *st);
+
+/* The epoch of the leadership this process holds now, 0 when it does not lead (SQLite: 1).
+ * Leader-only work passes it to the commit it leads to (store_promotion_change.
+ * leader_epoch), which then holds only while the lease is still that epoch's. */
+int64_t store_leader_epoch(struct store *st);
 
 /* {"replicas":[{"id","address","version","started_at","last_seen","self"}],
  *  "database","blobs","replica","leader"}; replicas seen in the last 30 s. */
@@ -862,6 +874,10 @@ struct store_promotion_change {
     const char *approval_by, *approval_decision, *approval_comment; /* when approval_by */
     const char *approval_teams; /* the decider's teams, JSON array text, or NULL for none */
     const char *approval_issuer, *approval_subject; /* the decider as a person, or ""/NULL */
+    /* > 0: leader-only work (the rollout clock), decided under this leader epoch
+     * (store_leader_epoch): with PostgreSQL it commits only while this replica still holds
+     * the leader lease at that epoch, else MG_EUNAVAIL and nothing changes. */
+    int64_t leader_epoch;
 };
 
 /*
