@@ -1078,13 +1078,16 @@ enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t ve
                                  bool *created, struct mg_error *err);
 
 /* Take the oldest queued test (it becomes running). *job = {"id","model","version",
- * "profile","gpu_mode","artifact":{"digest","media_type","files"},"smoke","resources"}. */
+ * "profile","gpu_mode","artifact":{"digest","media_type","files"},"smoke","resources",
+ * "claim"}: "claim" is this claim's own token (pass it back in the result). */
 enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found, struct mg_error *err);
 
 /* Record the outcome: result = {"state","gpu","exit_code","latency_ms","checks","log_tail",
- * "reason","duration_ms","peak_gpu_memory_mib"} (missing members stay NULL).
- * MG_ENOTFOUND when the test is unknown or no longer this replica's (it was
- * taken for dead and queued again): the result is then dropped. */
+ * "reason","duration_ms","peak_gpu_memory_mib","claim"} (missing members stay NULL).
+ * With "claim" (the job's), the result counts only while that claim still runs the test;
+ * without, while this replica owns it or nobody does. MG_ENOTFOUND otherwise (the test
+ * is unknown, or this claim lapsed: it was taken for dead and queued again, perhaps
+ * already run elsewhere): the result is then dropped. */
 enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *result,
                                 struct mg_error *err);
 

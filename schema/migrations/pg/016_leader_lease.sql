@@ -9,3 +9,8 @@ CREATE TABLE leader_lease (
     epoch    BIGINT NOT NULL,
     until_ms BIGINT NOT NULL
 );
+
+-- Each claim of a smoke test gets a token of its own: its result counts only while that
+-- claim still runs the test (a replica paused past its lease, whose test was queued again
+-- and run elsewhere, records nothing when it wakes).
+ALTER TABLE smoke_tests ADD COLUMN claim_token TEXT;
