@@ -230,6 +230,22 @@ out:
     return rc;
 }
 
+enum mg_code store_leader_resign(struct store *st, struct mg_error *err)
+{
+    static const char sql[] = "UPDATE leader_lease SET until_ms = 0 WHERE id = 1 AND holder = ?";
+    struct db_conn *c;
+    struct db_stmt *s;
+
+    if (st->database == NULL)
+        return MG_OK;
+    atomic_store(&st->leader, false);
+    if ((c = store_write_begin(st, err)) == NULL)
+        return err->code;
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, st->replica_id);
+    return store_write_end(st, c, db_exec(s, err), err);
+}
+
 enum mg_code store_replica_forget_others(struct store *st, struct mg_error *err)
 {
     static const char sql[] = "DELETE FROM replicas WHERE id != ?";

@@ -127,6 +127,10 @@ bool store_leader(struct store *st);
  * leader_epoch), which then holds only while the lease is still that epoch's. */
 int64_t store_leader_epoch(struct store *st);
 
+/* A replica that stops cleanly gives its leader lease up (PostgreSQL): another takes it at
+ * its next heartbeat instead of when the lease runs out. This process leads no more. */
+enum mg_code store_leader_resign(struct store *st, struct mg_error *err);
+
 /* {"replicas":[{"id","address","version","started_at","last_seen","self"}],
  *  "database","blobs","replica","leader"}; replicas seen in the last 30 s. */
 enum mg_code store_cluster(struct store *st, json_t **out, struct mg_error *err);
