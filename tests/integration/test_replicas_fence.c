@@ -339,6 +339,8 @@ static void haproxy_start(void)
     it_fmt(cfg, sizeof(cfg),
            "global\n"
            "    stats socket ipv4@127.0.0.1:%d level admin\n"
+           /* a paused replica's runtime API connection outlives its pause */
+           "    stats timeout 2m\n"
            "    nbthread 1\n"
            "defaults\n"
            "    mode http\n"
