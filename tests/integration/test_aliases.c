@@ -470,7 +470,7 @@ static json_t *raw_reply(int fd)
  * once. */
 static void test_each_write_answers_its_own_generation(void **state)
 {
-    enum { N = 16, ROUNDS = 4 };
+    enum { N = 8, ROUNDS = 3 };
     struct mg_server *s = *state;
     struct it_spec specs[N];
     struct it_resp *out[N];
