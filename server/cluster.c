@@ -230,6 +230,7 @@ enum mg_code srv_cluster_start(struct srv *srv, struct mg_error *err)
 void srv_cluster_stop(struct srv *srv)
 {
     struct srv_cluster *cl = srv->cluster;
+    struct mg_error err;
 
     if (cl == NULL)
         return;
@@ -238,6 +239,8 @@ void srv_cluster_stop(struct srv *srv)
     pthread_cond_signal(&cl->cond);
     pthread_mutex_unlock(&cl->lock);
     pthread_join(cl->thread, NULL);
+    if (store_leader_resign(srv->store, &err) != MG_OK)
+        fprintf(stderr, "modelgated: give the leadership up: %s\n", err.message);
     /* No request is served any more: writes on the other replicas need not wait for this
      * one to hear them while it goes (its lease would run out by itself, holding them up). */
     store_cache_off(srv->store);

@@ -55,6 +55,7 @@ void srv_config_init(struct srv_config *cfg)
     cfg->push_workers = 2;
     cfg->push_backoff_base_ms = 1000;
     cfg->push_backoff_max_ms = 300000;
+    cfg->reconcile_ms = 60000;
     cfg->runner_workers = 1;
     cfg->smoke_interval_s = 300;
     cfg->smoke_timeout_s = 300;
@@ -149,6 +150,8 @@ const char *srv_config_usage(void)
            "  --push-workers N         gateway delivery threads (default 2)\n"
            "  --push-backoff-base-ms N first retry delay bound (default 1000, doubling)\n"
            "  --push-backoff-max-ms N  longest retry delay (default 300000)\n"
+           "  --reconcile-interval-ms N read HAProxy and nginx gateways back this often and\n"
+           "                           repair drift (default 60000, 0 off)\n"
            "  --webhook-allow CIDR     a network webhooks may reach (repeatable; loopback is\n"
            "                           allowed when modelgated itself listens on loopback)\n"
            "  --smoke-profile NAME=CMD a smoke-test command template with {model_dir} and\n"
@@ -336,6 +339,14 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
             cfg->push_backoff_base_ms = (uint64_t)n;
         else
             cfg->push_backoff_max_ms = (uint64_t)n;
+        return MG_OK;
+    }
+    if (strcmp(key, "reconcile-interval-ms") == 0) {
+        int64_t n;
+        if (!mg_parse_i64(v, 0, 86400000, &n))
+            return mg_fail(err, MG_EINVAL, key, "--%s needs milliseconds from 0 (off) to 86400000",
+                           key);
+        cfg->reconcile_ms = (uint64_t)n;
         return MG_OK;
     }
     if (strcmp(key, "webhook-allow") == 0) {

@@ -39,6 +39,7 @@ struct srv_config {
     unsigned push_workers;  /* delivery threads */
     uint64_t push_backoff_base_ms;
     uint64_t push_backoff_max_ms;
+    uint64_t reconcile_ms;   /* --reconcile-interval-ms: gateways read back and repaired; 0 off */
     char *webhook_allow[32]; /* extra CIDRs webhooks may reach */
     unsigned nwebhook_allow;
     unsigned runner_workers;

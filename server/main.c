@@ -200,6 +200,7 @@ static enum mg_code push_setup(const struct srv_config *cfg, struct push_options
     o->workers = cfg->push_workers;
     o->backoff_base_ms = (int64_t)cfg->push_backoff_base_ms;
     o->backoff_max_ms = (int64_t)cfg->push_backoff_max_ms;
+    o->reconcile_ms = (int64_t)cfg->reconcile_ms;
     if (strncmp(cfg->listen, "127.", 4) == 0 || strncmp(cfg->listen, "[::1]", 5) == 0 ||
         strncmp(cfg->listen, "localhost:", 10) == 0) {
         if (push_allow_add(allow, "127.0.0.0/8", err) != MG_OK ||

@@ -28,6 +28,8 @@ struct srv_metrics {
     uint64_t blob_in, blob_out;
     uint64_t gc_reclaimed;
     uint64_t analysis[3]; /* intervals by verdict: passed, failed, inconclusive */
+    uint64_t push_fenced;
+    uint64_t gateway_drift;
 };
 
 struct srv_metrics *srv_metrics_new(void)
@@ -121,6 +123,18 @@ void srv_metrics_analysis_interval(struct srv_metrics *m, int verdict)
         __atomic_add_fetch(&m->analysis[verdict], 1, __ATOMIC_RELAXED);
 }
 
+void srv_metrics_push_fenced(struct srv_metrics *m)
+{
+    if (m)
+        __atomic_add_fetch(&m->push_fenced, 1, __ATOMIC_RELAXED);
+}
+
+void srv_metrics_gateway_drift(struct srv_metrics *m)
+{
+    if (m)
+        __atomic_add_fetch(&m->gateway_drift, 1, __ATOMIC_RELAXED);
+}
+
 static void line(struct mg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void line(struct mg_buf *b, const char *fmt, ...)
@@ -195,4 +209,16 @@ void srv_metrics_render(struct srv_metrics *m, struct mg_buf *b)
          (unsigned long long)__atomic_load_n(&m->analysis[0], __ATOMIC_RELAXED),
          (unsigned long long)__atomic_load_n(&m->analysis[1], __ATOMIC_RELAXED),
          (unsigned long long)__atomic_load_n(&m->analysis[2], __ATOMIC_RELAXED));
+    line(b,
+         "# HELP modelgate_push_fenced_total Deliveries on this replica stopped because their "
+         "lease had ended.\n"
+         "# TYPE modelgate_push_fenced_total counter\n"
+         "modelgate_push_fenced_total %llu\n",
+         (unsigned long long)__atomic_load_n(&m->push_fenced, __ATOMIC_RELAXED));
+    line(b,
+         "# HELP modelgate_gateway_drift_total Times this replica found a gateway's live state "
+         "off the newest generation and repaired it.\n"
+         "# TYPE modelgate_gateway_drift_total counter\n"
+         "modelgate_gateway_drift_total %llu\n",
+         (unsigned long long)__atomic_load_n(&m->gateway_drift, __ATOMIC_RELAXED));
 }

@@ -29,6 +29,13 @@ void srv_metrics_gc_reclaimed(struct srv_metrics *m, uint64_t bytes);
  * failed 1, inconclusive 2). */
 void srv_metrics_analysis_interval(struct srv_metrics *m, int verdict);
 
+/* A delivery that stopped because its claim lost its lease (push_fence). */
+void srv_metrics_push_fenced(struct srv_metrics *m);
+
+/* Gateway state found different from the newest generation, by a delivery's read-back or
+ * the reconciler, and repaired. */
+void srv_metrics_gateway_drift(struct srv_metrics *m);
+
 /* Append the registry's series to b. */
 void srv_metrics_render(struct srv_metrics *m, struct mg_buf *b);
 

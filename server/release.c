@@ -427,7 +427,8 @@ out:
 /* Commit an alias change (a may be NULL) with the gateway object names it uses, which the
  * store claims for the alias in the same transaction (push_alias_names). */
 enum mg_code rel_commit_change(struct srv *srv, const char *actor, struct store_alias_change *a,
-                               const struct store_promotion_change *pc, struct mg_error *err)
+                               const struct store_promotion_change *pc, json_t **alias_out,
+                               struct mg_error *err)
 {
     json_t *names = NULL;
     enum mg_code rc;
@@ -438,7 +439,7 @@ enum mg_code rel_commit_change(struct srv *srv, const char *actor, struct store_
             return rc;
         a->names = names;
     }
-    rc = store_release_commit(srv->store, actor, a, pc, NULL, err);
+    rc = store_release_commit(srv->store, actor, a, pc, alias_out, err);
     if (a != NULL)
         a->names = NULL;
     json_decref(names);

@@ -22,6 +22,11 @@
 enum mg_code rel_alias_get(struct srv *srv, const char *model, const char *alias, json_t **out,
                            struct mg_error *err);
 
+/* rel_alias_get, but describing generation gen (from the alias history) when a newer write
+ * changed the alias since: the answer of a write's ?wait. */
+enum mg_code rel_alias_at(struct srv *srv, const char *model, const char *alias, int64_t gen,
+                          json_t **out, struct mg_error *err);
+
 /* {"items":[Alias]} with last_known_good filled in. */
 enum mg_code rel_alias_list(struct srv *srv, const char *model, json_t **out, struct mg_error *err);
 

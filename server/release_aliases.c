@@ -81,6 +81,59 @@ enum mg_code rel_alias_get(struct srv *srv, const char *model, const char *alias
     return MG_OK;
 }
 
+/* The reply of a write: the alias as the write committed it (a, stolen), with the LKG and
+ * gateway names added, not whatever a concurrent write made of it since. */
+static enum mg_code written(struct srv *srv, const char *model, const char *alias, json_t *a,
+                            json_t **out, struct mg_error *err)
+{
+    json_t *facts = NULL;
+
+    if (a == NULL) /* a delete, or no alias to read: answer what is there */
+        return rel_alias_get(srv, model, alias, out, err);
+    if (store_alias_facts(srv->store, model, alias, &facts, err) != MG_OK) {
+        json_decref(a);
+        return err->code;
+    }
+    rel_add_lkg(a, facts);
+    json_decref(facts);
+    add_gateway_names(srv, model, alias, a);
+    *out = a;
+    return MG_OK;
+}
+
+enum mg_code rel_alias_at(struct srv *srv, const char *model, const char *alias, int64_t gen,
+                          json_t **out, struct mg_error *err)
+{
+    static const char *const fields[] = {"routes", "match", "shadow"};
+    struct store_page page = {.limit = 1000, .page_token = NULL};
+    json_t *a = NULL, *hist = NULL, *e;
+    enum mg_code rc;
+    size_t i;
+
+    if ((rc = rel_alias_get(srv, model, alias, &a, err)) != MG_OK)
+        return rc;
+    if (json_integer_value(json_object_get(a, "generation")) == gen || gen <= 0 ||
+        store_alias_history(srv->store, model, alias, &page, &hist, err) != MG_OK) {
+        *out = a;
+        return MG_OK;
+    }
+    json_array_foreach(json_object_get(hist, "items"), i, e)
+    {
+        if (json_integer_value(json_object_get(e, "generation")) != gen)
+            continue;
+        json_object_set_new(a, "generation", json_integer(gen));
+        for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++) {
+            json_t *v = json_object_get(e, fields[f]);
+            json_object_set(a, fields[f], v ? v : json_null());
+        }
+        add_gateway_names(srv, model, alias, a);
+        break;
+    }
+    json_decref(hist);
+    *out = a;
+    return MG_OK;
+}
+
 enum mg_code rel_alias_list(struct srv *srv, const char *model, json_t **out, struct mg_error *err)
 {
     json_t *list = NULL, *a;
@@ -107,7 +160,7 @@ static enum mg_code alias_change(struct srv *srv, const char *actor, const char 
                                  struct mg_error *err)
 {
     struct store_alias_change a;
-    json_t *facts = NULL;
+    json_t *facts = NULL, *committed = NULL;
     enum mg_code rc = MG_ESTALE;
     int attempt;
 
@@ -129,12 +182,12 @@ static enum mg_code alias_change(struct srv *srv, const char *actor, const char 
         a.shadow = shadow;
         a.kind = kind;
         a.require_unprotected = true;
-        rc = rel_commit_change(srv, actor, &a, NULL, err);
+        rc = rel_commit_change(srv, actor, &a, NULL, out ? &committed : NULL, err);
     }
     if (rc == MG_OK)
         push_kick(srv);
     if (rc == MG_OK && out)
-        rc = rel_alias_get(srv, model, alias, out, err);
+        rc = written(srv, model, alias, committed, out, err);
     json_decref(facts);
     return rc;
 }
@@ -197,6 +250,7 @@ out:
 enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model, const char *alias,
                           const char *reason, json_t **out, struct mg_error *err)
 {
+    json_t *committed = NULL;
     enum mg_code rc = MG_ESTALE;
     int attempt;
 
@@ -258,7 +312,9 @@ enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model,
             pc.event_type = "rolled_back";
             pc.event_detail = reason;
         }
-        rc = rel_commit_change(srv, actor, &a, has_promo ? &pc : NULL, err);
+        json_decref(committed);
+        committed = NULL;
+        rc = rel_commit_change(srv, actor, &a, has_promo ? &pc : NULL, &committed, err);
         json_decref(facts);
         json_decref(routes);
         json_decref(match);
@@ -267,7 +323,9 @@ enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model,
     if (rc == MG_OK) {
         rel_timer_kick(srv);
         push_kick(srv);
-        rc = rel_alias_get(srv, model, alias, out, err);
+        rc = written(srv, model, alias, committed, out, err);
+        committed = NULL;
     }
+    json_decref(committed);
     return rc;
 }

@@ -37,6 +37,7 @@ struct rel_decision {
     json_t *approval_teams;          /* the decider's teams (approval groups), BORROWED, or NULL */
     const char *approval_teams_text; /* the same as JSON text, for the store */
     bool refresh_gates;              /* re-evaluate the gates for the stored report */
+    int64_t leader_epoch; /* > 0: the rollout clock's, commits only under this leader epoch */
 };
 
 int64_t rel_facts_lkg(const json_t *facts, int64_t exclude, json_t **entry);
@@ -54,8 +55,11 @@ enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver,
                           bool include_approvals, int64_t since_ms, json_t **report,
                           struct mg_error *err);
 
+/* Commit through store_release_commit; *alias_out (may be NULL) receives the alias as this
+ * change left it, read in the change's own transaction (NEW). */
 enum mg_code rel_commit_change(struct srv *srv, const char *actor, struct store_alias_change *a,
-                               const struct store_promotion_change *pc, struct mg_error *err);
+                               const struct store_promotion_change *pc, json_t **alias_out,
+                               struct mg_error *err);
 
 void rel_add_lkg(json_t *alias, const json_t *facts);
 

@@ -426,6 +426,7 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
         pc.approval_teams = d->approval_teams_text;
         pc.approval_issuer = d->approval_issuer;
         pc.approval_subject = d->approval_subject;
+        pc.leader_epoch = d->leader_epoch;
         if (acts.set_routes) {
             if ((rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK)
                 goto next;
@@ -442,7 +443,7 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
             }
             /* Restoring to nothing (no baseline): the alias goes back to empty. */
         }
-        rc = rel_commit_change(srv, actor, acts.set_routes ? &a : NULL, &pc, err);
+        rc = rel_commit_change(srv, actor, acts.set_routes ? &a : NULL, &pc, NULL, err);
         if (rc == MG_OK && next.phase == PROMO_PHASE_SHADOW && cur.phase != PROMO_PHASE_SHADOW) {
             struct mg_error ignore; /* the runner gateway queues the test from the outbox too */
 

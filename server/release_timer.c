@@ -28,8 +28,10 @@ int64_t rel_tick(struct srv *srv, int64_t now_ms)
     struct mg_error err;
     struct rel_decision d;
     size_t i;
-    int64_t next;
+    int64_t next, epoch = store_leader_epoch(srv->store);
 
+    if (epoch == 0)
+        return 0; /* no longer the leader */
     if (store_promotion_pending(srv->store, now_ms, &pending, &err) != MG_OK)
         return 0;
     json_array_foreach(json_object_get(pending, "due"), i, id)
@@ -37,6 +39,7 @@ int64_t rel_tick(struct srv *srv, int64_t now_ms)
         memset(&d, 0, sizeof(d));
         d.ev.kind = PROMO_EV_TICK;
         d.ev.reason = "bake time elapsed";
+        d.leader_epoch = epoch;
         if (rel_apply_event(srv, "modelgated", json_string_value(id), &d, NULL, &err) != MG_OK)
             fprintf(stderr, "modelgated: promotion %s: %s\n", json_string_value(id), err.message);
     }
@@ -47,6 +50,7 @@ int64_t rel_tick(struct srv *srv, int64_t now_ms)
         d.ev.kind = PROMO_EV_GATES;
         d.ev.reason = "smoke test";
         d.refresh_gates = true;
+        d.leader_epoch = epoch;
         if (rel_apply_event(srv, "modelgated", json_string_value(id), &d, NULL, &err) != MG_OK &&
             err.code != MG_ECONFLICT)
             fprintf(stderr, "modelgated: promotion %s: %s\n", json_string_value(id), err.message);

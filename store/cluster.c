@@ -18,14 +18,18 @@
 #include "../common/file.h"
 #include "../common/util.h"
 
-/* The session-level advisory lock the leader holds ("mgld"). A leader checks that its
- * session still holds it: after the database restarts, the connection comes back on a new
- * session that holds nothing, and a plain query would still succeed there. */
-#define LEADER_LOCK_KEY "1835492452"
-static const char sql_leader_try[] = "SELECT pg_try_advisory_lock(" LEADER_LOCK_KEY ")";
-static const char sql_leader_check[] =
-    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 0 "
-    "AND objid = " LEADER_LOCK_KEY " AND objsubid = 1 AND granted AND pid = pg_backend_pid()";
+/* The leader lease (PostgreSQL, migration 016): kept by its holder while it lasts, taken
+ * with the next epoch once it ran out on the database's clock (?2: its length). A holder
+ * whose own lease ran out also takes the next epoch: what it decided before is void. */
+static const char sql_lease[] =
+    "WITH t AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms) "
+    "INSERT INTO leader_lease AS l (id, holder, epoch, until_ms) "
+    "SELECT 1, ?1, 1, t.ms + ?2 FROM t ON CONFLICT (id) DO UPDATE SET "
+    "holder = excluded.holder, until_ms = excluded.until_ms, "
+    "epoch = CASE WHEN l.holder = excluded.holder AND l.until_ms > excluded.until_ms - ?2 "
+    "THEN l.epoch ELSE l.epoch + 1 END "
+    "WHERE l.holder = excluded.holder OR l.until_ms <= excluded.until_ms - ?2 "
+    "RETURNING epoch";
 
 int64_t store_clock_ms(struct store *st)
 {
@@ -46,7 +50,16 @@ const char *store_replica_id(const struct store *st)
 
 bool store_leader(struct store *st)
 {
-    return atomic_load(&st->leader);
+    if (st->database == NULL)
+        return true;
+    return atomic_load(&st->leader) && mg_mono_ms() < atomic_load(&st->leader_deadline_ms);
+}
+
+int64_t store_leader_epoch(struct store *st)
+{
+    if (st->database == NULL)
+        return 1;
+    return store_leader(st) ? atomic_load(&st->leader_epoch) : 0;
 }
 
 void store_set_keys(struct store *st, const struct sign_keyring *keys)
@@ -114,26 +127,41 @@ enum mg_code store_recover_own(struct store *st, struct mg_error *err)
     return store_write_end(st, c, rc, err);
 }
 
-/* Keep or seek the leadership on the leader connection. */
+/* Keep or seek the leader lease on the leader connection. The lease counts here until
+ * STORE_LEADER_MARGIN_MS before it ends on the database's clock (measured from before the
+ * renewal was sent, on this host's monotonic clock): a leader that cannot renew steps down
+ * before another replica may take over. */
 static void lead(struct store *st)
 {
+    int64_t sent = mg_mono_ms(), epoch = 0;
     struct mg_error err;
     struct db_stmt *s;
     bool row, won = false;
 
     if (st->leader_conn == NULL)
         return;
-    if (db_begin(st->leader_conn, DB_READ, &err) != MG_OK) {
-        atomic_store(&st->leader, false); /* the session (and its lock) is gone */
-        return;
+    if (db_begin(st->leader_conn, DB_WRITE, &err) != MG_OK)
+        return; /* no answer: the deadline steps down if it lasts */
+    s = db_prepare(st->leader_conn, sql_lease);
+    db_bind_text(s, 1, st->replica_id);
+    db_bind_i64(s, 2, STORE_LEADER_LEASE_MS);
+    if (db_step(s, &row, &err) == MG_OK) {
+        if (row) {
+            won = true;
+            epoch = db_col_i64(s, 0);
+        }
+        if (row && db_exec(s, &err) != MG_OK)
+            won = false;
     }
-    s = db_prepare(st->leader_conn, atomic_load(&st->leader) ? sql_leader_check : sql_leader_try);
-    if (db_step(s, &row, &err) == MG_OK && row) {
-        won = db_col_i64(s, 0) == 1;
-        db_reset(s);
+    if (db_commit(st->leader_conn, &err) != MG_OK) {
+        db_rollback(st->leader_conn);
+        return; /* unknown outcome: as if unanswered */
     }
-    if (db_commit(st->leader_conn, &err) != MG_OK)
-        won = false;
+    if (won) {
+        atomic_store(&st->leader_epoch, epoch);
+        atomic_store(&st->leader_deadline_ms,
+                     sent + STORE_LEADER_LEASE_MS - STORE_LEADER_MARGIN_MS);
+    }
     atomic_store(&st->leader, won);
 }
 
@@ -202,6 +230,22 @@ out:
     return rc;
 }
 
+enum mg_code store_leader_resign(struct store *st, struct mg_error *err)
+{
+    static const char sql[] = "UPDATE leader_lease SET until_ms = 0 WHERE id = 1 AND holder = ?";
+    struct db_conn *c;
+    struct db_stmt *s;
+
+    if (st->database == NULL)
+        return MG_OK;
+    atomic_store(&st->leader, false);
+    if ((c = store_write_begin(st, err)) == NULL)
+        return err->code;
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, st->replica_id);
+    return store_write_end(st, c, db_exec(s, err), err);
+}
+
 enum mg_code store_replica_forget_others(struct store *st, struct mg_error *err)
 {
     static const char sql[] = "DELETE FROM replicas WHERE id != ?";
@@ -217,16 +261,17 @@ enum mg_code store_replica_forget_others(struct store *st, struct mg_error *err)
 
 enum mg_code store_cluster(struct store *st, json_t **out, struct mg_error *err)
 {
-    /* SQLite: one process, which leads. PostgreSQL: the replica whose leader session
-     * ("modelgated ID leader") holds the leader's advisory lock (?2 binds there too, so
-     * both spellings take the same parameters). */
-    static const char sql[] = "SELECT id, address, version, started_at, last_seen_ms, id = ?2 "
-                              "FROM replicas WHERE last_seen_ms > ?1 ORDER BY started_at, id";
+    /* SQLite: one process, which leads. PostgreSQL: the holder of the leader lease while
+     * it counts itself leader (until STORE_LEADER_MARGIN_MS, ?3, before the lease ends on
+     * the database's clock; ?2 binds there too, so both spellings take the same
+     * parameters). */
+    static const char sql[] =
+        "SELECT id, address, version, started_at, last_seen_ms, id = ?2 AND ?3 IS NOT NULL "
+        "FROM replicas WHERE last_seen_ms > ?1 ORDER BY started_at, id";
     static const char sql_pg[] =
         "SELECT r.id, r.address, r.version, r.started_at, r.last_seen_ms, (EXISTS (SELECT 1 "
-        "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
-        "AND l.classid = 0 AND l.objid = " LEADER_LOCK_KEY " AND l.objsubid = 1 AND l.granted "
-        "AND a.application_name = 'modelgated ' || r.id || ' leader'))::int "
+        "FROM leader_lease l WHERE l.id = 1 AND l.holder = r.id AND l.until_ms - ?3 > "
+        "(extract(epoch FROM clock_timestamp()) * 1000)::bigint))::int "
         "FROM replicas r WHERE r.last_seen_ms > ?1 AND ?2::text IS NOT NULL "
         "ORDER BY r.started_at, r.id";
     struct db_conn *c = store_read_begin(st);
@@ -238,6 +283,7 @@ enum mg_code store_cluster(struct store *st, json_t **out, struct mg_error *err)
     *out = NULL;
     db_bind_i64(s, 1, store_clock_ms(st) - STORE_REPLICA_LISTED_MS);
     db_bind_text(s, 2, st->replica_id);
+    db_bind_i64(s, 3, STORE_LEADER_MARGIN_MS);
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
         char seen[32];
 

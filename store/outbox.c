@@ -217,11 +217,54 @@ out:
     return rc;
 }
 
+/* A claim that no longer holds its row (or gave up): release the lease if it is still
+ * this claim's (superseded: the newer generation then goes out), and when the claim sent
+ * something, make a newer generation pending again. */
+static enum mg_code let_go(struct db_conn *c, const struct store_delivery *d, struct mg_error *err)
+{
+    static const char sql_release[] =
+        "UPDATE outbox SET lease_until = 0, lease_owner = NULL, lease_token = NULL "
+        "WHERE gateway = ?1 AND model = ?2 AND alias = ?3 AND lease_token = ?4";
+    /* What this claim sent may have reached the gateway after a newer generation that
+     * another claim delivered (this one had lost its lease): the newer one goes out
+     * again, and whoever holds it now loses its lease (its own record then fails). */
+    static const char sql_redeliver[] =
+        "UPDATE outbox SET state = 'pending', next_attempt_at = 0, acked_at = NULL, "
+        "lease_until = 0, lease_owner = NULL, lease_token = NULL "
+        "WHERE gateway = ?1 AND model = ?2 AND alias = ?3 AND generation > ?4 "
+        "AND (lease_token IS NULL OR lease_token != ?5)";
+    struct db_stmt *s;
+    enum mg_code rc;
+
+    if (d->touched) {
+        s = db_prepare(c, sql_redeliver);
+        db_bind_text(s, 1, d->gateway);
+        db_bind_text(s, 2, d->model);
+        db_bind_text(s, 3, d->alias);
+        db_bind_i64(s, 4, d->generation);
+        db_bind_text(s, 5, d->lease_token);
+        if ((rc = db_exec(s, err)) != MG_OK)
+            return rc;
+        if (db_changes(s) > 0)
+            fprintf(stderr,
+                    "modelgated: push %s %s/%s: generation %lld went out after this claim "
+                    "lost its lease; the newest generation goes out again\n",
+                    d->gateway, d->model, d->alias, (long long)d->generation);
+    }
+    s = db_prepare(c, sql_release);
+    db_bind_text(s, 1, d->gateway);
+    db_bind_text(s, 2, d->model);
+    db_bind_text(s, 3, d->alias);
+    db_bind_text(s, 4, d->lease_token);
+    return db_exec(s, err);
+}
+
 enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d, bool ok,
                                const char *error, int64_t next_attempt_ms, struct mg_error *err)
 {
-    /* Only the generation that was delivered is settled; a newer one written
-     * meanwhile keeps its pending state and is due at once. */
+    /* Only the generation that was delivered is settled, and only by the claim that
+     * still holds the row (its token); a newer generation written meanwhile keeps its
+     * pending state and is due at once. */
     static const char sql_ok[] =
         "UPDATE outbox SET state = 'in_sync', attempts = attempts + 1, last_error = NULL, "
         "next_attempt_at = ?6, acked_at = ?4, lease_until = 0, lease_owner = NULL, "
@@ -232,9 +275,6 @@ enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d,
         "next_attempt_at = ?6, lease_until = 0, lease_owner = NULL, lease_token = NULL "
         "WHERE gateway = ?1 AND model = ?2 AND alias = ?3 AND generation = ?5 "
         "AND lease_token = ?7";
-    static const char sql_release[] =
-        "UPDATE outbox SET lease_until = 0, lease_owner = NULL, lease_token = NULL "
-        "WHERE gateway = ?1 AND model = ?2 AND alias = ?3 AND lease_token = ?4";
     /* An event, once delivered, is done: nothing keeps a state for it. */
     static const char sql_forget[] = "DELETE FROM outbox WHERE gateway = ?1 AND model = ?2 "
                                      "AND alias = ?3 AND state = 'in_sync'";
@@ -257,14 +297,7 @@ enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d,
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     if (db_changes(s) == 0) {
-        /* Superseded (release the lease so the newer generation goes out), or
-         * the lease was lost (then this changes nothing either). */
-        s = db_prepare(c, sql_release);
-        db_bind_text(s, 1, d->gateway);
-        db_bind_text(s, 2, d->model);
-        db_bind_text(s, 3, d->alias);
-        db_bind_text(s, 4, d->lease_token);
-        rc = db_exec(s, err);
+        rc = let_go(c, d, err); /* superseded, or the lease was lost */
     } else if (ok && d->alias[0] == '!') {
         s = db_prepare(c, sql_forget);
         db_bind_text(s, 1, d->gateway);
@@ -276,6 +309,58 @@ enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d,
         rc = notify_change(c, err);
 out:
     return store_write_end(st, c, rc, err);
+}
+
+enum mg_code store_outbox_abort(struct store *st, const struct store_delivery *d,
+                                struct mg_error *err)
+{
+    struct db_conn *c = store_write_begin(st, err);
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    if ((rc = let_go(c, d, err)) == MG_OK)
+        rc = notify_change(c, err);
+    return store_write_end(st, c, rc, err);
+}
+
+enum mg_code store_outbox_fence(struct store *st, const struct store_delivery *d, bool *held,
+                                struct mg_error *err)
+{
+    /* ?6: the oldest heartbeat of a live replica (others may take the leases of one not
+     * seen since), or none on SQLite, where this process is the only one. */
+    static const char sql[] =
+        "SELECT count(*) FROM outbox o WHERE o.gateway = ?1 AND o.model = ?2 AND o.alias = ?3 "
+        "AND o.generation = ?4 AND o.lease_token = ?5 AND o.lease_until > ?7 "
+        "AND (CAST(?6 AS BIGINT) IS NULL OR EXISTS (SELECT 1 FROM replicas r WHERE r.id = "
+        "o.lease_owner "
+        "AND r.last_seen_ms > ?6))";
+    struct db_conn *c;
+    struct db_stmt *s;
+    enum mg_code rc;
+    int64_t now = store_clock_ms(st);
+    bool row;
+
+    *held = false;
+    if ((c = store_read_begin(st)) == NULL)
+        return mg_fail(err, MG_EDB, NULL, "no database connection");
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, d->gateway);
+    db_bind_text(s, 2, d->model);
+    db_bind_text(s, 3, d->alias);
+    db_bind_i64(s, 4, d->generation);
+    db_bind_text(s, 5, d->lease_token);
+    if (st->database)
+        db_bind_i64(s, 6, now - STORE_REPLICA_DEAD_MS);
+    else
+        db_bind_null(s, 6);
+    db_bind_i64(s, 7, now);
+    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        *held = db_col_i64(s, 0) == 1;
+        db_reset(s);
+    }
+    store_read_end(st, c);
+    return rc;
 }
 
 enum mg_code store_outbox_next_due(struct store *st, int64_t *next_ms, struct mg_error *err)
@@ -346,4 +431,113 @@ enum mg_code store_outbox_recover(struct store *st, struct mg_error *err)
         "lease_owner NOT IN (SELECT id FROM replicas WHERE last_seen_ms > ?1)))";
 
     return store_sweep_dead(st, sql, err);
+}
+
+enum mg_code store_outbox_in_sync(struct store *st, bool leader, struct store_delivery **out,
+                                  size_t *n, struct mg_error *err)
+{
+#define HOST_OK(h) "(" h " = ?1 OR (" h " IS NULL AND ?2 = 1)) "
+    static const char sql[] =
+        "SELECT o.gateway, o.model, o.alias, o.generation, o.payload, g.kind, g.config "
+        "FROM outbox o JOIN gateways g ON g.name = o.gateway "
+        "WHERE o.state = 'in_sync' AND g.disabled_reason IS NULL AND " HOST_OK(
+            "json_extract(g.config, '$.host')") "ORDER BY o.gateway, o.model, o.alias LIMIT ?3";
+    static const char sql_pg[] =
+        "SELECT o.gateway, o.model, o.alias, o.generation, o.payload, g.kind, g.config "
+        "FROM outbox o JOIN gateways g ON g.name = o.gateway "
+        "WHERE o.state = 'in_sync' AND g.disabled_reason IS NULL AND " HOST_OK(
+            "(g.config::jsonb ->> 'host')") "ORDER BY o.gateway, o.model, o.alias LIMIT ?3";
+#undef HOST_OK
+    struct db_conn *c = store_read_begin(st);
+    struct store_delivery *list = NULL;
+    struct db_stmt *s;
+    size_t count = 0, cap = 0;
+    enum mg_code rc;
+    bool row;
+
+    *out = NULL;
+    *n = 0;
+    s = db_prepare(c, DB_SQL(c, sql, sql_pg));
+    db_bind_text(s, 1, st->host_name);
+    db_bind_i64(s, 2, leader ? 1 : 0);
+    db_bind_i64(s, 3, STORE_RECONCILE_MAX);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        struct store_delivery *d;
+
+        if (count == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            struct store_delivery *nl = realloc(list, ncap * sizeof(*nl));
+
+            if (nl == NULL) {
+                db_reset(s);
+                rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+                break;
+            }
+            list = nl;
+            cap = ncap;
+        }
+        d = &list[count++];
+        memset(d, 0, sizeof(*d));
+        snprintf(d->gateway, sizeof(d->gateway), "%s", db_col_text(s, 0));
+        snprintf(d->model, sizeof(d->model), "%s", db_col_text(s, 1));
+        snprintf(d->alias, sizeof(d->alias), "%s", db_col_text(s, 2));
+        d->generation = db_col_i64(s, 3);
+        d->payload = store_col_json(s, 4);
+        snprintf(d->kind, sizeof(d->kind), "%s", db_col_text(s, 5));
+        d->config = store_col_json(s, 6);
+    }
+    store_read_end(st, c);
+    if (rc != MG_OK) {
+        for (size_t i = 0; i < count; i++)
+            store_delivery_release(&list[i]);
+        free(list);
+        return rc;
+    }
+    *out = list;
+    *n = count;
+    return MG_OK;
+}
+
+enum mg_code store_outbox_drift(struct store *st, const struct store_delivery *d, const char *found,
+                                bool *marked, struct mg_error *err)
+{
+    static const char sql[] =
+        "UPDATE outbox SET state = 'pending', last_error = ?5, next_attempt_at = 0, "
+        "acked_at = NULL WHERE gateway = ?1 AND model = ?2 AND alias = ?3 AND generation = ?4 "
+        "AND state = 'in_sync'";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    char text[600];
+    json_t *detail = NULL;
+    enum mg_code rc;
+
+    *marked = false;
+    if (c == NULL)
+        return err->code;
+    snprintf(text, sizeof(text), "drift: %s; generation %lld is delivered again", found,
+             (long long)d->generation);
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, d->gateway);
+    db_bind_text(s, 2, d->model);
+    db_bind_text(s, 3, d->alias);
+    db_bind_i64(s, 4, d->generation);
+    db_bind_text(s, 5, text);
+    if ((rc = db_exec(s, err)) != MG_OK || db_changes(s) == 0)
+        goto out; /* a newer generation, or one already being delivered: nothing to repair */
+    detail = json_pack("{s:s, s:s, s:I, s:s}", "model", d->model, "alias", d->alias, "generation",
+                       (json_int_t)d->generation, "found", found);
+    if (detail == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if ((rc = store_audit_append(c, "modelgated", "gateway.drift", d->gateway, detail, err)) ==
+        MG_OK)
+        rc = notify_change(c, err);
+    *marked = rc == MG_OK;
+out:
+    json_decref(detail);
+    rc = store_write_end(st, c, rc, err);
+    if (rc != MG_OK)
+        *marked = false;
+    return rc;
 }

@@ -191,18 +191,24 @@ enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found, stru
         "JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "
         "WHERE t.state = 'queued' ORDER BY t.created_ms LIMIT 1 FOR UPDATE OF t SKIP LOCKED";
     static const char sql_run[] =
-        "UPDATE smoke_tests SET state = 'running', started_at = ?, owner = ?, lease_until = ? "
-        "WHERE id = ? AND state = 'queued'";
+        "UPDATE smoke_tests SET state = 'running', started_at = ?, owner = ?, lease_until = ?, "
+        "claim_token = ? WHERE id = ? AND state = 'queued'";
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
     json_t *j = NULL;
-    char at[32];
+    char at[32], token[17];
+    uint8_t rnd[8];
     enum mg_code rc = MG_OK;
     bool row;
 
     if (c == NULL)
         return err->code;
     *found = false;
+    if (!mg_random_bytes(rnd, sizeof(rnd))) {
+        rc = mg_fail(err, MG_EIO, NULL, "no random bytes for a claim token");
+        goto out;
+    }
+    mg_hex_encode(rnd, sizeof(rnd), token);
     s = db_prepare(c, DB_SQL(c, sql_next, sql_next_pg));
     if ((rc = db_step(s, &row, err)) != MG_OK || !row)
         goto out;
@@ -223,11 +229,14 @@ enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found, stru
     db_bind_text(s, 1, at);
     db_bind_text(s, 2, store_replica_id(st));
     db_bind_i64(s, 3, store_clock_ms(st));
-    db_bind_text(s, 4, json_string_value(json_object_get(j, "id")));
+    db_bind_text(s, 4, token);
+    db_bind_text(s, 5, json_string_value(json_object_get(j, "id")));
     /* Claimed only if this update moved it out of 'queued': with several
      * processes on one database, another may have taken it first. */
     if ((rc = db_exec(s, err)) == MG_OK)
         *found = db_changes(s) == 1;
+    if (*found && json_object_set_new(j, "claim", json_string(token)) != 0)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 out:
     rc = store_write_end(st, c, rc, err);
     if (rc == MG_OK && *found)
@@ -243,8 +252,11 @@ enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *
     static const char sql[] =
         "UPDATE smoke_tests SET state = ?, gpu = ?, exit_code = ?, latency = ?, checks = ?, "
         "log_tail = coalesce(?, ''), reason = ?, duration_ms = ?, peak_gpu_memory_mib = ?, "
-        "finished_at = ?, owner = NULL, throughput_rps = ?, cost_per_1k_requests = ? "
-        "WHERE id = ? AND (owner = ? OR owner IS NULL)";
+        "finished_at = ?, owner = NULL, claim_token = NULL, throughput_rps = ?11, "
+        "cost_per_1k_requests = ?12 "
+        "WHERE id = ?13 AND (CASE WHEN CAST(?15 AS TEXT) IS NULL THEN (owner = ?14 OR owner IS "
+        "NULL) "
+        "ELSE (claim_token = ?15 AND state = 'running') END)";
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
     char at[32], *gpu = NULL, *lat = NULL, *checks = NULL;
@@ -279,6 +291,7 @@ enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *
         db_bind_double(s, 12, json_number_value(v));
     db_bind_text(s, 13, id);
     db_bind_text(s, 14, store_replica_id(st));
+    db_bind_text(s, 15, json_string_value(json_object_get(r, "claim")));
     /* Not ours any more: this replica was taken for dead and the test queued again. */
     if ((rc = db_exec(s, err)) == MG_OK && db_changes(s) == 0)
         rc = mg_fail(err, MG_ENOTFOUND, NULL,

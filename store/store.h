@@ -108,12 +108,28 @@ int64_t store_clock_ms(struct store *st);
 enum mg_code store_replica_heartbeat(struct store *st, const char *address, const char *version,
                                      struct mg_error *err);
 
+/* The leader lease (PostgreSQL): its length on the database's clock, and how long before
+ * its end the holder stops counting itself leader (renewed with every heartbeat). */
+#define STORE_LEADER_LEASE_MS 5000
+#define STORE_LEADER_MARGIN_MS 1000
+
 /* Whether this process runs the cluster's timers (rollout steps, periodic
  * smoke tests, recovery of dead replicas' work) now. SQLite: always. With
- * PostgreSQL: the one process holding an advisory lock on a session of its
- * own; when it dies its session ends, and another takes over at its next
- * heartbeat. */
+ * PostgreSQL: the holder of the leader lease (one row, with an expiry on the
+ * database's clock and an epoch), until STORE_LEADER_MARGIN_MS before the
+ * lease ends unless renewed; once it ran out (the holder died, paused or
+ * lost the database), another replica takes it at its next heartbeat, with
+ * the next epoch. */
 bool store_leader(struct store *st);
+
+/* The epoch of the leadership this process holds now, 0 when it does not lead (SQLite: 1).
+ * Leader-only work passes it to the commit it leads to (store_promotion_change.
+ * leader_epoch), which then holds only while the lease is still that epoch's. */
+int64_t store_leader_epoch(struct store *st);
+
+/* A replica that stops cleanly gives its leader lease up (PostgreSQL): another takes it at
+ * its next heartbeat instead of when the lease runs out. This process leads no more. */
+enum mg_code store_leader_resign(struct store *st, struct mg_error *err);
 
 /* {"replicas":[{"id","address","version","started_at","last_seen","self"}],
  *  "database","blobs","replica","leader"}; replicas seen in the last 30 s. */
@@ -892,6 +908,10 @@ struct store_promotion_change {
     const char *approval_by, *approval_decision, *approval_comment; /* when approval_by */
     const char *approval_teams; /* the decider's teams, JSON array text, or NULL for none */
     const char *approval_issuer, *approval_subject; /* the decider as a person, or ""/NULL */
+    /* > 0: leader-only work (the rollout clock), decided under this leader epoch
+     * (store_leader_epoch): with PostgreSQL it commits only while this replica still holds
+     * the leader lease at that epoch, else MG_EUNAVAIL and nothing changes. */
+    int64_t leader_epoch;
 };
 
 /*
@@ -1026,6 +1046,7 @@ struct store_delivery {
     int attempts;    /* before this one */
     int64_t written_ms;
     char lease_token[17]; /* the claim's own: its outcome counts only while it holds */
+    bool touched;         /* the delivery sent something to the gateway (store_outbox_done) */
 };
 
 void store_delivery_release(struct store_delivery *d);
@@ -1046,10 +1067,50 @@ enum mg_code store_outbox_claim(struct store *st, int64_t now_ms, int64_t lease_
  * holds (d->lease_token): a claim that lost its lease (it expired and another
  * replica took the row) changes nothing. If a newer generation was written
  * meanwhile the row stays pending for it (superseded). ok → in_sync; otherwise
- * failing with error and the next attempt time (store_clock_ms()).
+ * failing with error and the next attempt time (store_clock_ms()). When the claim no
+ * longer holds and d->touched (it sent something, which may have reached the gateway
+ * after a newer generation), a newer generation of the row is made pending again and
+ * its lease, whoever holds it, is revoked: it goes out once more, after this write.
  */
 enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d, bool ok,
                                const char *error, int64_t next_attempt_ms, struct mg_error *err);
+
+/*
+ * The fence of a delivery, checked before each thing it sends to a gateway: *held is true
+ * while d's claim still holds the row (its token, its generation, the lease not expired)
+ * and, with PostgreSQL, this replica is still alive in the others' eyes (a heartbeat within
+ * STORE_REPLICA_DEAD_MS; after that they may take its leases). A claim that no longer holds
+ * sends nothing more and records nothing (store_outbox_release).
+ */
+enum mg_code store_outbox_fence(struct store *st, const struct store_delivery *d, bool *held,
+                                struct mg_error *err);
+
+/* A delivery whose fence failed: records nothing; releases d's lease if it still holds
+ * it and, when d->touched, makes a newer generation pending again (as store_outbox_done
+ * does for a claim that lost its lease). */
+enum mg_code store_outbox_abort(struct store *st, const struct store_delivery *d,
+                                struct mg_error *err);
+
+/* The most in-sync rows one reconciler pass checks. */
+#define STORE_RECONCILE_MAX 10000
+
+/*
+ * The in-sync rows this replica's reconciler checks against their gateways' live state:
+ * those of enabled gateways whose "host" is this replica's, and, when leader, those of
+ * gateways without a host (up to STORE_RECONCILE_MAX). *out NEW: n deliveries without
+ * secret or lease; store_delivery_release each, then free(*out).
+ */
+enum mg_code store_outbox_in_sync(struct store *st, bool leader, struct store_delivery **out,
+                                  size_t *n, struct mg_error *err);
+
+/*
+ * The gateway was found off d's generation (found: what differs, for last_error and the
+ * audit): when the row is still in sync at that generation, it becomes pending again (the
+ * workers deliver it once more) with last_error "drift: ...", and a gateway.drift audit
+ * entry is written, in one transaction; *marked then. Nothing when the row moved on.
+ */
+enum mg_code store_outbox_drift(struct store *st, const struct store_delivery *d, const char *found,
+                                bool *marked, struct mg_error *err);
 
 /* Release the lease with this token (a claim or outcome whose commit this replica
  * could not confirm). Nothing when no row holds it. */
@@ -1079,13 +1140,16 @@ enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t ve
                                  bool *created, struct mg_error *err);
 
 /* Take the oldest queued test (it becomes running). *job = {"id","model","version",
- * "profile","gpu_mode","artifact":{"digest","media_type","files"},"smoke","resources"}. */
+ * "profile","gpu_mode","artifact":{"digest","media_type","files"},"smoke","resources",
+ * "claim"}: "claim" is this claim's own token (pass it back in the result). */
 enum mg_code store_smoke_claim(struct store *st, json_t **job, bool *found, struct mg_error *err);
 
 /* Record the outcome: result = {"state","gpu","exit_code","latency_ms","checks","log_tail",
- * "reason","duration_ms","peak_gpu_memory_mib"} (missing members stay NULL).
- * MG_ENOTFOUND when the test is unknown or no longer this replica's (it was
- * taken for dead and queued again): the result is then dropped. */
+ * "reason","duration_ms","peak_gpu_memory_mib","claim"} (missing members stay NULL).
+ * With "claim" (the job's), the result counts only while that claim still runs the test;
+ * without, while this replica owns it or nobody does. MG_ENOTFOUND otherwise (the test
+ * is unknown, or this claim lapsed: it was taken for dead and queued again, perhaps
+ * already run elsewhere): the result is then dropped. */
 enum mg_code store_smoke_finish(struct store *st, const char *id, const json_t *result,
                                 struct mg_error *err);
 

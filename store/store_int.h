@@ -32,10 +32,12 @@ struct store {
     char replica_id[STORE_REPLICA_ID_LEN + 1]; /* this process, among those on the database */
     char host_name[256];                       /* delivers the gateways whose "host" names it */
     int64_t started_ms;
-    _Atomic int64_t clock_offset_ms; /* the database's clock less ours (heartbeat) */
-    _Atomic bool leader;             /* runs the cluster's timers (cluster.c) */
-    struct db_conn *leader_conn;     /* PostgreSQL: holds the leader's advisory lock */
-    struct db_conn *notify_conn;     /* PostgreSQL: LISTENs for other replicas\' changes */
+    _Atomic int64_t clock_offset_ms;    /* the database's clock less ours (heartbeat) */
+    _Atomic bool leader;                /* runs the cluster's timers (cluster.c) */
+    struct db_conn *leader_conn;        /* PostgreSQL: renews the leader lease */
+    _Atomic int64_t leader_epoch;       /* the lease's epoch while leader (cluster.c) */
+    _Atomic int64_t leader_deadline_ms; /* mg_mono_ms() the lease counts until here */
+    struct db_conn *notify_conn;        /* PostgreSQL: LISTENs for other replicas\' changes */
     _Atomic uint64_t model_epochs[STORE_EPOCH_SLOTS];
     /* PostgreSQL: refreshes of model_epochs shared by concurrent readers (coherence.c). */
     pthread_mutex_t ep_lock;

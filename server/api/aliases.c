@@ -95,7 +95,7 @@ static void resume_alias(struct srv_req *r)
 {
     json_t *out = NULL;
     struct mg_error err;
-    enum mg_code rc = rel_alias_get(r->srv, r->wait_model, r->wait_alias, &out, &err);
+    enum mg_code rc = rel_alias_at(r->srv, r->wait_model, r->wait_alias, r->wait_gen, &out, &err);
 
     api_reply_result(r, rc, 200, out, &err);
 }

@@ -327,7 +327,6 @@ static void nginx_deliver(const struct push_env *env, const struct store_deliver
     struct mg_buf b;
     size_t oldn = 0;
 
-    (void)env;
     mg_buf_init(&b, NGINX_FILE_MAX);
     if (unreadable_header(d)) {
         snprintf(res->error, sizeof(res->error),
@@ -345,6 +344,8 @@ static void nginx_deliver(const struct push_env *env, const struct store_deliver
         snprintf(res->error, sizeof(res->error), "cannot read the current %.300s", path);
         goto out;
     }
+    if (!push_fence(env, d, res))
+        goto out;
     if (write_atomic(path, b.data, b.len, err, sizeof(err)) != 0) {
         snprintf(res->error, sizeof(res->error), "%s", err);
         goto out;
@@ -360,6 +361,10 @@ static void nginx_deliver(const struct push_env *env, const struct store_deliver
                  pr.exit_code, pr.timed_out ? ", timed out" : "", pr.tail);
         goto out;
     }
+    if (!push_fence(env, d, res)) {
+        /* Another claim owns the file now; a newer one may already be in place. */
+        goto out;
+    }
     if (!run(json_object_get(d->config, "reload_command"), &pr)) {
         snprintf(res->error, sizeof(res->error), "the nginx reload failed (exit %d%s): %.300s",
                  pr.exit_code, pr.timed_out ? ", timed out" : "", pr.tail);
@@ -373,4 +378,41 @@ static void nginx_deliver(const struct push_env *env, const struct store_deliver
 out:
     free(old);
     mg_buf_release(&b);
+}
+
+bool push_nginx_check(const struct push_env *env, const struct store_delivery *d, bool *drift,
+                      char *why, size_t whylen)
+{
+    const char *ft = json_string_value(json_object_get(d->config, "file"));
+    const char *up = json_string_value(json_object_get(d->config, "upstream"));
+    char path[PATH_MAX], *now = NULL;
+    struct mg_buf b;
+    size_t n = 0;
+    bool ok = false;
+
+    (void)env;
+    *drift = false;
+    mg_buf_init(&b, NGINX_FILE_MAX);
+    if (unreadable_header(d) || !ft || !up ||
+        !push_expand(ft, d->model, d->alias, 0, path, sizeof(path)) ||
+        !push_nginx_render(d, up, &b)) {
+        snprintf(why, whylen, "gateway misconfigured");
+        goto out;
+    }
+    if (!read_old(path, &now, &n)) {
+        snprintf(why, whylen, "cannot read %.300s", path);
+        goto out;
+    }
+    ok = true;
+    if (now == NULL) {
+        snprintf(why, whylen, "the include file %.300s is missing", path);
+        *drift = true;
+    } else if (n != b.len || (n > 0 && memcmp(now, b.data, n) != 0)) {
+        snprintf(why, whylen, "the include file %.300s was changed", path);
+        *drift = true;
+    }
+out:
+    free(now);
+    mg_buf_release(&b);
+    return ok;
 }

@@ -16,6 +16,7 @@
 #include "../../common/util.h"
 #include "../http.h"
 #include "../events.h"
+#include "../metrics.h"
 #include "../runner/runner.h"
 
 /* A worker holds a claimed row this long; deliveries time out well before. */
@@ -154,6 +155,9 @@ struct push {
     unsigned nthreads;
     pthread_t clock;
     bool clock_started;
+    pthread_t reconciler;
+    bool reconciler_started;
+    pthread_cond_t rcond; /* the reconciler's own: a kick must wake a worker */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     pthread_mutex_t nginx_lock;
@@ -219,6 +223,32 @@ static void orphans_release(struct push *p, struct orphans *o)
         o->n--;
 }
 
+bool push_fence(const struct push_env *env, const struct store_delivery *d, struct push_result *res)
+{
+    struct mg_error err;
+    bool held = false;
+
+    if (d->lease_token[0] == '\0') {
+        res->touched = true;
+        return true;
+    }
+    if (store_outbox_fence(env->srv->store, d, &held, &err) != MG_OK) {
+        snprintf(res->error, sizeof(res->error),
+                 "cannot check the delivery's lease (%.200s); nothing more was sent", err.message);
+    } else if (!held) {
+        snprintf(res->error, sizeof(res->error),
+                 "this replica's lease on generation %lld ended (taken over, superseded or "
+                 "expired); nothing more was sent",
+                 (long long)d->generation);
+    } else {
+        res->touched = true;
+        return true;
+    }
+    res->fenced = true;
+    res->ok = false;
+    return false;
+}
+
 /* Deliver a claimed row and record the outcome; false when the outcome could not be
  * recorded (the lease is then an orphan). */
 static bool deliver(struct push *p, struct store_delivery *d)
@@ -234,6 +264,20 @@ static bool deliver(struct push *p, struct store_delivery *d)
         ad->deliver(&p->env, d, &res);
     else
         snprintf(res.error, sizeof(res.error), "unknown gateway kind '%s'", d->kind);
+    d->touched = res.touched;
+    if (res.fenced) {
+        /* A claim that lost its lease records nothing: whoever holds the row now does. */
+        fprintf(stderr, "modelgated: push %s %s/%s generation %lld stopped: %s\n", d->gateway,
+                d->model, d->alias, (long long)d->generation, res.error);
+        srv_metrics_push_fenced(p->srv->metrics);
+        if (store_outbox_abort(p->srv->store, d, &err) != MG_OK) {
+            fprintf(stderr, "modelgated: push %s %s/%s: cannot let the lease go: %s\n", d->gateway,
+                    d->model, d->alias, err.message);
+            recorded = false;
+        }
+        check_waiters(p, false);
+        return recorded;
+    }
     if (!res.ok) {
         next = push_backoff_ms(&p->opt, d->attempts + 1, random_unit());
         if (res.retry_after_ms > next)
@@ -344,6 +388,78 @@ static void *clock_main(void *arg)
     return NULL;
 }
 
+/* One pass of the reconciler: every in-sync row this replica answers for (push.h) is
+ * compared with its gateway's live state; drift makes the row pending again (audited), and
+ * the workers repair it. */
+static void reconcile(struct push *p)
+{
+    struct store_delivery *list = NULL;
+    struct mg_error err;
+    size_t n = 0, i;
+    bool kicked = false;
+
+    if (store_outbox_in_sync(p->srv->store, store_leader(p->srv->store), &list, &n, &err) !=
+        MG_OK) {
+        fprintf(stderr, "modelgated: reconcile: cannot list the deliveries: %s\n", err.message);
+        return;
+    }
+    for (i = 0; i < n && !p->stop; i++) {
+        const struct push_adapter *ad = push_adapter_of(list[i].kind);
+        char why[400] = "";
+        bool drift = false, marked = false;
+
+        if (ad == NULL || ad->check == NULL)
+            continue;
+        if (strcmp(ad->kind, "nginx") == 0)
+            pthread_mutex_lock(&p->nginx_lock); /* not while a delivery rewrites the file */
+        if (!ad->check(&p->env, &list[i], &drift, why, sizeof(why)))
+            drift = false; /* unreadable now: its next delivery or pass will tell */
+        if (strcmp(ad->kind, "nginx") == 0)
+            pthread_mutex_unlock(&p->nginx_lock);
+        if (!drift)
+            continue;
+        if (store_outbox_drift(p->srv->store, &list[i], why, &marked, &err) != MG_OK) {
+            fprintf(stderr, "modelgated: reconcile %s %s/%s: cannot record the drift: %s\n",
+                    list[i].gateway, list[i].model, list[i].alias, err.message);
+            continue;
+        }
+        if (!marked)
+            continue;
+        fprintf(stderr, "modelgated: reconcile %s %s/%s generation %lld: %s; delivering again\n",
+                list[i].gateway, list[i].model, list[i].alias, (long long)list[i].generation, why);
+        srv_metrics_gateway_drift(p->srv->metrics);
+        kicked = true;
+    }
+    for (i = 0; i < n; i++)
+        store_delivery_release(&list[i]);
+    free(list);
+    if (kicked)
+        push_kick(p->srv);
+}
+
+static void *reconciler_main(void *arg)
+{
+    struct push *p = arg;
+
+    pthread_mutex_lock(&p->lock);
+    while (!p->stop) {
+        struct timespec ts;
+        int64_t until = mg_now_ms() + p->opt.reconcile_ms;
+
+        ts.tv_sec = until / 1000;
+        ts.tv_nsec = (until % 1000) * 1000000;
+        while (!p->stop && pthread_cond_timedwait(&p->rcond, &p->lock, &ts) != ETIMEDOUT)
+            ;
+        if (p->stop)
+            break;
+        pthread_mutex_unlock(&p->lock);
+        reconcile(p);
+        pthread_mutex_lock(&p->lock);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
 enum mg_code push_start(struct srv *srv, const struct push_options *o, struct mg_error *err)
 {
     struct push *p = calloc(1, sizeof(*p));
@@ -359,6 +475,7 @@ enum mg_code push_start(struct srv *srv, const struct push_options *o, struct mg
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->nginx_lock, NULL);
     pthread_cond_init(&p->cond, NULL);
+    pthread_cond_init(&p->rcond, NULL);
     p->threads = calloc(o->workers ? o->workers : 1, sizeof(*p->threads));
     if (p->threads == NULL) {
         free(p);
@@ -376,6 +493,8 @@ enum mg_code push_start(struct srv *srv, const struct push_options *o, struct mg
     }
     if (pthread_create(&p->clock, NULL, clock_main, p) == 0)
         p->clock_started = true;
+    if (o->reconcile_ms > 0 && pthread_create(&p->reconciler, NULL, reconciler_main, p) == 0)
+        p->reconciler_started = true;
     if (p->nthreads == 0 || !p->clock_started) {
         push_free(srv);
         return mg_fail(err, MG_EIO, NULL, "cannot start the push workers");
@@ -394,13 +513,17 @@ void push_stop(struct srv *srv)
     pthread_mutex_lock(&p->lock);
     p->stop = true;
     pthread_cond_broadcast(&p->cond);
+    pthread_cond_broadcast(&p->rcond);
     pthread_mutex_unlock(&p->lock);
     for (i = 0; i < p->nthreads; i++)
         pthread_join(p->threads[i], NULL);
     if (p->clock_started)
         pthread_join(p->clock, NULL);
+    if (p->reconciler_started)
+        pthread_join(p->reconciler, NULL);
     p->nthreads = 0;
     p->clock_started = false;
+    p->reconciler_started = false;
 }
 
 void push_free(struct srv *srv)
@@ -414,6 +537,7 @@ void push_free(struct srv *srv)
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->nginx_lock);
     pthread_cond_destroy(&p->cond);
+    pthread_cond_destroy(&p->rcond);
     free(p->threads);
     free(p);
     srv->push = NULL;
@@ -556,12 +680,12 @@ enum mg_code push_config_validate(const struct push_env *env, const char *kind, 
 }
 
 static const struct push_adapter adapters[] = {
-    {"webhook", push_webhook_validate, push_webhook_deliver, true},
-    {"haproxy", push_haproxy_validate, push_haproxy_deliver, true},
-    {"nginx", push_nginx_validate, push_nginx_deliver, true},
+    {"webhook", push_webhook_validate, push_webhook_deliver, true, NULL},
+    {"haproxy", push_haproxy_validate, push_haproxy_deliver, true, push_haproxy_check},
+    {"nginx", push_nginx_validate, push_nginx_deliver, true, push_nginx_check},
     /* built in, never PUT: acknowledged once the implied tests are queued (?wait does not
      * wait for a smoke test), and its trouble rolls nothing back */
-    {"runner", NULL, runner_gateway_deliver, false},
+    {"runner", NULL, runner_gateway_deliver, false, NULL},
 };
 
 const struct push_adapter *push_adapter_of(const char *kind)

@@ -51,6 +51,8 @@ bool push_allow_check(const struct push_allow *a, const struct sockaddr *sa);
 
 struct push_result {
     bool ok;
+    bool fenced;            /* the claim lost its lease: the delivery stopped (push_fence) */
+    bool touched;           /* something was sent to the gateway (a fence passed) */
     bool gone;              /* the gateway asked to be disabled (HTTP 410) */
     int64_t retry_after_ms; /* > 0 when the gateway said when to retry */
     char error[512];
@@ -63,6 +65,18 @@ struct push_env {
     pthread_mutex_t *nginx_lock;
     struct srv *srv; /* for the built-in runner gateway */
 };
+
+/*
+ * Call right before each thing an adapter sends to a gateway: true while d's claim still
+ * holds its row (store_outbox_fence; res->touched is then set, as the caller is about to
+ * send). false when it lost it (expired, taken by another replica, superseded by a newer
+ * generation, or this replica was paused so long the others count it dead), or the
+ * database cannot say: res->fenced and res->error are set and the adapter must send
+ * nothing more and return. A delivery without a claim (no lease token) always holds.
+ * Thread-safe.
+ */
+bool push_fence(const struct push_env *env, const struct store_delivery *d,
+                struct push_result *res);
 
 /* Validate a GatewayConfig body of each kind. On success *config receives
  * the stored config (NEW; secrets removed) and *secret the secret (NEW
@@ -83,6 +97,11 @@ struct push_adapter {
     void (*deliver)(const struct push_env *env, const struct store_delivery *d,
                     struct push_result *res);
     bool rollback_on_failure; /* a step this gateway cannot apply rolls the promotion back */
+    /* Read the gateway's live state back and compare it with d's generation (the
+     * reconciler); NULL when the gateway cannot be read (a webhook). false (why set) when
+     * it could not be read; else *drift, with what differs in why. Sends nothing. */
+    bool (*check)(const struct push_env *env, const struct store_delivery *d, bool *drift,
+                  char *why, size_t whylen);
 };
 
 /* The adapter of a kind, or NULL. */
@@ -100,6 +119,10 @@ void push_haproxy_deliver(const struct push_env *env, const struct store_deliver
                           struct push_result *res);
 void push_nginx_deliver(const struct push_env *env, const struct store_delivery *d,
                         struct push_result *res);
+bool push_haproxy_check(const struct push_env *env, const struct store_delivery *d, bool *drift,
+                        char *why, size_t whylen);
+bool push_nginx_check(const struct push_env *env, const struct store_delivery *d, bool *drift,
+                      char *why, size_t whylen);
 /* server/runner/runner.c: the built-in runner gateway queues the routed versions' tests. */
 void runner_gateway_deliver(const struct push_env *env, const struct store_delivery *d,
                             struct push_result *res);
@@ -118,6 +141,7 @@ struct push_options {
     unsigned workers;
     int64_t backoff_base_ms;
     int64_t backoff_max_ms;
+    int64_t reconcile_ms; /* how often gateways are read back and repaired; 0: never */
     struct push_allow allow;
 };
 

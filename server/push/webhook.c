@@ -396,6 +396,8 @@ void push_webhook_deliver(const struct push_env *env, const struct store_deliver
     curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
     curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, (void *)env);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "modelgate-webhook/1");
+    if (!push_fence(env, d, res))
+        goto out;
     cc = curl_easy_perform(c);
     if (cc != CURLE_OK) {
         snprintf(res->error, sizeof(res->error), "%s%s", curl_easy_strerror(cc),

@@ -589,9 +589,14 @@ static void *worker_main(void *arg)
                 pthread_mutex_lock(&rn->lock);
                 break;
             }
+            /* The result counts for this claim only (its token): a claim that lapsed
+             * meanwhile (the test was queued again) records nothing and tells nobody. */
+            if (result != NULL &&
+                json_object_set(result, "claim", json_object_get(job, "claim")) != 0)
+                fprintf(stderr, "modelgated: smoke test %s: out of memory\n", id);
             if (store_smoke_finish(rn->srv->store, id, result, &err) != MG_OK)
                 fprintf(stderr, "modelgated: smoke test %s: cannot record: %s\n", id, err.message);
-            {
+            else {
                 struct srv_event ev = {
                     .kind = SRV_EV_SMOKE_FINISHED,
                     .model = json_string_value(json_object_get(job, "model")),

@@ -46,6 +46,9 @@ struct undo {
     "ALTER TABLE dataset_parents ADD FOREIGN KEY (child) REFERENCES datasets(digest); "            \
     "ALTER TABLE dataset_parents ADD FOREIGN KEY (parent) REFERENCES datasets(digest); "
 
+/* 016_leader_lease: the leader lease, smoke-test claim tokens. */
+#define UNDO_016 "DROP TABLE leader_lease; ALTER TABLE smoke_tests DROP COLUMN claim_token; "
+
 /* 019_identity: IdP groups, trusted publishers, attestations, SSO logins, persons. */
 #define UNDO_019                                                                                   \
     "DROP TABLE identity_groups; "                                                                 \
@@ -80,6 +83,7 @@ struct undo {
 
 static const struct undo undos[] = {
     {15, UNDO_015_SQLITE, UNDO_015_PG},
+    {16, UNDO_016, NULL},
     {19, UNDO_019, NULL},
     {20, UNDO_020, NULL},
     {21, UNDO_021, NULL},

@@ -20,8 +20,12 @@
 #include "runner_common.h"
 #include "webhook_rx.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define SECRET "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -416,6 +420,123 @@ static void test_runner_tests_every_routed_version(void **state)
     assert_int_equal(json_array_size(it_jarr(rc_smoke_list(s, "tested", 4)->json, "items")), 0);
 }
 
+/* A request on a socket of its own, answered later (raw_reply): the harness waits for
+ * every answer it asks for. */
+static int raw_send(struct mg_server *s, const char *method, const char *path, const char *body)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    char req[2048];
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    size_t n;
+
+    a.sin_port = htons((uint16_t)s->port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+        fail_msg("connect: %s", strerror(errno));
+    it_fmt(req, sizeof(req),
+           "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+           "Content-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n"
+           "\r\n%s",
+           method, path, s->admin_token, strlen(body), body);
+    n = strlen(req);
+    if (send(fd, req, n, MSG_NOSIGNAL) != (ssize_t)n)
+        fail_msg("send: %s", strerror(errno));
+    return fd;
+}
+
+/* The JSON body of the answer on fd (NEW), which is closed. */
+static json_t *raw_reply(int fd)
+{
+    char buf[65536];
+    size_t len = 0;
+    ssize_t r;
+    const char *body;
+    json_t *j;
+
+    while (len < sizeof(buf) - 1 && (r = recv(fd, buf + len, sizeof(buf) - 1 - len, 0)) > 0)
+        len += (size_t)r;
+    close(fd);
+    buf[len] = '\0';
+    if (strncmp(buf, "HTTP/1.1 200", 12) != 0 || (body = strstr(buf, "\r\n\r\n")) == NULL)
+        fail_msg("the waiting write was answered: %.300s", buf);
+    if ((j = json_loads(body + 4, 0, NULL)) == NULL)
+        fail_msg("not JSON: %.300s", body + 4);
+    return j;
+}
+
+/* Writes (M27): each 200 describes the write it answers (its routes and the generation it
+ * committed), never a newer write another client made meanwhile: a ?wait write that waits
+ * for a gateway that never answers, and another write while it waits; then many writes at
+ * once. */
+static void test_each_write_answers_its_own_generation(void **state)
+{
+    enum { N = 8, ROUNDS = 3 };
+    struct mg_server *s = *state;
+    struct it_spec specs[N];
+    struct it_resp *out[N];
+    char bodies[N][32], gw[256];
+    bool gens[N * ROUNDS + 4] = {false};
+    const char *path = "/api/v1/models/race/aliases/production";
+    json_int_t first, second;
+    json_t *j;
+    int fd;
+
+    model_with_versions("race", N, NULL);
+    it_fmt(gw, sizeof(gw),
+           "{\"kind\":\"haproxy\",\"address\":\"127.0.0.1:%d\",\"backend\":\"b\","
+           "\"server\":\"v{version}\",\"models\":[\"race\"],\"host\":\"nowhere\"}",
+           it_free_port());
+    it_expect_status(s, it_jreq(s, "PUT", "/api/v1/gateways/race-down", s->admin_token, gw), 201);
+    fd = raw_send(s, "PUT", "/api/v1/models/race/aliases/production?wait=3", "{\"version\":1}");
+    for (int64_t deadline = it_deadline(5000);;) { /* until the waiting write committed */
+        struct it_resp *r = it_get(s, path, s->admin_token);
+        if (r->status == 200)
+            break;
+        if (it_now_ms() > deadline)
+            fail_msg("the ?wait write did not commit");
+        it_resp_free(s, &r);
+        it_pause_ms(5);
+    }
+    second = it_alias_set(s, s->admin_token, "race", "production", "{\"version\":2}");
+    j = raw_reply(fd);
+    first = json_integer_value(json_object_get(j, "generation"));
+    if (first != second - 1 ||
+        json_integer_value(
+            json_object_get(json_array_get(json_object_get(j, "routes"), 0), "version")) != 1)
+        fail_msg("PUT {\"version\":1}?wait=3 answered generation %lld (the newer write made "
+                 "%lld): another client's write",
+                 (long long)first, (long long)second);
+    json_decref(j);
+    it_expect_status(
+        s, it_request(s, "DELETE", "/api/v1/gateways/race-down", s->admin_token, NULL, NULL, 0),
+        204);
+    gens[first] = gens[second] = true;
+
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < N; i++) {
+            it_fmt(bodies[i], sizeof(bodies[i]), "{\"version\":%d}", i + 1);
+            specs[i] = (struct it_spec){
+                "PUT", path, s->admin_token, "application/json", bodies[i], strlen(bodies[i])};
+        }
+        it_request_parallel(s, N, specs, out);
+        for (int i = 0; i < N; i++) {
+            json_int_t g, v;
+
+            it_expect_status(s, out[i], 200);
+            g = it_jint(out[i]->json, "generation");
+            v = it_jint(json_array_get(it_jarr(out[i]->json, "routes"), 0), "version");
+            if (v != i + 1)
+                fail_msg("PUT {\"version\":%d} answered routes of v%lld (generation %lld): "
+                         "another client's write",
+                         i + 1, (long long)v, (long long)g);
+            if (g < 1 || g >= (json_int_t)(sizeof(gens) / sizeof(gens[0])) || gens[g])
+                fail_msg("generation %lld answered twice or out of range", (long long)g);
+            gens[g] = true;
+        }
+        it_release(s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -424,6 +545,7 @@ int main(void)
         cmocka_unit_test_teardown(test_lkg_and_rollback, it_test_teardown),
         cmocka_unit_test_teardown(test_runner_tests_every_routed_version, it_test_teardown),
         cmocka_unit_test_teardown(test_policy_rollout_phases, it_test_teardown),
+        cmocka_unit_test_teardown(test_each_write_answers_its_own_generation, it_test_teardown),
     };
 
     return it_main_result(cmocka_run_group_tests(tests, setup, teardown));

@@ -375,6 +375,42 @@ static void test_routed_versions(void **state)
     json_decref(none);
 }
 
+/* M27: a claim's result counts only while that claim runs the test. A claim that lapsed
+ * (the test queued again and claimed anew) records nothing, neither before nor after the
+ * new claim finished. */
+static void test_lapsed_claim_records_nothing(void **state)
+{
+    struct fx *fx = *state;
+    json_t *first, *second, *r, *t;
+    char id[32];
+
+    fx_model_versions(fx, "m", 1);
+    enqueue(fx, 1, "manual", id);
+    first = claim(fx);
+    assert_non_null(json_object_get(first, "claim"));
+    fx_reopen(fx); /* this process restarted: its running test is queued again */
+    assert_int_equal(store_smoke_recover(fx->st, &fx->err), MG_OK);
+    second = claim(fx);
+    assert_non_null(second);
+    assert_string_not_equal(json_string_value(json_object_get(first, "claim")),
+                            json_string_value(json_object_get(second, "claim")));
+    r = json_pack("{s:s, s:O}", "state", "failed", "claim", json_object_get(first, "claim"));
+    assert_int_equal(store_smoke_finish(fx->st, id, r, &fx->err), MG_ENOTFOUND);
+    json_decref(r);
+    r = json_pack("{s:s, s:O}", "state", "passed", "claim", json_object_get(second, "claim"));
+    assert_int_equal(store_smoke_finish(fx->st, id, r, &fx->err), MG_OK);
+    json_decref(r);
+    /* the lapsed claim, once the test is finished: still nothing */
+    r = json_pack("{s:s, s:O}", "state", "failed", "claim", json_object_get(first, "claim"));
+    assert_int_equal(store_smoke_finish(fx->st, id, r, &fx->err), MG_ENOTFOUND);
+    json_decref(r);
+    t = newest(fx, 1);
+    assert_string_equal(json_string_value(json_object_get(t, "state")), "passed");
+    json_decref(t);
+    json_decref(first);
+    json_decref(second);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
@@ -386,6 +422,7 @@ int main(void)
         T(test_list_and_latest),
         T(test_recover),
         T(test_routed_versions),
+        T(test_lapsed_claim_records_nothing),
     };
 #undef T
 
