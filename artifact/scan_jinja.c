@@ -498,6 +498,8 @@ static void check_name(struct jx *j, size_t i, size_t tag_start, int paren)
             finding(j, k, "jinja-filter", true, "a filter chat templates do not use");
         return;
     }
+    if (prev && prev->type == T_NAME && tok_is(j, prev, "is") && tok_is(j, k, "not"))
+        return; /* "is not": the test follows */
     if (prev && prev->type == T_NAME &&
         (tok_is(j, prev, "is") ||
          (tok_is(j, prev, "not") && i >= 2 && tok_is(j, &j->v[i - 2], "is")))) {
