@@ -362,8 +362,20 @@ static enum mg_code scan_archive(struct scan *c, struct art_src *s, const char *
                        ART_SCAN_MAX_DEPTH);
         return MG_OK;
     }
-    if ((rc = art_reader_new(media, &a, &compressed, c->err)) != MG_OK)
+    if (path == NULL && strcmp(media, MT_ZIP) == 0) {
+        /* A zip inside an archive cannot be seeked: libarchive's streaming reader follows
+         * the local headers (the outer blob's zip had its central directory checked against
+         * them at upload; an inner one is read as the stream presents it). */
+        compressed = false;
+        if ((a = archive_read_new()) == NULL)
+            return mg_fail(c->err, MG_ENOMEM, NULL, "out of memory");
+        if (archive_read_support_format_zip_streamable(a) != ARCHIVE_OK) {
+            (void)archive_read_free(a);
+            return mg_fail(c->err, MG_EIO, NULL, "libarchive cannot stream zip");
+        }
+    } else if ((rc = art_reader_new(media, &a, &compressed, c->err)) != MG_OK) {
         return rc;
+    }
     r = path ? archive_read_open_filename(a, path, READ_BLOCK)
              : archive_read_open(a, &l, NULL, la_read, NULL);
     if (r != ARCHIVE_OK) {

@@ -347,6 +347,7 @@ static const char *compat(const char *m)
     } map[] = {{"__builtin__", "builtins"},
                {"copy_reg", "copyreg"},
                {"cPickle", "pickle"},
+               {"commands", "subprocess"},
                {"exceptions", "builtins"}};
     size_t i;
 
