@@ -114,6 +114,49 @@ bool art_scan_allowed(const char *global, const struct art_scan_opts *opts)
     return false;
 }
 
+const char *const art_scan_rules[ART_SCAN_NRULES] = {"pickle-import",
+                                                     "pickle-computed-import",
+                                                     "pickle-call",
+                                                     "pickle-extension",
+                                                     "pickle-malformed",
+                                                     "pickle-opcode",
+                                                     "pickle-cap",
+                                                     "jinja-dunder",
+                                                     "jinja-attr-filter",
+                                                     "jinja-attribute",
+                                                     "jinja-filter",
+                                                     "jinja-test",
+                                                     "jinja-statement",
+                                                     "jinja-global",
+                                                     "jinja-syntax",
+                                                     "jinja-cap",
+                                                     "keras-lambda",
+                                                     "keras-module",
+                                                     "keras-cap",
+                                                     "keras-malformed",
+                                                     "onnx-external-path",
+                                                     "onnx-malformed",
+                                                     "gguf-malformed",
+                                                     "gguf-version",
+                                                     "npy-malformed",
+                                                     "npy-version",
+                                                     "npy-cap",
+                                                     "archive-malformed",
+                                                     "archive-cap",
+                                                     "archive-depth",
+                                                     "truncated"};
+
+int art_scan_rule_index(const char *rule)
+{
+    int i;
+
+    for (i = 0; rule && i < ART_SCAN_NRULES; i++) {
+        if (strcmp(art_scan_rules[i], rule) == 0)
+            return i;
+    }
+    return -1;
+}
+
 /* ---- the report ---------------------------------------------------------------------- */
 
 void art_report_add(struct art_report *r, const char *format, const char *rule, bool high,
@@ -405,6 +448,14 @@ static const char *const pickle_only_ext[] = {".pkl", ".pickle", ".joblib", NULL
 static bool maybe_old_pickle(uint8_t b)
 {
     return b != 0 && strchr("(ci]})NISVLFJKMXUTG", b) != NULL;
+}
+
+bool art_scan_sniff(const void *head, size_t n)
+{
+    const uint8_t *h = head;
+
+    return n > 0 && ((n >= 2 && h[0] == 0x80 && h[1] <= 5) ||
+                     (n >= 6 && memcmp(h, "\x93NUMPY", 6) == 0) || maybe_old_pickle(h[0]));
 }
 
 static enum mg_code scan_src_at(struct scan *c, struct art_src *s, const char *path,

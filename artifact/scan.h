@@ -82,6 +82,18 @@ enum art_verdict art_scan_pickle(const void *data, size_t n, const struct art_sc
 enum art_verdict art_scan_template(const char *tpl, size_t n, const struct art_scan_opts *opts,
                                    json_t *findings);
 
+/* The rules findings name, for counters (/metrics): art_scan_rules[ART_SCAN_NRULES]. */
+#define ART_SCAN_NRULES 31
+extern const char *const art_scan_rules[ART_SCAN_NRULES];
+
+/* The index of a rule in art_scan_rules, or -1. */
+int art_scan_rule_index(const char *rule);
+
+/* Could a plain blob starting with these bytes hold something the scanner reads (a pickle,
+ * a NumPy array)? An uploader that keeps no local copy of a blob asks this, like
+ * art_introspect_sniff(), before the rest arrives. */
+bool art_scan_sniff(const void *head, size_t n);
+
 /* Is "module.name" on the default allowlist or in opts->allow? */
 bool art_scan_allowed(const char *global, const struct art_scan_opts *opts);
 

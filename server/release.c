@@ -354,6 +354,7 @@ enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver,
                         pol->gpu == GATE_GPU_REQUIRED, smokedetail, sizeof(smokedetail));
         in.smoke_detail = smokedetail[0] ? smokedetail : NULL;
     }
+    in.scan = json_object_get(ver, "scan");
     in.approvals = appr;
     in.napprovals = approvals ? rel_approvals_of(approvals, appr, appr_teams, 64) : 0;
     *report = gate_evaluate(&in, include_approvals);
