@@ -162,7 +162,7 @@ int art_scan_rule_index(const char *rule)
 void art_report_add(struct art_report *r, const char *format, const char *rule, bool high,
                     uint64_t offset, const char *fmt, ...)
 {
-    char detail[768];
+    char detail[768], member[1024];
     va_list ap;
     json_t *f;
 
@@ -177,9 +177,21 @@ void art_report_add(struct art_report *r, const char *format, const char *rule, 
     va_start(ap, fmt);
     vsnprintf(detail, sizeof(detail), fmt, ap);
     va_end(ap);
-    f = json_pack("{s:s?, s:s, s:s, s:s, s:s, s:I}", "member", r->member, "format", format, "rule",
-                  rule, "severity", high ? "high" : "medium", "detail", detail, "offset",
-                  (json_int_t)(offset > INT64_MAX ? INT64_MAX : offset));
+    /* Names come from the file: whatever bytes they hold, the report is printable text. */
+    for (char *d = detail; *d; d++) {
+        if ((unsigned char)*d < 0x20 || (unsigned char)*d > 0x7e)
+            *d = '?';
+    }
+    if (r->member != NULL) {
+        snprintf(member, sizeof(member), "%s", r->member);
+        for (char *d = member; *d; d++) {
+            if ((unsigned char)*d < 0x20 || (unsigned char)*d > 0x7e)
+                *d = '?';
+        }
+    }
+    f = json_pack("{s:s?, s:s, s:s, s:s, s:s, s:I}", "member", r->member ? member : NULL, "format",
+                  format, "rule", rule, "severity", high ? "high" : "medium", "detail", detail,
+                  "offset", (json_int_t)(offset > INT64_MAX ? INT64_MAX : offset));
     if (f == NULL || json_array_append_new(r->findings, f) != 0) {
         r->dropped++; /* the verdict is already counted */
         return;

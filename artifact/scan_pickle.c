@@ -475,7 +475,9 @@ static enum mg_code step(struct pk *p, struct mg_error *err)
     case 'F': /* FLOAT */
         if (!line(p, a, &la, &wa, err, &rc))
             return rc;
-        if (op != 'F' && !decimal(a, la, op == 'L', &n))
+        if (!wa) /* a long number: its first LINE_KEEP bytes are checked */
+            la = LINE_KEEP;
+        if (op != 'F' && !decimal(a, la, op == 'L' || !wa, &n))
             malformed(p, "an INT or LONG argument is not a decimal number");
         else if (op == 'F' && (la == 0 || strspn(a, "0123456789+-.eEinfatyINFATY") != la))
             malformed(p, "a FLOAT argument is not a number");

@@ -191,6 +191,26 @@ static void test_scan_allow(void **state)
     assert_false(art_scan_allowed("torch.load", NULL));
 }
 
+/* Found by fuzz_pickle: a name that is not UTF-8 still makes a finding (it was dropped, as
+ * JSON cannot hold it); a protocol 0 number longer than the kept line is read safely. */
+static void test_fuzz_regressions(void **state)
+{
+    char pk[700];
+    size_t n = 0;
+
+    (void)state;
+    expect(P("c\xff\xfeos\nsystem\n."), ART_UNSAFE, "pickle-import", "??os.system");
+    pk[n++] = 'I';
+    memset(pk + n, '7', 600);
+    n += 600;
+    memcpy(pk + n, "\n.", 2);
+    n += 2;
+    expect(pk, n, ART_CLEAN, NULL, NULL);
+    pk[0] = 'F';
+    pk[300] = 'x';
+    expect(pk, n, ART_UNKNOWN, "pickle-malformed", "FLOAT");
+}
+
 static void test_caps(void **state)
 {
     struct art_scan_opts o;
@@ -224,6 +244,7 @@ int main(void)
         cmocka_unit_test(test_nested),
         cmocka_unit_test(test_malformed_is_unknown),
         cmocka_unit_test(test_scan_allow),
+        cmocka_unit_test(test_fuzz_regressions),
         cmocka_unit_test(test_caps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
