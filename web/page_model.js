@@ -8,6 +8,7 @@ import { enc, h } from './ui_dom.js';
 import { fmtBytes, fmtNum, routesText, shortDigest } from './ui_format.js';
 import { hasRole, route, view } from './ui_state.js';
 import { badge, mount, row, section, splitBar, table, tagsList, when } from './ui_widgets.js';
+import { scanBadge } from './page_promotion_evidence.js';
 
 /* Mark the history entry that made the last-known-good version whole. */
 function lkgGeneration(history, lkg) {
@@ -155,6 +156,7 @@ export async function renderModel(seq, name) {
     h('span', null, badge(v.status || 'ready'),
       v.status === 'deleted' && v.deletion_reason
         ? h('span', { class: 'muted small' }, ' ' + v.deletion_reason) : null,
+      v.scan && v.scan.verdict === 'clean' ? null : [' ', scanBadge(v.scan)],
       (v.withdrawn_datasets || []).length
         ? h('span', { class: 'badge badge-bad', 'data-flag': 'withdrawn',
                       title: 'trained on withdrawn data: ' +

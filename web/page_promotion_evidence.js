@@ -30,6 +30,30 @@ function signatureCell(v, gates) {
            localPath(sig.url) ? [' ', h('a', { href: sig.url, class: 'small' }, 'bundle')] : null);
 }
 
+/* The artifact safety scan: its verdict, and each finding (member, rule, offset, detail). */
+const SCAN_STATE = { clean: 'passed', unsafe: 'failed', unknown: 'pending' };
+
+export function scanBadge(scan) {
+  if (!scan)
+    return badge('skipped', 'not scanned');
+  return badge(SCAN_STATE[scan.verdict] || 'pending', 'scan: ' + scan.verdict);
+}
+
+export function scanCell(v) {
+  if (!v)
+    return h('span', { class: 'muted' }, '—');
+  const findings = (v.scan && v.scan.findings) || [];
+  return h('span', { 'data-scan': v.scan ? v.scan.verdict : 'none' }, scanBadge(v.scan),
+           findings.length
+             ? h('ul', { class: 'plain small scan-findings' }, findings.map((f) =>
+               h('li', { 'data-rule': f.rule },
+                 h('strong', null, f.rule), ' ',
+                 f.member ? mono(f.member) : null,
+                 h('span', { class: 'muted' }, ' @' + f.offset + ' '),
+                 String(f.detail || ''))))
+             : null);
+}
+
 function sourceCell(v) {
   if (!v || !v.source)
     return h('span', { class: 'muted' }, '—');
@@ -56,6 +80,7 @@ export function compareTable(p, cand, base) {
     both('Run', (v) => mono(v.run_id)),
     both('Source commit', sourceCell),
     both('Signature', (v, isCand) => signatureCell(v, isCand ? p.gates : null)),
+    both('Safety scan', scanCell),
     both('Published by', (v) => h('span', null, v.created_by || '—', ' ',
                                   h('span', { class: 'muted small' }, when(v.created_at)))),
     both('Tags', (v) => tagsList(v.tags)),

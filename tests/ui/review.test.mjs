@@ -756,6 +756,44 @@ describe('reviewer UI', { concurrency: false }, () => {
     await r1.context().close();
   });
 
+  test('the promotion and model pages show the safety scan\'s findings', async () => {
+    // A pickle whose loading would call os.system: built here, never loaded.
+    const evil = new TextEncoder().encode("cos\nsystem\n(S'echo pwned'\ntR.");
+    const clean = new TextEncoder().encode('plain bytes');
+    const pub = tokens.publisher;
+    await must(pub, 'POST', '/api/v1/models', { name: 'pickled' });
+    for (const bytes of [clean, evil]) {
+      const blob = await must(pub, 'POST', '/api/v1/blobs', bytes);
+      await must(pub, 'POST', '/api/v1/models/pickled/versions', {
+        artifact: blob.digest, image: 'registry.example/pickled@sha256:' + hex('4'),
+      });
+    }
+    await must(tokens.deployer, 'PUT', '/api/v1/models/pickled/aliases/production', { version: 1 });
+    await must(admin, 'PUT', '/api/v1/models/pickled/policies/production', {
+      scan: { required: true }, approvals: { required: 1 },
+      rollout: { steps: [100], bake_seconds: 1 },
+    });
+    const p = await must(tokens.deployer, 'POST', '/api/v1/promotions', {
+      model: 'pickled', version: 2, alias: 'production', reason: 'pickled weights',
+    });
+    assert.equal(p.state, 'rejected');
+    const r1 = await newPage();
+    await signIn(r1, 'reviewer1');
+    await r1.goto(base + '/#/promotions/' + p.id);
+    await r1.locator('#promo-title', { hasText: 'pickled v2 → production' }).waitFor();
+    const cell = r1.locator('.compare-table [data-scan="unsafe"]');
+    assert.match(await cell.innerText(), /scan: unsafe[\s\S]*pickle-import[\s\S]*os\.system/);
+    assert.equal(await r1.locator('.compare-table [data-scan="clean"]').count(), 1);
+    assert.match(await r1.locator('#gates tr[data-gate="scan"]').innerText(), /failed/);
+    await r1.goto(base + '/#/models/pickled');
+    const v2 = r1.locator('.versions-table tr[data-version="2"]');
+    await v2.waitFor();
+    assert.match(await v2.innerText(), /scan: unsafe/);
+    assert.doesNotMatch(await r1.locator('.versions-table tr[data-version="1"]').innerText(),
+                        /scan:/);
+    await r1.context().close();
+  });
+
   test('no page opened a dialog, ran injected script or broke the CSP', () => {
     assert.deepEqual(dialogs, []);
     assert.deepEqual(pageErrors, []);
