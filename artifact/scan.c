@@ -245,16 +245,6 @@ static enum mg_code mem_seek(void *ctx, uint64_t n, struct mg_error *err)
     return MG_OK;
 }
 
-static ssize_t member_read(void *ctx, void *buf, size_t n, struct mg_error *err)
-{
-    la_ssize_t r = archive_read_data(ctx, buf, n);
-
-    if (r < 0)
-        mg_fail(err, MG_EINVAL, NULL, "cannot read an archive member: %s",
-                archive_error_string(ctx) ? archive_error_string(ctx) : "unknown error");
-    return (ssize_t)r;
-}
-
 /* ---- dispatch ------------------------------------------------------------------------ */
 
 struct scan {
@@ -264,6 +254,34 @@ struct scan {
     uint64_t budget;   /* bytes nested archives may expand to, all together */
     uint64_t expanded; /* what they did */
 };
+
+/* A member of an archive. One inside a nested archive counts its bytes against the
+ * budget: the upload's ratio cap bounded only the outer archive. */
+struct member {
+    struct archive *a;
+    struct scan *c;
+    bool nested;
+};
+
+static ssize_t member_read(void *ctx, void *buf, size_t n, struct mg_error *err)
+{
+    struct member *m = ctx;
+    la_ssize_t r = archive_read_data(m->a, buf, n);
+
+    if (r < 0)
+        mg_fail(err, MG_EINVAL, NULL, "cannot read an archive member: %s",
+                archive_error_string(m->a) ? archive_error_string(m->a) : "unknown error");
+    if (r > 0 && m->nested) {
+        m->c->expanded += (uint64_t)r;
+        if (m->c->expanded > m->c->budget) {
+            mg_fail(err, MG_EINVAL, NULL,
+                    "nested archives expand past the scanner's budget of %llu bytes",
+                    (unsigned long long)m->c->budget);
+            return -1;
+        }
+    }
+    return (ssize_t)r;
+}
 
 static bool has_ext(const char *name, const char *const *exts)
 {
@@ -332,6 +350,7 @@ static la_ssize_t la_read(struct archive *a, void *ctx, const void **buf)
 static enum mg_code scan_entries(struct scan *c, struct archive *a, const char *name, int depth)
 {
     struct archive_entry *e;
+    struct member mctx = {a, c, depth > 0};
     struct art_src *s = NULL;
     const char *raw;
     char *child = NULL;
@@ -377,7 +396,7 @@ static enum mg_code scan_entries(struct scan *c, struct archive *a, const char *
         if (!torch_storage(child)) {
             memset(s, 0, sizeof(*s));
             s->read = member_read;
-            s->ctx = a;
+            s->ctx = &mctx;
             s->name = child;
             s->size = archive_entry_size_is_set(e) && archive_entry_size(e) >= 0
                           ? (uint64_t)archive_entry_size(e)
@@ -395,8 +414,13 @@ static enum mg_code scan_entries(struct scan *c, struct archive *a, const char *
         if (rc != MG_OK)
             break;
     }
-    if (depth > 0 && archive_filter_bytes(a, 0) > 0)
+    if (depth > 0 && archive_filter_bytes(a, 0) > 0) {
         c->expanded += (uint64_t)archive_filter_bytes(a, 0);
+        if (rc == MG_OK && c->expanded > c->budget)
+            art_report_add(&c->r, "archive", "archive-cap", false, 0,
+                           "nested archives expand past the scanner's budget of %llu bytes",
+                           (unsigned long long)c->budget);
+    }
     free(s);
     return rc;
 }

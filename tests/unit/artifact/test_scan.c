@@ -203,6 +203,32 @@ static void test_torch_storages_skipped(void **state)
     assert_int_equal(art_scan_pickle(evil, sizeof(evil) - 1, NULL, NULL), ART_UNSAFE);
 }
 
+/* A small zip holding a tar.gz that inflates to 64 MiB of zeros: the outer archive passed
+ * the upload's ratio cap, the inner one is held to the scanner's budget (32 MiB here). */
+static void test_nested_bomb_is_unknown(void **state)
+{
+    char path[4096], cmd[8192];
+    json_t *s, *f;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/bomb.zip", corpus);
+    snprintf(cmd, sizeof(cmd),
+             PY " -c \"import io, tarfile, zipfile, sys\n"
+                "b = io.BytesIO()\n"
+                "with tarfile.open(fileobj=b, mode='w:gz') as t:\n"
+                "    i = tarfile.TarInfo('zeros.bin'); i.size = 64 << 20\n"
+                "    t.addfile(i, io.BytesIO(bytes(i.size)))\n"
+                "with zipfile.ZipFile(sys.argv[1], 'w') as z:\n"
+                "    z.writestr('inner.tar.gz', b.getvalue())\n\" '%s'",
+             path);
+    assert_int_equal(system(cmd), 0);
+    s = scan_path(path);
+    assert_int_equal(art_scan_verdict(s), ART_UNKNOWN);
+    f = finding(s, "archive-cap");
+    assert_string_equal(json_string_value(json_object_get(f, "member")), "inner.tar.gz");
+    json_decref(s);
+}
+
 static void test_buffers(void **state)
 {
     struct mg_error err = {0};
@@ -240,6 +266,7 @@ int main(void)
         cmocka_unit_test(test_corpus_unsafe),
         cmocka_unit_test(test_findings_name_members),
         cmocka_unit_test(test_torch_storages_skipped),
+        cmocka_unit_test(test_nested_bomb_is_unknown),
         cmocka_unit_test(test_buffers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
