@@ -406,7 +406,7 @@ static enum mg_code step(struct pk *p, struct mg_error *err)
 {
     char a[LINE_KEEP + 1], b[LINE_KEEP + 1];
     uint8_t op, x[8];
-    struct val v, w, first;
+    struct val v = {0}, w = {0}, first = {0};
     uint64_t len, n;
     size_t la, lb, count;
     bool wa, wb, kept;
