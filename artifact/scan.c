@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "archive_int.h"
+#include "../common/file.h"
 
 void art_scan_opts_default(struct art_scan_opts *o)
 {
@@ -426,6 +427,63 @@ static enum mg_code scan_entries(struct scan *c, struct archive *a, const char *
 }
 
 /* An archive (or compressed stream) read from s; path: read the file instead (seekable). */
+int art_scan_spill_tmp(void *ctx)
+{
+    const char *dir = ctx ? (const char *)ctx : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char tmpl[4096];
+    int fd;
+
+#ifdef O_TMPFILE
+    if ((fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) >= 0)
+        return fd;
+#endif
+    if (snprintf(tmpl, sizeof(tmpl), "%s/mg-scan-XXXXXX", dir) >= (int)sizeof(tmpl))
+        return -1;
+    if ((fd = mkostemp(tmpl, O_CLOEXEC)) >= 0)
+        unlink(tmpl);
+    return fd;
+}
+
+/* Copy the rest of s (a zip inside an archive) into a spill file: *fd, at offset 0.
+ * MG_EINVAL when it could not be (reported as a finding: the zip stays unknown). */
+static enum mg_code spill_zip(struct scan *c, struct art_src *s, int *fd)
+{
+    const struct art_scan_opts *o = c->r.opts;
+    const uint8_t *p;
+    size_t got;
+    enum mg_code rc;
+
+    *fd = o->spill ? o->spill(o->spill_ctx) : -1;
+    if (*fd < 0) {
+        art_report_add(&c->r, "archive", "archive-cap", false, 0,
+                       "a zip inside an archive is read as loaders read it (its central "
+                       "directory) only from a scratch file, and there is none%s%s",
+                       o->spill ? ": " : "", o->spill ? strerror(errno) : "");
+        return MG_EINVAL;
+    }
+    for (;;) {
+        if ((rc = art_src_peek(s, ART_SRC_BUF, &p, &got, c->err)) != MG_OK)
+            break;
+        if (got == 0)
+            return lseek(*fd, 0, SEEK_SET) == 0 ? MG_OK : MG_EINVAL;
+        if (mg_write_all(*fd, p, got, "the scanner's scratch file", c->err) != MG_OK) {
+            art_report_add(&c->r, "archive", "archive-cap", false, 0, "%s", c->err->message);
+            mg_error_clear(c->err);
+            rc = MG_EINVAL;
+            break;
+        }
+        if ((rc = art_src_skip(s, got, c->err)) != MG_OK)
+            break;
+    }
+    if (rc == MG_EINVAL && c->err->code == MG_EINVAL) { /* the member itself did not read */
+        art_report_add(&c->r, "archive", "archive-malformed", false, s->off, "%s", c->err->message);
+        mg_error_clear(c->err);
+    }
+    close(*fd);
+    *fd = -1;
+    return rc;
+}
+
 static enum mg_code scan_archive(struct scan *c, struct art_src *s, const char *path,
                                  const char *media, const char *name, int depth)
 {
@@ -433,7 +491,7 @@ static enum mg_code scan_archive(struct scan *c, struct art_src *s, const char *
     struct archive *a = NULL;
     bool compressed;
     enum mg_code rc;
-    int r;
+    int r, fd = -1;
 
     if (depth >= ART_SCAN_MAX_DEPTH) {
         art_report_add(&c->r, "archive", "archive-depth", false, 0,
@@ -441,22 +499,16 @@ static enum mg_code scan_archive(struct scan *c, struct art_src *s, const char *
                        ART_SCAN_MAX_DEPTH);
         return MG_OK;
     }
-    if (path == NULL && strcmp(media, MT_ZIP) == 0) {
-        /* A zip inside an archive cannot be seeked: libarchive's streaming reader follows
-         * the local headers (the outer blob's zip had its central directory checked against
-         * them at upload; an inner one is read as the stream presents it). */
-        compressed = false;
-        if ((a = archive_read_new()) == NULL)
-            return mg_fail(c->err, MG_ENOMEM, NULL, "out of memory");
-        if (archive_read_support_format_zip_streamable(a) != ARCHIVE_OK) {
-            (void)archive_read_free(a);
-            return mg_fail(c->err, MG_EIO, NULL, "libarchive cannot stream zip");
-        }
-    } else if ((rc = art_reader_new(media, &a, &compressed, c->err)) != MG_OK) {
+    if (path == NULL && strcmp(media, MT_ZIP) == 0 && (rc = spill_zip(c, s, &fd)) != MG_OK)
+        return rc == MG_EINVAL ? MG_OK : rc; /* MG_EINVAL: reported as a finding */
+    if ((rc = art_reader_new(media, &a, &compressed, c->err)) != MG_OK) {
+        if (fd >= 0)
+            close(fd);
         return rc;
     }
-    r = path ? archive_read_open_filename(a, path, READ_BLOCK)
-             : archive_read_open(a, &l, NULL, la_read, NULL);
+    r = path      ? archive_read_open_filename(a, path, READ_BLOCK)
+        : fd >= 0 ? archive_read_open_fd(a, fd, READ_BLOCK)
+                  : archive_read_open(a, &l, NULL, la_read, NULL);
     if (r != ARCHIVE_OK) {
         if (l.failed)
             rc = c->err->code;
@@ -471,6 +523,8 @@ static enum mg_code scan_archive(struct scan *c, struct art_src *s, const char *
         rc = c->err->code;
 out:
     (void)archive_read_free(a);
+    if (fd >= 0)
+        close(fd);
     return rc;
 }
 

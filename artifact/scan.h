@@ -47,7 +47,20 @@ struct art_scan_opts {
     uint64_t max_pickle_strings; /* bytes of short strings kept for STACK_GLOBAL (16 MiB) */
     uint64_t max_template;       /* bytes of one chat template (default 4 MiB) */
     uint64_t max_json;           /* bytes of a Keras config.json (default 16 MiB) */
+    /*
+     * A zip inside an archive (a torch checkpoint in a tarball) is read through its central
+     * directory, as torch.load and numpy.load read it, not through the local headers a
+     * stream shows (which a crafted zip can make disagree): it is copied to an empty
+     * scratch file that spill(spill_ctx) opens (read-write, already unlinked; the scanner
+     * closes it), or -1. NULL (the default): such zips are "unknown".
+     */
+    int (*spill)(void *spill_ctx);
+    void *spill_ctx;
 };
+
+/* A spill function: an unlinked temporary file in directory ctx (a path; NULL: $TMPDIR or
+ * /tmp), or -1. */
+int art_scan_spill_tmp(void *ctx);
 
 void art_scan_opts_default(struct art_scan_opts *o);
 

@@ -36,7 +36,13 @@ void store_scan_totals(struct store *st, uint64_t out[ART_SCAN_NRULES])
 enum mg_code store_scan_path(struct store *st, const char *path, json_t **report,
                              struct mg_error *err)
 {
-    enum mg_code rc = art_scan_file(path, &st->scan, report, err);
+    struct art_scan_opts o = st->scan;
+    enum mg_code rc;
+
+    /* zips inside archives are read through their central directory from a scratch file */
+    o.spill = art_scan_spill_tmp;
+    o.spill_ctx = st->tmp_dir;
+    rc = art_scan_file(path, &o, report, err);
 
     if (rc == MG_OK)
         store_scan_count(st, *report);

@@ -68,6 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.max_pickle_stack = 4096; /* small caps: reach them */
     o.max_pickle_memo = 4096;
     o.max_pickle_strings = 65536;
+    o.spill = art_scan_spill_tmp; /* in $TMPDIR: run.sh's scratch directory */
     v = art_scan_pickle(data, size, &o, f);
     FUZZ_CHECK(v == ART_CLEAN || v == ART_UNSAFE || v == ART_UNKNOWN, "verdict %d", (int)v);
     check_findings(f, v, size, false);

@@ -216,6 +216,15 @@ static void test_torch_checkpoint_clean(void **state)
     assert_int_equal(json_array_size(it_jarr(scan, "findings")), 0);
     json_decref(scan);
     free(data);
+    /* the same checkpoint in a tarball: a zip inside an archive, read through a scratch file
+     * in the data directory */
+    if (system(it_fmt(cmd, sizeof(cmd), "tar -C %s -cf %s/model.tar sd.pt", s->root, s->root)) != 0)
+        fail_msg("tar failed");
+    data = it_read_file(it_fmt(file, sizeof(file), "%s/model.tar", s->root), &len);
+    scan = upload(s, data, len, d);
+    assert_string_equal(it_jstr(scan, "verdict"), "clean");
+    json_decref(scan);
+    free(data);
     it_server_free(&s);
 }
 

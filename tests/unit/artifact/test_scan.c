@@ -54,12 +54,16 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* The server's options: nested zips go through a scratch file. */
 static json_t *scan_path(const char *path)
 {
+    struct art_scan_opts o;
     struct mg_error err = {0};
     json_t *out = NULL;
 
-    if (art_scan_file(path, NULL, &out, &err) != MG_OK)
+    art_scan_opts_default(&o);
+    o.spill = art_scan_spill_tmp;
+    if (art_scan_file(path, &o, &out, &err) != MG_OK)
         fail_msg("%s: scanner failed: %s", path, err.message);
     return out;
 }
@@ -229,6 +233,53 @@ static void test_nested_bomb_is_unknown(void **state)
     json_decref(s);
 }
 
+/* A torch zip inside a tarball whose central directory names a data.pkl hidden inside
+ * another entry's bytes: torch.load reads the hidden one (os.system), a stream of local
+ * headers shows a harmless one. The scanner reads what torch.load reads; without a scratch
+ * file it cannot, and says unknown. */
+static void test_nested_zip_read_as_loaders_do(void **state)
+{
+    char path[4096], cmd[8192];
+    struct art_scan_opts o;
+    struct mg_error err = {0};
+    json_t *s, *f;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/hidden.tar", corpus);
+    snprintf(cmd, sizeof(cmd),
+             PY " -c \"import io, struct, sys, tarfile, zlib\n"
+                "def local(n, d):\n"
+                "    return struct.pack('<IHHHHHIIIHH', 0x04034b50, 20, 0, 0, 0, 0, "
+                "zlib.crc32(d), len(d), len(d), len(n), 0) + n + d\n"
+                "def central(n, d, off):\n"
+                "    return struct.pack('<IHHHHHHIIIHHHHHII', 0x02014b50, 20, 20, 0, 0, 0, 0, "
+                "zlib.crc32(d), len(d), len(d), len(n), 0, 0, 0, 0, 0, off) + n\n"
+                "evil = bytes([0x80, 2]) + b'cos\\nsystem\\n.'\n"
+                "hidden = local(b'archive/data.pkl', evil)\n"
+                "a = local(b'archive/data.pkl', bytes([0x80, 2, 0x7d, 0x2e]))\n"
+                "b = local(b'archive/data/0', hidden)\n"
+                "cd = central(b'archive/data.pkl', evil, len(a) + 30 + 14) + "
+                "central(b'archive/data/0', hidden, len(a))\n"
+                "z = a + b + cd + struct.pack('<IHHHHIIH', 0x06054b50, 0, 0, 2, 2, len(cd), "
+                "len(a) + len(b), 0)\n"
+                "with tarfile.open(sys.argv[1], 'w') as t:\n"
+                "    i = tarfile.TarInfo('model/pytorch_model.bin'); i.size = len(z)\n"
+                "    t.addfile(i, io.BytesIO(z))\n\" '%s'",
+             path);
+    assert_int_equal(system(cmd), 0);
+    s = scan_path(path);
+    f = finding(s, "pickle-import");
+    assert_string_equal(json_string_value(json_object_get(f, "member")),
+                        "model/pytorch_model.bin!archive/data.pkl");
+    assert_non_null(strstr(json_string_value(json_object_get(f, "detail")), "os.system"));
+    json_decref(s);
+    art_scan_opts_default(&o); /* no scratch file */
+    assert_int_equal(art_scan_file(path, &o, &s, &err), MG_OK);
+    assert_int_equal(art_scan_verdict(s), ART_UNKNOWN);
+    (void)finding(s, "archive-cap");
+    json_decref(s);
+}
+
 static void test_buffers(void **state)
 {
     struct mg_error err = {0};
@@ -267,6 +318,7 @@ int main(void)
         cmocka_unit_test(test_findings_name_members),
         cmocka_unit_test(test_torch_storages_skipped),
         cmocka_unit_test(test_nested_bomb_is_unknown),
+        cmocka_unit_test(test_nested_zip_read_as_loaders_do),
         cmocka_unit_test(test_buffers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
