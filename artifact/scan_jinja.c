@@ -9,7 +9,9 @@
  * bound by the template itself (set, for, macro, with, call) or be on the list of globals
  * chat renderers pass; attributes, filters, tests and statements must be on their lists.
  * Any dunder (in a name or in a string, escapes decoded), the attr filter, and strings
- * that start or end with '_' glued to others (a dunder built at render time) are unsafe.
+ * that start with '_' anywhere but as a plain subscript key (the start of a dunder built at
+ * render time: '_' ~ '_class__', or kept in a variable first) are unsafe. A dunder must
+ * start with "__", so 'call_' ~ loop.index is fine.
  *
  * Nothing is rendered and nothing is allocated beyond the token array (capped).
  */
@@ -445,7 +447,7 @@ static void check_string(struct jx *j, size_t i)
     const struct tok *k = &j->v[i];
     char *buf = malloc(k->len + 1);
     size_t len;
-    bool glued, ok;
+    bool key, ok;
 
     if (buf == NULL) {
         finding(j, k, "jinja-cap", false, "out of memory for a string");
@@ -459,10 +461,19 @@ static void check_string(struct jx *j, size_t i)
         finding(j, k, "jinja-dunder", true, "a string naming a dunder or with a \\N{} escape");
         return;
     }
-    glued = (i > 0 && (is_op(j, &j->v[i - 1], "~") || is_op(j, &j->v[i - 1], "+"))) ||
-            (i + 1 < j->nv && (is_op(j, &j->v[i + 1], "~") || is_op(j, &j->v[i + 1], "+")));
-    if (glued && len > 0 && (buf[0] == '_' || buf[len - 1] == '_'))
-        finding(j, k, "jinja-dunder", true, "a string glued to another that may build a dunder");
+    key = i > 0 && is_op(j, &j->v[i - 1], "[") && i + 1 < j->nv && is_op(j, &j->v[i + 1], "]");
+    if (!key && len > 0 && buf[0] == '_')
+        finding(j, k, "jinja-dunder", true,
+                "a string starting with '_' used to build a value (the start of a dunder)");
+    /* Text computed from a literal: '%c%c' % (95, 95), 'a_'[1], 'x_'|last, 'a_'.split(…),
+     * '_' * 2 make underscores the checks above never see. */
+    else if (i + 1 < j->nv && (is_op(j, &j->v[i + 1], "%") || is_op(j, &j->v[i + 1], "*")))
+        finding(j, k, "jinja-dunder", true, "a string formatted or repeated at render time");
+    else if (i + 1 < j->nv && memchr(buf, '_', len) != NULL &&
+             (is_op(j, &j->v[i + 1], "|") || is_op(j, &j->v[i + 1], "[") ||
+              is_op(j, &j->v[i + 1], ".")))
+        finding(j, k, "jinja-dunder", true,
+                "a string holding '_' taken apart at render time (a dunder in the making)");
     free(buf);
     /* map('attr', …) / select('…'): a filter or test named by a string */
     if (i >= 2 && is_op(j, &j->v[i - 1], "(") && j->v[i - 2].type == T_NAME) {

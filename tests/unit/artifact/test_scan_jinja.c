@@ -107,7 +107,15 @@ static void test_ssti_unsafe(void **state)
     expect(T("{{ self._TemplateReference__context }}"), ART_UNSAFE, "jinja-dunder", NULL);
     expect(T("{{ lipsum['__globals__'] }}"), ART_UNSAFE, "jinja-dunder", NULL);
     expect(T("{{ ''['\\x5f\\x5fclass\\x5f\\x5f'] }}"), ART_UNSAFE, "jinja-dunder", NULL);
-    expect(T("{{ ''['_' ~ '_class_' ~ '_'] }}"), ART_UNSAFE, "jinja-dunder", "glued");
+    expect(T("{{ ''['_' ~ '_class_' ~ '_'] }}"), ART_UNSAFE, "jinja-dunder", "starting with '_'");
+    expect(T("{% set u = '_' %}{{ ''[u ~ u ~ 'class' ~ u ~ u] }}"), ART_UNSAFE, "jinja-dunder",
+           "starting with '_'");
+    expect(T("{% for m in messages %}{{ 'call_' ~ loop.index }}{{ m['_id'] }}{% endfor %}"),
+           ART_CLEAN, NULL, NULL);
+    expect(T("{{ ''[('%c%cclass%c%c' % (95, 95, 95, 95))] }}"), ART_UNSAFE, "jinja-dunder",
+           "formatted");
+    expect(T("{{ ''[('a_'[1] ~ 'a_'[1] ~ 'class')] }}"), ART_UNSAFE, "jinja-dunder", "taken apart");
+    expect(T("{{ ''[('x_'|last) * 2 ~ 'class'] }}"), ART_UNSAFE, "jinja-dunder", "taken apart");
     expect(T("{% include 'other.jinja' %}"), ART_UNSAFE, "jinja-statement", "include");
     expect(T("{% import 'os' as os %}"), ART_UNSAFE, "jinja-statement", NULL);
     expect(T("{{ messages|map('attr', 'x')|list }}"), ART_UNSAFE, "jinja-filter", "map()");
