@@ -22,6 +22,7 @@
 #include <string.h>
 
 #define MAX_TOKENS 1000000
+#define MAX_BOUND 512 /* names a template binds (each name is looked up among them) */
 #define SHOW 120
 
 enum tt { T_NAME, T_STR, T_NUM, T_OP, T_BEGIN, T_END };
@@ -43,6 +44,7 @@ struct jx {
     size_t nbound, bound_cap;
     unsigned reported;
     bool failed;
+    bool bound_full; /* more than MAX_BOUND bindings */
 };
 
 static const char *const globals_ok[] = {"messages",
@@ -373,9 +375,13 @@ static void bind(struct jx *j, const struct tok *k)
     const struct tok **nb;
     size_t nc;
 
+    if (j->nbound >= MAX_BOUND) {
+        j->bound_full = true; /* the lookups would grow quadratically */
+        return;
+    }
     if (j->nbound == j->bound_cap) {
         nc = j->bound_cap ? j->bound_cap * 2 : 64;
-        if (nc > MAX_TOKENS || (nb = realloc(j->bound, nc * sizeof(*nb))) == NULL)
+        if ((nb = realloc(j->bound, nc * sizeof(*nb))) == NULL)
             return; /* then the name stays unknown: unsafe, never clean by mistake */
         j->bound = nb;
         j->bound_cap = nc;
@@ -553,7 +559,11 @@ void art_template_scan(const char *tpl, size_t n, const char *key, struct art_re
     }
     if (lex(&j)) {
         collect(&j);
-        for (i = 0; i < j.nv; i++) {
+        if (j.bound_full) {
+            struct tok at = {T_OP, 0, 0, 0};
+            finding(&j, &at, "jinja-cap", false, "more bindings (set, for, macro) than 512");
+        }
+        for (i = 0; !j.bound_full && i < j.nv; i++) {
             switch (j.v[i].type) {
             case T_BEGIN:
                 tag = i;

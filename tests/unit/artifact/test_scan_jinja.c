@@ -128,6 +128,16 @@ static void test_ssti_unsafe(void **state)
     expect(T("{{ messages[0] is callable }}"), ART_UNSAFE, "jinja-test", "callable");
     expect(T("{{ bos_token }}{{ x "), ART_UNKNOWN, "jinja-syntax", NULL);
     expect(T("{{ 'abc }}"), ART_UNKNOWN, "jinja-syntax", NULL);
+    {
+        /* more bindings than the cap: each name would be looked up among all of them */
+        char *t = malloc(600 * 24 + 1);
+        size_t n = 0, i;
+        assert_non_null(t);
+        for (i = 0; i < 600; i++)
+            n += (size_t)sprintf(t + n, "{%% set v%zu = 1 %%}", i);
+        expect(t, n, ART_UNKNOWN, "jinja-cap", "512");
+        free(t);
+    }
 }
 
 int main(void)
