@@ -370,11 +370,25 @@ static bool unescape(const struct jx *j, const struct tok *k, char *out, size_t 
 
 /* ---- bindings ------------------------------------------------------------------------ */
 
+static bool is_bound(const struct jx *j, const struct tok *k)
+{
+    size_t i;
+
+    for (i = 0; i < j->nbound; i++) {
+        if (j->bound[i]->len == k->len &&
+            memcmp(j->t + j->bound[i]->off, j->t + k->off, k->len) == 0)
+            return true;
+    }
+    return false;
+}
+
 static void bind(struct jx *j, const struct tok *k)
 {
     const struct tok **nb;
     size_t nc;
 
+    if (is_bound(j, k))
+        return; /* each name once */
     if (j->nbound >= MAX_BOUND) {
         j->bound_full = true; /* the lookups would grow quadratically */
         return;
@@ -387,18 +401,6 @@ static void bind(struct jx *j, const struct tok *k)
         j->bound_cap = nc;
     }
     j->bound[j->nbound++] = k;
-}
-
-static bool is_bound(const struct jx *j, const struct tok *k)
-{
-    size_t i;
-
-    for (i = 0; i < j->nbound; i++) {
-        if (j->bound[i]->len == k->len &&
-            memcmp(j->t + j->bound[i]->off, j->t + k->off, k->len) == 0)
-            return true;
-    }
-    return false;
 }
 
 /* What the template binds: set/for/with/macro/call targets, set ns.attr targets and
