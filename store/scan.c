@@ -171,3 +171,56 @@ enum mg_code store_blob_rescan(struct store *st, const char *actor, const char *
     }
     return rc;
 }
+
+/* ---- the report as an OCI referrer ------------------------------------------------------ */
+
+enum mg_code store_oci_scan_put(struct store *st, const char *model, int64_t version,
+                                const char *digest, const char *kind, const char *body,
+                                struct mg_error *err)
+{
+    static const char sql[] = "INSERT INTO oci_scan_refs (digest, version_id, kind, body) "
+                              "VALUES (?, ?, ?, ?) ON CONFLICT (digest, version_id) DO NOTHING";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    int64_t vid;
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    if ((rc = store_version_id(c, model, version, &vid, err)) == MG_OK) {
+        s = db_prepare(c, sql);
+        db_bind_text(s, 1, digest);
+        db_bind_i64(s, 2, vid);
+        db_bind_text(s, 3, kind);
+        db_bind_text(s, 4, body);
+        rc = db_exec(s, err);
+    }
+    return store_write_end(st, c, rc, err);
+}
+
+enum mg_code store_oci_scan_find(struct store *st, const char *model, const char *digest,
+                                 const char *kind, char **body, struct mg_error *err)
+{
+    static const char sql[] =
+        "SELECT r.body FROM oci_scan_refs r JOIN versions v ON v.id = r.version_id JOIN models m "
+        "ON m.id = v.model_id WHERE r.digest = ? AND r.kind = ? AND m.name = ? AND "
+        "v.status <> 'deleted' LIMIT 1";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    *body = NULL;
+    db_bind_text(s, 1, digest);
+    db_bind_text(s, 2, kind);
+    db_bind_text(s, 3, model);
+    if ((rc = db_step(s, &row, err)) == MG_OK) {
+        if (!row)
+            rc = mg_fail(err, MG_ENOTFOUND, NULL, "%s is not known in model '%s'", digest, model);
+        else if ((*body = store_col_strdup(s, 0)) == NULL)
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+    db_reset(s);
+    store_read_end(st, c);
+    return rc;
+}

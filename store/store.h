@@ -395,6 +395,18 @@ enum mg_code store_blob_scan(struct store *st, const char *digest, json_t **out,
 enum mg_code store_blob_rescan(struct store *st, const char *actor, const char *digest,
                                json_t **out, struct mg_error *err);
 
+/*
+ * The scan report as an OCI referrer (API.md "Artifact safety scan"): remember a document
+ * (kind "manifest": the referrer manifest; "report": the report blob) of version `version`
+ * under its digest (idempotent); find one by digest among the model's live versions
+ * (*body malloc'd; MG_ENOTFOUND when none).
+ */
+enum mg_code store_oci_scan_put(struct store *st, const char *model, int64_t version,
+                                const char *digest, const char *kind, const char *body,
+                                struct mg_error *err);
+enum mg_code store_oci_scan_find(struct store *st, const char *model, const char *digest,
+                                 const char *kind, char **body, struct mg_error *err);
+
 /* Findings the scans of this process produced, per rule (art_scan_rules' order). */
 void store_scan_totals(struct store *st, uint64_t out[ART_SCAN_NRULES]);
 

@@ -694,9 +694,14 @@ static void test_referrers(void **state)
     index = json_loadb(r->body, r->len, 0, NULL);
     assert_non_null(index);
     it_resp_free(srv, &r);
-    assert_int_equal(json_array_size(json_object_get(index, "manifests")), 1);
+    /* the signature bundle, and the safety scan's report (test_scan.c checks that one) */
+    assert_int_equal(json_array_size(json_object_get(index, "manifests")), 2);
     desc = json_array_get(json_object_get(index, "manifests"), 0);
     assert_string_equal(json_string_value(json_object_get(desc, "artifactType")), BUNDLE_TYPE);
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(json_object_get(index, "manifests"), 1),
+                                          "artifactType")),
+        "application/vnd.modelgate.scan.v1+json");
     rd = json_string_value(json_object_get(desc, "digest"));
 
     r = oci("GET", it_fmt(path, sizeof(path), "/v2/fraud/manifests/%s", rd), NULL);

@@ -18,6 +18,7 @@
 
 #include "harness.h"
 #include "sys.h"
+#include "common/util.h"
 
 /* A data-only pickle ({'a': 1}), one that calls os.system, one importing a project class. */
 static const char clean_pk[] = "\x80\x02}q\x00X\x01\x00\x00\x00"
@@ -84,6 +85,67 @@ static int pull(struct mg_server *s, int n, const char *dir, bool allow)
                            s->base_url, s->admin_token, s->root, getenv("MODELGATE_CLI"), n, dir,
                            allow ? "--allow-unsafe" : "", s->root));
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* GET /v2/m/referrers/<manifest of tag>: the scan referrer, its manifest (subject: the
+ * version's manifest) and its report blob, whose verdict is `verdict`. */
+static void oci_report(struct mg_server *s, const char *tag, const char *verdict)
+{
+    char pair[200], hdr[400], path[400], mdig[IT_DIGEST_LEN + 1], got[IT_DIGEST_LEN + 1];
+    const char *h[2] = {hdr, NULL}, *rd, *ld;
+    char *b64;
+    struct it_resp *r;
+    json_t *index, *desc = NULL, *d, *m, *report;
+    size_t i;
+
+    snprintf(pair, sizeof(pair), "anyone:%s", s->admin_token);
+    b64 = mg_base64_encode((const uint8_t *)pair, strlen(pair));
+    snprintf(hdr, sizeof(hdr), "Authorization: Basic %s", b64);
+    free(b64);
+    r = it_request_h(s, "GET", it_fmt(path, sizeof(path), "/v2/m/manifests/%s", tag), NULL, NULL,
+                     NULL, 0, h);
+    it_expect_status(s, r, 200);
+    it_digest(r->body, r->len, mdig);
+    it_resp_free(s, &r);
+    r = it_request_h(
+        s, "GET",
+        it_fmt(path, sizeof(path),
+               "/v2/m/referrers/%s?artifactType=application/vnd.modelgate.scan.v1%%2Bjson", mdig),
+        NULL, NULL, NULL, 0, h);
+    it_expect_status(s, r, 200);
+    index = json_loadb(r->body, r->len, 0, NULL);
+    it_resp_free(s, &r);
+    json_array_foreach(json_object_get(index, "manifests"), i, d)
+    {
+        assert_string_equal(json_string_value(json_object_get(d, "artifactType")),
+                            "application/vnd.modelgate.scan.v1+json");
+        desc = d;
+    }
+    assert_non_null(desc);
+    assert_int_equal(json_array_size(json_object_get(index, "manifests")), 1);
+    rd = json_string_value(json_object_get(desc, "digest"));
+    r = it_request_h(s, "GET", it_fmt(path, sizeof(path), "/v2/m/manifests/%s", rd), NULL, NULL,
+                     NULL, 0, h);
+    it_expect_status(s, r, 200);
+    it_digest(r->body, r->len, got);
+    assert_string_equal(got, rd);
+    m = json_loadb(r->body, r->len, 0, NULL);
+    it_resp_free(s, &r);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(m, "subject"), "digest")),
+                        mdig);
+    ld = json_string_value(
+        json_object_get(json_array_get(json_object_get(m, "layers"), 0), "digest"));
+    r = it_request_h(s, "GET", it_fmt(path, sizeof(path), "/v2/m/blobs/%s", ld), NULL, NULL, NULL,
+                     0, h);
+    it_expect_status(s, r, 200);
+    it_digest(r->body, r->len, got);
+    assert_string_equal(got, ld);
+    report = json_loadb(r->body, r->len, 0, NULL);
+    it_resp_free(s, &r);
+    assert_string_equal(json_string_value(json_object_get(report, "verdict")), verdict);
+    json_decref(report);
+    json_decref(m);
+    json_decref(index);
 }
 
 static void test_scan_end_to_end(void **state)
@@ -153,6 +215,9 @@ static void test_scan_end_to_end(void **state)
     assert_int_equal(pull(s, 2, path, true), 0);
     assert_int_equal(stat(path, &sb), 0);
 
+    /* /v2/: the report is a referrer of the version's manifest */
+    oci_report(s, "v2", "unsafe");
+
     /* rescan: admin only; after --scan-allow the project's class is clean, versions too */
     reader = it_token_create(s, "reader", "reader", NULL);
     r = it_request(s, "POST", it_fmt(path, sizeof(path), "/api/v1/blobs/%s/rescan", custom_d),
@@ -175,6 +240,7 @@ static void test_scan_end_to_end(void **state)
     assert_string_equal(it_jstr(it_jobj(r->json, "scan"), "verdict"), "clean");
     it_resp_free(s, &r);
     assert_string_equal(scan_gate(s, 3, detail, sizeof(detail)), "passed");
+    oci_report(s, "v3", "clean"); /* the referrer follows the rescan */
     r = it_request(s, "POST", it_fmt(path, sizeof(path), "/api/v1/blobs/%s/rescan", evil_d),
                    s->admin_token, NULL, NULL, 0);
     it_expect_status(s, r, 200);

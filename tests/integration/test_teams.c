@@ -465,7 +465,9 @@ static void test_read_scope_team(void **state)
     "ALTER TABLE alias_history DROP COLUMN shadow; ALTER TABLE promotions DROP COLUMN phase; "
 #define UNDO_013 "DROP TABLE blob_uploads; "
 #define UNDO_014 "" /* its columns went with 008's tables */
-#define UNDO_018 "ALTER TABLE blobs DROP COLUMN scan; ALTER TABLE versions DROP COLUMN scan; "
+#define UNDO_018                                                                                   \
+    "DROP TABLE oci_scan_refs; ALTER TABLE blobs DROP COLUMN scan; "                               \
+    "ALTER TABLE versions DROP COLUMN scan; "
 static const char *const undo_each[] = {
     UNDO_006, UNDO_007, UNDO_008, UNDO_009, UNDO_010,
     UNDO_011, UNDO_012, UNDO_013, UNDO_014, UNDO_018,
