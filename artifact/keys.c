@@ -636,10 +636,11 @@ json_t *sign_keyring_json(const struct sign_keyring *kr)
     for (i = 0; kr != NULL && i < kr->n; i++) {
         const struct sign_key *k = &kr->keys[i];
         mg_time_format(k->created_ms, at);
-        if (json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:s, s:b}", "keyid", k->keyid,
-                                                   "algorithm", SIGN_ALGORITHM, "public_key_pem",
-                                                   k->public_pem, "created_at", at, "active",
-                                                   k->active ? 1 : 0)) != 0)
+        if (json_array_append_new(items,
+                                  json_pack("{s:s, s:s, s:s, s:s, s:s, s:b}", "keyid", k->keyid,
+                                            "hint", k->hint, "algorithm", SIGN_ALGORITHM,
+                                            "public_key_pem", k->public_pem, "created_at", at,
+                                            "active", k == kr->active ? 1 : 0)) != 0)
             goto out;
     }
     o = json_pack("{s:O}", "items", items);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../common/text.h"
 #include "../common/util.h"
 #include "sign.h"
 
@@ -185,11 +186,21 @@ json_t *art_bundle_metadata(const char *bundle, size_t len)
 
 /* ---- documents ------------------------------------------------------------------------ */
 
+/* v as a document's text (new), every real in its shortest exact text; NULL: no memory. */
+static char *doc_text(const json_t *v)
+{
+    char *exact = v ? json_dumps(v, DOC_FLAGS) : NULL;
+    char *text = exact ? mg_json_short_reals(exact) : NULL;
+
+    free(exact);
+    return text;
+}
+
 static enum mg_code doc_set(struct art_oci_doc *d, const json_t *v, struct mg_error *err)
 {
     char hex[65];
 
-    d->text = v ? json_dumps(v, DOC_FLAGS) : NULL;
+    d->text = doc_text(v);
     if (d->text == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     d->len = strlen(d->text);
@@ -397,7 +408,7 @@ static json_t *annotations_of(const json_t *version, const char *bundle, size_t 
 {
     const json_t *src = json_object_get(version, "source");
     json_t *a = json_object(), *meta = metadata_of(version, bundle, bundle_len);
-    char num[32], *text = meta ? json_dumps(meta, DOC_FLAGS) : NULL;
+    char num[32], *text = doc_text(meta);
 
     json_decref(meta);
     if (a == NULL || text == NULL) {

@@ -24,6 +24,7 @@
 #include <openssl/x509.h>
 
 #include "../common/file.h"
+#include "../common/text.h"
 #include "../common/util.h"
 
 #define SIGN_MEDIA_TYPE "application/vnd.dev.sigstore.bundle.v0.3+json"
@@ -155,12 +156,11 @@ out:
     return rc;
 }
 
-enum mg_code sign_bundle_create(const struct sign_key *key, const char *subject,
-                                const struct sign_resource *res, size_t n, const json_t *meta,
-                                char **bundle, struct mg_error *err)
+enum mg_code sign_dsse_create(const struct sign_key *key, const json_t *statement, char **bundle,
+                              char payload_sha256[65], struct mg_error *err)
 {
-    json_t *resources = NULL, *meta_copy = NULL, *statement = NULL, *jb = NULL; /* all NEW */
-    char root[65], *body = NULL, *b64_body = NULL, *b64_sig = NULL;
+    json_t *jb = NULL; /* NEW */
+    char *body = NULL, *exact = NULL, *b64_body = NULL, *b64_sig = NULL;
     uint8_t *pae = NULL;
     unsigned char *sig = NULL;
     size_t body_len, pae_len = 0, sig_len = 0;
@@ -172,33 +172,17 @@ enum mg_code sign_bundle_create(const struct sign_key *key, const char *subject,
     *bundle = NULL;
     if (key == NULL || key->pkey == NULL)
         return mg_fail(err, MG_EINVAL, NULL, "no signing key");
-    if (subject == NULL || subject[0] == '\0' || (res == NULL && n > 0) || !json_is_object(meta))
-        return mg_fail(err, MG_EINVAL, NULL,
-                       "a bundle needs a subject, resources and a metadata object");
-    if ((rc = resources_json(res, n, &resources, err)) != MG_OK)
-        goto out;
-    sign_root(res, n, root);
-    meta_copy = json_deep_copy(meta);
-    if (root[0] == '\0' || meta_copy == NULL) {
-        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    /* Key order is the byte recipe of DESIGN.md; "O" takes its own reference. */
-    statement = json_pack("{s:s, s:[{s:s, s:{s:s}}], s:s, s:{s:{s:s, s:s, s:b}, s:O, s:O}}",
-                          "_type", SIGN_STATEMENT_TYPE, "subject", "name", subject, "digest",
-                          "sha256", root, "predicateType", SIGN_PREDICATE_TYPE, "predicate",
-                          "serialization", "method", "files", "hash_type", "sha256",
-                          "allow_symlinks", 0, "resources", resources, "modelgate", meta_copy);
-    if (statement == NULL) {
-        rc = mg_fail(err, MG_EINVAL, NULL, "cannot build the statement (subject not UTF-8?)");
-        goto out;
-    }
-    body = json_dumps(statement, JSON_COMPACT);
+    /* Reals in their shortest exact text: a reader decoding the payload sees 0.942. */
+    exact = json_dumps(statement, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    body = exact ? mg_json_short_reals(exact) : NULL;
+    free(exact);
     if (body == NULL) {
         rc = mg_fail(err, MG_ENOMEM, NULL, "cannot serialize the statement");
         goto out;
     }
     body_len = strlen(body);
+    if (payload_sha256 != NULL)
+        mg_sha256_hex(body, body_len, payload_sha256);
     if ((pae = sign_pae(body, body_len, &pae_len)) == NULL) {
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
@@ -244,6 +228,45 @@ out:
     free(b64_body);
     free(b64_sig);
     json_decref(jb);
+    return rc;
+}
+
+enum mg_code sign_bundle_create(const struct sign_key *key, const char *subject,
+                                const struct sign_resource *res, size_t n, const json_t *meta,
+                                char **bundle, struct mg_error *err)
+{
+    json_t *resources = NULL, *meta_copy = NULL, *statement = NULL; /* all NEW */
+    char root[65];
+    enum mg_code rc = MG_OK;
+
+    if (bundle == NULL)
+        return mg_fail(err, MG_EINVAL, NULL, "no place for the bundle");
+    *bundle = NULL;
+    if (key == NULL || key->pkey == NULL)
+        return mg_fail(err, MG_EINVAL, NULL, "no signing key");
+    if (subject == NULL || subject[0] == '\0' || (res == NULL && n > 0) || !json_is_object(meta))
+        return mg_fail(err, MG_EINVAL, NULL,
+                       "a bundle needs a subject, resources and a metadata object");
+    if ((rc = resources_json(res, n, &resources, err)) != MG_OK)
+        goto out;
+    sign_root(res, n, root);
+    meta_copy = json_deep_copy(meta);
+    if (root[0] == '\0' || meta_copy == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    /* Key order is the byte recipe of DESIGN.md; "O" takes its own reference. */
+    statement = json_pack("{s:s, s:[{s:s, s:{s:s}}], s:s, s:{s:{s:s, s:s, s:b}, s:O, s:O}}",
+                          "_type", SIGN_STATEMENT_TYPE, "subject", "name", subject, "digest",
+                          "sha256", root, "predicateType", SIGN_PREDICATE_TYPE, "predicate",
+                          "serialization", "method", "files", "hash_type", "sha256",
+                          "allow_symlinks", 0, "resources", resources, "modelgate", meta_copy);
+    if (statement == NULL) {
+        rc = mg_fail(err, MG_EINVAL, NULL, "cannot build the statement (subject not UTF-8?)");
+        goto out;
+    }
+    rc = sign_dsse_create(key, statement, bundle, NULL, err);
+out:
     json_decref(statement);
     json_decref(meta_copy);
     json_decref(resources);

@@ -57,8 +57,8 @@ enum mg_code sign_keyring_rotate(const char *data_dir, char keyid_out[65], struc
 
 void sign_keyring_free(struct sign_keyring **kr);
 
-/* {"items":[{"keyid","algorithm":"ecdsa-p256-sha256","public_key_pem","created_at",
- *   "active"}]}. NEW reference. */
+/* {"items":[{"keyid","hint","algorithm":"ecdsa-p256-sha256","public_key_pem","created_at",
+ *   "active"}]}: "active" only on kr->active. NEW reference. */
 json_t *sign_keyring_json(const struct sign_keyring *kr);
 
 /* A key by its hint (hex sha256 of the public PEM), or NULL. */
@@ -95,6 +95,15 @@ uint8_t *sign_pae(const char *body, size_t len, size_t *pae_len);
 enum mg_code sign_bundle_create(const struct sign_key *key, const char *subject,
                                 const struct sign_resource *res, size_t n, const json_t *meta,
                                 char **bundle, struct mg_error *err);
+
+/*
+ * Sign any in-toto statement (BORROWED; serialised compact, in its key order) into a Sigstore
+ * bundle with a DSSE envelope, the same shape sign_bundle_create() makes. *bundle is the
+ * malloc'd bundle JSON text; payload_sha256 (when not NULL) receives the hex SHA-256 of the
+ * signed statement bytes (what a chain of attestations links by).
+ */
+enum mg_code sign_dsse_create(const struct sign_key *key, const json_t *statement, char **bundle,
+                              char payload_sha256[65], struct mg_error *err);
 
 /*
  * Verify a bundle against a public key and the actual resources (in any

@@ -90,7 +90,7 @@ static int upload_blob(struct gen *g, char digest[72])
 static int dataset(struct gen *g, const char *name, const char *digest, const char *parent)
 {
     struct mg_error err = {0};
-    json_t *req, *out = NULL;
+    json_t *req, *out = NULL, *owners;
     bool created;
     enum mg_code rc;
 
@@ -98,7 +98,10 @@ static int dataset(struct gen *g, const char *name, const char *digest, const ch
                  : json_pack("{s:s, s:s}", "digest", digest, "name", name);
     if (req == NULL)
         return fprintf(stderr, "scale_gen: out of memory\n"), 1;
-    rc = store_dataset_create(g->st, ACTOR, req, &out, &created, &err);
+    owners = json_pack("[s]", ""); /* global records */
+    rc = owners ? store_dataset_create(g->st, ACTOR, owners, req, &out, &created, &err)
+                : mg_fail(&err, MG_ENOMEM, NULL, "out of memory");
+    json_decref(owners);
     json_decref(req);
     json_decref(out);
     return rc == MG_OK ? 0 : fail("dataset", &err);

@@ -17,7 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include "../common/file.h"
+#include "../common/util.h"
 
 #define CONFIG_MAX ((size_t)64 << 10)
 #define TOKEN_MAX 4096
@@ -220,12 +223,118 @@ out:
     return rc;
 }
 
+static size_t on_exchange_body(char *p, size_t size, size_t n, void *arg)
+{
+    struct mg_buf *b = arg;
+
+    if (n && size > SIZE_MAX / n)
+        return 0;
+    return mg_buf_append(b, p, size * n) == MG_OK ? size * n : 0;
+}
+
+/*
+ * Trusted publishing (API.md): exchange a CI system's OIDC token (MODELGATE_OIDC_TOKEN, or
+ * the file MODELGATE_OIDC_TOKEN_FILE names) for a short-lived modelgate token at
+ * POST /api/v1/tokens/exchange. Neither token is ever printed.
+ */
+static int oidc_exchange(struct mgc *c, const char *oidc)
+{
+    const char *env_url = getenv("MODELGATE_URL");
+    json_t *req = NULL, *rep = NULL;
+    char *body = NULL, *url = NULL;
+    struct curl_slist *h = NULL;
+    struct mg_buf out;
+    CURL *curl = NULL;
+    long status = 0;
+    int rc = MGC_ERR;
+
+    mg_buf_init(&out, 64 * 1024);
+    if (env_url == NULL || env_url[0] == '\0')
+        return mgc_fail("MODELGATE_OIDC_TOKEN needs MODELGATE_URL (the server to exchange it at)");
+    if ((c->url = mgc_url_clean(env_url)) == NULL)
+        return MGC_ERR;
+    req = json_pack("{s:s, s:s, s:s}", "grant_type",
+                    "urn:ietf:params:oauth:grant-type:token-exchange", "subject_token", oidc,
+                    "subject_token_type", "urn:ietf:params:oauth:token-type:jwt");
+    body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    if (body == NULL || asprintf(&url, "%s/api/v1/tokens/exchange", c->url) < 0) {
+        url = NULL;
+        mgc_fail("out of memory");
+        goto out;
+    }
+    curl = curl_easy_init();
+    h = curl_slist_append(NULL, "Content-Type: application/json");
+    if (curl == NULL || h == NULL) {
+        mgc_fail("cannot initialise libcurl");
+        goto out;
+    }
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_exchange_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &out);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 30000L);
+    if (curl_easy_perform(curl) != CURLE_OK) {
+        mgc_fail("cannot reach %s to exchange the OIDC token", c->url);
+        goto out;
+    }
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    rep = json_loadb(out.data ? out.data : "", out.len, 0, NULL);
+    if (status != 200 || !json_is_string(json_object_get(rep, "access_token"))) {
+        const char *msg =
+            json_string_value(json_object_get(json_object_get(rep, "error"), "message"));
+        mgc_fail("the server refused the OIDC token exchange (HTTP %ld): %s", status,
+                 msg ? msg : "no reason given");
+        goto out;
+    }
+    if ((c->token = strdup(json_string_value(json_object_get(rep, "access_token")))) == NULL) {
+        mgc_fail("out of memory");
+        goto out;
+    }
+    rc = MGC_OK;
+out:
+    if (body)
+        memset(body, 0, strlen(body));
+    if (out.data)
+        memset(out.data, 0, out.len);
+    mg_buf_release(&out);
+    curl_slist_free_all(h);
+    if (curl)
+        curl_easy_cleanup(curl);
+    json_decref(req);
+    json_decref(rep);
+    free(body);
+    free(url);
+    return rc;
+}
+
 /* In the library rather than main.c: every command file calls it, and mg_client must link
  * without main.c (the unit tests). */
 int mgc_connect(struct mgc *c)
 {
-    int rc = mgc_config_load(c);
+    const char *oidc = getenv("MODELGATE_OIDC_TOKEN"), *file = getenv("MODELGATE_OIDC_TOKEN_FILE");
+    const char *token = getenv("MODELGATE_TOKEN");
+    char *text = NULL;
+    int rc;
 
+    /* A stored modelgate token wins; otherwise a CI token is exchanged by itself. */
+    if ((token == NULL || token[0] == '\0') &&
+        ((oidc != NULL && oidc[0] != '\0') || (file != NULL && file[0] != '\0'))) {
+        if (oidc == NULL || oidc[0] == '\0') {
+            if ((text = mgc_read_file(file, 16 * 1024, NULL)) == NULL)
+                return MGC_ERR;
+            text[strcspn(text, "\r\n")] = '\0';
+            oidc = text;
+        }
+        rc = oidc_exchange(c, oidc);
+        if (text) {
+            memset(text, 0, strlen(text));
+            free(text);
+        }
+        return rc == MGC_OK ? mgc_http_init(c) : rc;
+    }
+    rc = mgc_config_load(c);
     return rc == MGC_OK ? mgc_http_init(c) : rc;
 }
 

@@ -47,6 +47,13 @@ static const struct mgc_optdef pull_opts[] = {{"output", 'o', true},
 static const struct mgc_optdef verify_opts[] = {
     {"key", 0, true}, {"max-archive-ratio", 0, true}, {NULL, 0, false}};
 
+static const struct mgc_optdef models_opts[] = {{"q", 0, true}, {NULL, 0, false}};
+static const struct mgc_optdef promotions_opts[] = {
+    {"state", 0, true}, {"model", 0, true}, {"alias", 0, true}, {NULL, 0, false}};
+static const struct mgc_optdef alias_opts[] = {{"wait", 0, true}, {NULL, 0, false}};
+static const struct mgc_optdef token_opts[] = {
+    {"role", 0, true}, {"team", 0, true}, {"alias", 0, true}, {NULL, 0, false}};
+
 static const struct mgc_cmd commands[] = {
     {"login", "--url URL --token-file FILE",
      "Check the token against the server (GET /api/v1/whoami) and save URL and token in\n"
@@ -105,13 +112,31 @@ static const struct mgc_cmd commands[] = {
      "Download a version (or the version holding most of ALIAS's traffic), verify its\n"
      "artifact digest and its signature (with the server's published key, or --key\n"
      "offline) and every file's digest, then extract it safely into DIR, which must not\n"
-     "exist or be empty. Nothing lands in DIR unless everything verified. A single-file\n"
+     "exist or be empty. Nothing lands in DIR unless everything verified. A DIR that\n"
+     "already holds exactly that version, as signed, is left as it is (exit 0). A single-file\n"
      "artifact is written as DIR/artifact. An archive expanding more than\n"
      "--max-archive-ratio N times its size (default 200; 0 = no cap; applies past 32 MiB)\n"
      "is refused before anything is extracted, and so is one that would not fit in the\n"
      "free space of DIR's file system. An artifact the server's safety scan did not find\n"
      "clean (unsafe, unknown, or never scanned) is refused unless --allow-unsafe.\n",
      pull_opts, 2, 2, mgc_cmd_pull},
+    {"models", "[--q TEXT]",
+     "List the models (whose names contain TEXT): latest version and aliases' routes.\n",
+     models_opts, 0, 0, mgc_cmd_models},
+    {"promotions", "[--state S] [--model M] [--alias A]",
+     "List promotions, newest first: id, model, alias, version, state. --state is one of\n"
+     "evaluating, awaiting_approval, rolling_out, succeeded, rejected, aborted, rolled_back.\n",
+     promotions_opts, 0, 0, mgc_cmd_promotions},
+    {"alias", "set MODEL ALIAS (N | V=W,V=W...) [--wait S]",
+     "Route alias ALIAS of MODEL: to version N alone, or split by integer weights summing\n"
+     "to 100 (1=90,2=10). An alias a policy protects moves only through promotions. With\n"
+     "--wait S (at most 60), wait for the gateways to apply it: exits 4 if some have not.\n",
+     alias_opts, 4, 4, mgc_cmd_alias},
+    {"token", "create NAME --role R [--role R] [--team T] [--alias A]",
+     "Create a token (admin). Prints its secret alone on stdout, once: keep it. Roles:\n"
+     "reader, publisher, reviewer, deployer, admin. --team limits it to teams' models,\n"
+     "--alias a deployer to aliases (patterns like dev-* allowed); each may repeat.\n",
+     token_opts, 2, 2, mgc_cmd_token},
     {"verify", "BUNDLE --key pub.pem PATH [--max-archive-ratio N]",
      "Verify a signature bundle offline against PATH: a directory (the extracted model),\n"
      "an archive, or a single-file artifact. No server is contacted.\n",
@@ -130,7 +155,7 @@ static void print_overview(FILE *f)
           "usage: modelgate COMMAND [ARGS] [--json] [--help]\n\ncommands:\n",
           f);
     for (i = 0; i < NCOMMANDS; i++)
-        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].synopsis);
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].synopsis);
     fputs("\n--json prints machine-readable JSON on stdout; otherwise output is for people.\n"
           "The server and token come from `modelgate login`, or MODELGATE_URL and\n"
           "MODELGATE_TOKEN.\n" EXIT_CODES,

@@ -3,8 +3,8 @@
  * command context, the option parser, the HTTP calls (http.c), config
  * (config.c), directory scanning and reproducible tar packing (tarpack.c)
  * and output helpers (output.c). One file per command group: push.c,
- * read.c (versions, show, gates), release.c (promote ... rollback) and
- * pull.c (pull, verify).
+ * read.c (versions, show, gates), release.c (promote ... rollback),
+ * pull.c (pull, verify) and admin.c (models, promotions, alias set, token create).
  *
  * The CLI talks only to the REST API (API.md). It is single-threaded; no
  * function keeps global state.
@@ -239,6 +239,10 @@ int mgc_cmd_lkg(struct mgc *c, const struct mgc_args *a);
 int mgc_cmd_rollback(struct mgc *c, const struct mgc_args *a);
 int mgc_cmd_pull(struct mgc *c, const struct mgc_args *a);
 int mgc_cmd_verify(struct mgc *c, const struct mgc_args *a);
+int mgc_cmd_models(struct mgc *c, const struct mgc_args *a);
+int mgc_cmd_promotions(struct mgc *c, const struct mgc_args *a);
+int mgc_cmd_alias(struct mgc *c, const struct mgc_args *a);
+int mgc_cmd_token(struct mgc *c, const struct mgc_args *a);
 
 /* Connect: load config and set up HTTP (commands that need the server call this first). */
 int mgc_connect(struct mgc *c);

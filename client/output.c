@@ -9,15 +9,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/text.h"
 #include "../common/util.h"
 
 #define TABLE_CELL_MAX 200 /* longer cells are cut with "..." */
 
+/* v as text (new; free it), or NULL: every real as the shortest text that reads back as
+ * the same double ("0.942", never "0.94199999999999995"). */
+static char *json_text(const json_t *v, size_t flags)
+{
+    char *exact = json_dumps(v, flags | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+    char *text = exact ? mg_json_short_reals(exact) : NULL;
+
+    free(exact);
+    return text;
+}
+
 int mgc_print_json(const json_t *v)
 {
-    if (json_dumpf(v, stdout, JSON_INDENT(2) | JSON_ENCODE_ANY) != 0 || putchar('\n') == EOF)
-        return mgc_fail("cannot write the output");
-    return MGC_OK;
+    char *text = json_text(v, JSON_INDENT(2));
+    int ok = text != NULL && fputs(text, stdout) != EOF && putchar('\n') != EOF;
+
+    free(text);
+    return ok ? MGC_OK : mgc_fail("cannot write the output");
 }
 
 void mgc_table_init(struct mgc_table *t, size_t ncols)
@@ -113,15 +127,13 @@ char *mgc_text(const json_t *v)
         snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(v));
         return strdup(buf);
     }
-    if (json_is_real(v)) {
-        snprintf(buf, sizeof(buf), "%.6g", json_real_value(v));
-        return strdup(buf);
-    }
+    if (json_is_real(v))
+        return strdup(mg_fmt_double(json_real_value(v), buf, sizeof(buf)));
     if (json_is_true(v))
         return strdup("true");
     if (json_is_false(v))
         return strdup("false");
-    return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    return json_text(v, JSON_COMPACT);
 }
 
 const char *mgc_str(const json_t *obj, const char *key, const char *fallback)

@@ -279,14 +279,16 @@ static void remove_tree(const char *path)
     (void)nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* DIR must not exist, or be an empty directory (rename replaces those). */
-static int check_target(const char *dir)
+/* DIR must not exist, or be a directory (rename replaces an empty one; a full one must
+ * already hold the version: *full says so). */
+static int check_target(const char *dir, bool *full)
 {
     struct stat st;
     struct dirent *d;
     DIR *dh;
     bool empty = true;
 
+    *full = false;
     if (lstat(dir, &st) != 0)
         return errno == ENOENT ? MGC_OK : mgc_fail("cannot use '%s': %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode))
@@ -296,8 +298,7 @@ static int check_target(const char *dir)
     while (empty && (d = readdir(dh)) != NULL)
         empty = strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0;
     closedir(dh);
-    if (!empty)
-        return mgc_fail("'%s' is not empty; pull into a new directory", dir);
+    *full = !empty;
     return MGC_OK;
 }
 
@@ -337,6 +338,27 @@ static int resolve_version(struct mgc *c, const char *model, const char *spec, i
 }
 
 /* Make the staging directory next to dir: "<parent>/.<base>.pull-XXXXXX". */
+/* Create path's missing directories, each 0755 (less the umask), like mkdir -p. */
+static int make_parents(const char *path)
+{
+    char p[PATH_MAX];
+    size_t i;
+
+    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
+        return mgc_fail("'%s' is too long", path);
+    for (i = 1; p[i] != '\0'; i++) {
+        if (p[i] != '/')
+            continue;
+        p[i] = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            return mgc_fail("cannot create '%s': %s", p, strerror(errno));
+        p[i] = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        return mgc_fail("cannot create '%s': %s", p, strerror(errno));
+    return MGC_OK;
+}
+
 static int make_staging(const char *dir, char out[PATH_MAX])
 {
     char a[PATH_MAX], b[PATH_MAX];
@@ -350,6 +372,8 @@ static int make_staging(const char *dir, char out[PATH_MAX])
         return mgc_fail("'%s' cannot be the output directory; name a new one", dir);
     if (snprintf(out, PATH_MAX, "%s/.%s.pull-XXXXXX", parent, base) >= PATH_MAX)
         return mgc_fail("'%s' is too long", dir);
+    if (make_parents(parent) != MGC_OK) /* -o /srv/models/fraud-v3 on a fresh host */
+        return MGC_ERR;
     if (mkdtemp(out) == NULL)
         return mgc_fail("cannot create a staging directory next to '%s': %s", dir, strerror(errno));
     return MGC_OK;
@@ -564,11 +588,52 @@ static int check_scan(const struct pull *p, bool allow_unsafe)
                     member ? ": " : "", detail ? detail : "");
 }
 
+/*
+ * Does DIR (not empty) already hold exactly the version: every regular file and nothing
+ * more, as the bundle signs them (a single-file artifact as DIR/artifact)? Checked with the
+ * same key and statement as a download, and quietly: false means "not this version".
+ */
+static bool holds_version(const struct pull *p, const char *digest)
+{
+    struct resources r = {0};
+    struct mg_error err;
+    json_t *st = NULL, *meta; /* NEW, BORROWED */
+    char subject[128], path[PATH_MAX + 16], hex[65];
+    uint64_t size;
+    bool ok = false;
+
+    if (resources_of_dir(p->dir, &r) != MGC_OK)
+        return false;
+    /* A single-file artifact signs "." (its bytes), written as DIR/artifact. */
+    if (r.n == 1 && strcmp(r.v[0].name, SINGLE_FILE_NAME) == 0) {
+        resources_release(&r);
+        snprintf(path, sizeof(path), "%s/" SINGLE_FILE_NAME, p->dir);
+        memset(&err, 0, sizeof(err));
+        if (mg_file_sha256(path, hex, &size, &err) != MG_OK || resources_single(hex, &r) != MGC_OK)
+            goto out;
+    }
+    memset(&err, 0, sizeof(err));
+    if (sign_bundle_verify(p->bundle, p->bundle_len, &p->key, r.v, r.n, &st, &err) != MG_OK)
+        goto out;
+    meta = json_object_get(json_object_get(st, "predicate"), "modelgate");
+    snprintf(subject, sizeof(subject), "%s-v%lld", p->model, (long long)p->n);
+    ok = strcmp(mgc_str(json_array_get(json_object_get(st, "subject"), 0), "name", ""), subject) ==
+             0 &&
+         strcmp(mgc_str(meta, "model", ""), p->model) == 0 &&
+         json_integer_value(json_object_get(meta, "version")) == p->n &&
+         strcmp(mgc_str(meta, "artifact", ""), digest) == 0;
+out:
+    json_decref(st);
+    resources_release(&r);
+    return ok;
+}
+
 int mgc_cmd_pull(struct mgc *c, const struct mgc_args *a)
 {
     struct pull p;
     const char *keyfile = mgc_opt(a, "key");
     char vpath[200], *hint = NULL;
+    bool full;
     int fd = -1, rc;
 
     memset(&p, 0, sizeof(p));
@@ -580,7 +645,7 @@ int mgc_cmd_pull(struct mgc *c, const struct mgc_args *a)
         return MGC_USAGE;
     if (p.dir == NULL || p.dir[0] == '\0')
         return mgc_usage(c, "give the output directory with -o DIR");
-    if ((rc = check_target(p.dir)) != MGC_OK)
+    if ((rc = check_target(p.dir, &full)) != MGC_OK)
         return rc;
     if (keyfile != NULL && (rc = load_key_file(keyfile, &p.key)) != MGC_OK)
         return rc;
@@ -596,6 +661,29 @@ int mgc_cmd_pull(struct mgc *c, const struct mgc_args *a)
         hint = bundle_hint(p.bundle, p.bundle_len);
         if ((rc = fetch_key(c, hint, &p.key)) != MGC_OK)
             goto out;
+    }
+    if (full) {
+        /* Pulled before (a re-run job): fine when DIR holds exactly this version, verified. */
+        const char *digest = mgc_str(json_object_get(p.version, "artifact"), "digest", "");
+
+        if (!holds_version(&p, digest)) {
+            rc = mgc_fail("'%s' is not empty and does not hold %s v%lld as signed; pull into a "
+                          "new or empty directory",
+                          p.dir, p.model, (long long)p.n);
+            goto out;
+        }
+        if (c->json) {
+            json_t *o = json_pack("{s:s, s:I, s:s, s:O, s:b, s:s}", "model", p.model, "version",
+                                  (json_int_t)p.n, "dir", p.dir, "artifact",
+                                  json_object_get(p.version, "artifact"), "unchanged", 1, "keyid",
+                                  p.key.keyid);
+            rc = o ? mgc_print_json(o) : mgc_fail("out of memory");
+            json_decref(o);
+        } else {
+            printf("%s already holds %s v%lld, verified (key %.16s...); nothing downloaded\n",
+                   p.dir, p.model, (long long)p.n, p.key.keyid);
+        }
+        goto out;
     }
     if ((rc = make_staging(p.dir, p.stage)) != MGC_OK) {
         p.stage[0] = '\0';
@@ -632,7 +720,8 @@ out:
     return rc;
 }
 
-/* ---- verify ------------------------------------------------------------------------------- */
+/* ---- verify -------------------------------------------------------------------------------
+ */
 
 int mgc_cmd_verify(struct mgc *c, const struct mgc_args *a)
 {

@@ -201,3 +201,60 @@ char *mg_fmt_double(double v, char *out, size_t cap)
     }
     return out;
 }
+
+/* Rewrite json's reals into out (when not NULL); the length of the result either way. */
+static size_t short_reals(const char *json, char *out)
+{
+    const char *p = json;
+    size_t n = 0;
+    bool in_string = false;
+
+    while (*p != '\0') {
+        if (in_string) {
+            if (*p == '\\' && p[1] != '\0') {
+                if (out)
+                    memcpy(out + n, p, 2);
+                n += 2, p += 2;
+                continue;
+            }
+            in_string = *p != '"';
+        } else if (*p == '"') {
+            in_string = true;
+        } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+            size_t len = strspn(p, "0123456789+-.eE");
+            char num[40];
+
+            if (len < sizeof(num) && strcspn(p, ".eE") < len) {
+                memcpy(num, p, len);
+                num[len] = '\0';
+                mg_fmt_double(strtod(num, NULL), num, sizeof(num));
+                if (strpbrk(num, ".e") == NULL) /* "3" would read as an integer */
+                    memcpy(num + strlen(num), ".0", 3);
+                if (out)
+                    memcpy(out + n, num, strlen(num));
+                n += strlen(num);
+            } else {
+                if (out)
+                    memcpy(out + n, p, len);
+                n += len;
+            }
+            p += len;
+            continue;
+        }
+        if (out)
+            out[n] = *p;
+        n++, p++;
+    }
+    if (out)
+        out[n] = '\0';
+    return n;
+}
+
+char *mg_json_short_reals(const char *json)
+{
+    char *out = malloc(short_reals(json, NULL) + 1);
+
+    if (out != NULL)
+        short_reals(json, out);
+    return out;
+}

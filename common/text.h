@@ -49,4 +49,13 @@ char *mg_prom_label(const char *value, char *out, size_t cap);
  * into out (cap bytes, 32 is always enough). Returns out. */
 char *mg_fmt_double(double v, char *out, size_t cap);
 
+/*
+ * json, as jansson writes it (JSON_REAL_PRECISION(17): every real reads back exactly),
+ * with every real number rewritten as mg_fmt_double's text ("0.942", never
+ * "0.94199999999999995"), ".0" added where that text would read as an integer. Integers,
+ * strings and everything else are copied as they are. Returns a new string (free it), or
+ * NULL when out of memory.
+ */
+char *mg_json_short_reals(const char *json);
+
 #endif

@@ -105,6 +105,24 @@ bool gate_team_owns(const struct gate_token *t, const struct gate_model *m)
     return false;
 }
 
+/* One of the token's teams uploaded the bytes, or owns a model that cites them. */
+static bool bytes_held(const struct gate_token *t, const struct gate_bytes *b)
+{
+    size_t i, j;
+
+    for (i = 0; i < b->nuploaders; i++) {
+        for (j = 0; j < t->nteams; j++) {
+            if (strcmp(b->uploaders[i], t->teams[j]) == 0)
+                return true;
+        }
+    }
+    for (i = 0; i < b->nciters; i++) {
+        if (b->citers[i].nowners > 0 && gate_team_owns(t, &b->citers[i]))
+            return true;
+    }
+    return false;
+}
+
 void gate_authorize(const struct gate_token *t, const struct gate_request *q,
                     struct gate_decision *out)
 {
@@ -132,11 +150,14 @@ void gate_authorize(const struct gate_token *t, const struct gate_request *q,
         return;
     }
     if (q->model != NULL && !gate_team_owns(t, q->model)) {
-        if (read_only) {
-            if (q->read_scope == GATE_READ_TEAM)
-                deny(out, 404, "model '%s' does not exist", q->model->name);
+        /* A model hidden from this token is missing for every route, writes included: a
+         * 403 naming its owners would say it exists, and whose it is. */
+        if (q->read_scope == GATE_READ_TEAM) {
+            deny(out, 404, "model '%s' does not exist", q->model->name);
             return;
         }
+        if (read_only)
+            return;
         if (q->model->nowners == 0)
             deny(out, 403,
                  "model '%s' is owned by no team, and token '%s' acts only for team %s; ask "
@@ -147,6 +168,21 @@ void gate_authorize(const struct gate_token *t, const struct gate_request *q,
                  q->model->name, join(q->model->owners, q->model->nowners, a, sizeof(a)), t->name,
                  join(t->teams, t->nteams, b, sizeof(b)));
         return;
+    }
+    if (q->bytes != NULL) {
+        /* Possession is proved by uploading: a digest alone never reaches another team's
+         * bytes (docker-registry's cross-repository mount likewise needs pull access). */
+        if (q->read_scope == GATE_READ_TEAM && t->nteams > 0 && !bytes_held(t, q->bytes)) {
+            deny(out, 404, "blob %s does not exist; upload it first", q->bytes->digest);
+            return;
+        }
+        if (q->bytes->released) {
+            deny(out, 410,
+                 "blob %s is no longer cited by any version and awaits garbage collection; "
+                 "upload it again to use it",
+                 q->bytes->digest);
+            return;
+        }
     }
     if (!read_only && q->alias != NULL && (need & GATE_ROLE_DEPLOYER) != 0 &&
         !gate_alias_allowed(t, q->alias)) {

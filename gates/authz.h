@@ -43,11 +43,22 @@ struct gate_model {
 
 enum gate_read_scope { GATE_READ_ALL, GATE_READ_TEAM };
 
+/* Stored bytes a request reads or cites (API.md "Tenancy"), and who holds them. BORROWED. */
+struct gate_bytes {
+    const char *digest;
+    const char *const *uploaders; /* teams whose tokens uploaded them */
+    size_t nuploaders;
+    const struct gate_model *citers; /* models with a live (not deleted) version citing them */
+    size_t nciters;
+    bool released; /* no live version cites them since one was deleted; not uploaded since */
+};
+
 struct gate_request {
     unsigned need;                  /* GATE_ROLE_* bits that may call it, or GATE_NEED_* */
     const struct gate_model *model; /* NULL: the request is not about one existing model */
     const char *alias;              /* the alias a deployer action moves, or NULL */
     enum gate_read_scope read_scope;
+    const struct gate_bytes *bytes; /* NULL: the request reads or cites no stored bytes */
 };
 
 struct gate_decision {
@@ -61,8 +72,11 @@ struct gate_decision {
  * roles the route needs, where every role includes reading (a route that only needs
  * reader admits any role); a token with teams may use publisher/deployer/reviewer only on
  * models owned by one of its teams (403 naming the owners), and with GATE_READ_TEAM sees
- * only those models (404); a token with aliases moves, promotes into and rolls back only
- * those aliases (403 naming the allowed ones).
+ * only those models (404 for every route on another, writes included); a token with
+ * aliases moves, promotes into and rolls back only those aliases (403 naming the allowed
+ * ones). Bytes: with GATE_READ_TEAM a token with teams reads or cites them only when one of
+ * its teams uploaded them or owns a model citing them (404 otherwise, as if missing);
+ * released bytes are gone (410) to every token but admin.
  */
 void gate_authorize(const struct gate_token *t, const struct gate_request *q,
                     struct gate_decision *out);

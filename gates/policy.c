@@ -547,13 +547,13 @@ static bool metric_of(const json_t *metrics, const char *name, double *out)
 
 static json_t *threshold_gate(const struct gate_input *in, const struct gate_threshold *t)
 {
-    char name[160], expected[128], detail[256], d1[32], d2[32];
+    char name[192], expected[128], detail[256], d1[32], d2[32];
     double cand, base, bound;
 
     snprintf(name, sizeof(name), "%s %s %s", t->metric, gate_op_name(t->op),
              t->baseline ? "baseline" : "value");
     if (!t->baseline)
-        snprintf(name, sizeof(name), "%s %s %.6g", t->metric, gate_op_name(t->op), t->value);
+        snprintf(name, sizeof(name), "%s %s %s", t->metric, gate_op_name(t->op), dbl(t->value, d1));
     if (!metric_of(in->candidate_metrics, t->metric, &cand)) {
         snprintf(detail, sizeof(detail), "the candidate has no metric '%s'", t->metric);
         return gate(name, "threshold", "failed", NULL, NULL, detail);
@@ -656,6 +656,16 @@ const char *gate_approval_missing(const struct gate_policy *p, const struct gate
         }
     }
     return buf;
+}
+
+bool gate_same_person(const char *issuer_a, const char *subject_a, const char *issuer_b,
+                      const char *subject_b)
+{
+    if (issuer_a == NULL || subject_a == NULL || issuer_b == NULL || subject_b == NULL)
+        return false;
+    if (issuer_a[0] == '\0' || subject_a[0] == '\0')
+        return false;
+    return strcmp(issuer_a, issuer_b) == 0 && strcmp(subject_a, subject_b) == 0;
 }
 
 enum mg_code gate_approval_check(const char *by, const char *version_author,
@@ -825,7 +835,7 @@ static json_t *schema_gate(const struct gate_input *in)
 
 static json_t *fit_gate(const struct gate_input *in)
 {
-    char exp[64], detail[160];
+    char exp[64], detail[160], d1[32], d2[32];
 
     if (!in->has_vram)
         return gate("fits GPU", "fit", "skipped", NULL, NULL,
@@ -834,9 +844,9 @@ static json_t *fit_gate(const struct gate_input *in)
     if (in->largest_gpu_gib < 0)
         return gate("fits GPU", "fit", "failed", json_real(in->vram_gib), NULL,
                     "the policy requires a GPU and the runner reports none");
-    snprintf(exp, sizeof(exp), "<= %.3f GiB", in->largest_gpu_gib);
-    snprintf(detail, sizeof(detail), "estimated %.3f GiB against the largest GPU's %.3f GiB",
-             in->vram_gib, in->largest_gpu_gib);
+    snprintf(exp, sizeof(exp), "<= %s GiB", dbl(in->largest_gpu_gib, d1));
+    snprintf(detail, sizeof(detail), "estimated %s GiB against the largest GPU's %s GiB",
+             dbl(in->vram_gib, d2), d1);
     return gate("fits GPU", "fit", in->vram_gib <= in->largest_gpu_gib ? "passed" : "failed",
                 json_real(in->vram_gib), json_string(exp), detail);
 }

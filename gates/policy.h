@@ -155,6 +155,14 @@ json_t *gate_evaluate(const struct gate_input *in, bool include_approvals);
  * author, one of the `ncontrib` names that changed the version's gate inputs since
  * (appended a metric), or the promotion's creator; MG_ECONFLICT when by already
  * decided. contributors may be NULL when ncontrib is 0. */
+/*
+ * Whether two credentials belong to the same person (API.md "Identity": separation of
+ * duties compares people): both name an issuer and a subject, and both are equal. A
+ * credential without a person (NULL or "") is nobody's, and the same as nobody.
+ */
+bool gate_same_person(const char *issuer_a, const char *subject_a, const char *issuer_b,
+                      const char *subject_b);
+
 /* The first approval group still short of its minimum, as "risk: 0 of 1" in buf (empty
  * when every group is satisfied). Counts distinct approvers who approved. */
 const char *gate_approval_missing(const struct gate_policy *p, const struct gate_approval *a,

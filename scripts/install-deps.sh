@@ -22,11 +22,15 @@ server_packages=(
     # libraries modelgated and the CLI link against
     libmicrohttpd-dev libsqlite3-dev libssl-dev libjansson-dev libarchive-dev
     libcurl4-openssl-dev
+    # OpenID Connect: JWS and JWK handling for single sign-on and trusted publishing (identity/)
+    libcjose-dev
     # PostgreSQL's client library: --database postgresql://… (several replicas)
     libpq-dev
     # ONNX graphs (artifact/onnx.c): protoc-c compiles the onnx.proto that python3-onnx
     # installs at build time, libprotobuf-c decodes with it
     protobuf-c-compiler libprotobuf-c-dev python3-onnx
+    # model cards (server/markdown.c): cmark, the CommonMark reference implementation
+    libcmark-dev
 )
 
 # What the test suite adds.
@@ -57,6 +61,8 @@ test_packages=(
     # themselves, never the system service; skopeo and awscli read what modelgated stored;
     # python3 picks free ports and hashes the test registry's htpasswd
     docker-registry skopeo awscli python3
+    # the Python client (clients/python) is installed offline by Debian's pip in its e2e test
+    python3-pip python3-setuptools python3-wheel
 )
 
 server_only=0
@@ -171,6 +177,17 @@ done
 if [[ $npm_ok -eq 0 ]]; then
     echo "install-deps: npm ci in tests/ui"
     (cd "$root/tests/ui" && npm ci --no-audit --no-fund)
+fi
+# The identity tests' OpenID provider side (tests/identity/package-lock.json): jose mints and
+# publishes the keys of a JWKS issuer; @sigstore/verify checks attestations as sigstore-js does;
+# oidc-provider is the OpenID provider the SSO test signs in at, with playwright-core driving
+# Chromium.
+if [[ ! -d "$root/tests/identity/node_modules/jose" ||
+    ! -d "$root/tests/identity/node_modules/@sigstore/verify" ||
+    ! -d "$root/tests/identity/node_modules/oidc-provider" ||
+    ! -d "$root/tests/identity/node_modules/playwright-core" ]]; then
+    echo "install-deps: npm ci in tests/identity"
+    (cd "$root/tests/identity" && npm ci --no-audit --no-fund)
 fi
 # The S3 server of the blob backend tests (tests/s3/package-lock.json): @20minutes/s3rver, an
 # s3rver fork that verifies SigV4 (s3rver 3.7.1 accepts any V4 signature).

@@ -3,9 +3,14 @@
 # caller's, listening only on a Unix socket inside it (no TCP port, no system service).
 # PostgreSQL refuses to run as root, so as root the server runs as 'nobody'.
 #
-#   scripts/pg-test.sh start DIR      create (if new) and start; prints the base URL
-#   scripts/pg-test.sh url DIR [DB]   the URL of database DB (default postgres)
-#   scripts/pg-test.sh createdb DIR DB
+# modelgated connects as the role 'modelgate', an ordinary one (not a superuser, cannot
+# create databases or roles) that owns its database, as a DBA would hand it out. Members of
+# the role 'mg_password' (none at first; tests add theirs) must give a password
+# (scram-sha-256); every other role is trusted on the socket.
+#
+#   scripts/pg-test.sh start DIR      create (if new) and start; prints the superuser's URL
+#   scripts/pg-test.sh url DIR [DB]   the URL of database DB (default postgres) as 'modelgate'
+#   scripts/pg-test.sh createdb DIR DB  create DB owned by 'modelgate'; prints its URL
 #   scripts/pg-test.sh restart DIR    stop (fast) and start again, same data
 #   scripts/pg-test.sh kill DIR       SIGKILL the postmaster (a crash), leave the data
 #   scripts/pg-test.sh halt DIR       stop, keep DIR (a later start serves the same data)
@@ -26,7 +31,18 @@ if [[ $(id -u) -eq 0 ]]; then
     as_user() { setpriv --reuid=nobody --regid=nogroup --clear-groups --reset-env -- "$@"; }
 fi
 
-url() { printf 'postgresql:///%s?host=%s&user=%s\n' "${1:-postgres}" "$dir" "$user"; }
+role=modelgate
+url() { printf 'postgresql:///%s?host=%s&user=%s\n' "${1:-postgres}" "$dir" "${2:-$role}"; }
+
+# The roles above, once per cluster.
+roles() {
+    "$bin/psql" -X -q -h "$dir" -U "$user" -d postgres -v ON_ERROR_STOP=1 >/dev/null <<SQL
+SELECT 'CREATE ROLE $role LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE'
+ WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '$role') \\gexec
+SELECT 'CREATE ROLE mg_password NOLOGIN'
+ WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'mg_password') \\gexec
+SQL
+}
 
 start() {
     as_user "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 \
@@ -42,13 +58,16 @@ start)
         [[ $(id -u) -eq 0 ]] && chown nobody:nogroup "$dir"
         chmod 0700 "$dir"
         as_user "$bin/initdb" -D "$dir/data" -A trust -U "$user" -E UTF8 --locale=C >/dev/null
+        printf 'local all +mg_password scram-sha-256\nlocal all all trust\n' |
+            as_user tee "$dir/data/pg_hba.conf" >/dev/null
     fi
     start
-    url
+    roles
+    url postgres "$user"
     ;;
 url) url "${3:-postgres}" ;;
 createdb)
-    "$bin/createdb" -h "$dir" -U "$user" "${3:?a database name}"
+    "$bin/createdb" -h "$dir" -U "$user" -O "$role" "${3:?a database name}"
     url "$3"
     ;;
 restart)

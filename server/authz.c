@@ -51,13 +51,25 @@ static void token_view(const struct store_principal *who, struct token_view *v)
     v->t.naliases = who->naliases;
 }
 
+/* Whether model is one of who's model patterns (a name, or a prefix and '*'). */
+static bool models_allow(const struct store_principal *who, const char *model)
+{
+    for (size_t i = 0; i < who->nmodels; i++) {
+        const char *p = who->models[i];
+        size_t n = strlen(p);
+        if (n > 0 && p[n - 1] == '*' ? strncmp(model, p, n - 1) == 0 : strcmp(model, p) == 0)
+            return true;
+    }
+    return false;
+}
+
 enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *model,
                         const char *alias, struct gate_decision *d, struct mg_error *err)
 {
     struct token_view v;
     struct gate_model m = {model, NULL, 0};
     struct gate_request q = {need, NULL, alias,
-                             r->srv->cfg->read_scope_team ? GATE_READ_TEAM : GATE_READ_ALL};
+                             r->srv->cfg->read_scope_team ? GATE_READ_TEAM : GATE_READ_ALL, NULL};
     const char *owners[STORE_MAX_SCOPES];
     json_t *own = NULL, *o;
     size_t i;
@@ -81,6 +93,13 @@ enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *mode
     }
     gate_authorize(&v.t, &q, d);
     json_decref(own);
+    /* A trusted publisher's token reaches its models only (API.md "Trusted publishing"). */
+    if (d->allow && model != NULL && r->who.nmodels > 0 && !models_allow(&r->who, model)) {
+        d->allow = false;
+        d->status = 403;
+        snprintf(d->reason, sizeof(d->reason),
+                 "this token may reach only its trusted publisher's models, not '%.64s'", model);
+    }
     return MG_OK;
 }
 
@@ -98,6 +117,71 @@ bool srv_authorize(struct srv_req *r, const char *model, const char *alias)
         return false;
     }
     return true;
+}
+
+bool srv_authorize_bytes(struct srv_req *r, const char *digest, const char *field)
+{
+    struct token_view v;
+    struct gate_bytes b = {digest, NULL, 0, NULL, 0, false};
+    struct gate_request q = {r->route->roles, NULL, NULL,
+                             r->srv->cfg->read_scope_team ? GATE_READ_TEAM : GATE_READ_ALL, &b};
+    struct gate_decision d;
+    struct gate_model *citers = NULL;
+    const char **names = NULL, **teams = NULL;
+    json_t *h = NULL, *a, *o;
+    struct mg_error err;
+    enum mg_code rc;
+    size_t i, j, n;
+    bool ok = false;
+
+    if (r->who.roles & STORE_ROLE_ADMIN)
+        return true; /* admin reads every stored byte, released ones too */
+    rc = store_blob_holders(r->srv->store, digest, &h, &err);
+    if (rc == MG_ENOTFOUND)
+        return true;
+    if (rc != MG_OK) {
+        srv_reply_error(r, &err);
+        return false;
+    }
+    a = json_object_get(h, "uploaders");
+    n = json_array_size(json_object_get(h, "citers"));
+    teams = calloc(json_array_size(a) + 1, sizeof(*teams));
+    citers = calloc(n + 1, sizeof(*citers));
+    names = calloc((n + 1) * STORE_MAX_SCOPES, sizeof(*names));
+    if (teams == NULL || citers == NULL || names == NULL) {
+        srv_fail(r, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    json_array_foreach(a, i, o) teams[b.nuploaders++] = json_string_value(o);
+    b.uploaders = teams;
+    json_array_foreach(json_object_get(h, "citers"), i, a)
+    {
+        citers[i].name = "";
+        citers[i].owners = names + i * STORE_MAX_SCOPES;
+        json_array_foreach(a, j, o)
+        {
+            if (citers[i].nowners < STORE_MAX_SCOPES && json_is_string(o))
+                names[i * STORE_MAX_SCOPES + citers[i].nowners++] = json_string_value(o);
+        }
+    }
+    b.citers = citers;
+    b.nciters = n;
+    b.released = json_is_true(json_object_get(h, "released"));
+    token_view(&r->who, &v);
+    gate_authorize(&v.t, &q, &d);
+    if (!d.allow)
+        srv_fail(r,
+                 d.status == 404   ? MG_ENOTFOUND
+                 : d.status == 410 ? MG_EGONE
+                                   : MG_EFORBIDDEN,
+                 field, "%s", d.reason);
+    ok = d.allow;
+out:
+    free(teams);
+    free(citers);
+    free(names);
+    json_decref(h);
+    return ok;
 }
 
 bool srv_model_visible(const struct srv_req *r, const json_t *owners)
@@ -366,6 +450,9 @@ bool srv_check_access(struct srv_req *r)
     h += 7;
     while (*h == ' ')
         h++;
+    /* An IdP's JWT (API.md "Identity"): never looked up as a modelgate token. */
+    if (srv_looks_like_jwt(h))
+        return srv_identity_authenticate(r, h) && authorize_route(r);
     if ((rc = store_token_authenticate(r->srv->store, h, strlen(h), &r->who)) != MG_OK) {
         if (rc == MG_EUNAUTH)
             srv_fail(r, MG_EUNAUTH, NULL, "the bearer token is unknown or was revoked");

@@ -14,6 +14,7 @@
 #include "../common/util.h"
 #include "../artifact/archive.h"
 #include "../store/store.h"
+#include "../identity/oidc.h"
 
 #define CONFIG_LINE_MAX 4096
 #define CONFIG_DEPTH_MAX 4
@@ -84,6 +85,11 @@ void srv_config_release(struct srv_config *cfg)
     free(cfg->blobs_credentials);
     free(cfg->host_name);
     free(cfg->public_url);
+    free(cfg->oidc_issuer);
+    free(cfg->oidc_client_id);
+    free(cfg->oidc_client_secret_file);
+    free(cfg->oidc_groups_claim);
+    free(cfg->oidc_audience);
     memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -162,6 +168,13 @@ const char *srv_config_usage(void)
            "                           only when asked)\n"
            "  --gc-grace D             keep an unreferenced blob this long after it was last\n"
            "                           uploaded (default 24h)\n"
+           "  --oidc-issuer URL        an OpenID provider (https://; http:// on loopback) whose\n"
+           "                           JWTs are accepted as bearer tokens (API.md \"Identity\")\n"
+           "  --oidc-client-id ID      this server's client id at the provider\n"
+           "  --oidc-client-secret-file FILE  its client secret (mode 0600)\n"
+           "  --oidc-groups-claim NAME the claim listing a user's groups (default groups)\n"
+           "  --oidc-audience AUD      the audience API bearer JWTs must carry (default the\n"
+           "                           client id)\n"
            "  --allow-shared-dir       serve from a data directory that others may read or\n"
            "                           write (refused by default: it holds secrets)\n"
            "\n"
@@ -445,6 +458,20 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
         cfg->scan_allow[cfg->nscan_allow++] = s;
         return MG_OK;
     }
+    if (strcmp(key, "oidc-issuer") == 0) {
+        if (!id_url_allowed(v) || strlen(v) > STORE_ISSUER_MAX)
+            return mg_fail(err, MG_EINVAL, key,
+                           "--oidc-issuer is an https:// URL (http:// only on loopback)");
+        return set_str(&cfg->oidc_issuer, v, err);
+    }
+    if (strcmp(key, "oidc-client-id") == 0)
+        return set_str(&cfg->oidc_client_id, v, err);
+    if (strcmp(key, "oidc-client-secret-file") == 0)
+        return set_str(&cfg->oidc_client_secret_file, v, err);
+    if (strcmp(key, "oidc-groups-claim") == 0)
+        return set_str(&cfg->oidc_groups_claim, v, err);
+    if (strcmp(key, "oidc-audience") == 0)
+        return set_str(&cfg->oidc_audience, v, err);
     if (strcmp(key, "read-connections") == 0)
         return set_uint(&cfg->read_conns, key, v, 1, 64, err);
     return mg_fail(err, MG_EINVAL, key, "unknown option '%s'; see modelgated --help", key);

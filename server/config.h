@@ -57,6 +57,13 @@ struct srv_config {
     unsigned retention_interval_s; /* run retention rules this often (0: only on request) */
     unsigned gc_interval_s;        /* collect garbage this often (0: only on request) */
     unsigned gc_grace_s;           /* a blob unreferenced and unsent for longer goes */
+    /* API.md "Identity": the OpenID provider whose users sign in and whose JWTs are
+     * bearer tokens (NULL: none) */
+    char *oidc_issuer;
+    char *oidc_client_id;
+    char *oidc_client_secret_file; /* 0600 */
+    char *oidc_groups_claim;       /* default "groups" */
+    char *oidc_audience;           /* of API bearer JWTs; default the client id */
 };
 
 /* Defaults. */

@@ -34,6 +34,8 @@ enum srv_body {
     SRV_BODY_STREAM,  /* handed to stream_data() chunk by chunk */
     SRV_BODY_REFUSED, /* answered at once by the handler, before any body is read (a body
                        * sent anyway is drained, up to a bound, and the connection closed) */
+    SRV_BODY_FORM,    /* as SRV_BODY_JSON, or application/x-www-form-urlencoded turned into
+                       * a JSON object of strings (OAuth endpoints, RFC 6749/8693) */
 };
 
 /* Role requirement of a route: a store_role bit set (any of them, admin
@@ -81,6 +83,7 @@ struct srv_req {
     unsigned nparams;
 
     struct store_principal who; /* valid when authenticated */
+    json_t *identity; /* an IdP caller's {"issuer","subject","email","groups"} (NEW), or NULL */
     bool authenticated;
     bool via_session; /* authenticated by the UI's session cookie */
     char csrf[48];    /* the session's CSRF token (via_session) */
@@ -148,10 +151,13 @@ struct srv {
     struct srv_reaper *reaper;       /* per-request deadlines (http.c) */
     struct MHD_Daemon *daemon;
     uint16_t port;
-    volatile int inflight;       /* requests not yet completed (atomic ops) */
-    volatile int working;        /* srv_defer_work jobs queued or running (atomic ops) */
-    struct srv_workers *workers; /* cfg->commit_workers threads for srv_defer_work */
-    const char *crash_at;        /* MODELGATED_TEST_CRASH_AT: a named point to die at (tests) */
+    volatile int inflight;          /* requests not yet completed (atomic ops) */
+    volatile int working;           /* srv_defer_work jobs queued or running (atomic ops) */
+    struct srv_workers *workers;    /* cfg->commit_workers threads for srv_defer_work */
+    const char *crash_at;           /* MODELGATED_TEST_CRASH_AT: a named point to die at (tests) */
+    struct id_oidc *oidc;           /* --oidc-issuer's provider (identity.c), or NULL */
+    struct id_registry *ci_issuers; /* trusted publishers' issuers (identity.c) */
+    char *oidc_client_secret;       /* --oidc-client-secret-file's secret, or NULL */
 };
 
 /* srv_defer_work's queue: jobs waiting for a worker now, and jobs that ever
@@ -190,6 +196,11 @@ int64_t srv_param_version(const struct srv_req *r);
 
 /* Query argument, or NULL. */
 const char *srv_query(const struct srv_req *r, const char *key);
+
+/* Every value of a query argument that may repeat (?tag=a&tag=b), in order: the first
+ * max into out (borrowed, valid during the request). Returns how many there are, which
+ * may exceed max. */
+size_t srv_query_all(const struct srv_req *r, const char *key, const char **out, size_t max);
 
 /* Request header, or NULL. */
 const char *srv_header(const struct srv_req *r, const char *key);
@@ -273,6 +284,14 @@ struct gate_decision;
 enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *model,
                         const char *alias, struct gate_decision *d, struct mg_error *err);
 
+/*
+ * May this token read (or cite) the stored bytes digest (API.md "Tenancy"): the same one
+ * decision, with who uploaded and who cites them. On refusal the reply (404 as if missing,
+ * 410 once released; field names the member that cited it, or NULL) is set and false
+ * returned. A digest with no live blob passes: the caller's own lookup answers for it.
+ */
+bool srv_authorize_bytes(struct srv_req *r, const char *digest, const char *field);
+
 /* With --read-scope team, may this token see a model with these owners (a JSON array)?
  * Lists use it to leave out what the token may not see. */
 bool srv_model_visible(const struct srv_req *r, const json_t *owners);
@@ -314,6 +333,32 @@ extern const struct srv_route srv_routes_ui[];
 extern const struct srv_route srv_routes_metrics[];
 extern const struct srv_route srv_routes_oci[];
 extern const struct srv_route srv_routes_lifecycle[];
+extern const struct srv_route srv_routes_identity[];
+extern const struct srv_route srv_routes_sso[];
+
+/* ---- identity (identity.c, API.md "Identity") ------------------------------------------ */
+
+/* Set up --oidc-issuer's provider (nothing is fetched yet); MG_OK when none is configured. */
+enum mg_code srv_identity_setup(struct srv *srv, struct mg_error *err);
+
+/* Free what srv_identity_setup() made. */
+void srv_identity_release(struct srv *srv);
+
+/* Whether a bearer credential is shaped like a JWT (three base64url parts): such a
+ * credential is never looked up as a modelgate token. */
+bool srv_looks_like_jwt(const char *cred);
+
+/* Authenticate an IdP JWT: fills r->who and r->identity, or sets an error reply (401
+ * naming the check that failed, 403 naming the groups seen when none maps to a role) and
+ * returns false. */
+bool srv_identity_authenticate(struct srv_req *r, const char *jwt);
+
+/* The principal of verified IdP claims (group mappings, person, identity) into r->who and
+ * r->identity; false with a 403 reply set when no group maps to a role. */
+bool srv_identity_from_claims(struct srv_req *r, const json_t *claims);
+
+/* The caller's "publisher" object for a new version (NEW). */
+json_t *srv_identity_publisher(const struct srv_req *r);
 
 /* Find the route for (method, path) and capture its parameters into r.
  * Returns MG_ENOTFOUND (no such path), MG_EMETHOD (path exists, method does

@@ -399,6 +399,30 @@ static int check_data_dir(const struct srv_config *cfg)
     return 0;
 }
 
+/* Where a browser finds the UI: --public-url, else the listening address and port (a
+ * wildcard address as this host's name). */
+static const char *ui_url(const struct srv_config *cfg, unsigned port, char *out, size_t n)
+{
+    const char *colon = strrchr(cfg->listen, ':');
+    int hl = colon ? (int)(colon - cfg->listen) : (int)strlen(cfg->listen);
+    char host[256];
+
+    if (cfg->public_url != NULL) {
+        size_t ul = strlen(cfg->public_url);
+
+        snprintf(out, n, "%s%s", cfg->public_url, ul && cfg->public_url[ul - 1] == '/' ? "" : "/");
+        return out;
+    }
+    snprintf(host, sizeof(host), "%.*s", hl, cfg->listen);
+    if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "[::]") == 0 || host[0] == '\0') {
+        if (gethostname(host, sizeof(host)) != 0)
+            snprintf(host, sizeof(host), "localhost");
+        host[sizeof(host) - 1] = '\0';
+    }
+    snprintf(out, n, "%s://%s:%u/", cfg->tls_cert ? "https" : "http", host, port);
+    return out;
+}
+
 int main(int argc, char **argv)
 {
     struct srv_config cfg;
@@ -412,7 +436,7 @@ int main(int argc, char **argv)
     struct mg_error err = {0};
     sigset_t sigs;
     int sig = 0, rc = 1, i;
-    char portbuf[16];
+    char portbuf[16], uibuf[512];
 
     /* Every file modelgated creates (database, WAL, blobs, keys, backups) is 0600 and every
      * directory 0700, whatever umask it was started with. */
@@ -516,6 +540,10 @@ int main(int argc, char **argv)
     srv.cache = cfg.no_response_cache ? NULL : srv_cache_new();
     srv.store = st;
     srv.keys = keys;
+    if (srv_identity_setup(&srv, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
     if (srv_oci_cache_open(cfg.data_dir, cfg.oci_layer_cache, &srv.oci_cache, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
@@ -542,8 +570,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
-    fprintf(stderr, "modelgated: serving on %s (port %u), data in %s\n", cfg.listen,
-            (unsigned)srv.port, cfg.data_dir);
+    fprintf(stderr, "modelgated: serving on %s (port %u), data in %s; the UI is at %s\n",
+            cfg.listen, (unsigned)srv.port, cfg.data_dir,
+            ui_url(&cfg, srv.port, uibuf, sizeof(uibuf)));
     if (cfg.port_file) {
         snprintf(portbuf, sizeof(portbuf), "%u\n", (unsigned)srv.port);
         if (write_file_atomic(cfg.port_file, portbuf, 0644) != 0) {
@@ -568,6 +597,7 @@ out:
     srv_metrics_free(&srv.metrics);
     srv_cache_free(&srv.cache);
     srv_oci_cache_close(&srv.oci_cache);
+    srv_identity_release(&srv);
     srv_tls_release(&srv);
     for (i = 0; i < (int)ropt.nprofiles; i++)
         runner_profile_release(&ropt.profiles[i]);

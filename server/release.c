@@ -332,8 +332,8 @@ enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver,
         json_array_append(digests, json_object_get(d, "digest"));
     in.datasets_total = json_array_size(digests);
     if (pol->require_registered_datasets &&
-        (rc = store_datasets_unregistered(srv->store, digests, &in.datasets_unregistered, &first,
-                                          err)) != MG_OK)
+        (rc = store_datasets_unregistered(srv->store, model, digests, &in.datasets_unregistered,
+                                          &first, err)) != MG_OK)
         goto out;
     in.first_unregistered = first ? json_string_value(first) : NULL;
     in.datasets_withdrawn = json_array_size(json_object_get(ver, "withdrawn_datasets"));

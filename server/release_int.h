@@ -32,6 +32,8 @@ struct rel_approval_teams {
 struct rel_decision {
     struct promo_event ev;
     const char *approval_by, *approval_decision, *approval_comment;
+    /* the approver's person (API.md "Identity"), "" when the credential has none */
+    const char *approval_issuer, *approval_subject;
     json_t *approval_teams;          /* the decider's teams (approval groups), BORROWED, or NULL */
     const char *approval_teams_text; /* the same as JSON text, for the store */
     bool refresh_gates;              /* re-evaluate the gates for the stored report */

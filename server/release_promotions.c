@@ -296,6 +296,35 @@ static enum mg_code tally_decision(const json_t *p, const json_t *ver,
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     for (i = 0; i < ncontrib; i++)
         contrib[i] = json_string_value(json_object_get(json_array_get(history, i), "by"));
+    /* Separation of duties compares people: whoever published the version cannot approve
+     * it through another credential (a second JWT, a token they created, an SSO session). */
+    if (gate_same_person(
+            d->approval_issuer, d->approval_subject,
+            json_string_value(json_object_get(json_object_get(ver, "publisher"), "issuer")),
+            json_string_value(json_object_get(json_object_get(ver, "publisher"), "subject")))) {
+        free(contrib);
+        return mg_fail(err, MG_ESELFAPPROVAL, NULL,
+                       "'%s' is the person who published this version (through another "
+                       "credential) and cannot approve its promotion; ask another reviewer",
+                       d->approval_by);
+    }
+    /* ...and one person decides once, whichever credential they use. */
+    {
+        json_t *a;
+        size_t k;
+        json_array_foreach(json_object_get(p, "approvals"), k, a)
+        {
+            json_t *id = json_object_get(a, "identity");
+            if (gate_same_person(d->approval_issuer, d->approval_subject,
+                                 json_string_value(json_object_get(id, "issuer")),
+                                 json_string_value(json_object_get(id, "subject")))) {
+                free(contrib);
+                return mg_fail(err, MG_ECONFLICT, NULL,
+                               "the same person already decided on this promotion (as '%s')",
+                               json_string_value(json_object_get(a, "by")));
+            }
+        }
+    }
     rc = gate_approval_check(d->approval_by, json_string_value(json_object_get(ver, "created_by")),
                              contrib, ncontrib, json_string_value(json_object_get(p, "created_by")),
                              all, n, err);
@@ -392,6 +421,8 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
         pc.approval_decision = d->approval_decision;
         pc.approval_comment = d->approval_comment;
         pc.approval_teams = d->approval_teams_text;
+        pc.approval_issuer = d->approval_issuer;
+        pc.approval_subject = d->approval_subject;
         if (acts.set_routes) {
             if ((rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK)
                 goto next;
@@ -455,6 +486,8 @@ enum mg_code rel_promotion_decide(struct srv *srv, const struct store_principal 
     d.ev.kind = PROMO_EV_APPROVALS;
     d.ev.reason = comment;
     d.approval_by = who->name;
+    d.approval_issuer = who->issuer;
+    d.approval_subject = who->subject;
     d.approval_decision = approve ? "approve" : "reject";
     d.approval_comment = comment;
     d.approval_teams = teams;

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <curl/curl.h>
+
 #include "../common/text.h"
 #include "../common/util.h"
 
@@ -19,6 +21,34 @@
 const char *srv_query(const struct srv_req *r, const char *key)
 {
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+struct query_all {
+    const char *key;
+    const char **out;
+    size_t max, n;
+};
+
+static enum MHD_Result query_one(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+    struct query_all *q = cls;
+
+    (void)kind;
+    if (key != NULL && strcmp(key, q->key) == 0) {
+        if (q->n < q->max)
+            q->out[q->n] = value ? value : "";
+        q->n++;
+    }
+    return MHD_YES;
+}
+
+size_t srv_query_all(const struct srv_req *r, const char *key, const char **out, size_t max)
+{
+    struct query_all q = {key, out, max, 0};
+
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_one, &q);
+    return q.n;
 }
 
 const char *srv_header(const struct srv_req *r, const char *key)
@@ -55,6 +85,7 @@ void srv_req_free(struct srv_req *r)
     if (r->resp)
         MHD_destroy_response(r->resp);
     json_decref(r->body);
+    json_decref(r->identity);
     mg_buf_release(&r->raw);
     free(r->path);
     free(r->raw_path);
@@ -68,6 +99,62 @@ static bool is_json_type(const char *ct)
     if (ct == NULL || strncasecmp(ct, "application/json", n) != 0)
         return false;
     return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
+}
+
+static bool is_form_type(const char *ct)
+{
+    size_t n = strlen("application/x-www-form-urlencoded");
+
+    if (ct == NULL || strncasecmp(ct, "application/x-www-form-urlencoded", n) != 0)
+        return false;
+    return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
+}
+
+/* Whether the route takes this body type. */
+static bool body_type_ok(const struct srv_req *r)
+{
+    const char *ct = srv_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+
+    return is_json_type(ct) || (r->route->body == SRV_BODY_FORM && is_form_type(ct));
+}
+
+/* application/x-www-form-urlencoded into a JSON object of strings (NEW), or NULL when
+ * malformed (a name twice, bad percent-encoding, a NUL, not UTF-8). */
+static json_t *form_to_json(const char *data, size_t len)
+{
+    json_t *obj = json_object();
+    char *copy = strndup(data, len), *save = NULL, *pair;
+
+    if (obj == NULL || copy == NULL || memchr(data, '\0', len) != NULL)
+        goto fail;
+    for (pair = strtok_r(copy, "&", &save); pair; pair = strtok_r(NULL, "&", &save)) {
+        char *eq = strchr(pair, '='), *k, *v;
+        int kn = 0, vn = 0;
+        if (eq == NULL)
+            goto fail;
+        *eq = '\0';
+        for (char *c = pair; *c; c++)
+            *c = *c == '+' ? ' ' : *c;
+        for (char *c = eq + 1; *c; c++)
+            *c = *c == '+' ? ' ' : *c;
+        k = curl_easy_unescape(NULL, pair, 0, &kn);
+        v = curl_easy_unescape(NULL, eq + 1, 0, &vn);
+        if (k == NULL || v == NULL || memchr(k, '\0', (size_t)kn) || memchr(v, '\0', (size_t)vn) ||
+            json_object_get(obj, k) != NULL || !mg_utf8_valid(k, (size_t)kn) ||
+            !mg_utf8_valid(v, (size_t)vn) || json_object_set_new(obj, k, json_string(v)) != 0) {
+            curl_free(k);
+            curl_free(v);
+            goto fail;
+        }
+        curl_free(k);
+        curl_free(v);
+    }
+    free(copy);
+    return obj;
+fail:
+    free(copy);
+    json_decref(obj);
+    return NULL;
 }
 
 static bool has_dot_segment(const char *p)
@@ -193,9 +280,9 @@ bool srv_req_begin(struct srv_req *r, const char *method)
         return false;
     }
     len = (uint64_t)cl_n;
-    if (r->route->body == SRV_BODY_JSON) {
+    if (r->route->body == SRV_BODY_JSON || r->route->body == SRV_BODY_FORM) {
         cap = r->srv->cfg->max_json_bytes;
-        if (len > 0 && !is_json_type(srv_header(r, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+        if (len > 0 && !body_type_ok(r)) {
             srv_fail(r, MG_EMEDIA, NULL, "send the body as Content-Type: application/json");
             return false;
         }
@@ -226,7 +313,7 @@ void srv_req_body(struct srv_req *r, const char *data, size_t n)
     __atomic_add_fetch(&r->body_bytes, n, __ATOMIC_RELAXED);
     if (r->failed)
         return;
-    if (r->route->body == SRV_BODY_JSON) {
+    if (r->route->body == SRV_BODY_JSON || r->route->body == SRV_BODY_FORM) {
         if (r->raw.max > 0 && mg_buf_append(&r->raw, data, n) != MG_OK) {
             mg_fail(&r->err, MG_ETOOBIG, NULL,
                     "the JSON body is larger than the limit of %llu bytes",
@@ -248,8 +335,18 @@ void srv_req_finish(struct srv_req *r)
         srv_reply_error(r, &r->err);
         return;
     }
-    if (r->route->body == SRV_BODY_JSON && r->raw.len > 0) {
-        if (!is_json_type(srv_header(r, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+    if (r->route->body == SRV_BODY_FORM && r->raw.len > 0 &&
+        is_form_type(srv_header(r, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+        if ((r->body = form_to_json(r->raw.data, r->raw.len)) == NULL) {
+            srv_fail(r, MG_EINVAL, NULL,
+                     "the form body is malformed (name=value pairs joined by '&', each name "
+                     "once, percent-encoded UTF-8)");
+            return;
+        }
+        mg_buf_release(&r->raw);
+    } else if ((r->route->body == SRV_BODY_JSON || r->route->body == SRV_BODY_FORM) &&
+               r->raw.len > 0) {
+        if (!body_type_ok(r)) {
             srv_fail(r, MG_EMEDIA, NULL, "send the body as Content-Type: application/json");
             return;
         }

@@ -159,6 +159,17 @@ void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_typ
     srv_set_response(r, status, resp, len);
 }
 
+/* v as a reply's text (new; free it), or NULL: every real as the shortest text that
+ * reads back as the same double ("0.942", never "0.94199999999999995"). */
+static char *reply_text(const json_t *v)
+{
+    char *exact = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+    char *text = exact ? mg_json_short_reals(exact) : NULL;
+
+    free(exact);
+    return text;
+}
+
 void srv_reply_json(struct srv_req *r, unsigned status, json_t *v)
 {
     char *text;
@@ -169,7 +180,7 @@ void srv_reply_json(struct srv_req *r, unsigned status, json_t *v)
         srv_reply_bytes(r, 500, "application/json; charset=utf-8", oom, sizeof(oom) - 1);
         return;
     }
-    text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+    text = reply_text(v);
     json_decref(v);
     if (text == NULL) {
         srv_reply_json(r, 500, NULL);
@@ -198,7 +209,7 @@ bool srv_reply_cached(struct srv_req *r, const char *model, const char *key, uin
 
 void srv_reply_json_keep(struct srv_req *r, json_t *v, const char *key, uint64_t epoch)
 {
-    char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17)) : NULL;
+    char *text = v ? reply_text(v) : NULL;
 
     if (text == NULL) {
         srv_reply_json(r, 200, v);

@@ -14,7 +14,7 @@ static const struct srv_route *const tables[] = {
     srv_routes_versions,  srv_routes_datasets, srv_routes_audit,      srv_routes_keys,
     srv_routes_aliases,   srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
     srv_routes_runner,    srv_routes_ui,       srv_routes_metrics,    srv_routes_oci,
-    srv_routes_lifecycle,
+    srv_routes_lifecycle, srv_routes_identity, srv_routes_sso,
 };
 
 void srv_route_foreach(void (*fn)(const struct srv_route *route, void *arg), void *arg)
@@ -61,6 +61,18 @@ static bool valid_ref(const char *s, size_t n)
     return true;
 }
 
+/* An IdP group's name: printable ASCII without '/' (the path's separator) or spaces, at
+ * most 128 bytes. */
+static bool valid_group(const char *s, size_t n)
+{
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] <= ' ' || s[i] == '/' || s[i] >= 0x7f)
+            return false;
+    return true;
+}
+
 /* Validate a captured segment by placeholder name; fills r->err on failure. */
 static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const char *v,
                         size_t vlen)
@@ -83,6 +95,8 @@ static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const 
         return true;
     if (IS("file") && mg_valid_model_name(v, vlen) && memmem(v, vlen, "..", 2) == NULL)
         return true; /* a static file name such as app.js */
+    if (IS("group") && valid_group(v, vlen))
+        return true;
     if (IS("n") && vlen < sizeof(buf)) {
         memcpy(buf, v, vlen);
         buf[vlen] = '\0';
@@ -103,6 +117,9 @@ static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const 
         mg_fail(&r->err, MG_EINVAL, "version", "version numbers are integers starting at 1");
     else if (IS("ref") && memchr(v, ':', vlen) != NULL)
         mg_fail(&r->err, MG_EINVAL, "digest", "digests are sha256: followed by 64 lowercase hex");
+    else if (IS("group"))
+        mg_fail(&r->err, MG_EINVAL, "group",
+                "group names are 1 to 128 printable ASCII characters without '/' or spaces");
     else if (IS("ref"))
         mg_fail(&r->err, MG_EINVAL, "reference",
                 "a reference is a tag ([A-Za-z0-9_][A-Za-z0-9._-]{0,127}) or a sha256 digest");
@@ -115,8 +132,8 @@ static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const 
 /* The static name of a placeholder starting at p (just after '{'). */
 static const char *param_name(const char *p, size_t *len)
 {
-    static const char *const names[] = {"model", "alias", "name", "digest",
-                                        "id",    "n",     "file", "ref"};
+    static const char *const names[] = {"model", "alias", "name", "digest", "id",
+                                        "n",     "file",  "ref",  "group"};
     const char *e = strchr(p, '}');
     size_t n = e ? (size_t)(e - p) : 0, i;
 

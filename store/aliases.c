@@ -550,7 +550,7 @@ static enum mg_code claim_names(struct db_conn *c, const struct store_alias_chan
     return MG_OK;
 }
 
-enum mg_code store_alias_apply(struct db_conn *c, const char *actor,
+enum mg_code store_alias_apply(struct db_conn *c, const struct sign_key *key, const char *actor,
                                const struct store_alias_change *a, const char *at,
                                struct mg_error *err)
 {
@@ -658,6 +658,9 @@ enum mg_code store_alias_apply(struct db_conn *c, const char *actor,
     db_bind_text(s, 9, match);
     db_bind_text(s, 10, shadow);
     if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    /* API.md "Signed releases": the generation is signed with the change that makes it. */
+    if ((rc = store_attest_generation(c, key, mid, aid, a, gen, at, actor, err)) != MG_OK)
         goto out;
     if (a->mark_bad) {
         s = db_prepare(c, sql_bad);

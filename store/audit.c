@@ -169,6 +169,23 @@ enum mg_code store_audit_list(struct store *st, int64_t after, unsigned limit, j
     return rc;
 }
 
+enum mg_code store_audit_list_desc(struct store *st, int64_t after, int64_t before, unsigned limit,
+                                   json_t **out, struct mg_error *err)
+{
+    static const char sql[] = "SELECT seq, at, actor, action, target, detail, prev_hash, hash "
+                              "FROM audit WHERE seq > ? AND seq < ? ORDER BY seq DESC LIMIT ?";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    struct store_page page = {.limit = limit};
+    enum mg_code rc;
+
+    db_bind_i64(s, 1, after);
+    db_bind_i64(s, 2, before > 0 ? before : INT64_MAX);
+    rc = store_page_rows(s, 3, &page, page_row, NULL, out, err);
+    store_read_end(st, c);
+    return rc;
+}
+
 enum mg_code store_audit_verify(struct store *st, json_t **out, struct mg_error *err)
 {
     static const char sql[] = "SELECT seq, at, actor, action, target, detail, prev_hash, hash "

@@ -167,6 +167,27 @@ static enum mg_code add_blobs(struct archive *a, const char *snapshot, struct bl
     return rc;
 }
 
+/* Create path anew, mode 0600, refusing a link or anything already there (O_EXCL with
+ * O_NOFOLLOW: nobody's planted link is followed). fd: the open file, or NULL to close it. */
+static enum mg_code create_private(const char *path, int *fd, struct mg_error *err)
+{
+    int f = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+    if (f < 0)
+        return mg_fail(err, MG_EIO, "out", "cannot create %s: %s (remove it if it is a leftover)",
+                       path, strerror(errno));
+    if (fchmod(f, 0600) != 0) { /* whatever the umask did */
+        close(f);
+        unlink(path);
+        return mg_fail(err, MG_EIO, "out", "cannot make %s private: %s", path, strerror(errno));
+    }
+    if (fd != NULL)
+        *fd = f;
+    else
+        close(f);
+    return MG_OK;
+}
+
 enum mg_code store_backup(const char *data_dir, const struct store_blobs_location *loc,
                           const char *out_path, json_t **summary, struct mg_error *err)
 {
@@ -174,6 +195,7 @@ enum mg_code store_backup(const char *data_dir, const struct store_blobs_locatio
     struct archive *a = archive_write_new();
     struct blob_backend *blobs = NULL;
     size_t nblobs = 0, keys = 0;
+    int part_fd = -1;
     enum mg_code rc;
 
     snprintf(db, sizeof(db), "%s/modelgate.db", data_dir);
@@ -186,10 +208,17 @@ enum mg_code store_backup(const char *data_dir, const struct store_blobs_locatio
     }
     if ((rc = open_blobs(data_dir, loc, &blobs, err)) != MG_OK)
         goto out;
+    /* The snapshot and the archive hold the database and the private keys: both are made
+     * here, owner-only, and never through a link someone planted at their names. */
+    if ((rc = create_private(tmp, NULL, err)) != MG_OK)
+        goto out;
     if ((rc = db_sqlite_snapshot(db, tmp, err)) != MG_OK)
         goto out;
+    unlink(part); /* a leftover of an interrupted backup (a link is removed, not followed) */
+    if ((rc = create_private(part, &part_fd, err)) != MG_OK)
+        goto out;
     if (a == NULL || archive_write_set_format_pax(a) != ARCHIVE_OK ||
-        archive_write_open_filename(a, part) != ARCHIVE_OK) {
+        archive_write_open_fd(a, part_fd) != ARCHIVE_OK) {
         rc = mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", part,
                      a ? archive_error_string(a) : "out of memory");
         goto out;
@@ -205,6 +234,12 @@ enum mg_code store_backup(const char *data_dir, const struct store_blobs_locatio
         rc = mg_fail(err, MG_EIO, NULL, "cannot finish the backup: %s", archive_error_string(a));
         goto out;
     }
+    if (fsync(part_fd) != 0 || close(part_fd) != 0) {
+        part_fd = -1;
+        rc = mg_fail(err, MG_EIO, NULL, "cannot write %s: %s", part, strerror(errno));
+        goto out;
+    }
+    part_fd = -1;
     if (rename(part, out_path) != 0) {
         rc = mg_fail(err, MG_EIO, NULL, "cannot move the backup into place: %s", strerror(errno));
         goto out;
@@ -214,6 +249,8 @@ enum mg_code store_backup(const char *data_dir, const struct store_blobs_locatio
 out:
     blob_close(&blobs);
     archive_write_free(a);
+    if (part_fd >= 0)
+        close(part_fd);
     unlink(tmp);
     {
         char side[PATH_MAX + 8];

@@ -460,10 +460,11 @@ static enum mg_code blob_revive(struct store *st, struct db_conn *c, const char 
                                 bool *created, struct mg_error *err)
 {
     static const char sql_touch[] =
-        "UPDATE blobs SET last_used_ms = ? WHERE digest = ? AND state = 'live'";
+        "UPDATE blobs SET last_used_ms = ?, released = 0 WHERE digest = ? AND state = 'live'";
     static const char sql_revive[] =
         "UPDATE blobs SET state = 'live', last_used_ms = ?1, gc_owner = NULL, gc_at_ms = NULL, "
-        "formats = ?3, introspection = ?4, scan = ?5 WHERE digest = ?2 AND state = 'reclaimed'";
+        "released = 0, formats = ?3, introspection = ?4, scan = ?5 WHERE digest = ?2 AND "
+        "state = 'reclaimed'";
     struct db_stmt *s;
     enum mg_code rc;
 
@@ -489,11 +490,13 @@ static enum mg_code blob_revive(struct store *st, struct db_conn *c, const char 
                    digest);
 }
 
+/* The bytes were sent again: the grace period starts anew, and bytes no version cites any
+ * more may be cited again (uploading proves possession). */
 static enum mg_code blob_touch(struct store *st, const char *digest, bool *live,
                                struct mg_error *err)
 {
     static const char sql[] =
-        "UPDATE blobs SET last_used_ms = ? WHERE digest = ? AND state = 'live'";
+        "UPDATE blobs SET last_used_ms = ?, released = 0 WHERE digest = ? AND state = 'live'";
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
     enum mg_code rc;
@@ -876,5 +879,74 @@ out:
     if (local)
         unlink(path);
     json_decref(meta);
+    return rc;
+}
+
+enum mg_code store_blob_claim(struct store *st, const char *digest, const char *const *teams,
+                              size_t nteams, struct mg_error *err)
+{
+    static const char sql[] =
+        "INSERT INTO blob_teams (digest, team) VALUES (?, ?) ON CONFLICT DO NOTHING";
+    struct db_conn *c;
+    enum mg_code rc = MG_OK;
+    size_t i;
+
+    if (nteams == 0)
+        return MG_OK;
+    if ((c = store_write_begin(st, err)) == NULL)
+        return err->code;
+    for (i = 0; i < nteams && rc == MG_OK; i++) {
+        struct db_stmt *s = db_prepare(c, sql);
+
+        db_bind_text(s, 1, digest);
+        db_bind_text(s, 2, teams[i]);
+        rc = db_exec(s, err);
+    }
+    return store_write_end(st, c, rc, err);
+}
+
+enum mg_code store_blob_holders(struct store *st, const char *digest, json_t **out,
+                                struct mg_error *err)
+{
+    static const char sql_blob[] = "SELECT released FROM blobs WHERE digest = ? AND state = 'live'";
+    static const char sql_teams[] = "SELECT team FROM blob_teams WHERE digest = ? ORDER BY team";
+    static const char sql_citers[] =
+        "SELECT DISTINCT m.owners FROM versions v JOIN models m ON m.id = v.model_id "
+        "WHERE v.artifact = ? AND v.status <> 'deleted'";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql_blob);
+    json_t *teams = json_array(), *citers = json_array();
+    bool row, released = false;
+    enum mg_code rc;
+
+    *out = NULL;
+    db_bind_text(s, 1, digest);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        goto out;
+    if (!row) {
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "blob %s does not exist", digest);
+        goto out;
+    }
+    released = db_col_i64(s, 0) != 0;
+    db_reset(s);
+    s = db_prepare(c, sql_teams);
+    db_bind_text(s, 1, digest);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_array_append_new(teams, store_col_json_string(s, 0));
+    if (rc != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_citers);
+    db_bind_text(s, 1, digest);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_array_append_new(citers, store_col_json(s, 0));
+    if (rc != MG_OK)
+        goto out;
+    *out = json_pack("{s:O, s:O, s:b}", "uploaders", teams, "citers", citers, "released", released);
+    if (*out == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+out:
+    json_decref(teams);
+    json_decref(citers);
+    store_read_end(st, c);
     return rc;
 }

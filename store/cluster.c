@@ -21,10 +21,11 @@
 /* The session-level advisory lock the leader holds ("mgld"). A leader checks that its
  * session still holds it: after the database restarts, the connection comes back on a new
  * session that holds nothing, and a plain query would still succeed there. */
-static const char sql_leader_try[] = "SELECT pg_try_advisory_lock(1835492452)";
+#define LEADER_LOCK_KEY "1835492452"
+static const char sql_leader_try[] = "SELECT pg_try_advisory_lock(" LEADER_LOCK_KEY ")";
 static const char sql_leader_check[] =
     "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 0 "
-    "AND objid = 1835492452 AND objsubid = 1 AND granted AND pid = pg_backend_pid()";
+    "AND objid = " LEADER_LOCK_KEY " AND objsubid = 1 AND granted AND pid = pg_backend_pid()";
 
 int64_t store_clock_ms(struct store *st)
 {
@@ -216,26 +217,38 @@ enum mg_code store_replica_forget_others(struct store *st, struct mg_error *err)
 
 enum mg_code store_cluster(struct store *st, json_t **out, struct mg_error *err)
 {
-    static const char sql[] = "SELECT id, address, version, started_at, last_seen_ms "
-                              "FROM replicas WHERE last_seen_ms > ? ORDER BY started_at, id";
+    /* SQLite: one process, which leads. PostgreSQL: the replica whose leader session
+     * ("modelgated ID leader") holds the leader's advisory lock (?2 binds there too, so
+     * both spellings take the same parameters). */
+    static const char sql[] = "SELECT id, address, version, started_at, last_seen_ms, id = ?2 "
+                              "FROM replicas WHERE last_seen_ms > ?1 ORDER BY started_at, id";
+    static const char sql_pg[] =
+        "SELECT r.id, r.address, r.version, r.started_at, r.last_seen_ms, (EXISTS (SELECT 1 "
+        "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
+        "AND l.classid = 0 AND l.objid = " LEADER_LOCK_KEY " AND l.objsubid = 1 AND l.granted "
+        "AND a.application_name = 'modelgated ' || r.id || ' leader'))::int "
+        "FROM replicas r WHERE r.last_seen_ms > ?1 AND ?2::text IS NOT NULL "
+        "ORDER BY r.started_at, r.id";
     struct db_conn *c = store_read_begin(st);
-    struct db_stmt *s = db_prepare(c, sql);
+    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     json_t *list = json_array();
     enum mg_code rc;
     bool row;
 
     *out = NULL;
     db_bind_i64(s, 1, store_clock_ms(st) - STORE_REPLICA_LISTED_MS);
+    db_bind_text(s, 2, st->replica_id);
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
         char seen[32];
 
         mg_time_format(db_col_i64(s, 4), seen);
         json_array_append_new(
             list,
-            json_pack("{s:o, s:o, s:o, s:o, s:s, s:b}", "id", store_col_json_string(s, 0),
+            json_pack("{s:o, s:o, s:o, s:o, s:s, s:b, s:b}", "id", store_col_json_string(s, 0),
                       "address", store_col_json_string(s, 1), "version",
                       store_col_json_string(s, 2), "started_at", store_col_json_string(s, 3),
-                      "last_seen", seen, "self", strcmp(db_col_text(s, 0), st->replica_id) == 0));
+                      "last_seen", seen, "self", strcmp(db_col_text(s, 0), st->replica_id) == 0,
+                      "leader", db_col_i64(s, 5) != 0));
     }
     store_read_end(st, c);
     if (rc != MG_OK) {
@@ -421,24 +434,28 @@ enum mg_code store_signing_key_publish(struct store *st, const char *keyid, cons
     return store_write_end(st, c, db_exec(s, err), err);
 }
 
-enum mg_code store_signing_keys(struct store *st, json_t **out, struct mg_error *err)
+enum mg_code store_signing_keys(struct store *st, const char *signing_keyid, json_t **out,
+                                struct mg_error *err)
 {
-    static const char sql[] = "SELECT keyid, public_pem, created_at, last_active_ms "
+    static const char sql[] = "SELECT keyid, hint, public_pem, created_at "
                               "FROM signing_keys ORDER BY created_at DESC, keyid";
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s = db_prepare(c, sql);
     json_t *items = json_array();
-    int64_t live = store_clock_ms(st) - STORE_REPLICA_LISTED_MS;
     enum mg_code rc;
     bool row;
 
     *out = NULL;
-    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        const char *keyid = db_col_text(s, 0);
+        bool active = signing_keyid != NULL && keyid != NULL && strcmp(keyid, signing_keyid) == 0;
+
         json_array_append_new(
-            items, json_pack("{s:o, s:s, s:o, s:o, s:b}", "keyid", store_col_json_string(s, 0),
-                             "algorithm", "ecdsa-p256-sha256", "public_key_pem",
-                             store_col_json_string(s, 1), "created_at", store_col_json_string(s, 2),
-                             "active", db_col_i64(s, 3) > live));
+            items, json_pack("{s:o, s:o, s:s, s:o, s:o, s:b}", "keyid", store_col_json_string(s, 0),
+                             "hint", store_col_json_string(s, 1), "algorithm", "ecdsa-p256-sha256",
+                             "public_key_pem", store_col_json_string(s, 2), "created_at",
+                             store_col_json_string(s, 3), "active", active));
+    }
     store_read_end(st, c);
     if (rc == MG_OK && (*out = json_pack("{s:o}", "items", items)) != NULL)
         return MG_OK;

@@ -12,41 +12,43 @@
 /* Longest lineage walk we answer; deeper graphs are cut (and say so). */
 #define LINEAGE_MAX_ROWS 100000
 
-static enum mg_code string_list(struct db_conn *c, const char *sql, const char *digest,
-                                json_t **out, struct mg_error *err)
+/*
+ * The record of digest that a reader with these owners sees (owners: JSON text of an array
+ * of teams and "" for global records; NULL: any record, global first). A team reader's own
+ * team's record comes before a global one. Its parents are that record's; its children
+ * are those of records the reader sees.
+ */
+static enum mg_code dataset_read(struct db_conn *c, const char *digest, const char *owners,
+                                 json_t **out, struct mg_error *err)
 {
-    struct db_stmt *s = db_prepare(c, sql);
-    json_t *a = json_array();
-    enum mg_code rc;
-    bool row;
-
-    db_bind_text(s, 1, digest);
-    while ((rc = db_step(s, &row, err)) == MG_OK && row)
-        json_array_append_new(a, store_col_json_string(s, 0));
-    if (rc != MG_OK) {
-        json_decref(a);
-        return rc;
-    }
-    *out = a;
-    return MG_OK;
-}
-
-static enum mg_code dataset_read(struct db_conn *c, const char *digest, json_t **out,
-                                 struct mg_error *err)
-{
-    static const char sql[] = "SELECT name, uri, description, created_at, created_by, "
-                              "withdrawn_at, withdrawn_by, withdrawn_reason "
-                              "FROM datasets WHERE digest = ?";
+    static const char sql[] =
+        "SELECT name, uri, description, created_at, created_by, "
+        "withdrawn_at, withdrawn_by, withdrawn_reason, owner FROM datasets WHERE digest = ?1 "
+        "AND (?2 IS NULL OR owner IN (SELECT value FROM json_each(?2))) "
+        "ORDER BY CASE WHEN owner = '' THEN ?3 ELSE 1 - ?3 END, owner LIMIT 1";
+    static const char sql_pg[] =
+        "SELECT name, uri, description, created_at, created_by, "
+        "withdrawn_at, withdrawn_by, withdrawn_reason, owner FROM datasets WHERE digest = ?1 "
+        "AND (?2::text IS NULL OR owner IN (SELECT jsonb_array_elements_text(?2::jsonb))) "
+        "ORDER BY CASE WHEN owner = '' THEN ?3::bigint ELSE 1 - ?3::bigint END, owner LIMIT 1";
     static const char sql_parents[] =
-        "SELECT parent FROM dataset_parents WHERE child = ? ORDER BY parent";
+        "SELECT parent FROM dataset_parents WHERE child = ? AND owner = ? ORDER BY parent";
     static const char sql_children[] =
-        "SELECT child FROM dataset_parents WHERE parent = ? ORDER BY child";
-    struct db_stmt *s = db_prepare(c, sql);
+        "SELECT DISTINCT child FROM dataset_parents WHERE parent = ?1 "
+        "AND (?2 IS NULL OR owner IN (SELECT value FROM json_each(?2))) ORDER BY child";
+    static const char sql_children_pg[] =
+        "SELECT DISTINCT child FROM dataset_parents WHERE parent = ?1 "
+        "AND (?2::text IS NULL OR owner IN (SELECT jsonb_array_elements_text(?2::jsonb))) "
+        "ORDER BY child";
+    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     json_t *d = NULL, *parents = NULL, *children = NULL;
+    char owner[STORE_TEAM_NAME_MAX + 1];
     enum mg_code rc;
     bool row;
 
     db_bind_text(s, 1, digest);
+    db_bind_text(s, 2, owners);
+    db_bind_i64(s, 3, owners != NULL ? 1 : 0);
     if ((rc = db_step(s, &row, err)) != MG_OK)
         return rc;
     if (!row)
@@ -60,12 +62,27 @@ static enum mg_code dataset_read(struct db_conn *c, const char *digest, json_t *
                             json_pack("{s:o, s:o, s:o}", "at", store_col_json_string(s, 5), "by",
                                       store_col_json_string(s, 6), "reason",
                                       store_col_json_string(s, 7)));
+    snprintf(owner, sizeof(owner), "%s", db_col_text(s, 8));
     db_reset(s);
     if (d == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    if ((rc = string_list(c, sql_parents, digest, &parents, err)) != MG_OK ||
-        (rc = string_list(c, sql_children, digest, &children, err)) != MG_OK) {
+    s = db_prepare(c, sql_parents);
+    db_bind_text(s, 1, digest);
+    db_bind_text(s, 2, owner);
+    parents = json_array();
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_array_append_new(parents, store_col_json_string(s, 0));
+    if (rc == MG_OK) {
+        s = db_prepare(c, DB_SQL(c, sql_children, sql_children_pg));
+        db_bind_text(s, 1, digest);
+        db_bind_text(s, 2, owners);
+        children = json_array();
+        while ((rc = db_step(s, &row, err)) == MG_OK && row)
+            json_array_append_new(children, store_col_json_string(s, 0));
+    }
+    if (rc != MG_OK) {
         json_decref(parents);
+        json_decref(children);
         json_decref(d);
         return rc;
     }
@@ -111,82 +128,126 @@ static bool same_dataset(const json_t *have, const json_t *req)
     return true;
 }
 
-enum mg_code store_dataset_create(struct store *st, const char *actor, const json_t *req,
-                                  json_t **out, bool *created, struct mg_error *err)
+/* Register one owner's record of the dataset (its parents are checked by the caller). */
+static enum mg_code dataset_insert(struct db_conn *c, const char *actor, const char *owner,
+                                   const json_t *req, const char *at, struct mg_error *err)
 {
-    static const char sql[] = "INSERT INTO datasets (digest, name, uri, description, "
-                              "created_at, created_by) VALUES (?, ?, ?, ?, ?, ?)";
-    static const char sql_parent[] =
-        "INSERT INTO dataset_parents (child, parent) VALUES (?, ?) ON CONFLICT DO NOTHING";
-    static const char sql_exists[] = "SELECT 1 FROM datasets WHERE digest = ?";
+    static const char sql[] = "INSERT INTO datasets (digest, owner, name, uri, description, "
+                              "created_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)";
+    static const char sql_parent[] = "INSERT INTO dataset_parents (owner, child, parent) "
+                                     "VALUES (?, ?, ?) ON CONFLICT DO NOTHING";
     const char *digest = json_string_value(json_object_get(req, "digest"));
-    json_t *parents = json_object_get(req, "parents"), *p, *have = NULL;
-    struct db_conn *c = store_write_begin(st, err);
-    struct db_stmt *s;
-    char at[32];
-    size_t i;
+    struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
+    json_t *p;
+    size_t i;
 
-    if (c == NULL)
-        return err->code;
-    rc = dataset_read(c, digest, &have, err);
-    if (rc == MG_OK) {
-        if (same_dataset(have, req)) {
-            *created = false;
-            goto out;
-        }
-        rc = mg_fail(err, MG_ECONFLICT, "digest",
-                     "dataset %s is already registered with different name, uri, "
-                     "description or parents; a digest's record cannot change",
-                     digest);
-        goto out;
-    }
-    if (rc != MG_ENOTFOUND)
-        goto out;
-    json_array_foreach(parents, i, p)
-    {
-        bool found;
-
-        s = db_prepare(c, sql_exists);
-        db_bind_text(s, 1, json_string_value(p));
-        if ((rc = store_exists(s, &found, err)) != MG_OK)
-            goto out;
-        if (!found) {
-            rc = mg_fail(err, MG_EINVAL, "parents",
-                         "parent dataset %s is not registered; register it first",
-                         json_string_value(p));
-            goto out;
-        }
-        if (strcmp(json_string_value(p), digest) == 0) {
-            rc = mg_fail(err, MG_EINVAL, "parents", "a dataset cannot be its own parent");
-            goto out;
-        }
-    }
-    s = db_prepare(c, sql);
-    store_now(at);
     db_bind_text(s, 1, digest);
-    db_bind_text(s, 2, json_string_value(json_object_get(req, "name")));
-    db_bind_text(s, 3, json_string_value(json_object_get(req, "uri")));
-    db_bind_text(s, 4, json_string_value(json_object_get(req, "description")));
-    db_bind_text(s, 5, at);
-    db_bind_text(s, 6, actor);
+    db_bind_text(s, 2, owner);
+    db_bind_text(s, 3, json_string_value(json_object_get(req, "name")));
+    db_bind_text(s, 4, json_string_value(json_object_get(req, "uri")));
+    db_bind_text(s, 5, json_string_value(json_object_get(req, "description")));
+    db_bind_text(s, 6, at);
+    db_bind_text(s, 7, actor);
     if ((rc = db_exec(s, err)) != MG_OK)
-        goto out;
-    json_array_foreach(parents, i, p)
+        return rc;
+    json_array_foreach(json_object_get(req, "parents"), i, p)
     {
         s = db_prepare(c, sql_parent);
-        db_bind_text(s, 1, digest);
-        db_bind_text(s, 2, json_string_value(p));
+        db_bind_text(s, 1, owner);
+        db_bind_text(s, 2, digest);
+        db_bind_text(s, 3, json_string_value(p));
         if ((rc = db_exec(s, err)) != MG_OK)
-            goto out;
+            return rc;
     }
-    if ((rc = store_audit_append(c, actor, "dataset.create", digest, req, err)) != MG_OK)
+    return MG_OK;
+}
+
+enum mg_code store_dataset_create(struct store *st, const char *actor, const json_t *owners,
+                                  const json_t *req, json_t **out, bool *created,
+                                  struct mg_error *err)
+{
+    /* A parent must be one the registering owner sees: its own record, or a global one (a
+     * global registration may name any). */
+    static const char sql_exists[] = "SELECT 1 FROM datasets WHERE digest = ?1 AND "
+                                     "(owner = ?2 OR owner = '' OR ?2 = '')";
+    const char *digest = json_string_value(json_object_get(req, "digest"));
+    json_t *parents = json_object_get(req, "parents"), *p, *o, *have = NULL;
+    char *scope = store_json_text(owners), one[2 * STORE_TEAM_NAME_MAX + 8];
+    struct db_conn *c;
+    struct db_stmt *s;
+    char at[32];
+    size_t i, j, inserted = 0;
+    enum mg_code rc = MG_OK;
+
+    if (scope == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    if ((c = store_write_begin(st, err)) == NULL) {
+        free(scope);
+        return err->code;
+    }
+    store_now(at);
+    json_array_foreach(owners, j, o)
+    {
+        const char *owner = json_string_value(o);
+        json_t *only = json_pack("[s]", owner);
+        char *text = only ? store_json_text(only) : NULL;
+
+        /* this owner's record: the same one again is fine, a different one is not */
+        json_decref(only);
+        if (text == NULL) {
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        snprintf(one, sizeof(one), "%s", text);
+        free(text);
+        rc = dataset_read(c, digest, one, &have, err);
+        if (rc == MG_OK) {
+            bool same = same_dataset(have, req);
+
+            json_decref(have);
+            have = NULL;
+            if (same)
+                continue;
+            rc = mg_fail(err, MG_ECONFLICT, "digest",
+                         "dataset %s is already registered with different name, uri, "
+                         "description or parents; a digest's record cannot change",
+                         digest);
+            goto out;
+        }
+        if (rc != MG_ENOTFOUND)
+            goto out;
+        json_array_foreach(parents, i, p)
+        {
+            bool found;
+
+            if (strcmp(json_string_value(p), digest) == 0) {
+                rc = mg_fail(err, MG_EINVAL, "parents", "a dataset cannot be its own parent");
+                goto out;
+            }
+            s = db_prepare(c, sql_exists);
+            db_bind_text(s, 1, json_string_value(p));
+            db_bind_text(s, 2, owner);
+            if ((rc = store_exists(s, &found, err)) != MG_OK)
+                goto out;
+            if (!found) {
+                rc = mg_fail(err, MG_EINVAL, "parents",
+                             "parent dataset %s is not registered; register it first",
+                             json_string_value(p));
+                goto out;
+            }
+        }
+        if ((rc = dataset_insert(c, actor, owner, req, at, err)) != MG_OK)
+            goto out;
+        inserted++;
+    }
+    if (inserted > 0 &&
+        (rc = store_audit_append(c, actor, "dataset.create", digest, req, err)) != MG_OK)
         goto out;
-    json_decref(have);
-    have = NULL;
-    rc = dataset_read(c, digest, &have, err);
-    *created = true;
+    rc = dataset_read(c, digest, scope, &have, err);
+    *created = inserted > 0;
 out:
+    free(scope);
     rc = store_write_end(st, c, rc, err);
     if (rc == MG_OK)
         *out = have;
@@ -195,20 +256,33 @@ out:
     return rc;
 }
 
-enum mg_code store_dataset_get(struct store *st, const char *digest, json_t **out,
-                               struct mg_error *err)
+/* The owners filter as JSON text (NEW; NULL for none); false when out of memory. */
+static bool scope_text(const json_t *owners, char **text)
 {
-    struct db_conn *c = store_read_begin(st);
-    enum mg_code rc = dataset_read(c, digest, out, err);
+    *text = owners != NULL ? store_json_text(owners) : NULL;
+    return owners == NULL || *text != NULL;
+}
 
+enum mg_code store_dataset_get(struct store *st, const json_t *owners, const char *digest,
+                               json_t **out, struct mg_error *err)
+{
+    struct db_conn *c;
+    enum mg_code rc;
+    char *scope;
+
+    if (!scope_text(owners, &scope))
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    c = store_read_begin(st);
+    rc = dataset_read(c, digest, scope, out, err);
     store_read_end(st, c);
+    free(scope);
     return rc;
 }
 
 /* Versions that used digest directly or through any descendant, in the shape of
  * store_dataset_versions' items (*out NEW), in the caller's transaction. */
-static enum mg_code dataset_users(struct db_conn *c, const char *digest, json_t **out,
-                                  struct mg_error *err)
+static enum mg_code dataset_users(struct db_conn *c, const char *digest, const char *scope,
+                                  json_t **out, struct mg_error *err)
 {
     /* Breadth-first over descendants; `via` is the JSON path of digests walked.
      * UNION (not UNION ALL) plus the depth bound keep diamonds finite. */
@@ -218,9 +292,10 @@ static enum mg_code dataset_users(struct db_conn *c, const char *digest, json_t 
         "  UNION"
         "  SELECT p.child, json_insert(d.via, '$[#]', p.child), d.depth + 1"
         "  FROM dataset_parents p JOIN d ON p.parent = d.digest WHERE d.depth < 64"
+        "  AND (?2 IS NULL OR p.owner IN (SELECT value FROM json_each(?2)))"
         "  LIMIT 100000"
         ") "
-        "SELECT m.name, v.version, vd.role, d.via FROM d "
+        "SELECT m.name, v.version, vd.role, d.via, m.owners FROM d "
         "JOIN version_datasets vd ON vd.digest = d.digest "
         "JOIN versions v ON v.id = vd.version_id JOIN models m ON m.id = v.model_id "
         "ORDER BY d.depth, m.name, v.version, vd.role";
@@ -235,11 +310,14 @@ static enum mg_code dataset_users(struct db_conn *c, const char *digest, json_t 
         "  UNION"
         "  SELECT p.child, d.via || to_jsonb(p.child), d.depth + 1"
         "  FROM dataset_parents p JOIN d ON p.parent = d.digest WHERE d.depth < 64"
+        "  AND (?2::text IS NULL OR p.owner IN (SELECT jsonb_array_elements_text(?2::jsonb)))"
         ") "
-        "SELECT x.name, x.version, x.role, d.via::text FROM (SELECT * FROM d LIMIT 100000) d "
-        "CROSS JOIN LATERAL (SELECT (SELECT m.name FROM models m WHERE m.id = v.model_id) "
-        "AS name, v.version, vd.role FROM version_datasets vd "
-        "JOIN versions v ON v.id = vd.version_id WHERE vd.digest = d.digest) x "
+        "SELECT x.name, x.version, x.role, d.via::text, x.owners "
+        "FROM (SELECT * FROM d LIMIT 100000) d "
+        "CROSS JOIN LATERAL (SELECT m.name, m.owners, v.version, vd.role "
+        "FROM version_datasets vd "
+        "JOIN versions v ON v.id = vd.version_id JOIN models m ON m.id = v.model_id "
+        "WHERE vd.digest = d.digest) x "
         "ORDER BY d.depth, x.name, x.version, x.role";
     struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     json_t *items = json_array(), *seen = json_object();
@@ -248,6 +326,7 @@ static enum mg_code dataset_users(struct db_conn *c, const char *digest, json_t 
     bool row;
 
     db_bind_text(s, 1, digest);
+    db_bind_text(s, 2, scope);
     while ((rc = db_step(s, &row, err)) == MG_OK && row && rows++ < LINEAGE_MAX_ROWS) {
         char key[256];
         const char *model = db_col_text(s, 0);
@@ -259,9 +338,10 @@ static enum mg_code dataset_users(struct db_conn *c, const char *digest, json_t 
         if (json_object_get(seen, key))
             continue;
         json_object_set_new(seen, key, json_true());
-        json_array_append_new(items, json_pack("{s:s, s:I, s:s, s:o}", "model", model, "version",
-                                               (json_int_t)ver, "role", role, "via",
-                                               store_col_json(s, 3)));
+        json_array_append_new(items,
+                              json_pack("{s:s, s:I, s:s, s:o, s:o}", "model", model, "version",
+                                        (json_int_t)ver, "role", role, "via", store_col_json(s, 3),
+                                        "_owners", store_col_json(s, 4)));
     }
     db_reset(s);
     json_decref(seen);
@@ -273,17 +353,21 @@ static enum mg_code dataset_users(struct db_conn *c, const char *digest, json_t 
     return MG_OK;
 }
 
-enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t **out,
-                                    struct mg_error *err)
+enum mg_code store_dataset_versions(struct store *st, const json_t *owners, const char *digest,
+                                    json_t **out, struct mg_error *err)
 {
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c;
     struct db_stmt *s;
     json_t *items = NULL, *probe = NULL;
     enum mg_code rc;
+    char *scope;
     bool row;
 
+    if (!scope_text(owners, &scope))
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    c = store_read_begin(st);
     /* Registered, or at least used directly by a version: otherwise 404. */
-    rc = dataset_read(c, digest, &probe, err);
+    rc = dataset_read(c, digest, scope, &probe, err);
     json_decref(probe);
     if (rc == MG_ENOTFOUND) {
         static const char sql_used[] = "SELECT 1 FROM version_datasets WHERE digest = ?";
@@ -296,20 +380,27 @@ enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t
             goto out;
         }
     }
-    if (rc == MG_OK && (rc = dataset_users(c, digest, &items, err)) == MG_OK) {
+    if (rc == MG_OK && (rc = dataset_users(c, digest, scope, &items, err)) == MG_OK) {
         *out = json_pack("{s:o}", "items", items);
         if (*out == NULL)
             rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
 out:
     store_read_end(st, c);
+    free(scope);
     return rc;
 }
 
-enum mg_code store_datasets_unregistered(struct store *st, const json_t *digests,
+enum mg_code store_datasets_unregistered(struct store *st, const char *model, const json_t *digests,
                                          size_t *unregistered, json_t **first, struct mg_error *err)
 {
-    static const char sql[] = "SELECT 1 FROM datasets WHERE digest = ?";
+    /* registered for this model: a global record, or one its owners registered */
+    static const char sql[] =
+        "SELECT 1 FROM datasets WHERE digest = ?1 AND (owner = '' OR owner IN "
+        "(SELECT j.value FROM models m, json_each(m.owners) j WHERE m.name = ?2))";
+    static const char sql_pg[] =
+        "SELECT 1 FROM datasets WHERE digest = ?1 AND (owner = '' OR owner IN "
+        "(SELECT jsonb_array_elements_text(m.owners::jsonb) FROM models m WHERE m.name = ?2))";
     struct db_conn *c = store_read_begin(st);
     json_t *d;
     size_t i, n = 0;
@@ -318,10 +409,11 @@ enum mg_code store_datasets_unregistered(struct store *st, const json_t *digests
     *first = NULL;
     json_array_foreach(digests, i, d)
     {
-        struct db_stmt *s = db_prepare(c, sql);
+        struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
         bool found;
 
         db_bind_text(s, 1, json_string_value(d));
+        db_bind_text(s, 2, model);
         if ((rc = store_exists(s, &found, err)) != MG_OK)
             break;
         if (!found && n++ == 0)
@@ -353,7 +445,7 @@ enum mg_code store_dataset_withdraw(struct store *st, const char *actor, const c
     if (c == NULL)
         return err->code;
     *changed = false;
-    if ((rc = dataset_read(c, digest, &d, err)) != MG_OK)
+    if ((rc = dataset_read(c, digest, NULL, &d, err)) != MG_OK)
         goto out;
     if (json_object_get(d, "withdrawn") != NULL)
         goto out; /* withdrawn before: the first withdrawal stands */
@@ -368,10 +460,11 @@ enum mg_code store_dataset_withdraw(struct store *st, const char *actor, const c
     *changed = true;
     /* The versions it marks are named in the audit entry, and each of their models' cached
      * answers moves on (they now show withdrawn_datasets). */
-    if ((rc = dataset_users(c, digest, &users, err)) != MG_OK)
+    if ((rc = dataset_users(c, digest, NULL, &users, err)) != MG_OK)
         goto out;
     json_array_foreach(users, i, u)
     {
+        json_object_del(u, "_owners");
         if ((rc = store_model_bump(c, json_string_value(json_object_get(u, "model")), err)) !=
             MG_OK)
             goto out;
@@ -381,7 +474,7 @@ enum mg_code store_dataset_withdraw(struct store *st, const char *actor, const c
         goto out;
     json_decref(d);
     d = NULL;
-    rc = dataset_read(c, digest, &d, err);
+    rc = dataset_read(c, digest, NULL, &d, err);
 out:
     json_decref(detail);
     json_decref(users);

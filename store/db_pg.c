@@ -149,13 +149,15 @@ static enum mg_code connect_now(struct pg_conn *c, struct mg_error *err)
                        text);
     }
     c->generation++; /* statements prepared on the old session are gone */
-    /* Times and text as the store writes them; errors in English for the log. A
-     * session that sits inside a transaction for 5 s belongs to a process that stopped
-     * (SIGSTOP, a paused VM): the server ends it, so the writers' lock it may hold does
-     * not stall every replica until it wakes. The store's transactions never pause. */
+    /* Times and text as the store writes them. Only parameters an ordinary role may set
+     * (no lc_messages: superusers only): errors are told apart by SQLSTATE, never by their
+     * text, which comes in the server's language. A session that sits inside a transaction
+     * for 5 s belongs to a process that stopped (SIGSTOP, a paused VM): the server ends it,
+     * so the writers' lock it may hold does not stall every replica until it wakes. The
+     * store's transactions never pause. */
     return run_simple(c,
                       "SET TIME ZONE 'UTC'; SET client_min_messages = warning; "
-                      "SET lc_messages = 'C'; SET idle_in_transaction_session_timeout = "
+                      "SET idle_in_transaction_session_timeout = "
                       "'" DB_PG_IDLE_TXN_MS "ms'",
                       err);
 }

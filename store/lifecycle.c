@@ -168,6 +168,11 @@ static enum mg_code set_one(struct db_conn *c, int64_t mid, int64_t version, con
     static const char sql_delete[] =
         "UPDATE versions SET status = 'deleted', deleted_at = ?, deleted_by = ?, "
         "deletion_reason = ?3 WHERE model_id = ?4 AND version = ?5 AND status <> 'deleted'";
+    static const char sql_release[] =
+        "UPDATE blobs SET released = 1 WHERE digest = "
+        "(SELECT artifact FROM versions WHERE model_id = ?1 AND version = ?2) "
+        "AND NOT EXISTS (SELECT 1 FROM versions v WHERE v.artifact = blobs.digest "
+        "AND v.status <> 'deleted')";
     struct db_stmt *s;
     enum mg_code rc;
 
@@ -195,7 +200,15 @@ static enum mg_code set_one(struct db_conn *c, int64_t mid, int64_t version, con
         return mg_fail(err, MG_ESTALE, NULL,
                        "version %lld changed status meanwhile; read it and try again",
                        (long long)version);
-    return MG_OK;
+    if (strcmp(status, "deleted") == 0) {
+        /* The last live version citing the artifact went: its bytes are released (gone to
+         * all but admins, and cited again only once uploaded again). */
+        s = db_prepare(c, sql_release);
+        db_bind_i64(s, 1, mid);
+        db_bind_i64(s, 2, version);
+        rc = db_exec(s, err);
+    }
+    return rc;
 }
 
 enum mg_code store_version_set_status(struct store *st, const char *actor,

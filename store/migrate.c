@@ -30,6 +30,7 @@ static const char *const tables[] = {
     "teams",
     "blobs",
     "blob_files",
+    "blob_teams",
     "models",
     "retention",
     "versions",
@@ -54,6 +55,12 @@ static const char *const tables[] = {
     "gateway_names",
     "model_epochs",
     "oci_manifests",
+    "identity_groups",
+    "trusted_publishers",
+    "exchange_jti",
+    "alias_attestations",
+    "attestation_versions",
+    "oci_attestation_manifests",
 };
 
 /* Identity columns whose sequences must move past the ids copied. */

@@ -8,17 +8,26 @@
 
 #include "../common/util.h"
 
-#define MODEL_COLS "name, description, tags, created_at, created_by, latest_version, owners"
+/* Lists leave out the readme (up to 64 KiB each); a single model carries it (column 8). */
+#define MODEL_COLS                                                                                 \
+    "name, description, tags, created_at, created_by, latest_version, owners, metric_directions"
 
-static json_t *model_row(struct db_stmt *s)
+static json_t *model_row(struct db_stmt *s, bool with_readme)
 {
     json_t *latest = db_col_null(s, 5) ? json_null() : json_integer(db_col_i64(s, 5));
+    json_t *m =
+        json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:[], s:o, s:o}", "name",
+                  store_col_json_string(s, 0), "description", store_col_json_string(s, 1), "tags",
+                  store_col_json(s, 2), "created_at", store_col_json_string(s, 3), "created_by",
+                  store_col_json_string(s, 4), "latest_version", latest, "aliases", "owners",
+                  store_col_json(s, 6), "metric_directions", store_col_json(s, 7));
 
-    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:[], s:o}", "name",
-                     store_col_json_string(s, 0), "description", store_col_json_string(s, 1),
-                     "tags", store_col_json(s, 2), "created_at", store_col_json_string(s, 3),
-                     "created_by", store_col_json_string(s, 4), "latest_version", latest, "aliases",
-                     "owners", store_col_json(s, 6));
+    if (m != NULL && with_readme &&
+        json_object_set_new(m, "readme", store_col_json_string(s, 8)) != 0) {
+        json_decref(m);
+        return NULL;
+    }
+    return m;
 }
 
 /* m (a Model) gains "aliases": [{"alias","routes"}] of its live aliases. */
@@ -47,7 +56,7 @@ static enum mg_code add_aliases(struct db_conn *c, json_t *m, struct mg_error *e
 static enum mg_code model_read(struct db_conn *c, const char *name, json_t **out,
                                struct mg_error *err)
 {
-    static const char sql[] = "SELECT " MODEL_COLS " FROM models WHERE name = ?";
+    static const char sql[] = "SELECT " MODEL_COLS ", readme FROM models WHERE name = ?";
     struct db_stmt *s = db_prepare(c, sql);
     json_t *m;
     enum mg_code rc;
@@ -58,7 +67,7 @@ static enum mg_code model_read(struct db_conn *c, const char *name, json_t **out
         return rc;
     if (!row)
         return mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", name);
-    m = model_row(s);
+    m = model_row(s, true);
     db_reset(s);
     if (m == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
@@ -74,28 +83,30 @@ enum mg_code store_model_create(struct store *st, const char *actor, const json_
                                 json_t **out, struct mg_error *err)
 {
     static const char sql[] = "INSERT INTO models (name, description, tags, created_at, "
-                              "created_by, owners) VALUES (?, ?, ?, ?, ?, ?)";
+                              "created_by, owners, readme, metric_directions) "
+                              "VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
     const char *name = json_string_value(json_object_get(req, "name"));
     const char *desc = json_string_value(json_object_get(req, "description"));
+    const char *readme = json_string_value(json_object_get(req, "readme"));
     json_t *tags = json_object_get(req, "tags");
+    json_t *dirs = json_object_get(req, "metric_directions");
     json_t *owners = json_object_get(req, "owners"); /* the creating token's teams */
-    struct db_conn *c;
+    struct db_conn *c = NULL;
     struct db_stmt *s;
-    char at[32], *tags_text, *owners_text;
+    char at[32], *tags_text, *owners_text, *dirs_text;
     json_t *m = NULL;
     enum mg_code rc;
 
     tags_text = tags && json_is_object(tags) ? store_json_text(tags) : strdup("{}");
     owners_text = owners && json_is_array(owners) ? store_json_text(owners) : strdup("[]");
-    if (tags_text == NULL || owners_text == NULL) {
-        free(tags_text);
-        free(owners_text);
-        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    dirs_text = dirs && json_is_object(dirs) ? store_json_text(dirs) : strdup("{}");
+    if (tags_text == NULL || owners_text == NULL || dirs_text == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto done;
     }
     if ((c = store_write_begin(st, err)) == NULL) {
-        free(tags_text);
-        free(owners_text);
-        return err->code;
+        rc = err->code;
+        goto done;
     }
     s = db_prepare(c, sql);
     store_now(at);
@@ -105,6 +116,8 @@ enum mg_code store_model_create(struct store *st, const char *actor, const json_
     db_bind_text(s, 4, at);
     db_bind_text(s, 5, actor);
     db_bind_text(s, 6, owners_text);
+    db_bind_text(s, 7, readme ? readme : "");
+    db_bind_text(s, 8, dirs_text);
     rc = db_exec(s, err);
     if (rc == MG_ECONFLICT) {
         rc = mg_fail(err, MG_ECONFLICT, "name", "model '%s' already exists", name);
@@ -115,9 +128,11 @@ enum mg_code store_model_create(struct store *st, const char *actor, const json_
     if (rc == MG_OK)
         rc = model_read(c, name, &m, err);
 out:
+    rc = store_write_end(st, c, rc, err);
+done:
     free(tags_text);
     free(owners_text);
-    rc = store_write_end(st, c, rc, err);
+    free(dirs_text);
     if (rc == MG_OK)
         *out = m;
     else
@@ -138,7 +153,7 @@ static enum mg_code list_row(struct db_stmt *s, void *ctx, json_t **item, char c
                              struct mg_error *err)
 {
     struct db_conn *c = ctx;
-    json_t *m = model_row(s);
+    json_t *m = model_row(s, false);
     enum mg_code rc;
 
     if (m == NULL)
@@ -176,25 +191,34 @@ enum mg_code store_model_patch(struct store *st, const char *actor, const char *
                                const json_t *patch, json_t **out, struct mg_error *err)
 {
     static const char sql[] = "UPDATE models SET description = coalesce(?, description), "
-                              "tags = coalesce(?, tags) WHERE name = ?";
+                              "tags = coalesce(?, tags), readme = coalesce(?, readme), "
+                              "metric_directions = coalesce(?, metric_directions) WHERE name = ?";
     const char *desc = json_string_value(json_object_get(patch, "description"));
+    const char *readme = json_string_value(json_object_get(patch, "readme"));
     json_t *tags = json_object_get(patch, "tags");
+    json_t *dirs = json_object_get(patch, "metric_directions");
     struct db_conn *c;
     struct db_stmt *s;
-    char *tags_text = NULL;
+    char *tags_text = NULL, *dirs_text = NULL;
     json_t *m = NULL;
     enum mg_code rc;
 
-    if (tags && (tags_text = store_json_text(tags)) == NULL)
+    if ((tags && (tags_text = store_json_text(tags)) == NULL) ||
+        (json_is_object(dirs) && (dirs_text = store_json_text(dirs)) == NULL)) {
+        free(tags_text);
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
     if ((c = store_write_begin(st, err)) == NULL) {
         free(tags_text);
+        free(dirs_text);
         return err->code;
     }
     s = db_prepare(c, sql);
     db_bind_text(s, 1, desc);
     db_bind_text(s, 2, tags_text);
-    db_bind_text(s, 3, name);
+    db_bind_text(s, 3, readme);
+    db_bind_text(s, 4, dirs_text);
+    db_bind_text(s, 5, name);
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     if (db_changes(s) == 0) {
@@ -206,6 +230,7 @@ enum mg_code store_model_patch(struct store *st, const char *actor, const char *
         rc = model_read(c, name, &m, err);
 out:
     free(tags_text);
+    free(dirs_text);
     rc = store_write_end(st, c, rc, err);
     if (rc == MG_OK)
         *out = m;

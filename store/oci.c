@@ -221,6 +221,9 @@ enum mg_code store_oci_find(struct store *st, const char *model, const char *dig
         goto out;
     if ((rc = find_file(c, mid, digest, &v, err)) != MG_OK || v != NULL)
         goto out;
+    /* release attestations as referrers (API.md "Signed releases") */
+    if ((rc = store_oci_find_attestation(c, mid, digest, &v, err)) != MG_OK || v != NULL)
+        goto out;
     rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has nothing with digest %s", model, digest);
 out:
     store_read_end(st, c);

@@ -66,6 +66,58 @@ enum mg_code store_outbox_write(struct db_conn *c, const char *model, const char
     return rc;
 }
 
+enum mg_code store_outbox_event(struct db_conn *c, const char *model, const char *alias,
+                                const char *promotion, const char *type, const json_t *event,
+                                const char *at, struct mg_error *err)
+{
+    static const char sql[] =
+        "INSERT INTO outbox (gateway, model, alias, generation, payload, state, attempts, "
+        "last_error, next_attempt_at, written_ms, written_at, acked_at) "
+        "SELECT g.name, ?1, ?2, 0, ?4, 'pending', 0, NULL, 0, ?6, ?5, NULL FROM gateways g "
+        "WHERE g.kind = 'webhook' "
+        "AND EXISTS (SELECT 1 FROM json_each(g.config, '$.events') WHERE value = ?7) "
+        "AND (g.models IS NULL OR EXISTS (SELECT 1 FROM json_each(g.models) WHERE value = ?1)) "
+        "AND (g.aliases IS NULL OR EXISTS (SELECT 1 FROM json_each(g.aliases) WHERE value = ?3)) "
+        "ON CONFLICT (gateway, model, alias) DO UPDATE SET payload = excluded.payload, "
+        "state = 'pending', attempts = 0, last_error = NULL, next_attempt_at = 0, "
+        "written_ms = excluded.written_ms, written_at = excluded.written_at, acked_at = NULL";
+    static const char sql_pg[] =
+        "INSERT INTO outbox (gateway, model, alias, generation, payload, state, attempts, "
+        "last_error, next_attempt_at, written_ms, written_at, acked_at) "
+        "SELECT g.name, ?1, ?2, 0, ?4, 'pending', 0, NULL, 0, ?6, ?5, NULL FROM gateways g "
+        "WHERE g.kind = 'webhook' AND coalesce(jsonb_exists(g.config::jsonb -> 'events', "
+        "?7::text), false) "
+        "AND (g.models IS NULL OR jsonb_exists(g.models::jsonb, ?1::text)) "
+        "AND (g.aliases IS NULL OR jsonb_exists(g.aliases::jsonb, ?3::text)) "
+        "ON CONFLICT (gateway, model, alias) DO UPDATE SET payload = excluded.payload, "
+        "state = 'pending', attempts = 0, last_error = NULL, next_attempt_at = 0, "
+        "written_ms = excluded.written_ms, written_at = excluded.written_at, acked_at = NULL";
+    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
+    json_t *payload = json_pack("{s:O}", "event", (json_t *)event);
+    char key[40], *text = payload ? store_json_text(payload) : NULL;
+    const char *code = strcmp(type, "promotion.rolled_back") == 0 ? "rb"
+                       : strcmp(type, "analysis.failed") == 0     ? "af"
+                                                                  : "aa";
+    enum mg_code rc;
+
+    json_decref(payload);
+    if (text == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    /* '!' is in no alias name, so the key never meets an alias's own row. */
+    snprintf(key, sizeof(key), "!%s:%.28s", code, promotion); /* fits store_delivery.alias */
+    db_bind_text(s, 1, model);
+    db_bind_text(s, 2, key);
+    db_bind_text(s, 3, alias);
+    db_bind_text(s, 4, text);
+    db_bind_text(s, 5, at);
+    db_bind_i64(s, 6, store_conn_clock_ms(c));
+    db_bind_text(s, 7, type);
+    if ((rc = db_exec(s, err)) == MG_OK)
+        rc = notify_change(c, err);
+    free(text);
+    return rc;
+}
+
 void store_delivery_release(struct store_delivery *d)
 {
     json_decref(d->config);
@@ -183,6 +235,9 @@ enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d,
     static const char sql_release[] =
         "UPDATE outbox SET lease_until = 0, lease_owner = NULL, lease_token = NULL "
         "WHERE gateway = ?1 AND model = ?2 AND alias = ?3 AND lease_token = ?4";
+    /* An event, once delivered, is done: nothing keeps a state for it. */
+    static const char sql_forget[] = "DELETE FROM outbox WHERE gateway = ?1 AND model = ?2 "
+                                     "AND alias = ?3 AND state = 'in_sync'";
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
     char at[32];
@@ -209,6 +264,12 @@ enum mg_code store_outbox_done(struct store *st, const struct store_delivery *d,
         db_bind_text(s, 2, d->model);
         db_bind_text(s, 3, d->alias);
         db_bind_text(s, 4, d->lease_token);
+        rc = db_exec(s, err);
+    } else if (ok && d->alias[0] == '!') {
+        s = db_prepare(c, sql_forget);
+        db_bind_text(s, 1, d->gateway);
+        db_bind_text(s, 2, d->model);
+        db_bind_text(s, 3, d->alias);
         rc = db_exec(s, err);
     }
     if (rc == MG_OK)

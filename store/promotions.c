@@ -20,8 +20,8 @@
  * promotion must not look unapproved because the database hiccuped. */
 static enum mg_code approvals(struct db_conn *c, const char *id, json_t **out, struct mg_error *err)
 {
-    static const char sql[] = "SELECT by, decision, comment, at, teams FROM promotion_approvals "
-                              "WHERE promotion_id = ? ORDER BY at, by";
+    static const char sql[] = "SELECT by, decision, comment, at, teams, issuer, subject "
+                              "FROM promotion_approvals WHERE promotion_id = ? ORDER BY at, by";
     struct db_stmt *s;
     json_t *list = json_array();
     enum mg_code rc = MG_OK;
@@ -32,12 +32,18 @@ static enum mg_code approvals(struct db_conn *c, const char *id, json_t **out, s
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     s = db_prepare(c, sql);
     db_bind_text(s, 1, id);
-    while ((rc = db_step(s, &row, err)) == MG_OK && row)
-        json_array_append_new(
-            list,
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        json_t *a =
             json_pack("{s:o, s:o, s:o, s:o, s:o}", "by", store_col_json_string(s, 0), "decision",
                       store_col_json_string(s, 1), "comment", store_col_json_string(s, 2), "at",
-                      store_col_json_string(s, 3), "teams", store_col_json(s, 4)));
+                      store_col_json_string(s, 3), "teams", store_col_json(s, 4));
+        /* the decider as a person (API.md "Identity"), when the credential was one's */
+        if (a && !db_col_null(s, 5))
+            json_object_set_new(a, "identity",
+                                json_pack("{s:o, s:o}", "issuer", store_col_json_string(s, 5),
+                                          "subject", store_col_json_string(s, 6)));
+        json_array_append_new(list, a);
+    }
     db_reset(s);
     if (rc == MG_OK)
         *out = list;
@@ -49,7 +55,7 @@ static enum mg_code approvals(struct db_conn *c, const char *id, json_t **out, s
 /* A promotion's events (*out NEW); errors as approvals(). */
 static enum mg_code events(struct db_conn *c, const char *id, json_t **out, struct mg_error *err)
 {
-    static const char sql[] = "SELECT at, type, detail FROM promotion_events "
+    static const char sql[] = "SELECT at, type, detail, actor FROM promotion_events "
                               "WHERE promotion_id = ? ORDER BY seq";
     struct db_stmt *s;
     json_t *list = json_array();
@@ -61,10 +67,15 @@ static enum mg_code events(struct db_conn *c, const char *id, json_t **out, stru
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     s = db_prepare(c, sql);
     db_bind_text(s, 1, id);
-    while ((rc = db_step(s, &row, err)) == MG_OK && row)
-        json_array_append_new(list, json_pack("{s:o, s:o, s:o}", "at", store_col_json_string(s, 0),
-                                              "type", store_col_json_string(s, 1), "detail",
-                                              store_col_json_string(s, 2)));
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        json_t *e = json_pack("{s:o, s:o, s:o}", "at", store_col_json_string(s, 0), "type",
+                              store_col_json_string(s, 1), "detail", store_col_json_string(s, 2));
+
+        /* Events written before migration 022 do not know who made them. */
+        if (e != NULL && !db_col_null(s, 3))
+            json_object_set_new(e, "by", store_col_json_string(s, 3));
+        json_array_append_new(list, e);
+    }
     db_reset(s);
     if (rc == MG_OK)
         *out = list;
@@ -162,7 +173,8 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
         "policy, gates, step_index, weight, next_step_at, created_by, created_at, updated_at, "
         "phase) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     static const char sql_ev[] =
-        "INSERT INTO promotion_events (promotion_id, at, type, detail) VALUES (?, ?, ?, ?)";
+        "INSERT INTO promotion_events (promotion_id, at, type, detail, actor) "
+        "VALUES (?, ?, ?, ?, ?)";
     const char *id = json_string_value(json_object_get(rec, "id"));
     const char *model = json_string_value(json_object_get(rec, "model"));
     const char *alias = json_string_value(json_object_get(rec, "alias"));
@@ -223,6 +235,7 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
     db_bind_text(s, 2, at);
     db_bind_text(s, 3, event_type);
     db_bind_text(s, 4, event_detail);
+    db_bind_text(s, 5, actor);
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     detail = json_pack("{s:s, s:s, s:O, s:s}", "model", model, "alias", alias, "version",
@@ -230,8 +243,11 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
                        json_string_value(json_object_get(rec, "state")));
     rc = store_audit_append(c, actor, "promotion.create", id, detail, err);
     json_decref(detail);
+    if (rc == MG_OK) /* one that waits for reviewers at once: teams hear of it */
+        rc = store_promotion_notify(c, actor, id, json_string_value(json_object_get(rec, "state")),
+                                    event_detail, at, err);
     if (rc == MG_OK && a)
-        rc = store_alias_apply(c, actor, a, at, err);
+        rc = store_alias_apply(c, STORE_ACTIVE_KEY(st), actor, a, at, err);
     /* The candidate's smoke test is queued with the promotion, in this transaction: a crash
      * after the commit cannot leave a smoke gate waiting for a test nobody runs. */
     if (rc == MG_OK && json_is_string(json_object_get(rec, "_smoke_gpu"))) {

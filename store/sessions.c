@@ -68,7 +68,7 @@ enum mg_code store_session_check(struct store *st, const char *id, size_t n, int
 {
     static const char sql[] =
         "SELECT t.id, t.name, t.roles, s.csrf, s.created_ms, s.last_ms, s.id_hash, t.teams, "
-        "t.aliases "
+        "t.aliases, t.person_issuer, t.person_subject "
         "FROM ui_sessions s JOIN tokens t ON t.id = s.token_id "
         "WHERE s.id_hash = ? AND t.revoked_at IS NULL";
     static const char sql_touch[] = "UPDATE ui_sessions SET last_ms = ? WHERE id_hash = ?";
@@ -92,6 +92,11 @@ enum mg_code store_session_check(struct store *st, const char *id, size_t n, int
             snprintf(who->name, sizeof(who->name), "%s", db_col_text(s, 1));
             who->roles = (unsigned)db_col_i64(s, 2);
             store_principal_scopes(who, db_col_text(s, 7), db_col_text(s, 8));
+            snprintf(who->kind, sizeof(who->kind), "token");
+            snprintf(who->issuer, sizeof(who->issuer), "%s",
+                     db_col_null(s, 9) ? "" : db_col_text(s, 9));
+            snprintf(who->subject, sizeof(who->subject), "%s",
+                     db_col_null(s, 10) ? "" : db_col_text(s, 10));
             snprintf(csrf_out, STORE_CSRF_LEN + 1, "%s", db_col_text(s, 3));
             created = db_col_i64(s, 4);
             last = db_col_i64(s, 5);

@@ -176,13 +176,15 @@ enum mg_code store_signing_key_rotate(const char *database, const char *keyid, c
                                       const char *public_pem, const char *private_pem,
                                       struct mg_error *err);
 
-/* Publish a key this replica signs with (at every heartbeat: "active" means a
- * live replica signs with it). */
+/* Publish a key this replica signs with (at every heartbeat). */
 enum mg_code store_signing_key_publish(struct store *st, const char *keyid, const char *hint,
                                        const char *public_pem, struct mg_error *err);
 
-/* Every key published in the database, as GET /api/v1/signing-keys answers. */
-enum mg_code store_signing_keys(struct store *st, json_t **out, struct mg_error *err);
+/* Every key published in the database, as GET /api/v1/signing-keys answers: "hint" is
+ * the bundle's verificationMaterial.publicKey.hint; "active" is true only for signing_keyid
+ * (the key the asking replica signs with now; NULL: none). */
+enum mg_code store_signing_keys(struct store *st, const char *signing_keyid, json_t **out,
+                                struct mg_error *err);
 
 /* The public PEM (malloc'd) of the published key with this hint; MG_ENOTFOUND. */
 enum mg_code store_signing_key_by_hint(struct store *st, const char *hint, char **public_pem,
@@ -236,6 +238,8 @@ json_t *store_roles_to_json(unsigned roles);
 #define STORE_METRICS_MAX 1000    /* metrics one version may hold in all (API: 400 beyond) */
 #define STORE_TOKEN_SECRET_LEN 47 /* "mgt_" + 43 base64url chars */
 
+#define STORE_ISSUER_MAX 255   /* an IdP's issuer URL */
+#define STORE_SUBJECT_MAX 255  /* an IdP's subject ("sub") */
 #define STORE_MAX_SCOPES 16    /* teams, or alias patterns, one token may name */
 #define STORE_TEAM_NAME_MAX 63 /* ^[a-z0-9][a-z0-9-]{0,62}$ */
 
@@ -248,6 +252,16 @@ struct store_principal {
     size_t nteams;
     char aliases[STORE_MAX_SCOPES][34]; /* alias names, or a prefix and '*' */
     size_t naliases;
+    /* The person behind the credential (API.md "Identity"): an IdP's issuer and subject,
+     * both "" for a token nobody in particular holds. Separation of duties compares these. */
+    char kind[8]; /* "token", "sso" (an IdP token or SSO session), "trusted" */
+    char issuer[STORE_ISSUER_MAX + 1];
+    char subject[STORE_SUBJECT_MAX + 1];
+    /* A token a trusted publisher's exchange issued: the models it may reach (names, or a
+     * prefix and '*'; none: every model) and when it stops working (0: never). */
+    char models[STORE_MAX_SCOPES][64];
+    size_t nmodels;
+    int64_t expires_ms;
 };
 
 /*
@@ -305,6 +319,113 @@ enum mg_code store_token_delete(struct store *st, const char *actor, const char 
  * (MG_EDB, MG_EUNAVAIL), never MG_EUNAUTH. */
 enum mg_code store_token_authenticate(struct store *st, const char *secret, size_t n,
                                       struct store_principal *out);
+
+/* Record the person (an IdP's issuer and subject) a token was created by, so separation
+ * of duties follows the person through it. */
+enum mg_code store_token_set_person(struct store *st, const char *id, const char *issuer,
+                                    const char *subject, struct mg_error *err);
+
+/* ---- identity: IdP groups (API.md "Identity") ------------------------------ */
+
+#define STORE_GROUP_NAME_MAX 128
+
+/* Map an IdP group to roles (bit mask), teams and aliases (JSON arrays, BORROWED, NULL for
+ * none; teams must exist: MG_EINVAL naming "teams"). Replaces an existing mapping; audited.
+ * *out: {"group","roles","teams","aliases","updated_at","updated_by"} (NEW). */
+enum mg_code store_identity_group_put(struct store *st, const char *actor, const char *group,
+                                      unsigned roles, const json_t *teams, const json_t *aliases,
+                                      json_t **out, struct mg_error *err);
+
+/* {"items":[…as above…]} (NEW), by group name. */
+enum mg_code store_identity_group_list(struct store *st, json_t **out, struct mg_error *err);
+
+/* Remove a mapping (MG_ENOTFOUND when there is none); audited. */
+enum mg_code store_identity_group_delete(struct store *st, const char *actor, const char *group,
+                                         struct mg_error *err);
+
+/* An SSO user's roles, teams and aliases: the union of the mappings of their groups
+ * (ngroups names). *mapped counts the groups that have one. A database failure is its own
+ * code, never MG_EUNAUTH. */
+enum mg_code store_identity_resolve(struct store *st, const char *const *groups, size_t ngroups,
+                                    struct store_principal *who, size_t *mapped,
+                                    struct mg_error *err);
+
+/* ---- trusted publishing (API.md "Trusted publishing") ------------------------------ */
+
+/* Create or replace a trusted publisher: config is the validated PUT body (BORROWED; its
+ * "issuer" is indexed). Audited. *out: config plus "name","created_at","created_by" (NEW). */
+enum mg_code store_trusted_publisher_put(struct store *st, const char *actor, const char *name,
+                                         const json_t *config, json_t **out, struct mg_error *err);
+
+/* One (MG_ENOTFOUND when none) as above (NEW). */
+enum mg_code store_trusted_publisher_get(struct store *st, const char *name, json_t **out,
+                                         struct mg_error *err);
+
+/* {"items":[…]} by name (NEW); issuer NULL lists all, else only that issuer's. */
+enum mg_code store_trusted_publisher_list(struct store *st, const char *issuer, json_t **out,
+                                          struct mg_error *err);
+
+/* Remove one (MG_ENOTFOUND when none); audited. Tokens it issued keep working until they
+ * expire. */
+enum mg_code store_trusted_publisher_delete(struct store *st, const char *actor, const char *name,
+                                            struct mg_error *err);
+
+/* What an accepted token exchange issues. */
+struct store_exchange {
+    const char *issuer, *jti; /* the CI token's; (issuer, jti) is accepted once */
+    int64_t jti_expires_ms;   /* keep the jti until then (the CI token's exp plus leeway) */
+    const char *publisher;    /* the trusted publisher's name */
+    unsigned roles;
+    const json_t *teams, *aliases, *models; /* arrays (BORROWED) or NULL */
+    int64_t ttl_ms;
+    const char *subject;          /* the CI token's sub (the person for separation of duties) */
+    const json_t *publisher_json; /* what versions the token creates record (BORROWED) */
+};
+
+/* In one transaction: record the jti (MG_ECONFLICT, field "jti", when it was seen before,
+ * on any replica), purge expired ones, and create the short-lived token; audited as
+ * token.exchange. *secret_out: the token (NUL-terminated). */
+enum mg_code store_token_exchange(struct store *st, const struct store_exchange *x,
+                                  char secret_out[STORE_TOKEN_SECRET_LEN + 1],
+                                  struct mg_error *err);
+
+/* ---- single sign-on (API.md "Identity") ---------------------------------------------- */
+
+/* Remember a sign-in in progress: state (hashed), nonce and PKCE code verifier. */
+enum mg_code store_sso_begin(struct store *st, const char *state, const char *nonce,
+                             const char *verifier, struct mg_error *err);
+
+/* Take (and delete: single use) the sign-in of state if it began at most max_age_ms ago.
+ * *nonce and *verifier are new strings. MG_EUNAUTH when unknown, used or too old. */
+enum mg_code store_sso_take(struct store *st, const char *state, int64_t max_age_ms, char **nonce,
+                            char **verifier, struct mg_error *err);
+
+/* A token standing for an SSO user's session: who's name, roles, teams, aliases and person,
+ * expiring after ttl_ms. *secret_out: its secret (to open a UI session with). */
+enum mg_code store_token_for_person(struct store *st, const struct store_principal *who,
+                                    int64_t ttl_ms, char secret_out[STORE_TOKEN_SECRET_LEN + 1],
+                                    struct mg_error *err);
+
+/* The publisher object stored with token id (NEW), or *out NULL when it has none. */
+enum mg_code store_token_publisher(struct store *st, const char *id, json_t **out,
+                                   struct mg_error *err);
+
+/* ---- signed releases (API.md "Signed releases") -------------------------------------- */
+
+/* The Sigstore bundle signing an alias generation (*bundle malloc'd JSON text), MG_ENOTFOUND
+ * when there is none (no such alias or generation, or one from before signing began). */
+enum mg_code store_alias_attestation(struct store *st, const char *model, const char *alias,
+                                     int64_t generation, char **bundle, struct mg_error *err);
+
+/* The signed generations routing a version: [{"alias","generation","bundle_digest",
+ * "bundle_size"}] (NEW), by alias and generation. */
+enum mg_code store_version_attestations(struct store *st, const char *model, int64_t version,
+                                        json_t **out, struct mg_error *err);
+
+/* Keep an attestation's OCI referrer manifest under its digest (kept once: the same digest
+ * is the same bytes). */
+enum mg_code store_oci_attestation_put(struct store *st, const char *model, const char *digest,
+                                       const char *manifest, struct mg_error *err);
 
 /* ---- UI sessions -------------------------------------------------------- */
 
@@ -452,6 +573,18 @@ enum mg_code store_blob_copy_to_fd(struct store *st, const char *digest, uint64_
 enum mg_code store_blob_materialize(struct store *st, const char *digest, const char *dest,
                                     const char *single_name, struct mg_error *err);
 
+/* Tokens of these teams uploaded digest (API.md "Tenancy"): possession, recorded once per
+ * team. No teams (a global token): nothing to record. */
+enum mg_code store_blob_claim(struct store *st, const char *digest, const char *const *teams,
+                              size_t nteams, struct mg_error *err);
+
+/* Who holds the live blob digest: *out NEW {"uploaders":[team],"citers":[[owner]] (the
+ * owners of each model with a version, not deleted, citing it), "released":bool (no live
+ * version cites it any more since one was deleted, and it was not uploaded again)}.
+ * MG_ENOTFOUND when no live blob has that digest. */
+enum mg_code store_blob_holders(struct store *st, const char *digest, json_t **out,
+                                struct mg_error *err);
+
 /* ---- models ----------------------------------------------------------- */
 
 struct store_page {
@@ -459,19 +592,21 @@ struct store_page {
     const char *page_token; /* from a previous next_page_token, or NULL */
 };
 
-/* req: {"name","description"?,"tags"?} already validated for types and name.
- * MG_ECONFLICT if it exists. *out = Model. */
+/* req: {"name","description"?,"tags"?,"readme"?,"metric_directions"?} already validated
+ * for types and name. MG_ECONFLICT if it exists. *out = Model (with "readme"). */
 enum mg_code store_model_create(struct store *st, const char *actor, const json_t *req,
                                 json_t **out, struct mg_error *err);
 
 enum mg_code store_model_get(struct store *st, const char *name, json_t **out,
                              struct mg_error *err);
 
-/* q: substring of the name, or NULL. *out = {"items":[Model],"next_page_token"}. */
+/* q: substring of the name, or NULL. *out = {"items":[Model],"next_page_token"}; list
+ * items leave out "readme". */
 enum mg_code store_model_list(struct store *st, const char *q, const struct store_page *page,
                               json_t **out, struct mg_error *err);
 
-/* patch: {"description"?,"tags"?} validated. */
+/* patch: {"description"?,"tags"?,"readme"?,"metric_directions"?} validated; each given
+ * member replaces the stored one. */
 enum mg_code store_model_patch(struct store *st, const char *actor, const char *name,
                                const json_t *patch, json_t **out, struct mg_error *err);
 
@@ -492,13 +627,21 @@ enum mg_code store_version_get(struct store *st, const char *model, int64_t vers
 enum mg_code store_version_brief(struct store *st, const char *model, int64_t version, json_t **out,
                                  struct mg_error *err);
 
+/* How many ?tag= and how many ?metric= filters one listing takes. */
+#define STORE_VERSION_FILTERS_MAX 4
+
+/* Every filter given must hold (AND); unused slots have key / name NULL. */
 struct store_version_filter {
-    const char *tag_key; /* with tag_value: ?tag=k:v */
-    const char *tag_value;
-    const char *dataset;   /* ?dataset=<digest>, direct use */
-    const char *metric;    /* ?metric=name<op>value */
-    const char *metric_op; /* ">=", ">", "<=", "<", "=" */
-    double metric_value;
+    struct {
+        const char *key; /* ?tag=k:v */
+        const char *value;
+    } tags[STORE_VERSION_FILTERS_MAX];
+    const char *dataset; /* ?dataset=<digest>, direct use */
+    struct {
+        const char *name; /* ?metric=name<op>value */
+        const char *op;   /* ">=", ">", "<=", "<", "=" */
+        double value;
+    } metrics[STORE_VERSION_FILTERS_MAX];
     const char *status; /* ?status=: "ready", "archived", "deleted", or NULL for all */
 };
 
@@ -565,17 +708,28 @@ enum mg_code store_oci_find(struct store *st, const char *model, const char *dig
 /* req validated: {"digest","name","uri"?,"parents"?,"description"?}. Parents
  * must be registered. *created false when an identical record existed;
  * MG_ECONFLICT when it differs. */
-enum mg_code store_dataset_create(struct store *st, const char *actor, const json_t *req,
-                                  json_t **out, bool *created, struct mg_error *err);
+enum mg_code store_dataset_create(struct store *st, const char *actor, const json_t *owners,
+                                  const json_t *req, json_t **out, bool *created,
+                                  struct mg_error *err);
 
-enum mg_code store_dataset_get(struct store *st, const char *digest, json_t **out,
-                               struct mg_error *err);
+/*
+ * Dataset records belong to teams (API.md "Tenancy"). owners, on create: the owners the
+ * record is registered for, one record each (the token's teams, or [""] for a global
+ * token); its parents must be records the owner sees (its own or global ones; a global
+ * registration may name any). owners, on reads: the owners whose records the reader sees
+ * (its teams and ""), or NULL for every record; a team's own record is shown before a
+ * global one.
+ */
+enum mg_code store_dataset_get(struct store *st, const json_t *owners, const char *digest,
+                               json_t **out, struct mg_error *err);
 
-/* Versions that used the dataset directly or through any descendant:
- * {"items":[{"model","version","role","via":[digest…]}]}; `via` is the path of
- * descendant digests from `digest` (exclusive) to the one the version used. */
-enum mg_code store_dataset_versions(struct store *st, const char *digest, json_t **out,
-                                    struct mg_error *err);
+/* Versions that used the dataset directly or through any descendant (following the
+ * derivations of records the reader sees):
+ * {"items":[{"model","version","role","via":[digest…],"_owners":[team]}]}; `via` is the
+ * path of descendant digests from `digest` (exclusive) to the one the version used;
+ * _owners are its model's (for the caller to filter by, then drop). */
+enum mg_code store_dataset_versions(struct store *st, const json_t *owners, const char *digest,
+                                    json_t **out, struct mg_error *err);
 
 /* Mark a dataset withdrawn (API.md "Lifecycle"): every version trained on it, directly or
  * through derived data, then shows it in "withdrawn_datasets". Audited with the versions it
@@ -743,6 +897,7 @@ struct store_promotion_change {
     const char *event_type, *event_detail; /* appended when event_type != NULL */
     const char *approval_by, *approval_decision, *approval_comment; /* when approval_by */
     const char *approval_teams; /* the decider's teams, JSON array text, or NULL for none */
+    const char *approval_issuer, *approval_subject; /* the decider as a person, or ""/NULL */
 };
 
 /*
@@ -797,10 +952,10 @@ enum mg_code store_promotion_list(struct store *st, const char *state, const cha
 enum mg_code store_promotion_pending(struct store *st, int64_t now_ms, json_t **out,
                                      struct mg_error *err);
 
-/* Which of these dataset digests are registered: *unregistered gets the
- * count of those that are not and *first the first of them (NEW json string
- * or NULL). */
-enum mg_code store_datasets_unregistered(struct store *st, const json_t *digests,
+/* Which of these dataset digests are registered for model (a global record, or one its
+ * owners registered): *unregistered gets the count of those that are not and *first the
+ * first of them (NEW json string or NULL). */
+enum mg_code store_datasets_unregistered(struct store *st, const char *model, const json_t *digests,
                                          size_t *unregistered, json_t **first,
                                          struct mg_error *err);
 
@@ -1001,6 +1156,11 @@ enum mg_code store_restore(const char *archive_path, const char *data_dir,
  *  "next_page_token"}; entries with seq > after, oldest first. */
 enum mg_code store_audit_list(struct store *st, int64_t after, unsigned limit, json_t **out,
                               struct mg_error *err);
+
+/* The same newest first: entries with after < seq < before (before 0: up to the newest);
+ * next_page_token is the next page's before. */
+enum mg_code store_audit_list_desc(struct store *st, int64_t after, int64_t before, unsigned limit,
+                                   json_t **out, struct mg_error *err);
 
 /* Recompute the chain: {"ok","entries","head","first_bad_seq"?}. */
 enum mg_code store_audit_verify(struct store *st, json_t **out, struct mg_error *err);

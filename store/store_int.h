@@ -215,9 +215,24 @@ enum mg_code store_version_id(struct db_conn *c, const char *model, int64_t n, i
 /* aliases.c: apply an alias change inside the writer's open transaction (a new
  * generation, its history row, bad mark, name claims, outbox rows and audit
  * entry); MG_ESTALE when the alias moved past a->expected_generation. */
-enum mg_code store_alias_apply(struct db_conn *c, const char *actor,
+enum mg_code store_alias_apply(struct db_conn *c, const struct sign_key *key, const char *actor,
                                const struct store_alias_change *a, const char *at,
                                struct mg_error *err);
+
+/* attest.c: sign generation gen of alias aid (model mid) as a release attestation and store
+ * it, in the writer's open transaction. key NULL signs nothing. */
+enum mg_code store_attest_generation(struct db_conn *c, const struct sign_key *key, int64_t mid,
+                                     int64_t aid, const struct store_alias_change *a, int64_t gen,
+                                     const char *at, const char *actor, struct mg_error *err);
+
+/* attest.c: an attestation's OCI referrer manifest ({"kind":"attestation","digest",
+ * "manifest"}) or bundle ({"kind":"attestation_bundle","bundle"}) by digest, in any open
+ * transaction; *out NULL when the digest is neither. */
+enum mg_code store_oci_find_attestation(struct db_conn *c, int64_t mid, const char *digest,
+                                        json_t **out, struct mg_error *err);
+
+/* The key new signatures are made with, or NULL for a store opened without keys. */
+#define STORE_ACTIVE_KEY(st) ((st)->keys ? (st)->keys->active : NULL)
 
 /* aliases.c: store_version_routed inside any open transaction (a write that must refuse a
  * routed version checks in its own transaction). */
@@ -248,6 +263,20 @@ enum mg_code store_policy_exists(struct db_conn *c, int64_t model_id, const char
 enum mg_code store_outbox_write(struct db_conn *c, const char *model, const char *alias,
                                 int64_t gen, const json_t *payload, const char *at,
                                 struct mg_error *err);
+
+/* outbox.c: a promotion event ("promotion.awaiting_approval", "promotion.rolled_back") for
+ * every webhook gateway that asked for it in its config's "events" and hears (model, alias):
+ * one row per event, keyed "!<code>:<promotion id>" in the alias column (never an alias
+ * name), with payload {"event": event} (BORROWED). Deleted once delivered. */
+enum mg_code store_outbox_event(struct db_conn *c, const char *model, const char *alias,
+                                const char *promotion, const char *type, const json_t *event,
+                                const char *at, struct mg_error *err);
+
+/* release.c, promotions.c: the event for a promotion that entered state `state` (only
+ * awaiting_approval and rolled_back make one; others do nothing). */
+enum mg_code store_promotion_notify(struct db_conn *c, const char *actor, const char *id,
+                                    const char *state, const char *detail, const char *at,
+                                    struct mg_error *err);
 
 /*
  * Pagination, written once. A list statement returns rows in cursor order and

@@ -124,13 +124,15 @@ static char *list_text(const json_t *v)
     return v ? json_dumps(v, JSON_COMPACT) : strdup("[]");
 }
 
+/* expires_ms 0: a token that never expires (its name unique among live ones). */
 static enum mg_code insert_token(struct db_conn *c, const char *actor, const char *name,
                                  unsigned roles, const json_t *teams, const json_t *aliases,
-                                 char secret[STORE_TOKEN_SECRET_LEN + 1], char id[24], char at[32],
-                                 struct mg_error *err)
+                                 int64_t expires_ms, char secret[STORE_TOKEN_SECRET_LEN + 1],
+                                 char id[24], char at[32], struct mg_error *err)
 {
-    static const char sql[] = "INSERT INTO tokens (id, name, roles, secret_hash, created_at, "
-                              "created_by, teams, aliases) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+    static const char sql[] =
+        "INSERT INTO tokens (id, name, roles, secret_hash, created_at, created_by, teams, "
+        "aliases, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
     struct db_stmt *s;
     uint8_t hash[32], rid[8];
     json_t *detail;
@@ -163,6 +165,10 @@ static enum mg_code insert_token(struct db_conn *c, const char *actor, const cha
     db_bind_text(s, 6, actor);
     db_bind_text(s, 7, tt);
     db_bind_text(s, 8, at_);
+    if (expires_ms)
+        db_bind_i64(s, 9, expires_ms);
+    else
+        db_bind_null(s, 9);
     rc = db_exec(s, err);
     if (rc == MG_ECONFLICT) {
         rc =
@@ -204,7 +210,7 @@ enum mg_code store_token_bootstrap(struct store *st, char secret_out[STORE_TOKEN
         n = db_col_i64(s, 0);
     db_reset(s);
     if (n == 0) {
-        rc = insert_token(c, "modelgated", "admin", STORE_ROLE_ADMIN, NULL, NULL, secret_out, id,
+        rc = insert_token(c, "modelgated", "admin", STORE_ROLE_ADMIN, NULL, NULL, 0, secret_out, id,
                           at, err);
         *created = rc == MG_OK;
     }
@@ -222,7 +228,7 @@ enum mg_code store_token_create(struct store *st, const char *actor, const char 
 
     if (c == NULL)
         return err->code;
-    rc = insert_token(c, actor, name, roles, teams, aliases, secret, id, at, err);
+    rc = insert_token(c, actor, name, roles, teams, aliases, 0, secret, id, at, err);
     rc = store_write_end(st, c, rc, err);
     if (rc == MG_OK) {
         *out = json_pack("{s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s}", "id", id, "name", name,
@@ -234,6 +240,28 @@ enum mg_code store_token_create(struct store *st, const char *actor, const char 
             rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
     OPENSSL_cleanse(secret, sizeof(secret));
+    return rc;
+}
+
+enum mg_code store_token_set_person(struct store *st, const char *id, const char *issuer,
+                                    const char *subject, struct mg_error *err)
+{
+    static const char sql[] =
+        "UPDATE tokens SET person_issuer = ?, person_subject = ? WHERE id = ?";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, issuer);
+    db_bind_text(s, 2, subject);
+    db_bind_text(s, 3, id);
+    rc = db_exec(s, err);
+    rc = store_write_end(st, c, rc, err);
+    if (rc == MG_OK)
+        cache_clear(st);
     return rc;
 }
 
@@ -336,8 +364,9 @@ static void cache_clear(struct store *st)
 enum mg_code store_token_authenticate(struct store *st, const char *secret, size_t n,
                                       struct store_principal *out)
 {
-    static const char sql[] = "SELECT id, name, roles, secret_hash, teams, aliases FROM tokens "
-                              "WHERE secret_hash = ? AND revoked_at IS NULL";
+    static const char sql[] = "SELECT id, name, roles, secret_hash, teams, aliases, "
+                              "person_issuer, person_subject, expires_ms, models, publisher "
+                              "FROM tokens WHERE secret_hash = ? AND revoked_at IS NULL";
     struct db_conn *c;
     struct db_stmt *s;
     uint8_t hash[32];
@@ -349,7 +378,7 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
         return MG_EUNAUTH;
     SHA256((const unsigned char *)secret, n, hash);
     if (cache_get(st, hash, out))
-        return MG_OK;
+        return out->expires_ms != 0 && out->expires_ms <= mg_now_ms() ? MG_EUNAUTH : MG_OK;
     pthread_mutex_lock(&st->tlock);
     epoch = st->tcache_epoch;
     pthread_mutex_unlock(&st->tlock);
@@ -365,13 +394,113 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
             snprintf(out->name, sizeof(out->name), "%s", db_col_text(s, 1));
             out->roles = (unsigned)db_col_i64(s, 2);
             store_principal_scopes(out, db_col_text(s, 4), db_col_text(s, 5));
-            rc = MG_OK;
+            snprintf(out->kind, sizeof(out->kind), "token");
+            snprintf(out->issuer, sizeof(out->issuer), "%s",
+                     db_col_null(s, 6) ? "" : db_col_text(s, 6));
+            snprintf(out->subject, sizeof(out->subject), "%s",
+                     db_col_null(s, 7) ? "" : db_col_text(s, 7));
+            out->expires_ms = db_col_null(s, 8) ? 0 : db_col_i64(s, 8);
+            out->nmodels = 0;
+            {
+                json_t *m = json_loads(db_col_text(s, 9), 0, NULL), *v;
+                size_t i;
+                json_array_foreach(m, i, v)
+                {
+                    if (out->nmodels < STORE_MAX_SCOPES && json_is_string(v) &&
+                        json_string_length(v) < sizeof(out->models[0]))
+                        snprintf(out->models[out->nmodels++], sizeof(out->models[0]), "%s",
+                                 json_string_value(v));
+                }
+                json_decref(m);
+            }
+            if (!db_col_null(s, 10))
+                snprintf(out->kind, sizeof(out->kind), "trusted");
+            rc = out->expires_ms != 0 && out->expires_ms <= mg_now_ms() ? MG_EUNAUTH : MG_OK;
         }
         db_reset(s);
     }
     store_read_end(st, c);
     if (rc == MG_OK)
         cache_put(st, hash, epoch, out);
+    return rc;
+}
+
+enum mg_code store_token_exchange(struct store *st, const struct store_exchange *x,
+                                  char secret_out[STORE_TOKEN_SECRET_LEN + 1], struct mg_error *err)
+{
+    static const char sql_purge[] = "DELETE FROM exchange_jti WHERE expires_ms < ?";
+    static const char sql_jti[] =
+        "INSERT INTO exchange_jti (issuer, jti, expires_ms) VALUES (?, ?, ?)";
+    static const char sql_extra[] =
+        "UPDATE tokens SET expires_ms = ?, models = ?, publisher = ?, person_issuer = ?, "
+        "person_subject = ? WHERE id = ?";
+    struct db_conn *c = store_write_begin(st, err);
+    struct db_stmt *s;
+    char name[STORE_TOKEN_NAME_MAX + 1], id[24], at[32], *models = NULL, *pub = NULL;
+    int64_t now = mg_now_ms();
+    enum mg_code rc;
+
+    if (c == NULL)
+        return err->code;
+    s = db_prepare(c, sql_purge);
+    db_bind_i64(s, 1, now);
+    if ((rc = db_exec(s, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_jti);
+    db_bind_text(s, 1, x->issuer);
+    db_bind_text(s, 2, x->jti);
+    db_bind_i64(s, 3, x->jti_expires_ms);
+    rc = db_exec(s, err);
+    if (rc == MG_ECONFLICT) {
+        rc = mg_fail(err, MG_ECONFLICT, "jti",
+                     "this CI token (its jti) was already exchanged; a token is exchanged once");
+        goto out;
+    }
+    if (rc != MG_OK)
+        goto out;
+    /* Named after the publisher (expiring tokens' names need not be unique). */
+    snprintf(name, sizeof(name), "%s", x->publisher);
+    models = list_text(x->models);
+    pub = json_dumps(x->publisher_json, JSON_COMPACT);
+    if (models == NULL || pub == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if ((rc = insert_token(c, "trusted-publishing", name, x->roles, x->teams, x->aliases,
+                           now + x->ttl_ms, secret_out, id, at, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_extra);
+    db_bind_i64(s, 1, now + x->ttl_ms);
+    db_bind_text(s, 2, models);
+    db_bind_text(s, 3, pub);
+    db_bind_text(s, 4, x->issuer);
+    db_bind_text(s, 5, x->subject);
+    db_bind_text(s, 6, id);
+    rc = db_exec(s, err);
+out:
+    free(models);
+    free(pub);
+    rc = store_write_end(st, c, rc, err);
+    if (rc != MG_OK)
+        OPENSSL_cleanse(secret_out, STORE_TOKEN_SECRET_LEN + 1);
+    return rc;
+}
+
+enum mg_code store_token_publisher(struct store *st, const char *id, json_t **out,
+                                   struct mg_error *err)
+{
+    static const char sql[] = "SELECT publisher FROM tokens WHERE id = ?";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    *out = NULL;
+    db_bind_text(s, 1, id);
+    if ((rc = db_step(s, &row, err)) == MG_OK && row && !db_col_null(s, 0))
+        *out = json_loads(db_col_text(s, 0), 0, NULL);
+    db_reset(s);
+    store_read_end(st, c);
     return rc;
 }
 
@@ -445,5 +574,55 @@ enum mg_code store_team_list(struct store *st, json_t **out, struct mg_error *er
         *out = json_pack("{s:O, s:n}", "items", items, "next_page_token");
     json_decref(items);
     store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_token_for_person(struct store *st, const struct store_principal *who,
+                                    int64_t ttl_ms, char secret_out[STORE_TOKEN_SECRET_LEN + 1],
+                                    struct mg_error *err)
+{
+    static const char sql_extra[] = "UPDATE tokens SET expires_ms = ?, person_issuer = ?, "
+                                    "person_subject = ? WHERE id = ?";
+    struct db_conn *c = store_write_begin(st, err);
+    json_t *teams = json_array(), *aliases = json_array();
+    struct db_stmt *s;
+    char name[STORE_TOKEN_NAME_MAX + 1], id[24], at[32];
+    enum mg_code rc;
+    size_t i;
+
+    if (c == NULL) {
+        json_decref(teams);
+        json_decref(aliases);
+        return err->code;
+    }
+    for (i = 0; teams && i < who->nteams; i++)
+        json_array_append_new(teams, json_string(who->teams[i]));
+    for (i = 0; aliases && i < who->naliases; i++)
+        json_array_append_new(aliases, json_string(who->aliases[i]));
+    if (teams == NULL || aliases == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    /* The person's display name (expiring tokens' names need not be unique). */
+    snprintf(name, sizeof(name), "%s", who->name);
+    for (i = 0; name[i]; i++) /* token names: letters, digits and - _ . @ */
+        if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.@", name[i]))
+            name[i] = '_';
+    if ((rc = insert_token(c, who->name, name, who->roles, who->nteams ? teams : NULL,
+                           who->naliases ? aliases : NULL, mg_now_ms() + ttl_ms, secret_out, id, at,
+                           err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, sql_extra);
+    db_bind_i64(s, 1, mg_now_ms() + ttl_ms);
+    db_bind_text(s, 2, who->issuer);
+    db_bind_text(s, 3, who->subject);
+    db_bind_text(s, 4, id);
+    rc = db_exec(s, err);
+out:
+    json_decref(teams);
+    json_decref(aliases);
+    rc = store_write_end(st, c, rc, err);
+    if (rc != MG_OK)
+        OPENSSL_cleanse(secret_out, STORE_TOKEN_SECRET_LEN + 1);
     return rc;
 }

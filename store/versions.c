@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/text.h"
 #include "../common/util.h"
 
 /* Columns of the main version row, joined with its model and blob. */
@@ -16,7 +17,7 @@
     "SELECT v.id, m.name, v.version, v.artifact, b.size, b.media_type, b.files, v.image, "         \
     "v.run_id, v.source, v.params, v.tags, v.smoke, v.resources, v.description, "                  \
     "v.created_at, v.created_by, sg.keyid, v.status, v.archived_at, v.archived_by, v.deleted_at, " \
-    "v.deleted_by, v.deletion_reason, v.introspection, v.io_schema, v.scan "                       \
+    "v.deleted_by, v.deletion_reason, v.introspection, v.io_schema, v.publisher, v.scan "          \
     "FROM versions v JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "    \
     "LEFT JOIN version_signatures sg ON sg.version_id = v.id "
 
@@ -93,17 +94,35 @@ static enum mg_code load_bad_for(struct db_conn *c, int64_t vid, json_t *ver, st
 }
 
 /* The withdrawn datasets the version was trained on, directly or through the data sets
- * those were derived from (API.md "Lifecycle"). */
+ * those were derived from (API.md "Lifecycle"). Only records its model's owners registered,
+ * or global ones, count (API.md "Tenancy"): another team's record of the same digest, its
+ * derivations and its withdrawal never reach it. */
 static enum mg_code load_withdrawn(struct db_conn *c, int64_t vid, json_t *ver,
                                    struct mg_error *err)
 {
     static const char sql[] =
-        "WITH RECURSIVE anc(digest) AS ("
-        " SELECT digest FROM version_datasets WHERE version_id = ?"
-        " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest) "
-        "SELECT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
-        "WHERE d.withdrawn_at IS NOT NULL ORDER BY d.digest";
-    struct db_stmt *s = db_prepare(c, sql);
+        "WITH RECURSIVE own(team) AS ("
+        " SELECT j.value FROM versions v JOIN models m ON m.id = v.model_id, "
+        " json_each(m.owners) j WHERE v.id = ?1 UNION SELECT ''), "
+        "anc(digest) AS ("
+        " SELECT digest FROM version_datasets WHERE version_id = ?1"
+        " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"
+        " WHERE p.owner IN (SELECT team FROM own)) "
+        "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
+        "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
+        "ORDER BY d.digest";
+    static const char sql_pg[] =
+        "WITH RECURSIVE own(team) AS ("
+        " SELECT jsonb_array_elements_text(m.owners::jsonb) FROM versions v "
+        " JOIN models m ON m.id = v.model_id WHERE v.id = ?1 UNION SELECT ''), "
+        "anc(digest) AS ("
+        " SELECT digest FROM version_datasets WHERE version_id = ?1"
+        " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"
+        " WHERE p.owner IN (SELECT team FROM own)) "
+        "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
+        "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
+        "ORDER BY d.digest";
+    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     json_t *arr = json_array();
     enum mg_code rc;
     bool row;
@@ -141,7 +160,8 @@ static json_t *version_row(struct db_stmt *s)
     set_json_or_skip(v, "deletion_reason", store_col_json_string(s, 23));
     set_json_or_skip(v, "introspection", store_col_json(s, 24));
     set_json_or_skip(v, "io_schema", store_col_json(s, 25));
-    set_json_or_skip(v, "scan", store_col_json(s, 26));
+    set_json_or_skip(v, "publisher", store_col_json(s, 26));
+    set_json_or_skip(v, "scan", store_col_json(s, 27));
     if (!db_col_null(s, 17)) {
         char url[256];
         snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature", db_col_text(s, 1),
@@ -208,12 +228,14 @@ static enum mg_code insert_metrics(struct db_conn *c, int64_t vid, const char *a
             return rc;
         if (row) {
             double have = db_col_double(s, 0);
+            char num[32];
+
             db_reset(s);
             if (have != d)
                 return mg_fail(err, MG_ECONFLICT, "metrics",
-                               "metric '%s' already has the value %.17g; metrics are "
+                               "metric '%s' already has the value %s; metrics are "
                                "append-only, record a new name instead",
-                               name, have);
+                               name, mg_fmt_double(have, num, sizeof(num)));
             continue;
         }
         s = db_prepare(c, sql_ins);
@@ -305,6 +327,9 @@ static json_t *sign_meta(const char *model, int64_t n, const char *artifact, con
     }
     json_object_set_new(m, "created_at", json_string(at));
     json_object_set_new(m, "created_by", json_string(actor));
+    /* API.md "Identity": who published it, when the server recorded that */
+    if (json_is_object(json_object_get(req, "publisher")))
+        json_object_set_new(m, "publisher", json_deep_copy(json_object_get(req, "publisher")));
     return m;
 }
 
@@ -408,7 +433,7 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
     static const char sql_ins[] =
         "INSERT INTO versions (model_id, version, artifact, image, run_id, source, params, "
         "tags, smoke, resources, description, created_at, created_by, introspection, io_schema, "
-        "scan) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id";
+        "publisher, scan) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id";
     const char *artifact = json_string_value(json_object_get(req, "artifact"));
     const char *desc = json_string_value(json_object_get(req, "description"));
     json_t *params = json_object_get(req, "params"), *tags = json_object_get(req, "tags");
@@ -416,6 +441,7 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
     char *source = member_text(req, "source"), *smoke = member_text(req, "smoke");
     char *resources = member_text(req, "resources");
     char *intro = member_text(req, "introspection"), *io = member_text(req, "io_schema");
+    char *publisher = member_text(req, "publisher");
     char *scan = member_text(req, "scan");
     char *params_t = params ? store_json_text(params) : strdup("{}");
     char *tags_t = tags ? store_json_text(tags) : strdup("{}");
@@ -466,7 +492,8 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
     db_bind_text(s, 13, actor);
     db_bind_text(s, 14, intro);
     db_bind_text(s, 15, io);
-    db_bind_text(s, 16, scan);
+    db_bind_text(s, 16, publisher);
+    db_bind_text(s, 17, scan);
     if ((rc = db_step(s, &row, err)) != MG_OK)
         goto out;
     vid = row ? db_col_i64(s, 0) : 0;
@@ -492,6 +519,7 @@ done:
     free(resources);
     free(intro);
     free(io);
+    free(publisher);
     free(scan);
     free(params_t);
     free(tags_t);
@@ -548,40 +576,57 @@ static enum mg_code list_row(struct db_stmt *s, void *ctx, json_t **item, char c
     return version_load(ctx, db_col_i64(s, 0), item, err);
 }
 
+/* One ?tag= filter (parameters k, v) and one ?metric= filter (name n, operator o, value x);
+ * a slot whose key or name is NULL holds for every version. */
+#define TAG_SQL(k, v)                                                                              \
+    "AND (?" k " IS NULL OR EXISTS (SELECT 1 FROM json_each(v.tags) t "                            \
+    "     WHERE t.key = ?" k " AND t.type = 'text' AND t.value = ?" v ")) "
+#define TAG_SQL_PG(k, v)                                                                           \
+    "AND (?" k "::text IS NULL OR (jsonb_typeof(v.tags::jsonb -> ?" k "::text) = 'string' "        \
+    "     AND v.tags::jsonb ->> ?" k "::text = ?" v "::text)) "
+#define METRIC_SQL(n, o, x, no)                                                                    \
+    "AND (?" n " IS NULL OR EXISTS (SELECT 1 FROM version_metrics mm "                             \
+    "     WHERE mm.version_id = v.id AND mm.name = ?" n " AND CASE ?" o " "                        \
+    "       WHEN '>=' THEN mm.value >= ?" x " WHEN '>' THEN mm.value > ?" x " "                    \
+    "       WHEN '<=' THEN mm.value <= ?" x " WHEN '<' THEN mm.value < ?" x " "                    \
+    "       WHEN '=' THEN mm.value = ?" x " ELSE " no " END)) "
+
 enum mg_code store_version_list(struct store *st, const char *model,
                                 const struct store_version_filter *f, const struct store_page *page,
                                 json_t **out, struct mg_error *err)
 {
+    /* ?1 model, ?2 cursor, ?5 dataset, ?9 limit, ?10 status; tags (3,4) (11,12) (13,14)
+     * (15,16); metrics (6,7,8) (17,18,19) (20,21,22) (23,24,25). */
+    static const int tag_params[STORE_VERSION_FILTERS_MAX] = {3, 11, 13, 15};
+    static const int metric_params[STORE_VERSION_FILTERS_MAX] = {6, 17, 20, 23};
+    /* clang-format off */
     static const char sql[] =
         "SELECT v.id, v.version FROM versions v WHERE v.model_id = ?1 AND v.version < ?2 "
-        "AND (?3 IS NULL OR EXISTS (SELECT 1 FROM json_each(v.tags) t "
-        "     WHERE t.key = ?3 AND t.type = 'text' AND t.value = ?4)) "
+        TAG_SQL("3", "4") TAG_SQL("11", "12") TAG_SQL("13", "14") TAG_SQL("15", "16")
         "AND (?5 IS NULL OR EXISTS (SELECT 1 FROM version_datasets d "
         "     WHERE d.version_id = v.id AND d.digest = ?5)) "
-        "AND (?6 IS NULL OR EXISTS (SELECT 1 FROM version_metrics mm "
-        "     WHERE mm.version_id = v.id AND mm.name = ?6 AND CASE ?7 "
-        "       WHEN '>=' THEN mm.value >= ?8 WHEN '>' THEN mm.value > ?8 "
-        "       WHEN '<=' THEN mm.value <= ?8 WHEN '<' THEN mm.value < ?8 "
-        "       WHEN '=' THEN mm.value = ?8 ELSE 0 END)) "
+        METRIC_SQL("6", "7", "8", "0") METRIC_SQL("17", "18", "19", "0")
+        METRIC_SQL("20", "21", "22", "0") METRIC_SQL("23", "24", "25", "0")
         "AND (?10 IS NULL OR v.status = ?10) "
         "ORDER BY v.version DESC LIMIT ?9";
     static const char sql_pg[] =
         "SELECT v.id, v.version FROM versions v WHERE v.model_id = ?1 AND v.version < ?2 "
-        "AND (?3::text IS NULL OR (jsonb_typeof(v.tags::jsonb -> ?3::text) = 'string' "
-        "     AND v.tags::jsonb ->> ?3::text = ?4::text)) "
+        TAG_SQL_PG("3", "4") TAG_SQL_PG("11", "12") TAG_SQL_PG("13", "14")
+        TAG_SQL_PG("15", "16")
         "AND (?5::text IS NULL OR EXISTS (SELECT 1 FROM version_datasets d "
         "     WHERE d.version_id = v.id AND d.digest = ?5)) "
-        "AND (?6::text IS NULL OR EXISTS (SELECT 1 FROM version_metrics mm "
-        "     WHERE mm.version_id = v.id AND mm.name = ?6 AND CASE ?7::text "
-        "       WHEN '>=' THEN mm.value >= ?8 WHEN '>' THEN mm.value > ?8 "
-        "       WHEN '<=' THEN mm.value <= ?8 WHEN '<' THEN mm.value < ?8 "
-        "       WHEN '=' THEN mm.value = ?8 ELSE false END)) "
+        METRIC_SQL("6::text", "7::text", "8", "false")
+        METRIC_SQL("17::text", "18::text", "19", "false")
+        METRIC_SQL("20::text", "21::text", "22", "false")
+        METRIC_SQL("23::text", "24::text", "25", "false")
         "AND (?10::text IS NULL OR v.status = ?10::text) "
         "ORDER BY v.version DESC LIMIT ?9";
+    /* clang-format on */
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s;
     int64_t mid, cursor;
     enum mg_code rc;
+    int i;
 
     if ((rc = store_model_id(c, model, &mid, err)) != MG_OK ||
         (rc = store_page_cursor(page, &cursor, err)) != MG_OK)
@@ -589,12 +634,16 @@ enum mg_code store_version_list(struct store *st, const char *model,
     s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     db_bind_i64(s, 1, mid);
     db_bind_i64(s, 2, cursor);
-    db_bind_text(s, 3, f->tag_key);
-    db_bind_text(s, 4, f->tag_value);
+    for (i = 0; i < STORE_VERSION_FILTERS_MAX; i++) {
+        bool tag = f->tags[i].key != NULL, metric = f->metrics[i].name != NULL;
+
+        db_bind_text(s, tag_params[i], f->tags[i].key);
+        db_bind_text(s, tag_params[i] + 1, tag ? f->tags[i].value : NULL);
+        db_bind_text(s, metric_params[i], f->metrics[i].name);
+        db_bind_text(s, metric_params[i] + 1, metric ? f->metrics[i].op : NULL);
+        db_bind_double(s, metric_params[i] + 2, metric ? f->metrics[i].value : 0);
+    }
     db_bind_text(s, 5, f->dataset);
-    db_bind_text(s, 6, f->metric);
-    db_bind_text(s, 7, f->metric_op);
-    db_bind_double(s, 8, f->metric_value);
     db_bind_text(s, 10, f->status);
     rc = store_page_rows(s, 9, page, list_row, c, out, err);
 out:

@@ -3,7 +3,8 @@
  *
  * Plain JavaScript modules loaded by the browser itself: no build step,
  * nothing loaded from elsewhere. Pages are chosen by the URL hash: #/queue,
- * #/promotions/ID, #/models, #/models/NAME, #/datasets/DIGEST. Each page is a
+ * #/promotions/ID, #/models, #/models/NAME, #/models/NAME/versions/N,
+ * #/models/NAME/compare/A/B, #/datasets/DIGEST, #/activity, #/search?q=…. Each page is a
  * page_*.js module; what they share is in ui_*.js.
  *
  * Everything that came from the server (names, tags, comments, log tails) is
@@ -14,12 +15,16 @@
  * through the CSSOM.
  */
 
+import { renderActivity } from './page_activity.js';
+import { renderCompare } from './page_compare.js';
 import { renderDataset } from './page_dataset.js';
 import { renderModel } from './page_model.js';
 import { renderModels } from './page_models.js';
 import { renderPromotion } from './page_promotion.js';
 import { renderQueue } from './page_queue.js';
+import { renderSearch } from './page_search.js';
 import { renderSignIn } from './page_signin.js';
+import { renderVersion } from './page_version.js';
 import { api } from './ui_api.js';
 import { renderChrome } from './ui_chrome.js';
 import { h } from './ui_dom.js';
@@ -36,7 +41,7 @@ async function route() {
   }
   let parts;
   try {
-    parts = (location.hash || '#/queue').replace(/^#\/?/, '').split('/')
+    parts = (location.hash || '#/queue').replace(/^#\/?/, '').replace(/\?.*$/, '').split('/')
       .map((x) => decodeURIComponent(x));
   } catch (e) {
     parts = ['?'];
@@ -46,8 +51,16 @@ async function route() {
       await renderQueue(seq);
     else if (parts[0] === 'promotions' && parts[1])
       await renderPromotion(seq, parts[1]);
-    else if (parts[0] === 'models' && parts[1])
+    else if (parts[0] === 'models' && parts[1] && parts[2] === 'versions' && parts[3])
+      await renderVersion(seq, parts[1], parts[3]);
+    else if (parts[0] === 'models' && parts[1] && parts[2] === 'compare' && parts[3] && parts[4])
+      await renderCompare(seq, parts[1], parts[3], parts[4]);
+    else if (parts[0] === 'models' && parts[1] && !parts[2])
       await renderModel(seq, parts[1]);
+    else if (parts[0] === 'activity')
+      await renderActivity(seq);
+    else if (parts[0] === 'search')
+      await renderSearch(seq);
     else if (parts[0] === 'models')
       await renderModels(seq);
     else if (parts[0] === 'datasets' && parts[1])

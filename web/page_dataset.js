@@ -5,6 +5,7 @@ import { enc, h } from './ui_dom.js';
 import { shortDigest } from './ui_format.js';
 import { view } from './ui_state.js';
 import { mono, mount, notice, row, section, table, when } from './ui_widgets.js';
+import { versionLink } from './ui_version.js';
 
 export async function renderDataset(seq, digest) {
   const base = '/api/v1/datasets/' + enc(digest);
@@ -23,7 +24,7 @@ export async function renderDataset(seq, digest) {
                                         shortDigest(d)));
   const uhead = ['Model', 'Version', 'Role', 'Via'];
   const urows = ((users && users.items) || []).map((u) => row(uhead, [
-    h('a', { href: '#/models/' + enc(u.model) }, u.model), 'v' + u.version, u.role || '—',
+    h('a', { href: '#/models/' + enc(u.model) }, u.model), versionLink(u.model, u.version), u.role || '—',
     (u.via || []).length ? h('ul', { class: 'plain' }, u.via.map(link))
                          : h('span', { class: 'muted' }, 'direct'),
   ]));

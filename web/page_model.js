@@ -3,12 +3,13 @@
  * marked, and those trained on withdrawn data flagged) with the storage the
  * model uses. */
 
-import { api } from './ui_api.js';
+import { api, maybe } from './ui_api.js';
 import { enc, h } from './ui_dom.js';
-import { fmtBytes, fmtNum, routesText, shortDigest } from './ui_format.js';
+import { fmtBytes, fmtExact, routesText, shortDigest } from './ui_format.js';
+import { markdownCard } from './ui_markdown.js';
+import { publisherText, scanBadge, versionLink } from './ui_version.js';
 import { hasRole, route, view } from './ui_state.js';
 import { badge, mount, row, section, splitBar, table, tagsList, when } from './ui_widgets.js';
-import { scanBadge } from './page_promotion_evidence.js';
 
 /* Mark the history entry that made the last-known-good version whole. */
 function lkgGeneration(history, lkg) {
@@ -67,6 +68,43 @@ function rollbackDialog(model, a, onDone) {
   reason.focus();
 }
 
+/* Routes with every version a link to its page. */
+function routesLinks(model, routes) {
+  if (!routes || routes.length === 0)
+    return 'no traffic';
+  return routes.map((r, i) => [i ? ' · ' : '', versionLink(model, r.version), ' ' + r.weight + '%']);
+}
+
+function compareForm(model, versions) {
+  const ns = versions.map((v) => v.version).sort((x, y) => x - y);
+  if (ns.length < 2)
+    return null;
+  const pick = (id, label, sel) => [
+    h('label', { for: id }, label),
+    h('select', { id, name: id }, ns.map((n) => h('option', { value: String(n),
+                                                              selected: n === sel ? true : null },
+                                                    'v' + n)))];
+  const f = h('form', { class: 'compare-form', id: 'compare-form' },
+              pick('compare-a', 'Compare', ns[ns.length - 2]),
+              pick('compare-b', 'with', ns[ns.length - 1]),
+              h('button', { type: 'submit', class: 'btn' }, 'Compare'));
+  f.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    location.hash = '#/models/' + enc(model) + '/compare/' + f.querySelector('#compare-a').value +
+      '/' + f.querySelector('#compare-b').value;
+  });
+  return f;
+}
+
+function directionsList(dirs) {
+  const keys = Object.keys(dirs || {}).sort();
+  if (keys.length === 0)
+    return null;
+  return h('p', { class: 'muted small', id: 'metric-directions' }, 'Better: ',
+           keys.map((k, i) => [i ? ' · ' : '', h('strong', null, k),
+                               dirs[k] === 'lower' ? ' lower' : ' higher']));
+}
+
 function aliasCard(model, a, history, versionsByN) {
   const lkg = a.last_known_good;
   const lkgGen = lkgGeneration(history, lkg);
@@ -83,7 +121,7 @@ function aliasCard(model, a, history, versionsByN) {
   const hhead = ['Gen.', 'Routes', 'Change', 'By', 'Reason', 'When'];
   const hrows = history.map((e) => row(hhead, [
     String(e.generation),
-    h('span', null, routesText(e.routes),
+    h('span', null, routesLinks(model, e.routes),
       e.generation === lkgGen ? [' ', h('span', { class: 'badge badge-good lkg',
                                                    title: 'last known good' }, 'LKG')] : null),
     h('span', null, e.kind || '—',
@@ -120,7 +158,8 @@ function aliasCard(model, a, history, versionsByN) {
            h('h3', null, 'Traffic split'),
            splitBar(a.routes),
            h('p', { class: 'lkg-line' }, 'Last known good: ',
-             lkg ? h('strong', { id: 'lkg-' + a.alias }, 'v' + lkg.version) : 'none',
+             lkg ? h('strong', { id: 'lkg-' + a.alias }, versionLink(model, lkg.version))
+                 : 'none',
              lkg ? h('span', { class: 'muted' }, ' since ', when(lkg.since)) : null,
              (a.routes || []).some((r) => {
                const v = versionsByN[r.version];
@@ -136,9 +175,10 @@ function aliasCard(model, a, history, versionsByN) {
 
 export async function renderModel(seq, name) {
   const base = '/api/v1/models/' + enc(name);
-  const [model, aliases, versions, usage] = await Promise.all([
+  const [model, aliases, versions, usage, readme] = await Promise.all([
     api('GET', base), api('GET', base + '/aliases'),
     api('GET', base + '/versions?status=all&limit=50'), api('GET', base + '/usage'),
+    maybe(base + '/readme'),
   ]);
   const items = aliases.items || [];
   const histories = await Promise.all(items.map((a) =>
@@ -150,24 +190,28 @@ export async function renderModel(seq, name) {
   for (const v of versions.items || [])
     versionsByN[v.version] = v;
 
-  const vhead = ['Version', 'Status', 'Published', 'By', 'Metrics', 'Tags', 'Bad for'];
+  const routedBy = (n) => items.filter((a) => (a.routes || []).some((r) => r.version === n))
+    .map((a) => a.alias);
+  const vhead = ['Version', 'Status', 'Scan', 'Published', 'By', 'Metrics', 'Tags', 'Aliases',
+                 'Bad for'];
   const vrows = (versions.items || []).map((v) => row(vhead, [
-    h('strong', null, 'v' + v.version),
+    h('strong', null, versionLink(model.name, v.version)),
     h('span', null, badge(v.status || 'ready'),
       v.status === 'deleted' && v.deletion_reason
         ? h('span', { class: 'muted small' }, ' ' + v.deletion_reason) : null,
-      v.scan && v.scan.verdict === 'clean' ? null : [' ', scanBadge(v.scan)],
       (v.withdrawn_datasets || []).length
         ? h('span', { class: 'badge badge-bad', 'data-flag': 'withdrawn',
                       title: 'trained on withdrawn data: ' +
                              v.withdrawn_datasets.map(shortDigest).join(', ') },
             'withdrawn data') : null),
-    when(v.created_at), v.created_by,
+    scanBadge(v.scan),
+    when(v.created_at), publisherText(v),
     Object.keys(v.metrics || {}).length
       ? h('ul', { class: 'plain small' }, Object.keys(v.metrics).sort().map((k) =>
-        h('li', null, k + ' ', h('strong', null, fmtNum(v.metrics[k])))))
+        h('li', null, k + ' ', h('strong', null, fmtExact(v.metrics[k])))))
       : h('span', { class: 'muted' }, '—'),
     tagsList(v.tags),
+    routedBy(v.version).length ? routedBy(v.version).join(', ') : h('span', { class: 'muted' }, '—'),
     (v.bad_for || []).length ? v.bad_for.join(', ') : h('span', { class: 'muted' }, '—'),
   ], { 'data-version': v.version, 'data-status': v.status || 'ready' }));
   const u = usage.versions || {};
@@ -183,11 +227,15 @@ export async function renderModel(seq, name) {
       h('div', null, h('h1', null, model.name),
         h('p', { class: 'muted' }, model.description || 'No description.',
           ' · by ' + (model.created_by || '—')),
-        tagsList(model.tags)),
+        tagsList(model.tags), directionsList(model.metric_directions)),
       h('button', { type: 'button', class: 'btn', onclick: () => route() }, 'Refresh')),
+    readme && markdownCard(readme.doc)
+      ? h('section', { class: 'card model-card', id: 'model-card', 'aria-labelledby': 'card-h' },
+          h('h2', { id: 'card-h' }, 'Model card'), markdownCard(readme.doc))
+      : null,
     items.length ? items.map((a, i) => aliasCard(model.name, a, histories[i], versionsByN))
                  : h('section', { class: 'card' }, h('p', { class: 'empty' }, 'No aliases yet.')),
-    section('Versions', 'versions', usageLine,
+    section('Versions', 'versions', usageLine, compareForm(model.name, versions.items || []),
             vrows.length ? table('versions-table', vhead, vrows, 'Versions')
                          : h('p', { class: 'empty' }, 'No versions yet.')));
 }

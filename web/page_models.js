@@ -5,6 +5,7 @@ import { enc, h } from './ui_dom.js';
 import { routesText } from './ui_format.js';
 import { view } from './ui_state.js';
 import { mount, row, table } from './ui_widgets.js';
+import { versionLink } from './ui_version.js';
 
 export async function renderModels(seq) {
   const list = await api('GET', '/api/v1/models?limit=200');
@@ -14,7 +15,7 @@ export async function renderModels(seq) {
   const rows = (list.items || []).map((m) => row(head, [
     h('a', { href: '#/models/' + enc(m.name), class: 'strong-link' }, m.name),
     m.description || h('span', { class: 'muted' }, '—'),
-    m.latest_version ? 'v' + m.latest_version : '—',
+    m.latest_version ? versionLink(m.name, m.latest_version) : '—',
     (m.aliases || []).length
       ? h('ul', { class: 'plain' }, m.aliases.map((a) =>
         h('li', null, h('strong', null, a.alias), ': ', routesText(a.routes))))

@@ -3,12 +3,14 @@
 
 import { compareTable, gatesTable, smokeList } from './page_promotion_evidence.js';
 import { metricsChart, metricsTable } from './page_promotion_metrics.js';
+import { analysisCharts } from './page_promotion_analysis.js';
 import { schemaDiff, vramInputs } from './page_promotion_schema.js';
 import { api, maybe } from './ui_api.js';
 import { add, enc, h } from './ui_dom.js';
 import { ago } from './ui_format.js';
 import { approvalsOf, missingGroup, promoTitle } from './ui_promotion.js';
 import { drafts, hasRole, session, stopPoll, view } from './ui_state.js';
+import { versionLink } from './ui_version.js';
 import { badge, mount, section, splitBar, when } from './ui_widgets.js';
 
 const ACTIVE = ['evaluating', 'awaiting_approval', 'rolling_out'];
@@ -106,7 +108,7 @@ function eventsList(p) {
     return h('p', { class: 'empty' }, 'No events.');
   return h('ol', { class: 'plain events' }, ev.map((e) =>
     h('li', null, h('span', { class: 'event-type' }, e.type), ' ',
-      h('span', { class: 'muted small' }, when(e.at)),
+      h('span', { class: 'muted small' }, when(e.at), e.by ? ' by ' + e.by : null),
       e.detail ? h('span', { class: 'block' }, e.detail) : null)));
 }
 
@@ -210,15 +212,33 @@ function decisionPanel(p, cand, onDone) {
   return box;
 }
 
+/* Who ended a finished promotion, as far as it says: the rejecting reviewer, else the
+ * last event's detail. */
+function endedLine(p) {
+  const last = (p.events || [])[(p.events || []).length - 1];
+  const rej = (p.approvals || []).filter((a) => a.decision === 'reject').pop();
+  const by = p.state === 'rejected' && rej ? rej.by
+    : (last && last.by) || null;
+  return h('div', { class: 'notice notice-info finished-note', id: 'promo-ended', role: 'status' },
+           'Finished: ', h('strong', null, badge(p.state)), ' ',
+           when(p.updated_at || (last && last.at)),
+           by ? [' by ', h('strong', { id: 'promo-ended-by' }, by)] : null,
+           last && last.detail ? h('span', { class: 'block small' }, last.detail) : null,
+           h('span', { class: 'block small' }, 'Nothing on this page changes any more.'));
+}
+
 async function loadPromotion(id, pIn) {
   const p = pIn || await api('GET', '/api/v1/promotions/' + enc(id));
   const vbase = '/api/v1/models/' + enc(p.model) + '/versions/';
-  const [cand, base, smoke] = await Promise.all([
+  const [cand, base, smoke, model] = await Promise.all([
     api('GET', vbase + enc(p.version)),
     p.baseline_version ? maybe(vbase + enc(p.baseline_version)) : Promise.resolve(null),
     maybe(vbase + enc(p.version) + '/smoke-tests?limit=6'),
+    maybe('/api/v1/models/' + enc(p.model)),
   ]);
-  return { p, cand, base, smoke: (smoke && smoke.items) || [] };
+  /* Metric directions the model declares, for the metrics table and chart. */
+  const pm = Object.assign({}, p, { model_info: model ? { metric_directions: model.metric_directions } : null });
+  return { p: pm, cand, base, smoke: (smoke && smoke.items) || [] };
 }
 
 export async function renderPromotion(seq, id, pIn) {
@@ -236,6 +256,7 @@ export async function renderPromotion(seq, id, pIn) {
     const sel = typing ? [active.selectionStart, active.selectionEnd] : null;
     const scrollY = window.scrollY;
 
+    const finished = !ACTIVE.includes(p.state);
     mount(
       h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' },
         h('a', { href: '#/queue' }, 'Review queue'), ' / ',
@@ -247,21 +268,26 @@ export async function renderPromotion(seq, id, pIn) {
             h('span', { id: 'promo-state' }, badge(p.state))),
           h('p', { class: 'muted' },
             'Requested by ', h('strong', null, p.created_by), ' ', when(p.created_at),
-            ' · baseline ', p.baseline_version ? 'v' + p.baseline_version + ' (last known good)'
+            ' · candidate ', versionLink(p.model, p.version),
+            ' · baseline ', p.baseline_version ? [versionLink(p.model, p.baseline_version),
+                                                  ' (last known good)']
                                                : 'none (first release)',
             p.reason ? [' · reason: ', h('span', { class: 'reason' }, p.reason)] : null))),
-      h('div', { class: 'layout' },
+      finished ? endedLine(p) : null,
+      h('div', { class: 'layout' + (finished ? ' is-finished' : ''), 'data-finished':
+                 finished ? 'yes' : 'no' },
         h('div', { class: 'main-col' },
           section('Metrics', 'metrics', metricsTable(p, cand, base),
                   metricsChart(p, cand, base)),
-          section('Candidate and baseline', 'compare', compareTable(p, cand, base)),
           section('Gates', 'gates', gatesTable(p, appr)),
+          p.analysis ? section('Live analysis', 'analysis', analysisCharts(p.analysis)) : null,
+          section('Candidate and baseline', 'compare', compareTable(p, cand, base)),
           section('Inputs and outputs', 'schema', schemaDiff(p, cand, base)),
           section('Memory estimate', 'vram', vramInputs(cand, base)),
           section('Smoke tests', 'smoke', smokeList(smoke, p.gates))),
         h('div', { class: 'side-col' },
           decisionPanel(p, cand, (np) => {
-            data = Object.assign({}, data, { p: np });
+            data = Object.assign({}, data, { p: Object.assign({}, np, { model_info: data.p.model_info }) });
             draw(data);
             refresh();
           }),

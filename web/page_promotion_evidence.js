@@ -2,7 +2,8 @@
  * gates, and the smoke tests. */
 
 import { enc, h, localPath } from './ui_dom.js';
-import { fmtNum, shortDigest } from './ui_format.js';
+import { fmtExact, fmtNum, shortDigest } from './ui_format.js';
+import { versionLink } from './ui_version.js';
 import { badge, mono, notice, row, table, tagsList, when } from './ui_widgets.js';
 
 function datasetsList(ds) {
@@ -30,30 +31,6 @@ function signatureCell(v, gates) {
            localPath(sig.url) ? [' ', h('a', { href: sig.url, class: 'small' }, 'bundle')] : null);
 }
 
-/* The artifact safety scan: its verdict, and each finding (member, rule, offset, detail). */
-const SCAN_STATE = { clean: 'passed', unsafe: 'failed', unknown: 'pending' };
-
-export function scanBadge(scan) {
-  if (!scan)
-    return badge('skipped', 'not scanned');
-  return badge(SCAN_STATE[scan.verdict] || 'pending', 'scan: ' + scan.verdict);
-}
-
-export function scanCell(v) {
-  if (!v)
-    return h('span', { class: 'muted' }, '—');
-  const findings = (v.scan && v.scan.findings) || [];
-  return h('span', { 'data-scan': v.scan ? v.scan.verdict : 'none' }, scanBadge(v.scan),
-           findings.length
-             ? h('ul', { class: 'plain small scan-findings' }, findings.map((f) =>
-               h('li', { 'data-rule': f.rule },
-                 h('strong', null, f.rule), ' ',
-                 f.member ? mono(f.member) : null,
-                 h('span', { class: 'muted' }, ' @' + f.offset + ' '),
-                 String(f.detail || ''))))
-             : null);
-}
-
 function sourceCell(v) {
   if (!v || !v.source)
     return h('span', { class: 'muted' }, '—');
@@ -63,13 +40,26 @@ function sourceCell(v) {
 
 /* Baseline and candidate, one row per property. */
 export function compareTable(p, cand, base) {
-  const head = ['', 'Baseline' + (base ? ' v' + base.version : ''),
-                'Candidate v' + cand.version];
+  const head = ['', base ? h('span', null, 'Baseline ', versionLink(p.model, base.version))
+                      : 'Baseline',
+                h('span', null, 'Candidate ', versionLink(p.model, cand.version))];
   const both = (label, f) => row(head, [h('strong', null, label),
                                         base ? f(base, false) : h('span', { class: 'muted' },
                                                                   'no baseline'),
                                         f(cand, true)]);
+  const params = (v) => {
+    const keys = Object.keys(v.params || {}).sort();
+    return keys.length
+      ? h('ul', { class: 'plain small params' }, keys.map((k) => h('li', { 'data-param': k },
+        h('strong', null, k), ' ', typeof v.params[k] === 'number' ? fmtNum(v.params[k])
+          : typeof v.params[k] === 'string' ? v.params[k] : JSON.stringify(v.params[k]))))
+      : h('span', { class: 'muted' }, 'none recorded');
+  };
   const rows = [
+    both('Description', (v) => v.description ? h('span', { class: 'version-description' },
+                                                  v.description)
+                                              : h('span', { class: 'muted' }, 'none')),
+    both('Params', params),
     both('Image', (v) => mono(v.image, v.image)),
     both('Artifact', (v) => h('span', null, mono(shortDigest(v.artifact && v.artifact.digest),
                                                  v.artifact && v.artifact.digest),
@@ -80,7 +70,6 @@ export function compareTable(p, cand, base) {
     both('Run', (v) => mono(v.run_id)),
     both('Source commit', sourceCell),
     both('Signature', (v, isCand) => signatureCell(v, isCand ? p.gates : null)),
-    both('Safety scan', scanCell),
     both('Published by', (v) => h('span', null, v.created_by || '—', ' ',
                                   h('span', { class: 'muted small' }, when(v.created_at)))),
     both('Tags', (v) => tagsList(v.tags)),
@@ -97,7 +86,7 @@ export function gatesTable(p, appr) {
   const rows = gates.map((g) => row(head, [
     h('strong', null, g.name), g.kind, badge(g.status),
     g.observed === null || g.observed === undefined ? h('span', { class: 'muted' }, '—')
-      : typeof g.observed === 'number' ? fmtNum(g.observed)
+      : typeof g.observed === 'number' ? fmtExact(g.observed)
       : /sha256:/.test(String(g.observed)) ? mono(String(g.observed)) : String(g.observed),
     g.expected === null || g.expected === undefined ? h('span', { class: 'muted' }, '—')
       : String(g.expected),
@@ -153,6 +142,14 @@ export function smokeList(tests, gates) {
                   h('dd', null, main.exit_code !== null && main.exit_code !== undefined
                     ? String(main.exit_code) : '—'),
                   h('dt', null, 'Finished'), h('dd', null, when(main.finished_at)),
+                  typeof main.throughput_rps === 'number'
+                    ? [h('dt', null, 'Throughput'),
+                       h('dd', { class: 'smoke-throughput' }, fmtNum(main.throughput_rps) +
+                         ' req/s')] : null,
+                  typeof main.cost_per_1k_requests === 'number'
+                    ? [h('dt', null, 'Cost per 1k requests'),
+                       h('dd', { class: 'smoke-cost' }, fmtNum(main.cost_per_1k_requests))]
+                    : null,
                   main.peak_gpu_memory_mib ? [h('dt', null, 'Peak GPU memory'),
                                               h('dd', null, main.peak_gpu_memory_mib + ' MiB')]
                                            : null);

@@ -2,20 +2,14 @@
  * the change judged by the policy's direction, and a bar chart. */
 
 import { add, h, s } from './ui_dom.js';
-import { fmtDelta, fmtNum } from './ui_format.js';
+import { diff, fmtApprox, fmtExact } from './ui_format.js';
+import { deltaCell, metricDirection, versionLink } from './ui_version.js';
 import { row, table } from './ui_widgets.js';
 
-/* Which way is better for a metric, from the policy's thresholds. */
-function direction(policy, metric) {
-  for (const t of (policy && policy.thresholds) || []) {
-    if (t.metric !== metric)
-      continue;
-    if (t.op === '>=' || t.op === '>')
-      return 1;
-    if (t.op === '<=' || t.op === '<')
-      return -1;
-  }
-  return 0;
+/* Which way is better: the model's metric_directions (the page hands the model in as
+ * p.model_info), then the policy's thresholds. */
+function direction(p, metric) {
+  return metricDirection(p.model_info, p.policy, metric);
 }
 
 function thresholdText(policy, metric) {
@@ -26,12 +20,12 @@ function thresholdText(policy, metric) {
     if (t.baseline) {
       let allow = '';
       if (t.max_regression !== undefined)
-        allow = ' (±' + fmtNum(t.max_regression) + ')';
+        allow = ' (±' + fmtExact(t.max_regression) + ')';
       else if (t.max_regression_pct !== undefined)
-        allow = ' (±' + fmtNum(t.max_regression_pct) + '%)';
+        allow = ' (±' + fmtExact(t.max_regression_pct) + '%)';
       parts.push(t.op + ' baseline' + allow);
     } else {
-      parts.push(t.op + ' ' + fmtNum(t.value));
+      parts.push(t.op + ' ' + fmtExact(t.value));
     }
   }
   return parts.join(', ');
@@ -56,85 +50,73 @@ export function metricsTable(p, cand, base) {
   const names = metricNames(p.policy, cand, base);
   if (names.length === 0)
     return h('p', { class: 'empty' }, 'Neither version reports metrics.');
-  const head = ['Metric', 'Baseline' + (base ? ' v' + base.version : ''),
-                'Candidate v' + cand.version, 'Change', 'Policy'];
+  const head = ['Metric', base ? h('span', null, 'Baseline ', versionLink(p.model, base.version))
+                             : 'Baseline',
+                h('span', null, 'Candidate ', versionLink(p.model, cand.version)), 'Change',
+                'Policy'];
   const rows = names.map((n) => {
     const c = cand.metrics ? cand.metrics[n] : undefined;
     const b = base && base.metrics ? base.metrics[n] : undefined;
-    const dir = direction(p.policy, n);
-    let delta = h('span', { class: 'muted' }, '—');
-    if (typeof c === 'number' && typeof b === 'number') {
-      const d = c - b;
-      const better = dir === 0 || d === 0 ? 0 : (d > 0 ? 1 : -1) * dir;
-      const tone = better > 0 ? 'better' : better < 0 ? 'worse' : 'same';
-      const pc = (d / Math.abs(b)) * 100;
-      const pct = b !== 0 ? ' (' + (pc >= 0 ? '+' : '−') + Math.abs(pc).toFixed(1) + '%)' : '';
-      const word = better > 0 ? 'better' : better < 0 ? 'worse' : dir === 0 ? '' : 'same';
-      delta = h('span', { class: 'delta delta-' + tone },
-                h('span', { 'aria-hidden': 'true', class: 'arrow' },
-                  d > 0 ? '▲ ' : d < 0 ? '▼ ' : ''),
-                fmtDelta(d) + pct, word ? h('span', { class: 'delta-word' }, ' ' + word) : null);
-    }
+    const dir = direction(p, n);
+    const delta = deltaCell(b, c, dir);
     const dirNote = dir > 0 ? 'higher is better' : dir < 0 ? 'lower is better' : '';
     return row(head, [
       h('span', null, h('strong', null, n),
         dirNote ? h('span', { class: 'muted small block' }, dirNote) : null),
-      fmtNum(b), h('strong', null, fmtNum(c)), delta,
+      fmtExact(b), h('strong', null, fmtExact(c)), delta,
       thresholdText(p.policy, n) || h('span', { class: 'muted' }, '—'),
     ], { 'data-metric': n });
   });
   return table('metrics-table', head, rows, 'Metrics, baseline against candidate');
 }
 
-/* Horizontal bars per metric, baseline over candidate, scaled per metric. */
+/* The change of each metric, candidate against baseline, as a bar from zero: relative
+ * (%) so that metrics of any size share one scale, green when better, red when worse.
+ * Bars that start at zero and show raw values make 0.942 and 0.95 look the same. */
 export function metricsChart(p, cand, base) {
+  if (!base)
+    return null;
   const names = metricNames(p.policy, cand, base).filter((n) =>
-    typeof (cand.metrics || {})[n] === 'number' ||
-    (base && typeof (base.metrics || {})[n] === 'number'));
+    typeof (cand.metrics || {})[n] === 'number' && typeof (base.metrics || {})[n] === 'number' &&
+    base.metrics[n] !== 0);
   if (names.length === 0)
     return null;
   const narrow = window.matchMedia('(max-width: 640px)').matches;
-  const W = narrow ? 330 : 560, labelW = narrow ? 104 : 150, valueW = narrow ? 46 : 70;
-  const barH = 14, gap = 4, groupGap = 16, maxChars = narrow ? 14 : 20;
-  const groupH = barH * 2 + gap;
-  const legendH = 24;
-  const H = legendH + names.length * (groupH + groupGap);
-  const barMax = W - labelW - valueW;
+  const W = narrow ? 330 : 560, labelW = narrow ? 104 : 150, valueW = narrow ? 70 : 90;
+  const barH = 16, gap = 10, maxChars = narrow ? 14 : 20;
+  const pct = names.map((n) => (diff(base.metrics[n], cand.metrics[n]) /
+                               Math.abs(base.metrics[n])) * 100);
+  const max = Math.max(...pct.map(Math.abs)) || 1;
+  const half = (W - labelW - valueW) / 2, zero = labelW + half;
+  const H = names.length * (barH + gap) + 22;
   const svg = s('svg', { viewBox: '0 0 ' + W + ' ' + H, class: 'chart', role: 'img',
                          'aria-labelledby': 'chart-title', preserveAspectRatio: 'xMinYMin meet' });
   add(svg, s('title', { id: 'chart-title' },
-             'Metrics: baseline' + (base ? ' v' + base.version : '') + ' and candidate v' +
-             cand.version));
-  add(svg, [
-    s('rect', { x: labelW, y: 4, width: 12, height: 12, class: 'bar-base' }),
-    s('text', { x: labelW + 18, y: 14, class: 'chart-legend' },
-      'baseline' + (base ? ' v' + base.version : ' (none)')),
-    s('rect', { x: labelW + (narrow ? 100 : 150), y: 4, width: 12, height: 12,
-                class: 'bar-cand' }),
-    s('text', { x: labelW + (narrow ? 118 : 168), y: 14, class: 'chart-legend' },
-      'candidate v' + cand.version),
-  ]);
+             'Change of each metric from baseline v' + base.version + ' to candidate v' +
+             cand.version + ', in percent'),
+      s('line', { x1: zero, y1: 0, x2: zero, y2: H - 18, class: 'axis' }),
+      s('text', { x: zero, y: H - 4, 'text-anchor': 'middle', class: 'chart-legend' },
+        'no change'));
   names.forEach((n, i) => {
-    const y = legendH + i * (groupH + groupGap);
-    const c = (cand.metrics || {})[n];
-    const b = base ? (base.metrics || {})[n] : undefined;
-    const max = Math.max(Math.abs(typeof c === 'number' ? c : 0),
-                         Math.abs(typeof b === 'number' ? b : 0)) || 1;
-    const g = s('g', { class: 'chart-row' });
-    add(g, s('text', { x: labelW - 8, y: y + groupH / 2 + 4, class: 'chart-label',
-                       'text-anchor': 'end' },
-               s('title', null, n), n.length > maxChars ? n.slice(0, maxChars - 1) + '…' : n));
-    const bar = (v, yy, cls) => {
-      if (typeof v !== 'number')
-        return s('text', { x: labelW + 4, y: yy + barH - 3, class: 'chart-value' }, 'no value');
-      const w = Math.max(1, (Math.abs(v) / max) * barMax);
-      return [s('rect', { x: labelW, y: yy, width: w.toFixed(1), height: barH, rx: 2,
-                          class: cls }),
-              s('text', { x: labelW + w + 6, y: yy + barH - 3, class: 'chart-value' },
-                fmtNum(v))];
-    };
-    add(g, bar(b, y, 'bar-base'), bar(c, y + barH + gap, 'bar-cand'));
-    add(svg, g);
+    const y = i * (barH + gap) + 2;
+    const dir = direction(p, n);
+    const better = dir === 0 || pct[i] === 0 ? 0 : Math.sign(pct[i]) * dir;
+    const w = Math.max(1, (Math.abs(pct[i]) / max) * half);
+    const x = pct[i] >= 0 ? zero : zero - w;
+    add(svg, s('g', { class: 'chart-row', 'data-metric': n },
+               s('text', { x: labelW - 8, y: y + barH - 4, class: 'chart-label',
+                           'text-anchor': 'end' },
+                 s('title', null, n), n.length > maxChars ? n.slice(0, maxChars - 1) + '…' : n),
+               s('rect', { x: x.toFixed(1), y, width: w.toFixed(1), height: barH, rx: 2,
+                           class: 'bar-delta bar-' + (better > 0 ? 'better' : better < 0
+                             ? 'worse' : 'same') }),
+               /* The value right of the bar, or right of zero for a fall: never over the
+                * metric's name. */
+               s('text', { x: (pct[i] >= 0 ? x + w + 6 : zero + 6).toFixed(1), y: y + barH - 4,
+                           class: 'chart-value' },
+                 (pct[i] > 0 ? '+' : pct[i] < 0 ? '−' : '') + fmtApprox(Math.abs(pct[i])) + '%')));
   });
-  return h('figure', { class: 'chart-fig' }, svg);
+  return h('figure', { class: 'chart-fig' }, svg,
+           h('figcaption', { class: 'muted small' }, 'Change from the baseline in percent; ' +
+             'green is better, red is worse, grey has no direction.'));
 }

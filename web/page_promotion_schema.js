@@ -3,7 +3,7 @@
  * rules), and the candidate's VRAM estimate with the inputs of its formula. */
 
 import { h } from './ui_dom.js';
-import { fmtNum } from './ui_format.js';
+import { fmtApprox, fmtNum } from './ui_format.js';
 import { badge, row, table } from './ui_widgets.js';
 
 /* A version's schema: what the server read from the artifact, else what was declared. */
@@ -121,7 +121,7 @@ const VRAM_INPUTS = [
 function bytesText(n) {
   if (typeof n !== 'number')
     return String(n);
-  return fmtNum(n) + ' (' + fmtNum(n / (1024 * 1024 * 1024)) + ' GiB)';
+  return fmtNum(n) + ' (' + fmtApprox(n / (1024 * 1024 * 1024)) + ' GiB)';
 }
 
 export function vramInputs(cand, base) {

@@ -5,6 +5,7 @@ import { enc, h } from './ui_dom.js';
 import { approvalsOf, missingGroup, promoTitle } from './ui_promotion.js';
 import { route, view } from './ui_state.js';
 import { badge, mount, row, section, table, when } from './ui_widgets.js';
+import { versionLink } from './ui_version.js';
 
 function byNewest(a, b) {
   return String(b.created_at).localeCompare(String(a.created_at));
@@ -26,7 +27,7 @@ export async function renderQueue(seq) {
     return row(head, [
       h('a', { href: '#/promotions/' + enc(p.id), class: 'strong-link' }, promoTitle(p)),
       h('a', { href: '#/models/' + enc(p.model) }, p.model),
-      'v' + p.version,
+      versionLink(p.model, p.version),
       p.alias,
       p.created_by,
       when(p.created_at),

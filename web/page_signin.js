@@ -1,4 +1,5 @@
-/* The sign-in page: a pasted token is traded for a session cookie. */
+/* The sign-in page: a pasted token is traded for a session cookie, or the identity provider
+ * signs the user in ("Sign in with SSO"). */
 
 import { api } from './ui_api.js';
 import { renderChrome } from './ui_chrome.js';
@@ -19,7 +20,11 @@ export function renderSignIn() {
                    'Paste an API token. It is traded for a session cookie; the page does not ' +
                    'keep the token.'),
                  h('label', { for: 'token' }, 'API token'), input, err,
-                 h('div', { class: 'actions' }, btn));
+                 h('div', { class: 'actions' }, btn,
+                   // Single sign-on (API.md "Identity"): the server redirects to the
+                   // identity provider; 404 when modelgated has no --oidc-issuer.
+                   h('a', { href: '/ui/sso/login', class: 'btn', id: 'sign-in-sso' },
+                     'Sign in with SSO')));
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     err.textContent = '';

@@ -1,14 +1,46 @@
 /* Numbers, times, digests and traffic splits as short text. */
 
+/* A number as given: the shortest decimal that reads back as the same double (what
+ * JavaScript's String() writes, and what the server sends), so 0.942 stays 0.942. */
 export function fmtNum(x) {
   if (typeof x !== 'number' || !isFinite(x))
     return x === null || x === undefined ? '—' : String(x);
+  return String(x);
+}
+
+/* A number the UI computed (a ratio, GiB from bytes): four significant digits. */
+export function fmtApprox(x) {
+  if (typeof x !== 'number' || !isFinite(x))
+    return fmtNum(x);
   if (Number.isInteger(x))
     return String(x);
-  const a = Math.abs(x);
-  if (a >= 1000)
-    return x.toFixed(1);
+  if (Math.abs(x) >= 1000)
+    return String(parseFloat(x.toFixed(1)));
   return String(parseFloat(x.toPrecision(4)));
+}
+
+/* A recorded value (a metric, a threshold, a gate's observation): the shortest text that
+ * reads back as the same number, as the API sends it (0.94212, never rounded to 0.9421),
+ * so two different values never look equal. */
+export function fmtExact(x) {
+  if (typeof x !== 'number' || !isFinite(x))
+    return fmtNum(x);
+  return String(x);
+}
+
+/* Digits after the point in the shortest form of x (1e-7 counts as 7). */
+function decimals(x) {
+  const m = /^-?\d*(?:\.(\d+))?(?:e([+-]\d+))?$/.exec(String(x));
+  if (!m)
+    return 0;
+  return Math.max(0, (m[1] ? m[1].length : 0) - (m[2] ? Number(m[2]) : 0));
+}
+
+/* b - a, rounded to the decimals a and b were given with: 0.945 - 0.931 is 0.014, not
+ * 0.014000000000000012. */
+export function diff(a, b) {
+  const d = Math.min(20, Math.max(decimals(a), decimals(b)));
+  return parseFloat((b - a).toFixed(d));
 }
 
 export function fmtDelta(x) {

@@ -91,7 +91,8 @@ export function table(cls, head, rows, caption) {
 /* A row whose cells carry their column name for the narrow-screen layout. */
 export function row(head, cells, attrs) {
   return h('tr', attrs || null,
-           cells.map((c, i) => h('td', { 'data-label': head[i] }, c)));
+           cells.map((c, i) => h('td', { 'data-label': head[i] instanceof Node
+                                                  ? head[i].textContent : head[i] }, c)));
 }
 
 export function showError(e, what) {

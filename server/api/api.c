@@ -221,3 +221,54 @@ void api_reply_result(struct srv_req *r, enum mg_code rc, unsigned status, json_
     else
         srv_reply_json(r, status, out);
 }
+
+enum mg_code api_page_visible(struct srv_req *r, void *ctx, const struct store_page *page,
+                              api_fetch_fn fetch, api_keep_fn keep, const char *cursor_key,
+                              json_t **out, struct mg_error *err)
+{
+    struct store_page p = *page;
+    json_t *acc = json_array(), *got = NULL, *item, *next, *last;
+    char cursor[260];
+    enum mg_code rc = MG_OK;
+    bool more = true, k;
+    size_t i;
+
+    *out = NULL;
+    if (acc == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    /* Until one visible item beyond the page shows there is more, or the list ends. */
+    while (more && json_array_size(acc) <= page->limit) {
+        if ((rc = fetch(r, ctx, &p, &got, err)) != MG_OK)
+            break;
+        json_array_foreach(json_object_get(got, "items"), i, item)
+        {
+            if ((rc = keep(r, item, &k, err)) != MG_OK)
+                break;
+            if (k && json_array_append(acc, item) != 0)
+                rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+            if (rc != MG_OK)
+                break;
+        }
+        next = json_object_get(got, "next_page_token");
+        more = json_is_string(next) && json_string_length(next) < sizeof(cursor);
+        if (more) {
+            snprintf(cursor, sizeof(cursor), "%s", json_string_value(next));
+            p.page_token = cursor; /* the store's own cursor: it never leaves this loop */
+        }
+        json_decref(got);
+        got = NULL;
+        if (rc != MG_OK)
+            break;
+    }
+    if (rc != MG_OK) {
+        json_decref(acc);
+        return rc;
+    }
+    more = json_array_size(acc) > page->limit;
+    while (json_array_size(acc) > page->limit)
+        json_array_remove(acc, json_array_size(acc) - 1);
+    last = json_object_get(json_array_get(acc, json_array_size(acc) - 1), cursor_key);
+    *out = json_pack("{s:o, s:o}", "items", acc, "next_page_token",
+                     more && json_is_string(last) ? json_copy(last) : json_null());
+    return *out != NULL ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+}

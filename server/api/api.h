@@ -33,6 +33,17 @@ bool api_metrics(struct srv_req *r, const json_t *v, const char *field);
 /* A metric name as above. */
 bool api_metric_name_ok(const char *s, size_t n);
 
+/* body["roles"]: a non-empty array of role names, into a bit mask; false: reply set. */
+bool api_roles(struct srv_req *r, unsigned *bits);
+
+/* body[key]: an optional array of distinct strings, at most STORE_MAX_SCOPES, each accepted
+ * by ok(); *out the array (BORROWED) or NULL when absent or empty; false: reply set. */
+bool api_scope_list(struct srv_req *r, const char *key, bool (*ok)(const char *), const char *what,
+                    const json_t **out);
+
+/* A team name (API.md "Teams"). */
+bool api_team_name_ok(const char *s);
+
 /* Serve a stored blob's bytes (Range, ETag, If-None-Match); used by
  * GET /api/v1/blobs/{digest} and the version artifact route. */
 void api_serve_blob(struct srv_req *r, const char *digest);
@@ -54,5 +65,22 @@ void api_version_decorate(json_t *v);
 /* Reply with a store result: 200 with the value, or the error. */
 void api_reply_result(struct srv_req *r, enum mg_code rc, unsigned status, json_t *out,
                       const struct mg_error *err);
+
+/* A store list call: one page as {"items","next_page_token"} (*out NEW). */
+typedef enum mg_code (*api_fetch_fn)(struct srv_req *r, void *ctx, const struct store_page *page,
+                                     json_t **out, struct mg_error *err);
+/* May this caller see item? */
+typedef enum mg_code (*api_keep_fn)(struct srv_req *r, const json_t *item, bool *keep,
+                                    struct mg_error *err);
+
+/*
+ * One page of a list that hides some items from this caller (--read-scope team): pages of
+ * the store are read until page->limit visible items are found (or the list ends), and
+ * next_page_token is the cursor (item member cursor_key) of the last item answered, so a
+ * page token never names an item the caller cannot see. *out NEW.
+ */
+enum mg_code api_page_visible(struct srv_req *r, void *ctx, const struct store_page *page,
+                              api_fetch_fn fetch, api_keep_fn keep, const char *cursor_key,
+                              json_t **out, struct mg_error *err);
 
 #endif

@@ -65,9 +65,18 @@ static void upload_cleanup(struct srv_req *r)
 static void commit_work(struct srv_req *r)
 {
     struct upload *u = r->stream;
+    const char *teams[STORE_MAX_SCOPES];
+    size_t i;
 
     u->rc = store_blob_upload_commit(&u->up, r->who.name, u->has_expected ? u->expected : NULL,
                                      &u->blob, &u->created, &u->err);
+    /* The uploading token's teams hold the bytes now (API.md "Tenancy"). */
+    for (i = 0; i < r->who.nteams && i < STORE_MAX_SCOPES; i++)
+        teams[i] = r->who.teams[i];
+    if (u->rc == MG_OK)
+        u->rc =
+            store_blob_claim(r->srv->store, json_string_value(json_object_get(u->blob, "digest")),
+                             teams, i, &u->err);
 }
 
 static void commit_reply(struct srv_req *r)
@@ -206,7 +215,10 @@ void api_serve_blob(struct srv_req *r, const char *digest)
 
 static void get(struct srv_req *r)
 {
-    api_serve_blob(r, srv_param(r, "digest"));
+    /* By digest alone: only bytes this token's teams uploaded or may read through a model
+     * (API.md "Tenancy"), and none once released. */
+    if (srv_authorize_bytes(r, srv_param(r, "digest"), NULL))
+        api_serve_blob(r, srv_param(r, "digest"));
 }
 
 /* POST /api/v1/blobs/{digest}/rescan (admin): the scan again, under today's allowlist;

@@ -9,11 +9,34 @@
 
 #include "../../common/util.h"
 
+/*
+ * Whose dataset records (API.md "Tenancy"): a token with teams registers records of its
+ * teams and reads those and global ones; a global token (admin included) registers global
+ * records ([""]) and reads every record (NULL when reading). NEW; NULL when out of memory
+ * (or, reading, for a global token).
+ */
+static json_t *scope(const struct srv_req *r, bool reading)
+{
+    bool team = r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN);
+    json_t *a;
+    size_t i;
+
+    if (reading && !team)
+        return NULL;
+    if ((a = json_array()) == NULL)
+        return NULL;
+    for (i = 0; team && i < r->who.nteams; i++)
+        json_array_append_new(a, json_string(r->who.teams[i]));
+    if (reading || !team)
+        json_array_append_new(a, json_string(""));
+    return a;
+}
+
 static void create(struct srv_req *r)
 {
     static const char *const allowed[] = {"digest", "name", "uri", "parents", "description", NULL};
     const char *digest, *s;
-    json_t *parents, *p, *out = NULL;
+    json_t *parents, *p, *out = NULL, *owners;
     char field[32];
     bool created = false;
     struct mg_error err;
@@ -51,25 +74,49 @@ static void create(struct srv_req *r)
             }
         }
     }
-    rc = store_dataset_create(r->srv->store, r->who.name, r->body, &out, &created, &err);
+    /* A digest of stored bytes is cited only by a token that may read them (API.md
+     * "Tenancy"); a digest of data kept elsewhere (no blob) is the record's alone. */
+    if (!srv_authorize_bytes(r, digest, "digest"))
+        return;
+    if ((owners = scope(r, false)) == NULL) {
+        srv_fail(r, MG_ENOMEM, NULL, "out of memory");
+        return;
+    }
+    rc = store_dataset_create(r->srv->store, r->who.name, owners, r->body, &out, &created, &err);
+    json_decref(owners);
     api_reply_result(r, rc, created ? 201 : 200, out, &err);
 }
 
 static void get(struct srv_req *r)
 {
-    json_t *out = NULL;
+    json_t *out = NULL, *owners = scope(r, true);
     struct mg_error err;
-    enum mg_code rc = store_dataset_get(r->srv->store, srv_param(r, "digest"), &out, &err);
+    enum mg_code rc = store_dataset_get(r->srv->store, owners, srv_param(r, "digest"), &out, &err);
 
+    json_decref(owners);
     api_reply_result(r, rc, 200, out, &err);
 }
 
 static void versions(struct srv_req *r)
 {
-    json_t *out = NULL;
+    json_t *out = NULL, *owners = scope(r, true), *items, *item;
     struct mg_error err;
-    enum mg_code rc = store_dataset_versions(r->srv->store, srv_param(r, "digest"), &out, &err);
+    enum mg_code rc =
+        store_dataset_versions(r->srv->store, owners, srv_param(r, "digest"), &out, &err);
+    size_t i = 0;
 
+    json_decref(owners);
+    /* only the models this token can read */
+    items = json_object_get(out, "items");
+    while (rc == MG_OK && i < json_array_size(items)) {
+        item = json_array_get(items, i);
+        if (srv_model_visible(r, json_object_get(item, "_owners"))) {
+            json_object_del(item, "_owners");
+            i++;
+        } else {
+            json_array_remove(items, i);
+        }
+    }
     api_reply_result(r, rc, 200, out, &err);
 }
 

@@ -29,10 +29,18 @@ static void whoami(struct srv_req *r)
         json_array_append_new(teams, json_string(r->who.teams[i]));
     for (i = 0; aliases && i < r->who.naliases; i++)
         json_array_append_new(aliases, json_string(r->who.aliases[i]));
-    srv_reply_json(r, 200,
-                   json_pack("{s:s, s:s, s:o, s:o, s:o}", "id", r->who.id, "name", r->who.name,
-                             "roles", store_roles_to_json(r->who.roles), "teams", teams, "aliases",
-                             aliases));
+    json_t *out =
+        json_pack("{s:s, s:s, s:o, s:o, s:o}", "id", r->who.id, "name", r->who.name, "roles",
+                  store_roles_to_json(r->who.roles), "teams", teams, "aliases", aliases);
+
+    /* API.md "Identity": who the IdP says this is */
+    if (out && r->identity)
+        json_object_set(out, "identity", r->identity);
+    else if (out && r->who.issuer[0])
+        json_object_set_new(
+            out, "identity",
+            json_pack("{s:s, s:s}", "issuer", r->who.issuer, "subject", r->who.subject));
+    srv_reply_json(r, 200, out);
 }
 
 static void cluster(struct srv_req *r)

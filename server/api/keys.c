@@ -1,11 +1,13 @@
 /*
  * keys.c - GET /api/v1/signing-keys: every public key that ever signed a
- * version, so bundles verify offline long after a rotation.
+ * version, so bundles verify offline long after a rotation: each with the hint a bundle
+ * names it by, and "active" on the one this server signs with now.
  */
 #include "api.h"
 
 static void list(struct srv_req *r)
 {
+    const struct sign_keyring *keys;
     json_t *out = NULL;
     struct mg_error err;
 
@@ -14,7 +16,9 @@ static void list(struct srv_req *r)
         srv_reply_json(r, 200, sign_keyring_json(r->srv->keys));
         return;
     }
-    if (store_signing_keys(r->srv->store, &out, &err) != MG_OK) {
+    keys = r->srv->keys;
+    if (store_signing_keys(r->srv->store, keys && keys->active ? keys->active->keyid : NULL, &out,
+                           &err) != MG_OK) {
         srv_reply_error(r, &err);
         return;
     }

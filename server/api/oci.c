@@ -266,7 +266,8 @@ static void manifest(struct srv_req *r)
             }
         }
         if (rc == MG_OK && strcmp(json_string_value(json_object_get(docs, "kind")), "manifest") &&
-            strcmp(json_string_value(json_object_get(docs, "kind")), "referrer"))
+            strcmp(json_string_value(json_object_get(docs, "kind")), "referrer") &&
+            strcmp(json_string_value(json_object_get(docs, "kind")), "attestation"))
             rc =
                 mg_fail(&err, MG_ENOTFOUND, NULL, "%s is not a manifest of model '%s'", ref, model);
     } else if ((n = tag_version(r->srv, model, ref, &err)) == 0) {
@@ -491,6 +492,73 @@ out:
 }
 
 /*
+ * The signed release attestations of the generations routing the version whose manifest
+ * docs is (API.md "Signed releases"), as referrer descriptors appended to list. Each
+ * referrer manifest is made here (its subject, the version's manifest, exists once the
+ * version was first pulled) and kept under its digest so a pull by digest finds the same
+ * bytes. false: an error reply is set.
+ */
+static bool attestation_referrers(struct srv_req *r, const char *model, const json_t *docs,
+                                  json_t *list)
+{
+    const char *mdigest = json_string_value(json_object_get(docs, "digest"));
+    const char *mtext = json_string_value(json_object_get(docs, "manifest"));
+    json_t *atts = NULL, *a, *m;
+    struct mg_error err;
+    char hex[65], digest[72], gen[24], *text;
+    size_t i;
+    bool ok = false;
+
+    if (store_version_attestations(r->srv->store, model,
+                                   json_integer_value(json_object_get(docs, "version")), &atts,
+                                   &err) != MG_OK) {
+        srv_reply_error(r, &err);
+        return false;
+    }
+    json_array_foreach(atts, i, a)
+    {
+        snprintf(gen, sizeof(gen), "%lld",
+                 (long long)json_integer_value(json_object_get(a, "generation")));
+        m = json_pack(
+            "{s:i, s:s, s:s, s:{s:s, s:s, s:i, s:s}, s:[{s:s, s:O, s:O}], s:{s:s, s:s, s:I}, "
+            "s:{s:s, s:s, s:O, s:s}}",
+            "schemaVersion", 2, "mediaType", ART_OCI_MANIFEST, "artifactType", ART_SIGSTORE_BUNDLE,
+            "config", "mediaType", ART_OCI_EMPTY, "digest", ART_OCI_EMPTY_DIGEST, "size", 2, "data",
+            "e30=", "layers", "mediaType", ART_SIGSTORE_BUNDLE, "digest",
+            json_object_get(a, "bundle_digest"), "size", json_object_get(a, "bundle_size"),
+            "subject", "mediaType", ART_OCI_MANIFEST, "digest", mdigest, "size",
+            (json_int_t)strlen(mtext), "annotations", "dev.sigstore.bundle.content",
+            "dsse-envelope", "dev.sigstore.bundle.predicateType",
+            "https://modelgate.dev/release/v1", "dev.modelgate.alias", json_object_get(a, "alias"),
+            "dev.modelgate.generation", gen);
+        text = m ? json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (text == NULL) {
+            json_decref(m);
+            srv_fail(r, MG_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        mg_sha256_hex(text, strlen(text), hex);
+        snprintf(digest, sizeof(digest), "sha256:%s", hex);
+        if (store_oci_attestation_put(r->srv->store, model, digest, text, &err) != MG_OK) {
+            free(text);
+            json_decref(m);
+            srv_reply_error(r, &err);
+            goto out;
+        }
+        json_array_append_new(
+            list, json_pack("{s:s, s:s, s:I, s:s, s:O}", "mediaType", ART_OCI_MANIFEST, "digest",
+                            digest, "size", (json_int_t)strlen(text), "artifactType",
+                            ART_SIGSTORE_BUNDLE, "annotations", json_object_get(m, "annotations")));
+        free(text);
+        json_decref(m);
+    }
+    ok = true;
+out:
+    json_decref(atts);
+    return ok;
+}
+
+/*
  * GET /v2/{model}/referrers/{digest}: an image index of the manifests whose subject is
  * digest. A version's manifest has one, when the version is signed: the referrer that
  * carries its Sigstore bundle. Anything else (or a manifest not known) has none: an empty
@@ -503,7 +571,7 @@ static void referrers(struct srv_req *r)
     json_t *docs = NULL, *index = NULL, *ref = NULL, *list;
     struct mg_error err;
     enum mg_code rc;
-    char *body;
+    char *body = NULL; /* freed at out: also on the early exits */
 
     if (!oci_model_exists(r, model))
         return;
@@ -525,14 +593,15 @@ static void referrers(struct srv_req *r)
                             (json_int_t)strlen(text), "artifactType", ART_SIGSTORE_BUNDLE,
                             "annotations", json_object_get(ref, "annotations")));
     if (rc == MG_OK && strcmp(json_string_value(json_object_get(docs, "kind")), "manifest") == 0 &&
+        (want == NULL || strcmp(want, ART_SIGSTORE_BUNDLE) == 0) &&
+        !attestation_referrers(r, model, docs, list))
+        goto out;
+    if (rc == MG_OK && strcmp(json_string_value(json_object_get(docs, "kind")), "manifest") == 0 &&
         (want == NULL || strcmp(want, SCAN_TYPE) == 0)) {
         json_t *desc = NULL;
         if (scan_referrer(r->srv, model, docs, &desc, &err) != MG_OK) {
-            json_decref(ref);
-            json_decref(index);
-            json_decref(docs);
             srv_reply_error(r, &err);
-            return;
+            goto out;
         }
         if (desc != NULL)
             json_array_append_new(list, desc);
@@ -544,6 +613,7 @@ static void referrers(struct srv_req *r)
         srv_reply_bytes(r, 200, ART_OCI_INDEX, body, strlen(body));
     if (body != NULL && want != NULL)
         srv_reply_header(r, "OCI-Filters-Applied", "artifactType");
+out:
     free(body);
     json_decref(ref);
     json_decref(index);

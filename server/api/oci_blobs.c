@@ -190,6 +190,12 @@ void oci_blob_get(struct srv_req *r)
     } else if (strcmp(kind, "config") == 0) {
         text = json_string_value(json_object_get(found, "config"));
         type = ART_MODELPACK_CONFIG;
+    } else if (strcmp(kind, "attestation") == 0) { /* a release attestation's referrer */
+        text = json_string_value(json_object_get(found, "manifest"));
+        type = ART_OCI_MANIFEST;
+    } else if (strcmp(kind, "attestation_bundle") == 0) {
+        text = json_string_value(json_object_get(found, "bundle"));
+        type = ART_SIGSTORE_BUNDLE;
     }
     if (text != NULL) {
         oci_reply_doc(r, type, digest, text, strlen(text), true);

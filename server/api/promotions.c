@@ -59,28 +59,48 @@ static bool authorize_promotion(struct srv_req *r, const char *id)
     return ok;
 }
 
-/* --read-scope team: leave out promotions of models this token may not see. */
-static enum mg_code filter_visible(struct srv_req *r, json_t *out, struct mg_error *err)
+/* The query of a promotion list, for fetch_promotions. */
+struct promo_query {
+    const char *state, *model, *alias;
+};
+
+static enum mg_code fetch_promotions(struct srv_req *r, void *ctx, const struct store_page *page,
+                                     json_t **out, struct mg_error *err)
 {
-    json_t *items = json_object_get(out, "items"), *owners; /* BORROWED */
-    size_t i = 0;
-    enum mg_code rc;
+    const struct promo_query *q = ctx;
 
-    if (!r->srv->cfg->read_scope_team || r->who.nteams == 0)
-        return MG_OK;
-    while (i < json_array_size(items)) {
-        const char *m = json_string_value(json_object_get(json_array_get(items, i), "model"));
+    return store_promotion_list(r->srv->store, q->state, q->model, q->alias, page, out, err);
+}
 
-        if ((rc = store_model_owners(r->srv->store, m ? m : "", &owners, err)) != MG_OK &&
-            rc != MG_ENOTFOUND)
-            return rc;
-        if (rc == MG_OK && srv_model_visible(r, owners))
-            i++;
-        else
-            json_array_remove(items, i);
-        json_decref(owners);
+/* --read-scope team: promotions of the models this token may see. */
+static enum mg_code keep_visible(struct srv_req *r, const json_t *item, bool *keep,
+                                 struct mg_error *err)
+{
+    const char *m = json_string_value(json_object_get(item, "model"));
+    json_t *owners = NULL;
+    enum mg_code rc = store_model_owners(r->srv->store, m ? m : "", &owners, err);
+
+    *keep = rc == MG_OK && srv_model_visible(r, owners);
+    json_decref(owners);
+    return rc == MG_ENOTFOUND ? MG_OK : rc;
+}
+
+/* A page token is a promotion's id: under --read-scope team only one this token may see
+ * (another team's would tell that it exists). */
+static bool token_visible(struct srv_req *r, const char *id)
+{
+    json_t *p = NULL;
+    struct mg_error err;
+    bool keep = false;
+
+    if (rel_promotion_get(r->srv, id, &p, &err) == MG_OK &&
+        keep_visible(r, p, &keep, &err) == MG_OK && keep) {
+        json_decref(p);
+        return true;
     }
-    return MG_OK;
+    json_decref(p);
+    srv_fail(r, MG_EINVAL, "page_token", "page_token is not one this server issued");
+    return false;
 }
 
 /*
@@ -126,9 +146,17 @@ static json_t *viewer(struct srv_req *r, const json_t *p)
             if (nc < 64)
                 contrib[nc++] = json_string_value(json_object_get(h, "by"));
         }
-        if (gate_approval_check(r->who.name, json_string_value(json_object_get(ver, "created_by")),
-                                contrib, nc, json_string_value(json_object_get(p, "created_by")),
-                                existing, n, &err) != MG_OK)
+        json_t *pub = json_object_get(ver, "publisher"); /* BORROWED */
+        if (gate_same_person(r->who.issuer, r->who.subject,
+                             json_string_value(json_object_get(pub, "issuer")),
+                             json_string_value(json_object_get(pub, "subject"))))
+            snprintf(why, sizeof(why),
+                     "you published this version (through another credential) and cannot "
+                     "approve its promotion");
+        else if (gate_approval_check(r->who.name,
+                                     json_string_value(json_object_get(ver, "created_by")), contrib,
+                                     nc, json_string_value(json_object_get(p, "created_by")),
+                                     existing, n, &err) != MG_OK)
             snprintf(why, sizeof(why), "%s", err.message);
     }
     json_decref(ver);
@@ -196,9 +224,15 @@ static void list(struct srv_req *r)
         srv_fail(r, MG_EINVAL, "alias", "alias names match ^[a-z][a-z0-9-]{0,31}$");
         return;
     }
-    rc = store_promotion_list(r->srv->store, state, model, alias, &page, &out, &err);
-    if (rc == MG_OK)
-        rc = filter_visible(r, out, &err);
+    if (r->srv->cfg->read_scope_team && r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN)) {
+        struct promo_query q = {state, model, alias};
+
+        if (page.page_token && !token_visible(r, page.page_token))
+            return;
+        rc = api_page_visible(r, &q, &page, fetch_promotions, keep_visible, "id", &out, &err);
+    } else {
+        rc = store_promotion_list(r->srv->store, state, model, alias, &page, &out, &err);
+    }
     if (rc == MG_OK && state != NULL && strcmp(state, "awaiting_approval") == 0) {
         json_t *item;
         size_t i;

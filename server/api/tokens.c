@@ -28,8 +28,8 @@ static bool token_name_ok(const char *s)
  * accepted by ok(). *out: the array (BORROWED) or NULL when absent or empty. On a bad
  * value the reply is set and false returned.
  */
-static bool scope_list(struct srv_req *r, const char *key, bool (*ok)(const char *),
-                       const char *what, const json_t **out)
+bool api_scope_list(struct srv_req *r, const char *key, bool (*ok)(const char *), const char *what,
+                    const json_t **out)
 {
     json_t *v = json_object_get(r->body, key), *e; /* BORROWED */
     size_t i, j;
@@ -59,7 +59,7 @@ static bool scope_list(struct srv_req *r, const char *key, bool (*ok)(const char
     return true;
 }
 
-static bool team_name_ok(const char *s)
+bool api_team_name_ok(const char *s)
 {
     size_t i, n = strlen(s);
 
@@ -72,14 +72,40 @@ static bool team_name_ok(const char *s)
     return true;
 }
 
+bool api_roles(struct srv_req *r, unsigned *bits)
+{
+    json_t *roles = json_object_get(r->body, "roles"), *v;
+    size_t i;
+
+    *bits = 0;
+    if (!json_is_array(roles) || json_array_size(roles) == 0) {
+        srv_fail(r, MG_EINVAL, "roles",
+                 "'roles' must be a non-empty array of admin, publisher, reviewer, deployer, "
+                 "reader");
+        return false;
+    }
+    json_array_foreach(roles, i, v)
+    {
+        unsigned bit = json_is_string(v) ? store_role_from_name(json_string_value(v)) : 0;
+        if (bit == 0) {
+            srv_fail(r, MG_EINVAL, "roles",
+                     "unknown role at roles[%zu]; use admin, publisher, reviewer, deployer or "
+                     "reader",
+                     i);
+            return false;
+        }
+        *bits |= bit;
+    }
+    return true;
+}
+
 static void create(struct srv_req *r)
 {
     static const char *const allowed[] = {"name", "roles", "teams", "aliases", NULL};
     const json_t *teams = NULL, *aliases = NULL;
     const char *name;
-    json_t *roles, *v, *out = NULL;
+    json_t *out = NULL;
     unsigned bits = 0;
-    size_t i;
     struct mg_error err;
 
     if (!api_object(r, r->body, allowed) ||
@@ -90,28 +116,10 @@ static void create(struct srv_req *r)
                  "token names are 1 to 64 characters of letters, digits and - _ . @");
         return;
     }
-    roles = json_object_get(r->body, "roles");
-    if (!json_is_array(roles) || json_array_size(roles) == 0) {
-        srv_fail(r, MG_EINVAL, "roles",
-                 "'roles' must be a non-empty array of admin, publisher, reviewer, deployer, "
-                 "reader");
-        return;
-    }
-    json_array_foreach(roles, i, v)
-    {
-        unsigned bit = json_is_string(v) ? store_role_from_name(json_string_value(v)) : 0;
-        if (bit == 0) {
-            srv_fail(r, MG_EINVAL, "roles",
-                     "unknown role at roles[%zu]; use admin, publisher, reviewer, deployer or "
-                     "reader",
-                     i);
-            return;
-        }
-        bits |= bit;
-    }
-    if (!scope_list(r, "teams", team_name_ok, "team name", &teams) ||
-        !scope_list(r, "aliases", gate_alias_pattern_valid,
-                    "alias name or prefix with a trailing '*' (\"dev-*\")", &aliases))
+    if (!api_roles(r, &bits) ||
+        !api_scope_list(r, "teams", api_team_name_ok, "team name", &teams) ||
+        !api_scope_list(r, "aliases", gate_alias_pattern_valid,
+                        "alias name or prefix with a trailing '*' (\"dev-*\")", &aliases))
         return;
     if (teams != NULL && (bits & STORE_ROLE_ADMIN)) {
         srv_fail(r, MG_EINVAL, "teams", "an admin token is always global; give it no teams");
@@ -119,6 +127,15 @@ static void create(struct srv_req *r)
     }
     if (store_token_create(r->srv->store, r->who.name, name, bits, teams, aliases, &out, &err) !=
         MG_OK) {
+        srv_reply_error(r, &err);
+        return;
+    }
+    /* A token a person created is that person's for separation of duties (API.md
+     * "Identity"). */
+    if (r->who.issuer[0] &&
+        store_token_set_person(r->srv->store, json_string_value(json_object_get(out, "id")),
+                               r->who.issuer, r->who.subject, &err) != MG_OK) {
+        json_decref(out);
         srv_reply_error(r, &err);
         return;
     }
@@ -156,7 +173,7 @@ static void team_create(struct srv_req *r)
     if (!api_object(r, r->body, allowed) ||
         !api_string(r, r->body, "name", "name", true, STORE_TEAM_NAME_MAX, &name))
         return;
-    if (!team_name_ok(name)) {
+    if (!api_team_name_ok(name)) {
         srv_fail(r, MG_EINVAL, "name",
                  "a team name is 1 to 63 of a-z, 0-9 and '-', not starting with '-'");
         return;
@@ -192,7 +209,7 @@ static void owners_put(struct srv_req *r)
                  "send {\"teams\":[\"risk\", ...]} (an empty array: no owner)");
         return;
     }
-    if (!scope_list(r, "teams", team_name_ok, "team name", &teams))
+    if (!api_scope_list(r, "teams", api_team_name_ok, "team name", &teams))
         return;
     if (teams == NULL && (empty = json_array()) == NULL) {
         srv_fail(r, MG_ENOMEM, NULL, "out of memory");

@@ -352,7 +352,7 @@ static void create(struct srv_req *r)
     struct mg_error err;
     enum mg_code rc;
 
-    if (!check_create(r, r->body))
+    if (!check_create(r, r->body) || !srv_authorize_bytes(r, artifact, "artifact"))
         return;
     if ((v = json_object_get(r->body, "io_schema")) && !json_is_null(v) &&
         !check_io_schema(r, v, &io))
@@ -382,7 +382,8 @@ static void create(struct srv_req *r)
         json_object_del(req, "scan"); /* the server's own reading, never the client's */
     if (req == NULL || (intro && json_object_set(req, "introspection", intro) != 0) ||
         (scan && json_object_set(req, "scan", scan) != 0) ||
-        (io && json_object_set(req, "io_schema", io) != 0)) {
+        (io && json_object_set(req, "io_schema", io) != 0) ||
+        json_object_set_new(req, "publisher", srv_identity_publisher(r)) != 0) {
         srv_fail(r, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
@@ -396,9 +397,9 @@ out:
     json_decref(read);
 }
 
-/* ?metric=name<op>value */
+/* ?metric=name<op>value into slot i of f (name: the slot's buffer). */
 static bool parse_metric_filter(struct srv_req *r, const char *q, struct store_version_filter *f,
-                                char *name, size_t namesz)
+                                size_t slot, char *name, size_t namesz)
 {
     static const char *const ops[] = {">=", "<=", ">", "<", "=", NULL};
     size_t n = strcspn(q, "<>="), i;
@@ -411,11 +412,11 @@ static bool parse_metric_filter(struct srv_req *r, const char *q, struct store_v
     for (i = 0; ops[i]; i++) {
         size_t ol = strlen(ops[i]);
         if (strncmp(q + n, ops[i], ol) == 0) {
-            f->metric_op = ops[i];
-            f->metric_value = strtod(q + n + ol, &end);
-            if (end == q + n + ol || *end != '\0' || !isfinite(f->metric_value))
+            f->metrics[slot].op = ops[i];
+            f->metrics[slot].value = strtod(q + n + ol, &end);
+            if (end == q + n + ol || *end != '\0' || !isfinite(f->metrics[slot].value))
                 goto bad;
-            f->metric = name;
+            f->metrics[slot].name = name;
             return true;
         }
     }
@@ -424,13 +425,33 @@ bad:
     return false;
 }
 
+/* ?tag=k:v into slot i of f (key: the slot's buffer). */
+static bool parse_tag_filter(struct srv_req *r, const char *tag, struct store_version_filter *f,
+                             size_t slot, char *key, size_t keysz)
+{
+    const char *colon = strchr(tag, ':');
+    size_t kl = colon ? (size_t)(colon - tag) : 0;
+
+    if (colon == NULL || kl == 0 || kl >= keysz) {
+        srv_fail(r, MG_EINVAL, "tag", "tag filters look like team:risk (key:value)");
+        return false;
+    }
+    memcpy(key, tag, kl);
+    key[kl] = '\0';
+    f->tags[slot].key = key;
+    f->tags[slot].value = colon + 1;
+    return true;
+}
+
 static void list(struct srv_req *r)
 {
     struct store_version_filter f = {0};
     struct store_page page;
-    const char *tag = srv_query(r, "tag"), *ds = srv_query(r, "dataset");
-    const char *metric = srv_query(r, "metric"), *status = srv_query(r, "status");
-    char tagkey[129], mname[129];
+    const char *tags[STORE_VERSION_FILTERS_MAX], *metrics[STORE_VERSION_FILTERS_MAX];
+    const char *ds = srv_query(r, "dataset"), *status = srv_query(r, "status");
+    char tagkey[STORE_VERSION_FILTERS_MAX][129], mname[STORE_VERSION_FILTERS_MAX][129];
+    size_t ntags = srv_query_all(r, "tag", tags, STORE_VERSION_FILTERS_MAX);
+    size_t nmetrics = srv_query_all(r, "metric", metrics, STORE_VERSION_FILTERS_MAX);
     json_t *out = NULL, *v;
     struct mg_error err;
     enum mg_code rc;
@@ -438,17 +459,20 @@ static void list(struct srv_req *r)
 
     if (!srv_page(r, &page))
         return;
-    if (tag) {
-        const char *colon = strchr(tag, ':');
-        size_t kl = colon ? (size_t)(colon - tag) : 0;
-        if (colon == NULL || kl == 0 || kl >= sizeof(tagkey)) {
-            srv_fail(r, MG_EINVAL, "tag", "tag filters look like team:risk (key:value)");
+    /* Repeated filters all apply (AND). */
+    if (ntags > STORE_VERSION_FILTERS_MAX || nmetrics > STORE_VERSION_FILTERS_MAX) {
+        srv_fail(r, MG_EINVAL, ntags > STORE_VERSION_FILTERS_MAX ? "tag" : "metric",
+                 "at most %d tag and %d metric filters apply at once", STORE_VERSION_FILTERS_MAX,
+                 STORE_VERSION_FILTERS_MAX);
+        return;
+    }
+    for (i = 0; i < ntags; i++) {
+        if (!parse_tag_filter(r, tags[i], &f, i, tagkey[i], sizeof(tagkey[i])))
             return;
-        }
-        memcpy(tagkey, tag, kl);
-        tagkey[kl] = '\0';
-        f.tag_key = tagkey;
-        f.tag_value = colon + 1;
+    }
+    for (i = 0; i < nmetrics; i++) {
+        if (!parse_metric_filter(r, metrics[i], &f, i, mname[i], sizeof(mname[i])))
+            return;
     }
     if (ds) {
         if (!mg_valid_digest(ds, strlen(ds))) {
@@ -458,8 +482,6 @@ static void list(struct srv_req *r)
         }
         f.dataset = ds;
     }
-    if (metric && !parse_metric_filter(r, metric, &f, mname, sizeof(mname)))
-        return;
     /* API.md "Lifecycle": archived (and deleted) versions are listed only when asked for. */
     f.status = status ? status : "ready";
     if (strcmp(f.status, "all") == 0) {

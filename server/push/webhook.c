@@ -21,6 +21,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "../../common/text.h"
 #include "../../common/util.h"
 
 #define WEBHOOK_SECRET_MIN 24
@@ -93,6 +94,38 @@ out:
     return rc;
 }
 
+/* "events": the promotion events this webhook also wants, besides alias.updated. */
+static const char *const WEBHOOK_EVENTS[] = {"alias.updated", "promotion.awaiting_approval",
+                                             "promotion.rolled_back", NULL};
+
+static enum mg_code check_events(const json_t *ev, struct mg_error *err)
+{
+    const json_t *v;
+    size_t i;
+
+    if (ev == NULL)
+        return MG_OK;
+    if (!json_is_array(ev) || json_array_size(ev) > 8)
+        return mg_fail(err, MG_EINVAL, "events",
+                       "'events' is a list of event types: promotion.awaiting_approval, "
+                       "promotion.rolled_back (alias.updated is always sent)");
+    json_array_foreach(ev, i, v)
+    {
+        const char *t = json_string_value(v);
+        size_t k;
+
+        for (k = 0; t != NULL && WEBHOOK_EVENTS[k] != NULL; k++)
+            if (strcmp(t, WEBHOOK_EVENTS[k]) == 0)
+                break;
+        if (t == NULL || WEBHOOK_EVENTS[k] == NULL)
+            return mg_fail(err, MG_EINVAL, "events",
+                           "unknown event type '%.64s'; webhooks know alias.updated, "
+                           "promotion.awaiting_approval and promotion.rolled_back",
+                           t ? t : "(not a string)");
+    }
+    return MG_OK;
+}
+
 enum mg_code push_webhook_validate(const struct push_env *env, const json_t *body, json_t **config,
                                    char **secret, struct mg_error *err)
 {
@@ -105,9 +138,11 @@ enum mg_code push_webhook_validate(const struct push_env *env, const json_t *bod
     json_object_foreach((json_t *)body, k, v)
     {
         if (strcmp(k, "kind") && strcmp(k, "url") && strcmp(k, "secret") && strcmp(k, "models") &&
-            strcmp(k, "aliases"))
+            strcmp(k, "aliases") && strcmp(k, "events"))
             return mg_fail(err, MG_EINVAL, k, "unknown field '%.64s' for a webhook gateway", k);
     }
+    if ((rc = check_events(json_object_get(body, "events"), err)) != MG_OK)
+        return rc;
     if (url == NULL || strlen(url) > WEBHOOK_URL_MAX)
         return mg_fail(err, MG_EINVAL, "url", "a webhook needs 'url' (at most %d bytes)",
                        WEBHOOK_URL_MAX);
@@ -153,6 +188,11 @@ enum mg_code push_webhook_validate(const struct push_env *env, const json_t *bod
         *secret = strdup(v);
     }
     *config = json_pack("{s:s}", "url", url);
+    if (*config != NULL && json_object_get(body, "events") != NULL &&
+        json_object_set(*config, "events", json_object_get(body, "events")) != 0) {
+        json_decref(*config);
+        *config = NULL;
+    }
     if (*config == NULL || *secret == NULL) {
         json_decref(*config);
         free(*secret);
@@ -165,13 +205,25 @@ char *push_webhook_body(const struct store_delivery *d, int64_t now_ms)
 {
     char ts[32];
     json_t *b;
-    char *text;
+    char *text, *exact;
 
     json_t *match = json_object_get(d->payload, "match");
     json_t *shadow = json_object_get(d->payload, "shadow");
     json_t *promo = json_object_get(d->payload, "promotion");
+    json_t *event = json_object_get(d->payload, "event");
 
     mg_time_format(now_ms, ts);
+    /* A promotion event (store_outbox_event): its own body, with the time it is sent. */
+    if (json_is_object(event)) {
+        b = json_deep_copy(event);
+        if (b == NULL || json_object_set_new(b, "timestamp", json_string(ts)) != 0) {
+            json_decref(b);
+            return NULL;
+        }
+        text = json_dumps(b, JSON_COMPACT);
+        json_decref(b);
+        return text;
+    }
     /* Rows written before match and shadow existed carry neither: none. */
     b = json_pack("{s:s, s:s, s:s, s:I, s:O, s:o, s:o, s:O, s:s}", "type", "alias.updated", "model",
                   d->model, "alias", d->alias, "generation", (json_int_t)d->generation, "routes",
@@ -179,8 +231,10 @@ char *push_webhook_body(const struct store_delivery *d, int64_t now_ms)
                   json_is_array(match) ? json_incref(match) : json_array(), "shadow",
                   json_is_object(shadow) ? json_incref(shadow) : json_null(), "promotion",
                   promo ? promo : json_null(), "timestamp", ts);
-    text = b ? json_dumps(b, JSON_COMPACT) : NULL;
+    exact = b ? json_dumps(b, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
     json_decref(b);
+    text = exact ? mg_json_short_reals(exact) : NULL; /* "0.1", never "0.10000000000000001" */
+    free(exact);
     return text;
 }
 

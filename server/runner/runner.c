@@ -4,6 +4,8 @@
  */
 #include "runner_int.h"
 
+#include "../../common/text.h"
+
 /* ---- profiles ---------------------------------------------------------- */
 
 enum mg_code runner_profile_parse(const char *spec, struct runner_profile *out,
@@ -288,8 +290,11 @@ static bool read_output(const char *path, const json_t *job, json_t *result, cha
                             json_pack("{s:f, s:f, s:f, s:I}", "p50", runner_percentile(vals, n, 50),
                                       "p95", p95, "max", vals[n - 1], "samples", (json_int_t)n));
         if (json_is_number(max_p95) && p95 > json_number_value(max_p95)) {
-            snprintf(reason, rn, "p95 latency %.3f ms is over the budget of %.3f ms", p95,
-                     json_number_value(max_p95));
+            char a[32], b[32];
+
+            snprintf(reason, rn, "p95 latency %s ms is over the budget of %s ms",
+                     mg_fmt_double(p95, a, sizeof(a)),
+                     mg_fmt_double(json_number_value(max_p95), b, sizeof(b)));
             ok = false;
         }
         free(vals);
@@ -354,10 +359,13 @@ static bool choose_gpu(struct runner *rn, const json_t *job, struct runner_gpu *
             snprintf(reason, rlen, "the policy requires a GPU and none is available (%s)",
                      runner_nvml_available(rn->nvml) ? "NVML reports no device"
                                                      : runner_nvml_error(rn->nvml));
-        else
+        else {
+            char num[32];
+
             snprintf(reason, rlen,
-                     "no GPU has %.2f GiB free for this version (estimated inference memory)",
-                     need);
+                     "no GPU has %s GiB free for this version (estimated inference memory)",
+                     mg_fmt_double(need, num, sizeof(num)));
+        }
         return false;
     }
     return true; /* preferred: fall back to the CPU */

@@ -170,6 +170,9 @@ cli versions fraud --json
 check "versions --json" test "$(jq '.items | length' "$W/out")" -eq 7
 cli show fraud "$V3"
 check "show prints the metrics" grep -q "auc=0.95" "$W/out"
+cli show fraud "$V3" --json
+check "show --json prints numbers in their shortest text" grep -q '"auc": 0.95,' "$W/out"
+refute "... never in 17 digits" grep -q '0.94999999999999996' "$W/out"
 cli show fraud 99
 check "show of a missing version: error (1)" rc_is 1
 check "... with the server's message and status" err_has "HTTP 404"
@@ -329,8 +332,18 @@ cli pull fraud @production -o "$W/outp" --json
 check "pull @alias resolves the routed version" test "$(jq .version "$W/out")" = 1
 cli pull fraud "$V6" -o "$W/out6"
 check "a single-file artifact lands as DIR/artifact" cmp "$W/single.onnx" "$W/out6/artifact"
+cli pull fraud "$V6" -o "$W/new/parents/out6"
+check "pull creates the missing parents of DIR" cmp "$W/single.onnx" "$W/new/parents/out6/artifact"
 cli pull fraud "$V3" -o "$W/out3"
-check "pull into a non-empty directory: error (1)" rc_is 1
+check "pull again into a directory holding that version, verified, succeeds (0)" rc_is 0
+check "... saying nothing was downloaded" grep -q "already holds fraud v$V3, verified" "$W/out"
+check "... and leaving it as it was" diff -r "$W/model" "$W/out3"
+cli pull fraud "$V6" -o "$W/out6" --json
+check "... a single-file artifact too" jqe '.unchanged == true' "$W/out"
+cli pull fraud "$V6" -o "$W/out3"
+check "pull into a directory holding another version: error (1)" rc_is 1
+check "... saying why" err_has "does not hold fraud v$V6"
+check "... and leaving it as it was" diff -r "$W/model" "$W/out3"
 cli pull fraud "$V3"
 check "pull without -o is a usage error (2)" rc_is 2
 
@@ -425,6 +438,54 @@ check "... naming the cap" err_has "expands more than 200:1"
 cli verify "$W/vb.sig" --key "$W/pub.pem" "$W/bomb.tar.gz" --max-archive-ratio 2000
 check "verify --max-archive-ratio 2000 takes it" rc_is 0
 rm -rf "$W/outb"
+
+# ---- models, promotions, alias set, token create -----------------------------------------------
+cli models
+check "models lists fraud with its alias routes" grep -q "^fraud .*production:v" "$W/out"
+cli models --q rau --json
+check "models --q filters by name" jqe '[.items[].name] == ["fraud"]' "$W/out"
+cli promotions --state succeeded
+check "promotions --state lists the succeeded promotion" grep -q "^$PID3 .*succeeded" "$W/out"
+check "... and nothing else" test "$(grep -vc -e '^ID ' -e ' succeeded ' "$W/out")" -eq 0
+cli promotions --state rejected --model fraud --json
+check "promotions --json with filters" jqe '(.items | length) >= 1 and all(.items[]; .state == "rejected")' "$W/out"
+cli promotions --model 'Bad/Name'
+check "promotions with a bad model name is a usage error (2)" rc_is 2
+
+as "$MG_TOKEN" token create ci-staging --role deployer --role reader --alias staging
+check "token create (admin) succeeds" rc_is 0
+CI=$OUT
+check "... printing the secret alone" bash -c "[[ \$1 =~ ^mgt_[A-Za-z0-9_-]+\$ ]]" _ "$CI"
+check "... which works, with the roles and alias asked for" jqe \
+    '.name == "ci-staging" and (.roles | sort) == ["deployer", "reader"] and .aliases == ["staging"]' \
+    <(curl -sS -H "Authorization: Bearer $CI" "$MG_URL/api/v1/whoami")
+cli token create nope --role reader
+check "token create by a non-admin: error (1)" rc_is 1
+check "... forbidden" err_has "forbidden"
+cli token create nope
+check "token create without --role is a usage error (2)" rc_is 2
+cli token revoke nope
+check "an unknown token action is a usage error (2)" rc_is 2
+
+as "$CI" alias set fraud staging 1=90,2=10
+check "alias set with weighted routes" rc_is 0
+check "... prints them" grep -q "fraud/staging routes v1=90,v2=10" "$W/out"
+check "... and the server has them" test \
+    "$(mg_api GET /api/v1/models/fraud/aliases/staging | jq -c '[.routes[] | [.version, .weight]]')" = '[[1,90],[2,10]]'
+as "$CI" alias set fraud staging 2 --json
+check "alias set to one version" jqe '[.routes[] | [.version, .weight]] == [[2, 100]]' "$W/out"
+as "$CI" alias set fraud staging 1=50,2=40
+check "weights not summing to 100: the server's error (1)" rc_is 1
+check "... its message" err_has "100"
+as "$CI" alias set fraud production 2
+check "an alias outside the token's scope: error (1)" rc_is 1
+as "$DEP" alias set fraud production 2
+check "an alias a policy protects: error (1)" rc_is 1
+check "... saying to promote" err_has "alias_protected"
+cli alias get fraud staging 2
+check "an unknown alias action is a usage error (2)" rc_is 2
+cli alias set fraud staging 1=x
+check "a malformed route is a usage error (2)" rc_is 2
 
 # ---- secrets ----------------------------------------------------------------------------------
 for t in "$PUB" "$DEP" "$REV1" "$REV2" "$RD" "$MG_TOKEN"; do

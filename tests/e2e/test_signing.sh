@@ -53,6 +53,12 @@ check "tar.gz bundle verifies with openssl" verify_bundle "$W/v1.sig" "$W/pub.pe
 check "single-file bundle verifies with openssl" verify_bundle "$W/v2.sig" "$W/pub.pem"
 mg_api GET /api/v1/models/fraud/versions/1/signature >"$W/v1.again"
 check "the bundle is byte-identical on every request" cmp -s "$W/v1.sig" "$W/v1.again"
+check "the hint is listed with its key" test "$(curl -sS "$MG_URL/api/v1/signing-keys" |
+    jq -r --arg h "$(jq -r .verificationMaterial.publicKey.hint "$W/v1.sig")" \
+        '.items[] | select(.hint == $h) | .public_key_pem')" = "$(cat "$W/pub.pem")"
+jq -r .dsseEnvelope.payload "$W/v1.sig" | base64 -d >"$W/v1.statement"
+check "the signed statement writes metrics in their shortest text" \
+    grep -q '"metrics":{"auc":0.93}' "$W/v1.statement"
 check "bundle media type" test "$(jq -r .mediaType "$W/v1.sig")" = \
     "application/vnd.dev.sigstore.bundle.v0.3+json"
 

@@ -30,8 +30,8 @@ command -v node >/dev/null 2>&1 ||
     skip "$MG_CHROMIUM is not installed (scripts/install-deps.sh installs chromium)"
 
 cd "$ui"
-if [[ ! -d node_modules/playwright-core ]]; then
-    echo "test_ui: installing playwright-core from package-lock.json (npm ci)"
+if [[ ! -d node_modules/playwright-core || ! -d node_modules/axe-core ]]; then
+    echo "test_ui: installing playwright-core and axe-core from package-lock.json (npm ci)"
     npm ci --silent --no-audit --no-fund
 fi
 

@@ -39,11 +39,11 @@ cmake -S "$root" -B "$out" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Debug \
     -DMODELGATE_TESTS=OFF -DCMAKE_C_FLAGS="$san_flags -fsanitize=fuzzer-no-link" >/dev/null
 cmake --build "$out" -j "$(nproc)" --target mg_server
 
-libs=("$out/libmg_server.a" "$out/libmg_store.a" "$out/libmg_artifact.a" "$out/libmg_gates.a"
+libs=("$out/libmg_server.a" "$out/libmg_identity.a" "$out/libmg_store.a" "$out/libmg_artifact.a" "$out/libmg_gates.a"
     "$out/libmg_common.a")
 # shellcheck disable=SC2207 # pkg-config output is a list of flags
 sys_libs=($(pkg-config --libs libmicrohttpd sqlite3 libpq jansson libarchive libcurl libcrypto \
-    libprotobuf-c))
+    libprotobuf-c cjose libcmark))
 warnings=(-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wformat-security -Wstrict-prototypes
     -Wmissing-prototypes -Wpointer-arith -Wvla -Wwrite-strings)
 

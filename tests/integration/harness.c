@@ -249,6 +249,11 @@ static void pg_admin(const char *sql)
     PQfinish(c);
 }
 
+void it_pg_admin(const char *sql)
+{
+    pg_admin(sql);
+}
+
 /* A fresh database for s, and --database naming it (unless the test gave one). */
 static void pg_database_for(struct mg_server *s, size_t nargs)
 {
@@ -262,10 +267,10 @@ static void pg_database_for(struct mg_server *s, size_t nargs)
     if (nargs + 2 >= IT_MAX_ARGS)
         fail_msg("too many extra arguments");
     snprintf(name, sizeof(name), "it_%d_%u", (int)getpid(), ++seq);
-    snprintf(sql, sizeof(sql), "CREATE DATABASE %s", name);
+    snprintf(sql, sizeof(sql), "CREATE DATABASE %s OWNER " IT_PG_ROLE, name);
     pg_admin(sql);
-    snprintf(s->database, sizeof(s->database), "postgresql:///%s?host=%s&user=%s", name,
-             getenv("MG_PG_DIR"), pg_user());
+    snprintf(s->database, sizeof(s->database), "postgresql:///%s?host=%s&user=" IT_PG_ROLE, name,
+             getenv("MG_PG_DIR"));
     s->args[nargs] = strdup("--database");
     s->args[nargs + 1] = strdup(s->database);
     s->args[nargs + 2] = NULL;
@@ -914,19 +919,19 @@ static void it_check_log_secrets(const struct mg_server *s)
 /* ---- every JSON reply checked against the OpenAPI document --------------------------- */
 
 /*
- * M14: the document must describe what the server really sends. Every JSON reply the
- * harness receives is checked against the schema documented for its route (path template
- * and method) and status: an undocumented route, method or status, a missing required
- * property, a wrong type, an enum value not listed, a null where none is allowed, or a
- * property a closed object does not list fails the test, naming the route, status and the
- * JSON path. Replies to paths no route matches (hostile paths, unknown endpoints) must still
- * be the Error shape. Set MG_SKIP_SCHEMA=1 to turn it off while debugging.
+ * M14, M22: the document (OpenAPI 3.1) must describe what the server really sends. Every JSON reply
+ * the harness receives is checked against the schema documented for its route (path template and
+ * method) and status: an undocumented route, method or status, a missing required property, a wrong
+ * type, an enum value not listed, a null where none is allowed, or a property a closed object does
+ * not list fails the test, naming the route, status and the JSON path. Replies to paths no route
+ * matches (hostile paths, unknown endpoints) must still be the Error shape. Set MG_SKIP_SCHEMA=1 to
+ * turn it off while debugging.
  */
 static json_t *it_doc; /* the OpenAPI document, loaded once per process */
 
 static const json_t *it_doc_load(void)
 {
-    const char *src = getenv("MG_SOURCE_DIR");
+    const char *src = getenv("MG_SOURCE_DIR"), *version;
     char path[IT_PATH_MAX];
     json_error_t e;
 
@@ -936,6 +941,9 @@ static const json_t *it_doc_load(void)
     it_doc = json_load_file(path, 0, &e);
     if (it_doc == NULL)
         fail_msg("cannot load %s: %s", path, e.text);
+    version = json_string_value(json_object_get(it_doc, "openapi"));
+    if (version == NULL || strncmp(version, "3.1.", 4) != 0)
+        fail_msg("%s is not OpenAPI 3.1: the replies are checked as 3.1 reads them", path);
     return it_doc;
 }
 
@@ -959,8 +967,10 @@ static const json_t *it_deref(const json_t *node)
     return node;
 }
 
-static bool it_type_ok(const char *type, const json_t *v)
+static bool it_type_name_ok(const char *type, const json_t *v)
 {
+    if (strcmp(type, "null") == 0)
+        return json_is_null(v);
     if (strcmp(type, "object") == 0)
         return json_is_object(v);
     if (strcmp(type, "array") == 0)
@@ -973,53 +983,105 @@ static bool it_type_ok(const char *type, const json_t *v)
         return json_is_number(v);
     if (strcmp(type, "boolean") == 0)
         return json_is_boolean(v);
-    return true;
+    return false; /* not a JSON Schema type: the document is wrong */
 }
 
-/* Does v match schema? On a mismatch, why (with the JSON path) is written and false returned. */
+/* "type" is one name or a list of names (OpenAPI 3.1: ["string", "null"]). */
+static bool it_type_ok(const json_t *type, const json_t *v)
+{
+    const json_t *t;
+    size_t i;
+
+    if (json_is_string(type))
+        return it_type_name_ok(json_string_value(type), v);
+    json_array_foreach(type, i, t)
+    {
+        if (json_is_string(t) && it_type_name_ok(json_string_value(t), v))
+            return true;
+    }
+    return false;
+}
+
+/*
+ * Does v match schema, read literally as OpenAPI 3.1 (JSON Schema 2020-12) reads it? "type"
+ * (a name or a list; null only where "null" is listed), "$ref" together with its siblings,
+ * allOf (every one), anyOf (at least one), oneOf (exactly one), enum, const, required,
+ * properties, additionalProperties (against this level's properties only) and items. A
+ * schema still using OpenAPI 3.0's "nullable", which 3.1 dropped (and code generators read
+ * as 3.1 does: not reaching into allOf or $ref), fails. On a mismatch, why (with the JSON
+ * path) is written and false returned.
+ */
 static bool it_schema_ok(const json_t *schema, const json_t *v, const char *at, char *why,
                          size_t cap)
 {
-    const json_t *sub, *props, *addl, *en, *items;
-    const char *type, *k;
+    const json_t *sub, *props, *addl, *en, *items, *type, *ref;
+    const char *k;
     char p[512];
-    size_t i;
+    size_t i, matched;
     json_t *x;
 
-    schema = it_deref(schema);
-    if (schema == NULL)
-        return true;
-    if (json_is_null(v) && json_is_true(json_object_get(schema, "nullable")))
-        return true;
+    if (!json_is_object(schema))
+        return true; /* true or {} */
+    if (json_object_get(schema, "nullable") != NULL) {
+        snprintf(why, cap, "%s: the schema says \"nullable\", which OpenAPI 3.1 does not have", at);
+        return false;
+    }
+    if ((ref = json_object_get(schema, "$ref")) != NULL) {
+        const json_t *target = it_deref(schema);
+
+        if (target == NULL) {
+            snprintf(why, cap, "%s: $ref %s does not resolve", at, json_string_value(ref));
+            return false;
+        }
+        if (!it_schema_ok(target, v, at, why, cap))
+            return false;
+    }
     json_array_foreach(json_object_get(schema, "allOf"), i, sub)
     {
         if (!it_schema_ok(sub, v, at, why, cap))
             return false;
     }
-    if ((x = json_object_get(schema, "oneOf")) != NULL ||
-        (x = json_object_get(schema, "anyOf")) != NULL) {
-        bool any = false;
+    if ((x = json_object_get(schema, "anyOf")) != NULL) {
         char ignore[256];
 
-        json_array_foreach(x, i, sub) any = any || it_schema_ok(sub, v, at, ignore, sizeof(ignore));
-        if (!any) {
-            snprintf(why, cap, "%s: matches none of the documented alternatives", at);
+        matched = 0;
+        json_array_foreach(x, i, sub) matched += it_schema_ok(sub, v, at, ignore, sizeof(ignore));
+        if (matched == 0) {
+            snprintf(why, cap, "%s: matches none of the documented alternatives (anyOf)", at);
             return false;
         }
     }
-    type = json_string_value(json_object_get(schema, "type"));
-    if (json_is_null(v) && (type != NULL || json_object_get(schema, "properties"))) {
-        snprintf(why, cap, "%s: null, but the document does not allow null here", at);
+    if ((x = json_object_get(schema, "oneOf")) != NULL) {
+        char ignore[256];
+
+        matched = 0;
+        json_array_foreach(x, i, sub) matched += it_schema_ok(sub, v, at, ignore, sizeof(ignore));
+        if (matched != 1) {
+            snprintf(why, cap, "%s: matches %zu of the documented alternatives; oneOf wants one",
+                     at, matched);
+            return false;
+        }
+    }
+    if ((type = json_object_get(schema, "type")) != NULL && !it_type_ok(type, v)) {
+        char *t = json_dumps(type, JSON_ENCODE_ANY | JSON_COMPACT);
+
+        if (json_is_null(v))
+            snprintf(why, cap, "%s: null, but the document does not allow null here (type %s)", at,
+                     t ? t : "?");
+        else
+            snprintf(why, cap, "%s: not of type %s", at, t ? t : "?");
+        free(t);
         return false;
     }
-    if (type != NULL && !it_type_ok(type, v)) {
-        snprintf(why, cap, "%s: not a%s %s", at, strchr("aeiou", type[0]) ? "n" : "", type);
-        return false;
-    }
-    if ((en = json_object_get(schema, "enum")) != NULL) {
+    if (((en = json_object_get(schema, "enum")) != NULL) ||
+        (x = json_object_get(schema, "const")) != NULL) {
         bool listed = false;
 
-        json_array_foreach(en, i, x) listed = listed || json_equal(x, (json_t *)v);
+        if (en != NULL) {
+            json_array_foreach(en, i, x) listed = listed || json_equal(x, (json_t *)v);
+        } else {
+            listed = json_equal(x, (json_t *)v);
+        }
         if (!listed) {
             char *t = json_dumps(v, JSON_ENCODE_ANY);
 
@@ -1045,7 +1107,7 @@ static bool it_schema_ok(const json_t *schema, const json_t *v, const char *at, 
             if ((sub = json_object_get(props, k)) != NULL) {
                 if (!it_schema_ok(sub, x, p, why, cap))
                     return false;
-            } else if (json_is_false(addl) && json_object_get(schema, "allOf") == NULL) {
+            } else if (json_is_false(addl)) {
                 snprintf(why, cap, "%s: a property the document does not list", p);
                 return false;
             } else if (json_is_object(addl) && !it_schema_ok(addl, x, p, why, cap)) {

@@ -73,8 +73,16 @@ struct mg_server {
 
 /* True when the suite runs on PostgreSQL ($MG_PG_DIR: the socket directory of a
  * server scripts/pg-test.sh started): every it_server_start gets a fresh
- * database of its own there, passed as --database. */
+ * database of its own there, owned by IT_PG_ROLE and passed as --database. */
 bool it_on_postgres(void);
+
+/* The role modelgated connects as on the test PostgreSQL (scripts/pg-test.sh creates it):
+ * an ordinary one, not a superuser, that owns its database. */
+#define IT_PG_ROLE "modelgate"
+
+/* Run one statement (no result rows) as the test PostgreSQL's superuser in its postgres
+ * database; fails the test on an error. */
+void it_pg_admin(const char *sql);
 
 /* The blob backend the suite runs on: "file" (the data directory), or "s3" / "oci" when
  * $MG_BLOB_DIR names a server scripts/blob-test.sh started; then every it_server_start

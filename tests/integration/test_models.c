@@ -1,7 +1,8 @@
 /*
  * test_models.c - /api/v1/models: create, duplicate, get, list with ?q= and
  * pagination, patch; name rules in bodies and paths; JSON body validation
- * (types, malformed JSON, Content-Type); unknown models.
+ * (types, malformed JSON, Content-Type); unknown models; the model card (readme,
+ * rendered by cmark with raw HTML and unsafe links dropped) and metric directions.
  */
 #include "harness.h"
 
@@ -379,6 +380,161 @@ static void test_parallel_creates_of_one_name(void **state)
     assert_int_equal(created, 1);
 }
 
+/* How deep a rendered node tree goes (the document is 1, a leaf counts too). */
+static int doc_depth(const json_t *n)
+{
+    const json_t *c = json_object_get(n, "c"), *k;
+    size_t i;
+    int best = 0;
+
+    json_array_foreach(c, i, k)
+    {
+        int d = doc_depth(k);
+
+        best = d > best ? d : best;
+    }
+    return best + 1;
+}
+
+/* Every node of type t, in document order, appended to out. */
+static void doc_find(const json_t *n, const char *t, json_t *out)
+{
+    const json_t *k;
+    size_t i;
+
+    if (strcmp(json_string_value(json_object_get(n, "t")), t) == 0)
+        json_array_append(out, (json_t *)n);
+    json_array_foreach(json_object_get(n, "c"), i, k) doc_find(k, t, out);
+}
+
+static void test_readme_and_directions(void **state)
+{
+    static const char card[] =
+        "# Fraud scorer\n\nScores *card-not-present* payments. See "
+        "[the runbook](https://wiki.example/fraud \"Runbook\") or "
+        "[mail us](mailto:risk@example.com).\n\n"
+        "<script>alert('block')</script>\n\n"
+        "Inline <img src=x onerror=alert(1)> html and <b onmouseover=alert(2)>bold</b>.\n\n"
+        "[click](javascript:alert(3)) [data](data:text/html;base64,PHNjcmlwdD4=) "
+        "[JS upper](JaVaScRiPt:alert(4)) ![pixel](data:image/png;base64,AAAA) "
+        "![chart](https://img.example/c.png)\n\n"
+        "- one\n- two\n\n```python\nprint('<b>')\n```\n";
+    struct mg_server *s = *state;
+    struct it_resp *r;
+    json_t *body, *doc, *found;
+    char *big, *dump;
+
+    body = json_pack("{s:s, s:s, s:{s:s, s:s}}", "name", "carded", "readme", card,
+                     "metric_directions", "auc", "higher", "p95_ms", "lower");
+    r = it_jreq_v(s, "POST", "/api/v1/models", s->admin_token, body);
+    it_expect_status(s, r, 201);
+    assert_string_equal(it_jstr(r->json, "readme"), card);
+    assert_string_equal(it_jstr(it_jobj(r->json, "metric_directions"), "auc"), "higher");
+    assert_string_equal(it_jstr(it_jobj(r->json, "metric_directions"), "p95_ms"), "lower");
+
+    /* Lists carry the directions but not the (large) readme. */
+    r = it_get(s, "/api/v1/models?q=carded", s->admin_token);
+    it_expect_status(s, r, 200);
+    assert_int_equal(json_array_size(it_jarr(r->json, "items")), 1);
+    assert_null(json_object_get(json_array_get(it_jarr(r->json, "items"), 0), "readme"));
+    assert_string_equal(
+        it_jstr(it_jobj(json_array_get(it_jarr(r->json, "items"), 0), "metric_directions"), "auc"),
+        "higher");
+
+    r = it_get(s, "/api/v1/models/carded/readme", s->admin_token);
+    it_expect_status(s, r, 200);
+    assert_string_equal(it_jstr(r->json, "markdown"), card);
+    doc = it_jobj(r->json, "doc");
+    assert_string_equal(it_jstr(doc, "t"), "document");
+    dump = json_dumps(doc, JSON_COMPACT);
+    assert_non_null(dump);
+    /* Raw HTML and every unsafe URL are gone; their text stays where it was text. */
+    assert_null(strstr(dump, "<script"));
+    assert_null(strstr(dump, "onerror"));
+    assert_null(strstr(dump, "onmouseover"));
+    assert_null(strstr(dump, "alert('block')"));
+    assert_null(strstr(dump, "javascript:"));
+    assert_null(strstr(dump, "JaVaScRiPt:"));
+    assert_null(strstr(dump, "data:"));
+    assert_non_null(strstr(dump, "print('<b>')")); /* code is text */
+    free(dump);
+    found = json_array();
+    doc_find(doc, "link", found);
+    assert_int_equal(json_array_size(found), 3);
+    assert_string_equal(it_jstr(json_array_get(found, 0), "href"), "https://wiki.example/fraud");
+    assert_string_equal(it_jstr(json_array_get(found, 0), "title"), "Runbook");
+    assert_string_equal(it_jstr(json_array_get(found, 1), "href"), "mailto:risk@example.com");
+    assert_string_equal(it_jstr(json_array_get(found, 2), "href"), "https://img.example/c.png");
+    assert_true(json_is_true(json_object_get(json_array_get(found, 2), "image")));
+    json_array_clear(found);
+    doc_find(doc, "span", found); /* click, data, JS upper, pixel: their text, no link */
+    assert_int_equal(json_array_size(found), 4);
+    json_array_clear(found);
+    doc_find(doc, "heading", found);
+    assert_int_equal(json_array_size(found), 1);
+    assert_int_equal(it_jint(json_array_get(found, 0), "level"), 1);
+    json_array_clear(found);
+    doc_find(doc, "code_block", found);
+    assert_int_equal(json_array_size(found), 1);
+    assert_string_equal(it_jstr(json_array_get(found, 0), "info"), "python");
+    json_decref(found);
+
+    /* At most 64 KiB: the cap itself passes, a byte more is refused and changes nothing. */
+    big = repeat('x', 65536);
+    r = it_jreq_v(s, "PATCH", "/api/v1/models/carded", s->admin_token,
+                  json_pack("{s:s}", "readme", big));
+    it_expect_status(s, r, 200);
+    assert_int_equal(strlen(it_jstr(r->json, "readme")), 65536);
+    free(big);
+    big = repeat('y', 65537);
+    r = it_jreq_v(s, "PATCH", "/api/v1/models/carded", s->admin_token,
+                  json_pack("{s:s}", "readme", big));
+    it_expect_error_field(s, r, 400, "invalid_argument", "readme");
+    assert_non_null(strstr(r->body, "64 KiB"));
+    free(big);
+    r = it_jreq_v(s, "POST", "/api/v1/models", s->admin_token,
+                  json_pack("{s:s, s:s}", "name", "carded-2", "readme", "a\001b"));
+    it_expect_error_field(s, r, 400, "invalid_argument", "readme");
+    r = it_jreq(s, "PATCH", "/api/v1/models/carded", s->admin_token, "{\"readme\":7}");
+    it_expect_error_field(s, r, 400, "invalid_argument", "readme");
+    r = it_jreq(s, "PATCH", "/api/v1/models/carded", s->admin_token,
+                "{\"metric_directions\":{\"auc\":\"up\"}}");
+    it_expect_error_field(s, r, 400, "invalid_argument", "metric_directions");
+    r = it_jreq(s, "PATCH", "/api/v1/models/carded", s->admin_token,
+                "{\"metric_directions\":{\"a b\":\"higher\"}}");
+    it_expect_error_field(s, r, 400, "invalid_argument", "metric_directions");
+    r = it_jreq(s, "PATCH", "/api/v1/models/carded", s->admin_token,
+                "{\"metric_directions\":[\"auc\"]}");
+    it_expect_error_field(s, r, 400, "invalid_argument", "metric_directions");
+    r = it_get(s, "/api/v1/models/carded", s->admin_token);
+    assert_int_equal(strlen(it_jstr(r->json, "readme")), 65536);
+    assert_int_equal(json_object_size(it_jobj(r->json, "metric_directions")), 2);
+
+    /* PATCH replaces the directions; an empty readme renders as an empty document. */
+    r = it_jreq(s, "PATCH", "/api/v1/models/carded", s->admin_token,
+                "{\"readme\":\"\",\"metric_directions\":{\"loss\":\"lower\"}}");
+    it_expect_status(s, r, 200);
+    assert_int_equal(json_object_size(it_jobj(r->json, "metric_directions")), 1);
+    r = it_get(s, "/api/v1/models/carded/readme", s->admin_token);
+    it_expect_status(s, r, 200);
+    assert_int_equal(json_array_size(it_jarr(it_jobj(r->json, "doc"), "c")), 0);
+
+    /* Thousands of nested quotes and emphasis render, flattened to a bounded depth. */
+    big = repeat('>', 60000);
+    big[59998] = ' ';
+    big[59999] = 'x';
+    r = it_jreq_v(s, "PATCH", "/api/v1/models/carded", s->admin_token,
+                  json_pack("{s:s}", "readme", big));
+    it_expect_status(s, r, 200);
+    free(big);
+    r = it_get(s, "/api/v1/models/carded/readme", s->admin_token);
+    it_expect_status(s, r, 200);
+    assert_true(doc_depth(it_jobj(r->json, "doc")) <= 24 + 1); /* containers, then a leaf */
+    assert_non_null(strstr(r->body, "\"x\""));
+    r = it_get(s, "/api/v1/models/no-such-model/readme", s->admin_token);
+    it_expect_error(s, r, 404, "not_found");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -390,6 +546,7 @@ int main(void)
         cmocka_unit_test_teardown(test_patch, it_test_teardown),
         cmocka_unit_test_teardown(test_unknown_model, it_test_teardown),
         cmocka_unit_test_teardown(test_parallel_creates_of_one_name, it_test_teardown),
+        cmocka_unit_test_teardown(test_readme_and_directions, it_test_teardown),
     };
 
     return cmocka_run_group_tests_name("integration_models", tests, it_group_setup,

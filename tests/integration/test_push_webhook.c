@@ -6,7 +6,8 @@
  * getting only the newest generation, a new gateway getting the current
  * state of the aliases its filters match, ?wait in sync and at the
  * deadline, SSRF refusals at config time, redirects not followed, and 410
- * disabling the gateway with a visible reason.
+ * disabling the gateway with a visible reason. M24: a gateway that asks for them also
+ * hears promotion.awaiting_approval and promotion.rolled_back, signed the same way.
  */
 #include "harness.h"
 #include "sys.h"
@@ -709,6 +710,133 @@ static void test_bad_whsec_refused(void **state)
     it_resp_free(s, &r);
 }
 
+/* The first record whose body has "type" `type`, or NULL. */
+static const struct rx_rec *find_type(const struct rx_rec *recs, size_t n, const char *type)
+{
+    for (size_t i = 0; i < n; i++) {
+        json_t *b = json_loads(recs[i].body, 0, NULL);
+        bool same = b && json_is_string(json_object_get(b, "type")) &&
+                    strcmp(json_string_value(json_object_get(b, "type")), type) == 0;
+
+        json_decref(b);
+        if (same)
+            return &recs[i];
+    }
+    return NULL;
+}
+
+/* Wait until x has a delivery of type `type`; its body parsed (caller frees). */
+static json_t *wait_event(struct rx *x, const char *type, struct rx_rec *recs, size_t max)
+{
+    int64_t end = it_deadline(20000);
+
+    for (;;) {
+        size_t n = rx_snapshot(x, recs, max);
+        const struct rx_rec *r = find_type(recs, n, type);
+
+        if (r != NULL) {
+            if (!r->sig_ok || !r->lib_ok || !r->ts_ok)
+                fail_msg("%s delivery not verified: %s", type, r->body);
+            return json_loads(r->body, 0, NULL);
+        }
+        if (it_now_ms() > end)
+            fail_msg("no %s delivery within the deadline (%zu deliveries)", type, n);
+        it_pause_ms(50);
+    }
+}
+
+static void test_promotion_events(void **state)
+{
+    struct mg_server *s = *state;
+    struct rx *x = rx_start(SECRET, true), *y = rx_start(SECRET, true);
+    struct rx_rec recs[64];
+    struct it_resp *r;
+    char id[64], path[160];
+    char *rev = it_token_create(s, "wh-reviewer", "reviewer", NULL);
+    json_t *ev;
+    json_int_t g;
+    size_t n;
+
+    model_with_versions("wh-promo", 2);
+    /* Only event types it knows. */
+    r = it_jreq(s, "PUT", "/api/v1/gateways/wh-bad-events", s->admin_token,
+                "{\"kind\":\"webhook\",\"url\":\"http://127.0.0.1:9/h\",\"secret\":\"" SECRET
+                "\",\"events\":[\"promotion.exploded\"]}");
+    it_expect_error_field(s, r, 400, "invalid_argument", "events");
+    it_resp_free(s, &r);
+    rx_gateway_put(s, "wh-chat", x,
+                   ",\"models\":[\"wh-promo\"],\"events\":[\"promotion.awaiting_approval\","
+                   "\"promotion.rolled_back\"]");
+    rx_gateway_put(s, "wh-plain", y, ",\"models\":[\"wh-promo\"]");
+    g = it_alias_set(s, s->admin_token, "wh-promo", "production", "{\"version\":1}");
+    r = pc_wait_delivery(s, "wh-chat", "wh-promo", "production", g, "in_sync", 20000);
+    it_resp_free(s, &r);
+    it_policy_put(s, "wh-promo", "production",
+                  "{\"approvals\":{\"required\":1},"
+                  "\"rollout\":{\"steps\":[50,100],\"bake_seconds\":3600}}");
+    r = it_promote(s, s->admin_token, "wh-promo", 2, "production", id);
+    it_resp_free(s, &r);
+    r = it_promotion_wait(s, s->admin_token, id, "awaiting_approval", 20000);
+    it_resp_free(s, &r);
+
+    ev = wait_event(x, "promotion.awaiting_approval", recs, 64);
+    assert_string_equal(it_jstr(ev, "promotion"), id);
+    assert_string_equal(it_jstr(ev, "model"), "wh-promo");
+    assert_string_equal(it_jstr(ev, "alias"), "production");
+    assert_string_equal(it_jstr(ev, "state"), "awaiting_approval");
+    assert_int_equal(it_jint(ev, "version"), 2);
+    assert_int_equal(it_jint(ev, "baseline_version"), 1);
+    it_expect_rfc3339(it_jstr(ev, "timestamp"));
+    json_decref(ev);
+
+    /* Approved, rolling out, then rolled back by hand. */
+    r = it_jreq(s, "POST", it_fmt(path, sizeof(path), "/api/v1/promotions/%s/approvals", id), rev,
+                "{\"decision\":\"approve\"}");
+    it_expect_status(s, r, 200);
+    it_resp_free(s, &r);
+    r = it_promotion_wait(s, s->admin_token, id, "rolling_out", 20000);
+    it_resp_free(s, &r);
+    r = it_jreq(s, "POST", "/api/v1/models/wh-promo/aliases/production/rollback", s->admin_token,
+                "{\"reason\":\"the pager went off\"}");
+    it_expect_status(s, r, 200);
+    g = it_jint(r->json, "generation");
+    it_resp_free(s, &r);
+    ev = wait_event(x, "promotion.rolled_back", recs, 64);
+    assert_string_equal(it_jstr(ev, "promotion"), id);
+    assert_string_equal(it_jstr(ev, "state"), "rolled_back");
+    assert_string_equal(it_jstr(ev, "detail"), "the pager went off");
+    assert_true(strlen(it_jstr(ev, "by")) > 0); /* the admin token's name: who rolled back */
+    json_decref(ev);
+
+    /* A gateway that did not ask hears only alias.updated, through the rollback too. */
+    r = pc_wait_delivery(s, "wh-plain", "wh-promo", "production", g, "in_sync", 20000);
+    it_resp_free(s, &r);
+    n = rx_snapshot(y, recs, 64);
+    assert_true(n >= 1);
+    assert_null(find_type(recs, n, "promotion.awaiting_approval"));
+    assert_null(find_type(recs, n, "promotion.rolled_back"));
+    /* A delivered event leaves no row behind: the gateway lists only the alias. */
+    r = pc_gateway_get(s, "wh-chat");
+    {
+        json_t *d, *list = it_jarr(r->json, "deliveries");
+        size_t i;
+
+        json_array_foreach(list, i, d)
+        {
+            const char *a = json_string_value(json_object_get(d, "alias"));
+
+            if (a && a[0] == '!')
+                fail_msg("an event row stayed after delivery: %s", r->body);
+        }
+    }
+    it_resp_free(s, &r);
+    pc_gateway_delete(s, "wh-chat");
+    pc_gateway_delete(s, "wh-plain");
+    free(rev);
+    rx_stop(&x);
+    rx_stop(&y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -722,6 +850,7 @@ int main(void)
         cmocka_unit_test_teardown(test_ssrf_refused_at_config_time, it_test_teardown),
         cmocka_unit_test_teardown(test_redirects_not_followed, it_test_teardown),
         cmocka_unit_test_teardown(test_gone_disables_the_gateway, it_test_teardown),
+        cmocka_unit_test_teardown(test_promotion_events, it_test_teardown),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -492,6 +492,38 @@ static int wait_one_leader(int64_t timeout_ms, const char *not_id)
     return who;
 }
 
+/* Every running replica's /cluster marks one replica "leader": the one that leads (who). */
+static void leader_listed_by_all(int who)
+{
+    char id[32], said[160] = "";
+    int64_t deadline = it_deadline(10000);
+
+    replica_id(who, id);
+    for (int i = 0; i < NREP; i++) {
+        while (cl.r[i] != NULL && cl.r[i]->pid != 0) {
+            json_t *c = cluster_of(i), *e;
+            int n = 0;
+            bool right = false;
+            size_t k;
+
+            json_array_foreach(it_jarr(c, "replicas"), k, e)
+            {
+                if (json_is_true(json_object_get(e, "leader"))) {
+                    n++;
+                    right = strcmp(it_jstr(e, "id"), id) == 0;
+                    snprintf(said, sizeof(said), "%s", it_jstr(e, "id"));
+                }
+            }
+            json_decref(c);
+            if (n == 1 && right)
+                break;
+            if (it_now_ms() > deadline)
+                fail_msg("replica %d lists %d leaders (last %s), want only %s", i + 1, n, said, id);
+            it_pause_ms(50);
+        }
+    }
+}
+
 static void restart_if_down(int i)
 {
     if (cl.r[i] != NULL && cl.r[i]->pid == 0)
@@ -611,7 +643,7 @@ static int group_setup(void **state)
                      json_array_size(it_jarr(c, "replicas")), NREP);
         json_decref(c);
     }
-    wait_one_leader(10000, NULL);
+    leader_listed_by_all(wait_one_leader(10000, NULL));
     *state = cl.r[0];
     return 0;
 }
@@ -1014,6 +1046,7 @@ static void test_leader_killed_mid_bake(void **state)
 
     now_leader = wait_one_leader(15000, old_id);
     t_leader = it_now_ms();
+    leader_listed_by_all(now_leader);
     replica_id(now_leader, new_id);
     print_message("replica %d (%s) leads %lld ms after the kill\n", now_leader + 1, new_id,
                   (long long)(t_leader - t_kill));

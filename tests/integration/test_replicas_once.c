@@ -130,8 +130,10 @@ static void test_cold_starts_migrate_and_bootstrap_once(void **state)
         int port[NREP], tokens = 0;
 
         it_fmt(db, sizeof(db), "once_%d_%d", (int)getpid(), round);
-        free(pg_sql("postgres", it_fmt(sql, sizeof(sql), "CREATE DATABASE %s", db)));
-        pg_url(db, url, sizeof(url));
+        free(pg_sql("postgres",
+                    it_fmt(sql, sizeof(sql), "CREATE DATABASE %s OWNER " IT_PG_ROLE, db)));
+        it_fmt(url, sizeof(url), "postgresql:///%s?host=%s&user=" IT_PG_ROLE, db,
+               getenv("MG_PG_DIR"));
         memset(cold, 0, sizeof(cold));
         for (int i = 0; i < NREP; i++) {
             char listen[32], log[IT_PATH_MAX];

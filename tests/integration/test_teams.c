@@ -434,45 +434,6 @@ static void test_read_scope_team(void **state)
     it_server_free(&t);
 }
 
-/* What each migration from 006 on added, one entry per migration in order: undone, the
- * database is one of the previous release (schema 5). A new migration adds its line. */
-#define UNDO_006                                                                                   \
-    "DROP TABLE teams; ALTER TABLE tokens DROP COLUMN teams; "                                     \
-    "ALTER TABLE tokens DROP COLUMN aliases; ALTER TABLE models DROP COLUMN owners; "              \
-    "ALTER TABLE promotion_approvals DROP COLUMN teams; "
-#define UNDO_007 "DROP TABLE gateway_names; "
-#define UNDO_008                                                                                   \
-    "DROP TABLE replicas; DROP TABLE model_epochs; DROP TABLE signing_keys; "                      \
-    "ALTER TABLE outbox DROP COLUMN lease_owner; ALTER TABLE outbox DROP COLUMN lease_token; "     \
-    "ALTER TABLE smoke_tests DROP COLUMN owner; ALTER TABLE smoke_tests DROP COLUMN lease_until; "
-#define UNDO_009 "DROP TABLE oci_manifests; DROP INDEX blob_files_sha256; "
-#define UNDO_010                                                                                   \
-    "DROP TABLE blob_pins; DROP TABLE retention; DROP TABLE jobs; DROP INDEX versions_artifact; "  \
-    "ALTER TABLE versions DROP COLUMN status; ALTER TABLE versions DROP COLUMN archived_at; "      \
-    "ALTER TABLE versions DROP COLUMN archived_by; ALTER TABLE versions DROP COLUMN deleted_at; "  \
-    "ALTER TABLE versions DROP COLUMN deleted_by; "                                                \
-    "ALTER TABLE versions DROP COLUMN deletion_reason; ALTER TABLE blobs DROP COLUMN state; "      \
-    "ALTER TABLE blobs DROP COLUMN last_used_ms; ALTER TABLE blobs DROP COLUMN gc_owner; "         \
-    "ALTER TABLE blobs DROP COLUMN gc_at_ms; ALTER TABLE datasets DROP COLUMN withdrawn_at; "      \
-    "ALTER TABLE datasets DROP COLUMN withdrawn_by; "                                              \
-    "ALTER TABLE datasets DROP COLUMN withdrawn_reason; "
-#define UNDO_011                                                                                   \
-    "ALTER TABLE blobs DROP COLUMN formats; ALTER TABLE blobs DROP COLUMN introspection; "         \
-    "ALTER TABLE versions DROP COLUMN introspection; ALTER TABLE versions DROP COLUMN io_schema; "
-#define UNDO_012                                                                                   \
-    "ALTER TABLE aliases DROP COLUMN match_rules; ALTER TABLE aliases DROP COLUMN shadow; "        \
-    "ALTER TABLE alias_history DROP COLUMN match_rules; "                                          \
-    "ALTER TABLE alias_history DROP COLUMN shadow; ALTER TABLE promotions DROP COLUMN phase; "
-#define UNDO_013 "DROP TABLE blob_uploads; "
-#define UNDO_014 "" /* its columns went with 008's tables */
-#define UNDO_018                                                                                   \
-    "DROP TABLE oci_scan_refs; ALTER TABLE blobs DROP COLUMN scan; "                               \
-    "ALTER TABLE versions DROP COLUMN scan; "
-static const char *const undo_each[] = {
-    UNDO_006, UNDO_007, UNDO_008, UNDO_009, UNDO_010,
-    UNDO_011, UNDO_012, UNDO_013, UNDO_014, UNDO_018,
-};
-
 /* Migration 006 on a database made before teams: old tokens keep working and are global. */
 static void test_migration_keeps_old_tokens_global(void **state)
 {
@@ -488,16 +449,83 @@ static void test_migration_keeps_old_tokens_global(void **state)
     it_resp_free(t, &r);
     it_server_stop(t);
     /* back to schema 5: what a database of the previous release looks like */
-    {
-        char undo[8192];
-        size_t i, o = 0;
-        for (i = 0; i < sizeof(undo_each) / sizeof(undo_each[0]); i++)
-            o += (size_t)snprintf(undo + o, sizeof(undo) - o, "%s", undo_each[i]);
-        snprintf(undo + o, sizeof(undo) - o, "DELETE FROM schema_migrations WHERE version >= 6;");
-        assert_true(o < sizeof(undo) - 64);
-        /* one row per migration undone */
-        assert_int_equal(it_sql_exec(t, undo), (int)(sizeof(undo_each) / sizeof(undo_each[0])));
-    }
+    assert_int_equal(
+        it_sql_exec(t, "DROP TABLE teams; "
+                       "ALTER TABLE tokens DROP COLUMN teams; "
+                       "ALTER TABLE tokens DROP COLUMN aliases; "
+                       "ALTER TABLE models DROP COLUMN owners; "
+                       "ALTER TABLE promotion_approvals DROP COLUMN teams; "
+                       "DROP TABLE gateway_names; "
+                       "DROP TABLE replicas; DROP TABLE model_epochs; "
+                       "DROP TABLE signing_keys; "
+                       "DROP TABLE oci_manifests; DROP INDEX blob_files_sha256; "
+                       "ALTER TABLE outbox DROP COLUMN lease_owner; "
+                       "ALTER TABLE outbox DROP COLUMN lease_token; "
+                       "ALTER TABLE smoke_tests DROP COLUMN owner; "
+                       "ALTER TABLE smoke_tests DROP COLUMN lease_until; "
+                       "DROP TABLE blob_pins; DROP TABLE retention; "
+                       "DROP TABLE jobs; DROP INDEX versions_artifact; "
+                       "ALTER TABLE versions DROP COLUMN status; "
+                       "ALTER TABLE versions DROP COLUMN archived_at; "
+                       "ALTER TABLE versions DROP COLUMN archived_by; "
+                       "ALTER TABLE versions DROP COLUMN deleted_at; "
+                       "ALTER TABLE versions DROP COLUMN deleted_by; "
+                       "ALTER TABLE versions DROP COLUMN deletion_reason; "
+                       "ALTER TABLE blobs DROP COLUMN state; "
+                       "ALTER TABLE blobs DROP COLUMN last_used_ms; "
+                       "ALTER TABLE blobs DROP COLUMN gc_owner; "
+                       "ALTER TABLE blobs DROP COLUMN gc_at_ms; "
+                       "DROP TABLE dataset_parents; DROP TABLE datasets; "
+                       "CREATE TABLE datasets (digest TEXT PRIMARY KEY, "
+                       "name TEXT NOT NULL, uri TEXT, description TEXT, "
+                       "created_at TEXT NOT NULL, created_by TEXT NOT NULL) "
+                       "WITHOUT ROWID; "
+                       "CREATE TABLE dataset_parents (child TEXT NOT NULL "
+                       "REFERENCES datasets(digest), parent TEXT NOT NULL "
+                       "REFERENCES datasets(digest), PRIMARY KEY (child, parent)) "
+                       "WITHOUT ROWID; "
+                       "CREATE INDEX dataset_parents_parent ON "
+                       "dataset_parents(parent); "
+                       "ALTER TABLE blobs DROP COLUMN formats; "
+                       "ALTER TABLE blobs DROP COLUMN introspection; "
+                       "ALTER TABLE versions DROP COLUMN introspection; "
+                       "ALTER TABLE versions DROP COLUMN io_schema; "
+                       "ALTER TABLE aliases DROP COLUMN match_rules; "
+                       "ALTER TABLE aliases DROP COLUMN shadow; "
+                       "ALTER TABLE alias_history DROP COLUMN match_rules; "
+                       "ALTER TABLE alias_history DROP COLUMN shadow; "
+                       "ALTER TABLE promotions DROP COLUMN phase; "
+                       "DROP TABLE blob_uploads; "
+                       "DROP TABLE blob_teams; "
+                       "ALTER TABLE blobs DROP COLUMN released; "
+                       /* 018_scan */
+                       "DROP TABLE oci_scan_refs; "
+                       "ALTER TABLE blobs DROP COLUMN scan; "
+                       "ALTER TABLE versions DROP COLUMN scan; "
+                       /* 019_identity */
+                       "DROP TABLE identity_groups; "
+                       "ALTER TABLE versions DROP COLUMN publisher; "
+                       "ALTER TABLE tokens DROP COLUMN person_issuer; "
+                       "ALTER TABLE tokens DROP COLUMN person_subject; "
+                       "DROP TABLE trusted_publishers; DROP TABLE exchange_jti; "
+                       "DROP TABLE alias_attestations; "
+                       "DROP TABLE attestation_versions; "
+                       "DROP TABLE oci_attestation_manifests; "
+                       "ALTER TABLE promotion_approvals DROP COLUMN issuer; "
+                       "ALTER TABLE promotion_approvals DROP COLUMN subject; "
+                       "DROP TABLE sso_logins; "
+                       "DROP INDEX tokens_live_name; "
+                       "CREATE UNIQUE INDEX tokens_live_name ON tokens(name) "
+                       "WHERE revoked_at IS NULL; "
+                       "ALTER TABLE tokens DROP COLUMN expires_ms; "
+                       "ALTER TABLE tokens DROP COLUMN models; "
+                       "ALTER TABLE tokens DROP COLUMN publisher; "
+                       /* 022_model_readme */
+                       "ALTER TABLE models DROP COLUMN readme; "
+                       "ALTER TABLE models DROP COLUMN metric_directions; "
+                       "ALTER TABLE promotion_events DROP COLUMN actor; "
+                       "DELETE FROM schema_migrations WHERE version >= 6;"),
+        13); /* migrations 6 to 15, 018, 019 and 022 (a database of the previous release) */
     it_server_restart(t);
     r = it_get(t, "/api/v1/whoami", old);
     it_expect_status(t, r, 200);

@@ -408,7 +408,9 @@ describe('reviewer UI', { concurrency: false }, () => {
     const lat = r1.locator('#metrics tr[data-metric="p95_latency_ms"]');
     assert.match(await lat.innerText(), /\+2\.5/);
     assert.equal(await lat.locator('.delta-worse').count(), 1, 'higher latency is worse');
-    assert.equal(await r1.locator('#metrics svg.chart rect.bar-cand').count() >= 3, true);
+    // The chart shows changes from the baseline, not bars from zero.
+    assert.equal(await r1.locator('#metrics svg.chart rect.bar-delta').count() >= 3, true);
+    assert.equal(await r1.locator('#metrics svg.chart g[data-metric="auc"] rect.bar-better').count(), 1);
 
     // Side by side: images, datasets with lineage links, run, commit, signature.
     const compare = await r1.locator('#compare').innerText();
@@ -753,44 +755,6 @@ describe('reviewer UI', { concurrency: false }, () => {
     assert.match(await r1.locator('#gates tr[data-gate="schema"]').innerText(), /failed/);
     await shots(r1, 'promotion-schema', '#/promotions/' + p.id,
                 (pg) => pg.locator('#schema tr[data-io="input:image"]').waitFor());
-    await r1.context().close();
-  });
-
-  test('the promotion and model pages show the safety scan\'s findings', async () => {
-    // A pickle whose loading would call os.system: built here, never loaded.
-    const evil = new TextEncoder().encode("cos\nsystem\n(S'echo pwned'\ntR.");
-    const clean = new TextEncoder().encode('plain bytes');
-    const pub = tokens.publisher;
-    await must(pub, 'POST', '/api/v1/models', { name: 'pickled' });
-    for (const bytes of [clean, evil]) {
-      const blob = await must(pub, 'POST', '/api/v1/blobs', bytes);
-      await must(pub, 'POST', '/api/v1/models/pickled/versions', {
-        artifact: blob.digest, image: 'registry.example/pickled@sha256:' + hex('4'),
-      });
-    }
-    await must(tokens.deployer, 'PUT', '/api/v1/models/pickled/aliases/production', { version: 1 });
-    await must(admin, 'PUT', '/api/v1/models/pickled/policies/production', {
-      scan: { required: true }, approvals: { required: 1 },
-      rollout: { steps: [100], bake_seconds: 1 },
-    });
-    const p = await must(tokens.deployer, 'POST', '/api/v1/promotions', {
-      model: 'pickled', version: 2, alias: 'production', reason: 'pickled weights',
-    });
-    assert.equal(p.state, 'rejected');
-    const r1 = await newPage();
-    await signIn(r1, 'reviewer1');
-    await r1.goto(base + '/#/promotions/' + p.id);
-    await r1.locator('#promo-title', { hasText: 'pickled v2 → production' }).waitFor();
-    const cell = r1.locator('.compare-table [data-scan="unsafe"]');
-    assert.match(await cell.innerText(), /scan: unsafe[\s\S]*pickle-import[\s\S]*os\.system/);
-    assert.equal(await r1.locator('.compare-table [data-scan="clean"]').count(), 1);
-    assert.match(await r1.locator('#gates tr[data-gate="scan"]').innerText(), /failed/);
-    await r1.goto(base + '/#/models/pickled');
-    const v2 = r1.locator('.versions-table tr[data-version="2"]');
-    await v2.waitFor();
-    assert.match(await v2.innerText(), /scan: unsafe/);
-    assert.doesNotMatch(await r1.locator('.versions-table tr[data-version="1"]').innerText(),
-                        /scan:/);
     await r1.context().close();
   });
 

@@ -102,12 +102,15 @@ static void test_text_of_json_values(void **state)
         {"9007199254740993", "9007199254740993"},
         {"0.5", "0.5"},
         {"0.942", "0.942"},
-        {"1234567.89", "1.23457e+06"},
+        {"1234567.89", "1234567.89"}, /* the value, not a rounding of it */
+        {"0.94199999999999995", "0.942"},
+        {"0.30000000000000004", "0.30000000000000004"},
         {"1e-07", "1e-07"},
         {"true", "true"},
         {"false", "false"},
         {"[1,\"a\"]", "[1,\"a\"]"},
         {"{\"a\":{\"b\":1}}", "{\"a\":{\"b\":1}}"},
+        {"{\"auc\":0.942,\"p\":[0.1,2.5]}", "{\"auc\":0.942,\"p\":[0.1,2.5]}"},
     };
 
     (void)state;
@@ -232,6 +235,15 @@ static void test_print_json(void **state)
     free(out);
     json_decref(v);
     json_decref(s);
+    /* reals: the shortest text that reads back the same, never 17 digits */
+    v = json_pack("{s:f, s:f}", "auc", 0.942, "sum", 0.1 + 0.2);
+    capture_begin(&cap, stdout);
+    rc = mgc_print_json(v);
+    out = capture_end(&cap);
+    assert_int_equal(rc, MGC_OK);
+    assert_string_equal(out, "{\n  \"auc\": 0.942,\n  \"sum\": 0.30000000000000004\n}\n");
+    free(out);
+    json_decref(v);
 }
 
 int main(void)

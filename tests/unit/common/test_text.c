@@ -143,12 +143,43 @@ static void test_fmt_double(void **state)
     assert_string_equal(mg_fmt_double(0.1 + 0.2, out, sizeof(out)), "0.30000000000000004");
 }
 
+/* Reals in JSON text as their shortest round-trip text; nothing else changes. */
+static void test_json_short_reals(void **state)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"{\"auc\":0.94199999999999995}", "{\"auc\":0.942}"},
+        {"[0.30000000000000004,-0.0,3.0,1e+22,12,-7,9007199254740993]",
+         "[0.30000000000000004,-0.0,3.0,1e+22,12,-7,9007199254740993]"},
+        {"{\"a\": [\n  1.1000000000000001,\n  -2.5e-07\n]}", "{\"a\": [\n  1.1,\n  -2.5e-07\n]}"},
+        /* numbers inside strings, escaped quotes included, stay as they are */
+        {"{\"m\":\"0.94199999999999995 \\\" 0.10000000000000001\",\"v\":0.10000000000000001}",
+         "{\"m\":\"0.94199999999999995 \\\" 0.10000000000000001\",\"v\":0.1}"},
+        {"\"\\\\\"", "\"\\\\\""},
+        {"", ""},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out = mg_json_short_reals(cases[i].in);
+
+        assert_non_null(out);
+        assert_string_equal(out, cases[i].out);
+        free(out);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_utf8),       cmocka_unit_test(test_request_target),
-        cmocka_unit_test(test_methods),    cmocka_unit_test(test_log_escape),
-        cmocka_unit_test(test_prom_label), cmocka_unit_test(test_fmt_double),
+        cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_request_target),
+        cmocka_unit_test(test_methods),
+        cmocka_unit_test(test_log_escape),
+        cmocka_unit_test(test_prom_label),
+        cmocka_unit_test(test_fmt_double),
+        cmocka_unit_test(test_json_short_reals),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

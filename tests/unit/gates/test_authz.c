@@ -54,7 +54,7 @@ static void test_roles(void **state)
     for (i = 0; i < N_ELEMS(roles); i++) {
         for (j = 0; j < N_ELEMS(needs); j++) {
             struct gate_token t = token(roles[i], GLOBAL);
-            struct gate_request q = {needs[j], &fraud, NULL, GATE_READ_ALL};
+            struct gate_request q = {needs[j], &fraud, NULL, GATE_READ_ALL, NULL};
             struct gate_decision d;
             bool want = needs[j] == GATE_NEED_PUBLIC || needs[j] == GATE_NEED_ANY ||
                         needs[j] == GATE_ROLE_READER || roles[i] == GATE_ROLE_ADMIN ||
@@ -108,6 +108,9 @@ static void test_table(void **state)
          GATE_ROLE_READER, &fraud, NULL, GATE_READ_TEAM, 404, "does not exist"},
         {"a publisher reading another team's model, read scope team", GATE_ROLE_PUBLISHER, TEAM_ADS,
          GATE_ROLE_READER, &fraud, NULL, GATE_READ_TEAM, 404, "does not exist"},
+        {"a publisher writing another team's model, read scope team: missing, owners unsaid",
+         GATE_ROLE_PUBLISHER, TEAM_ADS, GATE_ROLE_PUBLISHER, &fraud, NULL, GATE_READ_TEAM, 404,
+         "model 'fraud' does not exist"},
         {"reading its own team's model, read scope team", GATE_ROLE_REVIEWER, TEAM_RISK,
          GATE_ROLE_READER, &fraud, NULL, GATE_READ_TEAM, 200, NULL},
         {"a global reader, read scope team", GATE_ROLE_READER, GLOBAL, GATE_ROLE_READER, &fraud,
@@ -140,12 +143,75 @@ static void test_table(void **state)
     (void)state;
     for (i = 0; i < N_ELEMS(cases); i++) {
         struct gate_token t = token(cases[i].roles, cases[i].sc);
-        struct gate_request q = {cases[i].need, cases[i].model, cases[i].alias, cases[i].rs};
+        struct gate_request q = {cases[i].need, cases[i].model, cases[i].alias, cases[i].rs, NULL};
         struct gate_decision d;
 
         gate_authorize(&t, &q, &d);
         if ((cases[i].status == 200) != d.allow || (!d.allow && d.status != cases[i].status) ||
             (cases[i].reason_part && strstr(d.reason, cases[i].reason_part) == NULL)) {
+            print_error("%s: allow %d status %u reason '%s'\n", cases[i].what, d.allow, d.status,
+                        d.reason);
+            bad++;
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
+/* Bytes (API.md "Tenancy"): held through an upload by one's team or a readable citing
+ * model; otherwise missing under --read-scope team; released bytes gone but to admins. */
+static void test_bytes(void **state)
+{
+    static const struct gate_model by_risk[] = {{"fraud", risk, 1}};
+    static const struct gate_model by_none[] = {{"orphan", NULL, 0}};
+    static const struct {
+        const char *what;
+        unsigned roles;
+        enum scope sc;
+        enum gate_read_scope rs;
+        const char *const *up;
+        size_t nup;
+        const struct gate_model *cit;
+        size_t ncit;
+        bool released;
+        unsigned status;
+    } cases[] = {
+        {"uploaded by its team", GATE_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, risk, 1, NULL, 0,
+         false, 200},
+        {"cited by its team's model", GATE_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, NULL, 0, by_risk,
+         1, false, 200},
+        {"another team's upload", GATE_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, risk, 1, NULL, 0,
+         false, 404},
+        {"cited by another team's model", GATE_ROLE_PUBLISHER, TEAM_ADS, GATE_READ_TEAM, NULL, 0,
+         by_risk, 1, false, 404},
+        {"cited only by a model of no team", GATE_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, NULL, 0,
+         by_none, 1, false, 404},
+        {"uploaded by a global token", GATE_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, NULL, 0, NULL, 0,
+         false, 404},
+        {"one of two uploading teams", GATE_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, ads_risk, 2,
+         NULL, 0, false, 200},
+        {"read scope all", GATE_ROLE_READER, TEAM_ADS, GATE_READ_ALL, risk, 1, NULL, 0, false, 200},
+        {"a global token", GATE_ROLE_READER, GLOBAL, GATE_READ_TEAM, risk, 1, NULL, 0, false, 200},
+        {"admin", GATE_ROLE_ADMIN, TEAM_ADS, GATE_READ_TEAM, risk, 1, NULL, 0, true, 200},
+        {"released, own team", GATE_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, risk, 1, NULL, 0, true,
+         410},
+        {"released, global token", GATE_ROLE_PUBLISHER, GLOBAL, GATE_READ_ALL, NULL, 0, NULL, 0,
+         true, 410},
+        {"released, another team: missing, not gone", GATE_ROLE_READER, TEAM_ADS, GATE_READ_TEAM,
+         risk, 1, NULL, 0, true, 404},
+    };
+    size_t i, bad = 0;
+
+    (void)state;
+    for (i = 0; i < N_ELEMS(cases); i++) {
+        struct gate_token t = token(cases[i].roles, cases[i].sc);
+        struct gate_bytes b = {"sha256:ab",  cases[i].up,   cases[i].nup,
+                               cases[i].cit, cases[i].ncit, cases[i].released};
+        struct gate_request q = {GATE_ROLE_READER, NULL, NULL, cases[i].rs, &b};
+        struct gate_decision d;
+
+        gate_authorize(&t, &q, &d);
+        if ((cases[i].status == 200) != d.allow || (!d.allow && d.status != cases[i].status) ||
+            (!d.allow && strstr(d.reason, "sha256:ab") == NULL)) {
             print_error("%s: allow %d status %u reason '%s'\n", cases[i].what, d.allow, d.status,
                         d.reason);
             bad++;
@@ -188,6 +254,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roles),
         cmocka_unit_test(test_table),
+        cmocka_unit_test(test_bytes),
         cmocka_unit_test(test_alias_patterns),
     };
 

@@ -1193,7 +1193,7 @@ static const struct eval_row eval_rows[] = {
      true,
      false,
      1,
-     {{"fits GPU", "fit", "passed", "16.5", "\"<= 24.000 GiB\"", NULL}}},
+     {{"fits GPU", "fit", "passed", "16.5", "\"<= 24 GiB\"", NULL}}},
     {"fit, exactly the GPU's size",
      FIT,
      "{}",
@@ -1213,7 +1213,7 @@ static const struct eval_row eval_rows[] = {
      false,
      false,
      1,
-     {{"fits GPU", "fit", "failed", "84.5", "\"<= 80.000 GiB\"", NULL}}},
+     {{"fits GPU", "fit", "failed", "84.5", "\"<= 80 GiB\"", NULL}}},
     {"fit, gpu preferred: no fit gate",
      "{\"smoke\": {\"gpu\": \"preferred\"}}",
      "{}",
@@ -1631,6 +1631,28 @@ static void test_approval_tally_table(void **state)
     }
 }
 
+/* Separation of duties compares people (API.md "Identity"): issuer and subject both. */
+static void test_same_person_table(void **state)
+{
+    static const struct {
+        const char *ia, *sa, *ib, *sb;
+        bool same;
+    } cases[] = {
+        {"https://idp", "alice", "https://idp", "alice", true},
+        {"https://idp", "alice", "https://idp", "bob", false},
+        {"https://idp", "alice", "https://other", "alice", false}, /* another IdP's alice */
+        {"", "", "", "", false},                                   /* two tokens of nobody */
+        {NULL, NULL, NULL, NULL, false},
+        {"https://idp", "alice", NULL, NULL, false},
+        {"https://idp", "", "https://idp", "", false},
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        if (gate_same_person(cases[i].ia, cases[i].sa, cases[i].ib, cases[i].sb) != cases[i].same)
+            fail_msg("case %zu: expected %s", i, cases[i].same ? "same" : "different");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1650,6 +1672,7 @@ int main(void)
         cmocka_unit_test(test_evaluate_scan),
         cmocka_unit_test(test_approval_check_table),
         cmocka_unit_test(test_approval_tally_table),
+        cmocka_unit_test(test_same_person_table),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

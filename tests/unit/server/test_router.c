@@ -405,7 +405,7 @@ static void test_route_foreach_visits_every_route(void **state)
         srv_routes_versions,  srv_routes_datasets, srv_routes_audit,      srv_routes_keys,
         srv_routes_aliases,   srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
         srv_routes_runner,    srv_routes_ui,       srv_routes_metrics,    srv_routes_oci,
-        srv_routes_lifecycle,
+        srv_routes_lifecycle, srv_routes_identity, srv_routes_sso,
     };
     struct visit v;
     unsigned total = 0;

@@ -39,7 +39,7 @@ static void paths_of(const struct fx *fx, struct paths *p)
 static void some_data(struct fx *fx)
 {
     char art[72], other[72], ds[72], secret[STORE_TOKEN_SECRET_LEN + 1];
-    json_t *req, *out = NULL;
+    json_t *req, *out = NULL, *owners;
     bool created;
 
     assert_int_equal(store_token_bootstrap(fx->st, secret, &created, &fx->err), MG_OK);
@@ -47,7 +47,10 @@ static void some_data(struct fx *fx)
     fx_put_blob(fx, "weights two", other);
     fx_digest("dataset", 7, ds);
     req = json_pack("{s:s, s:s}", "digest", ds, "name", "train");
-    assert_int_equal(store_dataset_create(fx->st, "alice", req, &out, &created, &fx->err), MG_OK);
+    owners = json_pack("[s]", "");
+    assert_int_equal(store_dataset_create(fx->st, "alice", owners, req, &out, &created, &fx->err),
+                     MG_OK);
+    json_decref(owners);
     json_decref(out);
     json_decref(req);
     fx_model(fx, "a");

@@ -20,10 +20,12 @@ static enum mg_code dataset_create(struct fx *fx, json_t *req, bool *created)
 {
     json_t *out = NULL;
     enum mg_code rc;
+    json_t *global = json_pack("[s]", "");
 
     assert_non_null(req);
     mg_error_clear(&fx->err);
-    rc = store_dataset_create(fx->st, "alice", req, &out, created, &fx->err);
+    rc = store_dataset_create(fx->st, "alice", global, req, &out, created, &fx->err);
+    json_decref(global);
     if (rc == MG_OK) {
         assert_non_null(out);
         assert_string_equal(json_string_value(json_object_get(out, "digest")),
@@ -97,7 +99,7 @@ static void test_dataset_create_identical_conflict(void **state)
                        &created),
         MG_EINVAL);
     assert_string_equal(fx->err.field, "parents");
-    assert_int_equal(store_dataset_get(fx->st, d2, &d, &fx->err), MG_ENOTFOUND);
+    assert_int_equal(store_dataset_get(fx->st, NULL, d2, &d, &fx->err), MG_ENOTFOUND);
     assert_null(d);
 
     assert_int_equal(
@@ -111,7 +113,7 @@ static void test_dataset_create_identical_conflict(void **state)
         dataset_create(fx, json_pack("{s:s, s:s}", "digest", d2, "name", "clean"), &created),
         MG_ECONFLICT);
 
-    assert_int_equal(store_dataset_get(fx->st, d1, &d, &fx->err), MG_OK);
+    assert_int_equal(store_dataset_get(fx->st, NULL, d1, &d, &fx->err), MG_OK);
     assert_string_equal(json_string_value(json_object_get(d, "name")), "raw");
     assert_string_equal(json_string_value(json_object_get(d, "uri")), "s3://bucket/raw");
     assert_int_equal(json_array_size(json_object_get(d, "parents")), 0);
@@ -119,7 +121,7 @@ static void test_dataset_create_identical_conflict(void **state)
     assert_string_equal(json_string_value(json_array_get(json_object_get(d, "children"), 0)), d2);
     assert_string_equal(json_string_value(json_object_get(d, "created_by")), "alice");
     json_decref(d);
-    assert_int_equal(store_dataset_get(fx->st, d2, &d, &fx->err), MG_OK);
+    assert_int_equal(store_dataset_get(fx->st, NULL, d2, &d, &fx->err), MG_OK);
     assert_string_equal(json_string_value(json_array_get(json_object_get(d, "parents"), 0)), d1);
     json_decref(d);
     assert_int_equal(fx_audit_count_action(fx, "dataset.create"), 2);
@@ -144,7 +146,7 @@ static void test_dataset_duplicate_parent_retry_is_identical(void **state)
                                     &created),
                      MG_OK);
     assert_true(created);
-    assert_int_equal(store_dataset_get(fx->st, d2, &d, &fx->err), MG_OK);
+    assert_int_equal(store_dataset_get(fx->st, NULL, d2, &d, &fx->err), MG_OK);
     assert_int_equal(json_array_size(json_object_get(d, "parents")), 1);
     json_decref(d);
     created = true;
@@ -258,7 +260,7 @@ static void test_dataset_versions_transitive(void **state)
 
     /* From d1: its direct user first, then descendants by depth, each
      * (model, version, role) once, by its shortest path. */
-    assert_int_equal(store_dataset_versions(fx->st, d1, &out, &fx->err), MG_OK);
+    assert_int_equal(store_dataset_versions(fx->st, NULL, d1, &out, &fx->err), MG_OK);
     items = json_object_get(out, "items");
     assert_int_equal(json_array_size(items), 3);
     expect_use(json_array_get(items, 0), "m", 2, "eval", NULL, 0);
@@ -270,7 +272,7 @@ static void test_dataset_versions_transitive(void **state)
     }
     json_decref(out);
 
-    assert_int_equal(store_dataset_versions(fx->st, d3, &out, &fx->err), MG_OK);
+    assert_int_equal(store_dataset_versions(fx->st, NULL, d3, &out, &fx->err), MG_OK);
     items = json_object_get(out, "items");
     assert_int_equal(json_array_size(items), 2);
     {
@@ -281,7 +283,7 @@ static void test_dataset_versions_transitive(void **state)
     json_decref(out);
 
     /* Used directly though unregistered: still answered. */
-    assert_int_equal(store_dataset_versions(fx->st, d5, &out, &fx->err), MG_OK);
+    assert_int_equal(store_dataset_versions(fx->st, NULL, d5, &out, &fx->err), MG_OK);
     items = json_object_get(out, "items");
     assert_int_equal(json_array_size(items), 1);
     expect_use(json_array_get(items, 0), "m", 4, "train", NULL, 0);
@@ -289,9 +291,9 @@ static void test_dataset_versions_transitive(void **state)
 
     /* Neither registered nor used. */
     out = NULL;
-    assert_int_equal(store_dataset_versions(fx->st, d6, &out, &fx->err), MG_ENOTFOUND);
+    assert_int_equal(store_dataset_versions(fx->st, NULL, d6, &out, &fx->err), MG_ENOTFOUND);
     assert_null(out);
-    assert_int_equal(store_dataset_get(fx->st, d6, &out, &fx->err), MG_ENOTFOUND);
+    assert_int_equal(store_dataset_get(fx->st, NULL, d6, &out, &fx->err), MG_ENOTFOUND);
     assert_null(out);
 }
 

@@ -245,6 +245,62 @@ static void test_token_scopes(void **state)
     json_decref(aliases);
 }
 
+/* A trusted publisher's exchange: the jti once, the token scoped, expiring, and a person's. */
+static void test_token_exchange(void **state)
+{
+    struct fx *fx = *state;
+    char secret[STORE_TOKEN_SECRET_LEN + 1], again[STORE_TOKEN_SECRET_LEN + 1];
+    json_t *models = json_pack("[s,s]", "fraud", "fraud-*"), *pub, *got = NULL;
+    struct store_principal who;
+    struct store_exchange x = {0};
+
+    pub = json_pack("{s:s, s:s}", "kind", "trusted", "name", "ci");
+    x.issuer = "https://ci.example";
+    x.jti = "run-1";
+    x.jti_expires_ms = mg_now_ms() + 600000;
+    x.publisher = "ci";
+    x.roles = STORE_ROLE_PUBLISHER;
+    x.models = models;
+    x.ttl_ms = 600000;
+    x.subject = "repo:acme/fraud";
+    x.publisher_json = pub;
+    assert_int_equal(store_token_exchange(fx->st, &x, secret, &fx->err), MG_OK);
+    assert_int_equal(store_token_authenticate(fx->st, secret, strlen(secret), &who), MG_OK);
+    assert_int_equal(who.roles, STORE_ROLE_PUBLISHER);
+    assert_int_equal(who.nmodels, 2);
+    assert_string_equal(who.models[1], "fraud-*");
+    assert_string_equal(who.kind, "trusted");
+    assert_string_equal(who.issuer, "https://ci.example");
+    assert_string_equal(who.subject, "repo:acme/fraud");
+    assert_true(who.expires_ms > mg_now_ms());
+    assert_int_equal(store_token_publisher(fx->st, who.id, &got, &fx->err), MG_OK);
+    assert_true(json_equal(got, pub));
+    json_decref(got);
+
+    /* the same jti again: refused, and no second token */
+    assert_int_equal(store_token_exchange(fx->st, &x, again, &fx->err), MG_ECONFLICT);
+    assert_string_equal(fx->err.field, "jti");
+
+    /* a token past its lifetime stops authenticating */
+    x.jti = "run-2";
+    x.ttl_ms = -1000;
+    assert_int_equal(store_token_exchange(fx->st, &x, again, &fx->err), MG_OK);
+    assert_int_equal(store_token_authenticate(fx->st, again, strlen(again), &who), MG_EUNAUTH);
+
+    /* an expired jti is purged by a later exchange (and could be used again) */
+    x.jti = "run-3";
+    x.jti_expires_ms = mg_now_ms() - 1;
+    x.ttl_ms = 600000;
+    assert_int_equal(store_token_exchange(fx->st, &x, again, &fx->err), MG_OK);
+    x.jti = "run-4";
+    x.jti_expires_ms = mg_now_ms() + 600000;
+    assert_int_equal(store_token_exchange(fx->st, &x, again, &fx->err), MG_OK);
+    x.jti = "run-3";
+    assert_int_equal(store_token_exchange(fx->st, &x, again, &fx->err), MG_OK);
+    json_decref(models);
+    json_decref(pub);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
@@ -254,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_roles),
         T(test_teams),
         T(test_token_scopes),
+        T(test_token_exchange),
     };
 #undef T
 

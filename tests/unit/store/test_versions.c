@@ -189,15 +189,15 @@ static void test_version_list_filters(void **state)
     memset(&f, 0, sizeof(f));
     expect_versions(fx, &f, all, 3);
 
-    f.tag_key = "stage";
-    f.tag_value = "prod";
+    f.tags[0].key = "stage";
+    f.tags[0].value = "prod";
     expect_versions(fx, &f, prod, 2);
-    f.tag_value = "dev";
+    f.tags[0].value = "dev";
     expect_versions(fx, &f, v1, 1);
-    f.tag_value = "qa";
+    f.tags[0].value = "qa";
     expect_versions(fx, &f, NULL, 0);
-    f.tag_key = "team";
-    f.tag_value = "prod";
+    f.tags[0].key = "team";
+    f.tags[0].value = "prod";
     expect_versions(fx, &f, NULL, 0);
 
     memset(&f, 0, sizeof(f));
@@ -207,37 +207,63 @@ static void test_version_list_filters(void **state)
     expect_versions(fx, &f, v2, 1);
 
     memset(&f, 0, sizeof(f));
-    f.metric = "acc";
-    f.metric_value = 0.7;
-    f.metric_op = ">=";
+    f.metrics[0].name = "acc";
+    f.metrics[0].value = 0.7;
+    f.metrics[0].op = ">=";
     expect_versions(fx, &f, ge, 2);
-    f.metric_op = ">";
+    f.metrics[0].op = ">";
     expect_versions(fx, &f, v2, 1);
-    f.metric_op = "<=";
+    f.metrics[0].op = "<=";
     expect_versions(fx, &f, le, 2);
-    f.metric_op = "<";
+    f.metrics[0].op = "<";
     expect_versions(fx, &f, v1, 1);
-    f.metric_op = "=";
-    f.metric_value = 0.9;
+    f.metrics[0].op = "=";
+    f.metrics[0].value = 0.9;
     expect_versions(fx, &f, v2, 1);
-    f.metric = "f1"; /* nobody has it */
-    f.metric_op = ">=";
-    f.metric_value = 0;
+    f.metrics[0].name = "f1"; /* nobody has it */
+    f.metrics[0].op = ">=";
+    f.metrics[0].value = 0;
     expect_versions(fx, &f, NULL, 0);
 
     /* Filters combine. */
     memset(&f, 0, sizeof(f));
-    f.tag_key = "stage";
-    f.tag_value = "prod";
-    f.metric = "acc";
-    f.metric_op = "<";
-    f.metric_value = 0.8;
+    f.tags[0].key = "stage";
+    f.tags[0].value = "prod";
+    f.metrics[0].name = "acc";
+    f.metrics[0].op = "<";
+    f.metrics[0].value = 0.8;
     {
         static const int64_t v3[] = {3};
         expect_versions(fx, &f, v3, 1);
     }
     f.dataset = d1;
     expect_versions(fx, &f, NULL, 0);
+
+    /* Several filters of one kind all apply (AND), not only the first. */
+    memset(&f, 0, sizeof(f));
+    f.metrics[0].name = "acc";
+    f.metrics[0].op = ">=";
+    f.metrics[0].value = 0.7;
+    expect_versions(fx, &f, ge, 2);
+    f.metrics[1].name = "loss";
+    f.metrics[1].op = ">";
+    f.metrics[1].value = 1;
+    {
+        static const int64_t v3[] = {3};
+        expect_versions(fx, &f, v3, 1);
+    }
+    f.metrics[3].name = "acc"; /* any slot */
+    f.metrics[3].op = "<";
+    f.metrics[3].value = 0.7;
+    expect_versions(fx, &f, NULL, 0);
+    memset(&f, 0, sizeof(f));
+    f.tags[0].key = "stage";
+    f.tags[0].value = "prod";
+    f.tags[1].key = "stage";
+    f.tags[1].value = "dev";
+    expect_versions(fx, &f, NULL, 0);
+    f.tags[1].value = "prod";
+    expect_versions(fx, &f, prod, 2);
 
     /* Unknown model. */
     {
