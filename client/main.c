@@ -39,8 +39,11 @@ static const struct mgc_optdef lkg_opts[] = {
     {"alias", 0, true}, {"format", 0, true}, {NULL, 0, false}};
 static const struct mgc_optdef rollback_opts[] = {
     {"alias", 0, true}, {"reason", 0, true}, {"wait", 0, true}, {NULL, 0, false}};
-static const struct mgc_optdef pull_opts[] = {
-    {"output", 'o', true}, {"key", 0, true}, {"max-archive-ratio", 0, true}, {NULL, 0, false}};
+static const struct mgc_optdef pull_opts[] = {{"output", 'o', true},
+                                              {"key", 0, true},
+                                              {"max-archive-ratio", 0, true},
+                                              {"allow-unsafe", 0, false},
+                                              {NULL, 0, false}};
 static const struct mgc_optdef verify_opts[] = {
     {"key", 0, true}, {"max-archive-ratio", 0, true}, {NULL, 0, false}};
 
@@ -105,7 +108,7 @@ static const struct mgc_cmd commands[] = {
      "Move alias A back to its last-known-good version (no gates). With --wait S, wait up\n"
      "to S seconds for every gateway to apply it: exits 4 if some have not.\n",
      rollback_opts, 1, 1, mgc_cmd_rollback},
-    {"pull", "MODEL (N|@ALIAS) -o DIR [--key pub.pem] [--max-archive-ratio N]",
+    {"pull", "MODEL (N|@ALIAS) -o DIR [--key pub.pem] [--max-archive-ratio N] [--allow-unsafe]",
      "Download a version (or the version holding most of ALIAS's traffic), verify its\n"
      "artifact digest and its signature (with the server's published key, or --key\n"
      "offline) and every file's digest, then extract it safely into DIR, which must not\n"
@@ -114,7 +117,8 @@ static const struct mgc_cmd commands[] = {
      "artifact is written as DIR/artifact. An archive expanding more than\n"
      "--max-archive-ratio N times its size (default 200; 0 = no cap; applies past 32 MiB)\n"
      "is refused before anything is extracted, and so is one that would not fit in the\n"
-     "free space of DIR's file system.\n",
+     "free space of DIR's file system. An artifact the server's safety scan did not find\n"
+     "clean (unsafe, unknown, or never scanned) is refused unless --allow-unsafe.\n",
      pull_opts, 2, 2, mgc_cmd_pull},
     {"models", "[--q TEXT]",
      "List the models (whose names contain TEXT): latest version and aliases' routes.\n",

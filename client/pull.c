@@ -559,6 +559,35 @@ out:
     return rc;
 }
 
+/* The server's safety scan (API.md "Artifact safety scan"): only "clean" is pulled without
+ * --allow-unsafe; before anything is downloaded. */
+static int check_scan(const struct pull *p, bool allow_unsafe)
+{
+    const json_t *scan = json_object_get(p->version, "scan");
+    const char *v = json_string_value(json_object_get(scan, "verdict"));
+    const json_t *f = json_array_get(json_object_get(scan, "findings"), 0);
+    const char *member = json_string_value(json_object_get(f, "member"));
+    const char *detail = json_string_value(json_object_get(f, "detail"));
+
+    if (v != NULL && strcmp(v, "clean") == 0)
+        return MGC_OK;
+    if (allow_unsafe) {
+        fprintf(stderr,
+                "modelgate: warning: %s v%lld is not clean (%s); pulling it because of "
+                "--allow-unsafe\n",
+                p->model, (long long)p->n, v ? v : "never scanned");
+        return MGC_OK;
+    }
+    if (v == NULL)
+        return mgc_fail("%s v%lld was never scanned by the server's safety scan; ask an admin "
+                        "to rescan its artifact, or pass --allow-unsafe",
+                        p->model, (long long)p->n);
+    return mgc_fail("%s v%lld's artifact scanned %s%s%s%s%s; loading it could run code. Pass "
+                    "--allow-unsafe to pull it anyway",
+                    p->model, (long long)p->n, v, detail ? ": " : "", member ? member : "",
+                    member ? ": " : "", detail ? detail : "");
+}
+
 /*
  * Does DIR (not empty) already hold exactly the version: every regular file and nothing
  * more, as the bundle signs them (a single-file artifact as DIR/artifact)? Checked with the
@@ -625,6 +654,7 @@ int mgc_cmd_pull(struct mgc *c, const struct mgc_args *a)
         goto out;
     snprintf(vpath, sizeof(vpath), "/api/v1/models/%s/versions/%lld", p.model, (long long)p.n);
     if ((rc = mgc_call(c, "GET", vpath, NULL, &p.version)) != MGC_OK ||
+        (rc = check_scan(&p, mgc_flag(a, "allow-unsafe"))) != MGC_OK ||
         (rc = fetch_bundle(c, &p)) != MGC_OK)
         goto out;
     if (keyfile == NULL) {
@@ -690,7 +720,8 @@ out:
     return rc;
 }
 
-/* ---- verify ------------------------------------------------------------------------------- */
+/* ---- verify -------------------------------------------------------------------------------
+ */
 
 int mgc_cmd_verify(struct mgc *c, const struct mgc_args *a)
 {

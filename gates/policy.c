@@ -332,6 +332,7 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
                                        "require_no_withdrawn_datasets",
                                        "schema",
                                        "smoke",
+                                       "scan",
                                        "rollout",
                                        "analysis",
                                        NULL};
@@ -409,6 +410,13 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
                 return fail(err, "smoke.gpu", "smoke.gpu must be required, preferred or none");
         }
     }
+    v = json_object_get(j, "scan");
+    if (v) {
+        static const char *const sckeys[] = {"required", NULL};
+        if (!json_is_object(v) || !only_keys(v, sckeys, &bad) ||
+            parse_bool(v, "required", &p.scan_required, err) != MG_OK)
+            return fail(err, "scan", "scan must be {\"required\": bool}");
+    }
     v = json_object_get(j, "rollout");
     if (v && (rc = parse_rollout(v, &p, err)) != MG_OK)
         return rc;
@@ -468,6 +476,11 @@ json_t *gate_policy_to_json(const struct gate_policy *p)
         "steps", steps, "bake_seconds", (json_int_t)p->bake_seconds, "auto_advance",
         p->auto_advance, "shadow_seconds", (json_int_t)p->shadow_seconds, "internal", internal,
         "analysis", analysis);
+
+    /* Only when set: policies written before the scan existed keep their canonical form
+     * (and digest). */
+    if (j != NULL && p->scan_required)
+        json_object_set_new(j, "scan", json_pack("{s:b}", "required", 1));
     return j;
 }
 
@@ -914,6 +927,28 @@ static json_t *smoke_gate(const struct gate_input *in)
                     : (in->smoke == GATE_SMOKE_NONE ? "waiting for the smoke-test runner" : NULL));
 }
 
+/* Passes only on "clean": unsafe, unknown and a version scanned by no scanner fail, naming
+ * the first finding. */
+static json_t *scan_gate(const struct gate_input *in)
+{
+    const char *v = json_string_value(json_object_get(in->scan, "verdict"));
+    json_t *f = json_array_get(json_object_get(in->scan, "findings"), 0);
+    const char *member = json_string_value(json_object_get(f, "member"));
+    char detail[400];
+
+    if (v == NULL)
+        return gate("artifact scan", "scan", "failed", json_string("not scanned"),
+                    json_string("clean"),
+                    "the artifact was stored before the safety scan existed; an admin can "
+                    "POST /api/v1/blobs/{digest}/rescan");
+    if (strcmp(v, "clean") == 0)
+        return gate("artifact scan", "scan", "passed", json_string(v), json_string("clean"), NULL);
+    snprintf(detail, sizeof(detail), "%s%s%s%s", member ? member : "", member ? ": " : "",
+             f ? json_string_value(json_object_get(f, "detail")) : "the scanner found no detail",
+             strcmp(v, "unknown") == 0 ? " (unknown is not clean: default-deny)" : "");
+    return gate("artifact scan", "scan", "failed", json_string(v), json_string("clean"), detail);
+}
+
 json_t *gate_evaluate(const struct gate_input *in, bool include_approvals)
 {
     const struct gate_policy *p = in->policy;
@@ -939,6 +974,8 @@ json_t *gate_evaluate(const struct gate_input *in, bool include_approvals)
         json_array_append_new(gates, fit_gate(in));
     if (p->smoke_required)
         json_array_append_new(gates, smoke_gate(in));
+    if (p->scan_required)
+        json_array_append_new(gates, scan_gate(in));
     if (include_approvals && p->approvals_required > 0)
         json_array_append_new(gates, approval_gate(in));
     json_array_foreach(gates, i, g)

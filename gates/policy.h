@@ -56,6 +56,7 @@ struct gate_policy {
     bool require_no_withdrawn_datasets; /* API.md "Lifecycle": withdrawn data blocks */
     bool schema_compatible;             /* "schema":{"compatible_with_baseline":true} */
     bool smoke_required;
+    bool scan_required; /* "scan":{"required":true}: the artifact scanned clean */
     enum gate_gpu gpu;
     int steps[GATE_MAX_STEPS]; /* increasing, ending at 100 */
     size_t nsteps;
@@ -155,6 +156,9 @@ struct gate_input {
 
     enum gate_smoke smoke;
     const char *smoke_detail;
+
+    /* The version's safety scan report ({"verdict","findings"}), or NULL when it has none. */
+    const json_t *scan;
 
     const struct gate_approval *approvals;
     size_t napprovals;

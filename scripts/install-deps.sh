@@ -54,6 +54,9 @@ test_packages=(
     # ONNX's own test models (tests/unit/artifact/test_onnx.c reads every one and compares
     # with what python3-onnx reads; the tests build their models with python3-onnx/numpy)
     libonnx-testdata python3-numpy
+    # the artifact scanner's corpus (tests/unit/artifact/test_scan_corpus.c): real torch.save
+    # checkpoints and np.save files, built with Debian's /usr/bin/python3, never loaded
+    python3-torch
     # blob backends (scripts/blob-test.sh): an OCI registry (distribution 2.8) the tests start
     # themselves, never the system service; skopeo and awscli read what modelgated stored;
     # python3 picks free ports and hashes the test registry's htpasswd

@@ -80,6 +80,8 @@ void srv_config_release(struct srv_config *cfg)
         free(cfg->smoke_profiles[--cfg->nsmoke_profiles]);
     while (cfg->nsmoke_profile_costs > 0)
         free(cfg->smoke_profile_costs[--cfg->nsmoke_profile_costs]);
+    while (cfg->nscan_allow > 0)
+        free(cfg->scan_allow[--cfg->nscan_allow]);
     free(cfg->nvml_library);
     free(cfg->database);
     free(cfg->blobs);
@@ -159,6 +161,8 @@ const char *srv_config_usage(void)
            "  --smoke-profile-cost NAME=COST  cost per hour of the machine profile NAME runs\n"
            "                           on (any currency unit; repeatable): smoke tests then\n"
            "                           report cost_per_1k_requests\n"
+           "  --scan-allow MOD.NAME    a global pickles may import besides what\n"
+           "                           torch.load(weights_only=True) accepts (repeatable)\n"
            "  --runner-workers N       smoke tests run at once (default 1)\n"
            "  --smoke-interval S       re-test routed versions every S seconds (default 300, 0 "
            "off)\n"
@@ -468,6 +472,24 @@ static enum mg_code apply(struct srv_config *cfg, const char *key, const char *v
         if ((s = strdup(v)) == NULL)
             return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         cfg->smoke_profiles[cfg->nsmoke_profiles++] = s;
+        return MG_OK;
+    }
+    if (strcmp(key, "scan-allow") == 0) {
+        char *s;
+        size_t i, n = strlen(v);
+        for (i = 0; i < n && (v[i] == '.' || v[i] == '_' || (v[i] >= '0' && v[i] <= '9') ||
+                              (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z'));
+             i++)
+            ;
+        if (n == 0 || i < n || n > 256 || strchr(v, '.') == NULL || strstr(v, "__") != NULL)
+            return mg_fail(err, MG_EINVAL, key,
+                           "--scan-allow takes a dotted Python name without dunders, such as "
+                           "mypkg.config.TrainConfig");
+        if (cfg->nscan_allow >= sizeof(cfg->scan_allow) / sizeof(cfg->scan_allow[0]))
+            return mg_fail(err, MG_EINVAL, key, "at most 64 --scan-allow entries");
+        if ((s = strdup(v)) == NULL)
+            return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        cfg->scan_allow[cfg->nscan_allow++] = s;
         return MG_OK;
     }
     if (strcmp(key, "oidc-issuer") == 0) {

@@ -51,6 +51,8 @@ struct srv_config {
     unsigned nsmoke_profiles;
     char *smoke_profile_costs[32]; /* "NAME=COST": cost per hour of a profile's machine */
     unsigned nsmoke_profile_costs;
+    char *scan_allow[64]; /* --scan-allow module.name: extra globals pickles may import */
+    unsigned nscan_allow;
     bool allow_shared_dir;    /* --allow-shared-dir: serve from a directory others can read */
     char *public_url;         /* --public-url: the origin browsers use, e.g. https://mg.example */
     bool read_scope_team;     /* --read-scope team: team tokens see only their teams' models */

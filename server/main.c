@@ -493,6 +493,9 @@ int main(int argc, char **argv)
     sopt.read_conns = cfg.read_conns;
     store_archive_limits_default(&sopt.archive);
     sopt.archive.max_ratio = cfg.max_archive_ratio;
+    art_scan_opts_default(&sopt.scan);
+    sopt.scan.allow = (const char *const *)cfg.scan_allow;
+    sopt.scan.n_allow = cfg.nscan_allow;
     if (mkdir(cfg.data_dir, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "modelgated: cannot create data directory %s: %s\n", cfg.data_dir,
                 strerror(errno));

@@ -408,6 +408,7 @@ enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver,
             in.baseline_serving = &base_sv;
         }
     }
+    in.scan = json_object_get(ver, "scan");
     in.approvals = appr;
     in.napprovals = approvals ? rel_approvals_of(approvals, appr, appr_teams, 64) : 0;
     *report = gate_evaluate(&in, include_approvals);

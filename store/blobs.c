@@ -303,7 +303,8 @@ enum mg_code store_blob_upload_begin_digest(struct store *st, uint64_t max_bytes
  */
 static bool needs_local_copy(const char *media_type, const uint8_t *head, size_t n)
 {
-    return strcmp(media_type, "application/octet-stream") != 0 || art_introspect_sniff(head, n);
+    return strcmp(media_type, "application/octet-stream") != 0 || art_introspect_sniff(head, n) ||
+           art_scan_sniff(head, n);
 }
 
 static enum mg_code spool_write(struct store_blob_upload *up, const void *p, size_t n,
@@ -538,14 +539,15 @@ static enum mg_code pin_take(struct store *st, const char *digest,
  * MG_EUNAVAIL, upload again.
  */
 static enum mg_code blob_revive(struct store *st, struct db_conn *c, const char *digest,
-                                const json_t *formats, const json_t *intro, bool *created,
-                                struct mg_error *err)
+                                const json_t *formats, const json_t *intro, const char *scan,
+                                bool *created, struct mg_error *err)
 {
     static const char sql_touch[] =
         "UPDATE blobs SET last_used_ms = ?, released = 0 WHERE digest = ? AND state = 'live'";
     static const char sql_revive[] =
         "UPDATE blobs SET state = 'live', last_used_ms = ?1, gc_owner = NULL, gc_at_ms = NULL, "
-        "released = 0, formats = ?3, introspection = ?4 WHERE digest = ?2 AND state = 'reclaimed'";
+        "released = 0, formats = ?3, introspection = ?4, scan = ?5 WHERE digest = ?2 AND "
+        "state = 'reclaimed'";
     struct db_stmt *s;
     enum mg_code rc;
 
@@ -558,6 +560,7 @@ static enum mg_code blob_revive(struct store *st, struct db_conn *c, const char 
     s = db_prepare(c, sql_revive);
     db_bind_i64(s, 1, store_clock_ms(st));
     db_bind_text(s, 2, digest);
+    db_bind_text(s, 5, scan);
     if ((rc = store_bind_introspection(s, 3, formats, intro, err)) != MG_OK ||
         (rc = db_exec(s, err)) != MG_OK)
         return rc;
@@ -597,35 +600,42 @@ static enum mg_code blob_touch(struct store *st, const char *digest,
 }
 
 static json_t *blob_json(const char *digest, uint64_t size, const char *media, int64_t files,
-                         json_t *formats)
+                         json_t *formats, json_t *scan)
 {
-    return json_pack("{s:s, s:I, s:s, s:o, s:o}", "digest", digest, "size", (json_int_t)size,
+    return json_pack("{s:s, s:I, s:s, s:o, s:o, s:o*}", "digest", digest, "size", (json_int_t)size,
                      "media_type", media, "files", files >= 0 ? json_integer(files) : json_null(),
-                     "formats", formats ? formats : json_array());
+                     "formats", formats ? formats : json_array(), "scan", scan);
 }
 
 static enum mg_code blob_insert(struct store *st, const char *actor, const char *digest,
                                 uint64_t size, const char *media,
                                 const struct store_archive_manifest *m, bool is_archive,
-                                const json_t *formats, const json_t *intro, const char *inflight,
-                                const char *pin, const struct store_blob_upload *up, bool *created,
+                                const json_t *formats, const json_t *intro, const json_t *scan,
+                                const char *inflight, const char *pin,
+                                const struct store_blob_upload *up, bool *created,
                                 struct mg_error *err)
 {
     static const char sql_blob[] = "INSERT INTO blobs (digest, size, media_type, files, "
-                                   "created_at, created_by, formats, introspection, last_used_ms) "
-                                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                                   "created_at, created_by, formats, introspection, last_used_ms, "
+                                   "scan) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                                    "ON CONFLICT (digest) DO NOTHING";
     static const char sql_file[] =
         "INSERT INTO blob_files (digest, path, size, sha256) VALUES (?, ?, ?, ?)";
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
-    char at[32];
+    char at[32], *scan_t = scan ? store_json_text(scan) : NULL;
     enum mg_code rc = MG_OK;
     size_t i;
     json_t *detail;
 
-    if (c == NULL)
+    if (c == NULL) {
+        free(scan_t);
         return err->code;
+    }
+    if (scan != NULL && scan_t == NULL) {
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
     /* The upload is no longer in flight once its row commits: one transaction. */
     if (inflight[0] && (rc = inflight_del_in(c, inflight, err)) != MG_OK)
         goto out;
@@ -641,6 +651,7 @@ static enum mg_code blob_insert(struct store *st, const char *actor, const char 
     db_bind_text(s, 5, at);
     db_bind_text(s, 6, actor);
     db_bind_i64(s, 9, store_clock_ms(st));
+    db_bind_text(s, 10, scan_t);
     if ((rc = store_bind_introspection(s, 7, formats, intro, err)) != MG_OK ||
         (rc = db_exec(s, err)) != MG_OK)
         goto out;
@@ -651,7 +662,8 @@ static enum mg_code blob_insert(struct store *st, const char *actor, const char 
     if (!*created) {
         /* Live: a concurrent upload of the same bytes won. Reclaimed by garbage collection:
          * the bytes just committed bring it back. Being collected: the bytes may go. */
-        if ((rc = blob_revive(st, c, digest, formats, intro, created, err)) != MG_OK || !*created)
+        if ((rc = blob_revive(st, c, digest, formats, intro, scan_t, created, err)) != MG_OK ||
+            !*created)
             goto out;
         is_archive = false; /* its file manifest stayed with the row */
     }
@@ -668,6 +680,7 @@ static enum mg_code blob_insert(struct store *st, const char *actor, const char 
     rc = store_audit_append(c, actor, "blob.create", digest, detail, err);
     json_decref(detail);
 out:
+    free(scan_t);
     return store_write_end(st, c, rc, err);
 }
 
@@ -680,15 +693,23 @@ out:
  */
 static enum mg_code inspect_upload(struct store *st, const char *path, const char *media,
                                    struct store_archive_manifest *m, bool *is_archive,
-                                   json_t **formats, json_t **intro, struct mg_error *err)
+                                   json_t **formats, json_t **intro, json_t **scan,
+                                   struct mg_error *err)
 {
     enum mg_code rc;
 
-    if (path == NULL)
-        return MG_OK; /* nothing that needs the whole bytes */
+    if (path == NULL) /* nothing that needs the whole bytes, nothing the scanner reads */
+        return (*scan = store_scan_plain_clean()) != NULL
+                   ? MG_OK
+                   : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     if ((rc = store_archive_inspect(path, media, &st->archive, m, is_archive, err)) != MG_OK)
         return rc;
-    return art_introspect(path, media, *is_archive ? m : NULL, NULL, formats, intro, err);
+    if ((rc = art_introspect(path, media, *is_archive ? m : NULL, NULL, formats, intro, err)) !=
+        MG_OK)
+        return rc;
+    /* The safety scan (artifact/scan.h) reads what could run code on load; what it finds is
+     * recorded, never refused here: policies decide (the scan gate). */
+    return store_scan_path(st, path, scan, err);
 }
 
 enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char *actor,
@@ -698,7 +719,7 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
     struct store_blob_upload *up = *upp;
     struct store *st = up->st;
     struct store_archive_manifest m = {0};
-    json_t *formats = NULL, *intro = NULL;
+    json_t *formats = NULL, *intro = NULL, *scan = NULL;
     char pin[33] = "";
     bool reused = false;
     unsigned char md[32];
@@ -757,7 +778,8 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
     local = blob_put_local_path(up->put);
     if (local == NULL && up->spool_fd >= 0)
         local = up->spool;
-    if ((rc = inspect_upload(st, local, media, &m, &is_archive, &formats, &intro, err)) != MG_OK)
+    if ((rc = inspect_upload(st, local, media, &m, &is_archive, &formats, &intro, &scan, err)) !=
+        MG_OK)
         goto out;
     /* Garbage collection leaves a pinned digest alone; one it is collecting now is not
      * put back under its feet (the bytes put could go with the old ones). */
@@ -766,14 +788,14 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
     /* The bytes become durable under the digest; only then does the row exist. */
     if ((rc = blob_put_commit(&up->put, digest, err)) != MG_OK)
         goto out;
-    rc = blob_insert(st, actor, digest, up->size, media, &m, is_archive, formats, intro,
+    rc = blob_insert(st, actor, digest, up->size, media, &m, is_archive, formats, intro, scan,
                      up->inflight, pin, up, created, err);
     if (rc == MG_OK)
         pin[0] = '\0'; /* dropped with the row's commit */
     if (rc == MG_OK) {
         up->inflight[0] = '\0';
         *blob = blob_json(digest, up->size, media, is_archive ? (int64_t)m.n : -1,
-                          json_incref(formats));
+                          json_incref(formats), json_incref(scan));
         if (*blob == NULL)
             rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
@@ -784,6 +806,7 @@ out:
     store_archive_manifest_release(&m);
     json_decref(formats);
     json_decref(intro);
+    json_decref(scan);
     store_blob_upload_abort(upp);
     if (rc == MG_OK && reused) {
         /* Dropping our copy can take a while (a remote upload session): the grace period
@@ -806,8 +829,8 @@ out:
 enum mg_code store_blob_get(struct store *st, const char *digest, json_t **out,
                             struct mg_error *err)
 {
-    static const char sql[] = "SELECT size, media_type, files, created_at, created_by, formats "
-                              "FROM blobs WHERE digest = ? AND state = 'live'";
+    static const char sql[] = "SELECT size, media_type, files, created_at, created_by, formats, "
+                              "scan FROM blobs WHERE digest = ? AND state = 'live'";
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s;
     enum mg_code rc;
@@ -818,7 +841,8 @@ enum mg_code store_blob_get(struct store *st, const char *digest, json_t **out,
     if ((rc = db_step(s, &row, err)) == MG_OK && row) {
         int64_t files = db_col_null(s, 2) ? -1 : db_col_i64(s, 2);
         *out = blob_json(digest, (uint64_t)db_col_i64(s, 0), db_col_text(s, 1), files,
-                         db_col_null(s, 5) ? NULL : store_col_json(s, 5));
+                         db_col_null(s, 5) ? NULL : store_col_json(s, 5),
+                         db_col_null(s, 6) ? NULL : store_col_json(s, 6));
         json_object_set_new(*out, "created_at", store_col_json_string(s, 3));
         json_object_set_new(*out, "created_by", store_col_json_string(s, 4));
         rc = MG_OK;

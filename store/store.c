@@ -335,6 +335,11 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     st->lock_fd = -1;
     st->archive = opt->archive;
     st->archive.counters = &st->archive_counters;
+    art_scan_opts_default(&st->scan);
+    if (opt->scan.max_pickle_stack != 0)
+        st->scan = opt->scan;
+    st->scan.allow = opt->scan.allow;
+    st->scan.n_allow = opt->scan.n_allow;
     st->keys = opt->keys;
     st->nreaders = opt->read_conns ? opt->read_conns : 4;
     st->data_dir = strdup(opt->data_dir);

@@ -27,6 +27,7 @@
 
 #include "../common/mg.h"
 #include "../artifact/archive.h"
+#include "../artifact/scan.h"
 #include "../artifact/sign.h"
 
 struct store;
@@ -44,6 +45,9 @@ struct store_options {
     unsigned read_conns;           /* read connection pool size (>= 1) */
     struct store_archive_limits archive;
     const struct sign_keyring *keys; /* signs new versions; BORROWED, outlives the store */
+    /* The safety scan's caps and --scan-allow names (BORROWED, outlive the store); all
+     * zero: the defaults. */
+    struct art_scan_opts scan;
 };
 
 /* Open (creating and migrating if needed; processes opening one PostgreSQL
@@ -510,6 +514,38 @@ enum mg_code store_blob_get(struct store *st, const char *digest, json_t **out,
  */
 enum mg_code store_blob_introspection(struct store *st, const char *digest, json_t **out,
                                       struct mg_error *err);
+
+/*
+ * The safety scan of a blob (artifact/scan.h), taken at upload: *out NEW report object, or
+ * NULL when the blob was stored before the scanner existed. MG_EINVAL (field "artifact")
+ * when the blob does not exist.
+ */
+enum mg_code store_blob_scan(struct store *st, const char *digest, json_t **out,
+                             struct mg_error *err);
+
+/*
+ * Scan a stored blob again (after an allowlist change): its bytes are copied to a local
+ * file (checked against the digest) and scanned; the blob's report and the copies of every
+ * version citing it are replaced, and the rescan is audited ("blob.rescan"). *out NEW
+ * report. MG_ENOTFOUND when the blob does not exist.
+ */
+enum mg_code store_blob_rescan(struct store *st, const char *actor, const char *digest,
+                               json_t **out, struct mg_error *err);
+
+/*
+ * The scan report as an OCI referrer (API.md "Artifact safety scan"): remember a document
+ * (kind "manifest": the referrer manifest; "report": the report blob) of version `version`
+ * under its digest (idempotent); find one by digest among the model's live versions
+ * (*body malloc'd; MG_ENOTFOUND when none).
+ */
+enum mg_code store_oci_scan_put(struct store *st, const char *model, int64_t version,
+                                const char *digest, const char *kind, const char *body,
+                                struct mg_error *err);
+enum mg_code store_oci_scan_find(struct store *st, const char *model, const char *digest,
+                                 const char *kind, char **body, struct mg_error *err);
+
+/* Findings the scans of this process produced, per rule (art_scan_rules' order). */
+void store_scan_totals(struct store *st, uint64_t out[ART_SCAN_NRULES]);
 
 /* file: backend only: open a stored blob's file; the caller closes *fd. MG_EINVAL
  * for a remote backend (use store_blob_read_open). */

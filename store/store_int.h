@@ -25,6 +25,8 @@ struct store {
     char *tmp_dir;              /* local scratch: file: <blobs>/tmp; remote: <data>/tmp (spools) */
     struct store_archive_limits archive;
     struct store_archive_counters archive_counters; /* archive.counters points here */
+    struct art_scan_opts scan;
+    _Atomic uint64_t scan_findings[ART_SCAN_NRULES]; /* store_scan_totals() */
     const struct sign_keyring *keys;
 
     int lock_fd; /* flock'd <data>/modelgated.lock: one process per data directory */
@@ -176,6 +178,14 @@ char *store_json_text(const json_t *v);
 
 /* Bind a blob's formats (NULL = []) at parameter i and its introspection (NULL binds NULL)
  * at i + 1, as JSON text. */
+/* The safety scan (scan.c): scan a local file with the store's options and count its
+ * findings (*report NEW); count a report's findings; the report of a plain blob nothing
+ * in which the scanner reads (NEW). */
+enum mg_code store_scan_path(struct store *st, const char *path, json_t **report,
+                             struct mg_error *err);
+void store_scan_count(struct store *st, const json_t *report);
+json_t *store_scan_plain_clean(void);
+
 enum mg_code store_bind_introspection(struct db_stmt *s, int i, const json_t *formats,
                                       const json_t *intro, struct mg_error *err);
 

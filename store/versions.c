@@ -17,7 +17,7 @@
     "SELECT v.id, m.name, v.version, v.artifact, b.size, b.media_type, b.files, v.image, "         \
     "v.run_id, v.source, v.params, v.tags, v.smoke, v.resources, v.description, "                  \
     "v.created_at, v.created_by, sg.keyid, v.status, v.archived_at, v.archived_by, v.deleted_at, " \
-    "v.deleted_by, v.deletion_reason, v.introspection, v.io_schema, v.publisher "                  \
+    "v.deleted_by, v.deletion_reason, v.introspection, v.io_schema, v.publisher, v.scan "          \
     "FROM versions v JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "    \
     "LEFT JOIN version_signatures sg ON sg.version_id = v.id "
 
@@ -161,6 +161,7 @@ static json_t *version_row(struct db_stmt *s)
     set_json_or_skip(v, "introspection", store_col_json(s, 24));
     set_json_or_skip(v, "io_schema", store_col_json(s, 25));
     set_json_or_skip(v, "publisher", store_col_json(s, 26));
+    set_json_or_skip(v, "scan", store_col_json(s, 27));
     if (!db_col_null(s, 17)) {
         char url[256];
         snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature", db_col_text(s, 1),
@@ -432,7 +433,7 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
     static const char sql_ins[] =
         "INSERT INTO versions (model_id, version, artifact, image, run_id, source, params, "
         "tags, smoke, resources, description, created_at, created_by, introspection, io_schema, "
-        "publisher) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id";
+        "publisher, scan) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id";
     const char *artifact = json_string_value(json_object_get(req, "artifact"));
     const char *desc = json_string_value(json_object_get(req, "description"));
     json_t *params = json_object_get(req, "params"), *tags = json_object_get(req, "tags");
@@ -441,6 +442,7 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
     char *resources = member_text(req, "resources");
     char *intro = member_text(req, "introspection"), *io = member_text(req, "io_schema");
     char *publisher = member_text(req, "publisher");
+    char *scan = member_text(req, "scan");
     char *params_t = params ? store_json_text(params) : strdup("{}");
     char *tags_t = tags ? store_json_text(tags) : strdup("{}");
     struct db_conn *c = NULL;
@@ -493,6 +495,7 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
     db_bind_text(s, 14, intro);
     db_bind_text(s, 15, io);
     db_bind_text(s, 16, publisher);
+    db_bind_text(s, 17, scan);
     if ((rc = db_step(s, &row, err)) != MG_OK)
         goto out;
     vid = row ? db_col_i64(s, 0) : 0;
@@ -520,6 +523,7 @@ done:
     free(intro);
     free(io);
     free(publisher);
+    free(scan);
     free(params_t);
     free(tags_t);
     if (rc == MG_OK)

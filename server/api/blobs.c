@@ -219,9 +219,27 @@ static void get(struct srv_req *r)
         api_serve_blob(r, srv_param(r, "digest"));
 }
 
+/* POST /api/v1/blobs/{digest}/rescan (admin): the scan again, under today's allowlist;
+ * answers the Blob with its new "scan". */
+static void rescan(struct srv_req *r)
+{
+    const char *digest = srv_param(r, "digest");
+    json_t *scan = NULL, *out = NULL;
+    struct mg_error err;
+    enum mg_code rc;
+
+    rc = store_blob_rescan(r->srv->store, r->who.name, digest, &scan, &err);
+    if (rc == MG_OK)
+        rc = store_blob_get(r->srv->store, digest, &out, &err);
+    json_decref(scan);
+    api_reply_result(r, rc, 200, out, &err);
+}
+
 const struct srv_route srv_routes_blobs[] = {
     {"POST", "/api/v1/blobs", STORE_ROLE_PUBLISHER, SRV_BODY_STREAM, upload_finish, upload_begin,
      upload_data, upload_cleanup},
     {"GET", "/api/v1/blobs/{digest}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
+    {"POST", "/api/v1/blobs/{digest}/rescan", STORE_ROLE_ADMIN, SRV_BODY_NONE, rescan, NULL, NULL,
+     NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -77,6 +77,19 @@ static void metrics(struct srv_req *r)
         mg_buf_puts(&b, tmp);
     }
     {
+        uint64_t found[ART_SCAN_NRULES];
+        char tmp[256];
+        int k;
+        store_scan_totals(r->srv->store, found);
+        mg_buf_puts(&b, "# HELP modelgate_scan_findings_total Findings of the artifact safety "
+                        "scan, by rule.\n# TYPE modelgate_scan_findings_total counter\n");
+        for (k = 0; k < ART_SCAN_NRULES; k++) {
+            snprintf(tmp, sizeof(tmp), "modelgate_scan_findings_total{rule=\"%s\"} %llu\n",
+                     art_scan_rules[k], (unsigned long long)found[k]);
+            mg_buf_puts(&b, tmp);
+        }
+    }
+    {
         uint64_t extractions, hits;
         char tmp[512];
         runner_cache_stats(r->srv, &extractions, &hits);

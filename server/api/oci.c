@@ -256,6 +256,15 @@ static void manifest(struct srv_req *r)
     }
     if (by_digest) {
         rc = store_oci_find(r->srv->store, model, ref, &docs, &err);
+        if (rc == MG_ENOTFOUND) { /* a scan report's referrer (referrers lists it) */
+            char *body = NULL;
+            struct mg_error err2;
+            if (store_oci_scan_find(r->srv->store, model, ref, "manifest", &body, &err2) == MG_OK) {
+                oci_reply_doc(r, ART_OCI_MANIFEST, ref, body, strlen(body), true);
+                free(body);
+                return;
+            }
+        }
         if (rc == MG_OK && strcmp(json_string_value(json_object_get(docs, "kind")), "manifest") &&
             strcmp(json_string_value(json_object_get(docs, "kind")), "referrer") &&
             strcmp(json_string_value(json_object_get(docs, "kind")), "attestation"))
@@ -408,6 +417,80 @@ out:
 
 /* ---- referrers --------------------------------------------------------------------------- */
 
+#define SCAN_TYPE "application/vnd.modelgate.scan.v1+json"
+
+/* "sha256:<hex>" of text. */
+static void text_digest(const char *text, char out[72])
+{
+    memcpy(out, "sha256:", 7);
+    mg_sha256_hex(text, strlen(text), out + 7);
+}
+
+/*
+ * The scan report of the version whose documents are `docs`, as a referrer of its manifest:
+ * the report blob (the version's "scan", compact with sorted keys) and a manifest whose
+ * subject is the version's manifest, both remembered under their digests so that they can
+ * be fetched. *desc: NEW descriptor for the referrers index, or NULL when the version has
+ * no report.
+ */
+static enum mg_code scan_referrer(struct srv *srv, const char *model, const json_t *docs,
+                                  json_t **desc, struct mg_error *err)
+{
+    int64_t n = json_integer_value(json_object_get(docs, "version"));
+    const char *mtext = json_string_value(json_object_get(docs, "manifest"));
+    json_t *ver = NULL, *scan, *m = NULL;
+    char *report = NULL, *mbody = NULL, rdig[72], mdig[72];
+    enum mg_code rc;
+
+    *desc = NULL;
+    if ((rc = store_version_get(srv->store, model, n, &ver, err)) != MG_OK)
+        return rc;
+    scan = json_object_get(ver, "scan");
+    if (!json_is_object(scan) || mtext == NULL)
+        goto out;
+    if ((report = json_dumps(scan, JSON_COMPACT | JSON_SORT_KEYS)) == NULL)
+        goto nomem;
+    text_digest(report, rdig);
+    m = json_pack("{s:i, s:s, s:s, s:{s:s, s:s, s:i}, s:[{s:s, s:s, s:I}], s:{s:s, s:O, s:I}, "
+                  "s:{s:O}}",
+                  "schemaVersion", 2, "mediaType", ART_OCI_MANIFEST, "artifactType", SCAN_TYPE,
+                  "config", "mediaType", ART_OCI_EMPTY, "digest", ART_OCI_EMPTY_DIGEST, "size", 2,
+                  "layers", "mediaType", SCAN_TYPE, "digest", rdig, "size",
+                  (json_int_t)strlen(report), "subject", "mediaType", ART_OCI_MANIFEST, "digest",
+                  json_object_get(docs, "digest"), "size", (json_int_t)strlen(mtext), "annotations",
+                  "dev.modelgate.scan.verdict", json_object_get(scan, "verdict"));
+    if (m == NULL || (mbody = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS)) == NULL)
+        goto nomem;
+    text_digest(mbody, mdig);
+    {
+        /* written once: later listings only read */
+        struct mg_error e2;
+        char *have = NULL;
+        bool known = store_oci_scan_find(srv->store, model, mdig, "manifest", &have, &e2) == MG_OK;
+        free(have);
+        if (!known &&
+            ((rc = store_oci_scan_put(srv->store, model, n, rdig, "report", report, err)) !=
+                 MG_OK ||
+             (rc = store_oci_scan_put(srv->store, model, n, mdig, "manifest", mbody, err)) !=
+                 MG_OK))
+            goto out;
+    }
+    *desc = json_pack("{s:s, s:s, s:I, s:s, s:O}", "mediaType", ART_OCI_MANIFEST, "digest", mdig,
+                      "size", (json_int_t)strlen(mbody), "artifactType", SCAN_TYPE, "annotations",
+                      json_object_get(m, "annotations"));
+    if (*desc == NULL)
+        goto nomem;
+    goto out;
+nomem:
+    rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+out:
+    json_decref(ver);
+    json_decref(m);
+    free(report);
+    free(mbody);
+    return rc;
+}
+
 /*
  * The signed release attestations of the generations routing the version whose manifest
  * docs is (API.md "Signed releases"), as referrer descriptors appended to list. Each
@@ -488,7 +571,7 @@ static void referrers(struct srv_req *r)
     json_t *docs = NULL, *index = NULL, *ref = NULL, *list;
     struct mg_error err;
     enum mg_code rc;
-    char *body;
+    char *body = NULL; /* freed at out: also on the early exits */
 
     if (!oci_model_exists(r, model))
         return;
@@ -513,6 +596,16 @@ static void referrers(struct srv_req *r)
         (want == NULL || strcmp(want, ART_SIGSTORE_BUNDLE) == 0) &&
         !attestation_referrers(r, model, docs, list))
         goto out;
+    if (rc == MG_OK && strcmp(json_string_value(json_object_get(docs, "kind")), "manifest") == 0 &&
+        (want == NULL || strcmp(want, SCAN_TYPE) == 0)) {
+        json_t *desc = NULL;
+        if (scan_referrer(r->srv, model, docs, &desc, &err) != MG_OK) {
+            srv_reply_error(r, &err);
+            goto out;
+        }
+        if (desc != NULL)
+            json_array_append_new(list, desc);
+    }
     body = index ? json_dumps(index, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (body == NULL)
         srv_fail(r, MG_ENOMEM, NULL, "out of memory");

@@ -166,6 +166,17 @@ void oci_blob_get(struct srv_req *r)
         return;
     }
     if (store_oci_find(r->srv->store, model, digest, &found, &err) != MG_OK) {
+        char *body = NULL;
+        struct mg_error err2;
+        /* a scan report that a referrer carries */
+        if (err.code == MG_ENOTFOUND &&
+            store_oci_scan_find(r->srv->store, model, digest, "report", &body, &err2) == MG_OK) {
+            if (oci_model_exists(r, model))
+                oci_reply_doc(r, "application/vnd.modelgate.scan.v1+json", digest, body,
+                              strlen(body), true);
+            free(body);
+            return;
+        }
         oci_reply_error(r, "BLOB_UNKNOWN", &err);
         return;
     }

@@ -347,7 +347,7 @@ static void reply_version(struct srv_req *r, enum mg_code rc, unsigned status, j
 static void create(struct srv_req *r)
 {
     const char *artifact = json_string_value(json_object_get(r->body, "artifact"));
-    json_t *out = NULL, *req = NULL, *io = NULL, *intro = NULL, *read = NULL, *v;
+    json_t *out = NULL, *req = NULL, *io = NULL, *intro = NULL, *read = NULL, *v, *scan = NULL;
     char detail[400];
     struct mg_error err;
     enum mg_code rc;
@@ -357,7 +357,8 @@ static void create(struct srv_req *r)
     if ((v = json_object_get(r->body, "io_schema")) && !json_is_null(v) &&
         !check_io_schema(r, v, &io))
         return;
-    if ((rc = store_blob_introspection(r->srv->store, artifact, &intro, &err)) != MG_OK) {
+    if ((rc = store_blob_introspection(r->srv->store, artifact, &intro, &err)) != MG_OK ||
+        (rc = store_blob_scan(r->srv->store, artifact, &scan, &err)) != MG_OK) {
         srv_reply_error(r, &err);
         goto out;
     }
@@ -377,7 +378,10 @@ static void create(struct srv_req *r)
     req = json_copy(r->body);
     if (req != NULL)
         json_object_del(req, "io_schema");
+    if (req != NULL)
+        json_object_del(req, "scan"); /* the server's own reading, never the client's */
     if (req == NULL || (intro && json_object_set(req, "introspection", intro) != 0) ||
+        (scan && json_object_set(req, "scan", scan) != 0) ||
         (io && json_object_set(req, "io_schema", io) != 0) ||
         json_object_set_new(req, "publisher", srv_identity_publisher(r)) != 0) {
         srv_fail(r, MG_ENOMEM, NULL, "out of memory");
@@ -389,6 +393,7 @@ out:
     json_decref(req);
     json_decref(io);
     json_decref(intro);
+    json_decref(scan);
     json_decref(read);
 }
 

@@ -6,7 +6,7 @@
 # Usage: tests/fuzz/run.sh [SECONDS] [TARGET...]
 #   SECONDS  time per target (default 60)
 #   TARGET   route, version_body, policy, gateway, archive, safetensors, gguf, onnx,
-#            weights_archive, jwt, markdown, prom (default: all)
+#            weights_archive, jwt, markdown, prom, pickle, jinja (default: all)
 # Environment: FUZZ_FLAGS adds libFuzzer flags (e.g. "-detect_leaks=0" or "-jobs=2"),
 #   FUZZ_NO_INSTALL=1 skips scripts/install-deps.sh --fuzz, FUZZ_NO_BUILD=1 the build.
 #
@@ -25,7 +25,7 @@ if [[ $# -gt 0 && "$1" =~ ^[0-9]+$ ]]; then
     secs=$1
     shift
 fi
-all=(route version_body policy gateway archive safetensors gguf onnx weights_archive jwt markdown prom)
+all=(route version_body policy gateway archive safetensors gguf onnx weights_archive jwt markdown prom pickle jinja)
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
@@ -48,7 +48,9 @@ trap 'rm -rf -- "$scratch"' EXIT
 
 dict_for() {
     case "$1" in
-    route | archive | safetensors | gguf | onnx | weights_archive) echo "$here/$1.dict" ;;
+    route | archive | safetensors | gguf | onnx | weights_archive | pickle | jinja)
+        echo "$here/$1.dict"
+        ;;
     *) echo "$here/json.dict" ;;
     esac
 }

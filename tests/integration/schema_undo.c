@@ -49,6 +49,11 @@ struct undo {
 /* 016_leader_lease: the leader lease, smoke-test claim tokens. */
 #define UNDO_016 "DROP TABLE leader_lease; ALTER TABLE smoke_tests DROP COLUMN claim_token; "
 
+/* 018_scan: the safety scan's reports and their OCI referrers. */
+#define UNDO_018                                                                                   \
+    "DROP TABLE oci_scan_refs; ALTER TABLE blobs DROP COLUMN scan; "                               \
+    "ALTER TABLE versions DROP COLUMN scan; "
+
 /* 019_identity: IdP groups, trusted publishers, attestations, SSO logins, persons. */
 #define UNDO_019                                                                                   \
     "DROP TABLE identity_groups; "                                                                 \
@@ -84,6 +89,7 @@ struct undo {
 static const struct undo undos[] = {
     {15, UNDO_015_SQLITE, UNDO_015_PG},
     {16, UNDO_016, NULL},
+    {18, UNDO_018, NULL},
     {19, UNDO_019, NULL},
     {20, UNDO_020, NULL},
     {21, UNDO_021, NULL},

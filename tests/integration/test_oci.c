@@ -688,18 +688,28 @@ static void test_referrers(void **state)
     index = json_loadb(r->body, r->len, 0, NULL);
     assert_non_null(index);
     it_resp_free(srv, &r);
-    /* the version's signature, and one release attestation per generation routing it
-     * (API.md "Signed releases"), each a Sigstore bundle */
+    /* the version's signature, one release attestation per generation routing it
+     * (API.md "Signed releases"), each a Sigstore bundle, and the safety scan's report
+     * (test_scan.c reads that one) */
     desc = NULL;
-    for (size_t i = 0; i < json_array_size(json_object_get(index, "manifests")); i++) {
-        json_t *m = json_array_get(json_object_get(index, "manifests"), i);
-        const char *pt = json_string_value(json_object_get(json_object_get(m, "annotations"),
-                                                           "dev.sigstore.bundle.predicateType"));
-        assert_string_equal(json_string_value(json_object_get(m, "artifactType")), BUNDLE_TYPE);
-        if (pt && strcmp(pt, "https://model_signing/signature/v1.0") == 0) {
-            assert_null(desc);
-            desc = m;
+    {
+        size_t scans = 0;
+        for (size_t i = 0; i < json_array_size(json_object_get(index, "manifests")); i++) {
+            json_t *m = json_array_get(json_object_get(index, "manifests"), i);
+            const char *pt = json_string_value(json_object_get(
+                json_object_get(m, "annotations"), "dev.sigstore.bundle.predicateType"));
+            const char *at = json_string_value(json_object_get(m, "artifactType"));
+            if (strcmp(at, "application/vnd.modelgate.scan.v1+json") == 0) {
+                scans++;
+                continue;
+            }
+            assert_string_equal(at, BUNDLE_TYPE);
+            if (pt && strcmp(pt, "https://model_signing/signature/v1.0") == 0) {
+                assert_null(desc);
+                desc = m;
+            }
         }
+        assert_int_equal(scans, 1);
     }
     assert_non_null(desc);
     rd = json_string_value(json_object_get(desc, "digest"));

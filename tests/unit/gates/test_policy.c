@@ -1476,6 +1476,63 @@ static void test_evaluate_table(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* The scan gate passes only on a clean report: unsafe, unknown and none fail, naming the
+ * first finding; "scan" round-trips and appears in the canonical form only when set. */
+static void test_evaluate_scan(void **state)
+{
+    static const struct {
+        const char *report; /* NULL: the version has none */
+        const char *status, *detail_part;
+    } rows[] = {
+        {NULL, "failed", "rescan"},
+        {"{\"verdict\":\"clean\",\"findings\":[]}", "passed", NULL},
+        {"{\"verdict\":\"unsafe\",\"findings\":[{\"member\":\"a/data.pkl\",\"detail\":"
+         "\"imports os.system\"}]}",
+         "failed", "a/data.pkl: imports os.system"},
+        {"{\"verdict\":\"unknown\",\"findings\":[{\"member\":null,\"detail\":\"truncated\"}]}",
+         "failed", "default-deny"},
+    };
+    struct gate_policy p;
+    struct gate_input in;
+    struct mg_error err;
+    json_t *pj = load("{\"scan\": {\"required\": true}}"), *r, *g, *back;
+    size_t i;
+
+    (void)state;
+    assert_int_equal(gate_policy_parse(pj, &p, &err), MG_OK);
+    assert_true(p.scan_required);
+    back = gate_policy_to_json(&p);
+    assert_true(json_is_true(json_object_get(json_object_get(back, "scan"), "required")));
+    json_decref(back);
+    for (i = 0; i < N_ELEMS(rows); i++) {
+        memset(&in, 0, sizeof(in));
+        in.policy = &p;
+        in.scan = rows[i].report ? load(rows[i].report) : NULL;
+        r = gate_evaluate(&in, true);
+        g = json_array_get(json_object_get(r, "gates"), 0);
+        assert_string_equal(json_string_value(json_object_get(g, "kind")), "scan");
+        assert_string_equal(json_string_value(json_object_get(g, "status")), rows[i].status);
+        if (rows[i].detail_part)
+            assert_non_null(
+                strstr(json_string_value(json_object_get(g, "detail")), rows[i].detail_part));
+        assert_int_equal(json_is_true(json_object_get(r, "passed")),
+                         strcmp(rows[i].status, "passed") == 0);
+        json_decref(r);
+        json_decref((json_t *)in.scan);
+    }
+    json_decref(pj);
+    pj = load("{}");
+    assert_int_equal(gate_policy_parse(pj, &p, &err), MG_OK);
+    back = gate_policy_to_json(&p);
+    assert_null(json_object_get(back, "scan"));
+    json_decref(back);
+    json_decref(pj);
+    pj = load("{\"scan\": {\"required\": 1}}");
+    assert_int_equal(gate_policy_parse(pj, &p, &err), MG_EINVAL);
+    assert_string_equal(err.field, "scan");
+    json_decref(pj);
+}
+
 /* ---- approvals -------------------------------------------------------- */
 
 static void test_approval_check_table(void **state)
@@ -1612,6 +1669,7 @@ int main(void)
         cmocka_unit_test(test_evaluate_non_finite_never_passes),
         cmocka_unit_test(test_evaluate_threshold_display),
         cmocka_unit_test(test_evaluate_table),
+        cmocka_unit_test(test_evaluate_scan),
         cmocka_unit_test(test_approval_check_table),
         cmocka_unit_test(test_approval_tally_table),
         cmocka_unit_test(test_same_person_table),

@@ -1,0 +1,325 @@
+/*
+ * test_scan.c - artifact/scan.c and scan_formats.c: whole files as the server scans them.
+ *
+ * - A corpus built by Debian's python3-torch / python3-numpy / python3-onnx
+ *   (scan_corpus.py, run with /usr/bin/python3; built, never loaded): every file in
+ *   clean/ must scan clean (0 false positives), every file in unsafe/ unsafe.
+ * - Findings name the archive member (nested members as "outer!inner"), the rule and the
+ *   offset; tensor storages of a torch zip are never read; damaged archives and
+ *   truncated pickles are unknown.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "artifact/scan.h"
+
+#define PY "/usr/bin/python3"
+
+static char corpus[] = "/tmp/mg-scan-corpus-XXXXXX";
+
+static int setup(void **state)
+{
+    const char *src = getenv("MG_SOURCE_DIR");
+    char cmd[8192];
+
+    (void)state;
+    if (mkdtemp(corpus) == NULL)
+        return -1;
+    snprintf(cmd, sizeof(cmd), PY " %s/tests/unit/artifact/scan_corpus.py %s", src ? src : ".",
+             corpus);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "scan_corpus.py failed (needs python3-torch, python3-numpy, "
+                        "python3-onnx: scripts/install-deps.sh)\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[4096];
+
+    (void)state;
+    snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", corpus);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The server's options: nested zips go through a scratch file. */
+static json_t *scan_path(const char *path)
+{
+    struct art_scan_opts o;
+    struct mg_error err = {0};
+    json_t *out = NULL;
+
+    art_scan_opts_default(&o);
+    o.spill = art_scan_spill_tmp;
+    if (art_scan_file(path, &o, &out, &err) != MG_OK)
+        fail_msg("%s: scanner failed: %s", path, err.message);
+    return out;
+}
+
+/* Scan every file of corpus/sub; each must have verdict v. Returns how many. */
+static size_t scan_dir(const char *sub, enum art_verdict v)
+{
+    char dir[4096], path[8192];
+    struct dirent *d;
+    size_t n = 0, bad = 0;
+    DIR *dp;
+    json_t *s;
+
+    snprintf(dir, sizeof(dir), "%s/%s", corpus, sub);
+    dp = opendir(dir);
+    assert_non_null(dp);
+    while ((d = readdir(dp)) != NULL) {
+        if (d->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+        s = scan_path(path);
+        if (art_scan_verdict(s) != v) {
+            char *dump = json_dumps(s, JSON_COMPACT);
+            print_error("%s/%s: %s (wanted %s)\n", sub, d->d_name, dump ? dump : "?",
+                        art_verdict_name(v));
+            free(dump);
+            bad++;
+        }
+        assert_string_equal(json_string_value(json_object_get(s, "scanner")), ART_SCANNER);
+        json_decref(s);
+        n++;
+    }
+    closedir(dp);
+    if (bad)
+        fail_msg("%zu of %zu files in %s/ did not scan %s", bad, n, sub, art_verdict_name(v));
+    return n;
+}
+
+static void test_corpus_clean(void **state)
+{
+    (void)state;
+    size_t n = scan_dir("clean", ART_CLEAN);
+    assert_true(n >= 20);
+    print_message("%zu benign files: 0 false positives\n", n);
+}
+
+static void test_corpus_unsafe(void **state)
+{
+    (void)state;
+    size_t n = scan_dir("unsafe", ART_UNSAFE);
+    assert_true(n >= 20);
+    print_message("%zu malicious files: all unsafe\n", n);
+}
+
+/* The finding of rule `rule` in a scan (or fail). BORROWED. */
+static json_t *finding(json_t *s, const char *rule)
+{
+    json_t *f;
+    size_t i;
+
+    json_array_foreach(json_object_get(s, "findings"), i, f)
+    {
+        if (strcmp(json_string_value(json_object_get(f, "rule")), rule) == 0)
+            return f;
+    }
+    fail_msg("no %s finding in %s", rule, json_dumps(s, JSON_COMPACT));
+    return NULL;
+}
+
+static json_t *scan_corpus_file(const char *rel)
+{
+    char path[8192];
+
+    snprintf(path, sizeof(path), "%s/%s", corpus, rel);
+    return scan_path(path);
+}
+
+static void test_findings_name_members(void **state)
+{
+    json_t *s, *f;
+
+    (void)state;
+    s = scan_corpus_file("unsafe/evil_nested.zip");
+    f = finding(s, "pickle-import");
+    assert_string_equal(json_string_value(json_object_get(f, "member")),
+                        "a/b.tar.gz!pytorch_model.bin!archive/data.pkl");
+    assert_string_equal(json_string_value(json_object_get(f, "severity")), "high");
+    assert_non_null(strstr(json_string_value(json_object_get(f, "detail")), "subprocess.Popen"));
+    assert_true(json_integer_value(json_object_get(f, "offset")) > 0);
+    json_decref(s);
+
+    s = scan_corpus_file("unsafe/evil_legacy.pt");
+    f = finding(s, "pickle-import");
+    assert_true(json_is_null(json_object_get(f, "member")));
+    assert_non_null(strstr(json_string_value(json_object_get(f, "detail")), "posix.system"));
+    json_decref(s);
+
+    s = scan_corpus_file("unsafe/ssti.gguf");
+    f = finding(s, "jinja-dunder");
+    assert_string_equal(json_string_value(json_object_get(f, "format")), "jinja");
+    assert_non_null(
+        strstr(json_string_value(json_object_get(f, "detail")), "tokenizer.chat_template"));
+    json_decref(s);
+
+    s = scan_corpus_file("unsafe/escape.onnx");
+    f = finding(s, "onnx-external-path");
+    assert_non_null(strstr(json_string_value(json_object_get(f, "detail")), "../../etc/passwd"));
+    json_decref(s);
+
+    s = scan_corpus_file("unsafe/keras_lambda.zip");
+    f = finding(s, "keras-lambda");
+    assert_string_equal(json_string_value(json_object_get(f, "member")), "config.json");
+    json_decref(s);
+}
+
+/* A tensor storage that happens to look like a malicious pickle is never read: torch.load
+ * reads it as numbers. The same bytes as data.pkl are. */
+static void test_torch_storages_skipped(void **state)
+{
+    static const char evil[] = "\x80\x02\x63os\nsystem\n.";
+    char path[4096], raw[4096], cmd[16384];
+    json_t *s;
+    FILE *f;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/storage.zip", corpus);
+    snprintf(raw, sizeof(raw), "%s/storage.raw", corpus);
+    f = fopen(raw, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(evil, 1, sizeof(evil) - 1, f), sizeof(evil) - 1);
+    assert_int_equal(fclose(f), 0);
+    snprintf(cmd, sizeof(cmd),
+             PY " -c \"import zipfile,sys; z=zipfile.ZipFile(sys.argv[1],'w'); "
+                "z.writestr('archive/data.pkl', bytes([0x80, 2, 0x7d, 0x2e])); "
+                "z.write(sys.argv[2], 'archive/data/0'); z.close()\" '%s' '%s'",
+             path, raw);
+    assert_int_equal(system(cmd), 0);
+    s = scan_path(path);
+    assert_int_equal(art_scan_verdict(s), ART_CLEAN);
+    json_decref(s);
+    assert_int_equal(art_scan_pickle(evil, sizeof(evil) - 1, NULL, NULL), ART_UNSAFE);
+}
+
+/* A small zip holding a tar.gz that inflates to 64 MiB of zeros: the outer archive passed
+ * the upload's ratio cap, the inner one is held to the scanner's budget (32 MiB here). */
+static void test_nested_bomb_is_unknown(void **state)
+{
+    char path[4096], cmd[8192];
+    json_t *s, *f;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/bomb.zip", corpus);
+    snprintf(cmd, sizeof(cmd),
+             PY " -c \"import io, tarfile, zipfile, sys\n"
+                "b = io.BytesIO()\n"
+                "with tarfile.open(fileobj=b, mode='w:gz') as t:\n"
+                "    i = tarfile.TarInfo('zeros.bin'); i.size = 64 << 20\n"
+                "    t.addfile(i, io.BytesIO(bytes(i.size)))\n"
+                "with zipfile.ZipFile(sys.argv[1], 'w') as z:\n"
+                "    z.writestr('inner.tar.gz', b.getvalue())\n\" '%s'",
+             path);
+    assert_int_equal(system(cmd), 0);
+    s = scan_path(path);
+    assert_int_equal(art_scan_verdict(s), ART_UNKNOWN);
+    f = finding(s, "archive-cap");
+    assert_string_equal(json_string_value(json_object_get(f, "member")), "inner.tar.gz");
+    json_decref(s);
+}
+
+/* A torch zip inside a tarball whose central directory names a data.pkl hidden inside
+ * another entry's bytes: torch.load reads the hidden one (os.system), a stream of local
+ * headers shows a harmless one. The scanner reads what torch.load reads; without a scratch
+ * file it cannot, and says unknown. */
+static void test_nested_zip_read_as_loaders_do(void **state)
+{
+    char path[4096], cmd[8192];
+    struct art_scan_opts o;
+    struct mg_error err = {0};
+    json_t *s, *f;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/hidden.tar", corpus);
+    snprintf(cmd, sizeof(cmd),
+             PY " -c \"import io, struct, sys, tarfile, zlib\n"
+                "def local(n, d):\n"
+                "    return struct.pack('<IHHHHHIIIHH', 0x04034b50, 20, 0, 0, 0, 0, "
+                "zlib.crc32(d), len(d), len(d), len(n), 0) + n + d\n"
+                "def central(n, d, off):\n"
+                "    return struct.pack('<IHHHHHHIIIHHHHHII', 0x02014b50, 20, 20, 0, 0, 0, 0, "
+                "zlib.crc32(d), len(d), len(d), len(n), 0, 0, 0, 0, 0, off) + n\n"
+                "evil = bytes([0x80, 2]) + b'cos\\nsystem\\n.'\n"
+                "hidden = local(b'archive/data.pkl', evil)\n"
+                "a = local(b'archive/data.pkl', bytes([0x80, 2, 0x7d, 0x2e]))\n"
+                "b = local(b'archive/data/0', hidden)\n"
+                "cd = central(b'archive/data.pkl', evil, len(a) + 30 + 14) + "
+                "central(b'archive/data/0', hidden, len(a))\n"
+                "z = a + b + cd + struct.pack('<IHHHHIIH', 0x06054b50, 0, 0, 2, 2, len(cd), "
+                "len(a) + len(b), 0)\n"
+                "with tarfile.open(sys.argv[1], 'w') as t:\n"
+                "    i = tarfile.TarInfo('model/pytorch_model.bin'); i.size = len(z)\n"
+                "    t.addfile(i, io.BytesIO(z))\n\" '%s'",
+             path);
+    assert_int_equal(system(cmd), 0);
+    s = scan_path(path);
+    f = finding(s, "pickle-import");
+    assert_string_equal(json_string_value(json_object_get(f, "member")),
+                        "model/pytorch_model.bin!archive/data.pkl");
+    assert_non_null(strstr(json_string_value(json_object_get(f, "detail")), "os.system"));
+    json_decref(s);
+    art_scan_opts_default(&o); /* no scratch file */
+    assert_int_equal(art_scan_file(path, &o, &s, &err), MG_OK);
+    assert_int_equal(art_scan_verdict(s), ART_UNKNOWN);
+    (void)finding(s, "archive-cap");
+    json_decref(s);
+}
+
+static void test_buffers(void **state)
+{
+    struct mg_error err = {0};
+    json_t *s;
+    /* a truncated pickle is unknown; safetensors and plain text are clean */
+    static const char trunc[] = "\x80\x02}q\x00(X\x01";
+    static const char st[] = "\x0e\x00\x00\x00\x00\x00\x00\x00{\"__metadata__\":{}}";
+
+    (void)state;
+    assert_int_equal(art_scan_buffer(trunc, sizeof(trunc) - 1, NULL, NULL, &s, &err), MG_OK);
+    assert_int_equal(art_scan_verdict(s), ART_UNKNOWN);
+    assert_string_equal(json_string_value(json_object_get(s, "verdict")), "unknown");
+    json_decref(s);
+    assert_int_equal(art_scan_buffer(st, sizeof(st) - 1, NULL, NULL, &s, &err), MG_OK);
+    assert_int_equal(art_scan_verdict(s), ART_CLEAN);
+    json_decref(s);
+    assert_int_equal(art_scan_buffer("hello world\n", 12, "README.md", NULL, &s, &err), MG_OK);
+    assert_int_equal(art_scan_verdict(s), ART_CLEAN);
+    json_decref(s);
+    /* a text file that is a protocol 0 pickle is read as one */
+    assert_int_equal(art_scan_buffer("cos\nsystem\n(S'id'\ntR.", 22, "notes.txt", NULL, &s, &err),
+                     MG_OK);
+    assert_int_equal(art_scan_verdict(s), ART_UNSAFE);
+    json_decref(s);
+    /* a damaged archive is unknown */
+    assert_int_equal(art_scan_buffer("PK\x03\x04garbage", 11, NULL, NULL, &s, &err), MG_OK);
+    assert_int_equal(art_scan_verdict(s), ART_UNKNOWN);
+    json_decref(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_corpus_clean),
+        cmocka_unit_test(test_corpus_unsafe),
+        cmocka_unit_test(test_findings_name_members),
+        cmocka_unit_test(test_torch_storages_skipped),
+        cmocka_unit_test(test_nested_bomb_is_unknown),
+        cmocka_unit_test(test_nested_zip_read_as_loaders_do),
+        cmocka_unit_test(test_buffers),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
