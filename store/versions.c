@@ -539,12 +539,11 @@ enum mg_code store_version_get(struct store *st, const char *model, int64_t vers
     return rc;
 }
 
-enum mg_code store_version_brief(struct store *st, const char *model, int64_t version, json_t **out,
-                                 struct mg_error *err)
+enum mg_code store_version_brief_in(struct db_conn *c, const char *model, int64_t version,
+                                    json_t **out, struct mg_error *err)
 {
     static const char sql[] = "SELECT v.artifact, v.image FROM versions v JOIN models m ON "
                               "m.id = v.model_id WHERE m.name = ? AND v.version = ?";
-    struct db_conn *c = store_read_begin(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
@@ -560,6 +559,15 @@ enum mg_code store_version_brief(struct store *st, const char *model, int64_t ve
                      (long long)version, model);
     }
     db_reset(s);
+    return rc;
+}
+
+enum mg_code store_version_brief(struct store *st, const char *model, int64_t version, json_t **out,
+                                 struct mg_error *err)
+{
+    struct db_conn *c = store_read_begin(st);
+    enum mg_code rc = store_version_brief_in(c, model, version, out, err);
+
     store_read_end(st, c);
     return rc;
 }
