@@ -59,22 +59,24 @@ static void put_c(struct out *o, char c)
         o->p[o->n++] = c;
 }
 
-/* As jansson escapes: '"', '\\', the C escapes, other controls as \u00XX; UTF-8 as is. */
+/* As jansson escapes: '"', '\\', the C escapes, other controls as \u00XX; UTF-8 as is. One
+ * pass over the bytes; only a string with a byte >= 0x80 is checked as UTF-8 as well. */
 static void put_string(struct out *o, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
+    const unsigned char *u = (const unsigned char *)s;
     size_t i, run = 0;
+    unsigned char high = 0;
 
-    if (!mg_utf8_valid(s, n)) {
-        o->failed = true; /* json_dumps refuses such a string too */
+    if (!grow(o, n + 2))
         return;
-    }
-    put_c(o, '"');
+    o->p[o->n++] = '"';
     for (i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
+        unsigned char c = u[i];
         char esc[6] = {'\\', 0, '0', '0', 0, 0};
         size_t k = 2;
 
+        high |= c;
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;
         put(o, s + run, i - run);
@@ -111,6 +113,8 @@ static void put_string(struct out *o, const char *s, size_t n)
     }
     put(o, s + run, n - run);
     put_c(o, '"');
+    if ((high & 0x80) && !mg_utf8_valid(s, n))
+        o->failed = true; /* json_dumps refuses such a string too */
 }
 
 static void put_integer(struct out *o, json_int_t v)
