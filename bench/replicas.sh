@@ -17,7 +17,16 @@
 # --rounds N runs every configuration N times, in turn, and keeps each figure's best round
 # (the cache hit ratio: its worst).
 #
+# Pinning: the servers (and HAProxy) on --server-cpu, wrk on --client-cpu, PostgreSQL (the
+# postmaster and every backend) on --pg-cpu, so the load generator and the database never
+# take the servers' CPU. Defaults: 0, 1 and 2 with three CPUs or more; with two, PostgreSQL
+# shares wrk's CPU (said in the first line). Per configuration and run it also prints the
+# CPU time per request (utime + stime from /proc/PID/stat, over the run, divided by the
+# requests wrk counted) of the replicas together, of each replica, and of PostgreSQL: what
+# the design costs apart from this machine's size.
+#
 # Usage: bench/replicas.sh [--duration S] [--rounds N] [--connections N] [--tmp-dir DIR]
+#                          [--server-cpu N] [--client-cpu N] [--pg-cpu N]
 # Environment: MODELGATED, HAPROXY, WRK; THREADS (--threads of every server, default 16).
 set -euo pipefail
 export LC_ALL=C
@@ -33,15 +42,26 @@ round=1
 connections=16
 threads=${THREADS:-16}
 tmp_parent="$root/build/bench-tmp"
+cpus=$(nproc)
+server_cpu=0
+client_cpu=1
+pg_cpu=$((cpus >= 3 ? 2 : 1))
 while [[ $# -gt 0 ]]; do
     case "$1" in
     --duration) duration=$2; shift 2 ;;
     --connections) connections=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --tmp-dir) tmp_parent=$2; shift 2 ;;
-    *) echo "usage: $0 [--duration S] [--rounds N] [--connections N] [--tmp-dir DIR]" >&2; exit 2 ;;
+    --server-cpu) server_cpu=$2; shift 2 ;;
+    --client-cpu) client_cpu=$2; shift 2 ;;
+    --pg-cpu) pg_cpu=$2; shift 2 ;;
+    *) echo "usage: $0 [--duration S] [--rounds N] [--connections N] [--tmp-dir DIR] [--server-cpu N] [--client-cpu N] [--pg-cpu N]" >&2; exit 2 ;;
     esac
 done
+for c in "$server_cpu" "$client_cpu" "$pg_cpu"; do
+    [[ $c =~ ^[0-9]+$ && $c -lt $cpus ]] || { echo "replicas: CPU $c does not exist ($cpus CPUs)" >&2; exit 2; }
+done
+clk_tck=$(getconf CLK_TCK)
 
 modelgated=${MODELGATED:-$root/build/modelgated}
 haproxy_bin=${HAPROXY:-haproxy}
@@ -59,6 +79,42 @@ bench_stop_on_exit mg_pids hap_pid
 pgdir="$work/pg"
 trap 'bash "$root/scripts/pg-test.sh" stop "$pgdir" >/dev/null 2>&1 || true; bench_cleanup' EXIT
 bash "$root/scripts/pg-test.sh" start "$pgdir" >/dev/null
+
+# PostgreSQL's processes now: the postmaster and its children (backends come and go with
+# the replicas' connections).
+pg_pids() {
+    local pm
+    pm=$(head -n 1 "$pgdir/data/postmaster.pid" 2>/dev/null) || return 0
+    echo "$pm" $(cat /proc/"$pm"/task/*/children 2>/dev/null)
+}
+# Pin the postmaster; backends forked later inherit it, the ones running now are pinned too.
+pin_pg() {
+    local pid
+    for pid in $(pg_pids); do taskset -a -c -p "$pg_cpu" "$pid" >/dev/null 2>&1 || true; done
+}
+pin_pg
+# cpu_ticks PID...: utime + stime of these processes, summed (clock ticks).
+cpu_ticks() {
+    local pid t=0 f
+    for pid in "$@"; do
+        f=$(cut -d')' -f2- "/proc/$pid/stat" 2>/dev/null) || continue
+        t=$((t + $(awk '{ print $12 + $13 }' <<<"$f")))
+    done
+    echo "$t"
+}
+# pg_ticks: PostgreSQL's processes, "pid:ticks ...", so a backend that started during the
+# run counts from zero.
+pg_ticks() {
+    local pid
+    for pid in $(pg_pids); do printf '%s:%s ' "$pid" "$(cpu_ticks "$pid")"; done
+}
+# pg_delta BEFORE AFTER: ticks PostgreSQL used between two pg_ticks snapshots.
+pg_delta() {
+    awk -v b="$1" -v a="$2" 'BEGIN {
+        n = split(b, x, " "); for (i = 1; i <= n; i++) { split(x[i], kv, ":"); was[kv[1]] = kv[2] }
+        n = split(a, y, " "); for (i = 1; i <= n; i++) { split(y[i], kv, ":"); d += kv[2] - was[kv[1]] }
+        print d + 0 }'
+}
 
 image="registry.example/serve@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -79,7 +135,7 @@ start() {
         local args=(--data-dir "$dir-$i" --listen "127.0.0.1:$port" --blobs "file:$blobs"
                     --log-format json --threads "$threads")
         [[ -n $db ]] && args+=(--database "$db")
-        taskset -c 0 "$modelgated" "${args[@]}" >>"$dir-$i.log" 2>&1 &
+        taskset -c "$server_cpu" "$modelgated" "${args[@]}" >>"$dir-$i.log" 2>&1 &
         mg_pids+=($!)
         bench_wait_for "modelgated $name-$i" $! curl -fs -o /dev/null "http://127.0.0.1:$port/healthz"
     done
@@ -97,7 +153,7 @@ start() {
                 printf '    server r%d 127.0.0.1:%s\n' "$i" "${ports[$i]}"
             done
         } >"$dir-haproxy.cfg"
-        taskset -c 0 "$haproxy_bin" -db -f "$dir-haproxy.cfg" >>"$work/haproxy.log" 2>&1 &
+        taskset -c "$server_cpu" "$haproxy_bin" -db -f "$dir-haproxy.cfg" >>"$work/haproxy.log" 2>&1 &
         hap_pid=$!
         base="http://127.0.0.1:$front"
         bench_wait_for "HAProxy" "$hap_pid" curl -fs -o /dev/null "$base/healthz"
@@ -131,21 +187,40 @@ populate() {
     artifact=$digest
 }
 
-# wrk METHOD PATH [BODY] -> "req/s p99_ms"
+# wrk METHOD PATH [BODY] -> "req/s p99_ms"; also writes $work/cpu.out: the CPU time per
+# request in microseconds over the run, of the replicas together, each replica (a/b/c) and
+# PostgreSQL.
 run_wrk() {
-    local method=$1 path=$2 body=${3:-}
+    local method=$1 path=$2 body=${3:-} out pid before=() after=() pg0 pg1 reqs i
+    pin_pg # backends the replicas opened since
     cat >"$work/req.lua" <<EOF
 wrk.method = "$method"
 wrk.body = '$body'
 wrk.headers["Authorization"] = "Bearer $token"
 wrk.headers["Content-Type"] = "application/json"
 done = function(summary, latency, requests)
-  io.write(string.format("RESULT %.1f %.3f\n", summary.requests / (summary.duration / 1e6),
-                         latency:percentile(99) / 1000))
+  io.write(string.format("RESULT %.1f %.3f %d\n", summary.requests / (summary.duration / 1e6),
+                         latency:percentile(99) / 1000, summary.requests))
 end
 EOF
-    taskset -c 1 "$wrk_bin" -t1 -c"$connections" -d"${duration}s" -s "$work/req.lua" \
-        "$base$path" 2>/dev/null | awk '/^RESULT/ { print $2, $3 }'
+    for pid in "${mg_pids[@]}"; do before+=("$(cpu_ticks "$pid")"); done
+    pg0=$(pg_ticks)
+    out=$(taskset -c "$client_cpu" "$wrk_bin" -t1 -c"$connections" -d"${duration}s" -s "$work/req.lua" \
+        "$base$path" 2>/dev/null | awk '/^RESULT/ { print $2, $3, $4 }')
+    for pid in "${mg_pids[@]}"; do after+=("$(cpu_ticks "$pid")"); done
+    pg1=$(pg_ticks)
+    reqs=${out##* }
+    echo "- - -" >"$work/cpu.out"
+    if [[ $reqs =~ ^[0-9]+$ && $reqs -gt 0 ]]; then
+        local total=0 each=""
+        for ((i = 0; i < ${#mg_pids[@]}; i++)); do
+            total=$((total + after[i] - before[i]))
+            each+="$(awk -v t="$((after[i] - before[i]))" -v n="$reqs" -v hz="$clk_tck" 'BEGIN { printf "%.0f", t / hz * 1e6 / n }')/"
+        done
+        awk -v t="$total" -v p="$(pg_delta "$pg0" "$pg1")" -v n="$reqs" -v hz="$clk_tck" -v e="${each%/}" \
+            'BEGIN { printf "%.0f %s %.0f\n", t / hz * 1e6 / n, e, p / hz * 1e6 / n }' >"$work/cpu.out"
+    fi
+    echo "${out% *}"
 }
 
 # How many replicas hold a cache lease now (PostgreSQL: reads need no round trip), of all.
@@ -174,10 +249,12 @@ cache_counts() {
 
 declare -A result
 # keep KEY "req/s p99": the round with the most req/s is kept (a busy machine only slows).
+declare -A cpu
 keep() {
     local old=${result[$1]:-}
     if [[ -z $old ]] || awk -v a="${2%% *}" -v b="${old%% *}" 'BEGIN { exit !(a > b) }'; then
         result[$1]=$2
+        cpu[$1]=$(cat "$work/cpu.out" 2>/dev/null || echo "- - -") # that round's CPU
     fi
 }
 measure() {
@@ -215,7 +292,10 @@ measure() {
         printf "%.3f", r }') # the worst round's
 }
 
-echo "$bench_name: $(nproc) CPUs, wrk -c$connections ${duration}s per run, $rounds round(s); servers on CPU 0 ($threads threads each), wrk on CPU 1; load average $(cut -d' ' -f1 /proc/loadavg) at start"
+pg_note="PostgreSQL on CPU $pg_cpu"
+[[ $pg_cpu != "$client_cpu" ]] || pg_note+=" (shared with wrk: only $cpus CPUs)"
+[[ $pg_cpu != "$server_cpu" ]] || pg_note+=" (shared with the servers)"
+echo "$bench_name: $cpus CPUs, wrk -c$connections ${duration}s per run, $rounds round(s); servers on CPU $server_cpu ($threads threads each), wrk on CPU $client_cpu, $pg_note; load average $(cut -d' ' -f1 /proc/loadavg) at start"
 for ((round = 1; round <= rounds; round++)); do
     start sqlite 1
     measure sqlite
@@ -231,13 +311,17 @@ for ((round = 1; round <= rounds; round++)); do
     ((rounds == 1)) || echo "$bench_name: round $round of $rounds done; load average $(cut -d' ' -f1 /proc/loadavg)"
 done
 
-printf '\n%-8s %-16s %10s %9s %12s\n' config read/write req/s p99_ms "vs sqlite"
+printf '\n%-8s %-16s %10s %9s %12s  %s\n' config read/write req/s p99_ms "vs sqlite" \
+    "CPU us/req: servers (each) postgres"
 for name in sqlite pg-1 pg-3; do
     for what in lkg version create alias; do
         read -r rps p99 <<<"${result[$name,$what]:-0 0}"
         read -r base_rps _ <<<"${result[sqlite,$what]:-1 0}"
-        printf '%-8s %-16s %10s %9s %11.2fx\n' "$name" "$what" "$rps" "$p99" \
-            "$(awk -v a="$rps" -v b="$base_rps" 'BEGIN { print (b > 0 ? a / b : 0) }')"
+        read -r c_all c_each c_pg <<<"${cpu[$name,$what]:-- - -}"
+        [[ $name != sqlite ]] || c_pg=-
+        printf '%-8s %-16s %10s %9s %11.2fx  %s (%s) %s\n' "$name" "$what" "$rps" "$p99" \
+            "$(awk -v a="$rps" -v b="$base_rps" 'BEGIN { print (b > 0 ? a / b : 0) }')" \
+            "$c_all" "$c_each" "$c_pg"
     done
     printf '%-8s %-16s %10s\n' "$name" "cache hit ratio" "${result[$name,hit]}"
     [[ $name == sqlite ]] || printf '%-8s %-16s %10s\n' "$name" "cache leases" "${result[$name,leases]}"

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <pthread.h>
 
+#include "../common/json.h"
 #include "../common/text.h"
 #include "../common/util.h"
 #include "cache.h"
@@ -162,18 +163,15 @@ void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_typ
 
 /* v as a reply's text (new; free it), or NULL: every real as the shortest text that
  * reads back as the same double ("0.942", never "0.94199999999999995"). */
-static char *reply_text(const json_t *v)
+static char *reply_text(const json_t *v, size_t *len)
 {
-    char *exact = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
-    char *text = exact ? mg_json_short_reals(exact) : NULL;
-
-    free(exact);
-    return text;
+    return mg_json_text(v, len);
 }
 
 void srv_reply_json(struct srv_req *r, unsigned status, json_t *v)
 {
     char *text;
+    size_t len;
 
     if (v == NULL) {
         static const char oom[] =
@@ -181,13 +179,13 @@ void srv_reply_json(struct srv_req *r, unsigned status, json_t *v)
         srv_reply_bytes(r, 500, "application/json; charset=utf-8", oom, sizeof(oom) - 1);
         return;
     }
-    text = reply_text(v);
+    text = reply_text(v, &len);
     json_decref(v);
     if (text == NULL) {
         srv_reply_json(r, 500, NULL);
         return;
     }
-    srv_reply_bytes(r, status, "application/json; charset=utf-8", text, strlen(text));
+    srv_reply_bytes(r, status, "application/json; charset=utf-8", text, len);
     free(text);
 }
 
@@ -210,7 +208,8 @@ bool srv_reply_cached(struct srv_req *r, const char *model, const char *key, uin
 
 void srv_reply_json_keep(struct srv_req *r, json_t *v, const char *key, uint64_t epoch)
 {
-    char *text = v ? reply_text(v) : NULL;
+    size_t len = 0;
+    char *text = v ? reply_text(v, &len) : NULL;
 
     if (text == NULL) {
         srv_reply_json(r, 200, v);
@@ -218,8 +217,8 @@ void srv_reply_json_keep(struct srv_req *r, json_t *v, const char *key, uint64_t
     }
     json_decref(v);
     if (epoch != SRV_CACHE_NO_EPOCH)
-        srv_cache_put(r->srv->cache, key, epoch, text, strlen(text));
-    srv_reply_bytes(r, 200, "application/json; charset=utf-8", text, strlen(text));
+        srv_cache_put(r->srv->cache, key, epoch, text, len);
+    srv_reply_bytes(r, 200, "application/json; charset=utf-8", text, len);
     free(text);
 }
 

@@ -422,6 +422,25 @@ enum mg_code store_alias_facts(struct store *st, const char *model, const char *
     return rc;
 }
 
+enum mg_code store_alias_facts_pick(struct store *st, const char *model, const char *alias,
+                                    int64_t (*pick)(const json_t *facts, void *arg), void *arg,
+                                    json_t **facts, int64_t *version, json_t **brief,
+                                    struct mg_error *err)
+{
+    struct db_conn *c = store_read_begin(st);
+    enum mg_code rc = store_alias_facts_in(c, model, alias, facts, err);
+
+    *version = 0;
+    *brief = NULL;
+    if (rc == MG_OK && (*version = pick(*facts, arg)) != 0 &&
+        (rc = store_version_brief_in(c, model, *version, brief, err)) != MG_OK) {
+        json_decref(*facts);
+        *facts = NULL;
+    }
+    store_read_end(st, c);
+    return rc;
+}
+
 /* Does model `mid` have version v (*found), and may it take traffic? A version that is
  * archived or deleted cannot (MG_ECONFLICT naming field). */
 static enum mg_code version_exists(struct db_conn *c, int64_t mid, const char *model, int64_t v,

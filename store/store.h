@@ -907,6 +907,17 @@ enum mg_code store_alias_history(struct store *st, const char *model, const char
 enum mg_code store_alias_facts(struct store *st, const char *model, const char *alias, json_t **out,
                                struct mg_error *err);
 
+/*
+ * store_alias_facts, and in the same read transaction (one snapshot, one BEGIN) the
+ * store_version_brief of the version pick(facts, arg) names. *facts NEW on MG_OK; *version
+ * is pick's answer, and *brief (NEW) is loaded only when that is not 0. A missing version
+ * is MG_ENOTFOUND, as from store_version_brief. pick must not keep facts.
+ */
+enum mg_code store_alias_facts_pick(struct store *st, const char *model, const char *alias,
+                                    int64_t (*pick)(const json_t *facts, void *arg), void *arg,
+                                    json_t **facts, int64_t *version, json_t **brief,
+                                    struct mg_error *err);
+
 /* One change to an alias, decided by the caller on the state it read. */
 struct store_alias_change {
     const char *model;

@@ -279,6 +279,9 @@ enum mg_code store_version_usable(struct db_conn *c, int64_t mid, const char *mo
 /* aliases.c: store_alias_facts in the caller's open transaction. */
 enum mg_code store_alias_facts_in(struct db_conn *c, const char *model, const char *alias,
                                   json_t **out, struct mg_error *err);
+/* store_version_brief on an open connection (in its transaction). */
+enum mg_code store_version_brief_in(struct db_conn *c, const char *model, int64_t version,
+                                    json_t **out, struct mg_error *err);
 
 /* policies.c: whether (model, alias) has a policy. On any error *yes stays
  * true: a failed read must never make an alias look unprotected. */

@@ -122,11 +122,19 @@ static enum mg_code load_withdrawn(struct db_conn *c, int64_t vid, json_t *ver,
         "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
         "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
         "ORDER BY d.digest";
-    struct db_stmt *s = db_prepare(c, DB_SQL(c, sql, sql_pg));
+    struct db_stmt *s;
     json_t *arr = json_array();
-    enum mg_code rc;
+    enum mg_code rc = MG_OK;
     bool row;
 
+    /* Lineage starts at the version's own datasets (load_datasets ran first): with none,
+     * nothing can be withdrawn, and the recursive query (a fifth of a version read) is
+     * skipped. */
+    if (json_array_size(json_object_get(ver, "datasets")) == 0) {
+        json_object_set_new(ver, "withdrawn_datasets", arr);
+        return MG_OK;
+    }
+    s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     db_bind_i64(s, 1, vid);
     while ((rc = db_step(s, &row, err)) == MG_OK && row)
         json_array_append_new(arr, store_col_json_string(s, 0));
@@ -546,12 +554,11 @@ enum mg_code store_version_get(struct store *st, const char *model, int64_t vers
     return rc;
 }
 
-enum mg_code store_version_brief(struct store *st, const char *model, int64_t version, json_t **out,
-                                 struct mg_error *err)
+enum mg_code store_version_brief_in(struct db_conn *c, const char *model, int64_t version,
+                                    json_t **out, struct mg_error *err)
 {
     static const char sql[] = "SELECT v.artifact, v.image FROM versions v JOIN models m ON "
                               "m.id = v.model_id WHERE m.name = ? AND v.version = ?";
-    struct db_conn *c = store_read_begin(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
@@ -567,6 +574,15 @@ enum mg_code store_version_brief(struct store *st, const char *model, int64_t ve
                      (long long)version, model);
     }
     db_reset(s);
+    return rc;
+}
+
+enum mg_code store_version_brief(struct store *st, const char *model, int64_t version, json_t **out,
+                                 struct mg_error *err)
+{
+    struct db_conn *c = store_read_begin(st);
+    enum mg_code rc = store_version_brief_in(c, model, version, out, err);
+
     store_read_end(st, c);
     return rc;
 }

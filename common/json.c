@@ -1,0 +1,219 @@
+/*
+ * json.c - compact JSON text with shortest reals, written in one pass (json.h).
+ */
+#include "json.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text.h"
+
+#define JSON_TEXT_MAX ((size_t)1 << 30)
+#define JSON_DEPTH_MAX 2048 /* jansson's own parse limit, so nothing we hold is deeper */
+
+struct out {
+    char *p;
+    size_t n, cap;
+    bool failed;
+};
+
+static bool grow(struct out *o, size_t more)
+{
+    size_t cap;
+    char *p;
+
+    if (o->failed)
+        return false;
+    if (more <= o->cap - o->n)
+        return true;
+    if (more > JSON_TEXT_MAX - o->n) {
+        o->failed = true;
+        return false;
+    }
+    cap = o->cap ? o->cap : 512;
+    while (cap - o->n < more)
+        cap = cap > JSON_TEXT_MAX / 2 ? JSON_TEXT_MAX + 1 : cap * 2;
+    if ((p = realloc(o->p, cap)) == NULL) {
+        o->failed = true;
+        return false;
+    }
+    o->p = p;
+    o->cap = cap;
+    return true;
+}
+
+static void put(struct out *o, const char *s, size_t n)
+{
+    if (grow(o, n)) {
+        memcpy(o->p + o->n, s, n);
+        o->n += n;
+    }
+}
+
+static void put_c(struct out *o, char c)
+{
+    if (grow(o, 1))
+        o->p[o->n++] = c;
+}
+
+/* As jansson escapes: '"', '\\', the C escapes, other controls as \u00XX; UTF-8 as is. One
+ * pass over the bytes; only a string with a byte >= 0x80 is checked as UTF-8 as well. */
+static void put_string(struct out *o, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i, run = 0;
+    unsigned char high = 0;
+
+    if (!grow(o, n + 2))
+        return;
+    o->p[o->n++] = '"';
+    for (i = 0; i < n; i++) {
+        unsigned char c = u[i];
+        char esc[6] = {'\\', 0, '0', '0', 0, 0};
+        size_t k = 2;
+
+        high |= c;
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        put(o, s + run, i - run);
+        run = i + 1;
+        switch (c) {
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        default:
+            esc[1] = 'u';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 0xf];
+            k = 6;
+        }
+        put(o, esc, k);
+    }
+    put(o, s + run, n - run);
+    put_c(o, '"');
+    if ((high & 0x80) && !mg_utf8_valid(s, n))
+        o->failed = true; /* json_dumps refuses such a string too */
+}
+
+static void put_integer(struct out *o, json_int_t v)
+{
+    char num[24];
+    int k = snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, v);
+
+    put(o, num, (size_t)k);
+}
+
+/* The shortest text that reads back as v (mg_fmt_double), with ".0" when it has neither
+ * '.' nor an exponent: mg_json_short_reals' rule. */
+static void put_real(struct out *o, double v)
+{
+    char num[40];
+
+    mg_fmt_double(v, num, sizeof(num));
+    if (strpbrk(num, ".e") == NULL)
+        memcpy(num + strlen(num), ".0", 3);
+    put(o, num, strlen(num));
+}
+
+static void put_value(struct out *o, const json_t *v, int depth)
+{
+    if (depth > JSON_DEPTH_MAX) {
+        o->failed = true;
+        return;
+    }
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        void *it = json_object_iter((json_t *)v);
+        bool first = true;
+
+        put_c(o, '{');
+        for (; it != NULL && !o->failed; it = json_object_iter_next((json_t *)v, it)) {
+            const char *key = json_object_iter_key(it);
+#if JANSSON_VERSION_HEX >= 0x020e00
+            size_t klen = json_object_iter_key_len(it);
+#else
+            size_t klen = strlen(key);
+#endif
+            if (!first)
+                put_c(o, ',');
+            first = false;
+            put_string(o, key, klen);
+            put_c(o, ':');
+            put_value(o, json_object_iter_value(it), depth + 1);
+        }
+        put_c(o, '}');
+        break;
+    }
+    case JSON_ARRAY: {
+        size_t i, n = json_array_size(v);
+
+        put_c(o, '[');
+        for (i = 0; i < n && !o->failed; i++) {
+            if (i > 0)
+                put_c(o, ',');
+            put_value(o, json_array_get(v, i), depth + 1);
+        }
+        put_c(o, ']');
+        break;
+    }
+    case JSON_STRING:
+        put_string(o, json_string_value(v), json_string_length(v));
+        break;
+    case JSON_INTEGER:
+        put_integer(o, json_integer_value(v));
+        break;
+    case JSON_REAL:
+        put_real(o, json_real_value(v));
+        break;
+    case JSON_TRUE:
+        put(o, "true", 4);
+        break;
+    case JSON_FALSE:
+        put(o, "false", 5);
+        break;
+    case JSON_NULL:
+        put(o, "null", 4);
+        break;
+    }
+}
+
+char *mg_json_text(const json_t *v, size_t *len)
+{
+    struct out o = {NULL, 0, 0, false};
+
+    if (len)
+        *len = 0;
+    if (v == NULL)
+        return NULL;
+    put_value(&o, v, 0);
+    put_c(&o, '\0');
+    if (o.failed) {
+        free(o.p);
+        return NULL;
+    }
+    if (len)
+        *len = o.n - 1;
+    return o.p;
+}
