@@ -2,7 +2,7 @@
  * gates, and the smoke tests. */
 
 import { enc, h, localPath } from './ui_dom.js';
-import { fmtExact, fmtNum, shortDigest } from './ui_format.js';
+import { fmtApprox, fmtExact, fmtNum, shortDigest } from './ui_format.js';
 import { versionLink } from './ui_version.js';
 import { badge, mono, notice, row, table, tagsList, when } from './ui_widgets.js';
 
@@ -188,10 +188,10 @@ function costDelta(c, b, lowerIsBetter) {
   if (typeof c !== 'number' || typeof b !== 'number')
     return h('span', { class: 'muted' }, '—');
   const d = c - b;
-  const pct = b !== 0 ? ' (' + (d >= 0 ? '+' : '') + fmtNum(100 * d / b) + ' %)' : '';
+  const pct = b !== 0 ? ' (' + (d >= 0 ? '+' : '') + fmtApprox(100 * d / b) + ' %)' : '';
   const worse = lowerIsBetter ? d > 0 : d < 0;
   return h('span', { class: d === 0 ? 'muted' : worse ? 'delta-worse' : 'delta-better' },
-           (d >= 0 ? '+' : '') + fmtNum(d) + pct);
+           (d >= 0 ? '+' : '') + fmtApprox(d) + pct);
 }
 
 /* What serving costs (API.md "Quotas and cost"): throughput and cost per thousand requests

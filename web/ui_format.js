@@ -46,7 +46,7 @@ export function diff(a, b) {
 export function fmtDelta(x) {
   if (x === 0)
     return '0';
-  return (x > 0 ? '+' : '−') + fmtNum(Math.abs(x));
+  return (x > 0 ? '+' : '−') + fmtApprox(Math.abs(x));
 }
 
 export function ago(iso) {

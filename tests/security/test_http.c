@@ -497,8 +497,14 @@ static void test_json_routes_refuse_other_types(void **state)
             up[k] = '\0';
             fill_template(path, target, sizeof(target));
             for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
-                struct it_resp *r = it_treq(srv, up, target, srv->admin_token, types[t],
-                                            "{\"name\":\"csrf\",\"decision\":\"approve\"}");
+                struct it_resp *r;
+
+                /* A route documented to take this type too (RFC 8693's token exchange takes
+                 * a form; its credential is in the body, never a cookie) is not swept for it. */
+                if (json_object_get(content, types[t]) != NULL)
+                    continue;
+                r = it_treq(srv, up, target, srv->admin_token, types[t],
+                            "{\"name\":\"csrf\",\"decision\":\"approve\"}");
 
                 if (r->status != 415)
                     fail_msg("%s %s with %s: %ld, expected 415: %s", up, target, types[t],

@@ -3,7 +3,7 @@
 // as the same number, so two different values never look equal; derived figures stay short.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fmtExact, fmtNum } from '../../web/ui_format.js';
+import { fmtApprox, fmtDelta, fmtExact, fmtNum } from '../../web/ui_format.js';
 
 test('recorded values are shown exactly, in their shortest text', () => {
   for (const [x, text] of [[0.942, '0.942'], [0.94212, '0.94212'], [0.94213, '0.94213'],
@@ -18,6 +18,14 @@ test('recorded values are shown exactly, in their shortest text', () => {
 });
 
 test('derived figures stay short', () => {
-  assert.equal(fmtNum(0.020000000000000018), '0.02');
-  assert.equal(fmtNum(12345.678), '12345.7');
+  assert.equal(fmtApprox(0.020000000000000018), '0.02');
+  assert.equal(fmtApprox(12345.678), '12345.7');
+  assert.equal(fmtDelta(0.95 - 0.942), '+0.008');
+  assert.equal(fmtDelta(-(0.3 - 0.1)), '−0.2');
+});
+
+test('a number the server sent is shown as sent', () => {
+  assert.equal(fmtNum(0.94212), '0.94212');
+  assert.equal(fmtNum(3), '3');
+  assert.equal(fmtNum(null), '—');
 });

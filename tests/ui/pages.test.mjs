@@ -410,6 +410,7 @@ describe('reviewer pages (M24)', { concurrency: false }, () => {
     const got = await rev.evaluate(async () => {
       const v = await import('/static/ui_version.js');
       const a = await import('/static/page_promotion_analysis.js');
+      const d = await import('/static/ui_dom.js');
       const holder = document.createElement('div');
       holder.append(
         v.scanBadge({ status: 'flagged', findings: [{ severity: 'high', rule: 'pickle-exec' }] }),
@@ -417,20 +418,25 @@ describe('reviewer pages (M24)', { concurrency: false }, () => {
                                        verified: true } }),
         v.smokeTable([{ id: 'smk_1', state: 'passed', profile: 'cpu', throughput_rps: 123.4,
                         cost_per_1k_requests: 0.0021, latency_ms: { p50: 1.5, p95: 2.25 } }]),
-        a.analysisCharts({ state: 'failed', intervals: [
-          { metrics: { error_rate: { candidate: 0.01, baseline: 0.012, passed: true } } },
-          { metrics: [{ metric: 'error_rate', candidate: 0.05, baseline: 0.011, passed: false }] },
-          { metrics: { error_rate: { candidate: 0.02, baseline: 0.01, passed: true } } },
-        ] }));
+        d.add(document.createElement('div'), a.analysisView({ analysis: {
+          consecutive_failures: 0, consecutive_inconclusive: 0, intervals: [
+            { at: 't1', phase: 'canary', weight: 10, verdict: 'passed', metrics: [
+              { name: 'error_rate', verdict: 'passed', candidate: 0.01, baseline: 0.012 }] },
+            { at: 't2', phase: 'canary', weight: 10, verdict: 'failed', metrics: [
+              { name: 'error_rate', verdict: 'failed', candidate: 0.05, baseline: 0.011,
+                detail: 'above the baseline' }] },
+            { at: 't3', phase: 'canary', weight: 10, verdict: 'passed', metrics: [
+              { name: 'error_rate', verdict: 'passed', candidate: 0.02, baseline: 0.01 }] },
+          ] } })));
       const none = [v.scanBadge(undefined).textContent, v.publisherText({ created_by: 'pub' })
         .textContent];
       return { text: holder.textContent, charts: holder.querySelectorAll('svg.analysis-chart').length,
-               fails: holder.querySelectorAll('svg .fail-dot').length, none };
+               fails: holder.querySelectorAll('svg .mark-failed').length, none };
     });
     assert.match(got.text, /flagged 1 finding/);
     assert.match(got.text, /ci@example\.com via https:\/\/idp\.example/);
     assert.match(got.text, /123\.4 req\/s[\s\S]*0\.0021/);
-    assert.match(got.text, /error_rate 1 failing/);
+    assert.match(got.text, /3 intervals recorded/);
     assert.equal(got.charts, 1);
     assert.equal(got.fails, 1);
     assert.deepEqual(got.none, ['—', 'pub']);
