@@ -843,7 +843,7 @@ static void test_leader_killed_mid_analysis(void **state)
     int64_t deadline;
 
     if (!it_on_postgres())
-        skip();
+        it_not_applicable("a leader handover needs replicas on PostgreSQL (pg_integration_)");
     it_fmt(url, sizeof(url), "http://127.0.0.1:%d", prom_port);
     /* the first server has led alone so far, and keeps the leadership when s2 joins */
     s2 = it_server_join(s, (const char *const[]){"--push-backoff-base-ms", "50",
@@ -897,5 +897,5 @@ int main(void)
     };
 
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
 }

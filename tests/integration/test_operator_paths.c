@@ -354,5 +354,5 @@ int main(void)
         cmocka_unit_test(test_start_log_names_ui),
     };
 
-    return cmocka_run_group_tests(tests, it_group_setup, it_group_teardown);
+    return it_main_result(cmocka_run_group_tests(tests, it_group_setup, it_group_teardown));
 }

@@ -26,11 +26,8 @@
 
 static void need_pg(void)
 {
-    if (!it_on_postgres()) {
-        print_message("(skipped: a test of PostgreSQL roles; it runs as "
-                      "pg_integration_test_pg_role)\n");
-        skip();
-    }
+    if (!it_on_postgres())
+        it_not_applicable("a test of PostgreSQL roles; it runs as pg_integration_test_pg_role");
 }
 
 /* The first column of the first row of sql on url (libpq), into out. */
@@ -124,10 +121,11 @@ static void test_password_from_environment(void **state)
     char dir[IT_PATH_MAX], role[48], db[48], secret[48], sql[256], url[IT_PATH_MAX + 128];
     char bad[IT_PATH_MAX + 160], path[IT_PATH_MAX + 16], line[256], *text;
     const char *home = getenv("HOME");
-    char *saved_home = home ? strdup(home) : NULL;
+    char *saved_home;
 
     (void)state;
     need_pg();
+    saved_home = home ? strdup(home) : NULL;
     unsetenv("PGPASSWORD");
     unsetenv("PGPASSFILE");
     it_mkdtemp(dir, "pg-role");
@@ -189,5 +187,5 @@ int main(void)
         cmocka_unit_test(test_password_from_environment),
     };
 
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return it_main_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

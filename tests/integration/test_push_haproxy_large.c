@@ -122,5 +122,5 @@ int main(void)
         cmocka_unit_test(test_a_backend_of_4000_servers_is_updated),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
 }

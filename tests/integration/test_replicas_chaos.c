@@ -48,11 +48,9 @@ static int acked[NALIAS][MAX_GEN];
 
 static void need_pg(void)
 {
-    if (!it_on_postgres()) {
-        print_message("(skipped: replicas share a PostgreSQL database; this runs as "
-                      "pg_integration_test_replicas_chaos)\n");
-        skip();
-    }
+    if (!it_on_postgres())
+        it_not_applicable("replicas share a PostgreSQL database; this runs as "
+                          "pg_integration_test_replicas_chaos");
 }
 
 static void haproxy_start(void)
@@ -400,5 +398,5 @@ int main(void)
         cmocka_unit_test(test_bounded_nemesis),
     };
 
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -44,11 +44,9 @@ static struct mg_server *rep[2];
 
 static void need_pg(void)
 {
-    if (!it_on_postgres()) {
-        print_message("(skipped: replicas share a PostgreSQL database; this runs as "
-                      "pg_integration_test_replicas_fence)\n");
-        skip();
-    }
+    if (!it_on_postgres())
+        it_not_applicable("replicas share a PostgreSQL database; this runs as "
+                          "pg_integration_test_replicas_fence");
 }
 
 /* ---- the relay ---------------------------------------------------------------------- */
@@ -562,5 +560,5 @@ int main(void)
     };
 
     signal(SIGPIPE, SIG_IGN);
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -24,11 +24,9 @@ static struct mg_server *rep[2];
 
 static void need_pg(void)
 {
-    if (!it_on_postgres()) {
-        print_message("(skipped: replicas share a PostgreSQL database; this runs as "
-                      "pg_integration_test_replicas_leader)\n");
-        skip();
-    }
+    if (!it_on_postgres())
+        it_not_applicable("replicas share a PostgreSQL database; this runs as "
+                          "pg_integration_test_replicas_leader");
 }
 
 static int teardown(void **state)
@@ -174,5 +172,5 @@ int main(void)
         cmocka_unit_test(test_paused_leader_is_replaced_and_does_not_act),
     };
 
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return it_main_result(cmocka_run_group_tests(tests, NULL, teardown));
 }

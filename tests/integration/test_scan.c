@@ -300,5 +300,5 @@ int main(void)
         cmocka_unit_test_teardown(test_scan_end_to_end, it_test_teardown),
         cmocka_unit_test_teardown(test_torch_checkpoint_clean, it_test_teardown),
     };
-    return cmocka_run_group_tests(tests, it_group_setup, it_group_teardown);
+    return it_main_result(cmocka_run_group_tests(tests, it_group_setup, it_group_teardown));
 }
