@@ -214,9 +214,11 @@ char *push_webhook_body(const struct store_delivery *d, int64_t now_ms)
     json_t *event = json_object_get(d->payload, "event");
 
     mg_time_format(now_ms, ts);
-    /* An event (a promotion's, store_outbox_event, or a team crossing 80 % or 100 % of its
-     * storage quota, API.md "Quotas and cost"): its own body, with the time it is sent. */
-    if (json_is_object(event)) {
+    /* An event row (a promotion's, store_outbox_event, or a team crossing 80 % or 100 % of
+     * its storage quota, API.md "Quotas and cost"; their aliases start with '!'): its own
+     * body, with the time it is sent. An alias change may carry an event too (an automatic
+     * rollback's analysis.failed): that stays an alias.updated body with "event" in it. */
+    if (json_is_object(event) && d->alias[0] == '!') {
         b = json_deep_copy(event);
         if (b == NULL || json_object_set_new(b, "timestamp", json_string(ts)) != 0) {
             json_decref(b);
