@@ -26,7 +26,11 @@ echo "=== formatting (clang-format, .clang-format) ==="
 format_rc=0
 git ls-files -z '*.c' '*.h' | xargs -0 clang-format --dry-run -Werror || format_rc=$?
 
-# Tests run one at a time unless CTEST_PARALLEL_LEVEL says otherwise (ctest reads it).
+# Tests run two at a time (CTEST_PARALLEL_LEVEL overrides): every daemon binds port 0 and
+# reports its port, the other servers a test starts take a port held by a lock file
+# (it_free_port), every test has its own temp directories, and the programs that restart
+# a shared server are RUN_SERIAL (tests/CMakeLists.txt).
+export CTEST_PARALLEL_LEVEL=${CTEST_PARALLEL_LEVEL:-2}
 # One ctest run per build; remember the outcome instead of stopping at the first failure so
 # the summary always tells whether the sanitizer build would also have failed.
 normal_rc=0
