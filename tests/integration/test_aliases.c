@@ -457,7 +457,8 @@ static json_t *raw_reply(int fd)
         len += (size_t)r;
     close(fd);
     buf[len] = '\0';
-    if (strncmp(buf, "HTTP/1.1 200", 12) != 0 || (body = strstr(buf, "\r\n\r\n")) == NULL)
+    body = strstr(buf, "\r\n\r\n");
+    if (strncmp(buf, "HTTP/1.1 200", 12) != 0 || body == NULL)
         fail_msg("the waiting write was answered: %.300s", buf);
     if ((j = json_loads(body + 4, 0, NULL)) == NULL)
         fail_msg("not JSON: %.300s", body + 4);
