@@ -56,9 +56,9 @@ enum mg_code rel_gates_dry_run(struct srv *srv, const char *model, int64_t versi
                                const char *alias, json_t **out, struct mg_error *err);
 
 /* POST /promotions. */
-enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char *model,
-                                  int64_t version, const char *alias, const char *reason,
-                                  json_t **out, struct mg_error *err);
+enum mg_code rel_promotion_create(struct srv *srv, const struct store_principal *who,
+                                  const char *model, int64_t version, const char *alias,
+                                  const char *reason, json_t **out, struct mg_error *err);
 
 /* POST /promotions/{id}/approvals: decision "approve" or "reject". */
 enum mg_code rel_promotion_decide(struct srv *srv, const struct store_principal *who,

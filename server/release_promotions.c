@@ -166,6 +166,7 @@ void rel_strip_internal(json_t *p)
 {
     json_object_del(p, "_rev");
     json_object_del(p, "_next_step_at_ms");
+    json_object_del(p, "_creator");
 }
 
 static void new_id(char out[24])
@@ -177,10 +178,11 @@ static void new_id(char out[24])
     mg_hex_encode(rnd, sizeof(rnd), out + 4);
 }
 
-enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char *model,
-                                  int64_t version, const char *alias, const char *reason,
-                                  json_t **out, struct mg_error *err)
+enum mg_code rel_promotion_create(struct srv *srv, const struct store_principal *who,
+                                  const char *model, int64_t version, const char *alias,
+                                  const char *reason, json_t **out, struct mg_error *err)
 {
+    const char *actor = who->name;
     struct gate_policy pol;
     struct promo cur, next;
     struct promo_actions acts;
@@ -236,6 +238,10 @@ enum mg_code rel_promotion_create(struct srv *srv, const char *actor, const char
     }
     /* The runner tests every candidate before its first step; the test is queued in the
      * promotion's own transaction. */
+    if (who->issuer[0] && who->subject[0]) {
+        json_object_set_new(rec, "_creator_issuer", json_string(who->issuer));
+        json_object_set_new(rec, "_creator_subject", json_string(who->subject));
+    }
     if (pol.smoke_required || json_object_get(json_object_get(ver, "smoke"), "profile"))
         json_object_set_new(rec, "_smoke_gpu", json_string(gpu_mode(&pol)));
     if (acts.set_routes) {
@@ -306,6 +312,17 @@ static enum mg_code tally_decision(const json_t *p, const json_t *ver,
         return mg_fail(err, MG_ESELFAPPROVAL, NULL,
                        "'%s' is the person who published this version (through another "
                        "credential) and cannot approve its promotion; ask another reviewer",
+                       d->approval_by);
+    }
+    /* ...nor whoever created the promotion. */
+    if (gate_same_person(
+            d->approval_issuer, d->approval_subject,
+            json_string_value(json_object_get(json_object_get(p, "_creator"), "issuer")),
+            json_string_value(json_object_get(json_object_get(p, "_creator"), "subject")))) {
+        free(contrib);
+        return mg_fail(err, MG_ESELFAPPROVAL, NULL,
+                       "'%s' is the person who created this promotion (through another "
+                       "credential) and cannot approve it; ask another reviewer",
                        d->approval_by);
     }
     /* ...and one person decides once, whichever credential they use. */

@@ -14,7 +14,7 @@
 #define PROMO_COLS                                                                                 \
     "p.id, m.name, p.alias, p.version, p.baseline_version, p.state, p.reason, p.policy, "          \
     "p.gates, p.step_index, p.weight, p.next_step_at, p.rev, p.created_by, p.created_at, "         \
-    "p.updated_at, p.phase"
+    "p.updated_at, p.phase, p.creator_issuer, p.creator_subject"
 
 /* A promotion's approvals (*out NEW). A failing read is an error, never an empty list: a
  * promotion must not look unapproved because the database hiccuped. */
@@ -125,6 +125,14 @@ static enum mg_code promo_row(struct db_conn *c, struct db_stmt *s, json_t **out
     if (p == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     json_object_del(p, "_unused");
+    /* the creator as a person (API.md "Identity"), for separation of duties; internal */
+    if (!db_col_null(s, 17) &&
+        json_object_set_new(p, "_creator",
+                            json_pack("{s:o, s:o}", "issuer", store_col_json_string(s, 17),
+                                      "subject", store_col_json_string(s, 18))) != 0) {
+        json_decref(p);
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
     *out = p;
     return MG_OK;
 }
@@ -171,7 +179,8 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
     static const char sql[] =
         "INSERT INTO promotions (id, model_id, alias, version, baseline_version, state, reason, "
         "policy, gates, step_index, weight, next_step_at, created_by, created_at, updated_at, "
-        "phase) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        "phase, creator_issuer, creator_subject) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     static const char sql_ev[] =
         "INSERT INTO promotion_events (promotion_id, at, type, detail, actor) "
         "VALUES (?, ?, ?, ?, ?)";
@@ -220,6 +229,8 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
     db_bind_text(s, 14, at);
     db_bind_text(s, 15, at);
     db_bind_text(s, 16, json_string_value(json_object_get(rec, "phase")));
+    db_bind_text(s, 17, json_string_value(json_object_get(rec, "_creator_issuer")));
+    db_bind_text(s, 18, json_string_value(json_object_get(rec, "_creator_subject")));
     rc = db_exec(s, err);
     if (rc == MG_ECONFLICT) {
         rc = mg_fail(err, MG_EINPROGRESS, NULL,
@@ -281,6 +292,7 @@ static enum mg_code list_row(struct db_stmt *s, void *ctx, json_t **item, char c
         return rc;
     json_object_del(*item, "_rev");
     json_object_del(*item, "_next_step_at_ms");
+    json_object_del(*item, "_creator");
     snprintf(cursor, 128, "%s", json_string_value(json_object_get(*item, "id")));
     return MG_OK;
 }

@@ -991,7 +991,8 @@ enum mg_code store_policy_delete(struct store *st, const char *actor, const char
  * when the alias already has an active promotion.
  */
 /* rec may carry "_smoke_gpu" (required|preferred|none): the candidate's smoke test is then
- * queued in the same transaction. */
+ * queued in the same transaction, and "_creator_issuer"/"_creator_subject": the creator as a
+ * person, read back as "_creator":{"issuer","subject"}. */
 enum mg_code store_promotion_create(struct store *st, const char *actor, const json_t *rec,
                                     const char *event_type, const char *event_detail,
                                     const struct store_alias_change *a, json_t **out,

@@ -193,8 +193,8 @@ static void create(struct srv_req *r)
     }
     if (!srv_authorize(r, model, alias))
         return;
-    rc = rel_promotion_create(r->srv, r->who.name, model, json_integer_value(v), alias, reason,
-                              &out, &err);
+    rc = rel_promotion_create(r->srv, &r->who, model, json_integer_value(v), alias, reason, &out,
+                              &err);
     reply_promotion(r, rc, 201, out, &err, wait);
 }
 

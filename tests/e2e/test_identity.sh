@@ -322,6 +322,37 @@ check "... a second use of the same CI token is refused as a replay" grep -q "jt
 refute "... and the CLI does not print it" grep -qF -- "${CI2##*.}" "$W/cli.err" "$W/cli.out"
 printf '%s\n' "$CI" "$CI2" "$CIT" "$CIF" >>"$W/refused.tokens"
 
+# ---- separation of duties by person: a promotion's creator ---------------------------------
+# Dave creates a promotion through a token he created, then tries to approve it through an
+# IdP JWT (another name, the same person).
+mg_api POST /api/v1/models '{"name":"loans"}' >/dev/null
+mg_api POST /api/v1/models/loans/versions "{\"artifact\":\"$D1\"}" >/dev/null
+mg_api POST /api/v1/models/loans/versions "{\"artifact\":\"$D2\"}" >/dev/null
+mg_api PUT /api/v1/models/loans/aliases/staging '{"version":1}' >/dev/null
+mg_api PUT /api/v1/models/loans/policies/staging '{
+  "approvals": {"required": 1},
+  "rollout": {"steps": [100], "bake_seconds": 0, "auto_advance": true}}' >/dev/null
+DAVE_ADMIN=$(mint "sub=dave&email=dave.admin@example.com&groups=ml-admins")
+as "$DAVE_ADMIN" POST /api/v1/tokens '{"name":"dave-deploy","roles":["deployer","reader"]}'
+check "an SSO admin creates a deployer token" status_is 201
+DAVEBOT=$(jq -r .token "$W/body")
+as "$DAVEBOT" POST /api/v1/promotions '{"model":"loans","version":2,"alias":"staging"}'
+check "Dave's token creates a promotion" status_is 201
+LPID=$(jq -r .id "$W/body")
+refute "... its creator's person is not shown" jqe 'has("_creator")'
+mg_wait_for 30 bash -c "curl -sS -H 'Authorization: Bearer $MG_TOKEN' '$MG_URL/api/v1/promotions/$LPID' |
+    jq -e '.state == \"awaiting_approval\"' >/dev/null"
+DAVE=$(mint "sub=dave&email=dave@example.com&groups=ml-reviewers")
+as "$DAVE" POST "/api/v1/promotions/$LPID/approvals" '{"decision":"approve","comment":"lgtm"}'
+check "the promotion's creator cannot approve it through a JWT (403)" status_is 403
+check "... as self_approval naming the creator" jqe '.error.code == "self_approval" and
+    (.error.message | contains("created this promotion"))'
+check "... and it records no approval" test \
+    "$(mg_api GET "/api/v1/promotions/$LPID" | jq '.approvals | length')" -eq 0
+FRANK=$(mint "sub=frank&email=frank@example.com&groups=ml-reviewers")
+as "$FRANK" POST "/api/v1/promotions/$LPID/approvals" '{"decision":"approve","comment":"ok"}'
+check "another person approves it" status_is 200
+
 # ---- attestations survive backup and restore (SQLite: the backup is the data directory) ----
 if [ -z "${MG_IDENTITY_DATABASE-}" ]; then
     "$MODELGATED" backup --data-dir "$MG_DATA" --out "$W/backup.tar" >"$W/backup.json" 2>&1

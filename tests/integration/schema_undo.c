@@ -86,6 +86,11 @@ struct undo {
     "ALTER TABLE models DROP COLUMN metric_directions; "                                           \
     "ALTER TABLE promotion_events DROP COLUMN actor; "
 
+/* 023_promotion_creator: the person who created a promotion. */
+#define UNDO_023                                                                                   \
+    "ALTER TABLE promotions DROP COLUMN creator_issuer; "                                          \
+    "ALTER TABLE promotions DROP COLUMN creator_subject; "
+
 static const struct undo undos[] = {
     {15, UNDO_015_SQLITE, UNDO_015_PG},
     {16, UNDO_016, NULL},
@@ -94,6 +99,7 @@ static const struct undo undos[] = {
     {20, UNDO_020, NULL},
     {21, UNDO_021, NULL},
     {22, UNDO_022, NULL},
+    {23, UNDO_023, NULL},
 };
 #define NUNDOS (sizeof(undos) / sizeof(undos[0]))
 
