@@ -4,7 +4,8 @@
 # (tests/identity/sso_browser.mjs, playwright-core) sign a reviewer in through
 # /ui/sso/login (authorization code + PKCE S256, state and nonce) and /ui/sso/callback;
 # the UI session carries the roles of the user's groups and the person; the callback's
-# state is single-use; a user in no mapped group is refused naming the groups.
+# state is single-use; an ID token with another nonce is refused; a user in no mapped group
+# is refused naming the groups.
 . "$(dirname "$0")/lib.sh"
 
 ID_DIR="${MG_SOURCE_DIR:?}/tests/identity"
@@ -61,6 +62,19 @@ check "the UI session is rita's, with her group's roles" jqf '.session.status ==
 check "whoami through the session names the person" jqf --arg op "$OP" \
     '.whoami.body.identity == {"issuer":$op,"subject":"rita"}' "$W/rita.json"
 check "the callback used twice is refused (state single-use): 401" jqf '.replay == 401' "$W/rita.json"
+
+# A sign-in whose authorization request carries another nonce than modelgated issued: the
+# provider signs an ID token with that nonce, and the callback (its state and PKCE verifier
+# otherwise good) refuses it.
+curl -sS -o /dev/null -D "$W/login3.h" "$MG_URL/ui/sso/login"
+LOC3=$(grep -i '^location:' "$W/login3.h" | tr -d '\r' | cut -d' ' -f2-)
+BAD=$(sed 's/nonce=[^&]*/nonce=not-this-sign-ins-nonce/' <<<"$LOC3")
+check "the crafted request carries another nonce" test "$BAD" != "$LOC3"
+MG_CHROMIUM=$CHROMIUM node "$ID_DIR/sso_browser.mjs" "$MG_URL" rita "$BAD" >"$W/nonce.json" 2>"$W/nonce.err" ||
+    { cat "$W/nonce.err" >&2; }
+check "a callback whose ID token has another nonce: 401" jqf '.callback.status == 401' "$W/nonce.json"
+check "... naming the nonce check" jqf '.callback.body | fromjson | .error.field == "nonce"' "$W/nonce.json"
+check "... and it gives no session" jqf '.session.status == 401' "$W/nonce.json"
 
 MG_CHROMIUM=$CHROMIUM node "$ID_DIR/sso_browser.mjs" "$MG_URL" mallory >"$W/mallory.json" 2>"$W/mallory.err" || true
 check "a user in no mapped group gets no session" jqf '.session.status == 401' "$W/mallory.json"
