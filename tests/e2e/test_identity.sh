@@ -16,7 +16,7 @@ W="$MG_TMP/work"
 mkdir -p "$W"
 node "$ID_DIR/issuer.mjs" "$MG_TMP/issuer.port" 2>>"$MG_TMP/issuer.log" &
 ISS_PID=$!
-trap 'kill -TERM $ISS_PID 2>/dev/null || true; mg_cleanup' EXIT
+trap 'rc=$?; kill -TERM $ISS_PID 2>/dev/null || true; mg_cleanup "$rc"' EXIT
 mg_wait_for 20 test -s "$MG_TMP/issuer.port" || {
     echo "the issuer did not start" >&2
     cat "$MG_TMP/issuer.log" >&2
@@ -360,7 +360,7 @@ if [ -z "${MG_IDENTITY_DATABASE-}" ]; then
     "$MODELGATED" --data-dir "$W/restored" --listen 127.0.0.1:0 --port-file "$W/rport" \
         2>>"$W/restored.log" &
     R_PID=$!
-    trap 'kill -TERM $ISS_PID $R_PID 2>/dev/null || true; mg_cleanup' EXIT
+    trap 'rc=$?; kill -TERM $ISS_PID $R_PID 2>/dev/null || true; mg_cleanup "$rc"' EXIT
     mg_wait_for 20 test -s "$W/rport" || { cat "$W/restored.log" >&2; exit 1; }
     R_URL="http://127.0.0.1:$(cat "$W/rport")"
     for g in $(seq 1 "$GEN"); do

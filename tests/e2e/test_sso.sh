@@ -25,7 +25,7 @@ chmod 600 "$W/client.secret"
 node "$ID_DIR/provider.mjs" "$MG_TMP/op.port" "http://127.0.0.1:$MG_PORT/ui/sso/callback" \
     "$(head -1 "$W/client.secret")" 2>>"$MG_TMP/op.log" &
 OP_PID=$!
-trap 'kill -TERM $OP_PID 2>/dev/null || true; mg_cleanup' EXIT
+trap 'rc=$?; kill -TERM $OP_PID 2>/dev/null || true; mg_cleanup "$rc"' EXIT
 mg_wait_for 20 test -s "$MG_TMP/op.port" || { cat "$MG_TMP/op.log" >&2; exit 1; }
 OP="http://127.0.0.1:$(cat "$MG_TMP/op.port")"
 # MG_IDENTITY_DATABASE=postgresql://… runs the same checks on PostgreSQL.
