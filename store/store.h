@@ -1031,6 +1031,8 @@ struct store_interval {
     int weight;
     const char *verdict;   /* passed, failed, inconclusive */
     const json_t *metrics; /* [{"name","candidate","baseline","verdict","detail"}] */
+    int64_t leader_epoch;  /* > 0: recorded only while this replica leads at this epoch
+                            * (store_promotion_change.leader_epoch), else MG_EUNAVAIL */
 };
 
 /* Append an interval and drop those past the newest STORE_INTERVALS_KEPT. *recorded false

@@ -1,7 +1,8 @@
 /*
  * test_leader_epoch.c - leader-only jobs commit under the leader epoch they started with
  * (M27): the garbage collector's and retention's claims and the sweeps of dead replicas'
- * work check the lease (holder, epoch, expiry) in their own transaction. A store of this
+ * work and the analysis' intervals check the lease (holder, epoch, expiry) in their own
+ * transaction. A store of this
  * process joins a daemon's PostgreSQL database; the lease is moved to this store at the
  * next epoch directly in the database, as a takeover would: a call with the epoch before
  * (a job that checked leadership before the takeover) changes nothing and answers
@@ -68,7 +69,14 @@ static void test_stale_epoch_writes_nothing(void **state)
 {
     struct mg_error err;
     json_t *models = NULL;
-    bool claimed = false;
+    bool claimed = false, recorded = false;
+    json_t *metrics = json_array();
+    struct store_interval rec = {.promotion = "p-none",
+                                 .phase = "steps",
+                                 .step_index = 0,
+                                 .weight = 10,
+                                 .verdict = "passed",
+                                 .metrics = metrics};
     char sql[256];
     long long epoch = -1;
     int64_t deadline, now;
@@ -86,6 +94,7 @@ static void test_stale_epoch_writes_nothing(void **state)
         json_decref(models);
         assert_int_equal(store_smoke_recover(st, 7, &err), MG_OK);
         assert_int_equal(store_outbox_recover(st, 7, &err), MG_OK);
+        json_decref(metrics);
         return;
     }
     open_store(srv->database);
@@ -114,6 +123,10 @@ static void test_stale_epoch_writes_nothing(void **state)
     assert_null(models);
     assert_int_equal(store_smoke_recover(st, epoch, &err), MG_EUNAVAIL);
     assert_int_equal(store_outbox_recover(st, epoch, &err), MG_EUNAVAIL);
+    rec.leader_epoch = epoch; /* an analysis interval measured before the takeover */
+    assert_int_equal(store_interval_record(st, &rec, &recorded, &err), MG_EUNAVAIL);
+    assert_false(recorded);
+    assert_int_equal(pg_value(pg, "SELECT count(*) FROM promotion_intervals"), 0);
 
     /* The same work under N + 1 commits. */
     assert_int_equal(store_job_claim(st, "gc-current", epoch + 1, now, 0, &claimed, &err), MG_OK);
@@ -132,6 +145,7 @@ static void test_stale_epoch_writes_nothing(void **state)
                      MG_EUNAVAIL);
     assert_int_equal(pg_value(pg, "SELECT count(*) FROM jobs WHERE name = 'gc-expired'"), 0);
     PQfinish(pg);
+    json_decref(metrics);
 }
 
 int main(void)
