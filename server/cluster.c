@@ -113,7 +113,9 @@ static void beat(struct srv *srv, struct srv_cluster *cl)
     if (++cl->beats % KEYS_POLL_BEATS == 0)
         srv_keys_follow(srv); /* a rotation whose notification was lost */
     publish_key(srv);
-    if (!store_leader(srv->store)) {
+    int64_t epoch = store_leader_epoch(srv->store);
+
+    if (epoch == 0) {
         cl->was_leader = false;
         return;
     }
@@ -121,15 +123,17 @@ static void beat(struct srv *srv, struct srv_cluster *cl)
         fprintf(stderr, "modelgated: replica %s leads the cluster's timers now\n",
                 store_replica_id(srv->store));
     cl->was_leader = true;
-    /* Work a dead replica held: its tests run again, its deliveries go out again. */
-    if (store_smoke_recover(srv->store, &err) != MG_OK)
-        fprintf(stderr, "modelgated: requeue a dead replica's smoke tests: %s\n", err.message);
-    else
+    /* Work a dead replica held: its tests run again, its deliveries go out again. Each
+     * sweep commits only while this replica still leads at this epoch; one that lost the
+     * lease since (MG_EUNAVAIL) leaves the sweep to the new leader, quietly. */
+    if (store_smoke_recover(srv->store, epoch, &err) == MG_OK)
         runner_kick(srv);
-    if (store_outbox_recover(srv->store, &err) != MG_OK)
-        fprintf(stderr, "modelgated: release a dead replica's deliveries: %s\n", err.message);
-    else
+    else if (err.code != MG_EUNAVAIL)
+        fprintf(stderr, "modelgated: requeue a dead replica's smoke tests: %s\n", err.message);
+    if (store_outbox_recover(srv->store, epoch, &err) == MG_OK)
         push_kick(srv);
+    else if (err.code != MG_EUNAVAIL)
+        fprintf(stderr, "modelgated: release a dead replica's deliveries: %s\n", err.message);
 }
 
 static void *cluster_main(void *arg)

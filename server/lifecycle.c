@@ -303,12 +303,16 @@ static void life_tick(struct srv *srv)
     struct mg_error err;
     bool claimed = false;
     size_t i;
+    /* The claims commit only while this replica still leads at this epoch (store.h): a
+     * leader that lost the lease since claims nothing and stops quietly (MG_EUNAVAIL). */
+    int64_t epoch = store_leader_epoch(srv->store);
 
-    if (!store_leader(srv->store))
+    if (epoch == 0)
         return;
     if (srv->cfg->retention_interval_s > 0 &&
-        store_retention_claim(srv->store, now, (int64_t)srv->cfg->retention_interval_s * 1000,
-                              &models, &err) == MG_OK) {
+        store_retention_claim(srv->store, epoch, now,
+                              (int64_t)srv->cfg->retention_interval_s * 1000, &models,
+                              &err) == MG_OK) {
         json_array_foreach(models, i, m)
         {
             if (srv_retention_run(srv, "modelgated", json_string_value(m), false, &res, &err) !=
@@ -321,8 +325,8 @@ static void life_tick(struct srv *srv)
         json_decref(models);
     }
     if (srv->cfg->gc_interval_s > 0 &&
-        store_job_claim(srv->store, "gc", now, (int64_t)srv->cfg->gc_interval_s * 1000, &claimed,
-                        &err) == MG_OK &&
+        store_job_claim(srv->store, "gc", epoch, now, (int64_t)srv->cfg->gc_interval_s * 1000,
+                        &claimed, &err) == MG_OK &&
         claimed) {
         if (srv_gc_run(srv, "modelgated", false, &res, &err) != MG_OK)
             fprintf(stderr, "modelgated: garbage collection: %s\n", err.message);

@@ -269,24 +269,27 @@ static int64_t stage_started(const json_t *p)
     return at;
 }
 
-static void act(struct srv *srv, const char *id, bool rollback, const char *event, const char *why)
+static void act(struct srv *srv, int64_t epoch, const char *id, bool rollback, const char *event,
+                const char *why)
 {
     struct rel_decision d;
     struct mg_error err;
 
     memset(&d, 0, sizeof(d));
+    d.leader_epoch = epoch; /* decided as the leader: commits only while still at this epoch */
     d.ev.kind = PROMO_EV_ANALYSIS;
     d.ev.analysis_rollback = rollback;
     d.ev.analysis_event = event;
     d.ev.reason = why;
-    if (rel_apply_event(srv, "modelgated", id, &d, NULL, &err) != MG_OK && err.code != MG_ECONFLICT)
+    if (rel_apply_event(srv, "modelgated", id, &d, NULL, &err) != MG_OK &&
+        err.code != MG_ECONFLICT && err.code != MG_EUNAVAIL)
         fprintf(stderr, "modelgated: promotion %s: %s: %s\n", id, event, err.message);
 }
 
 /* One promotion: measure when an interval is due. Returns when the next one is due (ms),
  * or 0. */
-static int64_t promotion_pass(struct srv *srv, const json_t *p, struct gate_policy *pol,
-                              int64_t now)
+static int64_t promotion_pass(struct srv *srv, int64_t epoch, const json_t *p,
+                              struct gate_policy *pol, int64_t now)
 {
     const char *id = json_string_value(json_object_get(p, "id"));
     const char *model = json_string_value(json_object_get(p, "model"));
@@ -325,6 +328,7 @@ static int64_t promotion_pass(struct srv *srv, const json_t *p, struct gate_poli
     rec.weight = cur.weight;
     rec.verdict = gate_verdict_name(iv.verdict);
     rec.metrics = iv.metrics;
+    rec.leader_epoch = epoch;
     if (rec.phase == NULL || store_interval_record(srv->store, &rec, &recorded, &err) != MG_OK ||
         !recorded)
         goto out;
@@ -336,21 +340,21 @@ static int64_t promotion_pass(struct srv *srv, const json_t *p, struct gate_poli
     case GATE_ANALYSIS_ROLLBACK_FAILED:
         snprintf(why, sizeof(why), "%d failed intervals in a row (failure_limit %d); %.300s",
                  s.consecutive_failures, pol->analysis.failure_limit, iv.why);
-        act(srv, id, true, "analysis.failed", why);
+        act(srv, epoch, id, true, "analysis.failed", why);
         break;
     case GATE_ANALYSIS_ROLLBACK_INCONCLUSIVE:
         snprintf(why, sizeof(why),
                  "%d inconclusive intervals in a row (inconclusive_limit %d, on_inconclusive "
                  "rollback); %.300s",
                  s.consecutive_inconclusive, pol->analysis.inconclusive_limit, iv.why);
-        act(srv, id, true, "analysis.inconclusive", why);
+        act(srv, epoch, id, true, "analysis.inconclusive", why);
         break;
     case GATE_ANALYSIS_INCONCLUSIVE_HOLD:
         snprintf(why, sizeof(why),
                  "%d inconclusive intervals in a row: holding at this stage until an interval "
                  "passes (a deployer may advance or abort); %.300s",
                  s.consecutive_inconclusive, iv.why);
-        act(srv, id, false, "analysis.inconclusive", why);
+        act(srv, epoch, id, false, "analysis.inconclusive", why);
         break;
     case GATE_ANALYSIS_CONTINUE:
         if (gate_analysis_may_end(&pol->analysis, &s, now, cur.next_step_at))
@@ -364,7 +368,7 @@ out:
 }
 
 /* One pass over the rolling-out promotions. Returns when to look again (ms). */
-static int64_t analysis_pass(struct srv *srv, int64_t now)
+static int64_t analysis_pass(struct srv *srv, int64_t epoch, int64_t now)
 {
     struct store_page page = {1000, NULL};
     struct gate_policy *pol = malloc(sizeof(*pol));
@@ -388,7 +392,7 @@ static int64_t analysis_pass(struct srv *srv, int64_t now)
         if (store_promotion_get(srv->store, json_string_value(json_object_get(p, "id")), &full,
                                 &err) != MG_OK)
             continue;
-        due = promotion_pass(srv, full, pol, store_clock_ms(srv->store));
+        due = promotion_pass(srv, epoch, full, pol, store_clock_ms(srv->store));
         if (due > 0 && due < next)
             next = due;
         json_decref(full);
@@ -405,13 +409,14 @@ static void *analysis_main(void *arg)
 
     pthread_mutex_lock(&ra->lock);
     while (!ra->stop) {
-        int64_t now, next, wait_ms;
+        int64_t now, next, wait_ms, epoch;
         struct timespec ts;
 
         pthread_mutex_unlock(&ra->lock);
         now = store_clock_ms(srv->store);
         /* Queries run on the leader only; the others look again each second. */
-        next = store_leader(srv->store) ? analysis_pass(srv, now) : now + 1000;
+        epoch = store_leader_epoch(srv->store);
+        next = epoch != 0 ? analysis_pass(srv, epoch, now) : now + 1000;
         pthread_mutex_lock(&ra->lock);
         if (ra->stop)
             break;

@@ -35,6 +35,8 @@ enum mg_code store_interval_record(struct store *st, const struct store_interval
         free(metrics);
         return err->code;
     }
+    if ((rc = store_leader_holds(c, st, in->leader_epoch, err)) != MG_OK)
+        goto out;
     s = db_prepare(c, sql_last);
     db_bind_text(s, 1, in->promotion);
     if ((rc = db_step(s, &row, err)) == MG_OK && row) {

@@ -532,15 +532,49 @@ enum mg_code store_signing_key_by_hint(struct store *st, const char *hint, char 
     return rc;
 }
 
-enum mg_code store_sweep_dead(struct store *st, const char *sql, struct mg_error *err)
+/* Leader-only work commits only while this replica holds the leader lease at the epoch it
+ * decided under; the row stays locked (FOR SHARE) until the commit, so a takeover waits
+ * for it. PostgreSQL only: on SQLite the one process leads; epoch 0: not leader-only. */
+enum mg_code store_leader_holds(struct db_conn *c, struct store *st, int64_t epoch,
+                                struct mg_error *err)
+{
+    static const char sql[] =
+        "SELECT epoch FROM leader_lease WHERE id = 1 AND holder = ?1 AND epoch = ?2 "
+        "AND until_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint FOR SHARE";
+    struct db_stmt *s;
+    enum mg_code rc;
+    bool row = false;
+
+    if (epoch <= 0 || db_dialect(c) != DB_POSTGRES)
+        return MG_OK;
+    s = db_prepare(c, sql);
+    db_bind_text(s, 1, store_replica_id(st));
+    db_bind_i64(s, 2, epoch);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (row)
+        db_reset(s);
+    return row ? MG_OK
+               : mg_fail(err, MG_EUNAVAIL, NULL,
+                         "this replica no longer leads (leader epoch %lld ended); the leader "
+                         "now does this work",
+                         (long long)epoch);
+}
+
+enum mg_code store_sweep_dead(struct store *st, int64_t leader_epoch, const char *sql,
+                              struct mg_error *err)
 {
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
+    enum mg_code rc;
 
     if (c == NULL)
         return err->code;
-    s = db_prepare(c, sql);
-    db_bind_i64(s, 1, store_clock_ms(st) - STORE_REPLICA_DEAD_MS);
-    db_bind_text(s, 2, store_replica_id(st));
-    return store_write_end(st, c, db_exec(s, err), err);
+    if ((rc = store_leader_holds(c, st, leader_epoch, err)) == MG_OK) {
+        s = db_prepare(c, sql);
+        db_bind_i64(s, 1, store_clock_ms(st) - STORE_REPLICA_DEAD_MS);
+        db_bind_text(s, 2, store_replica_id(st));
+        rc = db_exec(s, err);
+    }
+    return store_write_end(st, c, rc, err);
 }

@@ -47,8 +47,9 @@
     "AND d.withdrawn_at IS NULL) "                                                                 \
     "AND NOT EXISTS (SELECT 1 FROM blob_pins p WHERE p.digest = b.digest) "
 
-enum mg_code store_job_claim(struct store *st, const char *job, int64_t now_ms, int64_t interval_ms,
-                             bool *claimed, struct mg_error *err)
+enum mg_code store_job_claim(struct store *st, const char *job, int64_t leader_epoch,
+                             int64_t now_ms, int64_t interval_ms, bool *claimed,
+                             struct mg_error *err)
 {
     /* A job first seen now first runs one interval later: a new installation has nothing
      * to collect, and its audit log does not open with an empty run. */
@@ -63,6 +64,8 @@ enum mg_code store_job_claim(struct store *st, const char *job, int64_t now_ms, 
     *claimed = false;
     if (c == NULL)
         return err->code;
+    if ((rc = store_leader_holds(c, st, leader_epoch, err)) != MG_OK)
+        return store_write_end(st, c, rc, err);
     s = db_prepare(c, sql_ins);
     db_bind_text(s, 1, job);
     db_bind_i64(s, 2, now_ms);

@@ -317,8 +317,8 @@ out:
     return rc;
 }
 
-enum mg_code store_retention_claim(struct store *st, int64_t now_ms, int64_t interval_ms,
-                                   json_t **models, struct mg_error *err)
+enum mg_code store_retention_claim(struct store *st, int64_t leader_epoch, int64_t now_ms,
+                                   int64_t interval_ms, json_t **models, struct mg_error *err)
 {
     static const char sql_due[] = "SELECT m.name, r.model_id FROM retention r "
                                   "JOIN models m ON m.id = r.model_id "
@@ -327,7 +327,7 @@ enum mg_code store_retention_claim(struct store *st, int64_t now_ms, int64_t int
         "UPDATE retention SET last_run_ms = ? WHERE model_id = ? AND last_run_ms <= ?";
     struct db_conn *c = store_write_begin(st, err);
     json_t *due = json_array(), *claimed = json_array(), *d;
-    struct db_stmt *s;
+    struct db_stmt *s = NULL;
     size_t i;
     enum mg_code rc;
     bool row;
@@ -337,9 +337,11 @@ enum mg_code store_retention_claim(struct store *st, int64_t now_ms, int64_t int
         json_decref(claimed);
         return err->code;
     }
-    s = db_prepare(c, sql_due);
-    db_bind_i64(s, 1, now_ms - interval_ms);
-    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+    if ((rc = store_leader_holds(c, st, leader_epoch, err)) == MG_OK) {
+        s = db_prepare(c, sql_due);
+        db_bind_i64(s, 1, now_ms - interval_ms);
+    }
+    while (rc == MG_OK && (rc = db_step(s, &row, err)) == MG_OK && row)
         json_array_append_new(
             due, json_pack("[o, I]", store_col_json_string(s, 0), (json_int_t)db_col_i64(s, 1)));
     json_array_foreach(due, i, d)

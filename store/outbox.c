@@ -423,14 +423,14 @@ enum mg_code store_outbox_release(struct store *st, const char *token, struct mg
     return store_write_end(st, c, db_exec(s, err), err);
 }
 
-enum mg_code store_outbox_recover(struct store *st, struct mg_error *err)
+enum mg_code store_outbox_recover(struct store *st, int64_t leader_epoch, struct mg_error *err)
 {
     static const char sql[] =
         "UPDATE outbox SET lease_until = 0, lease_owner = NULL, lease_token = NULL "
         "WHERE lease_until != 0 AND (lease_owner IS NULL OR (lease_owner != ?2 AND "
         "lease_owner NOT IN (SELECT id FROM replicas WHERE last_seen_ms > ?1)))";
 
-    return store_sweep_dead(st, sql, err);
+    return store_sweep_dead(st, leader_epoch, sql, err);
 }
 
 enum mg_code store_outbox_in_sync(struct store *st, bool leader, struct store_delivery **out,

@@ -156,35 +156,6 @@ out:
     return rc;
 }
 
-/* Leader-only work commits only while this replica holds the leader lease at the epoch it
- * decided under; the row stays locked (FOR SHARE) until the commit, so a takeover waits
- * for it. PostgreSQL only: on SQLite the one process leads. */
-static enum mg_code leader_holds(struct db_conn *c, struct store *st, int64_t epoch,
-                                 struct mg_error *err)
-{
-    static const char sql[] =
-        "SELECT epoch FROM leader_lease WHERE id = 1 AND holder = ?1 AND epoch = ?2 "
-        "AND until_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint FOR SHARE";
-    struct db_stmt *s;
-    enum mg_code rc;
-    bool row = false;
-
-    if (epoch <= 0 || db_dialect(c) != DB_POSTGRES)
-        return MG_OK;
-    s = db_prepare(c, sql);
-    db_bind_text(s, 1, store_replica_id(st));
-    db_bind_i64(s, 2, epoch);
-    if ((rc = db_step(s, &row, err)) != MG_OK)
-        return rc;
-    if (row)
-        db_reset(s);
-    return row ? MG_OK
-               : mg_fail(err, MG_EUNAVAIL, NULL,
-                         "this replica no longer leads (leader epoch %lld ended); the leader "
-                         "now does this work",
-                         (long long)epoch);
-}
-
 enum mg_code store_release_commit(struct store *st, const char *actor,
                                   const struct store_alias_change *a,
                                   const struct store_promotion_change *p, json_t **alias_out,
@@ -198,7 +169,7 @@ enum mg_code store_release_commit(struct store *st, const char *actor,
     if (c == NULL)
         return err->code;
     store_now(at);
-    if (p && (rc = leader_holds(c, st, p->leader_epoch, err)) != MG_OK)
+    if (p && (rc = store_leader_holds(c, st, p->leader_epoch, err)) != MG_OK)
         goto out;
     if (p && (rc = apply_promotion(c, actor, p, at, err)) != MG_OK)
         goto out;

@@ -418,12 +418,12 @@ enum mg_code store_smoke_counts(struct store *st, int64_t *queued, int64_t *runn
     return rc;
 }
 
-enum mg_code store_smoke_recover(struct store *st, struct mg_error *err)
+enum mg_code store_smoke_recover(struct store *st, int64_t leader_epoch, struct mg_error *err)
 {
     static const char sql[] =
         "UPDATE smoke_tests SET state = 'queued', started_at = NULL, owner = NULL, lease_until = 0 "
         "WHERE state = 'running' AND (owner IS NULL OR (owner != ?2 AND owner NOT IN "
         "(SELECT id FROM replicas WHERE last_seen_ms > ?1)))";
 
-    return store_sweep_dead(st, sql, err);
+    return store_sweep_dead(st, leader_epoch, sql, err);
 }

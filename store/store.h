@@ -830,9 +830,10 @@ enum mg_code store_retention_get(struct store *st, const char *model, json_t **o
 
 /* Claim the models whose rule last ran at least interval_ms before now_ms (at most 100):
  * their last run becomes now_ms, so each is run once per interval whichever replica asks.
- * *models: JSON array of model names (NEW). */
-enum mg_code store_retention_claim(struct store *st, int64_t now_ms, int64_t interval_ms,
-                                   json_t **models, struct mg_error *err);
+ * *models: JSON array of model names (NEW). leader_epoch > 0: claimed only while this
+ * replica still holds the leader lease at that epoch, else MG_EUNAVAIL (store_release_commit). */
+enum mg_code store_retention_claim(struct store *st, int64_t leader_epoch, int64_t now_ms,
+                                   int64_t interval_ms, json_t **models, struct mg_error *err);
 
 /* {"versions":{"ready","archived","deleted"},"bytes","bytes_unique"} (NEW): bytes of the
  * stored blobs the model's versions (not deleted) reference; unique: those no other
@@ -846,9 +847,11 @@ enum mg_code store_bytes_reclaimable(struct store *st, const char *model, const 
                                      size_t n, int64_t *bytes, struct mg_error *err);
 
 /* Claim a cluster-wide periodic job: *claimed when it last ran at least interval_ms before
- * now_ms (its last run becomes now_ms), so it runs once per interval on one replica. */
-enum mg_code store_job_claim(struct store *st, const char *job, int64_t now_ms, int64_t interval_ms,
-                             bool *claimed, struct mg_error *err);
+ * now_ms (its last run becomes now_ms), so it runs once per interval on one replica.
+ * leader_epoch: as for store_retention_claim. */
+enum mg_code store_job_claim(struct store *st, const char *job, int64_t leader_epoch,
+                             int64_t now_ms, int64_t interval_ms, bool *claimed,
+                             struct mg_error *err);
 
 struct store_gc_report {
     int64_t blobs;     /* blobs whose bytes were removed (dry run: would be) */
@@ -1029,6 +1032,8 @@ struct store_interval {
     int weight;
     const char *verdict;   /* passed, failed, inconclusive */
     const json_t *metrics; /* [{"name","candidate","baseline","verdict","detail"}] */
+    int64_t leader_epoch;  /* > 0: recorded only while this replica leads at this epoch
+                            * (store_promotion_change.leader_epoch), else MG_EUNAVAIL */
 };
 
 /* Append an interval and drop those past the newest STORE_INTERVALS_KEPT. *recorded false
@@ -1166,8 +1171,10 @@ enum mg_code store_outbox_release(struct store *st, const char *token, struct mg
 
 /* Void the leases of replicas not seen for STORE_REPLICA_DEAD_MS (with SQLite:
  * every earlier run of this server, which owned the database alone): their rows
- * are due again at once. A live replica's lease is never voided. */
-enum mg_code store_outbox_recover(struct store *st, struct mg_error *err);
+ * are due again at once. A live replica's lease is never voided. leader_epoch > 0: the
+ * leader's periodic sweep, which with PostgreSQL changes nothing and answers MG_EUNAVAIL
+ * unless this replica still holds the lease at that epoch (store_leader_epoch); 0: at start. */
+enum mg_code store_outbox_recover(struct store *st, int64_t leader_epoch, struct mg_error *err);
 
 /* Earliest time a row becomes due (ms), or 0 when nothing waits. */
 enum mg_code store_outbox_next_due(struct store *st, int64_t *next_ms, struct mg_error *err);
@@ -1221,8 +1228,9 @@ enum mg_code store_smoke_counts(struct store *st, int64_t *queued, int64_t *runn
 
 /* Tests left running by replicas not seen for STORE_REPLICA_DEAD_MS (with
  * SQLite: by an earlier run of this server) go back to the queue. Run at start
- * and, by the leader, periodically. A live replica's test is left alone. */
-enum mg_code store_smoke_recover(struct store *st, struct mg_error *err);
+ * and, by the leader, periodically. A live replica's test is left alone. leader_epoch: as
+ * for store_outbox_recover. */
+enum mg_code store_smoke_recover(struct store *st, int64_t leader_epoch, struct mg_error *err);
 
 /*
  * Routed versions (API.md "Routing strategies"): a version is routed by an alias when the

@@ -149,7 +149,14 @@ int64_t store_conn_clock_ms(struct db_conn *c);
 enum mg_code store_replica_init(struct store *st, struct mg_error *err);
 /* Run a sweep of leases of dead replicas in its own write transaction: in sql,
  * ?1 is the oldest heartbeat of a live replica and ?2 this replica's id. */
-enum mg_code store_sweep_dead(struct store *st, const char *sql, struct mg_error *err);
+enum mg_code store_sweep_dead(struct store *st, int64_t leader_epoch, const char *sql,
+                              struct mg_error *err);
+
+/* Inside a write transaction: MG_OK while this replica holds the leader lease at epoch
+ * (locked FOR SHARE until the commit), else MG_EUNAVAIL. MG_OK at once for epoch <= 0 (work
+ * that is not leader-only) and with SQLite (the one process leads). */
+enum mg_code store_leader_holds(struct db_conn *c, struct store *st, int64_t epoch,
+                                struct mg_error *err);
 
 /* At open: leases and running tests this replica id held before (a previous run
  * of this data directory, which its lock proves gone) are free again. */

@@ -482,7 +482,7 @@ enum mg_code push_start(struct srv *srv, const struct push_options *o, struct mg
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
     srv->push = p;
-    if (store_outbox_recover(srv->store, err) != MG_OK) {
+    if (store_outbox_recover(srv->store, 0, err) != MG_OK) {
         push_free(srv);
         return err->code;
     }

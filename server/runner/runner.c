@@ -711,7 +711,7 @@ enum mg_code runner_start(struct srv *srv, const struct runner_options *o, struc
         mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", o->work_dir, strerror(errno));
         goto fail;
     }
-    if (store_smoke_recover(srv->store, err) != MG_OK)
+    if (store_smoke_recover(srv->store, 0, err) != MG_OK)
         goto fail;
     srv->runner = rn;
     for (i = 0; i < n; i++) {

@@ -316,7 +316,7 @@ static void test_recover(void **state)
     struct store_delivery d;
 
     edge_only(fx);
-    assert_int_equal(store_outbox_recover(fx->st, &fx->err), MG_OK); /* nothing to recover */
+    assert_int_equal(store_outbox_recover(fx->st, 0, &fx->err), MG_OK); /* nothing to recover */
     assert_int_equal(fx_set_alias(fx, "m", "prod", 0, 1), 1);
     assert_true(claim(fx, T0, 3600000, &d));
     store_delivery_release(&d);
@@ -324,7 +324,7 @@ static void test_recover(void **state)
 
     fx_reopen(fx);                     /* the server restarts: its data directory, its replica id */
     assert_int_equal(next_due(fx), 0); /* what the previous run held is free at once */
-    assert_int_equal(store_outbox_recover(fx->st, &fx->err), MG_OK);
+    assert_int_equal(store_outbox_recover(fx->st, 0, &fx->err), MG_OK);
     assert_int_equal(next_due(fx), 0);
     assert_true(claim(fx, T0, 1000, &d));
     assert_string_equal(d.alias, "prod");

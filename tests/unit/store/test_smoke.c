@@ -314,13 +314,13 @@ static void test_recover(void **state)
     json_t *job, *t;
 
     fx_model_versions(fx, "m", 1);
-    assert_int_equal(store_smoke_recover(fx->st, &fx->err), MG_OK); /* nothing to recover */
+    assert_int_equal(store_smoke_recover(fx->st, 0, &fx->err), MG_OK); /* nothing to recover */
     enqueue(fx, 1, "manual", id);
     json_decref(claim(fx));
     assert_null(claim(fx));
 
     fx_reopen(fx);
-    assert_int_equal(store_smoke_recover(fx->st, &fx->err), MG_OK);
+    assert_int_equal(store_smoke_recover(fx->st, 0, &fx->err), MG_OK);
     counts(fx, 1, 0);
     t = newest(fx, 1);
     assert_string_equal(json_string_value(json_object_get(t, "state")), "queued");
@@ -389,7 +389,7 @@ static void test_lapsed_claim_records_nothing(void **state)
     first = claim(fx);
     assert_non_null(json_object_get(first, "claim"));
     fx_reopen(fx); /* this process restarted: its running test is queued again */
-    assert_int_equal(store_smoke_recover(fx->st, &fx->err), MG_OK);
+    assert_int_equal(store_smoke_recover(fx->st, 0, &fx->err), MG_OK);
     second = claim(fx);
     assert_non_null(second);
     assert_string_not_equal(json_string_value(json_object_get(first, "claim")),

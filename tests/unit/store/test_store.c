@@ -165,7 +165,7 @@ static void test_data_epoch(void **state)
         assert_int_equal(store_smoke_claim(fx->st, &job, &found, &fx->err), MG_OK);
         assert_false(found);
         assert_null(job);
-        assert_int_equal(store_outbox_recover(fx->st, &fx->err), MG_OK);
+        assert_int_equal(store_outbox_recover(fx->st, 0, &fx->err), MG_OK);
     }
     assert_int_equal(fx_epoch(fx, "resnet"), e1);
     assert_int_equal(fx_epoch(fx, "bert"), o); /* resnet's writes left bert's cache valid */
