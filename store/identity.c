@@ -103,10 +103,12 @@ enum mg_code store_identity_group_list(struct store *st, json_t **out, struct mg
     return rc;
 }
 
-enum mg_code store_identity_group_delete(struct store *st, const char *actor, const char *group,
-                                         struct mg_error *err)
+/* Delete the row named `name` (sql: DELETE ... WHERE name = ? RETURNING name) and audit it
+ * under `action`, in one transaction; 404 "<what> '<name>' <missing>" when there is none. */
+static enum mg_code delete_named(struct store *st, const char *actor, const char *sql,
+                                 const char *name, const char *what, const char *missing,
+                                 const char *action, struct mg_error *err)
 {
-    static const char sql[] = "DELETE FROM identity_groups WHERE name = ? RETURNING name";
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
     enum mg_code rc;
@@ -115,18 +117,25 @@ enum mg_code store_identity_group_delete(struct store *st, const char *actor, co
     if (c == NULL)
         return err->code;
     s = db_prepare(c, sql);
-    db_bind_text(s, 1, group);
+    db_bind_text(s, 1, name);
     if ((rc = db_step(s, &row, err)) != MG_OK)
         goto out;
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     if (!row) {
-        rc = mg_fail(err, MG_ENOTFOUND, NULL, "group '%s' has no mapping", group);
+        rc = mg_fail(err, MG_ENOTFOUND, NULL, "%s '%s' %s", what, name, missing);
         goto out;
     }
-    rc = store_audit_append(c, actor, "identity.group.delete", group, NULL, err);
+    rc = store_audit_append(c, actor, action, name, NULL, err);
 out:
     return store_write_end(st, c, rc, err);
+}
+
+enum mg_code store_identity_group_delete(struct store *st, const char *actor, const char *group,
+                                         struct mg_error *err)
+{
+    return delete_named(st, actor, "DELETE FROM identity_groups WHERE name = ? RETURNING name",
+                        group, "group", "has no mapping", "identity.group.delete", err);
 }
 
 /* Append the JSON array text's strings to list (n of max, each under width), skipping
@@ -328,27 +337,9 @@ enum mg_code store_trusted_publisher_list(struct store *st, const char *issuer, 
 enum mg_code store_trusted_publisher_delete(struct store *st, const char *actor, const char *name,
                                             struct mg_error *err)
 {
-    static const char sql[] = "DELETE FROM trusted_publishers WHERE name = ? RETURNING name";
-    struct db_conn *c = store_write_begin(st, err);
-    struct db_stmt *s;
-    enum mg_code rc;
-    bool row;
-
-    if (c == NULL)
-        return err->code;
-    s = db_prepare(c, sql);
-    db_bind_text(s, 1, name);
-    if ((rc = db_step(s, &row, err)) != MG_OK)
-        goto out;
-    if ((rc = db_exec(s, err)) != MG_OK)
-        goto out;
-    if (!row) {
-        rc = mg_fail(err, MG_ENOTFOUND, NULL, "trusted publisher '%s' does not exist", name);
-        goto out;
-    }
-    rc = store_audit_append(c, actor, "trusted_publisher.delete", name, NULL, err);
-out:
-    return store_write_end(st, c, rc, err);
+    return delete_named(st, actor, "DELETE FROM trusted_publishers WHERE name = ? RETURNING name",
+                        name, "trusted publisher", "does not exist", "trusted_publisher.delete",
+                        err);
 }
 
 /* ---- single sign-on ------------------------------------------------------------------ */

@@ -58,6 +58,13 @@ as "$MG_TOKEN" PUT /api/v1/identity/groups/bad '{"roles":["wizard"]}'
 check "an unknown role is refused (400)" status_is 400
 as "$ALICE" PUT /api/v1/identity/groups/x '{"roles":["admin"]}'
 check "a publisher cannot map groups (403)" status_is 403
+mg_api PUT /api/v1/identity/groups/short-lived '{"roles":["reader"]}' >/dev/null
+as "$MG_TOKEN" DELETE /api/v1/identity/groups/short-lived
+check "a mapping is deleted (204)" status_is 204
+as "$MG_TOKEN" DELETE /api/v1/identity/groups/short-lived
+check "... and a second delete is 404 naming the group" status_is 404
+check "... in one sentence" body_has "group 'short-lived' has no mapping"
+check "the other groups stay" test "$(mg_api GET /api/v1/identity/groups | jq '.items | length')" -eq 3
 
 as "$ALICE" GET /api/v1/whoami
 check "a mapped group signs in" status_is 200
