@@ -289,14 +289,83 @@ enum mg_code srv_gc_run(struct srv *srv, const char *actor, bool dry_run, json_t
 
 #define LIFE_TICK_MS 1000
 
+/*
+ * The background rescan (API.md "Artifact safety scan"): blobs stored before the scanner
+ * existed have no report, so the scan gate fails them and `modelgate pull` refuses them.
+ * The leader scans them, a bounded batch per tick, in digest order from a cursor, and
+ * records each report as POST /blobs/{digest}/rescan does. A blob whose scan fails (its
+ * bytes unreadable) is passed over until the next pass, which starts after SCAN_RETRY_MS;
+ * a pass that finds nothing looks again after SCAN_IDLE_MS (new uploads always get a
+ * report: only a restored or upgraded database brings unscanned blobs).
+ */
+#define SCAN_BATCH 8
+#define SCAN_IDLE_MS (60 * 1000)
+#define SCAN_RETRY_MS (5 * 60 * 1000)
+
+struct scan_backfill {
+    char cursor[80];  /* the last digest of this pass; "" at its start */
+    int64_t next_ms;  /* no pass starts before this */
+    uint64_t scanned; /* reports recorded in this pass */
+    uint64_t failed;  /* blobs passed over in this pass */
+};
+
 struct srv_lifecycle {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool stop;
+    struct scan_backfill scan;
 };
 
-static void life_tick(struct srv *srv)
+/* One batch of the background rescan, as the leader at epoch. */
+static void scan_backfill_tick(struct srv *srv, struct scan_backfill *b, int64_t epoch, int64_t now)
+{
+    json_t *batch = NULL, *report = NULL, *d;
+    struct mg_error err;
+    enum mg_code rc = MG_OK;
+    size_t i;
+
+    if (now < b->next_ms)
+        return;
+    if (store_scan_unscanned(srv->store, b->cursor, SCAN_BATCH, &batch, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: background rescan: %s\n", err.message);
+        b->next_ms = now + SCAN_RETRY_MS;
+        return;
+    }
+    json_array_foreach(batch, i, d)
+    {
+        snprintf(b->cursor, sizeof(b->cursor), "%s", json_string_value(d));
+        rc = store_blob_scan_backfill(srv->store, epoch, "modelgated", b->cursor, &report, &err);
+        if (rc == MG_EUNAVAIL) /* no longer the leader: the new one carries on */
+            break;
+        if (rc != MG_OK) {
+            fprintf(stderr, "modelgated: background rescan of %s: %s\n", b->cursor, err.message);
+            b->failed++;
+        } else if (report != NULL) {
+            b->scanned++;
+        }
+        json_decref(report);
+        report = NULL;
+    }
+    if (json_array_size(batch) < SCAN_BATCH && rc != MG_EUNAVAIL) { /* the pass is over */
+        if (b->scanned > 0)
+            fprintf(stderr,
+                    "modelgated: background rescan: %llu blobs stored before the scanner now "
+                    "have a report\n",
+                    (unsigned long long)b->scanned);
+        if (b->failed > 0)
+            fprintf(stderr,
+                    "modelgated: background rescan: %llu blobs could not be scanned; retried "
+                    "in %d minutes\n",
+                    (unsigned long long)b->failed, SCAN_RETRY_MS / 60000);
+        b->next_ms = now + (b->failed > 0 ? SCAN_RETRY_MS : SCAN_IDLE_MS);
+        b->cursor[0] = '\0';
+        b->scanned = b->failed = 0;
+    }
+    json_decref(batch);
+}
+
+static void life_tick(struct srv *srv, struct srv_lifecycle *l)
 {
     int64_t now = store_clock_ms(srv->store);
     json_t *models = NULL, *m, *res = NULL;
@@ -332,6 +401,7 @@ static void life_tick(struct srv *srv)
             fprintf(stderr, "modelgated: garbage collection: %s\n", err.message);
         json_decref(res);
     }
+    scan_backfill_tick(srv, &l->scan, epoch, store_clock_ms(srv->store));
 }
 
 static void *life_main(void *arg)
@@ -352,7 +422,7 @@ static void *life_main(void *arg)
         if (l->stop)
             break;
         pthread_mutex_unlock(&l->lock);
-        life_tick(srv);
+        life_tick(srv, l);
         pthread_mutex_lock(&l->lock);
     }
     pthread_mutex_unlock(&l->lock);

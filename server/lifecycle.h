@@ -34,8 +34,8 @@ enum mg_code srv_retention_run(struct srv *srv, const char *actor, const char *m
 enum mg_code srv_gc_run(struct srv *srv, const char *actor, bool dry_run, json_t **out,
                         struct mg_error *err);
 
-/* The periodic thread (retention every --retention-interval, GC every --gc-interval, on the
- * leader). */
+/* The periodic thread (retention every --retention-interval, GC every --gc-interval, and the
+ * background rescan of blobs stored before the scanner, on the leader). */
 enum mg_code srv_lifecycle_start(struct srv *srv, struct mg_error *err);
 void srv_lifecycle_stop(struct srv *srv);
 

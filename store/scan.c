@@ -80,11 +80,19 @@ enum mg_code store_blob_scan(struct store *st, const char *digest, json_t **out,
     return rc;
 }
 
-/* Replace the report of the blob and of the versions citing it, in one transaction. */
+/*
+ * Replace the report of the blob and of the versions citing it, in one transaction.
+ * leader_epoch > 0: the background rescan, which commits only while this replica leads at
+ * that epoch (MG_EUNAVAIL) and only for a blob that still has no report (*recorded false,
+ * MG_OK: a rescan by hand, or another leader, was first; or the blob went).
+ */
 static enum mg_code rescan_write(struct store *st, const char *actor, const char *digest,
-                                 const json_t *report, struct mg_error *err)
+                                 int64_t leader_epoch, const json_t *report, bool *recorded,
+                                 struct mg_error *err)
 {
     static const char sql_blob[] = "UPDATE blobs SET scan = ? WHERE digest = ? AND state = 'live'";
+    static const char sql_unscanned[] =
+        "UPDATE blobs SET scan = ? WHERE digest = ? AND state = 'live' AND scan IS NULL";
     static const char sql_models[] = "SELECT DISTINCT m.name FROM versions v JOIN models m ON "
                                      "m.id = v.model_id WHERE v.artifact = ?";
     static const char sql_versions[] = "UPDATE versions SET scan = ? WHERE artifact = ?";
@@ -96,6 +104,7 @@ static enum mg_code rescan_write(struct store *st, const char *actor, const char
     size_t i;
     bool row;
 
+    *recorded = false;
     if (c == NULL) {
         free(text);
         json_decref(models);
@@ -105,15 +114,19 @@ static enum mg_code rescan_write(struct store *st, const char *actor, const char
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    s = db_prepare(c, sql_blob);
+    if ((rc = store_leader_holds(c, st, leader_epoch, err)) != MG_OK)
+        goto out;
+    s = db_prepare(c, leader_epoch > 0 ? sql_unscanned : sql_blob);
     db_bind_text(s, 1, text);
     db_bind_text(s, 2, digest);
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     if (db_changes(s) != 1) {
-        rc = mg_fail(err, MG_ENOTFOUND, NULL, "blob %s does not exist", digest);
+        if (leader_epoch <= 0)
+            rc = mg_fail(err, MG_ENOTFOUND, NULL, "blob %s does not exist", digest);
         goto out;
     }
+    *recorded = true;
     s = db_prepare(c, sql_models);
     db_bind_text(s, 1, digest);
     while ((rc = db_step(s, &row, err)) == MG_OK && row)
@@ -141,12 +154,14 @@ out:
     return store_write_end(st, c, rc, err);
 }
 
-enum mg_code store_blob_rescan(struct store *st, const char *actor, const char *digest,
-                               json_t **out, struct mg_error *err)
+/* Copy the blob's bytes to a local file, scan them, and record the report (rescan_write). */
+static enum mg_code rescan(struct store *st, const char *actor, const char *digest,
+                           int64_t leader_epoch, json_t **out, struct mg_error *err)
 {
     char path[4096];
     json_t *blob = NULL;
     enum mg_code rc;
+    bool recorded = false;
     int fd;
 
     *out = NULL;
@@ -165,11 +180,75 @@ enum mg_code store_blob_rescan(struct store *st, const char *actor, const char *
         rc = store_scan_path(st, path, out, err);
     unlink(path);
     close(fd);
-    if (rc == MG_OK && (rc = rescan_write(st, actor, digest, *out, err)) != MG_OK) {
+    if (rc == MG_OK)
+        rc = rescan_write(st, actor, digest, leader_epoch, *out, &recorded, err);
+    if (rc != MG_OK || !recorded) {
         json_decref(*out);
         *out = NULL;
     }
     return rc;
+}
+
+enum mg_code store_blob_rescan(struct store *st, const char *actor, const char *digest,
+                               json_t **out, struct mg_error *err)
+{
+    return rescan(st, actor, digest, 0, out, err);
+}
+
+/* ---- the background rescan of blobs stored before the scanner ---------------------------- */
+
+enum mg_code store_scan_unscanned_count(struct store *st, int64_t *n, struct mg_error *err)
+{
+    static const char sql[] = "SELECT count(*) FROM blobs WHERE state = 'live' AND scan IS NULL";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    *n = 0;
+    if ((rc = db_step(s, &row, err)) == MG_OK && row)
+        *n = db_col_i64(s, 0);
+    db_reset(s);
+    store_read_end(st, c);
+    return rc;
+}
+
+enum mg_code store_scan_unscanned(struct store *st, const char *after, int64_t limit, json_t **out,
+                                  struct mg_error *err)
+{
+    static const char sql[] = "SELECT digest FROM blobs WHERE state = 'live' AND scan IS NULL "
+                              "AND digest > ? ORDER BY digest LIMIT ?";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    *out = json_array();
+    if (*out == NULL) {
+        store_read_end(st, c);
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+    db_bind_text(s, 1, after);
+    db_bind_i64(s, 2, limit);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row)
+        json_array_append_new(*out, store_col_json_string(s, 0));
+    db_reset(s);
+    store_read_end(st, c);
+    if (rc != MG_OK) {
+        json_decref(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+enum mg_code store_blob_scan_backfill(struct store *st, int64_t leader_epoch, const char *actor,
+                                      const char *digest, json_t **out, struct mg_error *err)
+{
+    if (leader_epoch <= 0) {
+        *out = NULL;
+        return mg_fail(err, MG_EINVAL, NULL, "the background rescan runs only as the leader");
+    }
+    return rescan(st, actor, digest, leader_epoch, out, err);
 }
 
 /* ---- the report as an OCI referrer ------------------------------------------------------ */

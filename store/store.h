@@ -533,6 +533,24 @@ enum mg_code store_blob_rescan(struct store *st, const char *actor, const char *
                                json_t **out, struct mg_error *err);
 
 /*
+ * The background rescan after an upgrade (server/lifecycle.c): live blobs stored before the
+ * scanner existed have no report, which no policy takes for clean.
+ * store_scan_unscanned_count: how many there are (/metrics). store_scan_unscanned: up to
+ * `limit` of their digests greater than `after` ("" from the start), in digest order (*out
+ * NEW array of strings). store_blob_scan_backfill: what store_blob_rescan does for one of
+ * them, as leader-only work: the report is recorded (audited "blob.rescan" by `actor`, and
+ * copied into the versions citing it) only while this replica still leads at leader_epoch
+ * (> 0; else MG_EUNAVAIL and nothing changes, as for store_job_claim) and only if the blob
+ * still has none; *out NEW report when recorded, NULL when not (a rescan by hand was first,
+ * or the blob went). Errors: as store_blob_rescan.
+ */
+enum mg_code store_scan_unscanned_count(struct store *st, int64_t *n, struct mg_error *err);
+enum mg_code store_scan_unscanned(struct store *st, const char *after, int64_t limit, json_t **out,
+                                  struct mg_error *err);
+enum mg_code store_blob_scan_backfill(struct store *st, int64_t leader_epoch, const char *actor,
+                                      const char *digest, json_t **out, struct mg_error *err);
+
+/*
  * The scan report as an OCI referrer (API.md "Artifact safety scan"): remember a document
  * (kind "manifest": the referrer manifest; "report": the report blob) of version `version`
  * under its digest (idempotent); find one by digest among the model's live versions

@@ -78,6 +78,7 @@ static void metrics(struct srv_req *r)
     }
     {
         uint64_t found[ART_SCAN_NRULES];
+        int64_t unscanned;
         char tmp[256];
         int k;
         store_scan_totals(r->srv->store, found);
@@ -87,6 +88,13 @@ static void metrics(struct srv_req *r)
             snprintf(tmp, sizeof(tmp), "modelgate_scan_findings_total{rule=\"%s\"} %llu\n",
                      art_scan_rules[k], (unsigned long long)found[k]);
             mg_buf_puts(&b, tmp);
+        }
+        /* The background rescan's progress: 0 once every blob has a report. */
+        if (store_scan_unscanned_count(r->srv->store, &unscanned, &err) == MG_OK) {
+            gauge_header(&b, "modelgate_scan_unscanned_blobs",
+                         "Live blobs without a scan report (stored before the scanner; the "
+                         "leader scans them in the background).");
+            gauge(&b, "modelgate_scan_unscanned_blobs", "", (double)unscanned);
         }
     }
     {

@@ -1,12 +1,11 @@
 /*
  * test_leader_epoch.c - leader-only jobs commit under the leader epoch they started with
  * (M27): the garbage collector's and retention's claims and the sweeps of dead replicas'
- * work and the analysis' intervals check the lease (holder, epoch, expiry) in their own
- * transaction. A store of this
- * process joins a daemon's PostgreSQL database; the lease is moved to this store at the
- * next epoch directly in the database, as a takeover would: a call with the epoch before
- * (a job that checked leadership before the takeover) changes nothing and answers
- * MG_EUNAVAIL; the same call at the new epoch commits. On SQLite (one process, always
+ * work, the analysis' intervals and the background rescan's reports check the lease (holder, epoch,
+ * expiry) in their own transaction. A store of this process joins a daemon's PostgreSQL database;
+ * the lease is moved to this store at the next epoch directly in the database, as a takeover would:
+ * a call with the epoch before (a job that checked leadership before the takeover) changes nothing
+ * and answers MG_EUNAVAIL; the same call at the new epoch commits. On SQLite (one process, always
  * the leader) every epoch is the leader's: the calls commit as before.
  */
 #include "harness.h"
@@ -65,6 +64,37 @@ static long long pg_value(PGconn *pg, const char *sql)
     return v;
 }
 
+/* A blob stored through this process's store (its bytes in its own data directory), then
+ * stripped of its scan report as if stored before the scanner: its digest into digest. */
+static void unscanned_blob(PGconn *pg, char digest[80])
+{
+    static const char pk[] = "cos\nsystem\n(S'echo pwned'\ntR.";
+    struct store_blob_upload *up = NULL;
+    struct mg_error err;
+    json_t *blob = NULL;
+    bool created = false;
+    char sql[256];
+
+    assert_int_equal(store_blob_upload_begin(st, 1 << 20, &up, &err), MG_OK);
+    assert_int_equal(store_blob_upload_write(up, pk, sizeof(pk) - 1, &err), MG_OK);
+    if (store_blob_upload_commit(&up, "test", NULL, &blob, &created, &err) != MG_OK)
+        fail_msg("store_blob_upload_commit: %s", err.message);
+    snprintf(digest, 80, "%s", json_string_value(json_object_get(blob, "digest")));
+    json_decref(blob);
+    snprintf(sql, sizeof(sql), "UPDATE blobs SET scan = NULL WHERE digest = '%s' RETURNING 1",
+             digest);
+    assert_int_equal(pg_value(pg, sql), 1);
+}
+
+static long long scanned(PGconn *pg, const char *digest)
+{
+    char sql[256];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM blobs WHERE digest = '%s' AND scan IS NOT NULL", digest);
+    return pg_value(pg, sql);
+}
+
 static void test_stale_epoch_writes_nothing(void **state)
 {
     struct mg_error err;
@@ -77,7 +107,8 @@ static void test_stale_epoch_writes_nothing(void **state)
                                  .weight = 10,
                                  .verdict = "passed",
                                  .metrics = metrics};
-    char sql[256];
+    char sql[256], digest[80];
+    json_t *report = NULL;
     long long epoch = -1;
     int64_t deadline, now;
     PGconn *pg;
@@ -127,6 +158,11 @@ static void test_stale_epoch_writes_nothing(void **state)
     assert_int_equal(store_interval_record(st, &rec, &recorded, &err), MG_EUNAVAIL);
     assert_false(recorded);
     assert_int_equal(pg_value(pg, "SELECT count(*) FROM promotion_intervals"), 0);
+    unscanned_blob(pg, digest); /* the background rescan of a blob stored before the scanner */
+    assert_int_equal(store_blob_scan_backfill(st, epoch, "modelgated", digest, &report, &err),
+                     MG_EUNAVAIL);
+    assert_null(report);
+    assert_int_equal(scanned(pg, digest), 0);
 
     /* The same work under N + 1 commits. */
     assert_int_equal(store_job_claim(st, "gc-current", epoch + 1, now, 0, &claimed, &err), MG_OK);
@@ -136,6 +172,11 @@ static void test_stale_epoch_writes_nothing(void **state)
     json_decref(models);
     assert_int_equal(store_smoke_recover(st, epoch + 1, &err), MG_OK);
     assert_int_equal(store_outbox_recover(st, epoch + 1, &err), MG_OK);
+    assert_int_equal(store_blob_scan_backfill(st, epoch + 1, "modelgated", digest, &report, &err),
+                     MG_OK);
+    assert_string_equal(json_string_value(json_object_get(report, "verdict")), "unsafe");
+    json_decref(report);
+    assert_int_equal(scanned(pg, digest), 1);
 
     /* A lease that ran out is no one's: the epoch's holder does not commit either. */
     assert_int_equal(pg_value(pg, "UPDATE leader_lease SET until_ms = 0 WHERE id = 1 "

@@ -2,7 +2,8 @@
  * test_scan.c - the artifact safety scan through the real daemon (API.md "Artifact safety
  * scan"): the report an upload gets, its copy in versions, the scan gate of a policy,
  * `modelgate pull` refusing what is not clean, a rescan after --scan-allow changes (admin
- * only, audited), and modelgate_scan_findings_total.
+ * only, audited), modelgate_scan_findings_total, and the background rescan of blobs stored
+ * before the scanner.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -294,11 +295,88 @@ static void test_torch_checkpoint_clean(void **state)
     it_server_free(&s);
 }
 
+/*
+ * Blobs stored before the scanner (migration 018) have no report: the gate fails them and
+ * pull refuses them. After the upgrade the leader scans them in the background: every blob
+ * gets the report an upload would have given it (the malicious one unsafe, not waved
+ * through), copied into its versions, audited as the daemon's own rescan; the gauge of
+ * unscanned blobs drops to 0.
+ */
+static void test_scan_backfill(void **state)
+{
+    struct mg_server *s;
+    char clean_d[IT_DIGEST_LEN + 1], evil_d[IT_DIGEST_LEN + 1], path[IT_PATH_MAX + 64];
+    char detail[1024];
+    struct it_resp *r;
+    json_t *scan, *e;
+    unsigned long long unscanned;
+    int64_t deadline;
+    size_t i;
+    int audited = 0;
+
+    (void)state;
+    s = it_server_start(NULL);
+    json_decref(upload(s, clean_pk, sizeof(clean_pk) - 1, clean_d));
+    json_decref(upload(s, evil_pk, sizeof(evil_pk) - 1, evil_d));
+    r = it_jreq(s, "POST", "/api/v1/models", s->admin_token, "{\"name\":\"m\"}");
+    it_expect_status(s, r, 201);
+    it_resp_free(s, &r);
+    version(s, clean_d);
+    version(s, evil_d);
+    r = it_jreq(s, "PUT", "/api/v1/models/m/policies/production", s->admin_token,
+                "{\"scan\":{\"required\":true}}");
+    it_expect_status(s, r, 200);
+    it_resp_free(s, &r);
+
+    /* What a database from before the scanner holds: no reports at all. */
+    it_server_stop(s);
+    assert_int_equal(it_sql_exec(s, "UPDATE blobs SET scan = NULL"), 2);
+    assert_int_equal(it_sql_exec(s, "UPDATE versions SET scan = NULL"), 2);
+    it_server_restart(s);
+
+    deadline = it_deadline(60000);
+    while ((unscanned = it_metric(s, "modelgate_scan_unscanned_blobs")) > 0 &&
+           it_now_ms() < deadline)
+        it_pause_ms(100);
+    assert_int_equal(unscanned, 0);
+
+    r = it_get(s, "/api/v1/models/m/versions/1", s->admin_token);
+    it_expect_status(s, r, 200);
+    scan = it_jobj(r->json, "scan");
+    assert_string_equal(it_jstr(scan, "verdict"), "clean");
+    assert_string_equal(it_jstr(scan, "scanner"), "modelgate-scan/1");
+    it_resp_free(s, &r);
+    r = it_get(s, "/api/v1/models/m/versions/2", s->admin_token);
+    it_expect_status(s, r, 200);
+    assert_string_equal(it_jstr(it_jobj(r->json, "scan"), "verdict"), "unsafe");
+    it_resp_free(s, &r);
+    assert_string_equal(scan_gate(s, 1, detail, sizeof(detail)), "passed");
+    assert_string_equal(scan_gate(s, 2, detail, sizeof(detail)), "failed");
+    assert_non_null(strstr(detail, "os.system"));
+    assert_int_equal(pull(s, 1, it_fmt(path, sizeof(path), "%s/p1", s->root), false), 0);
+    assert_int_not_equal(pull(s, 2, it_fmt(path, sizeof(path), "%s/p2", s->root), false), 0);
+
+    r = it_get(s, "/api/v1/audit?limit=1000", s->admin_token);
+    it_expect_status(s, r, 200);
+    json_array_foreach(it_jarr(r->json, "items"), i, e)
+    {
+        if (strcmp(it_jstr(e, "action"), "blob.rescan") == 0 &&
+            strcmp(it_jstr(e, "actor"), "modelgated") == 0 &&
+            (strcmp(it_jstr(e, "target"), clean_d) == 0 ||
+             strcmp(it_jstr(e, "target"), evil_d) == 0))
+            audited++;
+    }
+    it_resp_free(s, &r);
+    assert_int_equal(audited, 2);
+    it_server_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_scan_end_to_end, it_test_teardown),
         cmocka_unit_test_teardown(test_torch_checkpoint_clean, it_test_teardown),
+        cmocka_unit_test_teardown(test_scan_backfill, it_test_teardown),
     };
     return it_main_result(cmocka_run_group_tests(tests, it_group_setup, it_group_teardown));
 }
