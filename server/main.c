@@ -496,6 +496,9 @@ int main(int argc, char **argv)
     art_scan_opts_default(&sopt.scan);
     sopt.scan.allow = (const char *const *)cfg.scan_allow;
     sopt.scan.n_allow = cfg.nscan_allow;
+    /* bench/scan.sh's same-binary reference for uploads without the scan; fails closed */
+    sopt.scan_skip =
+        getenv("MODELGATED_TEST_SCAN") && strcmp(getenv("MODELGATED_TEST_SCAN"), "skip") == 0;
     if (mkdir(cfg.data_dir, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "modelgated: cannot create data directory %s: %s\n", cfg.data_dir,
                 strerror(errno));

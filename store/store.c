@@ -340,6 +340,7 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
         st->scan = opt->scan;
     st->scan.allow = opt->scan.allow;
     st->scan.n_allow = opt->scan.n_allow;
+    st->scan_skip = opt->scan_skip;
     st->keys = opt->keys;
     st->nreaders = opt->read_conns ? opt->read_conns : 4;
     st->data_dir = strdup(opt->data_dir);

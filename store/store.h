@@ -48,6 +48,9 @@ struct store_options {
     /* The safety scan's caps and --scan-allow names (BORROWED, outlive the store); all
      * zero: the defaults. */
     struct art_scan_opts scan;
+    /* MODELGATED_TEST_SCAN=skip, bench/scan.sh's reference only: uploads are not scanned,
+     * and their report is "unknown" (never clean: the scan gate and pull refuse them). */
+    bool scan_skip;
 };
 
 /* Open (creating and migrating if needed; processes opening one PostgreSQL

@@ -26,6 +26,7 @@ struct store {
     struct store_archive_limits archive;
     struct store_archive_counters archive_counters; /* archive.counters points here */
     struct art_scan_opts scan;
+    bool scan_skip;                                  /* store_options.scan_skip */
     _Atomic uint64_t scan_findings[ART_SCAN_NRULES]; /* store_scan_totals() */
     const struct sign_keyring *keys;
 
