@@ -14,6 +14,7 @@
  * archive cannot show one name to this check and another to an extractor.
  */
 #include "archive_int.h"
+#include "scan.h"
 
 void store_archive_limits_default(struct store_archive_limits *lim)
 {
@@ -211,6 +212,127 @@ static enum mg_code read_data(struct archive *a, struct archive_entry *e, struct
         return mg_fail(in->err, MG_EIO, NULL, "SHA-256 failed");
     mg_hex_encode(md, md_len, file->sha256);
     file->size = pos;
+    return MG_OK;
+}
+
+/*
+ * An entry's data handed to the safety scan as it is read (read_data_scanned): the blocks
+ * libarchive returns, holes as the zeros an extractor would write, each byte hashed and
+ * counted when it is handed out (or drained), so the SHA-256 is read_data()'s.
+ */
+struct tee {
+    struct archive *a;
+    struct archive_entry *e;
+    struct inspect *in;
+    const uint8_t *buf; /* the current block's bytes not yet handed out */
+    size_t len;
+    uint64_t off; /* where buf sits in the entry */
+    uint64_t pos; /* bytes of the entry handed out so far */
+    bool eof;
+    enum mg_code rc; /* the inspection's verdict on the data (in->err), MG_OK so far */
+};
+
+/* Up to n bytes of the entry into out (NULL: dropped): the count, 0 at its end, -1 when the
+ * data is bad (t->rc and in->err say why; err only tells the scanner the member failed). */
+static ssize_t tee_read(void *ctx, void *out, size_t n, struct mg_error *err)
+{
+    static const uint8_t zeros[4096];
+    struct tee *t = ctx;
+    const void *buf;
+    size_t len, k;
+    la_int64_t off;
+    int r;
+
+    if (t->rc != MG_OK)
+        goto fail;
+    while (t->len == 0 && !t->eof) {
+        r = archive_read_data_block(t->a, &buf, &len, &off);
+        if (r == ARCHIVE_EOF) {
+            t->eof = true;
+            /* a trailing hole (read_data()) */
+            if (archive_entry_sparse_count(t->e) > 0 && archive_entry_size_is_set(t->e) &&
+                archive_entry_size(t->e) > 0 && (uint64_t)archive_entry_size(t->e) > t->pos)
+                t->off = (uint64_t)archive_entry_size(t->e);
+            else
+                t->off = t->pos;
+            break;
+        }
+        if (r != ARCHIVE_OK) {
+            t->rc = archive_failure(t->a, t->in, "at");
+            goto fail;
+        }
+        if (off < 0 || (uint64_t)off < t->pos) {
+            t->rc = mg_fail(t->in->err, MG_EINVAL, NULL,
+                            "archive is corrupt at entry '%s': its data blocks overlap; "
+                            "re-create it",
+                            t->in->show);
+            goto fail;
+        }
+        if ((t->rc = account(t->in, len)) != MG_OK)
+            goto fail;
+        t->buf = buf;
+        t->len = len;
+        t->off = (uint64_t)off;
+    }
+    if (t->pos < t->off) { /* a hole before the block (or at the end) */
+        k = t->off - t->pos < n ? (size_t)(t->off - t->pos) : n;
+        if (k > sizeof(zeros))
+            k = sizeof(zeros);
+        if ((t->rc = hash_zeros(t->in, true, k)) != MG_OK)
+            goto fail;
+        if (out != NULL)
+            memset(out, 0, k);
+        t->pos += k;
+        return (ssize_t)k;
+    }
+    if (t->len == 0)
+        return 0;
+    k = t->len < n ? t->len : n;
+    if (EVP_DigestUpdate(t->in->md, t->buf, k) != 1) {
+        t->rc = mg_fail(t->in->err, MG_EIO, NULL, "SHA-256 failed");
+        goto fail;
+    }
+    if (out != NULL)
+        memcpy(out, t->buf, k);
+    t->buf += k;
+    t->len -= k;
+    t->off += k;
+    t->pos += k;
+    return (ssize_t)k;
+fail:
+    mg_fail(err, MG_EINVAL, NULL, "%s", t->in->err->message);
+    return -1;
+}
+
+/* read_data() for a regular file the safety scan reads too (in->scan): the scanner takes
+ * what it needs, the rest is drained here. */
+static enum mg_code read_data_scanned(struct archive *a, struct archive_entry *e,
+                                      struct inspect *in, struct store_archive_file *file)
+{
+    struct tee t = {a, e, in, NULL, 0, 0, 0, false, MG_OK};
+    struct mg_error scratch;
+    uint8_t md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+    enum mg_code rc;
+    ssize_t r;
+
+    if (EVP_DigestInit_ex(in->md, EVP_sha256(), NULL) != 1)
+        return mg_fail(in->err, MG_EIO, NULL, "cannot start SHA-256");
+    rc = art_scan_walk_entry(in->scan, archive_entry_pathname(e),
+                             archive_entry_size_is_set(e) && archive_entry_size(e) >= 0
+                                 ? (uint64_t)archive_entry_size(e)
+                                 : UINT64_MAX,
+                             tee_read, &t, in->err);
+    if (rc != MG_OK) /* the scanner itself failed (MG_ENOMEM, MG_EIO) */
+        return rc;
+    while ((r = tee_read(&t, NULL, SIZE_MAX, &scratch)) > 0)
+        ;
+    if (r < 0)
+        return t.rc;
+    if (EVP_DigestFinal_ex(in->md, md, &md_len) != 1 || md_len != 32)
+        return mg_fail(in->err, MG_EIO, NULL, "SHA-256 failed");
+    mg_hex_encode(md, md_len, file->sha256);
+    file->size = t.pos;
     return MG_OK;
 }
 
@@ -505,7 +627,10 @@ static enum mg_code inspect_entry(struct archive *a, struct archive_entry *e, st
         close(fd);
         fd = -1;
     }
-    rc = read_data(a, e, in, file, fd);
+    if (file != NULL && in->scan != NULL && in->x == NULL)
+        rc = read_data_scanned(a, e, in, file);
+    else
+        rc = read_data(a, e, in, file, fd);
     if (fd >= 0 && close(fd) != 0 && rc == MG_OK)
         rc = x_fail(in, "write", errno);
     fd = -1;
@@ -728,8 +853,8 @@ static bool is_archive_type(const char *media_type)
  */
 static enum mg_code archive_run(const char *path, const char *media_type,
                                 const struct store_archive_limits *lim, struct extract *x,
-                                struct store_archive_manifest *out, bool *is_archive,
-                                struct mg_error *err)
+                                struct art_scan_walk *scan, struct store_archive_manifest *out,
+                                bool *is_archive, struct mg_error *err)
 {
     struct inspect in;
     struct store_archive_manifest tmp;
@@ -746,6 +871,7 @@ static enum mg_code archive_run(const char *path, const char *media_type,
     in.lim = lim;
     in.err = err;
     in.x = x;
+    in.scan = scan;
     in.is_zip = strcmp(media_type, MT_ZIP) == 0;
     in.md = EVP_MD_CTX_new();
     if (in.md == NULL)
@@ -788,7 +914,21 @@ enum mg_code store_archive_inspect(const char *path, const char *media_type,
     *is_archive = false;
     if (!is_archive_type(media_type))
         return MG_OK;
-    return archive_run(path, media_type, lim, NULL, out, is_archive, err);
+    return archive_run(path, media_type, lim, NULL, NULL, out, is_archive, err);
+}
+
+enum mg_code store_archive_inspect_scan(const char *path, const char *media_type,
+                                        const struct store_archive_limits *lim,
+                                        struct art_scan_walk *scan,
+                                        struct store_archive_manifest *out, bool *is_archive,
+                                        struct mg_error *err)
+{
+    out->files = NULL;
+    out->n = 0;
+    *is_archive = false;
+    if (!is_archive_type(media_type))
+        return MG_OK;
+    return archive_run(path, media_type, lim, NULL, scan, out, is_archive, err);
 }
 
 enum mg_code store_archive_extract(const char *path, const char *media_type, const char *dest,
@@ -813,7 +953,7 @@ enum mg_code store_archive_extract(const char *path, const char *media_type, con
     x.dir_fd = -1;
     if ((rc = x_open_dest(dest, &x.dest_fd, err)) != MG_OK)
         return rc;
-    rc = archive_run(path, media_type, lim, &x, &m, &archive, err);
+    rc = archive_run(path, media_type, lim, &x, NULL, &m, &archive, err);
     if (rc == MG_OK && !archive)
         rc = mg_fail(err, MG_EINVAL, NULL,
                      "the %s stream does not hold a tar archive; nothing to extract", media_type);

@@ -98,6 +98,19 @@ enum mg_code store_archive_inspect(const char *path, const char *media_type,
                                    struct mg_error *err);
 
 /*
+ * store_archive_inspect, and while it reads each regular file, the safety scan `scan`
+ * reads it too (art_scan_walk_entry), so that a compressed archive is decompressed once.
+ * Call it only for files art_scan_walks() accepts. With *is_archive false on return (a
+ * compressed stream that is not a tar) the walk saw nothing: scan the file on its own.
+ */
+struct art_scan_walk;
+enum mg_code store_archive_inspect_scan(const char *path, const char *media_type,
+                                        const struct store_archive_limits *lim,
+                                        struct art_scan_walk *scan,
+                                        struct store_archive_manifest *out, bool *is_archive,
+                                        struct mg_error *err);
+
+/*
  * Extract the archive at `path` (media type as for store_archive_inspect)
  * into `dest`, an existing EMPTY directory made for this purpose (mkdtemp);
  * a symbolic link as `dest`, or a directory with anything in it, is refused.

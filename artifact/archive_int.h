@@ -79,11 +79,12 @@ struct inspect {
     struct name_list seen; /* zip: names libarchive reported */
     struct name_list dirs; /* directories named by entries (normalised) */
     uint64_t entries;
-    uint64_t total;      /* regular-file bytes read so far, <= lim->max_total_bytes */
-    uint64_t stored;     /* the archive's size on disk */
-    uint64_t budget;     /* the expansion ratio cap in bytes (UINT64_MAX: none) */
-    char show[SHOW_BUF]; /* the current entry's name, printable */
-    struct extract *x;   /* extracting: where to write; NULL when only inspecting */
+    uint64_t total;             /* regular-file bytes read so far, <= lim->max_total_bytes */
+    uint64_t stored;            /* the archive's size on disk */
+    uint64_t budget;            /* the expansion ratio cap in bytes (UINT64_MAX: none) */
+    char show[SHOW_BUF];        /* the current entry's name, printable */
+    struct extract *x;          /* extracting: where to write; NULL when only inspecting */
+    struct art_scan_walk *scan; /* inspecting: the safety scan fed each regular file */
 };
 
 /*

@@ -348,15 +348,45 @@ static la_ssize_t la_read(struct archive *a, void *ctx, const void **buf)
     return (la_ssize_t)got;
 }
 
+/* One regular file `raw` of the archive `name` (NULL: the blob) at depth, read through
+ * read(ctx) into s (scratch). */
+static enum mg_code scan_entry(struct scan *c, struct art_src *s, const char *name, const char *raw,
+                               uint64_t size,
+                               ssize_t (*read)(void *, void *, size_t, struct mg_error *),
+                               void *ctx, int depth)
+{
+    size_t len = (name ? strlen(name) + 1 : 0) + strlen(raw) + 1;
+    char *child = malloc(len);
+    enum mg_code rc = MG_OK;
+
+    if (child == NULL)
+        return mg_fail(c->err, MG_ENOMEM, NULL, "out of memory");
+    snprintf(child, len, "%s%s%s", name ? name : "", name ? "!" : "", raw);
+    if (!torch_storage(child)) {
+        memset(s, 0, sizeof(*s));
+        s->read = read;
+        s->ctx = ctx;
+        s->name = child;
+        s->size = size;
+        rc = scan_src(c, s, child, depth + 1);
+        if (rc == MG_EINVAL) { /* the member did not read: the archive is damaged */
+            art_report_add(&c->r, "archive", "archive-malformed", false, s->off, "%s",
+                           c->err->message);
+            mg_error_clear(c->err);
+            rc = MG_OK;
+        }
+    }
+    free(child);
+    return rc;
+}
+
 static enum mg_code scan_entries(struct scan *c, struct archive *a, const char *name, int depth)
 {
     struct archive_entry *e;
     struct member mctx = {a, c, depth > 0};
     struct art_src *s = NULL;
     const char *raw;
-    char *child = NULL;
     enum mg_code rc = MG_OK;
-    size_t len;
     int r;
 
     if ((s = calloc(1, sizeof(*s))) == NULL)
@@ -388,30 +418,11 @@ static enum mg_code scan_entries(struct scan *c, struct archive *a, const char *
         raw = archive_entry_pathname(e);
         if (raw == NULL || archive_entry_filetype(e) != AE_IFREG)
             continue;
-        len = (name ? strlen(name) + 1 : 0) + strlen(raw) + 1;
-        if ((child = malloc(len)) == NULL) {
-            rc = mg_fail(c->err, MG_ENOMEM, NULL, "out of memory");
-            break;
-        }
-        snprintf(child, len, "%s%s%s", name ? name : "", name ? "!" : "", raw);
-        if (!torch_storage(child)) {
-            memset(s, 0, sizeof(*s));
-            s->read = member_read;
-            s->ctx = &mctx;
-            s->name = child;
-            s->size = archive_entry_size_is_set(e) && archive_entry_size(e) >= 0
-                          ? (uint64_t)archive_entry_size(e)
-                          : UINT64_MAX;
-            rc = scan_src(c, s, child, depth + 1);
-            if (rc == MG_EINVAL) { /* the member did not read: the archive is damaged */
-                art_report_add(&c->r, "archive", "archive-malformed", false, s->off, "%s",
-                               c->err->message);
-                mg_error_clear(c->err);
-                rc = MG_OK;
-            }
-        }
-        free(child);
-        child = NULL;
+        rc = scan_entry(c, s, name, raw,
+                        archive_entry_size_is_set(e) && archive_entry_size(e) >= 0
+                            ? (uint64_t)archive_entry_size(e)
+                            : UINT64_MAX,
+                        member_read, &mctx, depth);
         if (rc != MG_OK)
             break;
     }
@@ -546,6 +557,21 @@ bool art_scan_sniff(const void *head, size_t n)
 
     return n > 0 && ((n >= 2 && h[0] == 0x80 && h[1] <= 5) ||
                      (n >= 6 && memcmp(h, "\x93NUMPY", 6) == 0) || maybe_old_pickle(h[0]));
+}
+
+/* What scan_src_at() does first: the formats read as they are, then any archive. */
+static bool reads_as_archive(const uint8_t *h, size_t got, uint64_t size)
+{
+    const char *sniff = art_sniff(h, got, size);
+
+    return !(got >= 4 && memcmp(h, "GGUF", 4) == 0) &&
+           !(sniff && strcmp(sniff, "safetensors") == 0) &&
+           strcmp(store_media_type_detect(h, got), MT_OCTET) != 0;
+}
+
+bool art_scan_walks(const void *head, size_t n, uint64_t size)
+{
+    return n > 0 && reads_as_archive(head, n, size);
 }
 
 static enum mg_code scan_src_at(struct scan *c, struct art_src *s, const char *path,
@@ -686,6 +712,82 @@ enum mg_code art_scan_file(const char *path, const struct art_scan_opts *opts, j
     rc = scan_run(s, path, NULL, opts, scan, err);
     free(s);
     close(fd);
+    return rc;
+}
+
+/* ---- a walk fed by someone else's pass over the archive ------------------------------ */
+
+struct art_scan_walk {
+    struct art_scan_opts def;
+    struct scan c;
+    struct mg_error err; /* c.err: the scanner's own */
+    struct art_src s;    /* scratch for each entry */
+};
+
+enum mg_code art_scan_walk_new(const struct art_scan_opts *opts, uint64_t size,
+                               struct art_scan_walk **out, struct mg_error *err)
+{
+    struct art_scan_walk *w = calloc(1, sizeof(*w));
+    uint64_t budget;
+
+    *out = NULL;
+    if (w == NULL || (w->c.r.findings = json_array()) == NULL) {
+        free(w);
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+    if (opts == NULL) {
+        art_scan_opts_default(&w->def);
+        opts = &w->def;
+    }
+    w->c.r.opts = opts;
+    w->c.err = &w->err;
+    /* as scan_run(): the budget nested archives share */
+    if (size == UINT64_MAX || !art_mul(size, STORE_ARCHIVE_MAX_RATIO, &budget))
+        budget = UINT64_MAX;
+    w->c.budget = budget > STORE_ARCHIVE_RATIO_FLOOR ? budget : STORE_ARCHIVE_RATIO_FLOOR;
+    *out = w;
+    return MG_OK;
+}
+
+enum mg_code art_scan_walk_entry(struct art_scan_walk *w, const char *raw, uint64_t size,
+                                 ssize_t (*read)(void *ctx, void *buf, size_t n,
+                                                 struct mg_error *err),
+                                 void *ctx, struct mg_error *err)
+{
+    enum mg_code rc;
+
+    /* as scan_entries() at depth 0 */
+    if (raw == NULL || w->c.entries > 1000000)
+        return MG_OK;
+    if (++w->c.entries > 1000000) {
+        art_report_add(&w->c.r, "archive", "archive-cap", false, 0,
+                       "more than 1,000,000 archive entries");
+        return MG_OK;
+    }
+    if ((rc = scan_entry(&w->c, &w->s, NULL, raw, size, read, ctx, 0)) != MG_OK) {
+        *err = w->err;
+        mg_error_clear(&w->err);
+    }
+    return rc;
+}
+
+void art_scan_walk_free(struct art_scan_walk **w)
+{
+    if (*w == NULL)
+        return;
+    json_decref((*w)->c.r.findings);
+    free(*w);
+    *w = NULL;
+}
+
+enum mg_code art_scan_walk_finish(struct art_scan_walk **w, json_t **scan, struct mg_error *err)
+{
+    enum mg_code rc;
+
+    (*w)->c.err = err;
+    rc = finish(&(*w)->c, (*w)->c.r.findings, scan); /* steals the findings */
+    (*w)->c.r.findings = NULL;
+    art_scan_walk_free(w);
     return rc;
 }
 

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -83,6 +84,33 @@ enum mg_code art_scan_file(const char *path, const struct art_scan_opts *opts, j
 /* The same for bytes in memory, as a file named `name` (NULL: a blob without a name). */
 enum mg_code art_scan_buffer(const void *data, size_t n, const char *name,
                              const struct art_scan_opts *opts, json_t **scan, struct mg_error *err);
+
+/*
+ * The scan of an archive fed by another walk over its entries (the upload's inspection,
+ * store_archive_inspect_scan), so that a compressed tarball is decompressed once for both.
+ *
+ * art_scan_walks(head, n, size): would art_scan_file read a file that starts with these
+ * bytes (at least 512 when there are) as an archive? Only then may a walk stand in for it.
+ * art_scan_walk_new: a walk for an archive of `size` bytes (opts NULL = the defaults; *out
+ * NEW). art_scan_walk_entry: the next regular file of the archive, in archive order, with
+ * the path its reader reports (`raw`, NULL when it has none: then it is not read), its size
+ * (UINT64_MAX unknown) and a read function (as art_src's: the count, 0 at its end, -1 with
+ * err set); the scanner reads what it needs of it, the walker drains the rest. Errors are
+ * the scanner's own (MG_ENOMEM, MG_EIO: the scan failed); what the member holds, or a read
+ * that failed, becomes a finding. art_scan_walk_finish: the report art_scan_file would have
+ * given for an archive with those entries (*scan NEW), and frees the walk;
+ * art_scan_walk_free: frees it without one. Not thread-safe: one walker per walk.
+ */
+struct art_scan_walk;
+bool art_scan_walks(const void *head, size_t n, uint64_t size);
+enum mg_code art_scan_walk_new(const struct art_scan_opts *opts, uint64_t size,
+                               struct art_scan_walk **out, struct mg_error *err);
+enum mg_code art_scan_walk_entry(struct art_scan_walk *w, const char *raw, uint64_t size,
+                                 ssize_t (*read)(void *ctx, void *buf, size_t n,
+                                                 struct mg_error *err),
+                                 void *ctx, struct mg_error *err);
+enum mg_code art_scan_walk_finish(struct art_scan_walk **w, json_t **scan, struct mg_error *err);
+void art_scan_walk_free(struct art_scan_walk **w);
 
 /*
  * The analysers alone, for the tests and fuzz targets. Each returns the verdict of what it

@@ -684,21 +684,24 @@ out:
     return store_write_end(st, c, rc, err);
 }
 
-/* The safety scan of an upload, on a thread of its own beside the archive inspection. */
-struct scan_job {
-    struct store *st;
-    const char *path;
-    json_t *report; /* NEW on success */
-    struct mg_error err;
-    enum mg_code rc;
-};
-
-static void *scan_job_main(void *arg)
+/* Would the scanner read the file at path as an archive (art_scan_walks)? Its size into
+ * *size. */
+static bool scan_walks(const char *path, uint64_t *size)
 {
-    struct scan_job *j = arg;
+    uint8_t head[512];
+    struct stat sb;
+    ssize_t n;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    bool walks = false;
 
-    j->rc = store_scan_path(j->st, j->path, &j->report, &j->err);
-    return NULL;
+    if (fd < 0)
+        return false;
+    if (fstat(fd, &sb) == 0 && (n = pread(fd, head, sizeof(head), 0)) > 0) {
+        *size = (uint64_t)sb.st_size;
+        walks = art_scan_walks(head, (size_t)n, *size);
+    }
+    close(fd);
+    return walks;
 }
 
 /*
@@ -709,48 +712,46 @@ static void *scan_job_main(void *arg)
  * needs_local_copy().
  *
  * The safety scan (artifact/scan.h) reads what could run code on load; what it finds is
- * recorded, never refused here: policies decide (the scan gate). It reads the file on a
- * second thread while this one inspects it: both decompress a compressed tarball, so one
- * after the other an upload of one would pay for two passes (bench/scan.sh). Each keeps its
- * own caps; the scanner is built for bytes the inspection would refuse.
+ * recorded, never refused here: policies decide (the scan gate). An archive's members are
+ * scanned as the inspection reads them (store_archive_inspect_scan): a compressed tarball is
+ * decompressed once for both, not once each (bench/scan.sh).
  */
 static enum mg_code inspect_upload(struct store *st, const char *path, const char *media,
                                    struct store_archive_manifest *m, bool *is_archive,
                                    json_t **formats, json_t **intro, json_t **scan,
                                    struct mg_error *err)
 {
-    struct scan_job job = {st, path, NULL, {0}, MG_OK};
-    pthread_t thread;
-    bool threaded = false;
+    struct art_scan_opts o = st->scan;
+    struct art_scan_walk *walk = NULL;
+    uint64_t size = 0;
     enum mg_code rc;
 
     if (path == NULL) /* nothing that needs the whole bytes, nothing the scanner reads */
         return (*scan = store_scan_plain_clean()) != NULL
                    ? MG_OK
                    : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    if (!st->scan_skip)
-        threaded = pthread_create(&thread, NULL, scan_job_main, &job) == 0;
-    if ((rc = store_archive_inspect(path, media, &st->archive, m, is_archive, err)) == MG_OK)
-        rc = art_introspect(path, media, *is_archive ? m : NULL, NULL, formats, intro, err);
-    if (threaded)
-        pthread_join(thread, NULL);
-    else if (rc == MG_OK && !st->scan_skip)
-        scan_job_main(&job); /* no thread to be had: the same scan, after */
-    if (rc != MG_OK) {
-        json_decref(job.report);
+    /* as store_scan_path(): zips inside archives are read from a scratch file */
+    o.spill = art_scan_spill_tmp;
+    o.spill_ctx = st->tmp_dir;
+    if (!st->scan_skip && scan_walks(path, &size) &&
+        (rc = art_scan_walk_new(&o, size, &walk, err)) != MG_OK)
         return rc;
+    rc = walk ? store_archive_inspect_scan(path, media, &st->archive, walk, m, is_archive, err)
+              : store_archive_inspect(path, media, &st->archive, m, is_archive, err);
+    if (rc == MG_OK)
+        rc = art_introspect(path, media, *is_archive ? m : NULL, NULL, formats, intro, err);
+    if (rc == MG_OK && walk != NULL && *is_archive) {
+        if ((rc = art_scan_walk_finish(&walk, scan, err)) == MG_OK)
+            store_scan_count(st, *scan);
+    } else if (rc == MG_OK && st->scan_skip) { /* bench/scan.sh's reference: never clean */
+        if ((*scan = json_pack("{s:s, s:s, s:[]}", "verdict", "unknown", "scanner", ART_SCANNER,
+                               "findings")) == NULL)
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    } else if (rc == MG_OK) { /* not an archive to the scanner, or not a tar after all */
+        rc = store_scan_path(st, path, scan, err);
     }
-    if (st->scan_skip) /* bench/scan.sh's reference: nothing read, never clean */
-        return (*scan = json_pack("{s:s, s:s, s:[]}", "verdict", "unknown", "scanner", ART_SCANNER,
-                                  "findings")) != NULL
-                   ? MG_OK
-                   : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    if (job.rc != MG_OK) {
-        *err = job.err;
-        return job.rc;
-    }
-    *scan = job.report;
-    return MG_OK;
+    art_scan_walk_free(&walk);
+    return rc;
 }
 
 enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char *actor,

@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "artifact/archive.h"
 #include "artifact/scan.h"
 
 #define PY "/usr/bin/python3"
@@ -310,6 +311,100 @@ static void test_buffers(void **state)
     json_decref(s);
 }
 
+/* Compare the walk's report and manifest for path with art_scan_file's and the plain
+ * inspection's. Returns false when the walk does not apply (not an archive to the scanner,
+ * refused by the inspection, not a tar after all). */
+static bool walk_matches(const char *path)
+{
+    struct store_archive_manifest m = {0}, plain = {0};
+    struct art_scan_walk *w = NULL;
+    struct art_scan_opts o;
+    struct mg_error err = {0};
+    uint8_t head[512];
+    bool is_archive = false, plain_archive = false;
+    json_t *walked = NULL, *filed;
+    size_t n, i;
+    FILE *f = fopen(path, "rb");
+
+    assert_non_null(f);
+    n = fread(head, 1, sizeof(head), f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    if (!art_scan_walks(head, n, (uint64_t)ftell(f))) {
+        fclose(f);
+        return false;
+    }
+    art_scan_opts_default(&o);
+    o.spill = art_scan_spill_tmp;
+    assert_int_equal(art_scan_walk_new(&o, (uint64_t)ftell(f), &w, &err), MG_OK);
+    fclose(f);
+    if (store_archive_inspect_scan(path, store_media_type_detect(head, n), NULL, w, &m, &is_archive,
+                                   &err) != MG_OK ||
+        !is_archive) {
+        art_scan_walk_free(&w);
+        assert_null(w);
+        store_archive_manifest_release(&m);
+        return false;
+    }
+    assert_int_equal(art_scan_walk_finish(&w, &walked, &err), MG_OK);
+    assert_null(w);
+    filed = scan_path(path);
+    if (!json_equal(walked, filed)) {
+        char *a = json_dumps(walked, JSON_COMPACT), *b = json_dumps(filed, JSON_COMPACT);
+        fail_msg("%s: the walk says %s, art_scan_file %s", path, a ? a : "?", b ? b : "?");
+    }
+    /* the hashes of the tee are those of the plain inspection */
+    assert_int_equal(store_archive_inspect(path, store_media_type_detect(head, n), NULL, &plain,
+                                           &plain_archive, &err),
+                     MG_OK);
+    assert_true(plain_archive);
+    assert_int_equal(plain.n, m.n);
+    for (i = 0; i < m.n; i++) {
+        assert_string_equal(plain.files[i].path, m.files[i].path);
+        assert_int_equal(plain.files[i].size, m.files[i].size);
+        assert_string_equal(plain.files[i].sha256, m.files[i].sha256);
+    }
+    store_archive_manifest_release(&m);
+    store_archive_manifest_release(&plain);
+    json_decref(walked);
+    json_decref(filed);
+    return true;
+}
+
+/* The upload's single pass (the inspection feeding the scan) says what art_scan_file says,
+ * for every archive of the corpus and the files the tests above made, and hashes what the
+ * inspection alone hashes; a sparse member's holes included. */
+static void test_walk_matches_file(void **state)
+{
+    static const char *const subs[] = {"clean", "unsafe", "."};
+    char dir[4096], path[8192], cmd[16384];
+    struct dirent *d;
+    size_t walked = 0, k;
+    DIR *dp;
+
+    (void)state;
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && printf 'cos\\nsystem\\n(S.id.\\ntR.' >s.pkl && truncate -s 4M s.pkl && "
+             "printf 'tail' >>s.pkl && tar --sparse -cf sparse.tar s.pkl && "
+             "tar --sparse --format=posix -czf sparse.tar.gz s.pkl && rm s.pkl",
+             corpus);
+    assert_int_equal(system(cmd), 0);
+    for (k = 0; k < sizeof(subs) / sizeof(subs[0]); k++) {
+        snprintf(dir, sizeof(dir), "%s/%s", corpus, subs[k]);
+        dp = opendir(dir);
+        assert_non_null(dp);
+        while ((d = readdir(dp)) != NULL) {
+            if (d->d_name[0] == '.' || d->d_type == DT_DIR)
+                continue;
+            snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+            walked += walk_matches(path);
+        }
+        closedir(dp);
+    }
+    print_message("%zu archives: the walk's reports and hashes equal the separate passes'\n",
+                  walked);
+    assert_true(walked >= 8);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_nested_bomb_is_unknown),
         cmocka_unit_test(test_nested_zip_read_as_loaders_do),
         cmocka_unit_test(test_buffers),
+        cmocka_unit_test(test_walk_matches_file),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
