@@ -371,12 +371,31 @@ static void test_scan_backfill(void **state)
     it_server_free(&s);
 }
 
+/* bench/scan.sh's reference (MODELGATED_TEST_SCAN=skip) fails closed: nothing is read and
+ * every upload is "unknown", never clean. */
+static void test_scan_skip_is_never_clean(void **state)
+{
+    struct mg_server *s;
+    char d[IT_DIGEST_LEN + 1];
+    json_t *scan;
+
+    (void)state;
+    assert_int_equal(setenv("MODELGATED_TEST_SCAN", "skip", 1), 0);
+    s = it_server_start(NULL);
+    assert_int_equal(unsetenv("MODELGATED_TEST_SCAN"), 0);
+    scan = upload(s, clean_pk, sizeof(clean_pk) - 1, d);
+    assert_string_equal(it_jstr(scan, "verdict"), "unknown");
+    json_decref(scan);
+    it_server_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_scan_end_to_end, it_test_teardown),
         cmocka_unit_test_teardown(test_torch_checkpoint_clean, it_test_teardown),
         cmocka_unit_test_teardown(test_scan_backfill, it_test_teardown),
+        cmocka_unit_test_teardown(test_scan_skip_is_never_clean, it_test_teardown),
     };
     return it_main_result(cmocka_run_group_tests(tests, it_group_setup, it_group_teardown));
 }
