@@ -232,20 +232,15 @@ struct tee {
     enum mg_code rc; /* the inspection's verdict on the data (in->err), MG_OK so far */
 };
 
-/* Up to n bytes of the entry into out (NULL: dropped): the count, 0 at its end, -1 when the
- * data is bad (t->rc and in->err say why; err only tells the scanner the member failed). */
-static ssize_t tee_read(void *ctx, void *out, size_t n, struct mg_error *err)
+/* Fetch the next block once the current one is handed out. */
+static enum mg_code tee_fill(struct tee *t)
 {
-    static const uint8_t zeros[4096];
-    struct tee *t = ctx;
     const void *buf;
-    size_t len, k;
+    size_t len;
     la_int64_t off;
     int r;
 
-    if (t->rc != MG_OK)
-        goto fail;
-    while (t->len == 0 && !t->eof) {
+    while (t->rc == MG_OK && t->len == 0 && !t->eof) {
         r = archive_read_data_block(t->a, &buf, &len, &off);
         if (r == ARCHIVE_EOF) {
             t->eof = true;
@@ -257,23 +252,32 @@ static ssize_t tee_read(void *ctx, void *out, size_t n, struct mg_error *err)
                 t->off = t->pos;
             break;
         }
-        if (r != ARCHIVE_OK) {
+        if (r != ARCHIVE_OK)
             t->rc = archive_failure(t->a, t->in, "at");
-            goto fail;
-        }
-        if (off < 0 || (uint64_t)off < t->pos) {
+        else if (off < 0 || (uint64_t)off < t->pos)
             t->rc = mg_fail(t->in->err, MG_EINVAL, NULL,
                             "archive is corrupt at entry '%s': its data blocks overlap; "
                             "re-create it",
                             t->in->show);
-            goto fail;
+        else if ((t->rc = account(t->in, len)) == MG_OK) {
+            t->buf = buf;
+            t->len = len;
+            t->off = (uint64_t)off;
         }
-        if ((t->rc = account(t->in, len)) != MG_OK)
-            goto fail;
-        t->buf = buf;
-        t->len = len;
-        t->off = (uint64_t)off;
     }
+    return t->rc;
+}
+
+/* Up to n bytes of the entry into out (NULL: dropped): the count, 0 at its end, -1 when the
+ * data is bad (t->rc and in->err say why; err only tells the scanner the member failed). */
+static ssize_t tee_read(void *ctx, void *out, size_t n, struct mg_error *err)
+{
+    static const uint8_t zeros[4096];
+    struct tee *t = ctx;
+    size_t k;
+
+    if (tee_fill(t) != MG_OK)
+        goto fail;
     if (t->pos < t->off) { /* a hole before the block (or at the end) */
         k = t->off - t->pos < n ? (size_t)(t->off - t->pos) : n;
         if (k > sizeof(zeros))
@@ -311,18 +315,28 @@ static enum mg_code read_data_scanned(struct archive *a, struct archive_entry *e
 {
     struct tee t = {a, e, in, NULL, 0, 0, 0, false, MG_OK};
     struct mg_error scratch;
-    uint8_t md[EVP_MAX_MD_SIZE];
+    uint8_t md[EVP_MAX_MD_SIZE], head[512];
     unsigned int md_len = 0;
     enum mg_code rc;
     ssize_t r;
+    int64_t at = archive_filter_bytes(a, 0);
+    int region = -1;
 
     if (EVP_DigestInit_ex(in->md, EVP_sha256(), NULL) != 1)
         return mg_fail(in->err, MG_EIO, NULL, "cannot start SHA-256");
+    /* An uncompressed tar's member lies in the file where the reader stands after its header
+     * (checked against its first bytes): a zip in it is read there, not copied out. */
+    if (in->region_fd >= 0 && archive_entry_sparse_count(e) == 0 && archive_entry_size_is_set(e) &&
+        at >= 0 && tee_fill(&t) == MG_OK && t.len > 0 && t.off == 0) {
+        r = pread(in->region_fd, head, t.len < sizeof(head) ? t.len : sizeof(head), (off_t)at);
+        if (r > 0 && memcmp(head, t.buf, (size_t)r) == 0)
+            region = in->region_fd;
+    }
     rc = art_scan_walk_entry(in->scan, archive_entry_pathname(e),
                              archive_entry_size_is_set(e) && archive_entry_size(e) >= 0
                                  ? (uint64_t)archive_entry_size(e)
                                  : UINT64_MAX,
-                             tee_read, &t, in->err);
+                             tee_read, &t, region, (uint64_t)at, in->err);
     if (rc != MG_OK) /* the scanner itself failed (MG_ENOMEM, MG_EIO) */
         return rc;
     while ((r = tee_read(&t, NULL, SIZE_MAX, &scratch)) > 0)
@@ -872,10 +886,14 @@ static enum mg_code archive_run(const char *path, const char *media_type,
     in.err = err;
     in.x = x;
     in.scan = scan;
+    in.region_fd = -1;
     in.is_zip = strcmp(media_type, MT_ZIP) == 0;
     in.md = EVP_MD_CTX_new();
     if (in.md == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    /* an uncompressed tar: the scan reads zips in it where they lie */
+    if (scan != NULL && strcmp(media_type, MT_TAR) == 0)
+        in.region_fd = open(path, O_RDONLY | O_CLOEXEC);
     /* Thread-local, so other threads keep their locale. */
     utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
     if (utf8 != (locale_t)0)
@@ -890,6 +908,8 @@ static enum mg_code archive_run(const char *path, const char *media_type,
     if (utf8 != (locale_t)0)
         freelocale(utf8);
     EVP_MD_CTX_free(in.md);
+    if (in.region_fd >= 0)
+        close(in.region_fd);
     art_name_list_release(&in.cd);
     art_name_list_release(&in.seen);
     art_name_list_release(&in.dirs);

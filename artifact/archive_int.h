@@ -85,6 +85,7 @@ struct inspect {
     char show[SHOW_BUF];        /* the current entry's name, printable */
     struct extract *x;          /* extracting: where to write; NULL when only inspecting */
     struct art_scan_walk *scan; /* inspecting: the safety scan fed each regular file */
+    int region_fd;              /* with scan, an uncompressed tar: the file, else -1 */
 };
 
 /*

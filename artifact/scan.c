@@ -353,7 +353,7 @@ static la_ssize_t la_read(struct archive *a, void *ctx, const void **buf)
 static enum mg_code scan_entry(struct scan *c, struct art_src *s, const char *name, const char *raw,
                                uint64_t size,
                                ssize_t (*read)(void *, void *, size_t, struct mg_error *),
-                               void *ctx, int depth)
+                               void *ctx, int region_fd, uint64_t region_off, int depth)
 {
     size_t len = (name ? strlen(name) + 1 : 0) + strlen(raw) + 1;
     char *child = malloc(len);
@@ -368,6 +368,9 @@ static enum mg_code scan_entry(struct scan *c, struct art_src *s, const char *na
         s->ctx = ctx;
         s->name = child;
         s->size = size;
+        s->region = region_fd >= 0 && size != UINT64_MAX;
+        s->region_fd = region_fd;
+        s->region_off = region_off;
         rc = scan_src(c, s, child, depth + 1);
         if (rc == MG_EINVAL) { /* the member did not read: the archive is damaged */
             art_report_add(&c->r, "archive", "archive-malformed", false, s->off, "%s",
@@ -422,7 +425,7 @@ static enum mg_code scan_entries(struct scan *c, struct archive *a, const char *
                         archive_entry_size_is_set(e) && archive_entry_size(e) >= 0
                             ? (uint64_t)archive_entry_size(e)
                             : UINT64_MAX,
-                        member_read, &mctx, depth);
+                        member_read, &mctx, -1, 0, depth);
         if (rc != MG_OK)
             break;
     }
@@ -495,11 +498,62 @@ static enum mg_code spill_zip(struct scan *c, struct art_src *s, int *fd)
     return rc;
 }
 
+/* A zip read where it lies in the outer file (art_src.region): [off, off + size). */
+struct region {
+    int fd;
+    uint64_t off, size, pos;
+    uint8_t buf[ART_SRC_BUF];
+};
+
+static la_ssize_t region_read(struct archive *a, void *ctx, const void **buf)
+{
+    struct region *g = ctx;
+    size_t n = g->size - g->pos < sizeof(g->buf) ? (size_t)(g->size - g->pos) : sizeof(g->buf);
+    ssize_t r;
+
+    do
+        r = n ? pread(g->fd, g->buf, n, (off_t)(g->off + g->pos)) : 0;
+    while (r < 0 && errno == EINTR);
+    if (r < 0) {
+        archive_set_error(a, errno, "cannot read the archive member");
+        return -1;
+    }
+    g->pos += (uint64_t)r;
+    *buf = g->buf;
+    return (la_ssize_t)r;
+}
+
+static la_int64_t region_seek(struct archive *a, void *ctx, la_int64_t to, int whence)
+{
+    struct region *g = ctx;
+    int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (int64_t)g->pos : (int64_t)g->size;
+
+    (void)a;
+    if (to < -base || to > (int64_t)g->size - base)
+        return ARCHIVE_FATAL;
+    g->pos = (uint64_t)(base + to);
+    return (la_int64_t)g->pos;
+}
+
+static la_int64_t region_skip(struct archive *a, void *ctx, la_int64_t n)
+{
+    struct region *g = ctx;
+
+    (void)a;
+    if (n < 0)
+        return 0;
+    if ((uint64_t)n > g->size - g->pos)
+        n = (la_int64_t)(g->size - g->pos);
+    g->pos += (uint64_t)n;
+    return n;
+}
+
 static enum mg_code scan_archive(struct scan *c, struct art_src *s, const char *path,
                                  const char *media, const char *name, int depth)
 {
     struct la_ctx l = {s, c, false};
     struct archive *a = NULL;
+    struct region *g = NULL;
     bool compressed;
     enum mg_code rc;
     int r, fd = -1;
@@ -510,16 +564,30 @@ static enum mg_code scan_archive(struct scan *c, struct art_src *s, const char *
                        ART_SCAN_MAX_DEPTH);
         return MG_OK;
     }
-    if (path == NULL && strcmp(media, MT_ZIP) == 0 && (rc = spill_zip(c, s, &fd)) != MG_OK)
+    if (path == NULL && strcmp(media, MT_ZIP) == 0 && s->region) {
+        if ((g = malloc(sizeof(*g))) == NULL)
+            return mg_fail(c->err, MG_ENOMEM, NULL, "out of memory");
+        *g = (struct region){.fd = s->region_fd, .off = s->region_off, .size = s->size};
+    } else if (path == NULL && strcmp(media, MT_ZIP) == 0 && (rc = spill_zip(c, s, &fd)) != MG_OK) {
         return rc == MG_EINVAL ? MG_OK : rc; /* MG_EINVAL: reported as a finding */
+    }
     if ((rc = art_reader_new(media, &a, &compressed, c->err)) != MG_OK) {
         if (fd >= 0)
             close(fd);
+        free(g);
         return rc;
     }
-    r = path      ? archive_read_open_filename(a, path, READ_BLOCK)
-        : fd >= 0 ? archive_read_open_fd(a, fd, READ_BLOCK)
-                  : archive_read_open(a, &l, NULL, la_read, NULL);
+    if (g != NULL) {
+        archive_read_set_read_callback(a, region_read);
+        archive_read_set_seek_callback(a, region_seek);
+        archive_read_set_skip_callback(a, region_skip);
+        archive_read_set_callback_data(a, g);
+        r = archive_read_open1(a);
+    } else {
+        r = path      ? archive_read_open_filename(a, path, READ_BLOCK)
+            : fd >= 0 ? archive_read_open_fd(a, fd, READ_BLOCK)
+                      : archive_read_open(a, &l, NULL, la_read, NULL);
+    }
     if (r != ARCHIVE_OK) {
         if (l.failed)
             rc = c->err->code;
@@ -536,6 +604,7 @@ out:
     (void)archive_read_free(a);
     if (fd >= 0)
         close(fd);
+    free(g);
     return rc;
 }
 
@@ -749,10 +818,10 @@ enum mg_code art_scan_walk_new(const struct art_scan_opts *opts, uint64_t size,
     return MG_OK;
 }
 
-enum mg_code art_scan_walk_entry(struct art_scan_walk *w, const char *raw, uint64_t size,
-                                 ssize_t (*read)(void *ctx, void *buf, size_t n,
-                                                 struct mg_error *err),
-                                 void *ctx, struct mg_error *err)
+enum mg_code
+art_scan_walk_entry(struct art_scan_walk *w, const char *raw, uint64_t size,
+                    ssize_t (*read)(void *ctx, void *buf, size_t n, struct mg_error *err),
+                    void *ctx, int region_fd, uint64_t region_off, struct mg_error *err)
 {
     enum mg_code rc;
 
@@ -764,7 +833,8 @@ enum mg_code art_scan_walk_entry(struct art_scan_walk *w, const char *raw, uint6
                        "more than 1,000,000 archive entries");
         return MG_OK;
     }
-    if ((rc = scan_entry(&w->c, &w->s, NULL, raw, size, read, ctx, 0)) != MG_OK) {
+    if ((rc = scan_entry(&w->c, &w->s, NULL, raw, size, read, ctx, region_fd, region_off, 0)) !=
+        MG_OK) {
         *err = w->err;
         mg_error_clear(&w->err);
     }

@@ -95,7 +95,9 @@ enum mg_code art_scan_buffer(const void *data, size_t n, const char *name,
  * NEW). art_scan_walk_entry: the next regular file of the archive, in archive order, with
  * the path its reader reports (`raw`, NULL when it has none: then it is not read), its size
  * (UINT64_MAX unknown) and a read function (as art_src's: the count, 0 at its end, -1 with
- * err set); the scanner reads what it needs of it, the walker drains the rest. Errors are
+ * err set); the scanner reads what it needs of it, the walker drains the rest. region_fd
+ * >= 0: the same bytes lie there from region_off on (an uncompressed tar's member), so a zip
+ * is read there (pread) instead of being copied to a scratch file first. Errors are
  * the scanner's own (MG_ENOMEM, MG_EIO: the scan failed); what the member holds, or a read
  * that failed, becomes a finding. art_scan_walk_finish: the report art_scan_file would have
  * given for an archive with those entries (*scan NEW), and frees the walk;
@@ -105,10 +107,10 @@ struct art_scan_walk;
 bool art_scan_walks(const void *head, size_t n, uint64_t size);
 enum mg_code art_scan_walk_new(const struct art_scan_opts *opts, uint64_t size,
                                struct art_scan_walk **out, struct mg_error *err);
-enum mg_code art_scan_walk_entry(struct art_scan_walk *w, const char *raw, uint64_t size,
-                                 ssize_t (*read)(void *ctx, void *buf, size_t n,
-                                                 struct mg_error *err),
-                                 void *ctx, struct mg_error *err);
+enum mg_code
+art_scan_walk_entry(struct art_scan_walk *w, const char *raw, uint64_t size,
+                    ssize_t (*read)(void *ctx, void *buf, size_t n, struct mg_error *err),
+                    void *ctx, int region_fd, uint64_t region_off, struct mg_error *err);
 enum mg_code art_scan_walk_finish(struct art_scan_walk **w, json_t **scan, struct mg_error *err);
 void art_scan_walk_free(struct art_scan_walk **w);
 

@@ -30,7 +30,12 @@ struct art_src {
     const char *format; /* what is being read, for messages ("safetensors", …) */
     uint64_t off;       /* bytes consumed so far */
     bool cap_hit;       /* a reader stopped at one of the caps, not at a malformed byte */
-    size_t pos, len;    /* buf[pos, len) is read but not yet consumed */
+    /* The same bytes lie in region_fd from region_off on (an uncompressed tar's member):
+     * what needs to seek in them (a zip) preads them there instead of copying them out. */
+    bool region;
+    int region_fd;
+    uint64_t region_off;
+    size_t pos, len; /* buf[pos, len) is read but not yet consumed */
     uint8_t buf[ART_SRC_BUF];
 };
 
