@@ -268,12 +268,12 @@ static enum mg_code tee_fill(struct tee *t)
     return t->rc;
 }
 
-/* Up to n bytes of the entry into out (NULL: dropped): the count, 0 at its end, -1 when the
- * data is bad (t->rc and in->err say why; err only tells the scanner the member failed). */
-static ssize_t tee_read(void *ctx, void *out, size_t n, struct mg_error *err)
+/* Up to n bytes of the entry, copied into out or lent through *p (either may be NULL: then
+ * dropped): the count, 0 at its end, -1 when the data is bad (t->rc and in->err say why;
+ * err only tells the scanner the member failed). */
+static ssize_t tee_next(struct tee *t, void *out, const void **p, size_t n, struct mg_error *err)
 {
     static const uint8_t zeros[4096];
-    struct tee *t = ctx;
     size_t k;
 
     if (tee_fill(t) != MG_OK)
@@ -286,6 +286,8 @@ static ssize_t tee_read(void *ctx, void *out, size_t n, struct mg_error *err)
             goto fail;
         if (out != NULL)
             memset(out, 0, k);
+        if (p != NULL)
+            *p = zeros;
         t->pos += k;
         return (ssize_t)k;
     }
@@ -298,6 +300,8 @@ static ssize_t tee_read(void *ctx, void *out, size_t n, struct mg_error *err)
     }
     if (out != NULL)
         memcpy(out, t->buf, k);
+    if (p != NULL)
+        *p = t->buf;
     t->buf += k;
     t->len -= k;
     t->off += k;
@@ -308,12 +312,23 @@ fail:
     return -1;
 }
 
+static ssize_t tee_read(void *ctx, void *out, size_t n, struct mg_error *err)
+{
+    return tee_next(ctx, out, NULL, n, err);
+}
+
+static ssize_t tee_borrow(void *ctx, const void **p, size_t n, struct mg_error *err)
+{
+    return tee_next(ctx, NULL, p, n, err);
+}
+
 /* read_data() for a regular file the safety scan reads too (in->scan): the scanner takes
  * what it needs, the rest is drained here. */
 static enum mg_code read_data_scanned(struct archive *a, struct archive_entry *e,
                                       struct inspect *in, struct store_archive_file *file)
 {
     struct tee t = {a, e, in, NULL, 0, 0, 0, false, MG_OK};
+    struct art_scan_member m;
     struct mg_error scratch;
     uint8_t md[EVP_MAX_MD_SIZE], head[512];
     unsigned int md_len = 0;
@@ -332,14 +347,19 @@ static enum mg_code read_data_scanned(struct archive *a, struct archive_entry *e
         if (r > 0 && memcmp(head, t.buf, (size_t)r) == 0)
             region = in->region_fd;
     }
-    rc = art_scan_walk_entry(in->scan, archive_entry_pathname(e),
-                             archive_entry_size_is_set(e) && archive_entry_size(e) >= 0
-                                 ? (uint64_t)archive_entry_size(e)
-                                 : UINT64_MAX,
-                             tee_read, &t, region, (uint64_t)at, in->err);
+    m = (struct art_scan_member){archive_entry_pathname(e),
+                                 archive_entry_size_is_set(e) && archive_entry_size(e) >= 0
+                                     ? (uint64_t)archive_entry_size(e)
+                                     : UINT64_MAX,
+                                 tee_read,
+                                 tee_borrow,
+                                 &t,
+                                 region,
+                                 (uint64_t)at};
+    rc = art_scan_walk_entry(in->scan, &m, in->err);
     if (rc != MG_OK) /* the scanner itself failed (MG_ENOMEM, MG_EIO) */
         return rc;
-    while ((r = tee_read(&t, NULL, SIZE_MAX, &scratch)) > 0)
+    while ((r = tee_next(&t, NULL, NULL, SIZE_MAX, &scratch)) > 0)
         ;
     if (r < 0)
         return t.rc;

@@ -350,27 +350,26 @@ static la_ssize_t la_read(struct archive *a, void *ctx, const void **buf)
 
 /* One regular file `raw` of the archive `name` (NULL: the blob) at depth, read through
  * read(ctx) into s (scratch). */
-static enum mg_code scan_entry(struct scan *c, struct art_src *s, const char *name, const char *raw,
-                               uint64_t size,
-                               ssize_t (*read)(void *, void *, size_t, struct mg_error *),
-                               void *ctx, int region_fd, uint64_t region_off, int depth)
+static enum mg_code scan_entry(struct scan *c, struct art_src *s, const char *name,
+                               const struct art_scan_member *m, int depth)
 {
-    size_t len = (name ? strlen(name) + 1 : 0) + strlen(raw) + 1;
+    size_t len = (name ? strlen(name) + 1 : 0) + strlen(m->raw) + 1;
     char *child = malloc(len);
     enum mg_code rc = MG_OK;
 
     if (child == NULL)
         return mg_fail(c->err, MG_ENOMEM, NULL, "out of memory");
-    snprintf(child, len, "%s%s%s", name ? name : "", name ? "!" : "", raw);
+    snprintf(child, len, "%s%s%s", name ? name : "", name ? "!" : "", m->raw);
     if (!torch_storage(child)) {
         memset(s, 0, sizeof(*s));
-        s->read = read;
-        s->ctx = ctx;
+        s->read = m->read;
+        s->borrow = m->borrow;
+        s->ctx = m->ctx;
         s->name = child;
-        s->size = size;
-        s->region = region_fd >= 0 && size != UINT64_MAX;
-        s->region_fd = region_fd;
-        s->region_off = region_off;
+        s->size = m->size;
+        s->region = m->region_fd >= 0 && m->size != UINT64_MAX;
+        s->region_fd = m->region_fd;
+        s->region_off = m->region_off;
         rc = scan_src(c, s, child, depth + 1);
         if (rc == MG_EINVAL) { /* the member did not read: the archive is damaged */
             art_report_add(&c->r, "archive", "archive-malformed", false, s->off, "%s",
@@ -387,6 +386,7 @@ static enum mg_code scan_entries(struct scan *c, struct archive *a, const char *
 {
     struct archive_entry *e;
     struct member mctx = {a, c, depth > 0};
+    struct art_scan_member m;
     struct art_src *s = NULL;
     const char *raw;
     enum mg_code rc = MG_OK;
@@ -421,11 +421,16 @@ static enum mg_code scan_entries(struct scan *c, struct archive *a, const char *
         raw = archive_entry_pathname(e);
         if (raw == NULL || archive_entry_filetype(e) != AE_IFREG)
             continue;
-        rc = scan_entry(c, s, name, raw,
-                        archive_entry_size_is_set(e) && archive_entry_size(e) >= 0
-                            ? (uint64_t)archive_entry_size(e)
-                            : UINT64_MAX,
-                        member_read, &mctx, -1, 0, depth);
+        m = (struct art_scan_member){raw,
+                                     archive_entry_size_is_set(e) && archive_entry_size(e) >= 0
+                                         ? (uint64_t)archive_entry_size(e)
+                                         : UINT64_MAX,
+                                     member_read,
+                                     NULL,
+                                     &mctx,
+                                     -1,
+                                     0};
+        rc = scan_entry(c, s, name, &m, depth);
         if (rc != MG_OK)
             break;
     }
@@ -476,6 +481,24 @@ static enum mg_code spill_zip(struct scan *c, struct art_src *s, int *fd)
         return MG_EINVAL;
     }
     for (;;) {
+        if (s->borrow != NULL && s->pos == s->len) { /* nothing buffered: no copy */
+            const void *bp;
+            ssize_t n = s->borrow(s->ctx, &bp, SIZE_MAX, c->err);
+            if (n < 0) {
+                rc = c->err->code != MG_OK ? c->err->code : MG_EIO;
+                break;
+            }
+            if (n == 0)
+                return lseek(*fd, 0, SEEK_SET) == 0 ? MG_OK : MG_EINVAL;
+            if (mg_write_all(*fd, bp, (size_t)n, "the scanner's scratch file", c->err) != MG_OK) {
+                art_report_add(&c->r, "archive", "archive-cap", false, 0, "%s", c->err->message);
+                mg_error_clear(c->err);
+                rc = MG_EINVAL;
+                break;
+            }
+            s->off += (uint64_t)n;
+            continue;
+        }
         if ((rc = art_src_peek(s, ART_SRC_BUF, &p, &got, c->err)) != MG_OK)
             break;
         if (got == 0)
@@ -818,23 +841,20 @@ enum mg_code art_scan_walk_new(const struct art_scan_opts *opts, uint64_t size,
     return MG_OK;
 }
 
-enum mg_code
-art_scan_walk_entry(struct art_scan_walk *w, const char *raw, uint64_t size,
-                    ssize_t (*read)(void *ctx, void *buf, size_t n, struct mg_error *err),
-                    void *ctx, int region_fd, uint64_t region_off, struct mg_error *err)
+enum mg_code art_scan_walk_entry(struct art_scan_walk *w, const struct art_scan_member *m,
+                                 struct mg_error *err)
 {
     enum mg_code rc;
 
     /* as scan_entries() at depth 0 */
-    if (raw == NULL || w->c.entries > 1000000)
+    if (m->raw == NULL || w->c.entries > 1000000)
         return MG_OK;
     if (++w->c.entries > 1000000) {
         art_report_add(&w->c.r, "archive", "archive-cap", false, 0,
                        "more than 1,000,000 archive entries");
         return MG_OK;
     }
-    if ((rc = scan_entry(&w->c, &w->s, NULL, raw, size, read, ctx, region_fd, region_off, 0)) !=
-        MG_OK) {
+    if ((rc = scan_entry(&w->c, &w->s, NULL, m, 0)) != MG_OK) {
         *err = w->err;
         mg_error_clear(&w->err);
     }

@@ -92,12 +92,10 @@ enum mg_code art_scan_buffer(const void *data, size_t n, const char *name,
  * art_scan_walks(head, n, size): would art_scan_file read a file that starts with these
  * bytes (at least 512 when there are) as an archive? Only then may a walk stand in for it.
  * art_scan_walk_new: a walk for an archive of `size` bytes (opts NULL = the defaults; *out
- * NEW). art_scan_walk_entry: the next regular file of the archive, in archive order, with
- * the path its reader reports (`raw`, NULL when it has none: then it is not read), its size
- * (UINT64_MAX unknown) and a read function (as art_src's: the count, 0 at its end, -1 with
- * err set); the scanner reads what it needs of it, the walker drains the rest. region_fd
- * >= 0: the same bytes lie there from region_off on (an uncompressed tar's member), so a zip
- * is read there (pread) instead of being copied to a scratch file first. Errors are
+ * NEW). art_scan_walk_entry: the next regular file of the archive, in archive order
+ * (struct art_scan_member); the scanner reads what it needs of it, the walker drains the
+ * rest. A zip in it is read where it lies when region_fd says where (an uncompressed tar's
+ * member), else copied to a scratch file (through borrow when given). Errors are
  * the scanner's own (MG_ENOMEM, MG_EIO: the scan failed); what the member holds, or a read
  * that failed, becomes a finding. art_scan_walk_finish: the report art_scan_file would have
  * given for an archive with those entries (*scan NEW), and frees the walk;
@@ -107,10 +105,20 @@ struct art_scan_walk;
 bool art_scan_walks(const void *head, size_t n, uint64_t size);
 enum mg_code art_scan_walk_new(const struct art_scan_opts *opts, uint64_t size,
                                struct art_scan_walk **out, struct mg_error *err);
-enum mg_code
-art_scan_walk_entry(struct art_scan_walk *w, const char *raw, uint64_t size,
-                    ssize_t (*read)(void *ctx, void *buf, size_t n, struct mg_error *err),
-                    void *ctx, int region_fd, uint64_t region_off, struct mg_error *err);
+/* A regular file of the archive a walk is fed (art_scan_walk_entry). */
+struct art_scan_member {
+    const char *raw; /* the path its reader reports; NULL: it has none, and is not read */
+    uint64_t size;   /* UINT64_MAX: unknown */
+    /* as art_src's: the count, 0 at its end, -1 with err set */
+    ssize_t (*read)(void *ctx, void *buf, size_t n, struct mg_error *err);
+    /* optional: the same without a copy, *p valid until the next call */
+    ssize_t (*borrow)(void *ctx, const void **p, size_t n, struct mg_error *err);
+    void *ctx;
+    int region_fd; /* >= 0: the same bytes lie there from region_off on */
+    uint64_t region_off;
+};
+enum mg_code art_scan_walk_entry(struct art_scan_walk *w, const struct art_scan_member *m,
+                                 struct mg_error *err);
 enum mg_code art_scan_walk_finish(struct art_scan_walk **w, json_t **scan, struct mg_error *err);
 void art_scan_walk_free(struct art_scan_walk **w);
 

@@ -32,6 +32,8 @@ struct art_src {
     bool cap_hit;       /* a reader stopped at one of the caps, not at a malformed byte */
     /* The same bytes lie in region_fd from region_off on (an uncompressed tar's member):
      * what needs to seek in them (a zip) preads them there instead of copying them out. */
+    /* optional: up to n bytes without a copy (*p valid until the next call), as read */
+    ssize_t (*borrow)(void *ctx, const void **p, size_t n, struct mg_error *err);
     bool region;
     int region_fd;
     uint64_t region_off;

@@ -385,7 +385,8 @@ static void test_walk_matches_file(void **state)
     snprintf(cmd, sizeof(cmd),
              "cd '%s' && printf 'cos\\nsystem\\n(S.id.\\ntR.' >s.pkl && truncate -s 4M s.pkl && "
              "printf 'tail' >>s.pkl && tar --sparse -cf sparse.tar s.pkl && "
-             "tar --sparse --format=posix -czf sparse.tar.gz s.pkl && rm s.pkl",
+             "tar --sparse --format=posix -czf sparse.tar.gz s.pkl && rm s.pkl && "
+             "gzip -c hidden.tar >hidden.tar.gz && tar -czf storage.tar.gz storage.zip",
              corpus);
     assert_int_equal(system(cmd), 0);
     for (k = 0; k < sizeof(subs) / sizeof(subs[0]); k++) {
