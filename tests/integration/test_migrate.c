@@ -242,6 +242,13 @@ static void test_migrate_a_populated_installation(void **state)
                      "after  %s",
                      i, att[i].bundle, got.bundle);
         it_attest_verify(dst, &got, dst->root);
+        /* ... and as the layer of its OCI referrer, under the bundle's digest */
+        it_digest(got.bundle, got.bundle_len, art);
+        r = it_get(dst, it_fmt(cmd, sizeof(cmd), "/v2/fraud/blobs/%s", art), reader);
+        it_expect_status(dst, r, 200);
+        if (r->len != got.bundle_len || memcmp(r->body, got.bundle, r->len) != 0)
+            fail_msg("/v2/ serves generation %zu's attestation other bytes after the migration", i);
+        it_resp_free(dst, &r);
         if (i > 1)
             it_attest_expect_link(&att[i - 1], &got);
         it_attest_release(&got);
