@@ -224,6 +224,27 @@ static void test_migrate_a_populated_installation(void **state)
     r = it_get(dst, "/api/v1/models/fraud/versions/1/signature", reader);
     it_expect_status(dst, r, 200); /* its key is published by the new installation */
     it_resp_free(dst, &r);
+    /* Each referrer is fetched by its digest before the new installation lists them (a
+     * listing writes the current scan report's manifest again): the scan report's manifest
+     * and report moved with the version (oci_scan_refs). */
+    {
+        json_t *list = json_loads(referrers, 0, NULL), *m;
+        size_t k;
+
+        assert_non_null(list);
+        assert_true(json_array_size(json_object_get(list, "manifests")) >= 2);
+        json_array_foreach(json_object_get(list, "manifests"), k, m)
+        {
+            r = it_get(dst,
+                       it_fmt(cmd, sizeof(cmd), "/v2/fraud/manifests/%s", it_jstr(m, "digest")),
+                       reader);
+            if (r->status != 200)
+                fail_msg("referrer %s (%s) is not served after the migration: %ld %s",
+                         it_jstr(m, "digest"), it_jstr(m, "artifactType"), r->status, r->body);
+            it_resp_free(dst, &r);
+        }
+        json_decref(list);
+    }
     r = it_get(dst, it_fmt(cmd, sizeof(cmd), "/v2/fraud/referrers/%s", oci_digest), reader);
     it_expect_status(dst, r, 200);
     if (strcmp(r->body, referrers) != 0)
