@@ -3,8 +3,8 @@
  * (M27): the garbage collector's and retention's claims and the sweeps of dead replicas'
  * work, the analysis' intervals, the periodic smoke re-tests (store_smoke_enqueue) and the
  * reconciler's drift marks of host-less gateways (store_outbox_drift) check the lease (holder,
- * epoch, expiry) in their own transaction. A store of this
- * process joins a daemon's PostgreSQL database; the lease is moved to this store at the
+ * epoch, expiry) in their own transaction. A store of this process joins a daemon's
+ * PostgreSQL database; the lease is moved to this store at the
  * next epoch directly in the database, as a takeover would: a call with the epoch before
  * (a job that checked leadership before the takeover) changes nothing and answers
  * MG_EUNAVAIL; the same call at the new epoch commits. On SQLite (one process, always
