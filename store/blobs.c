@@ -7,10 +7,8 @@
  * upload's own, fed through a small ring of copied chunks, so hashing and the
  * copy overlap instead of adding up (each is about half of an upload's CPU
  * time); the ring is bounded, so a slow hasher holds the writer back rather than
- * buffering. Only when this thread writes a file (the file backend, a spool): a
- * remote backend sends from a thread of its own already, and there the hasher's
- * copy and wake-ups cost more than they saved. Commit: check the digest, inspect what must be
- * inspected (archives, read from a local file: the backend's temp file, or for a remote backend a
+ * buffering. Commit: check the digest, inspect what must be inspected (archives,
+ * read from a local file: the backend's temp file, or for a remote backend a
  * spool kept beside the upload), have the backend make the bytes durable under
  * the digest, and only then insert the row. A crash at any point leaves either
  * no row, or a row whose bytes are complete; leftovers of a remote upload are
@@ -144,12 +142,6 @@ static bool hasher_start(struct store_blob_upload *up)
     }
     up->h = h;
     return true;
-}
-
-/* This thread writes the bytes to a file too: the hasher thread then pays. */
-static bool writes_file(const struct store_blob_upload *up)
-{
-    return up->put != NULL && (blob_put_local_path(up->put) != NULL || up->spool_fd >= 0);
 }
 
 /* Copy p into the ring, waiting for a free chunk when all are full. */
@@ -362,10 +354,8 @@ enum mg_code store_blob_upload_write(struct store_blob_upload *up, const void *p
         return rc;
     if (up->put && (rc = blob_put_write(up->put, p, n, err)) != MG_OK)
         return rc;
-    /* Through a remote backend (oci, 256 MiB, 3 runs) inline hashing took 1.36 CPU s/GiB,
-     * the hasher thread 1.52. */
     if (up->h == NULL && !up->inline_only && up->size + n > HASH_THREAD_AFTER)
-        up->inline_only = !writes_file(up) || !hasher_start(up);
+        up->inline_only = !hasher_start(up);
     if (up->h)
         hasher_feed(up->h, p, n);
     else if (EVP_DigestUpdate(up->md, p, n) != 1)
