@@ -17,6 +17,9 @@
 # The fair reference for a proxy is another proxy: nginx reverse-proxying the same server
 # (request and response buffering off), with the same client; the client straight to the
 # server is printed beside it for information.
+# Each modelgated row and each nginx row also shows the CPU time (user + system, from
+# /proc/PID/stat) that process spent per GiB moved: unlike MB/s it does not depend on what
+# else the machine is running.
 #
 # Usage: bench/ingest.sh [--size-mib N] [--keep-going] [--tmp-dir DIR] [--blobs s3|oci]...
 # See bench/README.md.
@@ -83,7 +86,7 @@ nginx_bin=${NGINX:-nginx}
 size_bytes=$((size_mib * 1024 * 1024))
 ready_timeout_s=30
 
-bench_require openssl dd curl awk timeout "$nginx_bin"
+bench_require openssl dd curl awk timeout pgrep "$nginx_bin"
 [[ -x "$modelgated" ]] || { echo "ingest: $modelgated is not built (run scripts/build.sh)" >&2; exit 1; }
 
 # --- state and cleanup -------------------------------------------------------------------
@@ -106,6 +109,8 @@ fi
 
 load_at_start=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?")
 declare -A rate=()  # metric -> MB/s, or ERROR / skipped
+declare -A cpu=()   # metric -> CPU seconds per GiB of the server that moved the bytes
+clk_tck=$(getconf CLK_TCK 2>/dev/null || echo 100)
 errors=0
 
 now() { date +%s.%N; }
@@ -118,7 +123,25 @@ mb_per_s() {
 is_number() { [[ "${1:-}" =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
 
 print_row() {
-    printf '%-28s %10s %7s %7s  %s\n' "$@"
+    printf '%-30s %10s %7s %7s  %-6s %s\n' "$1" "$2" "$3" "$4" "$5" "${6:-}"
+}
+
+# cpu_ticks PID: user + system clock ticks of the process, all its threads (empty if gone).
+# The fields after the command name, which may hold spaces; utime and stime are 14 and 15.
+cpu_ticks() {
+    [[ -n "${1:-}" ]] || return 0
+    awk '{ s = $0; sub(/^.*\) /, "", s); split(s, f, " "); print f[12] + f[13] }' "/proc/$1/stat" 2>/dev/null || true
+}
+
+# nginx_worker MASTER_PID: the pid of its (one) worker process, which moves the bytes.
+nginx_worker() {
+    pgrep -P "$1" 2>/dev/null | head -n 1
+}
+
+# cpu_per_gib METRIC TICKS0 TICKS1 BYTES: record the CPU seconds per GiB in cpu[METRIC].
+cpu_per_gib() {
+    [[ -n "$2" && -n "$3" ]] || return 0
+    cpu[$1]=$(awk -v t="$(($3 - $2))" -v hz="$clk_tck" -v b="$4" 'BEGIN { printf "%.2f", t / hz / (b / 1073741824) }')
 }
 
 # ratio_row LABEL METRIC DENOMINATOR TARGET: METRIC's rate against DENOMINATOR.
@@ -134,7 +157,7 @@ ratio_row() {
     else
         verdict="ERROR"
     fi
-    print_row "$label" "${num:-skipped}" "$ratio" ">=$target" "$verdict"
+    print_row "$label" "${num:-skipped}" "$ratio" ">=$target" "$verdict" "${cpu[$metric]:-}"
 }
 
 print_table() {
@@ -145,20 +168,20 @@ print_table() {
     echo
     # The load average at the start tells whether something else shared the CPUs.
     echo "modelgate ingest benchmark: ${size_mib} MiB file on $(df -P -- "$work" | awk 'NR == 2 { print $1 }'), $(nproc) CPUs, load average $load_at_start at start"
-    print_row metric MB/s ratio target result
+    print_row metric MB/s ratio target result "CPU s/GiB"
     # upload is compared with the slower of hashing and durable writing, the two things an
     # upload must do; download with nginx sendfile of the same bytes.
     print_row "sha256 (openssl dgst)" "${rate[sha256]:-skipped}" - - -
     print_row "disk write (dd fsync)" "${rate[disk_write]:-skipped}" - - -
     ratio_row "upload modelgated" upload "$floor" 0.75
-    print_row "download nginx (sendfile)" "${rate[download_nginx]:-skipped}" - - -
+    print_row "download nginx (sendfile)" "${rate[download_nginx]:-skipped}" - - - "${cpu[download_nginx]:-}"
     ratio_row "download modelgated" download "${rate[download_nginx]:-}" 0.90
     for kind in "${backends[@]}"; do
         print_row "upload $kind direct (${ref_client[$kind]})" "${rate[up_ref_$kind]:-skipped}" - - -
-        print_row "upload $kind via nginx proxy" "${rate[up_ngx_$kind]:-skipped}" - - -
+        print_row "upload $kind via nginx proxy" "${rate[up_ngx_$kind]:-skipped}" - - - "${cpu[up_ngx_$kind]:-}"
         ratio_row "upload modelgated -> $kind" "up_$kind" "${rate[up_ngx_$kind]:-}" 0.90
         print_row "download $kind direct" "${rate[down_ref_$kind]:-skipped}" - - -
-        print_row "download $kind via nginx proxy" "${rate[down_ngx_$kind]:-skipped}" - - -
+        print_row "download $kind via nginx proxy" "${rate[down_ngx_$kind]:-skipped}" - - - "${cpu[down_ngx_$kind]:-}"
         ratio_row "download modelgated <- $kind" "down_$kind" "${rate[down_ngx_$kind]:-}" 0.90
         if [[ $kind == oci ]]; then
             ratio_row "upload modelgated -> file" upload "${rate[up_ref_oci]:-}" 1.50
@@ -190,6 +213,10 @@ echo "ingest: writing ${size_mib} MiB of random bytes to $file"
 # Random, so neither the disk, a compressing filesystem nor modelgated's archive detection
 # gets an easy ride. head on /dev/urandom handles any size; openssl rand caps at INT_MAX.
 head -c "$size_bytes" /dev/urandom >"$file"
+# ... but a first byte of 0: one that looks like a pickle opcode (about 1 file in 12) makes
+# modelgated keep a local copy of an upload to a remote backend for its scan at commit, a
+# different and slower path than the one measured, chosen by chance.
+printf '\0' | dd of="$file" bs=1 conv=notrunc status=none
 # Warm the page cache for every reader alike: each step below then reads the file from
 # memory, so it is the hashing, writing or serving that is measured, not the first read.
 cat -- "$file" >/dev/null
@@ -250,9 +277,11 @@ else
     # -T streams the file from disk (curl never holds it in memory) and sends its length;
     # -X POST turns the default PUT into the API's POST. curl's time_total runs until the
     # response arrives, i.e. after the server has hashed, fsynced and renamed the blob.
+    t0_cpu=$(cpu_ticks "$server_pid")
     out=$(curl -sS -T "$file" -X POST -o "$work/upload.json" -w '%{http_code} %{time_total}' \
         -H "Authorization: Bearer $token" -H 'Content-Type: application/octet-stream' \
         "$base/api/v1/blobs") || out="curl-error 0"
+    cpu_per_gib upload "$t0_cpu" "$(cpu_ticks "$server_pid")" "$size_bytes"
     read -r code secs <<<"$out"
     if [[ "$code" != 201 && "$code" != 200 ]]; then
         tail -n 5 -- "$server_log" >&2 || true
@@ -349,16 +378,25 @@ fi
 
 # download_once METRIC ROUND URL [CURL ARGS...]: one GET to /dev/null, keeping the best rate
 # in rate[METRIC]. Timed by curl itself, so curl's start-up does not count against small
-# --size-mib runs.
+# --size-mib runs. The CPU time of the process cpu_pid[METRIC] names (modelgated, the nginx
+# worker) adds up over the rounds into cpu[METRIC], per GiB.
+declare -A cpu_pid=() cpu_ticks_sum=() cpu_bytes_sum=()
 download_once() {
-    local metric=$1 round=$2 url=$3 out code got secs r
+    local metric=$1 round=$2 url=$3 out code got secs r pid=${cpu_pid[$1]:-} t0 t1
     shift 3
+    t0=$(cpu_ticks "$pid")
     out=$(curl -sS -o /dev/null -w '%{http_code} %{size_download} %{time_total}' "$@" "$url") ||
         out="curl-error 0 0"
+    t1=$(cpu_ticks "$pid")
     read -r code got secs <<<"$out"
     if [[ "$code" != 200 || "$got" != "$size_bytes" ]]; then
         step_error "$metric" "GET $url round $round: status $code, $got of $size_bytes bytes"
         return 0
+    fi
+    if [[ -n $t0 && -n $t1 ]]; then
+        cpu_ticks_sum[$metric]=$((${cpu_ticks_sum[$metric]:-0} + t1 - t0))
+        cpu_bytes_sum[$metric]=$((${cpu_bytes_sum[$metric]:-0} + size_bytes))
+        cpu_per_gib "$metric" 0 "${cpu_ticks_sum[$metric]}" "${cpu_bytes_sum[$metric]}"
     fi
     r=$(mb_per_s "$size_bytes" 0 "$secs")
     echo "ingest: $metric round $round: $r MB/s"
@@ -370,6 +408,10 @@ download_once() {
 # Three rounds, each one download from each server, best kept: alternating spreads any
 # drift of a shared VM (a noisy neighbour, CPU boost) over both sides instead of one, and
 # the best run drops cold caches and TCP warm-up that say nothing about the server.
+cpu_pid[download]=$server_pid
+if [[ -n "$nginx_pid" ]]; then
+    cpu_pid[download_nginx]=$(nginx_worker "$nginx_pid")
+fi
 for round in 1 2 3; do
     if [[ "${rate[download]}" != skipped && "${rate[download]}" != ERROR ]]; then
         download_once download "$round" "$base/api/v1/blobs/$digest" -H "Authorization: Bearer $token"
@@ -472,21 +514,26 @@ keep_best() {
     fi
 }
 
-# ref_push KIND PORT NAME: the reference client's upload and download of the file through
-# 127.0.0.1:PORT (the server itself, or the nginx in front of it), as up_NAME / down_NAME.
+# ref_push KIND PORT NAME [PID]: the reference client's upload and download of the file
+# through 127.0.0.1:PORT (the server itself, or the nginx in front of it), as up_NAME /
+# down_NAME; with PID (the nginx worker), its CPU time per GiB too.
 ref_push() {
-    local kind=$1 port=$2 name=$3 secs reg loc round
+    local kind=$1 port=$2 name=$3 pid=${4:-} secs reg loc round t0 rounds=0
     if [[ $kind == s3 ]]; then
         export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
         aws_e=(aws --endpoint-url "http://127.0.0.1:$port")
+        t0=$(cpu_ticks "$pid")
         if secs=$(timed "${aws_e[@]}" s3 cp "$file" "s3://mgtest/$name/random.bin"); then
             rate[up_${name}_s3]=$(mb_per_s "$size_bytes" 0 "$secs")
+            cpu_per_gib "up_${name}_s3" "$t0" "$(cpu_ticks "$pid")" "$size_bytes"
         else
             step_error "up_${name}_s3" "aws s3 cp through 127.0.0.1:$port failed"
         fi
+        t0=$(cpu_ticks "$pid")
         for round in 1 2 3; do # best of three, as modelgated's downloads
             if secs=$(timed sh -c "$(printf '%q ' "${aws_e[@]}") s3 cp s3://mgtest/$name/random.bin - >/dev/null"); then
                 keep_best "down_${name}_s3" "$(mb_per_s "$size_bytes" 0 "$secs")"
+                rounds=$((rounds + 1))
             else
                 step_error "down_${name}_s3" "aws s3 cp (download) through 127.0.0.1:$port failed"
                 break
@@ -496,19 +543,26 @@ ref_push() {
         reg="http://127.0.0.1:$port/v2/mg/$name"
         loc=$(curl -sS -D - -o /dev/null -X POST "$reg/blobs/uploads/" | awk 'tolower($1) == "location:" { print $2 }' | tr -d '\r')
         [[ $loc == /* ]] && loc="http://127.0.0.1:$port$loc"
+        t0=$(cpu_ticks "$pid")
         if [[ -n $loc ]] && secs=$(timed curl -sS -f -T "$file" -H "Content-Type: application/octet-stream" "$loc&digest=sha256:$expected_hex"); then
             rate[up_${name}_oci]=$(mb_per_s "$size_bytes" 0 "$secs")
+            cpu_per_gib "up_${name}_oci" "$t0" "$(cpu_ticks "$pid")" "$size_bytes"
         else
             step_error "up_${name}_oci" "the registry's monolithic PUT through 127.0.0.1:$port failed"
         fi
+        t0=$(cpu_ticks "$pid")
         for round in 1 2 3; do
             if secs=$(timed curl -sS -f -o /dev/null "$reg/blobs/sha256:$expected_hex"); then
                 keep_best "down_${name}_oci" "$(mb_per_s "$size_bytes" 0 "$secs")"
+                rounds=$((rounds + 1))
             else
                 step_error "down_${name}_oci" "the registry GET through 127.0.0.1:$port failed"
                 break
             fi
         done
+    fi
+    if [[ $rounds -gt 0 ]]; then
+        cpu_per_gib "down_${name}_$kind" "$t0" "$(cpu_ticks "$pid")" "$((size_bytes * rounds))"
     fi
 }
 
@@ -524,7 +578,7 @@ for kind in "${backends[@]}"; do
     # (the reference for modelgated, a proxy too)
     ref_push "$kind" "$bport" ref
     if start_proxy "$kind" "$bport"; then
-        ref_push "$kind" "$proxy_port" ngx
+        ref_push "$kind" "$proxy_port" ngx "$(nginx_worker "${proxy_pids[-1]}")"
     else
         step_error "up_ngx_$kind" "nginx did not start as a proxy for $kind"
     fi
@@ -544,14 +598,17 @@ for kind in "${backends[@]}"; do
     fi
     bbase="http://127.0.0.1:$(tr -d '[:space:]' <"$bport_file")"
     btoken=$(tr -d '[:space:]' <"$bdata/admin.token")
+    t0_cpu=$(cpu_ticks "$bpid")
     out=$(curl -sS -T "$file" -X POST -o "$work/upload-$kind.json" -w '%{http_code} %{time_total}' \
         -H "Authorization: Bearer $btoken" -H "X-Content-Digest: sha256:$expected_hex" \
         "$bbase/api/v1/blobs") || out="curl-error 0"
+    cpu_per_gib "up_$kind" "$t0_cpu" "$(cpu_ticks "$bpid")" "$size_bytes"
     read -r code secs <<<"$out"
     if [[ "$code" == 201 || "$code" == 200 ]]; then
         rate[up_$kind]=$(mb_per_s "$size_bytes" 0 "$secs")
         echo "ingest: upload through $kind ${rate[up_$kind]} MB/s"
         rate[down_$kind]=""
+        cpu_pid[down_$kind]=$bpid
         for round in 1 2 3; do
             download_once "down_$kind" "$round" "$bbase/api/v1/blobs/sha256:$expected_hex" -H "Authorization: Bearer $btoken"
         done

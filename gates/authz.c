@@ -169,6 +169,18 @@ void gate_authorize(const struct gate_token *t, const struct gate_request *q,
                  join(t->teams, t->nteams, b, sizeof(b)));
         return;
     }
+    if (q->team != NULL && q->read_scope == GATE_READ_TEAM && t->nteams > 0) {
+        size_t i;
+
+        for (i = 0; i < t->nteams && strcmp(t->teams[i], q->team) != 0; i++)
+            ;
+        if (i == t->nteams) {
+            /* Another team's quota and usage are its own business: missing, as its models are. */
+            deny(out, 404, "team '%s' is not visible to token '%s', which acts only for team %s",
+                 q->team, t->name, join(t->teams, t->nteams, b, sizeof(b)));
+            return;
+        }
+    }
     if (q->bytes != NULL) {
         /* Possession is proved by uploading: a digest alone never reaches another team's
          * bytes (docker-registry's cross-repository mount likewise needs pull access). */

@@ -59,6 +59,7 @@ struct gate_request {
     const char *alias;              /* the alias a deployer action moves, or NULL */
     enum gate_read_scope read_scope;
     const struct gate_bytes *bytes; /* NULL: the request reads or cites no stored bytes */
+    const char *team;               /* the team a route is about ({team} in its path), or NULL */
 };
 
 struct gate_decision {
@@ -76,7 +77,8 @@ struct gate_decision {
  * aliases moves, promotes into and rolls back only those aliases (403 naming the allowed
  * ones). Bytes: with GATE_READ_TEAM a token with teams reads or cites them only when one of
  * its teams uploaded them or owns a model citing them (404 otherwise, as if missing);
- * released bytes are gone (410) to every token but admin.
+ * released bytes are gone (410) to every token but admin. A route about one team (its
+ * quota): with GATE_READ_TEAM a token with teams reaches only its own teams (404 otherwise).
  */
 void gate_authorize(const struct gate_token *t, const struct gate_request *q,
                     struct gate_decision *out);

@@ -17,12 +17,24 @@ report_stage() {
 }
 trap report_stage EXIT
 
+# Each step's wall time, printed in the summary (M25: the whole run stays inside 35 minutes;
+# this says where the time goes).
+step_name="installing dependencies"
+step_start=$SECONDS
+step_times=()
+step() {
+    step_times+=("$(printf '%-36s %5d s' "$step_name" $((SECONDS - step_start)))")
+    step_name=$1
+    step_start=$SECONDS
+    echo "=== $1 ==="
+}
+
 scripts/install-deps.sh
 # Every dependency is installed now: a test that would skip for want of one (the Chromium
 # UI suite) fails instead, so nothing drops out of CI unnoticed.
 export MG_REQUIRE_ALL=1
 
-echo "=== formatting (clang-format, .clang-format) ==="
+step "formatting (clang-format, .clang-format)"
 format_rc=0
 git ls-files -z '*.c' '*.h' | xargs -0 clang-format --dry-run -Werror || format_rc=$?
 
@@ -36,23 +48,23 @@ export CTEST_PARALLEL_LEVEL=${CTEST_PARALLEL_LEVEL:-2}
 normal_rc=0
 sanitize_rc=0
 
-echo "=== normal build ==="
+step "normal build"
 stage="building (normal)"
 scripts/build.sh normal
 stage=""
-echo "=== normal tests ==="
+step "normal tests"
 (cd build && ctest --output-on-failure) || normal_rc=$?
 
-echo "=== sanitizer build ==="
+step "sanitizer build"
 stage="building (sanitize)"
 scripts/build.sh sanitize
 stage=""
-echo "=== sanitizer tests ==="
+step "sanitizer tests"
 # MG_SANITIZE=1 tells the tests they run instrumented code: slower, and with ASan's own
 # memory overhead, so time and memory limits must be read accordingly.
 (cd build-asan && MG_SANITIZE=1 ctest --output-on-failure) || sanitize_rc=$?
 
-echo "=== Release builds (gcc, clang): what a packager builds, warnings as errors ==="
+step "Release builds (gcc, clang): what a packager builds, warnings as errors"
 # Optimised builds see warnings (maybe-uninitialized, clang's own) that the two builds
 # above do not; they are built, not run again.
 stage="building (Release, gcc)"
@@ -61,15 +73,17 @@ stage="building (Release, clang)"
 scripts/build.sh release-clang
 stage=""
 
-echo "=== fuzzing (libFuzzer, ${FUZZ_SECONDS:-30} s per target) ==="
+step "fuzzing (libFuzzer, ${FUZZ_SECONDS:-30} s per target)"
 # Bounded: each target runs FUZZ_SECONDS (default 30: CI stays well inside its time) from
 # its seed corpus; run tests/fuzz/run.sh with a longer time to search deeper.
 fuzz_rc=0
 tests/fuzz/run.sh "${FUZZ_SECONDS:-30}" || fuzz_rc=$?
 
 verdict() { if [[ $1 -eq 0 ]]; then echo "PASS"; else echo "FAIL (ctest exit $1)"; fi; }
-echo
-echo "=== summary ==="
+step "summary"
+echo "time per step:"
+printf '  %s\n' "${step_times[@]}"
+printf '  %-36s %5d s\n' "total" "$SECONDS"
 echo "normal build:    $(verdict "$normal_rc")"
 echo "sanitizer build: $(verdict "$sanitize_rc")"
 echo "fuzzing:         $(verdict "$fuzz_rc")"

@@ -68,8 +68,9 @@ enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *mode
 {
     struct token_view v;
     struct gate_model m = {model, NULL, 0};
-    struct gate_request q = {need, NULL, alias,
-                             r->srv->cfg->read_scope_team ? GATE_READ_TEAM : GATE_READ_ALL, NULL};
+    struct gate_request q = {need,  NULL,
+                             alias, r->srv->cfg->read_scope_team ? GATE_READ_TEAM : GATE_READ_ALL,
+                             NULL,  srv_param(r, "team")};
     const char *owners[STORE_MAX_SCOPES];
     json_t *own = NULL, *o;
     size_t i;
@@ -123,8 +124,12 @@ bool srv_authorize_bytes(struct srv_req *r, const char *digest, const char *fiel
 {
     struct token_view v;
     struct gate_bytes b = {digest, NULL, 0, NULL, 0, false};
-    struct gate_request q = {r->route->roles, NULL, NULL,
-                             r->srv->cfg->read_scope_team ? GATE_READ_TEAM : GATE_READ_ALL, &b};
+    struct gate_request q = {r->route->roles,
+                             NULL,
+                             NULL,
+                             r->srv->cfg->read_scope_team ? GATE_READ_TEAM : GATE_READ_ALL,
+                             &b,
+                             NULL};
     struct gate_decision d;
     struct gate_model *citers = NULL;
     const char **names = NULL, **teams = NULL;

@@ -113,15 +113,17 @@ static const char *gpu_mode(const struct gate_policy *pol)
 }
 
 /* Entering the shadow phase: the candidate is smoke-tested while it gets the copies (the
- * runner gateway queues the same test from the outbox; a queued one is not queued twice). */
-static void shadow_smoke(struct srv *srv, const char *model, const json_t *ver,
-                         const struct gate_policy *pol)
+ * runner gateway queues the same test from the outbox; a queued one is not queued twice).
+ * leader_epoch: the decision's (rel_decision), so the rollout clock queues under it. */
+static void shadow_smoke(struct srv *srv, int64_t leader_epoch, const char *model,
+                         const json_t *ver, const struct gate_policy *pol)
 {
     struct mg_error err;
 
     if (pol->smoke_required ||
         json_is_string(json_object_get(json_object_get(ver, "smoke"), "profile")))
-        runner_enqueue(srv, model, json_integer_value(json_object_get(ver, "version")), "promotion",
+        runner_enqueue(srv, leader_epoch, model,
+                       json_integer_value(json_object_get(ver, "version")), "promotion",
                        gpu_mode(pol), NULL, &err);
 }
 
@@ -466,7 +468,7 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
 
             if (ver != NULL ||
                 store_version_get(srv->store, model, cur.candidate, &ver, &ignore) == MG_OK)
-                shadow_smoke(srv, model, ver, &pol);
+                shadow_smoke(srv, d->leader_epoch, model, ver, &pol);
         }
     next:
         json_decref(p);

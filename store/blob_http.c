@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #define STREAM_BUF (1u << 20)
@@ -20,6 +21,24 @@
 #define STREAM_WAKE (256u << 10)
 #define CONNECT_TIMEOUT_S 10L
 #define STALL_SECONDS 60L
+
+/*
+ * Part buffers and rings come from mmap and go back with munmap: from malloc, once one
+ * was freed glibc raised its mmap threshold above their size and later ones stayed in its
+ * arenas after free, so the peak RSS of back-to-back uploads crept towards the cap.
+ */
+static void *big_alloc(size_t n)
+{
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void big_free(void *p, size_t n)
+{
+    if (p != NULL)
+        munmap(p, n);
+}
 
 void blob_http_resp_init(struct blob_http_resp *r)
 {
@@ -210,7 +229,7 @@ enum mg_code blob_parts_new(size_t part_bytes, blob_part_send_fn send, void *arg
 {
     struct blob_parts *p = calloc(1, sizeof(*p));
 
-    if (p == NULL || (p->buf[0] = malloc(part_bytes)) == NULL) {
+    if (p == NULL || (p->buf[0] = big_alloc(part_bytes)) == NULL) {
         free(p);
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
@@ -222,7 +241,7 @@ enum mg_code blob_parts_new(size_t part_bytes, blob_part_send_fn send, void *arg
     if (pthread_create(&p->thread, NULL, parts_main, p) != 0) {
         pthread_mutex_destroy(&p->lock);
         pthread_cond_destroy(&p->cond);
-        free(p->buf[0]);
+        big_free(p->buf[0], part_bytes);
         free(p);
         return mg_fail(err, MG_ENOMEM, NULL, "cannot start an upload thread");
     }
@@ -264,7 +283,7 @@ enum mg_code blob_parts_write(struct blob_parts *p, const void *data, size_t n,
             continue;
         if ((rc = parts_wait(p, err)) != MG_OK)
             return rc;
-        if (p->buf[!p->cur] == NULL && (p->buf[!p->cur] = malloc(p->part)) == NULL)
+        if (p->buf[!p->cur] == NULL && (p->buf[!p->cur] = big_alloc(p->part)) == NULL)
             return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         pthread_mutex_lock(&p->lock);
         p->busy = true;
@@ -303,8 +322,8 @@ void blob_parts_free(struct blob_parts **pp)
     pthread_join(p->thread, NULL);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->cond);
-    free(p->buf[0]);
-    free(p->buf[1]);
+    big_free(p->buf[0], p->part);
+    big_free(p->buf[1], p->part);
     free(p);
     *pp = NULL;
 }
@@ -420,9 +439,7 @@ enum mg_code blob_stream_start(CURL *c, struct curl_slist *headers, const char *
     struct blob_stream *s = calloc(1, sizeof(*s));
     struct blob_reader *r = calloc(1, sizeof(*r));
 
-    if (s == NULL || r == NULL || (s->buf = malloc(STREAM_BUF)) == NULL) {
-        if (s)
-            free(s->buf);
+    if (s == NULL || r == NULL || (s->buf = big_alloc(STREAM_BUF)) == NULL) {
         free(s);
         free(r);
         curl_slist_free_all(headers);
@@ -447,7 +464,7 @@ enum mg_code blob_stream_start(CURL *c, struct curl_slist *headers, const char *
         blob_http_resp_release(&s->resp);
         curl_slist_free_all(headers);
         curl_easy_cleanup(c);
-        free(s->buf);
+        big_free(s->buf, STREAM_BUF);
         free(s);
         free(r);
         return mg_fail(err, MG_ENOMEM, NULL, "cannot start a download thread");
@@ -503,13 +520,18 @@ void blob_stream_close(struct blob_stream *s)
     blob_http_resp_release(&s->resp);
     curl_slist_free_all(s->headers);
     curl_easy_cleanup(s->c);
-    free(s->buf);
+    big_free(s->buf, STREAM_BUF);
     free(s);
 }
 
 /* ---- streamed uploads ----------------------------------------------------- */
 
 #define PIPE_BUF_BYTES (4u << 20)
+/* The sender takes the bytes once this much is buffered (or the body ended, or PIPE_LINGER_MS
+ * after the first of them came): waking it for every 32 KiB the HTTP thread reads cost a
+ * context switch and a send each, more than the copying. */
+#define PIPE_WAKE (256u << 10)
+#define PIPE_LINGER_MS 10
 
 struct blob_pipe {
     pthread_t thread;
@@ -520,6 +542,8 @@ struct blob_pipe {
     char desc[300];
     uint8_t *buf;
     size_t head, count;
+    size_t want;  /* what the waiting sender waits for; 0 when it is not waiting */
+    bool writing; /* the writer waits for room */
     bool eof, cancel, done;
     enum mg_code rc;
     struct mg_error err;
@@ -529,11 +553,28 @@ struct blob_pipe {
 static size_t pipe_read(char *out, size_t size, size_t nitems, void *ud)
 {
     struct blob_pipe *p = ud;
-    size_t n = size * nitems, k, first;
+    size_t n = size * nitems, k, first, want = n < PIPE_WAKE ? n : PIPE_WAKE;
+    struct timespec until = {0, 0};
 
     pthread_mutex_lock(&p->lock);
-    while (p->count == 0 && !p->eof && !p->cancel)
-        pthread_cond_wait(&p->cond, &p->lock);
+    while (p->count < want && !p->eof && !p->cancel) {
+        p->want = want;
+        if (p->count == 0) {
+            pthread_cond_wait(&p->cond, &p->lock); /* the first byte wakes it */
+            continue;
+        }
+        if (until.tv_sec == 0) {
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += PIPE_LINGER_MS * 1000000L;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+        }
+        if (pthread_cond_timedwait(&p->cond, &p->lock, &until) == ETIMEDOUT)
+            break;
+    }
+    p->want = 0;
     if (p->cancel) {
         pthread_mutex_unlock(&p->lock);
         return CURL_READFUNC_ABORT;
@@ -546,7 +587,8 @@ static size_t pipe_read(char *out, size_t size, size_t nitems, void *ud)
     memcpy(out + first, p->buf, k - first);
     p->head = (p->head + k) % PIPE_BUF_BYTES;
     p->count -= k;
-    pthread_cond_broadcast(&p->cond);
+    if (p->writing)
+        pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
     return k;
 }
@@ -571,7 +613,7 @@ enum mg_code blob_pipe_start(CURL *c, struct curl_slist *headers, const char *de
 {
     struct blob_pipe *p = calloc(1, sizeof(*p));
 
-    if (p == NULL || (p->buf = malloc(PIPE_BUF_BYTES)) == NULL) {
+    if (p == NULL || (p->buf = big_alloc(PIPE_BUF_BYTES)) == NULL) {
         free(p);
         curl_slist_free_all(headers);
         curl_easy_cleanup(c);
@@ -596,7 +638,7 @@ enum mg_code blob_pipe_start(CURL *c, struct curl_slist *headers, const char *de
         blob_http_resp_release(&p->resp);
         curl_slist_free_all(headers);
         curl_easy_cleanup(c);
-        free(p->buf);
+        big_free(p->buf, PIPE_BUF_BYTES);
         free(p);
         return mg_fail(err, MG_ENOMEM, NULL, "cannot start an upload thread");
     }
@@ -612,8 +654,11 @@ enum mg_code blob_pipe_write(struct blob_pipe *p, const void *data, size_t n, st
     while (n > 0) {
         size_t tail, k;
 
-        while (p->count == PIPE_BUF_BYTES && !p->done)
+        while (p->count == PIPE_BUF_BYTES && !p->done) {
+            p->writing = true;
             pthread_cond_wait(&p->cond, &p->lock);
+        }
+        p->writing = false;
         if (p->done) {
             /* the request ended before the body did: its reply says why */
             enum mg_code rc = p->rc != MG_OK ? p->rc : MG_EUNAVAIL;
@@ -632,10 +677,12 @@ enum mg_code blob_pipe_write(struct blob_pipe *p, const void *data, size_t n, st
         if (k > n)
             k = n;
         memcpy(p->buf + tail, q, k);
+        /* The sender is woken by the first byte (it then lingers for more) and by enough. */
+        if (p->want > 0 && (p->count == 0 || p->count + k >= p->want))
+            pthread_cond_broadcast(&p->cond);
         p->count += k;
         q += k;
         n -= k;
-        pthread_cond_broadcast(&p->cond);
     }
     pthread_mutex_unlock(&p->lock);
     return MG_OK;
@@ -677,7 +724,7 @@ void blob_pipe_free(struct blob_pipe **pp)
     blob_http_resp_release(&p->resp);
     curl_slist_free_all(p->headers);
     curl_easy_cleanup(p->c);
-    free(p->buf);
+    big_free(p->buf, PIPE_BUF_BYTES);
     free(p);
     *pp = NULL;
 }

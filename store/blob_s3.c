@@ -228,6 +228,9 @@ static enum mg_code s3_req(struct blob_backend *b, const char *method, const cha
     if (body != NULL) {
         cr |= curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
         cr |= curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+        /* A part goes out 512 KiB a send, not 64 KiB (libcurl's default). */
+        if (len > (64u << 10))
+            cr |= curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 512L << 10);
     }
     if (cr != CURLE_OK) {
         rc = mg_fail(err, MG_EIO, NULL, "cannot set up a request to the %s", b->desc);

@@ -57,6 +57,7 @@ static const char *const tables[] = {
     "gateway_names",
     "model_epochs",
     "oci_manifests",
+    "oci_scan_refs",
     "identity_groups",
     "trusted_publishers",
     "exchange_jti",

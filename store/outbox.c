@@ -433,8 +433,8 @@ enum mg_code store_outbox_recover(struct store *st, int64_t leader_epoch, struct
     return store_sweep_dead(st, leader_epoch, sql, err);
 }
 
-enum mg_code store_outbox_in_sync(struct store *st, bool leader, struct store_delivery **out,
-                                  size_t *n, struct mg_error *err)
+enum mg_code store_outbox_in_sync(struct store *st, int64_t leader_epoch,
+                                  struct store_delivery **out, size_t *n, struct mg_error *err)
 {
 #define HOST_OK(h) "(" h " = ?1 OR (" h " IS NULL AND ?2 = 1)) "
     static const char sql[] =
@@ -459,7 +459,7 @@ enum mg_code store_outbox_in_sync(struct store *st, bool leader, struct store_de
     *n = 0;
     s = db_prepare(c, DB_SQL(c, sql, sql_pg));
     db_bind_text(s, 1, st->host_name);
-    db_bind_i64(s, 2, leader ? 1 : 0);
+    db_bind_i64(s, 2, leader_epoch > 0 ? 1 : 0);
     db_bind_i64(s, 3, STORE_RECONCILE_MAX);
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
         struct store_delivery *d;
@@ -485,6 +485,9 @@ enum mg_code store_outbox_in_sync(struct store *st, bool leader, struct store_de
         d->payload = store_col_json(s, 4);
         snprintf(d->kind, sizeof(d->kind), "%s", db_col_text(s, 5));
         d->config = store_col_json(s, 6);
+        /* No host (the query's other case is this replica's host): the leader's row. */
+        if (!json_is_string(json_object_get(d->config, "host")))
+            d->leader_epoch = leader_epoch;
     }
     store_read_end(st, c);
     if (rc != MG_OK) {
@@ -514,6 +517,10 @@ enum mg_code store_outbox_drift(struct store *st, const struct store_delivery *d
     *marked = false;
     if (c == NULL)
         return err->code;
+    /* A host-less gateway's row is the leader's: a leader that lost the lease since its
+     * pass began marks nothing and writes no audit entry. */
+    if ((rc = store_leader_holds(c, st, d->leader_epoch, err)) != MG_OK)
+        goto out;
     snprintf(text, sizeof(text), "drift: %s; generation %lld is delivered again", found,
              (long long)d->generation);
     s = db_prepare(c, sql);

@@ -64,22 +64,27 @@ static enum mg_code smoke_read(struct db_conn *c, const char *id, json_t **out,
     return *out ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 }
 
-enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t version,
-                                 const char *trigger, const char *gpu_mode, json_t **out,
-                                 bool *created, struct mg_error *err)
+enum mg_code store_smoke_enqueue(struct store *st, int64_t leader_epoch, const char *model,
+                                 int64_t version, const char *trigger, const char *gpu_mode,
+                                 json_t **out, bool *created, struct mg_error *err)
 {
     struct db_conn *c = store_write_begin(st, err);
     json_t *t = NULL;
     enum mg_code rc;
 
+    *out = NULL;
+    *created = false;
     if (c == NULL)
         return err->code;
-    rc = store_smoke_enqueue_in(c, model, version, trigger, gpu_mode, &t, created, err);
+    if ((rc = store_leader_holds(c, st, leader_epoch, err)) == MG_OK)
+        rc = store_smoke_enqueue_in(c, model, version, trigger, gpu_mode, &t, created, err);
     rc = store_write_end(st, c, rc, err);
-    if (rc == MG_OK)
+    if (rc == MG_OK) {
         *out = t;
-    else
+    } else {
         json_decref(t);
+        *created = false;
+    }
     return rc;
 }
 

@@ -1121,6 +1121,8 @@ struct store_delivery {
     int64_t written_ms;
     char lease_token[17]; /* the claim's own: its outcome counts only while it holds */
     bool touched;         /* the delivery sent something to the gateway (store_outbox_done) */
+    int64_t leader_epoch; /* > 0: a host-less gateway's row, the leader's to reconcile under
+                           * this epoch (store_outbox_in_sync, store_outbox_drift) */
 };
 
 void store_delivery_release(struct store_delivery *d);
@@ -1170,18 +1172,21 @@ enum mg_code store_outbox_abort(struct store *st, const struct store_delivery *d
 
 /*
  * The in-sync rows this replica's reconciler checks against their gateways' live state:
- * those of enabled gateways whose "host" is this replica's, and, when leader, those of
- * gateways without a host (up to STORE_RECONCILE_MAX). *out NEW: n deliveries without
+ * those of enabled gateways whose "host" is this replica's, and, when leader_epoch > 0 (the
+ * leader's pass, store_leader_epoch), those of gateways without a host, which carry that
+ * epoch in their leader_epoch (up to STORE_RECONCILE_MAX). *out NEW: n deliveries without
  * secret or lease; store_delivery_release each, then free(*out).
  */
-enum mg_code store_outbox_in_sync(struct store *st, bool leader, struct store_delivery **out,
-                                  size_t *n, struct mg_error *err);
+enum mg_code store_outbox_in_sync(struct store *st, int64_t leader_epoch,
+                                  struct store_delivery **out, size_t *n, struct mg_error *err);
 
 /*
  * The gateway was found off d's generation (found: what differs, for last_error and the
  * audit): when the row is still in sync at that generation, it becomes pending again (the
  * workers deliver it once more) with last_error "drift: ...", and a gateway.drift audit
  * entry is written, in one transaction; *marked then. Nothing when the row moved on.
+ * d->leader_epoch > 0 (a host-less gateway's row): with PostgreSQL only while this replica
+ * still holds the leader lease at that epoch, else MG_EUNAVAIL and nothing changes.
  */
 enum mg_code store_outbox_drift(struct store *st, const struct store_delivery *d, const char *found,
                                 bool *marked, struct mg_error *err);
@@ -1210,10 +1215,13 @@ enum mg_code store_outbox_synced(struct store *st, const char *model, const char
  * Queue a smoke test of a version unless one is already queued or running
  * (then *out is that one and *created false). trigger: route, promotion,
  * periodic, manual; gpu_mode: required, preferred, none. *out = SmokeTest.
+ * leader_epoch > 0: leader-only work (the periodic re-tests), queued only while this
+ * replica still holds the leader lease at that epoch, else MG_EUNAVAIL and nothing is
+ * queued (store_retention_claim); 0: anyone's.
  */
-enum mg_code store_smoke_enqueue(struct store *st, const char *model, int64_t version,
-                                 const char *trigger, const char *gpu_mode, json_t **out,
-                                 bool *created, struct mg_error *err);
+enum mg_code store_smoke_enqueue(struct store *st, int64_t leader_epoch, const char *model,
+                                 int64_t version, const char *trigger, const char *gpu_mode,
+                                 json_t **out, bool *created, struct mg_error *err);
 
 /* Take the oldest queued test (it becomes running). *job = {"id","model","version",
  * "profile","gpu_mode","artifact":{"digest","media_type","files"},"smoke","resources",

@@ -85,7 +85,7 @@ static void queue_test(struct srv_req *r)
     }
     if (!routed_in_scope(r))
         return;
-    rc = runner_enqueue(r->srv, srv_param(r, "model"), srv_param_version(r), "manual", gpu, &out,
+    rc = runner_enqueue(r->srv, 0, srv_param(r, "model"), srv_param_version(r), "manual", gpu, &out,
                         &err);
     api_reply_result(r, rc, 202, out, &err);
 }

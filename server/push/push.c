@@ -390,7 +390,8 @@ static void *clock_main(void *arg)
 
 /* One pass of the reconciler: every in-sync row this replica answers for (push.h) is
  * compared with its gateway's live state; drift makes the row pending again (audited), and
- * the workers repair it. */
+ * the workers repair it. Host-less gateways are the leader's: their rows are marked only
+ * under the leader epoch the pass started with (store_outbox_drift). */
 static void reconcile(struct push *p)
 {
     struct store_delivery *list = NULL;
@@ -398,7 +399,7 @@ static void reconcile(struct push *p)
     size_t n = 0, i;
     bool kicked = false;
 
-    if (store_outbox_in_sync(p->srv->store, store_leader(p->srv->store), &list, &n, &err) !=
+    if (store_outbox_in_sync(p->srv->store, store_leader_epoch(p->srv->store), &list, &n, &err) !=
         MG_OK) {
         fprintf(stderr, "modelgated: reconcile: cannot list the deliveries: %s\n", err.message);
         return;
@@ -419,6 +420,8 @@ static void reconcile(struct push *p)
         if (!drift)
             continue;
         if (store_outbox_drift(p->srv->store, &list[i], why, &marked, &err) != MG_OK) {
+            if (err.code == MG_EUNAVAIL)
+                continue; /* no longer the leader: the new one's pass repairs it */
             fprintf(stderr, "modelgated: reconcile %s %s/%s: cannot record the drift: %s\n",
                     list[i].gateway, list[i].model, list[i].alias, err.message);
             continue;

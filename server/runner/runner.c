@@ -661,14 +661,22 @@ static void *periodic_main(void *arg)
             json_t *routed = NULL, *r;
             struct mg_error err;
             size_t i;
+            int64_t epoch;
             pthread_mutex_unlock(&rn->lock);
-            /* The leader queues the cluster's re-tests; every replica's workers run them. */
-            if (store_leader(rn->srv->store) &&
-                store_routed_versions(rn->srv->store, &routed, &err) == MG_OK) {
+            /* The leader queues the cluster's re-tests; every replica's workers run them.
+             * Each is queued only while this replica still leads at the epoch the pass
+             * started with: one that lost the lease since (a pause) stops, quietly. */
+            epoch = store_leader_epoch(rn->srv->store);
+            if (epoch != 0 && store_routed_versions(rn->srv->store, &routed, &err) == MG_OK) {
                 json_array_foreach(routed, i, r)
-                    runner_enqueue(rn->srv, json_string_value(json_object_get(r, "model")),
-                                   json_integer_value(json_object_get(r, "version")), "periodic",
-                                   "preferred", NULL, &err);
+                {
+                    if (runner_enqueue(rn->srv, epoch,
+                                       json_string_value(json_object_get(r, "model")),
+                                       json_integer_value(json_object_get(r, "version")),
+                                       "periodic", "preferred", NULL, &err) != MG_OK &&
+                        err.code == MG_EUNAVAIL)
+                        break;
+                }
             }
             json_decref(routed);
             next = mg_mono_ms() + rn->opt.interval_s * 1000;
@@ -762,14 +770,14 @@ void runner_stop(struct srv *srv)
     free(rn);
 }
 
-enum mg_code runner_enqueue(struct srv *srv, const char *model, int64_t version,
-                            const char *trigger, const char *gpu_mode, json_t **out,
-                            struct mg_error *err)
+enum mg_code runner_enqueue(struct srv *srv, int64_t leader_epoch, const char *model,
+                            int64_t version, const char *trigger, const char *gpu_mode,
+                            json_t **out, struct mg_error *err)
 {
     json_t *t = NULL;
     bool created = false;
-    enum mg_code rc =
-        store_smoke_enqueue(srv->store, model, version, trigger, gpu_mode, &t, &created, err);
+    enum mg_code rc = store_smoke_enqueue(srv->store, leader_epoch, model, version, trigger,
+                                          gpu_mode, &t, &created, err);
 
     if (rc == MG_OK && created && srv->runner)
         kick(srv->runner);
@@ -814,7 +822,7 @@ enum mg_code runner_enqueue_routes(struct srv *srv, const char *model, const cha
         json_decref(ver);
         if (!has_profile)
             continue;
-        rc = runner_enqueue(srv, model, v, "route", mode, NULL, err);
+        rc = runner_enqueue(srv, 0, model, v, "route", mode, NULL, err);
         if (rc != MG_OK && rc != MG_ENOTFOUND)
             break;
         rc = MG_OK;

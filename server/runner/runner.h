@@ -58,10 +58,11 @@ enum mg_code runner_start(struct srv *srv, const struct runner_options *o, struc
 void runner_stop(struct srv *srv);
 
 /* Queue a test (trigger: route, promotion, periodic, manual). *out (may be
- * NULL) is the SmokeTest. */
-enum mg_code runner_enqueue(struct srv *srv, const char *model, int64_t version,
-                            const char *trigger, const char *gpu_mode, json_t **out,
-                            struct mg_error *err);
+ * NULL) is the SmokeTest. leader_epoch > 0: queued by leader-only work, only while this
+ * replica still leads at that epoch, else MG_EUNAVAIL (store_smoke_enqueue); 0: anyone's. */
+enum mg_code runner_enqueue(struct srv *srv, int64_t leader_epoch, const char *model,
+                            int64_t version, const char *trigger, const char *gpu_mode,
+                            json_t **out, struct mg_error *err);
 
 /* Wake the workers: a test was queued by someone else (a promotion's transaction). */
 void runner_kick(struct srv *srv);

@@ -89,6 +89,14 @@ mg_wait_for() {
     done
 }
 
+# mg_pg_database TAG: under a pg_e2e_* test (MG_PG_DIR: the suite's PostgreSQL, started by
+# scripts/pg-test.sh), the URL of a fresh database there owned by modelgated's role; else
+# nothing.
+mg_pg_database() {
+    [ -n "${MG_PG_DIR-}" ] || return 0
+    bash "${MG_SOURCE_DIR:?}/scripts/pg-test.sh" createdb "$MG_PG_DIR" "e2e_${1}_$$"
+}
+
 # mg_start [extra modelgated flags...]
 mg_start() {
     rm -f "$MG_TMP/port"

@@ -23,9 +23,13 @@ mg_wait_for 20 test -s "$MG_TMP/issuer.port" || {
     exit 1
 }
 ISS="http://127.0.0.1:$(cat "$MG_TMP/issuer.port")"
-# MG_IDENTITY_DATABASE=postgresql://… runs the same checks on PostgreSQL.
+# MG_IDENTITY_DATABASE=postgresql://… runs the same checks on PostgreSQL (pg_e2e_test_identity:
+# a fresh database on the suite's server).
+: "${MG_IDENTITY_DATABASE:=$(mg_pg_database identity)}"
 mg_start --oidc-issuer "$ISS" --oidc-client-id modelgate \
     ${MG_IDENTITY_DATABASE:+--database "$MG_IDENTITY_DATABASE"}
+[ -z "${MG_IDENTITY_DATABASE-}" ] || check "the server runs on PostgreSQL" \
+    test "$(mg_api GET /api/v1/cluster | jq -r .database)" = postgresql
 
 mint() { curl -sS --fail "$ISS/mint?$1"; }
 # as TOKEN METHOD PATH [BODY]: the reply body in $W/body, the status in $ST.

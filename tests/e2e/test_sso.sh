@@ -28,10 +28,14 @@ OP_PID=$!
 trap 'rc=$?; kill -TERM $OP_PID 2>/dev/null || true; mg_cleanup "$rc"' EXIT
 mg_wait_for 20 test -s "$MG_TMP/op.port" || { cat "$MG_TMP/op.log" >&2; exit 1; }
 OP="http://127.0.0.1:$(cat "$MG_TMP/op.port")"
-# MG_IDENTITY_DATABASE=postgresql://… runs the same checks on PostgreSQL.
+# MG_IDENTITY_DATABASE=postgresql://… runs the same checks on PostgreSQL (pg_e2e_test_sso:
+# a fresh database on the suite's server).
+: "${MG_IDENTITY_DATABASE:=$(mg_pg_database sso)}"
 mg_start --listen "127.0.0.1:$MG_PORT" --oidc-issuer "$OP" --oidc-client-id modelgate-ui \
     --oidc-client-secret-file "$W/client.secret" \
     ${MG_IDENTITY_DATABASE:+--database "$MG_IDENTITY_DATABASE"}
+[ -z "${MG_IDENTITY_DATABASE-}" ] || check "the server runs on PostgreSQL" \
+    test "$(mg_api GET /api/v1/cluster | jq -r .database)" = postgresql
 mg_api PUT /api/v1/identity/groups/ml-reviewers '{"roles":["reviewer","reader"]}' >/dev/null
 
 # ---- the redirect to the provider -----------------------------------------------------------

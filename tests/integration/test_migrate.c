@@ -3,7 +3,9 @@
  * (SQLite and its blob directory) copied to PostgreSQL and a shared blob
  * directory, then served from there by another modelgated: the same answers,
  * the same tokens, the audit chain verifying, the old signing key published,
- * numbering going on; run again, it copies nothing twice. Runs in the
+ * numbering going on; every release attestation served byte for byte, verifying
+ * with openssl and sigstore-js, its chain intact and continued by the next
+ * generation; run again, it copies nothing twice. Runs in the
  * PostgreSQL pass (pg_integration_test_migrate); skipped on SQLite alone.
  */
 #include <setjmp.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "attest_common.h"
 #include "harness.h"
 #include "sys.h"
 
@@ -81,6 +84,9 @@ static char *body_of(struct mg_server *s, const char *path, const char *token)
     return text;
 }
 
+/* The alias generations made before the move. */
+#define NGEN 4
+
 static void test_migrate_a_populated_installation(void **state)
 {
     static const char *const reads[] = {
@@ -98,6 +104,8 @@ static void test_migrate_a_populated_installation(void **state)
     char url[IT_PATH_MAX + 64], dbname[64], blobs[IT_PATH_MAX], cmd[IT_PATH_MAX * 2];
     char oci_digest[IT_DIGEST_LEN + 1];
     char art[IT_DIGEST_LEN + 1], *reader, *before[sizeof(reads) / sizeof(reads[0])];
+    char *referrers;
+    struct it_attest att[NGEN + 1], next;
     struct mg_server *src, *dst;
     struct it_resp *r;
     json_t *sum;
@@ -106,6 +114,7 @@ static void test_migrate_a_populated_installation(void **state)
     (void)state;
     if (!it_on_postgres())
         it_not_applicable("needs the PostgreSQL pass (pg_integration_test_migrate)");
+    it_attest_need_tools();
     /* The embedded installation, populated through the API. */
     src = it_server_start((const char *const[]){"--database", "sqlite", NULL});
     reader = it_token_create(src, "ci-reader", "reader", NULL);
@@ -135,6 +144,18 @@ static void test_migrate_a_populated_installation(void **state)
     }
     it_alias_to(src, src->admin_token, "fraud", "production", 1, 0);
     it_alias_to(src, src->admin_token, "fraud", "production", 2, 0);
+    /* Generations 3 and 4: a split, then back to version 2 alone. */
+    assert_int_equal(it_alias_set(src, src->admin_token, "fraud", "production",
+                                  "{\"routes\":[{\"version\":2,\"weight\":90},"
+                                  "{\"version\":3,\"weight\":10}]}"),
+                     3);
+    assert_int_equal(it_alias_set(src, src->admin_token, "fraud", "production", "{\"version\":2}"),
+                     NGEN);
+    for (i = 1; i <= NGEN; i++) {
+        it_attest_get(src, reader, "fraud", "production", (json_int_t)i, &att[i]);
+        if (i > 1)
+            it_attest_expect_link(&att[i - 1], &att[i]);
+    }
     r = it_jreq(src, "PUT", "/api/v1/models/fraud/retention", src->admin_token,
                 "{\"keep_last\":10,\"action\":\"archive\"}");
     it_expect_status(src, r, 200);
@@ -145,6 +166,12 @@ static void test_migrate_a_populated_installation(void **state)
     r = it_get(src, "/v2/fraud/manifests/production", reader);
     it_expect_status(src, r, 200);
     it_fmt(oci_digest, sizeof(oci_digest), "%s", it_header(r, "Docker-Content-Digest"));
+    it_resp_free(src, &r);
+    /* Its referrers: the signature, the scan report and the attestations routing it. */
+    r = it_get(src, it_fmt(cmd, sizeof(cmd), "/v2/fraud/referrers/%s", oci_digest), reader);
+    it_expect_status(src, r, 200);
+    if ((referrers = strdup(r->body)) == NULL)
+        fail_msg("out of memory");
     it_resp_free(src, &r);
     it_server_stop(src);
 
@@ -197,9 +224,70 @@ static void test_migrate_a_populated_installation(void **state)
     r = it_get(dst, "/api/v1/models/fraud/versions/1/signature", reader);
     it_expect_status(dst, r, 200); /* its key is published by the new installation */
     it_resp_free(dst, &r);
+    /* Each referrer is fetched by its digest before the new installation lists them (a
+     * listing writes the current scan report's manifest again): the scan report's manifest
+     * and report moved with the version (oci_scan_refs). */
+    {
+        json_t *list = json_loads(referrers, 0, NULL), *m;
+        size_t k;
+
+        assert_non_null(list);
+        assert_true(json_array_size(json_object_get(list, "manifests")) >= 2);
+        json_array_foreach(json_object_get(list, "manifests"), k, m)
+        {
+            r = it_get(dst,
+                       it_fmt(cmd, sizeof(cmd), "/v2/fraud/manifests/%s", it_jstr(m, "digest")),
+                       reader);
+            if (r->status != 200)
+                fail_msg("referrer %s (%s) is not served after the migration: %ld %s",
+                         it_jstr(m, "digest"), it_jstr(m, "artifactType"), r->status, r->body);
+            it_resp_free(dst, &r);
+        }
+        json_decref(list);
+    }
+    r = it_get(dst, it_fmt(cmd, sizeof(cmd), "/v2/fraud/referrers/%s", oci_digest), reader);
+    it_expect_status(dst, r, 200);
+    if (strcmp(r->body, referrers) != 0)
+        fail_msg("the version's referrers differ after the migration:\nbefore %s\nafter  %s",
+                 referrers, r->body);
+    it_resp_free(dst, &r);
+    free(referrers);
+    /* Every attestation: the same bytes, verifying against the key the new installation
+     * publishes (the old one, carried by migrate), the chain intact. */
+    for (i = 1; i <= NGEN; i++) {
+        struct it_attest got;
+
+        it_attest_get(dst, reader, "fraud", "production", (json_int_t)i, &got);
+        if (got.bundle_len != att[i].bundle_len || strcmp(got.bundle, att[i].bundle) != 0)
+            fail_msg("generation %zu's attestation differs after the migration:\nbefore %s\n"
+                     "after  %s",
+                     i, att[i].bundle, got.bundle);
+        it_attest_verify(dst, &got, dst->root);
+        /* ... and as the layer of its OCI referrer, under the bundle's digest */
+        it_digest(got.bundle, got.bundle_len, art);
+        r = it_get(dst, it_fmt(cmd, sizeof(cmd), "/v2/fraud/blobs/%s", art), reader);
+        it_expect_status(dst, r, 200);
+        if (r->len != got.bundle_len || memcmp(r->body, got.bundle, r->len) != 0)
+            fail_msg("/v2/ serves generation %zu's attestation other bytes after the migration", i);
+        it_resp_free(dst, &r);
+        if (i > 1)
+            it_attest_expect_link(&att[i - 1], &got);
+        it_attest_release(&got);
+    }
     r = it_upload(dst, "after the move", 14, art);
     it_resp_free(dst, &r);
     assert_int_equal(it_version_create(dst, dst->admin_token, "fraud", art, NULL), 4);
+    /* The next generation, signed by the new installation's own key, links to the last one
+     * signed before the move. */
+    assert_int_equal(it_alias_set(dst, dst->admin_token, "fraud", "production", "{\"version\":4}"),
+                     NGEN + 1);
+    it_attest_get(dst, reader, "fraud", "production", NGEN + 1, &next);
+    it_attest_verify(dst, &next, dst->root);
+    it_attest_expect_link(&att[NGEN], &next);
+    assert_string_not_equal(next.hint, att[NGEN].hint);
+    it_attest_release(&next);
+    for (i = 1; i <= NGEN; i++)
+        it_attest_release(&att[i]);
     free(reader);
     it_server_stop(dst);
     it_server_free(&dst);

@@ -559,6 +559,51 @@ static void test_dataset_records_belong_to_teams(void **state)
 /* Migration 015 on a database of the previous release: uploads by team tokens stay their
  * teams' (from the token that sent them), and dataset records become global ones with
  * their lineage. */
+/* A team's quota and use are its own: another team's reader or publisher gets the 404 a
+ * missing team gets, naming nothing of it; the usage list shows a team token its own
+ * teams only; admin and a global reader see every team. */
+static void test_quota_and_usage_are_the_teams_own(void **state)
+{
+    char *global_read = token("quota-reader", "[\"reader\"]", NULL, NULL);
+    const char *toks[] = {ads_read, ads_pub};
+    struct it_resp *r;
+    json_t *items, *item;
+    size_t i;
+
+    (void)state;
+    call("PUT", "/api/v1/teams/risk/quota", srv->admin_token, "{\"storage_bytes\":987654}", 200);
+    r = it_get(srv, "/api/v1/teams/risk/quota", risk_read);
+    it_expect_status(srv, r, 200);
+    assert_int_equal(it_jint(r->json, "storage_bytes"), 987654);
+    it_resp_free(srv, &r);
+    for (i = 0; i < 2; i++) {
+        r = it_get(srv, "/api/v1/teams/risk/quota", toks[i]);
+        it_expect_error(srv, r, 404, "not_found");
+        assert_non_null(strstr(it_jstr(json_object_get(r->json, "error"), "message"),
+                               "team 'risk' is not visible"));
+        assert_null(strstr((const char *)r->body, "987654"));
+        it_resp_free(srv, &r);
+    }
+    /* a team that does not exist reads the same to a team token */
+    r = it_get(srv, "/api/v1/teams/nobody/quota", ads_read);
+    it_expect_error(srv, r, 404, "not_found");
+    it_resp_free(srv, &r);
+    r = it_get(srv, "/api/v1/teams/risk/quota", global_read);
+    it_expect_status(srv, r, 200);
+    assert_int_equal(it_jint(r->json, "storage_bytes"), 987654);
+    it_resp_free(srv, &r);
+    r = it_get(srv, "/api/v1/teams/risk/quota", srv->admin_token);
+    it_expect_status(srv, r, 200);
+    it_resp_free(srv, &r);
+    /* the usage list: ads sees ads only */
+    r = it_get(srv, "/api/v1/usage?by=team", ads_read);
+    it_expect_status(srv, r, 200);
+    items = json_object_get(r->json, "items");
+    json_array_foreach(items, i, item) assert_string_equal(it_jstr(item, "team"), "ads");
+    it_resp_free(srv, &r);
+    free(global_read);
+}
+
 static void test_upgrade_keeps_uploads_and_lineage(void **state)
 {
     struct mg_server *t, *keep = srv;
@@ -606,6 +651,7 @@ int main(void)
         cmocka_unit_test_teardown(test_released_bytes_are_gone, it_test_teardown),
         cmocka_unit_test_teardown(test_dataset_records_belong_to_teams, it_test_teardown),
         cmocka_unit_test_teardown(test_redirect_only_for_held_bytes, it_test_teardown),
+        cmocka_unit_test_teardown(test_quota_and_usage_are_the_teams_own, it_test_teardown),
         cmocka_unit_test_teardown(test_upgrade_keeps_uploads_and_lineage, it_test_teardown),
     };
 

@@ -54,7 +54,7 @@ static void test_roles(void **state)
     for (i = 0; i < N_ELEMS(roles); i++) {
         for (j = 0; j < N_ELEMS(needs); j++) {
             struct gate_token t = token(roles[i], GLOBAL);
-            struct gate_request q = {needs[j], &fraud, NULL, GATE_READ_ALL, NULL};
+            struct gate_request q = {needs[j], &fraud, NULL, GATE_READ_ALL, NULL, NULL};
             struct gate_decision d;
             bool want = needs[j] == GATE_NEED_PUBLIC || needs[j] == GATE_NEED_ANY ||
                         needs[j] == GATE_ROLE_READER || roles[i] == GATE_ROLE_ADMIN ||
@@ -143,7 +143,8 @@ static void test_table(void **state)
     (void)state;
     for (i = 0; i < N_ELEMS(cases); i++) {
         struct gate_token t = token(cases[i].roles, cases[i].sc);
-        struct gate_request q = {cases[i].need, cases[i].model, cases[i].alias, cases[i].rs, NULL};
+        struct gate_request q = {cases[i].need, cases[i].model, cases[i].alias,
+                                 cases[i].rs,   NULL,           NULL};
         struct gate_decision d;
 
         gate_authorize(&t, &q, &d);
@@ -206,12 +207,52 @@ static void test_bytes(void **state)
         struct gate_token t = token(cases[i].roles, cases[i].sc);
         struct gate_bytes b = {"sha256:ab",  cases[i].up,   cases[i].nup,
                                cases[i].cit, cases[i].ncit, cases[i].released};
-        struct gate_request q = {GATE_ROLE_READER, NULL, NULL, cases[i].rs, &b};
+        struct gate_request q = {GATE_ROLE_READER, NULL, NULL, cases[i].rs, &b, NULL};
         struct gate_decision d;
 
         gate_authorize(&t, &q, &d);
         if ((cases[i].status == 200) != d.allow || (!d.allow && d.status != cases[i].status) ||
             (!d.allow && strstr(d.reason, "sha256:ab") == NULL)) {
+            print_error("%s: allow %d status %u reason '%s'\n", cases[i].what, d.allow, d.status,
+                        d.reason);
+            bad++;
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
+/* A route about one team (its quota): under --read-scope team a team token reaches only its
+ * own teams; global and admin tokens, and every token without the scope, reach every team. */
+static void test_team_routes(void **state)
+{
+    static const struct {
+        const char *what;
+        unsigned roles;
+        enum scope sc;
+        enum gate_read_scope rs;
+        const char *team;
+        unsigned status;
+    } cases[] = {
+        {"own team", GATE_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, "risk", 200},
+        {"another team", GATE_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, "risk", 404},
+        {"another team, publisher", GATE_ROLE_PUBLISHER, TEAM_ADS, GATE_READ_TEAM, "risk", 404},
+        {"a prefix of its team", GATE_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, "ris", 404},
+        {"another team, read scope all", GATE_ROLE_READER, TEAM_ADS, GATE_READ_ALL, "risk", 200},
+        {"a global token", GATE_ROLE_READER, GLOBAL, GATE_READ_TEAM, "risk", 200},
+        {"an alias-scoped token", GATE_ROLE_DEPLOYER, ALIASES, GATE_READ_TEAM, "risk", 200},
+        {"admin with a team", GATE_ROLE_ADMIN, TEAM_ADS, GATE_READ_TEAM, "risk", 200},
+    };
+    size_t i, bad = 0;
+
+    (void)state;
+    for (i = 0; i < N_ELEMS(cases); i++) {
+        struct gate_token t = token(cases[i].roles, cases[i].sc);
+        struct gate_request q = {GATE_ROLE_READER, NULL, NULL, cases[i].rs, NULL, cases[i].team};
+        struct gate_decision d;
+
+        gate_authorize(&t, &q, &d);
+        if ((cases[i].status == 200) != d.allow || (!d.allow && d.status != cases[i].status) ||
+            (!d.allow && strstr(d.reason, cases[i].team) == NULL)) {
             print_error("%s: allow %d status %u reason '%s'\n", cases[i].what, d.allow, d.status,
                         d.reason);
             bad++;
@@ -252,9 +293,8 @@ static void test_alias_patterns(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roles),
-        cmocka_unit_test(test_table),
-        cmocka_unit_test(test_bytes),
+        cmocka_unit_test(test_roles),          cmocka_unit_test(test_table),
+        cmocka_unit_test(test_bytes),          cmocka_unit_test(test_team_routes),
         cmocka_unit_test(test_alias_patterns),
     };
 

@@ -38,7 +38,8 @@ static bool enqueue(struct fx *fx, int64_t version, const char *trigger, char id
     json_t *t = NULL;
     bool created = false;
 
-    if (store_smoke_enqueue(fx->st, "m", version, trigger, "none", &t, &created, &fx->err) != MG_OK)
+    if (store_smoke_enqueue(fx->st, 0, "m", version, trigger, "none", &t, &created, &fx->err) !=
+        MG_OK)
         fail_msg("store_smoke_enqueue: %s", fx->err.message);
     snprintf(id, 32, "%s", json_string_value(json_object_get(t, "id")));
     json_decref(t);
@@ -96,7 +97,8 @@ static void test_enqueue_idempotent_while_open(void **state)
 
     fx_model_versions(fx, "m", 2);
     assert_int_equal(
-        store_smoke_enqueue(fx->st, "m", 1, "manual", "preferred", &t, &created, &fx->err), MG_OK);
+        store_smoke_enqueue(fx->st, 0, "m", 1, "manual", "preferred", &t, &created, &fx->err),
+        MG_OK);
     assert_true(created);
     snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(t, "id")));
     assert_memory_equal(id, "smk_", 4);
@@ -134,11 +136,13 @@ static void test_enqueue_idempotent_while_open(void **state)
     counts(fx, 2, 0);
 
     t = NULL;
-    assert_int_equal(store_smoke_enqueue(fx->st, "m", 9, "manual", "none", &t, &created, &fx->err),
-                     MG_ENOTFOUND);
+    assert_int_equal(
+        store_smoke_enqueue(fx->st, 0, "m", 9, "manual", "none", &t, &created, &fx->err),
+        MG_ENOTFOUND);
     assert_null(t);
-    assert_int_equal(store_smoke_enqueue(fx->st, "x", 1, "manual", "none", &t, &created, &fx->err),
-                     MG_ENOTFOUND);
+    assert_int_equal(
+        store_smoke_enqueue(fx->st, 0, "x", 1, "manual", "none", &t, &created, &fx->err),
+        MG_ENOTFOUND);
 }
 
 /* Claims take the oldest queued test first, each once, and say what the runner needs. */

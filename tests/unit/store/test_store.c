@@ -282,8 +282,8 @@ static void test_stats(void **state)
     /* An alias change (the runner hears every alias), a queued smoke test and a promotion. */
     fx_model_versions(fx, "m", 2);
     fx_set_alias(fx, "m", "prod", 0, 1);
-    assert_int_equal(store_smoke_enqueue(fx->st, "m", 1, "manual", "none", &t, &created, &fx->err),
-                     MG_OK);
+    assert_int_equal(
+        store_smoke_enqueue(fx->st, 0, "m", 1, "manual", "none", &t, &created, &fx->err), MG_OK);
     json_decref(t);
     rec = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:{s:{s:[i]}}, s:[], s:i, s:i, s:i}", "id",
                     "prm_stats", "model", "m", "alias", "prod", "version", 2, "baseline_version", 1,
