@@ -59,6 +59,44 @@ static void put_c(struct out *o, char c)
         o->p[o->n++] = c;
 }
 
+/* The escape of byte c, which put_string found needs one. Out of its loop: the compiler
+ * would otherwise build the escape's bytes for every byte of the string. */
+static void put_escape(struct out *o, unsigned char c, const char *hex)
+{
+    char esc[6] = {'\\', 0, '0', '0', 0, 0};
+    size_t k = 2;
+
+    switch (c) {
+    case '"':
+        esc[1] = '"';
+        break;
+    case '\\':
+        esc[1] = '\\';
+        break;
+    case '\b':
+        esc[1] = 'b';
+        break;
+    case '\f':
+        esc[1] = 'f';
+        break;
+    case '\n':
+        esc[1] = 'n';
+        break;
+    case '\r':
+        esc[1] = 'r';
+        break;
+    case '\t':
+        esc[1] = 't';
+        break;
+    default:
+        esc[1] = 'u';
+        esc[4] = hex[c >> 4];
+        esc[5] = hex[c & 0xf];
+        k = 6;
+    }
+    put(o, esc, k);
+}
+
 /* As jansson escapes: '"', '\\', the C escapes, other controls as \u00XX; UTF-8 as is. One
  * pass over the bytes; only a string with a byte >= 0x80 is checked as UTF-8 as well. */
 static void put_string(struct out *o, const char *s, size_t n)
@@ -73,43 +111,13 @@ static void put_string(struct out *o, const char *s, size_t n)
     o->p[o->n++] = '"';
     for (i = 0; i < n; i++) {
         unsigned char c = u[i];
-        char esc[6] = {'\\', 0, '0', '0', 0, 0};
-        size_t k = 2;
 
         high |= c;
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;
         put(o, s + run, i - run);
         run = i + 1;
-        switch (c) {
-        case '"':
-            esc[1] = '"';
-            break;
-        case '\\':
-            esc[1] = '\\';
-            break;
-        case '\b':
-            esc[1] = 'b';
-            break;
-        case '\f':
-            esc[1] = 'f';
-            break;
-        case '\n':
-            esc[1] = 'n';
-            break;
-        case '\r':
-            esc[1] = 'r';
-            break;
-        case '\t':
-            esc[1] = 't';
-            break;
-        default:
-            esc[1] = 'u';
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 0xf];
-            k = 6;
-        }
-        put(o, esc, k);
+        put_escape(o, c, hex);
     }
     put(o, s + run, n - run);
     put_c(o, '"');
@@ -117,12 +125,20 @@ static void put_string(struct out *o, const char *s, size_t n)
         o->failed = true; /* json_dumps refuses such a string too */
 }
 
+/* As %lld: without snprintf, which is most of an integer's cost. */
 static void put_integer(struct out *o, json_int_t v)
 {
     char num[24];
-    int k = snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, v);
+    size_t k = sizeof(num);
+    unsigned long long m = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
 
-    put(o, num, (size_t)k);
+    do {
+        num[--k] = (char)('0' + m % 10);
+        m /= 10;
+    } while (m != 0);
+    if (v < 0)
+        num[--k] = '-';
+    put(o, num + k, sizeof(num) - k);
 }
 
 /* The shortest text that reads back as v (mg_fmt_double), with ".0" when it has neither

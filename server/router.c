@@ -174,22 +174,24 @@ static void free_params(struct srv_req *r)
     r->nparams = 0;
 }
 
-/* Does path have the shape of pattern? Captures the placeholder segments. */
+/* Does path have the shape of pattern? Captures the placeholder segments, copied only once
+ * the whole pattern matched (most patterns tried fail after a capture or two). */
 static bool match(struct srv_req *r, const char *pat, const char *path)
 {
-    const char *p = pat, *u = path;
+    const char *p = pat, *u = path, *names[SRV_MAX_PARAMS], *vals[SRV_MAX_PARAMS];
+    size_t lens[SRV_MAX_PARAMS];
+    unsigned n = 0, i;
 
     free_params(r);
     while (*p && *u) {
         if (*p == '{') {
             size_t nlen, ulen = strcspn(u, "/");
             const char *name = param_name(p + 1, &nlen);
-            if (name == NULL || ulen == 0 || r->nparams >= SRV_MAX_PARAMS)
+            if (name == NULL || ulen == 0 || n >= SRV_MAX_PARAMS)
                 return false;
-            r->params[r->nparams].name = name;
-            r->params[r->nparams].value = strndup(u, ulen);
-            if (r->params[r->nparams++].value == NULL)
-                return false;
+            names[n] = name;
+            vals[n] = u;
+            lens[n++] = ulen;
             p += nlen + 2;
             u += ulen;
             continue;
@@ -197,7 +199,15 @@ static bool match(struct srv_req *r, const char *pat, const char *path)
         if (*p++ != *u++)
             return false;
     }
-    return *p == '\0' && *u == '\0';
+    if (*p != '\0' || *u != '\0')
+        return false;
+    for (i = 0; i < n; i++) {
+        r->params[r->nparams].name = names[i];
+        r->params[r->nparams].value = strndup(vals[i], lens[i]);
+        if (r->params[r->nparams++].value == NULL)
+            return false;
+    }
+    return true;
 }
 
 enum mg_code srv_route_match(struct srv_req *r, const char *method, const char *path)
