@@ -147,18 +147,27 @@ static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const 
     return false;
 }
 
-/* The static name of a placeholder starting at p (just after '{'). */
+/* The static name of a placeholder starting at p (just after '{'). Every pattern tried
+ * asks (most fail after their first placeholder), so lengths are compared before bytes. */
 static const char *param_name(const char *p, size_t *len)
 {
-    static const char *const names[] = {"model", "alias", "name", "digest", "id",
-                                        "n",     "file",  "ref",  "group",  "team"};
+#define NAME(s)                                                                                    \
+    {                                                                                              \
+        s, sizeof(s) - 1                                                                           \
+    }
+    static const struct {
+        const char *s;
+        size_t n;
+    } names[] = {NAME("model"), NAME("alias"), NAME("name"), NAME("digest"), NAME("id"),
+                 NAME("n"),     NAME("file"),  NAME("ref"),  NAME("group"),  NAME("team")};
+#undef NAME
     const char *e = strchr(p, '}');
     size_t n = e ? (size_t)(e - p) : 0, i;
 
     *len = n;
     for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (strlen(names[i]) == n && memcmp(names[i], p, n) == 0)
-            return names[i];
+        if (names[i].n == n && memcmp(names[i].s, p, n) == 0)
+            return names[i].s;
     }
     return NULL;
 }
