@@ -302,7 +302,8 @@ pg_note=""
 pg_pids() {
     local pm
     pm=$(head -n 1 "$pgdir/data/postmaster.pid" 2>/dev/null) || return 0
-    echo "$pm" $(cat /proc/"$pm"/task/*/children 2>/dev/null)
+    echo "$pm"
+    cat /proc/"$pm"/task/*/children 2>/dev/null || true
 }
 # The postmaster and the backends running now (modelgated's pool) onto --pg-cpu.
 pin_pg() {
@@ -320,7 +321,7 @@ if [[ -n $with_pg ]]; then
     else
         pin_pg
         pgdata="$work/pgdata"
-        mkdir -p -m 700 "$pgdata"
+        mkdir -m 700 "$pgdata"
         pg_ready() {
             [[ -s "$work/pgport" && -s "$pgdata/admin.token" ]] &&
                 curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(tr -d '[:space:]' <"$work/pgport")/healthz" 2>/dev/null
