@@ -6,10 +6,14 @@
 # with the same client (wrk), the same connections and the same CPU pinning:
 #   req/s ratio = modelgated / nginx   target >= 0.5
 #   p99 ratio   = modelgated / nginx   target <= 2
-# then the same two reads with modelgated's response cache off, for information.
+# then the same two reads with modelgated's response cache off (every read goes to the
+# database), on SQLite and, in the same rounds, on a private PostgreSQL:
+#   cache-off req/s = modelgated / nginx      target >= 0.5, p99 <= 2
+#   PostgreSQL / SQLite (cache off)            target >= 0.8
 #
 # Usage: bench/read.sh [--duration S] [--connections N] [--rounds N] [--tmp-dir DIR]
 #                      [--server-cpu N] [--client-cpu N] [--server-threads N]
+#                      [--pg-cpu N] [--no-postgresql]
 # See bench/README.md.
 set -euo pipefail
 export LC_ALL=C
@@ -31,6 +35,9 @@ usage: $0 [--duration S] [--connections N] [--rounds N] [--tmp-dir DIR]
   --client-cpu N   CPU that wrk is pinned to (default 1)
   --server-threads N  modelgated --threads N (default: modelgated's own default); nginx
                    always runs one worker
+  --pg-cpu N       CPU the private PostgreSQL is pinned to (default 2, or wrk's CPU with
+                   fewer than 3 CPUs)
+  --no-postgresql  skip the cache-off reads on PostgreSQL
 Environment: MODELGATED (default $root/build/modelgated), NGINX (default nginx), WRK
 (default wrk). Exit status: 0 when every step ran (a WARN is not a failure), 1 when a step
 failed, 2 on bad usage.
@@ -44,9 +51,11 @@ tmp_parent="$root/build/bench-tmp"
 server_cpu=0
 client_cpu=1
 server_threads=""
+pg_cpu=""
+with_pg=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
-    --duration | --connections | --rounds | --server-cpu | --client-cpu | --server-threads)
+    --duration | --connections | --rounds | --server-cpu | --client-cpu | --server-threads | --pg-cpu)
         [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || { usage >&2; exit 2; }
         case "$1" in
         --duration) duration=$2 ;;
@@ -55,8 +64,13 @@ while [[ $# -gt 0 ]]; do
         --server-cpu) server_cpu=$2 ;;
         --client-cpu) client_cpu=$2 ;;
         --server-threads) server_threads=$2 ;;
+        --pg-cpu) pg_cpu=$2 ;;
         esac
         shift 2
+        ;;
+    --no-postgresql)
+        with_pg=""
+        shift
         ;;
     --tmp-dir)
         [[ $# -ge 2 ]] || { usage >&2; exit 2; }
@@ -92,19 +106,26 @@ cpus=$(nproc)
 pin_server=(taskset -c "$server_cpu")
 pin_client=(taskset -c "$client_cpu")
 pin_note="servers on CPU $server_cpu, wrk on CPU $client_cpu"
+[[ -n $pg_cpu ]] || pg_cpu=$((cpus >= 3 ? 2 : client_cpu))
+pin_pg_cpu=$pg_cpu
 if [[ $server_cpu -ge $cpus || $client_cpu -ge $cpus || $server_cpu -eq $client_cpu ]]; then
     echo "read: cannot pin to CPUs $server_cpu and $client_cpu with $cpus CPUs; running unpinned" >&2
     pin_server=()
     pin_client=()
     pin_note="unpinned"
+    pin_pg_cpu=""
+elif [[ $pg_cpu -ge $cpus ]]; then
+    pin_pg_cpu=""
 fi
 
 # --- state and cleanup -------------------------------------------------------------------
 
 server_pid=""
 nginx_pid=""
-bench_stop_on_exit server_pid nginx_pid
+pg_server_pid=""
+bench_stop_on_exit server_pid nginx_pid pg_server_pid
 bench_init read "$tmp_parent"
+pgdir="$work/pg"
 
 # --- modelgated with one model, one version, an alias --------------------------------------
 
@@ -134,23 +155,28 @@ api() {
     curl "${args[@]}" "$base$2"
 }
 
-# A version as a training job registers it: artifact, pinned image, dataset, metrics, tags,
-# resources; so the JSON has the size and shape of a real one.
-digest=$(head -c 4096 /dev/urandom | curl -sS --fail-with-body -X POST -H "Authorization: Bearer $token" \
-    -H "Content-Type: application/octet-stream" --data-binary @- "$base/api/v1/blobs" |
-    sed -n 's/.*"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')
-[[ -n "$digest" ]] || bench_die "blob upload failed"
-hex=${digest#sha256:}
-api POST /api/v1/models '{"name":"fraud","description":"read benchmark"}' >/dev/null || bench_die "cannot create the model"
-api POST /api/v1/datasets "{\"digest\":\"$digest\",\"name\":\"fraud-train\",\"uri\":\"s3://bucket/train/\"}" >/dev/null ||
-    bench_die "cannot create the dataset"
-api POST /api/v1/models/fraud/versions "{\"artifact\":\"$digest\",\"image\":\"registry.example/serve@sha256:$hex\",
+# populate: on the server at $base (as $token), a version as a training job registers it:
+# artifact, pinned image, dataset, metrics, tags, resources; so the JSON has the size and
+# shape of a real one.
+populate() {
+    local digest hex
+    digest=$(head -c 4096 /dev/urandom | curl -sS --fail-with-body -X POST -H "Authorization: Bearer $token" \
+        -H "Content-Type: application/octet-stream" --data-binary @- "$base/api/v1/blobs" |
+        sed -n 's/.*"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')
+    [[ -n "$digest" ]] || bench_die "blob upload failed"
+    hex=${digest#sha256:}
+    api POST /api/v1/models '{"name":"fraud","description":"read benchmark"}' >/dev/null || bench_die "cannot create the model"
+    api POST /api/v1/datasets "{\"digest\":\"$digest\",\"name\":\"fraud-train\",\"uri\":\"s3://bucket/train/\"}" >/dev/null ||
+        bench_die "cannot create the dataset"
+    api POST /api/v1/models/fraud/versions "{\"artifact\":\"$digest\",\"image\":\"registry.example/serve@sha256:$hex\",
   \"run_id\":\"train-1234\",\"source\":{\"repo\":\"https://git.example/ml/fraud\",\"commit\":\"9f2c1e0d\"},
   \"datasets\":[{\"digest\":\"$digest\",\"name\":\"fraud-train\",\"uri\":\"s3://bucket/train/\",\"role\":\"train\"}],
   \"metrics\":{\"auc\":0.942,\"p95_latency_ms\":41.5},\"params\":{\"lr\":0.001,\"epochs\":12},
   \"tags\":{\"team\":\"risk\"},\"resources\":{\"parameters\":7000000000,\"precision\":\"fp16\"}}" >/dev/null ||
-    bench_die "cannot create the version"
-api PUT /api/v1/models/fraud/aliases/production '{"version":1}' >/dev/null || bench_die "cannot set the alias"
+        bench_die "cannot create the version"
+    api PUT /api/v1/models/fraud/aliases/production '{"version":1}' >/dev/null || bench_die "cannot set the alias"
+}
+populate
 
 lkg_path=/api/v1/models/fraud/aliases/production/last-known-good
 version_path=/api/v1/models/fraud/versions/1
@@ -234,7 +260,7 @@ to_ms() {
 run_wrk() {
     local key=$1 url=$2 secs=$3 warm=${4:-} out r p non2xx
     out=$("${pin_client[@]}" "$wrk_bin" -t1 -c"$connections" -d"${secs}s" --latency \
-        -H "Authorization: Bearer $token" "$url" 2>&1) || bench_die "wrk failed on $url: $out"
+        -H "Authorization: Bearer ${wrk_token:-$token}" "$url" 2>&1) || bench_die "wrk failed on $url: $out"
     non2xx=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' <<<"$out")
     [[ -z "$non2xx" ]] || bench_die "$url: $non2xx responses were not 2xx"
     r=$(awk '/^Requests\/sec:/ { printf "%.1f", $2 }' <<<"$out")
@@ -263,16 +289,64 @@ done
 server_rss_kib=$(awk '/^VmHWM:/ { print $2 }' "/proc/$server_pid/status" 2>/dev/null || true)
 
 # The same reads with the response cache off: what every read costs when writes keep
-# emptying the cache (a busy registry), for information. Same data directory, restarted.
+# emptying the cache (a busy registry), or on a replica that just started. Same data
+# directory, restarted; and a second modelgated on a private PostgreSQL with the same data,
+# measured in the same rounds, alternating with SQLite.
 kill -TERM "$server_pid" 2>/dev/null || true
 wait "$server_pid" 2>/dev/null || true
 server_pid=""
 start_server --response-cache off
+sqlite_base=$base
+
+pg_note=""
+pg_pids() {
+    local pm
+    pm=$(head -n 1 "$pgdir/data/postmaster.pid" 2>/dev/null) || return 0
+    echo "$pm"
+    cat /proc/"$pm"/task/*/children 2>/dev/null || true
+}
+# The postmaster and the backends running now (modelgated's pool) onto --pg-cpu.
+pin_pg() {
+    local pid
+    [[ -n $pin_pg_cpu ]] || return 0
+    for pid in $(pg_pids); do taskset -a -c -p "$pin_pg_cpu" "$pid" >/dev/null 2>&1 || true; done
+}
+pg_base="" pg_token=""
+if [[ -n $with_pg ]]; then
+    trap 'bash "$root/scripts/pg-test.sh" stop "$pgdir" >/dev/null 2>&1 || true; bench_cleanup' EXIT
+    chmod 0755 "$work" # PostgreSQL runs as nobody under root; the data dirs stay 0700
+    if ! bash "$root/scripts/pg-test.sh" start "$pgdir" >"$work/pg-start.log" 2>&1 ||
+        ! pg_url=$(bash "$root/scripts/pg-test.sh" createdb "$pgdir" readbench 2>>"$work/pg-start.log"); then
+        pg_note="PostgreSQL: not measured ($(tail -n 1 "$work/pg-start.log"))"
+    else
+        pin_pg
+        pgdata="$work/pgdata"
+        mkdir -m 700 "$pgdata"
+        pg_ready() {
+            [[ -s "$work/pgport" && -s "$pgdata/admin.token" ]] &&
+                curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$(tr -d '[:space:]' <"$work/pgport")/healthz" 2>/dev/null
+        }
+        pg_args=(--listen 127.0.0.1:0 --data-dir "$pgdata" --port-file "$work/pgport" --database "$pg_url"
+            --response-cache off)
+        [[ -z "$server_threads" ]] || pg_args+=(--threads "$server_threads")
+        "${pin_server[@]}" "$modelgated" "${pg_args[@]}" >>"$work/server-pg.log" 2>&1 &
+        pg_server_pid=$!
+        bench_wait_for "modelgated on PostgreSQL" "$pg_server_pid" pg_ready || bench_die "modelgated on PostgreSQL did not start"
+        pg_base="http://127.0.0.1:$(tr -d '[:space:]' <"$work/pgport")"
+        pg_token=$(tr -d '[:space:]' <"$pgdata/admin.token")
+        (base=$pg_base token=$pg_token populate) || bench_die "cannot create the data on PostgreSQL"
+        pg_note="PostgreSQL on CPU ${pin_pg_cpu:-any}"
+        [[ $pin_pg_cpu != "$client_cpu" ]] || pg_note+=" (shared with wrk: only $cpus CPUs)"
+    fi
+fi
 for ep in lkg version; do
-    if [[ $ep == lkg ]]; then mg_url="$base$lkg_path"; else mg_url="$base$version_path"; fi
-    run_wrk "${ep}_mgnc" "$mg_url" 1 warm
+    if [[ $ep == lkg ]]; then path=$lkg_path; else path=$version_path; fi
+    run_wrk "${ep}_mgnc" "$sqlite_base$path" 1 warm
+    [[ -z $pg_base ]] || { wrk_token=$pg_token run_wrk "${ep}_pgnc" "$pg_base$path" 1 warm; pin_pg; }
     for ((round = 1; round <= rounds; round++)); do
-        run_wrk "${ep}_mgnc" "$mg_url" "$duration"
+        run_wrk "${ep}_nginxnc" "$ngx_base/$ep.json" "$duration" # the reference, in the same rounds
+        run_wrk "${ep}_mgnc" "$sqlite_base$path" "$duration"
+        [[ -z $pg_base ]] || wrk_token=$pg_token run_wrk "${ep}_pgnc" "$pg_base$path" "$duration"
     done
 done
 
@@ -296,7 +370,21 @@ for ep in lkg version; do
 done
 for ep in lkg version; do
     if [[ $ep == lkg ]]; then label="LKG"; else label="version"; fi
-    print_row "$label cache off req/s" "${rps[${ep}_mgnc]}" "$(ratio "${rps[${ep}_mgnc]}" "${rps[${ep}_nginx]}")" - -
-    print_row "$label cache off p99 ms" "${p99[${ep}_mgnc]}" "$(ratio "${p99[${ep}_mgnc]}" "${p99[${ep}_nginx]}")" - -
+    rr=$(ratio "${rps[${ep}_mgnc]}" "${rps[${ep}_nginxnc]}")
+    pr=$(ratio "${p99[${ep}_mgnc]}" "${p99[${ep}_nginxnc]}")
+    print_row "$label nginx static req/s (again)" "${rps[${ep}_nginxnc]}" - - -
+    print_row "$label nginx static p99 ms (again)" "${p99[${ep}_nginxnc]}" - - -
+    print_row "$label cache off req/s" "${rps[${ep}_mgnc]}" "$rr" ">=0.5" "$(verdict "$rr" ">=" 0.5)"
+    print_row "$label cache off p99 ms" "${p99[${ep}_mgnc]}" "$pr" "<=2" "$(verdict "$pr" "<=" 2)"
 done
+if [[ -n $pg_base ]]; then
+    for ep in lkg version; do
+        if [[ $ep == lkg ]]; then label="LKG"; else label="version"; fi
+        rr=$(ratio "${rps[${ep}_pgnc]}" "${rps[${ep}_mgnc]}")
+        print_row "$label cache off PostgreSQL req/s" "${rps[${ep}_pgnc]}" "$rr" ">=0.8" "$(verdict "$rr" ">=" 0.8)"
+        print_row "$label cache off PostgreSQL p99 ms" "${p99[${ep}_pgnc]}" \
+            "$(ratio "${p99[${ep}_pgnc]}" "${p99[${ep}_mgnc]}")" - -
+    done
+fi
+[[ -z $pg_note ]] || echo "$pg_note; PostgreSQL ratios are to SQLite's cache-off figures"
 [[ -z "$server_rss_kib" ]] || echo "modelgated peak RSS: $((server_rss_kib / 1024)) MiB"

@@ -59,11 +59,63 @@ static void put_c(struct out *o, char c)
         o->p[o->n++] = c;
 }
 
+/* The escape of byte c, which put_string found needs one. Out of its loop: the compiler
+ * would otherwise build the escape's bytes for every byte of the string. */
+static void put_escape(struct out *o, unsigned char c, const char *hex)
+{
+    char esc[6] = {'\\', 0, '0', '0', 0, 0};
+    size_t k = 2;
+
+    switch (c) {
+    case '"':
+        esc[1] = '"';
+        break;
+    case '\\':
+        esc[1] = '\\';
+        break;
+    case '\b':
+        esc[1] = 'b';
+        break;
+    case '\f':
+        esc[1] = 'f';
+        break;
+    case '\n':
+        esc[1] = 'n';
+        break;
+    case '\r':
+        esc[1] = 'r';
+        break;
+    case '\t':
+        esc[1] = 't';
+        break;
+    default:
+        esc[1] = 'u';
+        esc[4] = hex[c >> 4];
+        esc[5] = hex[c & 0xf];
+        k = 6;
+    }
+    put(o, esc, k);
+}
+
 /* As jansson escapes: '"', '\\', the C escapes, other controls as \u00XX; UTF-8 as is. One
  * pass over the bytes; only a string with a byte >= 0x80 is checked as UTF-8 as well. */
 static void put_string(struct out *o, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
+    /* 1: ASCII written as it is; 0: a control, '"' or '\\' (escaped) or a byte >= 0x80. */
+    static const unsigned char plain[256] = {
+        [32] = 1,  [33] = 1,  [35] = 1,  [36] = 1,  [37] = 1,  [38] = 1,  [39] = 1,  [40] = 1,
+        [41] = 1,  [42] = 1,  [43] = 1,  [44] = 1,  [45] = 1,  [46] = 1,  [47] = 1,  [48] = 1,
+        [49] = 1,  [50] = 1,  [51] = 1,  [52] = 1,  [53] = 1,  [54] = 1,  [55] = 1,  [56] = 1,
+        [57] = 1,  [58] = 1,  [59] = 1,  [60] = 1,  [61] = 1,  [62] = 1,  [63] = 1,  [64] = 1,
+        [65] = 1,  [66] = 1,  [67] = 1,  [68] = 1,  [69] = 1,  [70] = 1,  [71] = 1,  [72] = 1,
+        [73] = 1,  [74] = 1,  [75] = 1,  [76] = 1,  [77] = 1,  [78] = 1,  [79] = 1,  [80] = 1,
+        [81] = 1,  [82] = 1,  [83] = 1,  [84] = 1,  [85] = 1,  [86] = 1,  [87] = 1,  [88] = 1,
+        [89] = 1,  [90] = 1,  [91] = 1,  [93] = 1,  [94] = 1,  [95] = 1,  [96] = 1,  [97] = 1,
+        [98] = 1,  [99] = 1,  [100] = 1, [101] = 1, [102] = 1, [103] = 1, [104] = 1, [105] = 1,
+        [106] = 1, [107] = 1, [108] = 1, [109] = 1, [110] = 1, [111] = 1, [112] = 1, [113] = 1,
+        [114] = 1, [115] = 1, [116] = 1, [117] = 1, [118] = 1, [119] = 1, [120] = 1, [121] = 1,
+        [122] = 1, [123] = 1, [124] = 1, [125] = 1, [126] = 1, [127] = 1};
     const unsigned char *u = (const unsigned char *)s;
     size_t i, run = 0;
     unsigned char high = 0;
@@ -73,56 +125,37 @@ static void put_string(struct out *o, const char *s, size_t n)
     o->p[o->n++] = '"';
     for (i = 0; i < n; i++) {
         unsigned char c = u[i];
-        char esc[6] = {'\\', 0, '0', '0', 0, 0};
-        size_t k = 2;
 
-        high |= c;
-        if (c >= 0x20 && c != '"' && c != '\\')
+        if (plain[c]) /* one load and one branch for nearly every byte */
             continue;
+        if (c >= 0x80) {
+            high = 1;
+            continue;
+        }
         put(o, s + run, i - run);
         run = i + 1;
-        switch (c) {
-        case '"':
-            esc[1] = '"';
-            break;
-        case '\\':
-            esc[1] = '\\';
-            break;
-        case '\b':
-            esc[1] = 'b';
-            break;
-        case '\f':
-            esc[1] = 'f';
-            break;
-        case '\n':
-            esc[1] = 'n';
-            break;
-        case '\r':
-            esc[1] = 'r';
-            break;
-        case '\t':
-            esc[1] = 't';
-            break;
-        default:
-            esc[1] = 'u';
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 0xf];
-            k = 6;
-        }
-        put(o, esc, k);
+        put_escape(o, c, hex);
     }
     put(o, s + run, n - run);
     put_c(o, '"');
-    if ((high & 0x80) && !mg_utf8_valid(s, n))
+    if (high && !mg_utf8_valid(s, n))
         o->failed = true; /* json_dumps refuses such a string too */
 }
 
+/* As %lld: without snprintf, which is most of an integer's cost. */
 static void put_integer(struct out *o, json_int_t v)
 {
     char num[24];
-    int k = snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, v);
+    size_t k = sizeof(num);
+    unsigned long long m = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
 
-    put(o, num, (size_t)k);
+    do {
+        num[--k] = (char)('0' + m % 10);
+        m /= 10;
+    } while (m != 0);
+    if (v < 0)
+        num[--k] = '-';
+    put(o, num + k, sizeof(num) - k);
 }
 
 /* The shortest text that reads back as v (mg_fmt_double), with ".0" when it has neither

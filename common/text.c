@@ -3,6 +3,7 @@
  */
 #include "text.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,8 +193,62 @@ char *mg_prom_label(const char *value, char *out, size_t cap)
     return out;
 }
 
+/*
+ * mg_fmt_double's text without printf when v is a decimal of at most 15 significant digits
+ * (metrics, parameters, prices: nearly every real a reply holds), 1e-4 <= |v| < 1e14:
+ * v == m / 10^k for an integer m < 10^15 (m and 10^k exact doubles, the quotient correctly
+ * rounded, so the decimal m·10^-k reads back as v). Then %.15g prints exactly that decimal:
+ * v is within half an ulp (< |v|·1.2e-16) of it, and the 15-digit grid around v is at least
+ * |v|·1e-15 wide, so rounding v to 15 digits lands on it; the exponent is in [-4, 15), so
+ * %g writes it in fixed notation without trailing zeros, as here (the smallest k has none).
+ * False when v is not such a decimal: the caller prints it.
+ */
+static bool fmt_short_decimal(double v, char *out, size_t cap)
+{
+    static const double p10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+    double a = v < 0 ? -v : v;
+    char dig[20];
+    int k, n, i, o = 0;
+
+    if (!(a >= 1e-4 && a < 1e14))
+        return false; /* NaN, infinities and zeros too */
+    for (k = 0; k < 16; k++) {
+        double s = a * p10[k], m;
+        uint64_t u;
+
+        if (s >= 1e15)
+            return false;
+        m = (double)(int64_t)(s + 0.5);
+        if (m / p10[k] != a)
+            continue;
+        for (u = (uint64_t)m, n = 0; n == 0 || u != 0; u /= 10)
+            dig[n++] = (char)('0' + u % 10); /* reversed */
+        if (cap < (size_t)(n + k + 4))
+            return false;
+        if (v < 0)
+            out[o++] = '-';
+        if (n <= k) {
+            out[o++] = '0';
+            out[o++] = '.';
+            for (i = n; i < k; i++)
+                out[o++] = '0';
+        }
+        for (i = n - 1; i >= 0; i--) {
+            out[o++] = dig[i];
+            if (i == k && k > 0 && n > k)
+                out[o++] = '.';
+        }
+        out[o] = '\0';
+        return true;
+    }
+    return false;
+}
+
 char *mg_fmt_double(double v, char *out, size_t cap)
 {
+    if (fmt_short_decimal(v, out, cap))
+        return out;
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(out, cap, "%.*g", prec, v);
         if (strtod(out, NULL) == v)

@@ -30,6 +30,7 @@ struct srv_config {
     bool sync_normal;
     bool no_response_cache; /* --response-cache off */
     unsigned threads;       /* libmicrohttpd thread pool */
+    bool threads_given;     /* --threads was set (else srv_config_parse picks it) */
     unsigned conn_limit;    /* total connections */
     unsigned per_ip_limit;  /* connections per client address */
     unsigned timeout_s;     /* idle timeout, and the deadline for a request's headers */

@@ -147,18 +147,27 @@ static bool valid_param(struct srv_req *r, const char *name, size_t nlen, const 
     return false;
 }
 
-/* The static name of a placeholder starting at p (just after '{'). */
+/* The static name of a placeholder starting at p (just after '{'). Every pattern tried
+ * asks (most fail after their first placeholder), so lengths are compared before bytes. */
 static const char *param_name(const char *p, size_t *len)
 {
-    static const char *const names[] = {"model", "alias", "name", "digest", "id",
-                                        "n",     "file",  "ref",  "group",  "team"};
+#define NAME(s)                                                                                    \
+    {                                                                                              \
+        s, sizeof(s) - 1                                                                           \
+    }
+    static const struct {
+        const char *s;
+        size_t n;
+    } names[] = {NAME("model"), NAME("alias"), NAME("name"), NAME("digest"), NAME("id"),
+                 NAME("n"),     NAME("file"),  NAME("ref"),  NAME("group"),  NAME("team")};
+#undef NAME
     const char *e = strchr(p, '}');
     size_t n = e ? (size_t)(e - p) : 0, i;
 
     *len = n;
     for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (strlen(names[i]) == n && memcmp(names[i], p, n) == 0)
-            return names[i];
+        if (names[i].n == n && memcmp(names[i].s, p, n) == 0)
+            return names[i].s;
     }
     return NULL;
 }
@@ -174,22 +183,24 @@ static void free_params(struct srv_req *r)
     r->nparams = 0;
 }
 
-/* Does path have the shape of pattern? Captures the placeholder segments. */
+/* Does path have the shape of pattern? Captures the placeholder segments, copied only once
+ * the whole pattern matched (most patterns tried fail after a capture or two). */
 static bool match(struct srv_req *r, const char *pat, const char *path)
 {
-    const char *p = pat, *u = path;
+    const char *p = pat, *u = path, *names[SRV_MAX_PARAMS], *vals[SRV_MAX_PARAMS];
+    size_t lens[SRV_MAX_PARAMS];
+    unsigned n = 0, i;
 
     free_params(r);
     while (*p && *u) {
         if (*p == '{') {
             size_t nlen, ulen = strcspn(u, "/");
             const char *name = param_name(p + 1, &nlen);
-            if (name == NULL || ulen == 0 || r->nparams >= SRV_MAX_PARAMS)
+            if (name == NULL || ulen == 0 || n >= SRV_MAX_PARAMS)
                 return false;
-            r->params[r->nparams].name = name;
-            r->params[r->nparams].value = strndup(u, ulen);
-            if (r->params[r->nparams++].value == NULL)
-                return false;
+            names[n] = name;
+            vals[n] = u;
+            lens[n++] = ulen;
             p += nlen + 2;
             u += ulen;
             continue;
@@ -197,7 +208,15 @@ static bool match(struct srv_req *r, const char *pat, const char *path)
         if (*p++ != *u++)
             return false;
     }
-    return *p == '\0' && *u == '\0';
+    if (*p != '\0' || *u != '\0')
+        return false;
+    for (i = 0; i < n; i++) {
+        r->params[r->nparams].name = names[i];
+        r->params[r->nparams].value = strndup(vals[i], lens[i]);
+        if (r->params[r->nparams++].value == NULL)
+            return false;
+    }
+    return true;
 }
 
 enum mg_code srv_route_match(struct srv_req *r, const char *method, const char *path)

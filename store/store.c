@@ -48,10 +48,15 @@ enum mg_code store_exists(struct db_stmt *s, bool *found, struct mg_error *err)
 json_t *store_col_json_string(struct db_stmt *s, int i)
 {
     const char *t = db_col_text(s, i);
+    size_t n, k;
 
     if (t == NULL)
         return json_null();
-    return json_stringn(t, db_col_bytes(s, i));
+    /* ASCII needs no UTF-8 check (jansson's costs a call per byte); anything else gets it. */
+    n = (size_t)db_col_bytes(s, i);
+    for (k = 0; k < n && (unsigned char)t[k] < 0x80; k++)
+        ;
+    return k == n ? json_stringn_nocheck(t, n) : json_stringn(t, n);
 }
 
 json_t *store_col_json_int(struct db_stmt *s, int i)

@@ -933,7 +933,10 @@ enum mg_code store_alias_facts(struct store *st, const char *model, const char *
 
 /*
  * store_alias_facts, and in the same read transaction (one snapshot, one BEGIN) the
- * store_version_brief of the version pick(facts, arg) names. *facts NEW on MG_OK; *version
+ * store_version_brief of the version pick(facts, arg) names. The facts are what an LKG
+ * choice reads: exists, deleted, generation, history, bad, unavailable; the alias's own
+ * routes and match are [], shadow and promotion null, protected false (not read; use
+ * store_alias_facts to decide a change). *facts NEW on MG_OK; *version
  * is pick's answer, and *brief (NEW) is loaded only when that is not 0. A missing version
  * is MG_ENOTFOUND, as from store_version_brief. pick must not keep facts.
  */

@@ -12,12 +12,16 @@
 #include "../common/text.h"
 #include "../common/util.h"
 
-/* Columns of the main version row, joined with its model and blob. */
+/* Columns of the main version row, joined with its model and blob; the last one (28) is 1
+ * when an alias was rolled back from the version (else load_bad_for has nothing to find and
+ * is skipped: an index probe here instead of a statement, a round trip on PostgreSQL). */
 #define VERSION_SELECT                                                                             \
     "SELECT v.id, m.name, v.version, v.artifact, b.size, b.media_type, b.files, v.image, "         \
     "v.run_id, v.source, v.params, v.tags, v.smoke, v.resources, v.description, "                  \
     "v.created_at, v.created_by, sg.keyid, v.status, v.archived_at, v.archived_by, v.deleted_at, " \
-    "v.deleted_by, v.deletion_reason, v.introspection, v.io_schema, v.publisher, v.scan "          \
+    "v.deleted_by, v.deletion_reason, v.introspection, v.io_schema, v.publisher, v.scan, "         \
+    "CASE WHEN EXISTS (SELECT 1 FROM aliases a JOIN alias_bad ab ON ab.alias_id = a.id "           \
+    "WHERE a.model_id = v.model_id AND ab.version = v.version) THEN 1 ELSE 0 END "                 \
     "FROM versions v JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "    \
     "LEFT JOIN version_signatures sg ON sg.version_id = v.id "
 
@@ -30,15 +34,23 @@ static void set_json_or_skip(json_t *obj, const char *key, json_t *v)
     json_object_set_new(obj, key, v);
 }
 
-static enum mg_code load_datasets(struct db_conn *c, int64_t vid, json_t *ver, struct mg_error *err)
+/* The version's datasets; *lineage set when one of them is withdrawn (in any owner's record)
+ * or derived from another (in any owner's lineage): only then can load_withdrawn find
+ * anything. Both are index lookups (datasets' key starts with digest; dataset_parents_child). */
+static enum mg_code load_datasets(struct db_conn *c, int64_t vid, json_t *ver, bool *lineage,
+                                  struct mg_error *err)
 {
-    static const char sql[] = "SELECT digest, name, uri, role FROM version_datasets "
-                              "WHERE version_id = ? ORDER BY ord";
+    static const char sql[] =
+        "SELECT vd.digest, vd.name, vd.uri, vd.role, CASE WHEN EXISTS (SELECT 1 FROM datasets d "
+        "WHERE d.digest = vd.digest AND d.withdrawn_at IS NOT NULL) OR EXISTS (SELECT 1 FROM "
+        "dataset_parents p WHERE p.child = vd.digest) THEN 1 ELSE 0 END "
+        "FROM version_datasets vd WHERE vd.version_id = ? ORDER BY vd.ord";
     struct db_stmt *s = db_prepare(c, sql);
     json_t *arr = json_array();
     enum mg_code rc;
     bool row;
 
+    *lineage = false;
     db_bind_i64(s, 1, vid);
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
         json_t *d = json_pack("{s:o, s:o}", "digest", store_col_json_string(s, 0), "role",
@@ -46,6 +58,8 @@ static enum mg_code load_datasets(struct db_conn *c, int64_t vid, json_t *ver, s
         set_json_or_skip(d, "name", store_col_json_string(s, 1));
         set_json_or_skip(d, "uri", store_col_json_string(s, 2));
         json_array_append_new(arr, d);
+        if (db_col_i64(s, 4) != 0)
+            *lineage = true;
     }
     json_object_set_new(ver, "datasets", arr);
     return rc;
@@ -74,18 +88,24 @@ static enum mg_code load_metrics(struct db_conn *c, int64_t vid, json_t *ver, st
     return rc;
 }
 
-/* The aliases this version was rolled back from. */
-static enum mg_code load_bad_for(struct db_conn *c, int64_t vid, json_t *ver, struct mg_error *err)
+/* The aliases this version was rolled back from ([] without a query when !any). */
+static enum mg_code load_bad_for(struct db_conn *c, int64_t vid, json_t *ver, bool any,
+                                 struct mg_error *err)
 {
     static const char sql[] = "SELECT a.name FROM versions v "
                               "JOIN aliases a ON a.model_id = v.model_id "
                               "JOIN alias_bad b ON b.alias_id = a.id AND b.version = v.version "
                               "WHERE v.id = ? ORDER BY a.name";
-    struct db_stmt *s = db_prepare(c, sql);
+    struct db_stmt *s;
     json_t *arr = json_array();
     enum mg_code rc;
     bool row;
 
+    if (!any) {
+        json_object_set_new(ver, "bad_for", arr);
+        return MG_OK;
+    }
+    s = db_prepare(c, sql);
     db_bind_i64(s, 1, vid);
     while ((rc = db_step(s, &row, err)) == MG_OK && row)
         json_array_append_new(arr, store_col_json_string(s, 0));
@@ -97,7 +117,7 @@ static enum mg_code load_bad_for(struct db_conn *c, int64_t vid, json_t *ver, st
  * those were derived from (API.md "Lifecycle"). Only records its model's owners registered,
  * or global ones, count (API.md "Tenancy"): another team's record of the same digest, its
  * derivations and its withdrawal never reach it. */
-static enum mg_code load_withdrawn(struct db_conn *c, int64_t vid, json_t *ver,
+static enum mg_code load_withdrawn(struct db_conn *c, int64_t vid, json_t *ver, bool lineage,
                                    struct mg_error *err)
 {
     static const char sql[] =
@@ -127,10 +147,12 @@ static enum mg_code load_withdrawn(struct db_conn *c, int64_t vid, json_t *ver,
     enum mg_code rc = MG_OK;
     bool row;
 
-    /* Lineage starts at the version's own datasets (load_datasets ran first): with none,
-     * nothing can be withdrawn, and the recursive query (a fifth of a version read) is
-     * skipped. */
-    if (json_array_size(json_object_get(ver, "datasets")) == 0) {
+    /* Lineage starts at the version's own datasets (load_datasets ran first): when none
+     * of them is withdrawn or derived from another, nothing can be, and the recursive
+     * query is skipped. It was a fifth of a version read's instructions, and its ephemeral
+     * tables' page caches (~80 KiB each, allocated and trimmed back per read) cost ~40 page
+     * faults a read. */
+    if (!lineage) {
         json_object_set_new(ver, "withdrawn_datasets", arr);
         return MG_OK;
     }
@@ -181,12 +203,35 @@ static json_t *version_row(struct db_stmt *s)
     return v;
 }
 
+/* The full Version whose VERSION_SELECT row s is on (stepped; reset here), in its
+ * transaction: the row, then its datasets, metrics, rollbacks and withdrawn lineage. */
+static enum mg_code version_from_row(struct db_conn *c, struct db_stmt *s, json_t **out,
+                                     struct mg_error *err)
+{
+    int64_t vid = db_col_i64(s, 0);
+    bool bad = db_col_i64(s, 28) != 0, lineage = false;
+    json_t *v = version_row(s);
+    enum mg_code rc;
+
+    db_reset(s);
+    if (v == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    if ((rc = load_datasets(c, vid, v, &lineage, err)) != MG_OK ||
+        (rc = load_metrics(c, vid, v, err)) != MG_OK ||
+        (rc = load_bad_for(c, vid, v, bad, err)) != MG_OK ||
+        (rc = load_withdrawn(c, vid, v, lineage, err)) != MG_OK) {
+        json_decref(v);
+        return rc;
+    }
+    *out = v;
+    return MG_OK;
+}
+
 /* Load a full Version by row id, in any open transaction. */
 static enum mg_code version_load(struct db_conn *c, int64_t vid, json_t **out, struct mg_error *err)
 {
     static const char sql[] = VERSION_SELECT "WHERE v.id = ?";
     struct db_stmt *s = db_prepare(c, sql);
-    json_t *v = NULL;
     enum mg_code rc;
     bool row;
 
@@ -195,19 +240,7 @@ static enum mg_code version_load(struct db_conn *c, int64_t vid, json_t **out, s
         return rc;
     if (!row)
         return mg_fail(err, MG_ENOTFOUND, NULL, "version does not exist");
-    v = version_row(s);
-    db_reset(s);
-    if (v == NULL)
-        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    if ((rc = load_datasets(c, vid, v, err)) != MG_OK ||
-        (rc = load_metrics(c, vid, v, err)) != MG_OK ||
-        (rc = load_bad_for(c, vid, v, err)) != MG_OK ||
-        (rc = load_withdrawn(c, vid, v, err)) != MG_OK) {
-        json_decref(v);
-        return rc;
-    }
-    *out = v;
-    return MG_OK;
+    return version_from_row(c, s, out, err);
 }
 
 static enum mg_code insert_metrics(struct db_conn *c, int64_t vid, const char *actor,
@@ -544,12 +577,23 @@ done:
 enum mg_code store_version_get(struct store *st, const char *model, int64_t version, json_t **out,
                                struct mg_error *err)
 {
+    /* By name and number in one statement (was: the model's id, the version's id, then
+     * the row). With no row, store_version_id says what is missing, as it always did. */
+    static const char sql[] = VERSION_SELECT "WHERE m.name = ? AND v.version = ?";
     struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
     int64_t vid;
-    enum mg_code rc = store_version_id(c, model, version, &vid, err);
+    enum mg_code rc;
+    bool row;
 
-    if (rc == MG_OK)
-        rc = version_load(c, vid, out, err);
+    db_bind_text(s, 1, model);
+    db_bind_i64(s, 2, version);
+    if ((rc = db_step(s, &row, err)) == MG_OK) {
+        if (row)
+            rc = version_from_row(c, s, out, err);
+        else if ((rc = store_version_id(c, model, version, &vid, err)) == MG_OK)
+            rc = mg_fail(err, MG_ENOTFOUND, NULL, "version does not exist");
+    }
     store_read_end(st, c);
     return rc;
 }

@@ -61,8 +61,10 @@ static void test_shapes(void **state)
         json_decref(v);
     }
     /* bare values (JSON_ENCODE_ANY) */
-    json_t *any[] = {json_string("x\"y"), json_integer(-3), json_real(2.0), json_true(),
-                     json_null()};
+    json_t *any[] = {
+        json_string("x\"y"), json_integer(-3),        json_real(2.0),          json_true(),
+        json_null(),         json_integer(INT64_MIN), json_integer(INT64_MAX), json_integer(0),
+        json_integer(-10),   json_integer(1000000)};
     for (size_t i = 0; i < sizeof(any) / sizeof(any[0]); i++) {
         same(any[i]);
         json_decref(any[i]);

@@ -5,7 +5,9 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,6 +145,94 @@ static void test_fmt_double(void **state)
     assert_string_equal(mg_fmt_double(0.1 + 0.2, out, sizeof(out)), "0.30000000000000004");
 }
 
+/* The printf loop mg_fmt_double was before its decimal shortcut: the reference. */
+static void fmt_double_printf(double v, char *out, size_t cap)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(out, cap, "%.*g", prec, v);
+        if (strtod(out, NULL) == v)
+            break;
+    }
+}
+
+static void expect_fmt_same(double v)
+{
+    char got[40], want[40];
+
+    mg_fmt_double(v, got, sizeof(got));
+    fmt_double_printf(v, want, sizeof(want));
+    if (strcmp(got, want) != 0)
+        fail_msg("mg_fmt_double(%a) = \"%s\", printf's loop \"%s\"", v, got, want);
+}
+
+/* The shortcut for short decimals writes what the printf loop writes, byte for byte: short
+ * decimals of every length and scale, their neighbours, the range's edges, random bits. */
+static void test_fmt_double_shortcut(void **state)
+{
+    static const double edges[] = {1e-4,
+                                   1e-5,
+                                   9.9999999999999e-5,
+                                   1e14,
+                                   99999999999999.9,
+                                   99999999999999.99,
+                                   1e15,
+                                   123456789012345.0,
+                                   0.5,
+                                   2.0,
+                                   16.95,
+                                   1.3,
+                                   41.5,
+                                   0.001,
+                                   7e9,
+                                   0.1,
+                                   0.7,
+                                   1e-3,
+                                   5e-324,
+                                   0.0,
+                                   -0.0,
+                                   1.0 / 3.0,
+                                   2.675,
+                                   1.005,
+                                   0.3,
+                                   9007199254740993.0};
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    char out[40];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++) {
+        expect_fmt_same(edges[i]);
+        expect_fmt_same(-edges[i]);
+        expect_fmt_same(nextafter(edges[i], 0));
+        expect_fmt_same(nextafter(edges[i], 1e300));
+    }
+    for (int i = 0; i < 200000; i++) {
+        double v, p = 1;
+        int digits, scale;
+        uint64_t m;
+
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+        digits = 1 + (int)(x % 17);
+        scale = (int)((x >> 8) % 24);
+        m = (x >> 16) % 100000000000000000ull;
+        for (int d = 17; d > digits; d--)
+            m /= 10;
+        for (int s = 0; s < scale; s++)
+            p *= 10;
+        v = (double)m / p;
+        expect_fmt_same(v);
+        expect_fmt_same(-v);
+        expect_fmt_same(nextafter(v, 0));
+        expect_fmt_same(nextafter(v, 1e300));
+        memcpy(&v, &x, sizeof(v)); /* any bits */
+        if (v == v)
+            expect_fmt_same(v);
+    }
+    assert_string_equal(mg_fmt_double(0.0001, out, sizeof(out)), "0.0001");
+    assert_string_equal(mg_fmt_double(-41.5, out, sizeof(out)), "-41.5");
+    assert_string_equal(mg_fmt_double(12.0, out, sizeof(out)), "12");
+    assert_string_equal(mg_fmt_double(1e14, out, sizeof(out)), "100000000000000");
+}
+
 /* Reals in JSON text as their shortest round-trip text; nothing else changes. */
 static void test_json_short_reals(void **state)
 {
@@ -179,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_log_escape),
         cmocka_unit_test(test_prom_label),
         cmocka_unit_test(test_fmt_double),
+        cmocka_unit_test(test_fmt_double_shortcut),
         cmocka_unit_test(test_json_short_reals),
     };
 

@@ -203,6 +203,25 @@ static void test_flags_mixed_and_last_wins(void **state)
     assert_string_equal(fx->cfg.listen, "[::1]:0");
 }
 
+/* On PostgreSQL every statement is a round trip: four threads per CPU unless --threads
+ * says otherwise (a config file's database counts too; SQLite keeps one per CPU). */
+static void test_threads_on_postgresql(void **state)
+{
+    struct fx *fx = *state;
+    unsigned want = default_threads() * 4 > 32 ? 32 : default_threads() * 4;
+
+    assert_int_equal(parse_args(fx, "--database", "postgresql://db.internal/mg", NULL), MG_OK);
+    assert_int_equal(fx->cfg.threads, want);
+    srv_config_release(&fx->cfg);
+    srv_config_init(&fx->cfg);
+    assert_int_equal(parse_args(fx, "--threads", "2", "--database=postgres://db/mg", NULL), MG_OK);
+    assert_int_equal(fx->cfg.threads, 2);
+    srv_config_release(&fx->cfg);
+    srv_config_init(&fx->cfg);
+    assert_int_equal(parse_args(fx, "--database", "sqlite", NULL), MG_OK);
+    assert_int_equal(fx->cfg.threads, default_threads());
+}
+
 static void test_flag_value_with_equals(void **state)
 {
     struct fx *fx = *state;
@@ -549,6 +568,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_flags_separate_values, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_flags_equals_values, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_flags_mixed_and_last_wins, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_threads_on_postgresql, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_flag_value_with_equals, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_size_suffixes, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_archive_ratio_and_commit_workers, fx_setup,
