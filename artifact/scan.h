@@ -57,6 +57,15 @@ struct art_scan_opts {
      */
     int (*spill)(void *spill_ctx);
     void *spill_ctx;
+    /*
+     * Where the zip's length is known (a tarball's member), the scratch file is not written:
+     * the bytes its reader may need (local headers, every entry but a torch tensor storage,
+     * the tail) are kept in memory as they stream by (64 MiB at most, else "unknown"), and
+     * the zip is read through its central directory over them; one that names bytes not
+     * kept is "unknown". spill_zips: copy such zips whole to the scratch file anyway (the
+     * reference the tests check that read against).
+     */
+    bool spill_zips;
 };
 
 /* A spill function: an unlinked temporary file in directory ctx (a path; NULL: $TMPDIR or
