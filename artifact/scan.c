@@ -550,7 +550,11 @@ struct sparse {
     uint64_t size; /* the zip's length (bytes streamed) */
     uint64_t pos;  /* libarchive's read position */
     uint64_t kept;
-    bool hole; /* the reader asked for bytes that were not kept */
+    bool hole;                     /* the reader asked for bytes that were not kept */
+    bool capped;                   /* over the cap, and no scratch file */
+    int fd;                        /* >= 0: over the cap, what is kept lies there */
+    const struct art_scan_opts *o; /* its spill function */
+    uint8_t *buf;                  /* what is read from fd */
     uint64_t hole_at;
 };
 
@@ -559,7 +563,54 @@ static void sparse_free(struct sparse *sp)
     for (size_t i = 0; i < sp->n; i++)
         free(sp->v[i].p);
     free(sp->v);
+    free(sp->buf);
+    if (sp->fd >= 0)
+        close(sp->fd);
     free(sp);
+}
+
+static bool pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
+{
+    while (n > 0) {
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return true;
+}
+
+/* Over the cap: what is kept, and what is kept from now on, goes to the scratch file, at
+ * its own offset (where nothing was kept, the file has a hole the reader is never given). */
+static enum mg_code sparse_to_file(struct sparse *sp, struct mg_error *err)
+{
+    int e;
+
+    sp->fd = sp->o->spill ? sp->o->spill(sp->o->spill_ctx) : -1;
+    e = errno;
+    if (sp->fd < 0 || (sp->buf = malloc(ART_SRC_BUF)) == NULL) {
+        sp->capped = true;
+        return mg_fail(err, MG_EINVAL, NULL,
+                       "a zip inside a compressed archive holds more than %llu MiB that the "
+                       "scanner reads, and there is no scratch file to hold it%s%s",
+                       (unsigned long long)(ZIP_KEEP_CAP >> 20), sp->fd < 0 ? ": " : "",
+                       sp->fd < 0 ? strerror(e) : "");
+    }
+    for (size_t i = 0; i < sp->n; i++) {
+        if (!pwrite_all(sp->fd, sp->v[i].p, sp->v[i].n, sp->v[i].off)) {
+            sp->capped = true;
+            return mg_fail(err, MG_EINVAL, NULL, "cannot write the scanner's scratch file: %s",
+                           strerror(errno));
+        }
+        free(sp->v[i].p);
+        sp->v[i].p = NULL;
+        sp->v[i].cap = 0;
+    }
+    return MG_OK;
 }
 
 /* Keep [off, off + n) (off at or past the end of what is kept). MG_EINVAL: the cap. */
@@ -578,11 +629,11 @@ static enum mg_code sparse_keep(struct sparse *sp, uint64_t off, const uint8_t *
     }
     if (n == 0)
         return MG_OK;
-    if (sp->kept + n > ZIP_KEEP_CAP)
-        return mg_fail(err, MG_EINVAL, NULL,
-                       "a zip inside a compressed archive holds more than %llu MiB that the "
-                       "scanner reads; upload it outside the archive",
-                       (unsigned long long)(ZIP_KEEP_CAP >> 20));
+    if (sp->fd < 0 && sp->kept + n > ZIP_KEEP_CAP) {
+        enum mg_code rc = sparse_to_file(sp, err);
+        if (rc != MG_OK)
+            return rc;
+    }
     if (k == NULL || off != k->off + k->n) {
         if (sp->n == sp->cap) {
             size_t nc = sp->cap ? sp->cap * 2 : 16;
@@ -594,6 +645,14 @@ static enum mg_code sparse_keep(struct sparse *sp, uint64_t off, const uint8_t *
         }
         k = &sp->v[sp->n++];
         *k = (struct kept){off, 0, 0, NULL};
+    }
+    if (sp->fd >= 0) {
+        if (!pwrite_all(sp->fd, p, n, off))
+            return mg_fail(err, MG_EINVAL, NULL, "cannot write the scanner's scratch file: %s",
+                           strerror(errno));
+        k->n += n;
+        sp->kept += n;
+        return MG_OK;
     }
     if (k->n + n > k->cap) {
         size_t nc = k->cap ? k->cap : 4096;
@@ -658,6 +717,10 @@ static bool zip_header(struct sparse *sp, struct zparse *z, const char *prefix)
     bool storage;
     size_t plen = prefix ? strlen(prefix) + 1 : 0;
 
+    if (sp->fd >= 0) {
+        z->st = Z_REST; /* past the cap: everything from here on */
+        return true;
+    }
     if (k == NULL || z->hdr_off < k->off || k->off + k->n < z->hdr_off + 30)
         return false; /* not yet */
     at = z->hdr_off - k->off;
@@ -741,7 +804,7 @@ static enum mg_code zip_feed(struct sparse *sp, struct zparse *z, uint64_t off, 
         size_t take = n, i;
         uint64_t have, need;
 
-        if (off >= tail || z->st == Z_REST) {
+        if (off >= tail || z->st == Z_REST || sp->fd >= 0) {
             if (z->st == Z_SKIP_SIG && z->win_n > 0 &&
                 (rc = keep_around(sp, z, off, p, off - z->win_n, off, err)) != MG_OK)
                 return rc;
@@ -764,12 +827,8 @@ static enum mg_code zip_feed(struct sparse *sp, struct zparse *z, uint64_t off, 
                 take = (size_t)(need - have);
             if ((rc = sparse_keep(sp, off, p, take, err)) != MG_OK)
                 return rc;
-            if (have + take >= 30 &&
-                memcmp(sp->v[sp->n - 1].p + (z->hdr_off - sp->v[sp->n - 1].off), "PK\003\004", 4) !=
-                    0)
-                z->st = Z_REST;
-            else if (have + take == need || have + take >= 30)
-                (void)zip_header(sp, z, z->prefix);
+            if (have + take >= 30)
+                (void)zip_header(sp, z, z->prefix); /* past the header, or not yet */
             break;
         case Z_KEEP_N:
         case Z_SKIP_N:
@@ -844,6 +903,8 @@ static enum mg_code keep_zip(struct scan *c, struct art_src *s, const char *name
     *out = NULL;
     if (sp == NULL)
         return mg_fail(c->err, MG_ENOMEM, NULL, "out of memory");
+    sp->fd = -1;
+    sp->o = c->r.opts;
     for (;;) {
         if (s->borrow != NULL && s->pos == s->len) { /* nothing buffered: no copy */
             const void *bp;
@@ -871,7 +932,8 @@ static enum mg_code keep_zip(struct scan *c, struct art_src *s, const char *name
             break;
     }
     if (rc == MG_EINVAL && c->err->code == MG_EINVAL) { /* the member, or the cap */
-        art_report_add(&c->r, "archive", "archive-malformed", false, s->off, "%s", c->err->message);
+        art_report_add(&c->r, "archive", sp->capped ? "archive-cap" : "archive-malformed", false,
+                       s->off, "%s", c->err->message);
         mg_error_clear(c->err);
     }
     sparse_free(sp);
@@ -911,6 +973,21 @@ static la_ssize_t sparse_read(struct archive *a, void *ctx, const void **buf)
     {
         const struct kept *k = &sp->v[lo - 1];
         size_t n = (size_t)(k->off + k->n - sp->pos);
+        if (sp->fd >= 0) {
+            ssize_t r;
+            if (n > ART_SRC_BUF)
+                n = ART_SRC_BUF;
+            do
+                r = pread(sp->fd, sp->buf, n, (off_t)sp->pos);
+            while (r < 0 && errno == EINTR);
+            if (r <= 0) {
+                archive_set_error(a, r < 0 ? errno : EIO, "cannot read the scanner's scratch file");
+                return -1;
+            }
+            *buf = sp->buf;
+            sp->pos += (uint64_t)r;
+            return (la_ssize_t)r;
+        }
         *buf = k->p + (sp->pos - k->off);
         sp->pos += n;
         return (la_ssize_t)n;
