@@ -104,7 +104,8 @@ enum mg_code art_scan_buffer(const void *data, size_t n, const char *name,
  * NEW). art_scan_walk_entry: the next regular file of the archive, in archive order
  * (struct art_scan_member); the scanner reads what it needs of it, the walker drains the
  * rest. A zip in it is read where it lies when region_fd says where (an uncompressed tar's
- * member), else copied to a scratch file (through borrow when given). Errors are
+ * member), else from what is kept of it as it streams by (opts: spill_zips; through borrow
+ * when given). Errors are
  * the scanner's own (MG_ENOMEM, MG_EIO: the scan failed); what the member holds, or a read
  * that failed, becomes a finding. art_scan_walk_finish: the report art_scan_file would have
  * given for an archive with those entries (*scan NEW), and frees the walk;
