@@ -659,6 +659,8 @@ static enum mg_code sparse_keep(struct sparse *sp, uint64_t off, const uint8_t *
         uint8_t *np;
         while (nc < k->n + n)
             nc *= 2;
+        if (nc > ZIP_KEEP_CAP) /* k->n + n is not: one run holds no more than the cap */
+            nc = (size_t)ZIP_KEEP_CAP;
         if ((np = realloc(k->p, nc)) == NULL)
             return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         k->p = np;
