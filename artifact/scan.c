@@ -551,7 +551,7 @@ struct sparse {
     uint64_t pos;  /* libarchive's read position */
     uint64_t kept;
     bool hole;                     /* the reader asked for bytes that were not kept */
-    bool capped;                   /* over the cap, and no scratch file */
+    bool capped;                   /* over the cap, and no scratch file to hold it */
     int fd;                        /* >= 0: over the cap, what is kept lies there */
     const struct art_scan_opts *o; /* its spill function */
     uint8_t *buf;                  /* what is read from fd */
@@ -647,9 +647,11 @@ static enum mg_code sparse_keep(struct sparse *sp, uint64_t off, const uint8_t *
         *k = (struct kept){off, 0, 0, NULL};
     }
     if (sp->fd >= 0) {
-        if (!pwrite_all(sp->fd, p, n, off))
+        if (!pwrite_all(sp->fd, p, n, off)) {
+            sp->capped = true;
             return mg_fail(err, MG_EINVAL, NULL, "cannot write the scanner's scratch file: %s",
                            strerror(errno));
+        }
         k->n += n;
         sp->kept += n;
         return MG_OK;
