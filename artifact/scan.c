@@ -534,7 +534,7 @@ static enum mg_code spill_zip(struct scan *c, struct art_src *s, int *fd)
  * storage written with a data descriptor has no size before its data); a false match only
  * keeps more bytes, never fewer of what the reader reads, since those are checked.
  */
-#define ZIP_KEEP_CAP ((uint64_t)64 << 20)
+#define ZIP_KEEP_CAP ((uint64_t)16 << 20)
 #define ZIP_TAIL ((uint64_t)64 << 10) /* libarchive looks for the EOCD in the last 16 KiB */
 #define ZIP_LOOKBEHIND 24             /* a zip64 data descriptor before the next header */
 

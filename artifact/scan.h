@@ -60,7 +60,7 @@ struct art_scan_opts {
     /*
      * Where the zip's length is known (a tarball's member), the scratch file is not written:
      * the bytes its reader may need (local headers, every entry but a torch tensor storage,
-     * the tail) are kept in memory as they stream by (past 64 MiB, in the scratch file), and
+     * the tail) are kept in memory as they stream by (past 16 MiB, in the scratch file), and
      * the zip is read through its central directory over them; one that names bytes not
      * kept is "unknown". spill_zips: copy such zips whole to the scratch file anyway (the
      * reference the tests check that read against).

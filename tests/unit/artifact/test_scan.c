@@ -420,7 +420,7 @@ static const json_t *finding_with(const json_t *s, const char *rule, const char 
  * scratch file, and says what the copy says: every corpus file in a tar.gz, and crafted
  * zips (duplicate names, a cut tail). A central directory that names bytes the local
  * headers do not lead to (a data.pkl hidden in a storage's data) is unknown, as is a
- * pickle over the 64 MiB kept. */
+ * pickle over the 16 MiB kept. */
 static void test_kept_zip_matches_spill(void **state)
 {
     char dir[4096], path[8192], cmd[16384];
@@ -501,7 +501,7 @@ static void test_kept_zip_matches_spill(void **state)
         kept_spills = spills;
         spills = 0;
         copied = scan_spilled(path, true);
-        /* only a zip with more than 64 MiB to keep goes to the scratch file */
+        /* only a zip with more than 16 MiB to keep goes to the scratch file */
         assert_int_equal(kept_spills, strcmp(d->d_name, "big_pickle.tar.gz") == 0);
         zips += spills > 0;
         n++;
