@@ -998,18 +998,33 @@ static la_ssize_t sparse_read(struct archive *a, void *ctx, const void **buf)
     }
 }
 
+/* Seek and skip over [0, size) for libarchive's callbacks: a cursor at *pos. */
+static la_int64_t cursor_seek(uint64_t *pos, uint64_t size, la_int64_t to, int whence)
+{
+    int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (int64_t)*pos : (int64_t)size;
+
+    if (to < -base || to > (int64_t)size - base)
+        return ARCHIVE_FATAL;
+    *pos = (uint64_t)(base + to);
+    return (la_int64_t)*pos;
+}
+
+static la_int64_t cursor_skip(uint64_t *pos, uint64_t size, la_int64_t n)
+{
+    if (n < 0)
+        return 0;
+    if ((uint64_t)n > size - *pos)
+        n = (la_int64_t)(size - *pos);
+    *pos += (uint64_t)n;
+    return n;
+}
+
 static la_int64_t sparse_seek(struct archive *a, void *ctx, la_int64_t to, int whence)
 {
     struct sparse *sp = ctx;
-    int64_t base = whence == SEEK_SET   ? 0
-                   : whence == SEEK_CUR ? (int64_t)sp->pos
-                                        : (int64_t)sp->size;
 
     (void)a;
-    if (to < -base || to > (int64_t)sp->size - base)
-        return ARCHIVE_FATAL;
-    sp->pos = (uint64_t)(base + to);
-    return (la_int64_t)sp->pos;
+    return cursor_seek(&sp->pos, sp->size, to, whence);
 }
 
 static la_int64_t sparse_skip(struct archive *a, void *ctx, la_int64_t n)
@@ -1017,12 +1032,7 @@ static la_int64_t sparse_skip(struct archive *a, void *ctx, la_int64_t n)
     struct sparse *sp = ctx;
 
     (void)a;
-    if (n < 0)
-        return 0;
-    if ((uint64_t)n > sp->size - sp->pos)
-        n = (la_int64_t)(sp->size - sp->pos);
-    sp->pos += (uint64_t)n;
-    return n;
+    return cursor_skip(&sp->pos, sp->size, n);
 }
 
 /* A zip read where it lies in the outer file (art_src.region): [off, off + size). */
@@ -1053,13 +1063,9 @@ static la_ssize_t region_read(struct archive *a, void *ctx, const void **buf)
 static la_int64_t region_seek(struct archive *a, void *ctx, la_int64_t to, int whence)
 {
     struct region *g = ctx;
-    int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (int64_t)g->pos : (int64_t)g->size;
 
     (void)a;
-    if (to < -base || to > (int64_t)g->size - base)
-        return ARCHIVE_FATAL;
-    g->pos = (uint64_t)(base + to);
-    return (la_int64_t)g->pos;
+    return cursor_seek(&g->pos, g->size, to, whence);
 }
 
 static la_int64_t region_skip(struct archive *a, void *ctx, la_int64_t n)
@@ -1067,12 +1073,7 @@ static la_int64_t region_skip(struct archive *a, void *ctx, la_int64_t n)
     struct region *g = ctx;
 
     (void)a;
-    if (n < 0)
-        return 0;
-    if ((uint64_t)n > g->size - g->pos)
-        n = (la_int64_t)(g->size - g->pos);
-    g->pos += (uint64_t)n;
-    return n;
+    return cursor_skip(&g->pos, g->size, n);
 }
 
 static enum mg_code scan_archive(struct scan *c, struct art_src *s, const char *path,
