@@ -949,12 +949,7 @@ enum mg_code store_archive_inspect(const char *path, const char *media_type,
                                    struct store_archive_manifest *out, bool *is_archive,
                                    struct mg_error *err)
 {
-    out->files = NULL;
-    out->n = 0;
-    *is_archive = false;
-    if (!is_archive_type(media_type))
-        return MG_OK;
-    return archive_run(path, media_type, lim, NULL, NULL, out, is_archive, err);
+    return store_archive_inspect_scan(path, media_type, lim, NULL, out, is_archive, err);
 }
 
 enum mg_code store_archive_inspect_scan(const char *path, const char *media_type,

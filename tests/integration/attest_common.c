@@ -15,7 +15,7 @@
 #include "sys.h"
 
 /* Standard base64 (the DSSE payload and signature) into a malloc'd buffer. */
-static unsigned char *b64_decode(const char *in, size_t *len)
+unsigned char *it_b64_decode(const char *in, size_t *len)
 {
     size_t n = strlen(in);
     unsigned char *out = malloc(n / 4 * 3 + 4);
@@ -61,8 +61,8 @@ void it_attest_get(struct mg_server *s, const char *token, const char *model, co
     env = json_object_get(bundle, "dsseEnvelope");
     if (!json_is_string(json_object_get(env, "payload")))
         fail_msg("%s: no dsseEnvelope.payload: %.200s", path, a->bundle);
-    a->statement =
-        (char *)b64_decode(json_string_value(json_object_get(env, "payload")), &a->statement_len);
+    a->statement = (char *)it_b64_decode(json_string_value(json_object_get(env, "payload")),
+                                         &a->statement_len);
     hint = json_string_value(json_object_get(
         json_object_get(json_object_get(bundle, "verificationMaterial"), "publicKey"), "hint"));
     if (hint == NULL || strlen(hint) != 64)
@@ -150,7 +150,7 @@ static bool openssl_verifies(const struct it_attest *a, const char *statement, s
     if (sig64 == NULL)
         fail_msg("generation %" JSON_INTEGER_FORMAT "'s bundle has no signature: %.200s",
                  a->generation, a->bundle);
-    sig = b64_decode(sig64, &sig_len);
+    sig = it_b64_decode(sig64, &sig_len);
     json_decref(bundle);
     it_fmt(pae, sizeof(pae), "%s/attest.pae", scratch);
     it_fmt(sig_path, sizeof(sig_path), "%s/attest.sig", scratch);

@@ -36,6 +36,10 @@ void it_attest_get(struct mg_server *s, const char *token, const char *model, co
 
 void it_attest_release(struct it_attest *a);
 
+/* Standard base64 (a DSSE payload or signature) into a malloc'd, NUL-terminated buffer of
+ * *len bytes; fails the test on anything else. */
+unsigned char *it_b64_decode(const char *in, size_t *len);
+
 /* Is sigstore-js there (node and tests/identity/node_modules, scripts/install-deps.sh)?
  * When not, skips the calling test (it_skip: a failure under MG_REQUIRE_ALL=1). */
 void it_attest_need_tools(void);

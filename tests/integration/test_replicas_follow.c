@@ -22,6 +22,7 @@
  * stored in the database).
  */
 #include "harness.h"
+#include "attest_common.h"
 #include "sys.h"
 #include "api.h"
 
@@ -528,25 +529,6 @@ static void test_new_replica_fresh_from_the_start(void **state)
 
 /* ---- 5. a signing-key rotation reaches the running replicas -------------------------- */
 
-static unsigned char *b64(const char *in, size_t *len)
-{
-    size_t n = strlen(in);
-    unsigned char *out = malloc(n / 4 * 3 + 4);
-    int k;
-
-    if (out == NULL)
-        fail_msg("out of memory");
-    k = EVP_DecodeBlock(out, (const unsigned char *)in, (int)n);
-    if (k < 0)
-        fail_msg("not base64: %.80s", in);
-    while (n > 0 && in[n - 1] == '=') { /* EVP_DecodeBlock counts the padding */
-        k--;
-        n--;
-    }
-    *len = (size_t)k;
-    return out;
-}
-
 /* The published public key (GET /api/v1/signing-keys on s) whose keyid is keyid, into
  * path; whether it is listed as active into *active. */
 static void published_key(struct mg_server *s, const char *keyid, const char *path, bool *active)
@@ -588,8 +570,8 @@ static bool openssl_verifies(struct mg_server *s, const char *model, json_int_t 
     it_expect_status(s, r, 200);
     bundle = json_loadb(r->body, r->len, 0, NULL);
     env = json_object_get(bundle, "dsseEnvelope");
-    body = b64(it_jstr(env, "payload"), &body_len);
-    sig = b64(it_jstr(json_array_get(it_jarr(env, "signatures"), 0), "sig"), &sig_len);
+    body = it_b64_decode(it_jstr(env, "payload"), &body_len);
+    sig = it_b64_decode(it_jstr(json_array_get(it_jarr(env, "signatures"), 0), "sig"), &sig_len);
     json_decref(bundle);
     it_resp_free(s, &r);
     it_fmt(pae_path, sizeof(pae_path), "%s/pae", cl.dir);
