@@ -1,5 +1,5 @@
 /*
- * scan_int.h - what the scanner's files (scan.c, scan_pickle.c, scan_jinja.c,
+ * scan_int.h - what the scanner's files (scan.c, scan_zip.c, scan_pickle.c, scan_jinja.c,
  * scan_formats.c) share: the report being built and the analysers over a byte source.
  */
 #ifndef ART_SCAN_INT_H
@@ -44,5 +44,34 @@ enum mg_code art_onnx_external_scan(struct art_src *s, struct art_report *r, str
 
 /* NumPy .npy: an object dtype sends the rest through art_pickle_scan. */
 enum mg_code art_npy_scan(struct art_src *s, struct art_report *r, struct mg_error *err);
+
+/* A PyTorch zip checkpoint's tensor storage: "<dir>/data/<digits>". Never a pickle to
+ * torch.load (it reads the bytes as numbers), so never read. */
+bool art_torch_storage(const char *name);
+
+/* ---- a zip inside an archive (scan_zip.c), read through its central directory ---------- */
+
+struct archive;
+
+/* Copy the rest of s into a scratch file from r->opts->spill: *fd, at offset 0. MG_EINVAL
+ * when it could not be (reported in r as a finding: the zip stays unknown). */
+enum mg_code art_zip_spill(struct art_report *r, struct art_src *s, int *fd, struct mg_error *err);
+
+/* The rest of s (a zip inside a compressed archive), streamed: every local header, every
+ * entry's data but a torch storage's, and the tail are kept (past a cap, in a scratch
+ * file). MG_EINVAL: it could not be, reported in r. Free with art_zip_kept_free. */
+struct art_zip_kept;
+enum mg_code art_zip_keep(struct art_report *r, struct art_src *s, const char *name,
+                          struct art_zip_kept **out, struct mg_error *err);
+void art_zip_kept_free(struct art_zip_kept *k);
+/* Open archive a over what was kept: a byte that was not kept fails the read (a central
+ * directory pointing where no local header led); art_zip_kept_hole then says where. */
+int art_zip_open_kept(struct archive *a, struct art_zip_kept *k);
+bool art_zip_kept_hole(const struct art_zip_kept *k, uint64_t *at);
+
+/* A zip lying at [off, off + size) of fd, read in place; free() it after the archive. */
+struct art_zip_region;
+struct art_zip_region *art_zip_region_new(int fd, uint64_t off, uint64_t size);
+int art_zip_open_region(struct archive *a, struct art_zip_region *g);
 
 #endif
