@@ -386,6 +386,20 @@ static unsigned long long fenced(struct mg_server *s)
     return v;
 }
 
+/* How many times s's log says a delivery it made after losing its lease was followed by the
+ * newest generation, queued again (store_outbox_done: the repair of a stale write). */
+static unsigned long long repairs(const struct mg_server *s)
+{
+    static const char note[] = "went out after this claim lost its lease";
+    char *log = it_read_file(s->log_path, NULL);
+    unsigned long long n = 0;
+
+    for (const char *p = log; p && (p = strstr(p, note)) != NULL; p += sizeof(note) - 1)
+        n++;
+    free(log);
+    return n;
+}
+
 /* A PUT on a socket of its own, its answer read later (raw_status): the relay may pause
  * the replica that serves it before it answers. */
 static int raw_put(struct mg_server *s, const char *path, const char *body)
@@ -485,7 +499,7 @@ static void test_paused_delivery_never_lands_after_a_newer_one(void **state)
      * has something to write) and from the newer one. */
     for (int round = 0, cur = 1; round < ROUNDS; round++) {
         int old_v = cur % 3 + 1, new_v = old_v % 3 + 1, paused, other;
-        unsigned long long before, before0, before1;
+        unsigned long long before, before0, before1, repaired0, repaired1, repaired;
         const char *outcome = NULL;
         bool stale = false;
         int fd;
@@ -498,10 +512,13 @@ static void test_paused_delivery_never_lands_after_a_newer_one(void **state)
         it_fmt(body, sizeof(body), "{\"version\":%d}", old_v);
         before0 = fenced(rep[0]);
         before1 = fenced(rep[1]);
+        repaired0 = repairs(rep[0]);
+        repaired1 = repairs(rep[1]);
         fd = raw_put(rep[round % 2], "/api/v1/models/fraud/aliases/production", body);
         paused = paused_replica();
         other = 1 - paused;
         before = paused == 0 ? before0 : before1;
+        repaired = paused == 0 ? repaired0 : repaired1;
         relay_release();
 
         /* The newer generation, delivered by the other replica once the paused one's
@@ -531,6 +548,8 @@ static void test_paused_delivery_never_lands_after_a_newer_one(void **state)
                 outcome = stale ? "stopped (after a stale write, repaired)" : "stopped";
             else if (at && stale)
                 outcome = "wrote its stale generation, which was repaired";
+            else if (at && repairs(rep[paused]) > repaired)
+                outcome = "wrote its stale generation, repaired before it was seen";
             if (outcome == NULL && it_now_ms() > deadline) {
                 pc_dump_server_notes(rep[paused], 20);
                 pc_dump_server_notes(rep[other], 20);
