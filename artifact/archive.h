@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/mg.h"
+#include "../base/mg.h"
 
 /*
  * Running totals over every inspection and extraction given the same

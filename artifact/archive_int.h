@@ -8,7 +8,7 @@
 
 #include "archive.h"
 #include "sign.h"
-#include "../common/util.h"
+#include "../base/util.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "archive_int.h"
-#include "../common/text.h"
+#include "../base/text.h"
 
 #define KEY_MAX 65536     /* bytes of one key */
 #define KEEP_STRING 1024  /* bytes of a string value kept in metadata */

@@ -33,7 +33,7 @@
 
 #include <jansson.h>
 
-#include "../common/mg.h"
+#include "../base/mg.h"
 #include "archive.h"
 
 struct art_introspect_limits {

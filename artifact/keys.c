@@ -21,8 +21,8 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include "../common/file.h"
-#include "../common/util.h"
+#include "../os/file.h"
+#include "../base/util.h"
 
 #define SIGN_MEDIA_TYPE "application/vnd.dev.sigstore.bundle.v0.3+json"
 #define SIGN_PAYLOAD_TYPE "application/vnd.in-toto+json"

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../common/text.h"
-#include "../common/util.h"
+#include "../base/text.h"
+#include "../base/util.h"
 #include "sign.h"
 
 /* JSON text as every document is written: compact, keys sorted (so the bytes depend on the

@@ -37,7 +37,7 @@
 
 #include <jansson.h>
 
-#include "../common/mg.h"
+#include "../base/mg.h"
 
 #define ART_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
 #define ART_OCI_INDEX "application/vnd.oci.image.index.v1+json"

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/text.h"
+#include "../base/text.h"
 
 #define DEPTH_MAX 32
 

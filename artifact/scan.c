@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "archive_int.h"
-#include "../common/file.h"
+#include "../os/file.h"
 
 void art_scan_opts_default(struct art_scan_opts *o)
 {

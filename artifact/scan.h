@@ -32,7 +32,7 @@
 
 #include <jansson.h>
 
-#include "../common/mg.h"
+#include "../base/mg.h"
 
 #define ART_SCANNER "modelgate-scan/1"
 #define ART_SCAN_MAX_DEPTH 4     /* archives inside archives */

@@ -16,7 +16,7 @@
 #include <archive.h>
 
 #include "archive_int.h"
-#include "../common/file.h"
+#include "../os/file.h"
 
 /* Copy the rest of s (a zip inside an archive) into a spill file: *fd, at offset 0.
  * MG_EINVAL when it could not be (reported as a finding: the zip stays unknown). */

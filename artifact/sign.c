@@ -23,9 +23,9 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include "../common/file.h"
-#include "../common/text.h"
-#include "../common/util.h"
+#include "../os/file.h"
+#include "../base/text.h"
+#include "../base/util.h"
 
 #define SIGN_MEDIA_TYPE "application/vnd.dev.sigstore.bundle.v0.3+json"
 #define SIGN_PAYLOAD_TYPE "application/vnd.in-toto+json"

@@ -20,7 +20,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-#include "../common/mg.h"
+#include "../base/mg.h"
 
 struct sign_key {
     EVP_PKEY *pkey;     /* private (server) or public (verifier) */

@@ -34,7 +34,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "store/store.h"
 
 #define ACTOR "scale-gen"

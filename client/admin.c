@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 /* "1=90,2=10" of an alias's routes; "-" for none. */
 static void routes_text(const json_t *routes, char *out, size_t n)

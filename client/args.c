@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 static const struct mgc_optdef common_opts[] = {
     {"json", 0, false}, {"help", 'h', false}, {NULL, 0, false}};

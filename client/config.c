@@ -19,8 +19,8 @@
 
 #include <curl/curl.h>
 
-#include "../common/file.h"
-#include "../common/util.h"
+#include "../os/file.h"
+#include "../base/util.h"
 
 #define CONFIG_MAX ((size_t)64 << 10)
 #define TOKEN_MAX 4096

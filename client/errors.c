@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 /* ---- messages ----------------------------------------------------------------------------- */
 

@@ -16,7 +16,7 @@
 
 #include <openssl/evp.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 #define CONNECT_TIMEOUT_S 15L
 #define STALL_SECONDS 300L /* abort a transfer that moved no byte for this long */

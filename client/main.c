@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 #define EXIT_CODES                                                                                 \
     "\nExit codes: 0 ok; 1 error (message on stderr); 2 usage; 3 gate failed, promotion\n"         \

@@ -19,7 +19,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "../common/mg.h"
+#include "../base/mg.h"
 
 /* Exit codes: the CLI's contract with scripts. */
 enum mgc_exit {

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/text.h"
-#include "../common/util.h"
+#include "../base/text.h"
+#include "../base/util.h"
 
 #define TABLE_CELL_MAX 200 /* longer cells are cut with "..." */
 

@@ -26,8 +26,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "../common/file.h"
-#include "../common/util.h"
+#include "../os/file.h"
+#include "../base/util.h"
 #include "../artifact/archive.h"
 #include "../artifact/sign.h"
 

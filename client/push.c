@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../common/file.h"
-#include "../common/util.h"
+#include "../os/file.h"
+#include "../base/util.h"
 
 #define META_MAX ((size_t)16 << 20)
 

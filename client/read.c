@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 int mgc_cmd_versions(struct mgc *c, const struct mgc_args *a)
 {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 #define DEFAULT_WAIT_S 3600
 #define POLL_FIRST_MS 250

@@ -25,7 +25,7 @@
 #include <archive_entry.h>
 #include <openssl/evp.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 #define IO_BLOCK ((size_t)1 << 20)
 #define TREE_MAX_ENTRIES 1000000 /* the server's archive cap */

@@ -9,23 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static enum mg_code fail(struct mg_error *err, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static enum mg_code fail(struct mg_error *err, const char *field, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL)
-        return MG_EINVAL;
-    err->code = MG_EINVAL;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
-    va_end(ap);
-    snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
-    return MG_EINVAL;
-}
-
 static bool only_keys(const json_t *o, const char *const *allowed, const char **bad)
 {
     const char *k;
@@ -91,17 +74,17 @@ static enum mg_code check_template(const char *t, const char *field, struct mg_e
             continue;
         }
         if (len == 0)
-            return fail(err, field, "%s has a '{{' without its '}}'", field);
+            return mg_fail(err, MG_EINVAL, field, "%s has a '{{' without its '}}'", field);
         if (used < sizeof(unknown) - 1)
             used += (size_t)snprintf(unknown + used, sizeof(unknown) - used, "%s%.*s",
                                      used ? ", " : "", (int)(len > 64 ? 64 : len), p);
         p += len - 2;
     }
     if (used)
-        return fail(err, field,
-                    "%s has unknown placeholders: %s (known: {{model}}, {{alias}}, {{version}}, "
-                    "{{interval}}, {{haproxy.backend}}, {{haproxy.server}}, {{nginx.upstream}})",
-                    field, unknown);
+        return mg_fail(err, MG_EINVAL, field,
+                       "%s has unknown placeholders: %s (known: {{model}}, {{alias}}, {{version}}, "
+                       "{{interval}}, {{haproxy.backend}}, {{haproxy.server}}, {{nginx.upstream}})",
+                       field, unknown);
     return MG_OK;
 }
 
@@ -119,13 +102,14 @@ enum mg_code gate_analysis_expand(const char *tmpl, const struct gate_placeholde
             const char *val;
 
             if (i < 0)
-                return fail(err, NULL, "unknown placeholder %.*s", (int)(len ? len : 2), p);
+                return mg_fail(err, MG_EINVAL, NULL, "unknown placeholder %.*s",
+                               (int)(len ? len : 2), p);
             val = placeholder_value(v, (size_t)i);
             if (val == NULL)
-                return fail(err, NULL,
-                            "placeholder {{%s}} has no value: no gateway of the alias names "
-                            "versions that way",
-                            placeholder_names[i]);
+                return mg_fail(err, MG_EINVAL, NULL,
+                               "placeholder {{%s}} has no value: no gateway of the alias names "
+                               "versions that way",
+                               placeholder_names[i]);
             for (; *val; val++) {
                 const char *esc = *val == '\\'   ? "\\\\"
                                   : *val == '"'  ? "\\\""
@@ -153,7 +137,7 @@ enum mg_code gate_analysis_expand(const char *tmpl, const struct gate_placeholde
 toobig:
     out[0] = '\0';
     if (err) {
-        fail(err, NULL, "the expanded query is longer than %zu bytes", cap - 1);
+        mg_fail(err, MG_EINVAL, NULL, "the expanded query is longer than %zu bytes", cap - 1);
         err->code = MG_ETOOBIG;
     }
     return MG_ETOOBIG;
@@ -172,7 +156,7 @@ static enum mg_code number(const json_t *m, const char *key, const char *field, 
     snprintf(f, sizeof(f), "%s.%s", field, key);
     if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < lo ||
         json_number_value(v) > hi)
-        return fail(err, f, "%s must be a number from %g to %g", f, lo, hi);
+        return mg_fail(err, MG_EINVAL, f, "%s must be a number from %g to %g", f, lo, hi);
     if (has)
         *has = true;
     *out = json_number_value(v);
@@ -189,8 +173,8 @@ static enum mg_code query(const json_t *m, const char *key, const char *field, c
     if (!json_is_string(v) || json_string_length(v) == 0 ||
         json_string_length(v) > GATE_ANALYSIS_QUERY_MAX ||
         strlen(json_string_value(v)) != json_string_length(v))
-        return fail(err, f, "%s must be a PromQL query of 1 to %d bytes", f,
-                    GATE_ANALYSIS_QUERY_MAX);
+        return mg_fail(err, MG_EINVAL, f, "%s must be a PromQL query of 1 to %d bytes", f,
+                       GATE_ANALYSIS_QUERY_MAX);
     memcpy(out, json_string_value(v), json_string_length(v) + 1);
     return check_template(out, f, err);
 }
@@ -224,17 +208,18 @@ static enum mg_code parse_metric(const json_t *j, size_t i, struct gate_analysis
     memset(m, 0, sizeof(*m));
     snprintf(field, sizeof(field), "analysis.metrics[%zu]", i);
     if (!json_is_object(j))
-        return fail(err, field, "%s must be an object", field);
+        return mg_fail(err, MG_EINVAL, field, "%s must be an object", field);
     name = json_string_value(json_object_get(j, "name"));
     if (name == NULL || !name_ok(name))
-        return fail(err, field, "%s.name must be 1 to %d of A-Z a-z 0-9 _ . -", field,
-                    GATE_ANALYSIS_NAME_MAX);
+        return mg_fail(err, MG_EINVAL, field, "%s.name must be 1 to %d of A-Z a-z 0-9 _ . -", field,
+                       GATE_ANALYSIS_NAME_MAX);
     snprintf(m->name, sizeof(m->name), "%s", name);
     kind = json_string_value(json_object_get(j, "kind"));
     if (kind && strcmp(kind, "value") == 0) {
         m->kind = GATE_METRIC_VALUE;
         if (!only_keys(j, vkeys, &bad))
-            return fail(err, field, "%s (kind value) has an unknown field '%.64s'", field, bad);
+            return mg_fail(err, MG_EINVAL, field, "%s (kind value) has an unknown field '%.64s'",
+                           field, bad);
         if ((rc = query(j, "query", field, m->q[0], err)) != MG_OK ||
             (rc = number(j, "max", field, -1e300, 1e300, &m->has_max, &m->max, err)) != MG_OK ||
             (rc = number(j, "min", field, -1e300, 1e300, &m->has_min, &m->min, err)) != MG_OK ||
@@ -244,20 +229,20 @@ static enum mg_code parse_metric(const json_t *j, size_t i, struct gate_analysis
                          &m->max_regression_pct, err)) != MG_OK)
             return rc;
         if (!m->has_max && !m->has_min)
-            return fail(err, field,
-                        "%s needs max (lower is better) or min (higher is better); "
-                        "max_regression and max_regression_pct follow that direction",
-                        field);
+            return mg_fail(err, MG_EINVAL, field,
+                           "%s needs max (lower is better) or min (higher is better); "
+                           "max_regression and max_regression_pct follow that direction",
+                           field);
         if (m->has_max && m->has_min && (m->has_max_regression || m->has_max_regression_pct))
-            return fail(err, field,
-                        "%s has both max and min, so a regression has no direction; keep one "
-                        "of them or drop max_regression/max_regression_pct",
-                        field);
+            return mg_fail(err, MG_EINVAL, field,
+                           "%s has both max and min, so a regression has no direction; keep one "
+                           "of them or drop max_regression/max_regression_pct",
+                           field);
         if (m->has_max && m->has_min && m->min > m->max)
-            return fail(err, field, "%s: min is above max", field);
+            return mg_fail(err, MG_EINVAL, field, "%s: min is above max", field);
         if (m->has_max_regression && m->has_max_regression_pct)
-            return fail(err, field, "%s: give max_regression or max_regression_pct, not both",
-                        field);
+            return mg_fail(err, MG_EINVAL, field,
+                           "%s: give max_regression or max_regression_pct, not both", field);
         return MG_OK;
     }
     if (kind && strcmp(kind, "ratio") == 0) {
@@ -266,7 +251,8 @@ static enum mg_code parse_metric(const json_t *j, size_t i, struct gate_analysis
         m->kind = GATE_METRIC_RATIO;
         m->confidence = 0.95;
         if (!only_keys(j, rkeys, &bad))
-            return fail(err, field, "%s (kind ratio) has an unknown field '%.64s'", field, bad);
+            return mg_fail(err, MG_EINVAL, field, "%s (kind ratio) has an unknown field '%.64s'",
+                           field, bad);
         if ((rc = query(j, "errors", field, m->q[0], err)) != MG_OK ||
             (rc = query(j, "total", field, m->q[1], err)) != MG_OK ||
             (rc = number(j, "max", field, 0, 1, &m->has_max, &m->max, err)) != MG_OK ||
@@ -278,14 +264,14 @@ static enum mg_code parse_metric(const json_t *j, size_t i, struct gate_analysis
                 MG_OK)
             return rc;
         if (!m->has_max && !m->has_max_increase)
-            return fail(err, field,
-                        "%s needs max (the highest rate allowed) or max_increase (over the "
-                        "baseline's rate), or both",
-                        field);
+            return mg_fail(err, MG_EINVAL, field,
+                           "%s needs max (the highest rate allowed) or max_increase (over the "
+                           "baseline's rate), or both",
+                           field);
         return MG_OK;
     }
     snprintf(field + strlen(field), sizeof(field) - strlen(field), ".kind");
-    return fail(err, field, "%s must be \"value\" or \"ratio\"", field);
+    return mg_fail(err, MG_EINVAL, field, "%s must be \"value\" or \"ratio\"", field);
 }
 
 static enum mg_code parse_provider(const json_t *v, struct gate_analysis *a, struct mg_error *err)
@@ -295,12 +281,13 @@ static enum mg_code parse_provider(const json_t *v, struct gate_analysis *a, str
     json_t *u;
 
     if (!json_is_object(v) || !only_keys(v, keys, &bad))
-        return fail(err, "analysis.provider",
-                    "analysis.provider must be {\"kind\": \"prometheus\", \"url\"?: \"http://…\"}");
+        return mg_fail(
+            err, MG_EINVAL, "analysis.provider",
+            "analysis.provider must be {\"kind\": \"prometheus\", \"url\"?: \"http://…\"}");
     kind = json_string_value(json_object_get(v, "kind"));
     if (kind == NULL || strcmp(kind, "prometheus") != 0)
-        return fail(err, "analysis.provider.kind",
-                    "analysis.provider.kind must be \"prometheus\" (the only provider)");
+        return mg_fail(err, MG_EINVAL, "analysis.provider.kind",
+                       "analysis.provider.kind must be \"prometheus\" (the only provider)");
     u = json_object_get(v, "url");
     if (u == NULL || json_is_null(u))
         return MG_OK;
@@ -309,10 +296,10 @@ static enum mg_code parse_provider(const json_t *v, struct gate_analysis *a, str
         strlen(url) != json_string_length(u) ||
         (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) || strlen(url) < 9 ||
         strpbrk(url, " \t\r\n?#") != NULL)
-        return fail(err, "analysis.provider.url",
-                    "analysis.provider.url must be an http:// or https:// URL of the Prometheus "
-                    "HTTP API (at most %d bytes, no query), e.g. http://127.0.0.1:9090",
-                    GATE_ANALYSIS_URL_MAX);
+        return mg_fail(err, MG_EINVAL, "analysis.provider.url",
+                       "analysis.provider.url must be an http:// or https:// URL of the Prometheus "
+                       "HTTP API (at most %d bytes, no query), e.g. http://127.0.0.1:9090",
+                       GATE_ANALYSIS_URL_MAX);
     snprintf(a->url, sizeof(a->url), "%s", url);
     /* one canonical spelling: no trailing slash */
     while (strlen(a->url) > 8 && a->url[strlen(a->url) - 1] == '/')
@@ -330,8 +317,8 @@ static enum mg_code integer(const json_t *j, const char *key, json_int_t lo, jso
         return MG_OK;
     snprintf(f, sizeof(f), "analysis.%s", key);
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return fail(err, f, "%s must be an integer from %lld to %lld", f, (long long)lo,
-                    (long long)hi);
+        return mg_fail(err, MG_EINVAL, f, "%s must be an integer from %lld to %lld", f,
+                       (long long)lo, (long long)hi);
     *out = json_integer_value(v);
     return MG_OK;
 }
@@ -357,11 +344,11 @@ enum mg_code gate_analysis_parse(const json_t *j, struct gate_analysis *out, str
         return MG_OK;
     }
     if (!json_is_object(j))
-        return fail(err, "analysis", "analysis must be an object or null");
+        return mg_fail(err, MG_EINVAL, "analysis", "analysis must be an object or null");
     if (!only_keys(j, keys, &bad))
-        return fail(err, "analysis", "analysis has an unknown field '%.64s'", bad);
+        return mg_fail(err, MG_EINVAL, "analysis", "analysis has an unknown field '%.64s'", bad);
     if ((a = calloc(1, sizeof(*a))) == NULL) {
-        fail(err, NULL, "out of memory");
+        mg_fail(err, MG_EINVAL, NULL, "out of memory");
         if (err)
             err->code = MG_ENOMEM;
         return MG_ENOMEM;
@@ -381,8 +368,8 @@ enum mg_code gate_analysis_parse(const json_t *j, struct gate_analysis *out, str
     v = json_object_get(j, "on_inconclusive");
     oi = json_string_value(v);
     if (v && (oi == NULL || (strcmp(oi, "hold") != 0 && strcmp(oi, "rollback") != 0))) {
-        rc = fail(err, "analysis.on_inconclusive",
-                  "analysis.on_inconclusive must be \"hold\" or \"rollback\"");
+        rc = mg_fail(err, MG_EINVAL, "analysis.on_inconclusive",
+                     "analysis.on_inconclusive must be \"hold\" or \"rollback\"");
         goto out;
     }
     a->on_inconclusive = oi && strcmp(oi, "rollback") == 0 ? GATE_ON_INCONCLUSIVE_ROLLBACK
@@ -390,8 +377,9 @@ enum mg_code gate_analysis_parse(const json_t *j, struct gate_analysis *out, str
     v = json_object_get(j, "metrics");
     if (!json_is_array(v) || json_array_size(v) == 0 ||
         json_array_size(v) > GATE_ANALYSIS_MAX_METRICS) {
-        rc = fail(err, "analysis.metrics", "analysis.metrics must be an array of 1 to %d metrics",
-                  GATE_ANALYSIS_MAX_METRICS);
+        rc = mg_fail(err, MG_EINVAL, "analysis.metrics",
+                     "analysis.metrics must be an array of 1 to %d metrics",
+                     GATE_ANALYSIS_MAX_METRICS);
         goto out;
     }
     json_array_foreach(v, i, m)
@@ -402,8 +390,9 @@ enum mg_code gate_analysis_parse(const json_t *j, struct gate_analysis *out, str
             if (strcmp(a->metrics[k].name, a->metrics[i].name) == 0) {
                 char f[48];
                 snprintf(f, sizeof(f), "analysis.metrics[%zu].name", i);
-                rc = fail(err, f, "two metrics are named '%s'; give each its own name",
-                          a->metrics[i].name);
+                rc =
+                    mg_fail(err, MG_EINVAL, f, "two metrics are named '%s'; give each its own name",
+                            a->metrics[i].name);
                 goto out;
             }
         }

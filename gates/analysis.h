@@ -20,7 +20,7 @@
 
 #include <jansson.h>
 
-#include "../common/mg.h"
+#include "../base/mg.h"
 
 #define GATE_ANALYSIS_MAX_METRICS 8
 #define GATE_ANALYSIS_QUERY_MAX 2048 /* bytes of one PromQL template */

@@ -8,25 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* gates/ links nothing of common/'s: its own mg_fail. */
-static enum mg_code lfail(struct mg_error *err, enum mg_code code, const char *field,
-                          const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static enum mg_code lfail(struct mg_error *err, enum mg_code code, const char *field,
-                          const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL)
-        return code;
-    err->code = code;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
-    va_end(ap);
-    snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
-    return code;
-}
-
 static const char *const status_names[] = {"ready", "archived", "deleted"};
 
 const char *life_status_name(enum life_status s)
@@ -65,20 +46,20 @@ static enum mg_code held(enum life_op op, const struct life_facts *f, struct mg_
     long long v = (long long)f->version;
 
     if (f->routed_by != NULL)
-        return lfail(err, MG_ECONFLICT, NULL,
-                     "version %lld is routed by alias '%s' and cannot be %s; move the alias "
-                     "to another version first",
-                     v, f->routed_by, op_verb(op));
+        return mg_fail(err, MG_ECONFLICT, NULL,
+                       "version %lld is routed by alias '%s' and cannot be %s; move the alias "
+                       "to another version first",
+                       v, f->routed_by, op_verb(op));
     if (f->promotion != NULL)
-        return lfail(err, MG_ECONFLICT, NULL,
-                     "version %lld is the candidate of active promotion %s (alias '%s') and "
-                     "cannot be %s; abort the promotion first",
-                     v, f->promotion, f->promo_alias ? f->promo_alias : "?", op_verb(op));
+        return mg_fail(err, MG_ECONFLICT, NULL,
+                       "version %lld is the candidate of active promotion %s (alias '%s') and "
+                       "cannot be %s; abort the promotion first",
+                       v, f->promotion, f->promo_alias ? f->promo_alias : "?", op_verb(op));
     if (f->lkg_of != NULL)
-        return lfail(err, MG_ECONFLICT, NULL,
-                     "version %lld is the last-known-good of alias '%s' or the version its "
-                     "rollback goes to, and cannot be %s; promote a newer version first",
-                     v, f->lkg_of, op_verb(op));
+        return mg_fail(err, MG_ECONFLICT, NULL,
+                       "version %lld is the last-known-good of alias '%s' or the version its "
+                       "rollback goes to, and cannot be %s; promote a newer version first",
+                       v, f->lkg_of, op_verb(op));
     return MG_OK;
 }
 
@@ -93,9 +74,9 @@ enum mg_code life_check(enum life_op op, const struct life_facts *f, bool *noop,
             return MG_OK;
         }
         if (f->status == LIFE_DELETED)
-            return lfail(err, MG_ECONFLICT, NULL,
-                         "version %lld is deleted; a deleted version cannot be archived",
-                         (long long)f->version);
+            return mg_fail(err, MG_ECONFLICT, NULL,
+                           "version %lld is deleted; a deleted version cannot be archived",
+                           (long long)f->version);
         return held(op, f, err);
     case LIFE_UNARCHIVE:
         if (f->status == LIFE_READY) {
@@ -103,10 +84,10 @@ enum mg_code life_check(enum life_op op, const struct life_facts *f, bool *noop,
             return MG_OK;
         }
         if (f->status == LIFE_DELETED)
-            return lfail(err, MG_ECONFLICT, NULL,
-                         "version %lld is deleted and its artifact is gone; it cannot be "
-                         "unarchived (register the model again as a new version)",
-                         (long long)f->version);
+            return mg_fail(err, MG_ECONFLICT, NULL,
+                           "version %lld is deleted and its artifact is gone; it cannot be "
+                           "unarchived (register the model again as a new version)",
+                           (long long)f->version);
         return MG_OK;
     case LIFE_DELETE:
         if (f->status == LIFE_DELETED) {
@@ -115,7 +96,7 @@ enum mg_code life_check(enum life_op op, const struct life_facts *f, bool *noop,
         }
         return held(op, f, err);
     }
-    return lfail(err, MG_EINVAL, NULL, "unknown lifecycle operation");
+    return mg_fail(err, MG_EINVAL, NULL, "unknown lifecycle operation");
 }
 
 /* ---- retention ------------------------------------------------------------ */
@@ -129,8 +110,8 @@ static enum mg_code parse_limit(const json_t *j, const char *key, int64_t max, i
     if (v == NULL || json_is_null(v))
         return MG_OK;
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > max)
-        return lfail(err, MG_EINVAL, key, "%s must be a whole number from 0 to %lld", key,
-                     (long long)max);
+        return mg_fail(err, MG_EINVAL, key, "%s must be a whole number from 0 to %lld", key,
+                       (long long)max);
     *out = json_integer_value(v);
     *has = true;
     return MG_OK;
@@ -144,16 +125,16 @@ enum mg_code life_rule_parse(const json_t *j, struct life_rule *out, struct mg_e
     enum mg_code rc;
 
     if (!json_is_object(j))
-        return lfail(err, MG_EINVAL, NULL,
-                     "the body must be a JSON object {\"keep_last\",\"keep_days\",\"action\"}");
+        return mg_fail(err, MG_EINVAL, NULL,
+                       "the body must be a JSON object {\"keep_last\",\"keep_days\",\"action\"}");
     json_object_foreach((json_t *)j, key, v)
     {
         if (strcmp(key, "keep_last") != 0 && strcmp(key, "keep_days") != 0 &&
             strcmp(key, "action") != 0)
-            return lfail(err, MG_EINVAL, key,
-                         "unknown member '%s'; a retention rule has keep_last, keep_days and "
-                         "action",
-                         key);
+            return mg_fail(err, MG_EINVAL, key,
+                           "unknown member '%s'; a retention rule has keep_last, keep_days and "
+                           "action",
+                           key);
     }
     if ((rc = parse_limit(j, "keep_last", LIFE_KEEP_LAST_MAX, &r.keep_last, &r.has_keep_last,
                           err)) != MG_OK ||
@@ -161,17 +142,17 @@ enum mg_code life_rule_parse(const json_t *j, struct life_rule *out, struct mg_e
                           err)) != MG_OK)
         return rc;
     if (!r.has_keep_last && !r.has_keep_days)
-        return lfail(err, MG_EINVAL, "keep_last",
-                     "a retention rule needs keep_last, keep_days or both");
+        return mg_fail(err, MG_EINVAL, "keep_last",
+                       "a retention rule needs keep_last, keep_days or both");
     action = json_string_value(json_object_get(j, "action"));
     if (action == NULL)
-        return lfail(err, MG_EINVAL, "action", "action must be \"archive\" or \"delete\"");
+        return mg_fail(err, MG_EINVAL, "action", "action must be \"archive\" or \"delete\"");
     if (strcmp(action, "archive") == 0)
         r.action = LIFE_ARCHIVE;
     else if (strcmp(action, "delete") == 0)
         r.action = LIFE_DELETE;
     else
-        return lfail(err, MG_EINVAL, "action", "action must be \"archive\" or \"delete\"");
+        return mg_fail(err, MG_EINVAL, "action", "action must be \"archive\" or \"delete\"");
     *out = r;
     return MG_OK;
 }

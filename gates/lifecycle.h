@@ -14,7 +14,7 @@
 
 #include <jansson.h>
 
-#include "../common/mg.h"
+#include "../base/mg.h"
 
 enum life_status { LIFE_READY, LIFE_ARCHIVED, LIFE_DELETED };
 

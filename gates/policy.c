@@ -9,24 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* gates/ has no dependency on common/util.c: a local error setter. */
-static enum mg_code fail(struct mg_error *err, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static enum mg_code fail(struct mg_error *err, const char *field, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL)
-        return MG_EINVAL;
-    err->code = MG_EINVAL;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
-    va_end(ap);
-    snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
-    return MG_EINVAL;
-}
-
 /* The shortest text that reads back as the same double (15, 16 or 17 digits): a gate's
  * "expected" and "detail" never show a value other than the one compared. */
 static const char *dbl(double v, char out[32])
@@ -114,42 +96,43 @@ static enum mg_code parse_threshold(const json_t *t, size_t i, struct gate_thres
     memset(out, 0, sizeof(*out));
     snprintf(field, sizeof(field), "thresholds[%zu]", i);
     if (!json_is_object(t))
-        return fail(err, field, "%s must be an object", field);
+        return mg_fail(err, MG_EINVAL, field, "%s must be an object", field);
     if (!only_keys(t, keys, &bad))
-        return fail(err, field, "%s has an unknown field '%.64s'", field, bad);
+        return mg_fail(err, MG_EINVAL, field, "%s has an unknown field '%.64s'", field, bad);
     metric = json_string_value(json_object_get(t, "metric"));
     if (metric == NULL || !metric_name_ok(metric))
-        return fail(err, field, "%s.metric must name a metric (^[A-Za-z0-9_.:/-]{1,128}$)", field);
+        return mg_fail(err, MG_EINVAL, field,
+                       "%s.metric must name a metric (^[A-Za-z0-9_.:/-]{1,128}$)", field);
     snprintf(out->metric, sizeof(out->metric), "%s", metric);
     op = json_string_value(json_object_get(t, "op"));
     if (!gate_op_parse(op, &out->op))
-        return fail(err, field, "%s.op must be one of >= > <= < =", field);
+        return mg_fail(err, MG_EINVAL, field, "%s.op must be one of >= > <= < =", field);
     v = json_object_get(t, "baseline");
     if (v && !json_is_boolean(v))
-        return fail(err, field, "%s.baseline must be true or false", field);
+        return mg_fail(err, MG_EINVAL, field, "%s.baseline must be true or false", field);
     out->baseline = json_is_true(v);
     v = json_object_get(t, "value");
     if (!out->baseline) {
         if (!json_is_number(v) || !isfinite(json_number_value(v)))
-            return fail(err, field, "%s.value must be a finite number (or set baseline: true)",
-                        field);
+            return mg_fail(err, MG_EINVAL, field,
+                           "%s.value must be a finite number (or set baseline: true)", field);
         if (json_object_get(t, "max_regression") || json_object_get(t, "max_regression_pct"))
-            return fail(err, field,
-                        "%s: max_regression and max_regression_pct apply only with "
-                        "baseline: true",
-                        field);
+            return mg_fail(err, MG_EINVAL, field,
+                           "%s: max_regression and max_regression_pct apply only with "
+                           "baseline: true",
+                           field);
         out->value = json_number_value(v);
         return MG_OK;
     }
     if (v)
-        return fail(err, field,
-                    "%s: a baseline threshold takes max_regression or "
-                    "max_regression_pct, not value",
-                    field);
+        return mg_fail(err, MG_EINVAL, field,
+                       "%s: a baseline threshold takes max_regression or "
+                       "max_regression_pct, not value",
+                       field);
     v = json_object_get(t, "max_regression");
     if (v) {
         if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0)
-            return fail(err, field, "%s.max_regression must be a number >= 0", field);
+            return mg_fail(err, MG_EINVAL, field, "%s.max_regression must be a number >= 0", field);
         out->has_regression = true;
         out->max_regression = json_number_value(v);
     }
@@ -157,12 +140,14 @@ static enum mg_code parse_threshold(const json_t *t, size_t i, struct gate_thres
     if (v) {
         if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0 ||
             json_number_value(v) > 100)
-            return fail(err, field, "%s.max_regression_pct must be a number from 0 to 100", field);
+            return mg_fail(err, MG_EINVAL, field,
+                           "%s.max_regression_pct must be a number from 0 to 100", field);
         out->has_regression_pct = true;
         out->max_regression_pct = json_number_value(v);
     }
     if (out->has_regression && out->has_regression_pct)
-        return fail(err, field, "%s: give max_regression or max_regression_pct, not both", field);
+        return mg_fail(err, MG_EINVAL, field,
+                       "%s: give max_regression or max_regression_pct, not both", field);
     return MG_OK;
 }
 
@@ -179,27 +164,28 @@ static enum mg_code parse_internal(const json_t *v, struct gate_policy *out, str
     if (json_is_null(v))
         return MG_OK;
     if (!json_is_object(v))
-        return fail(err, "rollout.internal",
-                    "rollout.internal must be {\"header\", \"value\", \"seconds\"} or null");
+        return mg_fail(err, MG_EINVAL, "rollout.internal",
+                       "rollout.internal must be {\"header\", \"value\", \"seconds\"} or null");
     if (!only_keys(v, keys, &bad))
-        return fail(err, "rollout.internal", "rollout.internal has an unknown field '%.64s'", bad);
+        return mg_fail(err, MG_EINVAL, "rollout.internal",
+                       "rollout.internal has an unknown field '%.64s'", bad);
     if (!json_is_string(h) || !gate_header_name_ok(json_string_value(h), json_string_length(h)))
-        return fail(err, "rollout.internal.header",
-                    "rollout.internal.header must be a lowercase HTTP header name (1 to %d of "
-                    "a-z 0-9 !#$%%&'*+-.^_`|~), such as x-canary",
-                    GATE_HEADER_NAME_MAX);
+        return mg_fail(err, MG_EINVAL, "rollout.internal.header",
+                       "rollout.internal.header must be a lowercase HTTP header name (1 to %d of "
+                       "a-z 0-9 !#$%%&'*+-.^_`|~), such as x-canary",
+                       GATE_HEADER_NAME_MAX);
     if (!json_is_string(val) ||
         !gate_header_value_ok(json_string_value(val), json_string_length(val)))
-        return fail(err, "rollout.internal.value",
-                    "rollout.internal.value must be 1 to %d printable ASCII characters without "
-                    "spaces, '\"', '\\', ';', '{' or '}'",
-                    GATE_HEADER_VALUE_MAX);
+        return mg_fail(err, MG_EINVAL, "rollout.internal.value",
+                       "rollout.internal.value must be 1 to %d printable ASCII characters without "
+                       "spaces, '\"', '\\', ';', '{' or '}'",
+                       GATE_HEADER_VALUE_MAX);
     if (!json_is_integer(sec) || json_integer_value(sec) < 1 ||
         json_integer_value(sec) > PHASE_SECONDS_MAX)
-        return fail(err, "rollout.internal.seconds",
-                    "rollout.internal.seconds must be an integer from 1 to %d: how long only "
-                    "requests with the header reach the candidate",
-                    PHASE_SECONDS_MAX);
+        return mg_fail(err, MG_EINVAL, "rollout.internal.seconds",
+                       "rollout.internal.seconds must be an integer from 1 to %d: how long only "
+                       "requests with the header reach the candidate",
+                       PHASE_SECONDS_MAX);
     out->has_internal = true;
     snprintf(out->internal_header, sizeof(out->internal_header), "%s", json_string_value(h));
     snprintf(out->internal_value, sizeof(out->internal_value), "%s", json_string_value(val));
@@ -216,49 +202,51 @@ static enum mg_code parse_rollout(const json_t *r, struct gate_policy *out, stru
     size_t i;
 
     if (!json_is_object(r))
-        return fail(err, "rollout", "rollout must be an object");
+        return mg_fail(err, MG_EINVAL, "rollout", "rollout must be an object");
     if (!only_keys(r, keys, &bad))
-        return fail(err, "rollout", "rollout has an unknown field '%.64s'", bad);
+        return mg_fail(err, MG_EINVAL, "rollout", "rollout has an unknown field '%.64s'", bad);
     steps = json_object_get(r, "steps");
     if (steps) {
         if (!json_is_array(steps) || json_array_size(steps) == 0 ||
             json_array_size(steps) > GATE_MAX_STEPS)
-            return fail(err, "rollout.steps",
-                        "rollout.steps must be 1 to %d increasing percentages ending at 100",
-                        GATE_MAX_STEPS);
+            return mg_fail(err, MG_EINVAL, "rollout.steps",
+                           "rollout.steps must be 1 to %d increasing percentages ending at 100",
+                           GATE_MAX_STEPS);
         out->nsteps = json_array_size(steps);
         json_array_foreach(steps, i, v)
         {
             json_int_t w = json_is_integer(v) ? json_integer_value(v) : -1;
             if (w < 1 || w > 100 || (i > 0 && w <= out->steps[i - 1]))
-                return fail(err, "rollout.steps",
-                            "rollout.steps must be increasing integers from 1 to 100");
+                return mg_fail(err, MG_EINVAL, "rollout.steps",
+                               "rollout.steps must be increasing integers from 1 to 100");
             out->steps[i] = (int)w;
         }
         if (out->steps[out->nsteps - 1] != 100)
-            return fail(err, "rollout.steps", "rollout.steps must end at 100");
+            return mg_fail(err, MG_EINVAL, "rollout.steps", "rollout.steps must end at 100");
     }
     v = json_object_get(r, "bake_seconds");
     if (v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
             json_integer_value(v) > PHASE_SECONDS_MAX)
-            return fail(err, "rollout.bake_seconds",
-                        "rollout.bake_seconds must be an integer from 0 to 604800");
+            return mg_fail(err, MG_EINVAL, "rollout.bake_seconds",
+                           "rollout.bake_seconds must be an integer from 0 to 604800");
         out->bake_seconds = json_integer_value(v);
     }
     v = json_object_get(r, "auto_advance");
     if (v) {
         if (!json_is_boolean(v))
-            return fail(err, "rollout.auto_advance", "rollout.auto_advance must be a boolean");
+            return mg_fail(err, MG_EINVAL, "rollout.auto_advance",
+                           "rollout.auto_advance must be a boolean");
         out->auto_advance = json_is_true(v);
     }
     v = json_object_get(r, "shadow_seconds");
     if (v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
             json_integer_value(v) > PHASE_SECONDS_MAX)
-            return fail(err, "rollout.shadow_seconds",
-                        "rollout.shadow_seconds must be an integer from 0 (no shadow phase) to %d",
-                        PHASE_SECONDS_MAX);
+            return mg_fail(
+                err, MG_EINVAL, "rollout.shadow_seconds",
+                "rollout.shadow_seconds must be an integer from 0 (no shadow phase) to %d",
+                PHASE_SECONDS_MAX);
         out->shadow_seconds = json_integer_value(v);
     }
     v = json_object_get(r, "internal");
@@ -272,7 +260,7 @@ static enum mg_code parse_bool(const json_t *j, const char *key, bool *out, stru
     if (v == NULL)
         return MG_OK;
     if (!json_is_boolean(v))
-        return fail(err, key, "%s must be true or false", key);
+        return mg_fail(err, MG_EINVAL, key, "%s must be true or false", key);
     *out = json_is_true(v);
     return MG_OK;
 }
@@ -287,9 +275,9 @@ static enum mg_code parse_groups(const json_t *groups, struct gate_policy *p, st
     if (groups == NULL)
         return MG_OK;
     if (!json_is_array(groups) || json_array_size(groups) > GATE_MAX_GROUPS)
-        return fail(err, "approvals.groups",
-                    "approvals.groups is an array of at most %d {\"team\", \"min\"}",
-                    GATE_MAX_GROUPS);
+        return mg_fail(err, MG_EINVAL, "approvals.groups",
+                       "approvals.groups is an array of at most %d {\"team\", \"min\"}",
+                       GATE_MAX_GROUPS);
     json_array_foreach(groups, i, g)
     {
         team = json_object_get(g, "team");
@@ -299,13 +287,14 @@ static enum mg_code parse_groups(const json_t *groups, struct gate_policy *p, st
             json_string_length(team) == 0 || json_string_length(team) > 63 ||
             !json_is_integer(min) || json_integer_value(min) < 1 ||
             json_integer_value(min) > GATE_MAX_APPROVALS)
-            return fail(err, field,
-                        "each group is {\"team\": \"<team name>\", \"min\": N} with N from 1 to %d",
-                        GATE_MAX_APPROVALS);
+            return mg_fail(
+                err, MG_EINVAL, field,
+                "each group is {\"team\": \"<team name>\", \"min\": N} with N from 1 to %d",
+                GATE_MAX_APPROVALS);
         for (k = 0; k < i; k++) {
             if (strcmp(p->groups[k].team, json_string_value(team)) == 0)
-                return fail(err, field, "team '%s' has two groups; give it one",
-                            json_string_value(team));
+                return mg_fail(err, MG_EINVAL, field, "team '%s' has two groups; give it one",
+                               json_string_value(team));
         }
         snprintf(p->groups[i].team, sizeof(p->groups[i].team), "%s", json_string_value(team));
         p->groups[i].min = (int)json_integer_value(min);
@@ -314,10 +303,10 @@ static enum mg_code parse_groups(const json_t *groups, struct gate_policy *p, st
     /* groups may overlap (one approver in two teams): only each min must fit in required */
     for (i = 0; i < p->ngroups; i++) {
         if (p->groups[i].min > p->approvals_required)
-            return fail(err, "approvals.groups",
-                        "group '%s' asks for %d approvals but only %d are required; raise "
-                        "approvals.required",
-                        p->groups[i].team, p->groups[i].min, p->approvals_required);
+            return mg_fail(err, MG_EINVAL, "approvals.groups",
+                           "group '%s' asks for %d approvals but only %d are required; raise "
+                           "approvals.required",
+                           p->groups[i].team, p->groups[i].min, p->approvals_required);
     }
     return MG_OK;
 }
@@ -344,14 +333,14 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
 
     gate_policy_empty(&p);
     if (!json_is_object(j))
-        return fail(err, NULL, "the policy must be a JSON object");
+        return mg_fail(err, MG_EINVAL, NULL, "the policy must be a JSON object");
     if (!only_keys(j, keys, &bad))
-        return fail(err, bad, "unknown policy field '%.64s'", bad);
+        return mg_fail(err, MG_EINVAL, bad, "unknown policy field '%.64s'", bad);
     v = json_object_get(j, "thresholds");
     if (v) {
         if (!json_is_array(v) || json_array_size(v) > GATE_MAX_THRESHOLDS)
-            return fail(err, "thresholds", "thresholds must be an array of at most %d",
-                        GATE_MAX_THRESHOLDS);
+            return mg_fail(err, MG_EINVAL, "thresholds",
+                           "thresholds must be an array of at most %d", GATE_MAX_THRESHOLDS);
         json_array_foreach(v, i, t)
         {
             if ((rc = parse_threshold(t, i, &p.thresholds[i], err)) != MG_OK)
@@ -366,10 +355,10 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
 
         if (!json_is_object(v) || json_object_size(v) != want || !json_is_integer(req) ||
             json_integer_value(req) < 0 || json_integer_value(req) > GATE_MAX_APPROVALS)
-            return fail(err, "approvals.required",
-                        "approvals must be {\"required\": N, \"groups\"?: [...]} with N from 0 "
-                        "to %d",
-                        GATE_MAX_APPROVALS);
+            return mg_fail(err, MG_EINVAL, "approvals.required",
+                           "approvals must be {\"required\": N, \"groups\"?: [...]} with N from 0 "
+                           "to %d",
+                           GATE_MAX_APPROVALS);
         p.approvals_required = (int)json_integer_value(req);
         if ((rc = parse_groups(groups, &p, err)) != MG_OK)
             return rc;
@@ -386,18 +375,20 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
         static const char *const ckeys[] = {"compatible_with_baseline", NULL};
         if (!json_is_object(v) || !only_keys(v, ckeys, &bad) ||
             parse_bool(v, "compatible_with_baseline", &p.schema_compatible, err) != MG_OK)
-            return fail(err, "schema", "schema must be {\"compatible_with_baseline\": bool}");
+            return mg_fail(err, MG_EINVAL, "schema",
+                           "schema must be {\"compatible_with_baseline\": bool}");
     }
     v = json_object_get(j, "smoke");
     if (v) {
         static const char *const skeys[] = {"required", "gpu", NULL};
         const char *gpu;
         if (!json_is_object(v) || !only_keys(v, skeys, &bad))
-            return fail(err, "smoke",
-                        "smoke must be {\"required\": bool, \"gpu\": "
-                        "\"required|preferred|none\"}");
+            return mg_fail(err, MG_EINVAL, "smoke",
+                           "smoke must be {\"required\": bool, \"gpu\": "
+                           "\"required|preferred|none\"}");
         if ((rc = parse_bool(v, "required", &p.smoke_required, err)) != MG_OK)
-            return fail(err, "smoke.required", "smoke.required must be true or false");
+            return mg_fail(err, MG_EINVAL, "smoke.required",
+                           "smoke.required must be true or false");
         gpu = json_string_value(json_object_get(v, "gpu"));
         if (json_object_get(v, "gpu")) {
             if (gpu && strcmp(gpu, "required") == 0)
@@ -407,7 +398,8 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
             else if (gpu && strcmp(gpu, "none") == 0)
                 p.gpu = GATE_GPU_NONE;
             else
-                return fail(err, "smoke.gpu", "smoke.gpu must be required, preferred or none");
+                return mg_fail(err, MG_EINVAL, "smoke.gpu",
+                               "smoke.gpu must be required, preferred or none");
         }
     }
     v = json_object_get(j, "scan");
@@ -415,7 +407,7 @@ enum mg_code gate_policy_parse(const json_t *j, struct gate_policy *out, struct 
         static const char *const sckeys[] = {"required", NULL};
         if (!json_is_object(v) || !only_keys(v, sckeys, &bad) ||
             parse_bool(v, "required", &p.scan_required, err) != MG_OK)
-            return fail(err, "scan", "scan must be {\"required\": bool}");
+            return mg_fail(err, MG_EINVAL, "scan", "scan must be {\"required\": bool}");
     }
     v = json_object_get(j, "rollout");
     if (v && (rc = parse_rollout(v, &p, err)) != MG_OK)
@@ -741,37 +733,37 @@ enum mg_code gate_approval_check(const char *by, const char *version_author,
     size_t i;
 
     if (version_author && strcmp(by, version_author) == 0) {
-        fail(err, NULL,
-             "'%s' registered this version and cannot approve its promotion; ask "
-             "another reviewer",
-             by);
+        mg_fail(err, MG_EINVAL, NULL,
+                "'%s' registered this version and cannot approve its promotion; ask "
+                "another reviewer",
+                by);
         if (err)
             err->code = MG_ESELFAPPROVAL;
         return MG_ESELFAPPROVAL;
     }
     for (i = 0; i < ncontrib; i++) {
         if (contributors[i] != NULL && strcmp(by, contributors[i]) == 0) {
-            fail(err, NULL,
-                 "'%s' changed this version's gate inputs (appended a metric) and cannot "
-                 "approve its promotion; ask another reviewer",
-                 by);
+            mg_fail(err, MG_EINVAL, NULL,
+                    "'%s' changed this version's gate inputs (appended a metric) and cannot "
+                    "approve its promotion; ask another reviewer",
+                    by);
             if (err)
                 err->code = MG_ESELFAPPROVAL;
             return MG_ESELFAPPROVAL;
         }
     }
     if (promotion_creator && strcmp(by, promotion_creator) == 0) {
-        fail(err, NULL,
-             "'%s' started this promotion and cannot approve it; ask another "
-             "reviewer",
-             by);
+        mg_fail(err, MG_EINVAL, NULL,
+                "'%s' started this promotion and cannot approve it; ask another "
+                "reviewer",
+                by);
         if (err)
             err->code = MG_ESELFAPPROVAL;
         return MG_ESELFAPPROVAL;
     }
     for (i = 0; i < n; i++) {
         if (strcmp(existing[i].by, by) == 0) {
-            fail(err, NULL, "'%s' already decided on this promotion", by);
+            mg_fail(err, MG_EINVAL, NULL, "'%s' already decided on this promotion", by);
             if (err)
                 err->code = MG_ECONFLICT;
             return MG_ECONFLICT;

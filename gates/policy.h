@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "../common/mg.h"
+#include "../base/mg.h"
 #include "analysis.h"
 #include "routing.h"
 

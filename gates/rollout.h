@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/mg.h"
+#include "../base/mg.h"
 #include "policy.h"
 
 enum promo_state {

@@ -7,26 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static enum mg_code fail(struct mg_error *err, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static enum mg_code fail(struct mg_error *err, const char *field, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL)
-        return MG_EINVAL;
-    err->code = MG_EINVAL;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
-    va_end(ap);
-    snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
-    return MG_EINVAL;
-}
-
 static enum mg_code oom(struct mg_error *err)
 {
-    fail(err, NULL, "out of memory");
+    mg_fail(err, MG_EINVAL, NULL, "out of memory");
     if (err)
         err->code = MG_ENOMEM;
     return MG_ENOMEM;
@@ -100,37 +83,38 @@ static enum mg_code parse_rule(const json_t *list, size_t i, json_t **out, struc
 
     snprintf(field, sizeof(field), "match[%zu]", i);
     if (!json_is_object(r))
-        return fail(err, field, "%s must be an object {\"header\", \"value\", \"version\"}", field);
+        return mg_fail(err, MG_EINVAL, field,
+                       "%s must be an object {\"header\", \"value\", \"version\"}", field);
     if (!only(r, keys, &bad))
-        return fail(err, field, "%s has an unknown field '%.64s'", field, bad);
+        return mg_fail(err, MG_EINVAL, field, "%s has an unknown field '%.64s'", field, bad);
     h = json_object_get(r, "header");
     v = json_object_get(r, "value");
     ver = json_object_get(r, "version");
     snprintf(field, sizeof(field), "match[%zu].header", i);
     if (!json_is_string(h) || !gate_header_name_ok(json_string_value(h), json_string_length(h)))
-        return fail(err, field,
-                    "%s must be a lowercase HTTP header name (1 to %d of a-z 0-9 "
-                    "!#$%%&'*+-.^_`|~), such as x-tenant",
-                    field, GATE_HEADER_NAME_MAX);
+        return mg_fail(err, MG_EINVAL, field,
+                       "%s must be a lowercase HTTP header name (1 to %d of a-z 0-9 "
+                       "!#$%%&'*+-.^_`|~), such as x-tenant",
+                       field, GATE_HEADER_NAME_MAX);
     snprintf(field, sizeof(field), "match[%zu].value", i);
     if (!json_is_string(v) || !gate_header_value_ok(json_string_value(v), json_string_length(v)))
-        return fail(err, field,
-                    "%s must be 1 to %d printable ASCII characters without spaces, '\"', '\\', "
-                    "';', '{' or '}'",
-                    field, GATE_HEADER_VALUE_MAX);
+        return mg_fail(err, MG_EINVAL, field,
+                       "%s must be 1 to %d printable ASCII characters without spaces, '\"', '\\', "
+                       "';', '{' or '}'",
+                       field, GATE_HEADER_VALUE_MAX);
     snprintf(field, sizeof(field), "match[%zu].version", i);
     if (!version_ok(ver))
-        return fail(err, field, "%s must be an integer version >= 1", field);
+        return mg_fail(err, MG_EINVAL, field, "%s must be an integer version >= 1", field);
     for (k = 0; k < i; k++) {
         const json_t *o = json_array_get(list, k);
 
         if (json_equal(h, json_object_get(o, "header")) &&
             json_equal(v, json_object_get(o, "value"))) {
             snprintf(field, sizeof(field), "match[%zu]", i);
-            return fail(err, field,
-                        "%s repeats header '%s' value '%s' of match[%zu]; each header and value "
-                        "pins one version",
-                        field, json_string_value(h), json_string_value(v), k);
+            return mg_fail(err, MG_EINVAL, field,
+                           "%s repeats header '%s' value '%s' of match[%zu]; each header and value "
+                           "pins one version",
+                           field, json_string_value(h), json_string_value(v), k);
         }
     }
     *out = json_pack("{s:O, s:O, s:O}", "header", h, "value", v, "version", ver);
@@ -148,18 +132,20 @@ static enum mg_code parse_shadow(const json_t *shadow, json_t **out, struct mg_e
         return MG_OK;
     }
     if (!json_is_object(shadow))
-        return fail(err, "shadow", "shadow must be {\"version\", \"percent\"} or null");
+        return mg_fail(err, MG_EINVAL, "shadow",
+                       "shadow must be {\"version\", \"percent\"} or null");
     if (!only(shadow, keys, &bad))
-        return fail(err, "shadow", "shadow has an unknown field '%.64s'", bad);
+        return mg_fail(err, MG_EINVAL, "shadow", "shadow has an unknown field '%.64s'", bad);
     ver = json_object_get(shadow, "version");
     pct = json_object_get(shadow, "percent");
     if (!version_ok(ver))
-        return fail(err, "shadow.version", "shadow.version must be an integer version >= 1");
+        return mg_fail(err, MG_EINVAL, "shadow.version",
+                       "shadow.version must be an integer version >= 1");
     if (pct != NULL &&
         (!json_is_integer(pct) || json_integer_value(pct) < 1 || json_integer_value(pct) > 100))
-        return fail(err, "shadow.percent",
-                    "shadow.percent must be an integer from 1 to 100 (the share of requests "
-                    "copied to the shadow)");
+        return mg_fail(err, MG_EINVAL, "shadow.percent",
+                       "shadow.percent must be an integer from 1 to 100 (the share of requests "
+                       "copied to the shadow)");
     *out = json_pack("{s:O, s:I}", "version", ver, "percent",
                      pct ? json_integer_value(pct) : (json_int_t)100);
     return *out ? MG_OK : oom(err);
@@ -176,10 +162,10 @@ enum mg_code gate_routing_parse(const json_t *match, const json_t *shadow, json_
         return oom(err);
     if (match != NULL && !json_is_null(match) &&
         (!json_is_array(match) || json_array_size(match) > GATE_MATCH_MAX)) {
-        rc = fail(err, "match",
-                  "match must be an array of at most %d {\"header\", \"value\", "
-                  "\"version\"}",
-                  GATE_MATCH_MAX);
+        rc = mg_fail(err, MG_EINVAL, "match",
+                     "match must be an array of at most %d {\"header\", \"value\", "
+                     "\"version\"}",
+                     GATE_MATCH_MAX);
         goto out;
     }
     for (i = 0; json_is_array(match) && i < json_array_size(match); i++) {

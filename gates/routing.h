@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "../common/mg.h"
+#include "../base/mg.h"
 
 #define GATE_MATCH_MAX 16         /* match rules one alias may carry */
 #define GATE_HEADER_NAME_MAX 64   /* bytes of a header name */

@@ -29,7 +29,7 @@
 
 #include <jansson.h>
 
-#include "common/mg.h"
+#include "base/mg.h"
 
 #define ID_JWT_MAX (16 * 1024)   /* a token longer than this is refused unread */
 #define ID_JWKS_MAX (256 * 1024) /* a JWKS document longer than this is refused */

@@ -24,8 +24,8 @@
 
 #include <jansson.h>
 
-#include "common/mg.h"
-#include "common/util.h"
+#include "base/mg.h"
+#include "base/util.h"
 
 #define ID_LEEWAY_S 60
 #define ID_REFETCH_INTERVAL_MS 60000

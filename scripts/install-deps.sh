@@ -29,7 +29,7 @@ server_packages=(
     # ONNX graphs (artifact/onnx.c): protoc-c compiles the onnx.proto that python3-onnx
     # installs at build time, libprotobuf-c decodes with it
     protobuf-c-compiler libprotobuf-c-dev python3-onnx
-    # model cards (server/markdown.c): cmark, the CommonMark reference implementation
+    # model cards (api/markdown.c): cmark, the CommonMark reference implementation
     libcmark-dev
 )
 

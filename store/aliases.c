@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 /* Longest history handed to decision code (LKG looks back this far). */
 #define FACTS_HISTORY_MAX 10000

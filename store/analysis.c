@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 enum mg_code store_interval_record(struct store *st, const struct store_interval *in,
                                    bool *recorded, struct mg_error *err)

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "../artifact/sign.h"
-#include "../common/util.h"
+#include "../base/util.h"
 
 #define RELEASE_PREDICATE_TYPE "https://modelgate.dev/release/v1"
 #define STATEMENT_TYPE "https://in-toto.io/Statement/v1"

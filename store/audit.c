@@ -14,7 +14,7 @@
 
 #include <openssl/evp.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 static const char zero_hash[] = "0000000000000000000000000000000000000000000000000000000000000000";
 

@@ -25,8 +25,8 @@
 #include <archive.h>
 #include <archive_entry.h>
 
-#include "../common/file.h"
-#include "../common/util.h"
+#include "../os/file.h"
+#include "../base/util.h"
 
 /* Add one file to the tar under name, streaming it. */
 static enum mg_code add_file(struct archive *a, const char *path, const char *name, mode_t mode,

@@ -41,7 +41,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#include "../common/mg.h"
+#include "../base/mg.h"
 
 struct blob_backend;
 struct blob_put;

@@ -11,7 +11,7 @@
 
 #include <curl/curl.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 #include "blob.h"
 
 #define BLOB_PART_DEFAULT (8u << 20)

@@ -29,9 +29,9 @@
 
 #include <openssl/evp.h>
 
-#include "../common/file.h"
+#include "../os/file.h"
 #include "../artifact/introspect.h"
-#include "../common/util.h"
+#include "../base/util.h"
 #include "blob.h"
 
 #define HASH_CHUNK (256u << 10)

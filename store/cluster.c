@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/file.h"
-#include "../common/util.h"
+#include "../os/file.h"
+#include "../base/util.h"
 
 /* The leader lease (PostgreSQL, migration 016): kept by its holder while it lasts, taken
  * with the next epoch once it ran out on the database's clock (?2: its length). A holder

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 /* Longest lineage walk we answer; deeper graphs are cut (and say so). */
 #define LINEAGE_MAX_ROWS 100000

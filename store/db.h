@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/mg.h"
+#include "../base/mg.h"
 
 #define DB_MUST_CHECK __attribute__((warn_unused_result))
 

@@ -11,7 +11,7 @@
 
 #include <openssl/crypto.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 /* The gateway's outbox rows, as its "deliveries" (*out NEW). */
 static enum mg_code gateway_deliveries(struct db_conn *c, const char *name, json_t **out,

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 #include "blob.h"
 
 /* Rows moved to 'deleting' per transaction. */

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 /* ---- facts ------------------------------------------------------------------ */
 

@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "../artifact/sign.h"
-#include "../common/file.h"
-#include "../common/util.h"
+#include "../os/file.h"
+#include "../base/util.h"
 
 /* Every table, parents before children (foreign keys). schema_migrations,
  * replicas and signing_keys are the destination's own. */

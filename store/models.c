@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 /* Lists leave out the readme (up to 64 KiB each); a single model carries it (column 8). */
 #define MODEL_COLS                                                                                 \

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 #define DOCS_COLUMNS                                                                               \
     "o.digest, o.manifest, o.config_digest, o.config, o.referrer_digest, o.referrer, "             \

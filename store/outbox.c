@@ -14,7 +14,7 @@
 
 #include <openssl/crypto.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 /* PostgreSQL: tell every replica (at commit) that the outbox moved. */
 static enum mg_code notify_change(struct db_conn *c, struct mg_error *err)

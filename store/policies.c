@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 /* Is the alias protected by a policy? A database error is an error, never
  * "unprotected": that answer would let a direct write skip the gates. */

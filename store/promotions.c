@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 #define PROMO_COLS                                                                                 \
     "p.id, m.name, p.alias, p.version, p.baseline_version, p.state, p.reason, p.policy, "          \

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 enum mg_code store_promotion_notify(struct db_conn *c, const char *actor, const char *id,
                                     const char *state, const char *detail, const char *at,

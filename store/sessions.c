@@ -8,7 +8,7 @@
 
 #include <openssl/sha.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 /* 32 random bytes as 43 base64url characters. */
 static bool random_b64url(char out[44])

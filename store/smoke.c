@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 #define SMOKE_COLS                                                                                 \
     "t.id, m.name, v.version, t.profile, t.state, t.trigger, t.gpu_mode, t.gpu, t.created_at, "    \

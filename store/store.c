@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/embedded.h"
-#include "../common/util.h"
+#include "../base/embedded.h"
+#include "../base/util.h"
 
 extern const struct mg_embedded store_migrations[];
 extern const unsigned store_migrations_count;

@@ -25,7 +25,7 @@
 
 #include <jansson.h>
 
-#include "../common/mg.h"
+#include "../base/mg.h"
 #include "../artifact/archive.h"
 #include "../artifact/scan.h"
 #include "../artifact/sign.h"

@@ -11,7 +11,7 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
-#include "../common/util.h"
+#include "../base/util.h"
 
 static void cache_clear(struct store *st);
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/text.h"
-#include "../common/util.h"
+#include "../base/text.h"
+#include "../base/util.h"
 
 /* Columns of the main version row, joined with its model and blob; the last one (28) is 1
  * when an alias was rolled back from the version (else load_bad_for has nothing to find and

@@ -40,7 +40,7 @@ cmake -S "$root" -B "$out" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Debug \
 cmake --build "$out" -j "$(nproc)" --target mg_server
 
 libs=("$out/libmg_server.a" "$out/libmg_identity.a" "$out/libmg_store.a" "$out/libmg_artifact.a" "$out/libmg_gates.a"
-    "$out/libmg_common.a")
+    "$out/libmg_os.a" "$out/libmg_base.a")
 # shellcheck disable=SC2207 # pkg-config output is a list of flags
 sys_libs=($(pkg-config --libs libmicrohttpd sqlite3 libpq jansson libarchive libcurl libcrypto \
     libprotobuf-c cjose libcmark))

@@ -26,7 +26,7 @@
 
 #include <fcntl.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "artifact/archive.h"
 
 static char blob_path[PATH_MAX], dest_path[PATH_MAX]; /* harness context */

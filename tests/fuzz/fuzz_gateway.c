@@ -18,7 +18,7 @@
  */
 #include "fuzz.h"
 
-#include "server/push/push.h"
+#include "gateways/push.h"
 
 static struct push_allow allow; /* harness context, set once */
 

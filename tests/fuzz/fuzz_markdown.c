@@ -13,7 +13,7 @@
  */
 #include "fuzz.h"
 
-#include "server/markdown.h"
+#include "api/markdown.h"
 
 #define README_MAX 65536
 

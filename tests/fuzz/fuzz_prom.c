@@ -15,7 +15,7 @@
 
 #include <math.h>
 
-#include "server/prom.h"
+#include "control/prom.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

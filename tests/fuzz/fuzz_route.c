@@ -15,8 +15,8 @@
  */
 #include "fuzz.h"
 
-#include "common/util.h"
-#include "server/http.h"
+#include "base/util.h"
+#include "http/http.h"
 
 static const char *const methods[] = {"GET",   "HEAD",   "POST",    "PUT",
                                       "PATCH", "DELETE", "OPTIONS", "get"};

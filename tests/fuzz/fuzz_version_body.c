@@ -20,8 +20,8 @@
  */
 #include "fuzz.h"
 
-#include "server/config.h"
-#include "server/http.h"
+#include "daemon/config.h"
+#include "http/http.h"
 #include "store/store.h"
 
 /* sha256("test"): the blob every valid seed cites as its artifact. */

@@ -23,7 +23,7 @@
 #include <pwd.h>
 #include <sqlite3.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "sys.h"
 #include "tests/skip.h"
 

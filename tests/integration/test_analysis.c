@@ -9,7 +9,7 @@
  * - a bad candidate (30 % errors, +300 ms) is rolled back within failure_limit + 1
  *   intervals of its first step; HAProxy's weights show the baseline at 100; the event
  *   analysis.failed names the metric and both values, and the audit carries it (the
- *   webhook body's "event": unit_server_push_test_webhook);
+ *   webhook body's "event": unit_gateways_test_webhook);
  * - good candidates behaving like the baseline succeed, twice in a row, every step only
  *   after a passed interval of its own;
  * - Prometheus killed mid-rollout: the rollout holds at its step past its bake time,

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "server/http.h"
+#include "http/http.h"
 #include "store/store.h"
 
 struct route {

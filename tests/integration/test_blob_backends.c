@@ -31,7 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "sys.h"
 
 #define MIB (1u << 20)

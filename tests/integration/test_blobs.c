@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "common/util.h"
+#include "base/util.h"
 
 /* "blobs/sha256/ab/abcdef…" for a digest. */
 static void blob_rel(const char *digest, char out[128])

@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/util.h"
+#include "base/util.h"
 
 static const char *const grace0[] = {
     "--gc-grace", "0s", "--gc-interval", "0s", "--retention-interval", "0s", NULL};

@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "api.h"
-#include "common/util.h"
+#include "base/util.h"
 #include "harness.h"
 #include "sys.h"
 

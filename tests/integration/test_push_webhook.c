@@ -17,7 +17,7 @@
 
 #include <string.h>
 
-#include "common/util.h"
+#include "base/util.h"
 
 #define SECRET "whsec-modelgate-test-0123456789abcdef"
 

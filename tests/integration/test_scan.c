@@ -19,7 +19,7 @@
 
 #include "harness.h"
 #include "sys.h"
-#include "common/util.h"
+#include "base/util.h"
 
 /* A data-only pickle ({'a': 1}), one that calls os.system, one importing a project class. */
 static const char clean_pk[] = "\x80\x02}q\x00X\x01\x00\x00\x00"

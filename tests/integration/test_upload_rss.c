@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/util.h"
+#include "base/util.h"
 
 #define GIB (1ull << 30)
 #define RSS_LIMIT_KIB (64l * 1024)

@@ -27,7 +27,7 @@
 #include <openssl/sha.h>
 #include <openssl/x509.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "artifact/sign.h"
 
 #define PAYLOAD_TYPE "application/vnd.in-toto+json"

@@ -24,7 +24,7 @@
 
 #include "capture.h"
 #include "client/mgc.h"
-#include "common/util.h"
+#include "base/util.h"
 
 static char dir[64], root[128];
 

@@ -16,7 +16,7 @@
 
 #include <sqlite3.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "store_fixture.h"
 
 enum mg_code fx_open_at(const char *dir, struct store **st, struct mg_error *err)

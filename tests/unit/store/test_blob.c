@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "store/blob.h"
 #include "store_fixture.h"
 

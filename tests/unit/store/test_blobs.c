@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "store_fixture.h"
 #include "tests/unit/artifact/weights_writer.h"
 

@@ -16,7 +16,7 @@
 
 #include <jansson.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "store_fixture.h"
 
 static enum mg_code put(struct fx *fx, const char *name, const json_t *models,

@@ -18,7 +18,7 @@
 
 #include <jansson.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "store_fixture.h"
 
 #define MINUTE_MS ((int64_t)60000)

@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "store_fixture.h"
 
 /*

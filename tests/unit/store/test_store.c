@@ -20,7 +20,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "store_fixture.h"
 
 static bool is_dir(const char *p, mode_t *mode)

@@ -14,7 +14,7 @@
 
 #include <jansson.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "store_fixture.h"
 
 static void test_token_bootstrap_and_authenticate(void **state)

@@ -1,0 +1,338 @@
+/*
+ * release_aliases.c - release control, aliases: reading them with their last-known-good, direct
+ * changes, rollback.
+ */
+#include "release.h"
+#include "release_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../base/util.h"
+#include "../gates/policy.h"
+#include "../gates/rollout.h"
+#include "../gates/vram.h"
+#include "../artifact/sign.h"
+#include "../gateways/push.h"
+#include "../runner/runner.h"
+
+/* ---- aliases ---------------------------------------------------------- */
+
+void rel_add_lkg(json_t *alias, const json_t *facts)
+{
+    json_t *entry = NULL;
+    int64_t v = rel_facts_lkg(facts, 0, &entry);
+
+    if (v)
+        json_object_set_new(alias, "last_known_good",
+                            json_pack("{s:I, s:O}", "version", (json_int_t)v, "since",
+                                      json_object_get(entry, "at")));
+}
+
+/* API.md "Routing strategies": the alias shows each gateway's names for it,
+ * {"gateway_names":{"<gateway>":[…]}} (what push_alias_names lists and the store claims). */
+static void add_gateway_names(struct srv *srv, const char *model, const char *alias, json_t *a)
+{
+    json_t *names = NULL, *by = json_object(), *n, *list;
+    struct mg_error err;
+    size_t i;
+
+    if (by == NULL)
+        return;
+    if (push_alias_names(srv, model, alias, json_object_get(a, "routes"),
+                         json_object_get(a, "match"), json_object_get(a, "shadow"), &names,
+                         &err) == MG_OK) {
+        json_array_foreach(names, i, n)
+        {
+            const char *gw = json_string_value(json_object_get(n, "gateway"));
+
+            if (gw == NULL)
+                continue;
+            if ((list = json_object_get(by, gw)) == NULL) {
+                list = json_array();
+                json_object_set_new(by, gw, list);
+            }
+            json_array_append(list, json_object_get(n, "name"));
+        }
+    }
+    json_decref(names);
+    json_object_set_new(a, "gateway_names", by);
+}
+
+enum mg_code rel_alias_get(struct srv *srv, const char *model, const char *alias, json_t **out,
+                           struct mg_error *err)
+{
+    json_t *a = NULL, *facts = NULL;
+
+    if (store_alias_get(srv->store, model, alias, &a, err) != MG_OK)
+        return err->code;
+    if (store_alias_facts(srv->store, model, alias, &facts, err) != MG_OK) {
+        json_decref(a);
+        return err->code;
+    }
+    rel_add_lkg(a, facts);
+    json_decref(facts);
+    add_gateway_names(srv, model, alias, a);
+    *out = a;
+    return MG_OK;
+}
+
+/* The reply of a write: the alias as the write committed it (a, stolen), with the LKG and
+ * gateway names added, not whatever a concurrent write made of it since. */
+static enum mg_code written(struct srv *srv, const char *model, const char *alias, json_t *a,
+                            json_t **out, struct mg_error *err)
+{
+    json_t *facts = NULL;
+
+    if (a == NULL) /* a delete, or no alias to read: answer what is there */
+        return rel_alias_get(srv, model, alias, out, err);
+    if (store_alias_facts(srv->store, model, alias, &facts, err) != MG_OK) {
+        json_decref(a);
+        return err->code;
+    }
+    rel_add_lkg(a, facts);
+    json_decref(facts);
+    add_gateway_names(srv, model, alias, a);
+    *out = a;
+    return MG_OK;
+}
+
+enum mg_code rel_alias_at(struct srv *srv, const char *model, const char *alias, int64_t gen,
+                          json_t **out, struct mg_error *err)
+{
+    static const char *const fields[] = {"routes", "match", "shadow"};
+    struct store_page page = {.limit = 1000, .page_token = NULL};
+    json_t *a = NULL, *hist = NULL, *e;
+    enum mg_code rc;
+    size_t i;
+
+    if ((rc = rel_alias_get(srv, model, alias, &a, err)) != MG_OK)
+        return rc;
+    if (json_integer_value(json_object_get(a, "generation")) == gen || gen <= 0 ||
+        store_alias_history(srv->store, model, alias, &page, &hist, err) != MG_OK) {
+        *out = a;
+        return MG_OK;
+    }
+    json_array_foreach(json_object_get(hist, "items"), i, e)
+    {
+        if (json_integer_value(json_object_get(e, "generation")) != gen)
+            continue;
+        json_object_set_new(a, "generation", json_integer(gen));
+        for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++) {
+            json_t *v = json_object_get(e, fields[f]);
+            json_object_set(a, fields[f], v ? v : json_null());
+        }
+        add_gateway_names(srv, model, alias, a);
+        break;
+    }
+    json_decref(hist);
+    *out = a;
+    return MG_OK;
+}
+
+enum mg_code rel_alias_list(struct srv *srv, const char *model, json_t **out, struct mg_error *err)
+{
+    json_t *list = NULL, *a;
+    size_t i;
+
+    if (store_alias_list(srv->store, model, &list, err) != MG_OK)
+        return err->code;
+    json_array_foreach(json_object_get(list, "items"), i, a)
+    {
+        json_t *facts = NULL;
+        if (store_alias_facts(srv->store, model, json_string_value(json_object_get(a, "alias")),
+                              &facts, err) == MG_OK)
+            rel_add_lkg(a, facts);
+        json_decref(facts);
+    }
+    *out = list;
+    return MG_OK;
+}
+
+/* Read facts, commit a direct change; again when the alias changed meanwhile. */
+static enum mg_code alias_change(struct srv *srv, const char *actor, const char *model,
+                                 const char *alias, const char *kind, const json_t *routes,
+                                 const json_t *match, const json_t *shadow, json_t **out,
+                                 struct mg_error *err)
+{
+    struct store_alias_change a;
+    json_t *facts = NULL, *committed = NULL;
+    enum mg_code rc = MG_ESTALE;
+    int attempt;
+
+    for (attempt = 0; attempt < RETRIES && rc == MG_ESTALE; attempt++) {
+        json_decref(facts);
+        facts = NULL;
+        if ((rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK)
+            break;
+        if (strcmp(kind, "delete") == 0 && !json_is_true(json_object_get(facts, "exists"))) {
+            rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has no alias '%s'", model, alias);
+            break;
+        }
+        memset(&a, 0, sizeof(a));
+        a.model = model;
+        a.alias = alias;
+        a.expected_generation = json_integer_value(json_object_get(facts, "generation"));
+        a.routes = routes;
+        a.match = match;
+        a.shadow = shadow;
+        a.kind = kind;
+        a.require_unprotected = true;
+        rc = rel_commit_change(srv, actor, &a, NULL, out ? &committed : NULL, err);
+    }
+    if (rc == MG_OK)
+        push_kick(srv);
+    if (rc == MG_OK && out)
+        rc = written(srv, model, alias, committed, out, err);
+    json_decref(facts);
+    return rc;
+}
+
+enum mg_code rel_alias_set(struct srv *srv, const char *actor, const char *model, const char *alias,
+                           const json_t *routes, const json_t *match, const json_t *shadow,
+                           json_t **out, struct mg_error *err)
+{
+    enum mg_code rc;
+
+    /* What a gateway cannot apply is refused before anything changes. */
+    if ((rc = push_alias_check(srv, model, alias, match, shadow, err)) != MG_OK)
+        return rc;
+    return alias_change(srv, actor, model, alias, "set", routes, match, shadow, out, err);
+}
+
+enum mg_code rel_alias_delete(struct srv *srv, const char *actor, const char *model,
+                              const char *alias, struct mg_error *err)
+{
+    json_t *empty = json_array();
+    enum mg_code rc =
+        alias_change(srv, actor, model, alias, "delete", empty, NULL, NULL, NULL, err);
+
+    json_decref(empty);
+    return rc;
+}
+
+/* store_alias_facts_pick's choice for an LKG read: the last-known-good, its history entry
+ * (borrowed from facts) kept in *arg. */
+static int64_t pick_lkg(const json_t *facts, void *arg)
+{
+    return rel_facts_lkg(facts, 0, arg);
+}
+
+enum mg_code rel_lkg(struct srv *srv, const char *model, const char *alias, json_t **out,
+                     struct mg_error *err)
+{
+    json_t *facts = NULL, *entry = NULL, *ver = NULL;
+    int64_t v;
+    char url[256];
+    enum mg_code rc;
+
+    /* The facts and the chosen version's brief in one read transaction: one BEGIN, one
+     * snapshot (a round trip fewer each way on PostgreSQL). */
+    if ((rc = store_alias_facts_pick(srv->store, model, alias, pick_lkg, &entry, &facts, &v, &ver,
+                                     err)) != MG_OK)
+        return rc;
+    if (v == 0) {
+        rc = mg_fail(err, MG_ENOLKG, NULL,
+                     "alias '%s' of model '%s' has no last-known-good version yet", alias, model);
+        goto out;
+    }
+    snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature", model, (long long)v);
+    *out =
+        json_pack("{s:s, s:s, s:I, s:O, s:O, s:s, s:O, s:O}", "model", model, "alias", alias,
+                  "version", (json_int_t)v, "artifact", json_object_get(ver, "artifact"), "image",
+                  json_object_get(ver, "image"), "signature_url", url, "since",
+                  json_object_get(entry, "at"), "generation", json_object_get(entry, "generation"));
+    if (*out == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+out:
+    json_decref(ver);
+    json_decref(facts);
+    return rc;
+}
+
+enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model, const char *alias,
+                          const char *reason, json_t **out, struct mg_error *err)
+{
+    json_t *committed = NULL;
+    enum mg_code rc = MG_ESTALE;
+    int attempt;
+
+    for (attempt = 0; attempt < RETRIES && rc == MG_ESTALE; attempt++) {
+        struct store_alias_change a;
+        struct store_promotion_change pc;
+        json_t *facts = NULL, *routes = NULL, *p = NULL, *match = NULL, *shadow, *r;
+        int64_t newest, target;
+        bool has_promo = false;
+        size_t i;
+
+        if ((rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK)
+            return rc;
+        newest = rel_facts_newest_routed(facts);
+        target = rel_facts_lkg(facts, newest, NULL);
+        if (target == 0) {
+            rc = mg_fail(err, MG_ENOKNOWNGOOD, NULL,
+                         "alias '%s' has no known-good version other than v%lld to roll back to",
+                         alias, (long long)newest);
+            json_decref(facts);
+            return rc;
+        }
+        routes = json_pack("[{s:I, s:i}]", "version", (json_int_t)target, "weight", 100);
+        /* The rolled-back version loses its match rules and its shadow; the rest stay. */
+        match = json_array();
+        json_array_foreach(json_object_get(facts, "match"), i, r)
+        {
+            if (json_integer_value(json_object_get(r, "version")) != newest)
+                json_array_append(match, r);
+        }
+        shadow = json_object_get(facts, "shadow");
+        if (json_integer_value(json_object_get(shadow, "version")) == newest)
+            shadow = NULL;
+        memset(&a, 0, sizeof(a));
+        a.model = model;
+        a.alias = alias;
+        a.expected_generation = json_integer_value(json_object_get(facts, "generation"));
+        a.routes = routes;
+        a.match = match;
+        a.shadow = shadow;
+        a.kind = "rollback";
+        a.reason = reason;
+        a.mark_bad = newest;
+        memset(&pc, 0, sizeof(pc));
+        if (!json_is_null(json_object_get(facts, "promotion")) &&
+            store_promotion_get(srv->store, json_string_value(json_object_get(facts, "promotion")),
+                                &p, err) == MG_OK) {
+            has_promo = true;
+            a.promotion = json_string_value(json_object_get(p, "id"));
+            pc.id = a.promotion;
+            pc.expected_rev = json_integer_value(json_object_get(p, "_rev"));
+            pc.state = "rolled_back";
+            pc.phase = json_string_value(
+                json_object_get(json_object_get(p, "rollout"), "phase")); /* where it ended */
+            pc.step_index = (int)json_integer_value(
+                json_object_get(json_object_get(p, "rollout"), "step_index"));
+            pc.weight = 0;
+            pc.next_step_at = 0;
+            pc.event_type = "rolled_back";
+            pc.event_detail = reason;
+        }
+        json_decref(committed);
+        committed = NULL;
+        rc = rel_commit_change(srv, actor, &a, has_promo ? &pc : NULL, &committed, err);
+        json_decref(facts);
+        json_decref(routes);
+        json_decref(match);
+        json_decref(p);
+    }
+    if (rc == MG_OK) {
+        rel_timer_kick(srv);
+        push_kick(srv);
+        rc = written(srv, model, alias, committed, out, err);
+        committed = NULL;
+    }
+    json_decref(committed);
+    return rc;
+}
