@@ -95,7 +95,8 @@ static void resume_alias(struct srv_req *r)
 {
     json_t *out = NULL;
     struct mg_error err;
-    enum mg_code rc = rel_alias_at(r->srv, r->wait_model, r->wait_alias, r->wait_gen, &out, &err);
+    const struct api_waiting *w = api_waiting_of(r);
+    enum mg_code rc = rel_alias_at(r->srv->ctl, w->model, w->alias, w->gen, &out, &err);
 
     api_reply_result(r, rc, 200, out, &err);
 }
@@ -105,9 +106,9 @@ static void reply_alias(struct srv_req *r, enum mg_code rc, json_t *out, const s
                         int64_t wait)
 {
     if (rc == MG_OK && wait > 0) {
-        srv_defer(r, srv_param(r, "model"), srv_param(r, "alias"),
-                  json_integer_value(json_object_get(out, "generation")), wait, NULL, 200,
-                  resume_alias);
+        api_defer_wait(r, srv_param(r, "model"), srv_param(r, "alias"),
+                       json_integer_value(json_object_get(out, "generation")), wait, NULL, 200,
+                       resume_alias);
         json_decref(out);
         return;
     }
@@ -118,7 +119,7 @@ static void list(struct srv_req *r)
 {
     json_t *out = NULL;
     struct mg_error err;
-    enum mg_code rc = rel_alias_list(r->srv, srv_param(r, "model"), &out, &err);
+    enum mg_code rc = rel_alias_list(r->srv->ctl, srv_param(r, "model"), &out, &err);
 
     api_reply_result(r, rc, 200, out, &err);
 }
@@ -128,7 +129,7 @@ static void get(struct srv_req *r)
     json_t *out = NULL;
     struct mg_error err;
     enum mg_code rc =
-        rel_alias_get(r->srv, srv_param(r, "model"), srv_param(r, "alias"), &out, &err);
+        rel_alias_get(r->srv->ctl, srv_param(r, "model"), srv_param(r, "alias"), &out, &err);
 
     api_reply_result(r, rc, 200, out, &err);
 }
@@ -142,7 +143,7 @@ static void put(struct srv_req *r)
     bool ok = api_wait(r, &wait) && parse_routes(r, &routes, &match, &shadow);
 
     if (ok) {
-        rc = rel_alias_set(r->srv, r->who.name, srv_param(r, "model"), srv_param(r, "alias"),
+        rc = rel_alias_set(r->srv->ctl, r->who.name, srv_param(r, "model"), srv_param(r, "alias"),
                            routes, match, shadow, &out, &err);
         reply_alias(r, rc, out, &err, wait);
     }
@@ -155,8 +156,8 @@ static void delete (struct srv_req *r)
 {
     struct mg_error err;
 
-    if (rel_alias_delete(r->srv, r->who.name, srv_param(r, "model"), srv_param(r, "alias"), &err) !=
-        MG_OK)
+    if (rel_alias_delete(r->srv->ctl, r->who.name, srv_param(r, "model"), srv_param(r, "alias"),
+                         &err) != MG_OK)
         srv_reply_error(r, &err);
     else
         srv_reply_empty(r, 204);
@@ -190,7 +191,7 @@ static void lkg(struct srv_req *r)
     snprintf(key, sizeof(key), "lkg\n%s\n%s", model, alias);
     if (srv_reply_cached(r, model, key, &epoch))
         return;
-    rc = rel_lkg(r->srv, model, alias, &out, &err);
+    rc = rel_lkg(r->srv->ctl, model, alias, &out, &err);
     if (rc == MG_OK)
         srv_reply_json_keep(r, out, key, epoch);
     else
@@ -211,7 +212,7 @@ static void rollback(struct srv_req *r)
     if (r->body && (!api_object(r, r->body, allowed) ||
                     !api_string(r, r->body, "reason", "reason", false, 1024, &reason)))
         return;
-    rc = rel_rollback(r->srv, r->who.name, srv_param(r, "model"), srv_param(r, "alias"),
+    rc = rel_rollback(r->srv->ctl, r->who.name, srv_param(r, "model"), srv_param(r, "alias"),
                       reason ? reason : "rollback requested", &out, &err);
     reply_alias(r, rc, out, &err, wait);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../base/util.h"
+#include "../control/control.h"
 
 static bool no_controls(const char *s, size_t n)
 {
@@ -271,4 +272,45 @@ enum mg_code api_page_visible(struct srv_req *r, void *ctx, const struct store_p
     *out = json_pack("{s:o, s:o}", "items", acc, "next_page_token",
                      more && json_is_string(last) ? json_copy(last) : json_null());
     return *out != NULL ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+}
+
+struct waiting {
+    struct api_waiting w; /* first: api_waiting_of */
+    int64_t deadline_ms;
+};
+
+static void wake(void *arg)
+{
+    srv_resume(arg);
+}
+
+static void wait_start(struct srv_req *r)
+{
+    struct waiting *x = r->defer_ctx;
+
+    ctl_gateways_wait(r->srv->ctl, x->w.model, x->w.alias, x->w.gen, x->deadline_ms, wake, r);
+}
+
+void api_defer_wait(struct srv_req *r, const char *model, const char *alias, int64_t gen,
+                    int64_t wait_s, const char *id, unsigned status,
+                    void (*on_resume)(struct srv_req *r))
+{
+    struct waiting *x = calloc(1, sizeof(*x));
+
+    if (x == NULL) {
+        srv_fail(r, MG_ENOMEM, NULL, "out of memory");
+        return;
+    }
+    snprintf(x->w.model, sizeof(x->w.model), "%s", model);
+    snprintf(x->w.alias, sizeof(x->w.alias), "%s", alias);
+    snprintf(x->w.id, sizeof(x->w.id), "%s", id ? id : "");
+    x->w.gen = gen;
+    x->w.status = status;
+    x->deadline_ms = mg_now_ms() + wait_s * 1000;
+    srv_defer(r, x, wait_start, on_resume);
+}
+
+const struct api_waiting *api_waiting_of(const struct srv_req *r)
+{
+    return r->defer_ctx;
 }

@@ -58,6 +58,21 @@ bool api_range_parse(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
  * showing what is pending. False (400 sent) when malformed. */
 bool api_wait(struct srv_req *r, int64_t *secs);
 
+/* A write's reply deferred by ?wait (api_defer_wait): what on_resume needs. */
+struct api_waiting {
+    char model[64], alias[33], id[32];
+    int64_t gen;
+    unsigned status;
+};
+
+/* Answer once every gateway of (model, alias) acknowledged generation gen, or after wait_s
+ * seconds (control.h ctl_gateways_wait): on_resume(r) then makes the reply from
+ * api_waiting_of(r). id and status are kept for it. */
+void api_defer_wait(struct srv_req *r, const char *model, const char *alias, int64_t gen,
+                    int64_t wait_s, const char *id, unsigned status,
+                    void (*on_resume)(struct srv_req *r));
+const struct api_waiting *api_waiting_of(const struct srv_req *r);
+
 /* Add a Version's derived fields (API.md): vram_estimate (the formula and its inputs) and
  * estimated_vram_gib, from resources when given, else from what was read of the artifact. */
 void api_version_decorate(json_t *v);

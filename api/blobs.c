@@ -140,8 +140,8 @@ static bool parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *l
  */
 void api_serve_blob(struct srv_req *r, const char *digest)
 {
-    const char *range = srv_header(r, MHD_HTTP_HEADER_RANGE);
-    const char *inm = srv_header(r, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    const char *range = srv_header(r, "Range");
+    const char *inm = srv_header(r, "If-None-Match");
     const char *media;
     char etag[80], cr[96];
     json_t *meta = NULL;
@@ -160,7 +160,7 @@ void api_serve_blob(struct srv_req *r, const char *digest)
     if (inm && strstr(inm, etag) != NULL) {
         json_decref(meta);
         srv_reply_empty(r, 304);
-        srv_reply_header(r, MHD_HTTP_HEADER_ETAG, etag);
+        srv_reply_header(r, "ETag", etag);
         return;
     }
     if (is_get && r->srv->cfg->blob_redirect) {
@@ -172,8 +172,8 @@ void api_serve_blob(struct srv_req *r, const char *digest)
             return;
         }
         srv_reply_empty(r, 307);
-        srv_reply_header(r, MHD_HTTP_HEADER_LOCATION, url);
-        srv_reply_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        srv_reply_header(r, "Location", url);
+        srv_reply_header(r, "Cache-Control", "no-store");
         free(url);
         json_decref(meta);
         return;
@@ -187,7 +187,7 @@ void api_serve_blob(struct srv_req *r, const char *digest)
                      " bytes or uses multiple ranges",
                      size);
             snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
-            srv_reply_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+            srv_reply_header(r, "Content-Range", cr);
             return;
         }
         partial = true;
@@ -201,13 +201,13 @@ void api_serve_blob(struct srv_req *r, const char *digest)
     if (partial) {
         snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, off, off + len - 1,
                  size);
-        srv_reply_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+        srv_reply_header(r, "Content-Range", cr);
     }
-    srv_reply_header(r, MHD_HTTP_HEADER_ETAG, etag);
-    srv_reply_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
+    srv_reply_header(r, "ETag", etag);
+    srv_reply_header(r, "Accept-Ranges", "bytes");
     /* private: the bytes need a token, so no shared cache (a proxy in front) may keep them
      * for the next caller (RFC 9111 §5.2.2.7); the token holder's own cache may. */
-    srv_reply_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "private, max-age=31536000, immutable");
+    srv_reply_header(r, "Cache-Control", "private, max-age=31536000, immutable");
     json_decref(meta);
 }
 

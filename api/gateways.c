@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../gateways/push.h"
+#include "../control/control.h"
 
 static void put(struct srv_req *r)
 {
@@ -16,7 +16,6 @@ static void put(struct srv_req *r)
     char *secret = NULL;
     bool created = false;
     struct mg_error err;
-    struct push_env env = {.srv = r->srv};
     enum mg_code rc;
 
     if (!json_is_object(r->body)) {
@@ -25,11 +24,10 @@ static void put(struct srv_req *r)
     }
     if (!api_string(r, r->body, "kind", "kind", true, 16, &kind))
         return;
-    env.allow = &r->srv->push_allow;
-    if (push_config_validate(&env, kind, r->body, &config, &secret, &err) != MG_OK ||
-        push_gateway_check(r->srv, srv_param(r, "name"), kind, config,
-                           json_object_get(r->body, "models"), json_object_get(r->body, "aliases"),
-                           &err) != MG_OK) {
+    if (ctl_gateway_config_validate(r->srv->ctl, kind, r->body, &config, &secret, &err) != MG_OK ||
+        ctl_gateway_check(r->srv->ctl, srv_param(r, "name"), kind, config,
+                          json_object_get(r->body, "models"), json_object_get(r->body, "aliases"),
+                          &err) != MG_OK) {
         json_decref(config);
         if (secret)
             memset(secret, 0, strlen(secret));
@@ -50,7 +48,7 @@ static void put(struct srv_req *r)
         free(secret);
     }
     if (rc == MG_OK)
-        push_kick(r->srv);
+        ctl_gateways_kick(r->srv->ctl);
     api_reply_result(r, rc, created ? 201 : 200, out, &err);
 }
 

@@ -5,6 +5,8 @@
  */
 #include "api.h"
 
+#include "../control/control.h"
+
 static void list(struct srv_req *r)
 {
     const struct sign_keyring *keys;
@@ -13,10 +15,10 @@ static void list(struct srv_req *r)
 
     /* Replicas on one database publish every key any of them signs with there. */
     if (r->srv->cfg->database == NULL) {
-        srv_reply_json(r, 200, sign_keyring_json(r->srv->keys));
+        srv_reply_json(r, 200, sign_keyring_json(r->srv->ctl->keys));
         return;
     }
-    keys = r->srv->keys;
+    keys = r->srv->ctl->keys;
     if (store_signing_keys(r->srv->store, keys && keys->active ? keys->active->keyid : NULL, &out,
                            &err) != MG_OK) {
         srv_reply_error(r, &err);

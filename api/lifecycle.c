@@ -53,7 +53,7 @@ static void apply(struct srv_req *r, enum life_op op, const char *reason)
 {
     json_t *out = NULL;
     struct mg_error err;
-    enum mg_code rc = srv_life_apply(r->srv, r->who.name, srv_param(r, "model"),
+    enum mg_code rc = ctl_life_apply(r->srv->ctl, r->who.name, srv_param(r, "model"),
                                      srv_param_version(r), op, reason, &out, &err);
 
     if (rc == MG_OK)
@@ -127,7 +127,7 @@ static void retention_run(struct srv_req *r)
 
     if (!dry_run_arg(r, &dry))
         return;
-    rc = srv_retention_run(r->srv, r->who.name, srv_param(r, "model"), dry, &out, &err);
+    rc = ctl_retention_run(r->srv->ctl, r->who.name, srv_param(r, "model"), dry, &out, &err);
     api_reply_result(r, rc, 200, out, &err);
 }
 
@@ -149,7 +149,7 @@ static void gc(struct srv_req *r)
 
     if (!dry_run_arg(r, &dry))
         return;
-    rc = srv_gc_run(r->srv, r->who.name, dry, &out, &err);
+    rc = ctl_gc_run(r->srv->ctl, r->who.name, dry, &out, &err);
     api_reply_result(r, rc, 200, out, &err);
 }
 

@@ -11,7 +11,7 @@
 #include "../base/text.h"
 #include "../http/cache.h"
 #include "../os/metrics.h"
-#include "../runner/runner.h"
+#include "../control/control.h"
 
 extern const struct mg_embedded schema_files[];
 extern const unsigned schema_files_count;
@@ -100,7 +100,7 @@ static void metrics(struct srv_req *r)
     {
         uint64_t extractions, hits;
         char tmp[512];
-        runner_cache_stats(r->srv, &extractions, &hits);
+        ctl_runner_cache_stats(r->srv->ctl, &extractions, &hits);
         snprintf(tmp, sizeof(tmp),
                  "# HELP modelgate_runner_extractions_total Artifacts the smoke runner "
                  "extracted and hashed into its cache.\n"

@@ -51,18 +51,18 @@ void oci_content_headers(struct srv_req *r, const char *digest, bool immutable)
     char etag[80];
 
     snprintf(etag, sizeof(etag), "\"%s\"", digest);
-    srv_reply_header(r, MHD_HTTP_HEADER_ETAG, etag);
+    srv_reply_header(r, "ETag", etag);
     srv_reply_header(r, "Docker-Content-Digest", digest);
-    srv_reply_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
+    srv_reply_header(r, "Accept-Ranges", "bytes");
     /* private: reading needs a token, so no shared cache may keep it (as for REST blobs). */
     if (immutable)
-        srv_reply_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "private, max-age=31536000, immutable");
+        srv_reply_header(r, "Cache-Control", "private, max-age=31536000, immutable");
 }
 
 void oci_reply_doc(struct srv_req *r, const char *content_type, const char *digest,
                    const char *data, size_t len, bool immutable)
 {
-    const char *range = srv_header(r, MHD_HTTP_HEADER_RANGE);
+    const char *range = srv_header(r, "Range");
     uint64_t off = 0, n = len;
     char cr[96];
 
@@ -73,13 +73,13 @@ void oci_reply_doc(struct srv_req *r, const char *content_type, const char *dige
                      "several ranges",
                      len, digest);
             snprintf(cr, sizeof(cr), "bytes */%zu", len);
-            srv_reply_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+            srv_reply_header(r, "Content-Range", cr);
             return;
         }
         srv_reply_bytes(r, 206, content_type, data + off, (size_t)n);
         snprintf(cr, sizeof(cr), "bytes %llu-%llu/%zu", (unsigned long long)off,
                  (unsigned long long)(off + n - 1), len);
-        srv_reply_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+        srv_reply_header(r, "Content-Range", cr);
     } else {
         srv_reply_bytes(r, 200, content_type, data, len);
     }
@@ -225,7 +225,7 @@ static int64_t tag_version(struct srv *srv, const char *model, const char *tag,
                 "model '%s' has no tag '%.128s': tags are v1, v2, ... and alias names", model, tag);
         return 0;
     }
-    rc = rel_lkg(srv, model, tag, &lkg, err);
+    rc = rel_lkg(srv->ctl, model, tag, &lkg, err);
     if (rc == MG_OK)
         n = json_integer_value(json_object_get(lkg, "version"));
     else if (rc == MG_ENOLKG)
@@ -246,7 +246,7 @@ static void manifest(struct srv_req *r)
 
     if (!oci_model_exists(r, model))
         return;
-    if (!accepts(srv_header(r, MHD_HTTP_HEADER_ACCEPT), ART_OCI_MANIFEST)) {
+    if (!accepts(srv_header(r, "Accept"), ART_OCI_MANIFEST)) {
         r->oci_code = "MANIFEST_UNKNOWN";
         srv_fail(r, MG_ENOTFOUND, "Accept",
                  "the manifest is an OCI image manifest (%s), which the Accept header does not "
@@ -314,7 +314,7 @@ static enum mg_code all_tags(struct srv *srv, const char *model, char ***out, si
     *out = NULL;
     *count = 0;
     if ((rc = store_model_get(srv->store, model, &m, err)) != MG_OK ||
-        (rc = rel_alias_list(srv, model, &aliases, err)) != MG_OK ||
+        (rc = rel_alias_list(srv->ctl, model, &aliases, err)) != MG_OK ||
         (rc = store_versions_unavailable(srv->store, model, &hidden, err)) != MG_OK)
         goto out;
     latest = json_integer_value(json_object_get(m, "latest_version"));

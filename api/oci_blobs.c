@@ -47,7 +47,7 @@ void oci_blob_cleanup(struct srv_req *r)
 /* Serve size bytes of a cached file (fd is handed to the reply), with Range. */
 static void serve_fd(struct srv_req *r, int fd, uint64_t size, const char *digest)
 {
-    const char *range = srv_header(r, MHD_HTTP_HEADER_RANGE);
+    const char *range = srv_header(r, "Range");
     static const char type[] = "application/octet-stream";
     uint64_t off = 0, len = size;
     char cr[96];
@@ -60,13 +60,13 @@ static void serve_fd(struct srv_req *r, int fd, uint64_t size, const char *diges
                      "several ranges",
                      (unsigned long long)size, digest);
             snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
-            srv_reply_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+            srv_reply_header(r, "Content-Range", cr);
             return;
         }
         srv_reply_fd(r, 206, type, fd, off, len);
         snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)off,
                  (unsigned long long)(off + len - 1), (unsigned long long)size);
-        srv_reply_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+        srv_reply_header(r, "Content-Range", cr);
     } else {
         srv_reply_fd(r, 200, type, fd, 0, len);
     }

@@ -61,8 +61,8 @@ static void dry_run_work(struct srv_req *r)
 {
     struct dry_run *d = r->stream;
 
-    d->rc = rel_analysis_dry_run(r->srv, srv_param(r, "model"), srv_param(r, "alias"), d->version,
-                                 &d->out, &d->err);
+    d->rc = rel_analysis_dry_run(r->srv->ctl, srv_param(r, "model"), srv_param(r, "alias"),
+                                 d->version, &d->out, &d->err);
 }
 
 static void dry_run_reply(struct srv_req *r)

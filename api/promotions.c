@@ -17,9 +17,10 @@ static void resume_promotion(struct srv_req *r)
 {
     json_t *out = NULL;
     struct mg_error err;
-    enum mg_code rc = rel_promotion_get(r->srv, r->wait_id, &out, &err);
+    const struct api_waiting *w = api_waiting_of(r);
+    enum mg_code rc = rel_promotion_get(r->srv->ctl, w->id, &out, &err);
 
-    api_reply_result(r, rc, r->wait_status, out, &err);
+    api_reply_result(r, rc, w->status, out, &err);
 }
 
 /* Reply with the promotion now, or once its alias's gateways caught up. */
@@ -31,9 +32,9 @@ static void reply_promotion(struct srv_req *r, enum mg_code rc, unsigned status,
     json_t *a = NULL;
     struct mg_error aerr;
 
-    if (rc == MG_OK && wait > 0 && rel_alias_get(r->srv, model, alias, &a, &aerr) == MG_OK) {
-        srv_defer(r, model, alias, json_integer_value(json_object_get(a, "generation")), wait,
-                  json_string_value(json_object_get(p, "id")), status, resume_promotion);
+    if (rc == MG_OK && wait > 0 && rel_alias_get(r->srv->ctl, model, alias, &a, &aerr) == MG_OK) {
+        api_defer_wait(r, model, alias, json_integer_value(json_object_get(a, "generation")), wait,
+                       json_string_value(json_object_get(p, "id")), status, resume_promotion);
         json_decref(a);
         json_decref(p);
         return;
@@ -49,7 +50,7 @@ static bool authorize_promotion(struct srv_req *r, const char *id)
     struct mg_error err;
     bool ok;
 
-    if (rel_promotion_get(r->srv, id, &p, &err) != MG_OK) {
+    if (rel_promotion_get(r->srv->ctl, id, &p, &err) != MG_OK) {
         srv_reply_error(r, &err);
         return false;
     }
@@ -93,7 +94,7 @@ static bool token_visible(struct srv_req *r, const char *id)
     struct mg_error err;
     bool keep = false;
 
-    if (rel_promotion_get(r->srv, id, &p, &err) == MG_OK &&
+    if (rel_promotion_get(r->srv->ctl, id, &p, &err) == MG_OK &&
         keep_visible(r, p, &keep, &err) == MG_OK && keep) {
         json_decref(p);
         return true;
@@ -193,8 +194,8 @@ static void create(struct srv_req *r)
     }
     if (!srv_authorize(r, model, alias))
         return;
-    rc = rel_promotion_create(r->srv, &r->who, model, json_integer_value(v), alias, reason, &out,
-                              &err);
+    rc = rel_promotion_create(r->srv->ctl, &r->who, model, json_integer_value(v), alias, reason,
+                              &out, &err);
     reply_promotion(r, rc, 201, out, &err, wait);
 }
 
@@ -252,7 +253,7 @@ static void get(struct srv_req *r)
 
     if (!authorize_promotion(r, srv_param(r, "id")))
         return;
-    rc = rel_promotion_get(r->srv, srv_param(r, "id"), &out, &err);
+    rc = rel_promotion_get(r->srv->ctl, srv_param(r, "id"), &out, &err);
     if (rc == MG_OK)
         json_object_set_new(out, "viewer", viewer(r, out));
     api_reply_result(r, rc, 200, out, &err);
@@ -283,7 +284,8 @@ static void decide(struct srv_req *r)
     }
     if (!authorize_promotion(r, srv_param(r, "id")))
         return;
-    rc = rel_promotion_decide(r->srv, &r->who, srv_param(r, "id"), approve, comment, &out, &err);
+    rc = rel_promotion_decide(r->srv->ctl, &r->who, srv_param(r, "id"), approve, comment, &out,
+                              &err);
     reply_promotion(r, rc, 200, out, &err, wait);
 }
 
@@ -296,7 +298,7 @@ static void advance(struct srv_req *r)
 
     if (!api_wait(r, &wait) || !authorize_promotion(r, srv_param(r, "id")))
         return;
-    rc = rel_promotion_advance(r->srv, r->who.name, srv_param(r, "id"), &out, &err);
+    rc = rel_promotion_advance(r->srv->ctl, r->who.name, srv_param(r, "id"), &out, &err);
     reply_promotion(r, rc, 200, out, &err, wait);
 }
 
@@ -316,7 +318,7 @@ static void abort_(struct srv_req *r)
         return;
     if (!authorize_promotion(r, srv_param(r, "id")))
         return;
-    rc = rel_promotion_abort(r->srv, r->who.name, srv_param(r, "id"),
+    rc = rel_promotion_abort(r->srv->ctl, r->who.name, srv_param(r, "id"),
                              reason ? reason : "aborted by a deployer", &out, &err);
     reply_promotion(r, rc, 200, out, &err, wait);
 }

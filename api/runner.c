@@ -6,11 +6,11 @@
 #include <string.h>
 
 #include "../gates/authz.h"
-#include "../runner/runner.h"
+#include "../control/control.h"
 
 static void info(struct srv_req *r)
 {
-    srv_reply_json(r, 200, runner_info(r->srv));
+    srv_reply_json(r, 200, ctl_runner_info(r->srv->ctl));
 }
 
 static void list(struct srv_req *r)
@@ -85,8 +85,8 @@ static void queue_test(struct srv_req *r)
     }
     if (!routed_in_scope(r))
         return;
-    rc = runner_enqueue(r->srv, 0, srv_param(r, "model"), srv_param_version(r), "manual", gpu, &out,
-                        &err);
+    rc = ctl_runner_enqueue(r->srv->ctl, 0, srv_param(r, "model"), srv_param_version(r), "manual",
+                            gpu, &out, &err);
     api_reply_result(r, rc, 202, out, &err);
 }
 

@@ -59,7 +59,7 @@ static void s256(const char *verifier, char out[48])
 /* Where the provider sends the browser back: --public-url, else this request's Host. */
 static bool callback_url(struct srv_req *r, char *out, size_t cap)
 {
-    const char *host = srv_header(r, MHD_HTTP_HEADER_HOST);
+    const char *host = srv_header(r, "Host");
     size_t n = host ? strlen(host) : 0;
 
     if (r->srv->cfg->public_url)
@@ -131,7 +131,7 @@ static void login(struct srv_req *r)
         goto out;
     }
     srv_reply_empty(r, 302);
-    srv_reply_header(r, MHD_HTTP_HEADER_LOCATION, loc);
+    srv_reply_header(r, "Location", loc);
 out:
     OPENSSL_cleanse(verifier, sizeof(verifier));
     free(loc);
@@ -261,10 +261,10 @@ static void callback(struct srv_req *r)
         goto out;
     }
     srv_reply_empty(r, 302);
-    srv_reply_header(r, MHD_HTTP_HEADER_LOCATION, "/");
+    srv_reply_header(r, "Location", "/");
     snprintf(cookie, sizeof(cookie), "%s=%s; Path=/; HttpOnly; SameSite=Strict%s",
              SRV_SESSION_COOKIE, sid, r->srv->tls ? "; Secure" : "");
-    srv_reply_header(r, MHD_HTTP_HEADER_SET_COOKIE, cookie);
+    srv_reply_header(r, "Set-Cookie", cookie);
 out:
     OPENSSL_cleanse(secret, sizeof(secret));
     if (verifier)

@@ -44,7 +44,7 @@ static void serve(struct srv_req *r, const char *name)
             srv_reply_header(r, "Content-Security-Policy", UI_CSP);
             srv_reply_header(r, "X-Frame-Options", "DENY");
             srv_reply_header(r, "Referrer-Policy", "no-referrer");
-            srv_reply_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+            srv_reply_header(r, "Cache-Control", "no-cache");
             return;
         }
     }
@@ -67,7 +67,7 @@ static void set_cookie(struct srv_req *r, const char *value, bool clear)
 
     snprintf(cookie, sizeof(cookie), "%s=%s; Path=/; HttpOnly; SameSite=Strict%s%s",
              SRV_SESSION_COOKIE, value, r->srv->tls ? "; Secure" : "", clear ? "; Max-Age=0" : "");
-    srv_reply_header(r, MHD_HTTP_HEADER_SET_COOKIE, cookie);
+    srv_reply_header(r, "Set-Cookie", cookie);
 }
 
 static void sign_in(struct srv_req *r)
@@ -111,7 +111,7 @@ static void session_info(struct srv_req *r)
 
 static void sign_out(struct srv_req *r)
 {
-    const char *id = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, SRV_SESSION_COOKIE);
+    const char *id = srv_cookie(r, SRV_SESSION_COOKIE);
     struct mg_error err;
 
     if (id && store_session_close(r->srv->store, id, strlen(id), &err) != MG_OK) {

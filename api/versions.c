@@ -634,7 +634,8 @@ static void gates(struct srv_req *r)
         srv_fail(r, MG_EINVAL, "alias", "give ?alias=NAME (^[a-z][a-z0-9-]{0,31}$)");
         return;
     }
-    rc = rel_gates_dry_run(r->srv, srv_param(r, "model"), srv_param_version(r), alias, &out, &err);
+    rc = rel_gates_dry_run(r->srv->ctl, srv_param(r, "model"), srv_param_version(r), alias, &out,
+                           &err);
     api_reply_result(r, rc, 200, out, &err);
 }
 

@@ -14,9 +14,7 @@
 
 #include "../artifact/sign.h"
 #include "../os/file.h"
-#include "../gateways/push.h"
 #include "release.h"
-#include "../runner/runner.h"
 
 /* How many heartbeats apart a replica asks which key the cluster signs with, when no
  * notification of a rotation reached it. */
@@ -24,7 +22,7 @@
 /* Keyrings a replica can take on in one run (rotations; the first is main's). */
 #define KEYRINGS_MAX 64
 
-struct srv_cluster {
+struct ctl_cluster {
     pthread_t thread, listener;
     bool listening;
     pthread_mutex_t lock;
@@ -32,7 +30,7 @@ struct srv_cluster {
     bool stop, was_leader;
     unsigned beats;
     char address[300];
-    /* Keyrings taken on from the cluster (srv_keys_follow): readers may still hold any
+    /* Keyrings taken on from the cluster (ctl_keys_follow): readers may still hold any
      * of them, so they live until the cluster stops. */
     pthread_mutex_t keys_lock;
     const struct sign_keyring *first_keys; /* main's */
@@ -41,34 +39,34 @@ struct srv_cluster {
 };
 
 /* Every replica publishes the key it signs with: all of them list and verify it. */
-static void publish_key(struct srv *srv)
+static void publish_key(struct ctl *ctl)
 {
-    const struct sign_keyring *keys = srv->keys;
+    const struct sign_keyring *keys = ctl->keys;
     struct mg_error err;
 
-    if (srv->cfg->database && keys && keys->active &&
-        store_signing_key_publish(srv->store, keys->active->keyid, keys->active->hint,
+    if (ctl->cfg->database && keys && keys->active &&
+        store_signing_key_publish(ctl->store, keys->active->keyid, keys->active->hint,
                                   keys->active->public_pem, &err) != MG_OK)
         fprintf(stderr, "modelgated: publish the signing key: %s\n", err.message);
 }
 
-void srv_keys_follow(struct srv *srv)
+void ctl_keys_follow(struct ctl *ctl)
 {
-    struct srv_cluster *cl = srv->cluster;
+    struct ctl_cluster *cl = ctl->cluster;
     const struct sign_keyring *keys;
     struct sign_keyring *kr = NULL;
     char keyid[65], path[4096], *pem = NULL;
     struct mg_error err;
 
-    if (cl == NULL || srv->cfg->database == NULL || srv->cfg->signing_key != NULL)
+    if (cl == NULL || ctl->cfg->database == NULL || ctl->cfg->signing_key != NULL)
         return; /* one process, or a key the operator gives every replica */
     pthread_mutex_lock(&cl->keys_lock);
-    if (store_signing_key_current(srv->store, keyid, &pem, &err) != MG_OK) {
+    if (store_signing_key_current(ctl->store, keyid, &pem, &err) != MG_OK) {
         if (err.code != MG_EUNAVAIL)
             fprintf(stderr, "modelgated: the cluster's signing key: %s\n", err.message);
         goto out;
     }
-    keys = srv->keys;
+    keys = ctl->keys;
     if (keys && keys->active && strcmp(keys->active->keyid, keyid) == 0)
         goto out;
     if (cl->nfollowed == KEYRINGS_MAX) {
@@ -78,9 +76,9 @@ void srv_keys_follow(struct srv *srv)
                 KEYRINGS_MAX, keyid);
         goto out;
     }
-    snprintf(path, sizeof(path), "%s/cluster-signing-key.pem", srv->cfg->data_dir);
+    snprintf(path, sizeof(path), "%s/cluster-signing-key.pem", ctl->cfg->data_dir);
     if (mg_file_write_atomic(path, pem, strlen(pem), 0600, &err) != MG_OK ||
-        sign_keyring_load(srv->cfg->data_dir, path, false, &kr, &err) != MG_OK) {
+        sign_keyring_load(ctl->cfg->data_dir, path, false, &kr, &err) != MG_OK) {
         fprintf(stderr, "modelgated: the cluster's signing key %s: %s\n", keyid, err.message);
         goto out;
     }
@@ -91,10 +89,10 @@ void srv_keys_follow(struct srv *srv)
         goto out;
     }
     cl->followed[cl->nfollowed++] = kr;
-    store_set_keys(srv->store, kr); /* new versions are signed with it from here on */
-    srv->keys = kr;
+    store_set_keys(ctl->store, kr); /* new versions are signed with it from here on */
+    ctl->keys = kr;
     fprintf(stderr, "modelgated: signing with the cluster's key %s from now on\n", keyid);
-    publish_key(srv);
+    publish_key(ctl);
 out:
     pthread_mutex_unlock(&cl->keys_lock);
     if (pem)
@@ -102,44 +100,44 @@ out:
     free(pem);
 }
 
-static void beat(struct srv *srv, struct srv_cluster *cl)
+static void beat(struct ctl *ctl, struct ctl_cluster *cl)
 {
     struct mg_error err;
 
-    if (store_replica_heartbeat(srv->store, cl->address, PROJECT_VERSION_TEXT, &err) != MG_OK) {
+    if (store_replica_heartbeat(ctl->store, cl->address, PROJECT_VERSION_TEXT, &err) != MG_OK) {
         fprintf(stderr, "modelgated: heartbeat: %s\n", err.message);
         return;
     }
     if (++cl->beats % KEYS_POLL_BEATS == 0)
-        srv_keys_follow(srv); /* a rotation whose notification was lost */
-    publish_key(srv);
-    int64_t epoch = store_leader_epoch(srv->store);
+        ctl_keys_follow(ctl); /* a rotation whose notification was lost */
+    publish_key(ctl);
+    int64_t epoch = store_leader_epoch(ctl->store);
 
     if (epoch == 0) {
         cl->was_leader = false;
         return;
     }
-    if (!cl->was_leader && srv->cfg->database)
+    if (!cl->was_leader && ctl->cfg->database)
         fprintf(stderr, "modelgated: replica %s leads the cluster's timers now\n",
-                store_replica_id(srv->store));
+                store_replica_id(ctl->store));
     cl->was_leader = true;
     /* Work a dead replica held: its tests run again, its deliveries go out again. Each
      * sweep commits only while this replica still leads at this epoch; one that lost the
      * lease since (MG_EUNAVAIL) leaves the sweep to the new leader, quietly. */
-    if (store_smoke_recover(srv->store, epoch, &err) == MG_OK)
-        runner_kick(srv);
+    if (store_smoke_recover(ctl->store, epoch, &err) == MG_OK)
+        ctl_runner_kick(ctl);
     else if (err.code != MG_EUNAVAIL)
         fprintf(stderr, "modelgated: requeue a dead replica's smoke tests: %s\n", err.message);
-    if (store_outbox_recover(srv->store, epoch, &err) == MG_OK)
-        push_kick(srv);
+    if (store_outbox_recover(ctl->store, epoch, &err) == MG_OK)
+        ctl_gateways_kick(ctl);
     else if (err.code != MG_EUNAVAIL)
         fprintf(stderr, "modelgated: release a dead replica's deliveries: %s\n", err.message);
 }
 
 static void *cluster_main(void *arg)
 {
-    struct srv *srv = arg;
-    struct srv_cluster *cl = srv->cluster;
+    struct ctl *ctl = arg;
+    struct ctl_cluster *cl = ctl->cluster;
 
     pthread_mutex_lock(&cl->lock);
     while (!cl->stop) {
@@ -154,7 +152,7 @@ static void *cluster_main(void *arg)
         if (cl->stop)
             break;
         pthread_mutex_unlock(&cl->lock);
-        beat(srv, cl);
+        beat(ctl, cl);
         pthread_mutex_lock(&cl->lock);
     }
     pthread_mutex_unlock(&cl->lock);
@@ -166,8 +164,8 @@ static void *cluster_main(void *arg)
  * hears other replicas' changes (store_wait_change). */
 static void *listen_main(void *arg)
 {
-    struct srv *srv = arg;
-    struct srv_cluster *cl = srv->cluster;
+    struct ctl *ctl = arg;
+    struct ctl_cluster *cl = ctl->cluster;
 
     for (;;) {
         struct store_wake wake;
@@ -179,61 +177,61 @@ static void *listen_main(void *arg)
         pthread_mutex_unlock(&cl->lock);
         if (stop)
             break;
-        if (store_wait_change(srv->store, 200, &wake, &err) != MG_OK) {
+        if (store_wait_change(ctl->store, 200, &wake, &err) != MG_OK) {
             struct timespec ts = {0, 200000000L}; /* the database is away: poll slowly */
 
             nanosleep(&ts, NULL);
             continue;
         }
         if (wake.outbox)
-            push_poke(srv);
+            ctl_gateways_poke(ctl);
         if (wake.keys)
-            srv_keys_follow(srv);
+            ctl_keys_follow(ctl);
     }
     return NULL;
 }
 
-enum mg_code srv_cluster_start(struct srv *srv, struct mg_error *err)
+enum mg_code ctl_cluster_start(struct ctl *ctl, struct mg_error *err)
 {
-    struct srv_cluster *cl = calloc(1, sizeof(*cl));
-    const char *listen = srv->cfg->listen ? srv->cfg->listen : "127.0.0.1";
+    struct ctl_cluster *cl = calloc(1, sizeof(*cl));
+    const char *listen = ctl->cfg->listen ? ctl->cfg->listen : "127.0.0.1";
     int host_len =
         (int)(strrchr(listen, ':') ? strrchr(listen, ':') - listen : (long)strlen(listen));
 
     if (cl == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    if (srv->cfg->public_url)
-        snprintf(cl->address, sizeof(cl->address), "%s", srv->cfg->public_url);
+    if (ctl->cfg->public_url)
+        snprintf(cl->address, sizeof(cl->address), "%s", ctl->cfg->public_url);
     else
-        snprintf(cl->address, sizeof(cl->address), "%s://%.*s:%u", srv->tls ? "https" : "http",
-                 host_len, listen, (unsigned)srv->port);
+        snprintf(cl->address, sizeof(cl->address), "%s://%.*s:%u", ctl->tls ? "https" : "http",
+                 host_len, listen, (unsigned)ctl->port);
     pthread_mutex_init(&cl->lock, NULL);
     pthread_cond_init(&cl->cond, NULL);
     pthread_mutex_init(&cl->keys_lock, NULL);
-    cl->first_keys = srv->keys;
-    srv->cluster = cl;
-    if (srv->cache == NULL)
-        store_cache_off(srv->store); /* nothing cached here: no lease to hold writes up */
-    if (store_replica_heartbeat(srv->store, cl->address, PROJECT_VERSION_TEXT, err) != MG_OK ||
-        pthread_create(&cl->thread, NULL, cluster_main, srv) != 0) {
+    cl->first_keys = ctl->keys;
+    ctl->cluster = cl;
+    if (!ctl->cache_on)
+        store_cache_off(ctl->store); /* nothing cached here: no lease to hold writes up */
+    if (store_replica_heartbeat(ctl->store, cl->address, PROJECT_VERSION_TEXT, err) != MG_OK ||
+        pthread_create(&cl->thread, NULL, cluster_main, ctl) != 0) {
         if (err->code == MG_OK)
             mg_fail(err, MG_EIO, NULL, "cannot start the heartbeat thread");
         pthread_mutex_destroy(&cl->lock);
         pthread_cond_destroy(&cl->cond);
         pthread_mutex_destroy(&cl->keys_lock);
         free(cl);
-        srv->cluster = NULL;
+        ctl->cluster = NULL;
         return err->code;
     }
-    cl->was_leader = store_leader(srv->store);
-    if (srv->cfg->database && pthread_create(&cl->listener, NULL, listen_main, srv) == 0)
+    cl->was_leader = store_leader(ctl->store);
+    if (ctl->cfg->database && pthread_create(&cl->listener, NULL, listen_main, ctl) == 0)
         cl->listening = true;
     return MG_OK;
 }
 
-void srv_cluster_stop(struct srv *srv)
+void ctl_cluster_stop(struct ctl *ctl)
 {
-    struct srv_cluster *cl = srv->cluster;
+    struct ctl_cluster *cl = ctl->cluster;
     struct mg_error err;
 
     if (cl == NULL)
@@ -243,16 +241,16 @@ void srv_cluster_stop(struct srv *srv)
     pthread_cond_signal(&cl->cond);
     pthread_mutex_unlock(&cl->lock);
     pthread_join(cl->thread, NULL);
-    if (store_leader_resign(srv->store, &err) != MG_OK)
+    if (store_leader_resign(ctl->store, &err) != MG_OK)
         fprintf(stderr, "modelgated: give the leadership up: %s\n", err.message);
     /* No request is served any more: writes on the other replicas need not wait for this
      * one to hear them while it goes (its lease would run out by itself, holding them up). */
-    store_cache_off(srv->store);
+    store_cache_off(ctl->store);
     if (cl->listening)
         pthread_join(cl->listener, NULL);
     if (cl->nfollowed > 0) { /* main frees the keyring it gave */
-        store_set_keys(srv->store, cl->first_keys);
-        srv->keys = cl->first_keys;
+        store_set_keys(ctl->store, cl->first_keys);
+        ctl->keys = cl->first_keys;
     }
     for (unsigned i = 0; i < cl->nfollowed; i++)
         sign_keyring_free(&cl->followed[i]);
@@ -260,5 +258,5 @@ void srv_cluster_stop(struct srv *srv)
     pthread_cond_destroy(&cl->cond);
     pthread_mutex_destroy(&cl->keys_lock);
     free(cl);
-    srv->cluster = NULL;
+    ctl->cluster = NULL;
 }

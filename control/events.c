@@ -5,14 +5,14 @@
 
 #include "release.h"
 
-void srv_event_post(struct srv *srv, const struct srv_event *ev)
+void ctl_event_post(struct ctl *ctl, const struct ctl_event *ev)
 {
     switch (ev->kind) {
-    case SRV_EV_SMOKE_FINISHED:
-        rel_smoke_finished(srv, ev->model, ev->version, ev->state, ev->reason);
+    case CTL_EV_SMOKE_FINISHED:
+        rel_smoke_finished(ctl, ev->model, ev->version, ev->state, ev->reason);
         break;
-    case SRV_EV_DELIVERY_FAILED:
-        rel_delivery_failed(srv, ev->promotion, ev->gateway, ev->error);
+    case CTL_EV_DELIVERY_FAILED:
+        rel_delivery_failed(ctl, ev->promotion, ev->gateway, ev->error);
         break;
     }
 }

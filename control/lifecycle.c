@@ -141,7 +141,7 @@ static const struct life_facts *life_view_find(const struct life_view *v, int64_
 static const char *const op_status[] = {"archived", "ready", "deleted"};
 static const char *const op_action[] = {"version.archive", "version.unarchive", "version.delete"};
 
-enum mg_code srv_life_apply(struct srv *srv, const char *actor, const char *model, int64_t version,
+enum mg_code ctl_life_apply(struct ctl *ctl, const char *actor, const char *model, int64_t version,
                             enum life_op op, const char *reason, json_t **out, struct mg_error *err)
 {
     enum mg_code rc = MG_ESTALE;
@@ -153,7 +153,7 @@ enum mg_code srv_life_apply(struct srv *srv, const char *actor, const char *mode
         const struct life_facts *f;
         bool noop = false;
 
-        if ((rc = store_lifecycle_facts(srv->store, model, &facts, err)) != MG_OK)
+        if ((rc = store_lifecycle_facts(ctl->store, model, &facts, err)) != MG_OK)
             return rc;
         if (!life_view_init(&v, facts)) {
             json_decref(facts);
@@ -172,19 +172,19 @@ enum mg_code srv_life_apply(struct srv *srv, const char *actor, const char *mode
                 .generations = v.gens,
                 .action = op_action[op],
             };
-            rc = store_version_set_status(srv->store, actor, &ch, err);
+            rc = store_version_set_status(ctl->store, actor, &ch, err);
         }
         life_view_release(&v);
         json_decref(facts);
     }
     if (rc != MG_OK)
         return rc;
-    return store_version_get(srv->store, model, version, out, err);
+    return store_version_get(ctl->store, model, version, out, err);
 }
 
 /* ---- retention -------------------------------------------------------------- */
 
-enum mg_code srv_retention_run(struct srv *srv, const char *actor, const char *model, bool dry_run,
+enum mg_code ctl_retention_run(struct ctl *ctl, const char *actor, const char *model, bool dry_run,
                                json_t **out, struct mg_error *err)
 {
     enum mg_code rc = MG_ESTALE;
@@ -194,7 +194,7 @@ enum mg_code srv_retention_run(struct srv *srv, const char *actor, const char *m
     size_t n = 0, i;
     int attempt;
 
-    if ((rc = store_retention_get(srv->store, model, &rj, err)) != MG_OK)
+    if ((rc = store_retention_get(ctl->store, model, &rj, err)) != MG_OK)
         return rc;
     if (json_is_null(rj)) {
         json_decref(rj);
@@ -212,7 +212,7 @@ enum mg_code srv_retention_run(struct srv *srv, const char *actor, const char *m
         json_t *facts = NULL, *detail = NULL;
         struct life_view v;
 
-        if ((rc = store_lifecycle_facts(srv->store, model, &facts, err)) != MG_OK)
+        if ((rc = store_lifecycle_facts(ctl->store, model, &facts, err)) != MG_OK)
             break;
         if (!life_view_init(&v, facts)) {
             json_decref(facts);
@@ -221,12 +221,12 @@ enum mg_code srv_retention_run(struct srv *srv, const char *actor, const char *m
         }
         free(pick);
         pick = calloc(v.n + 1, sizeof(*pick));
-        n = pick ? life_retention_select(&rule, v.f, v.n, store_clock_ms(srv->store), pick) : 0;
+        n = pick ? life_retention_select(&rule, v.f, v.n, store_clock_ms(ctl->store), pick) : 0;
         bytes = 0;
         if (pick == NULL)
             rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         else if (rule.action == LIFE_DELETE)
-            rc = store_bytes_reclaimable(srv->store, model, pick, n, &bytes, err);
+            rc = store_bytes_reclaimable(ctl->store, model, pick, n, &bytes, err);
         if (rc == MG_OK && !dry_run && n > 0) {
             struct store_status_change ch = {
                 .model = model,
@@ -240,7 +240,7 @@ enum mg_code srv_retention_run(struct srv *srv, const char *actor, const char *m
             detail = json_pack("{s:o, s:I}", "rule", life_rule_to_json(&rule), "bytes_reclaimable",
                                (json_int_t)bytes);
             ch.audit_detail = detail;
-            rc = store_version_set_status(srv->store, actor, &ch, err);
+            rc = store_version_set_status(ctl->store, actor, &ch, err);
         }
         json_decref(detail);
         life_view_release(&v);
@@ -265,20 +265,20 @@ enum mg_code srv_retention_run(struct srv *srv, const char *actor, const char *m
 /* MODELGATED_TEST_CRASH_AT=gc-marked: die with blobs marked and their bytes not yet gone. */
 static void gc_crash_point(void *arg)
 {
-    srv_crash_point(arg, "gc-marked");
+    ctl_crash_point(arg, "gc-marked");
 }
 
-enum mg_code srv_gc_run(struct srv *srv, const char *actor, bool dry_run, json_t **out,
+enum mg_code ctl_gc_run(struct ctl *ctl, const char *actor, bool dry_run, json_t **out,
                         struct mg_error *err)
 {
-    struct store_gc_report rep = {.after_mark = gc_crash_point, .arg = srv};
+    struct store_gc_report rep = {.after_mark = gc_crash_point, .arg = ctl};
     enum mg_code rc =
-        store_gc(srv->store, actor, (int64_t)srv->cfg->gc_grace_s * 1000, dry_run, &rep, err);
+        store_gc(ctl->store, actor, (int64_t)ctl->cfg->gc_grace_s * 1000, dry_run, &rep, err);
 
     if (rc != MG_OK)
         return rc;
     if (!dry_run)
-        srv_metrics_gc_reclaimed(srv->metrics, (uint64_t)rep.bytes);
+        srv_metrics_gc_reclaimed(ctl->metrics, (uint64_t)rep.bytes);
     *out = json_pack("{s:I, s:I, s:I, s:b}", "blobs", (json_int_t)rep.blobs, "bytes",
                      (json_int_t)rep.bytes, "leftovers", (json_int_t)rep.leftovers, "dry_run",
                      dry_run);
@@ -309,7 +309,7 @@ struct scan_backfill {
     uint64_t failed;  /* blobs passed over in this pass */
 };
 
-struct srv_lifecycle {
+struct ctl_lifecycle {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -318,7 +318,7 @@ struct srv_lifecycle {
 };
 
 /* One batch of the background rescan, as the leader at epoch. */
-static void scan_backfill_tick(struct srv *srv, struct scan_backfill *b, int64_t epoch, int64_t now)
+static void scan_backfill_tick(struct ctl *ctl, struct scan_backfill *b, int64_t epoch, int64_t now)
 {
     json_t *batch = NULL, *report = NULL, *d;
     struct mg_error err;
@@ -327,7 +327,7 @@ static void scan_backfill_tick(struct srv *srv, struct scan_backfill *b, int64_t
 
     if (now < b->next_ms)
         return;
-    if (store_scan_unscanned(srv->store, b->cursor, SCAN_BATCH, &batch, &err) != MG_OK) {
+    if (store_scan_unscanned(ctl->store, b->cursor, SCAN_BATCH, &batch, &err) != MG_OK) {
         fprintf(stderr, "modelgated: background rescan: %s\n", err.message);
         b->next_ms = now + SCAN_RETRY_MS;
         return;
@@ -335,7 +335,7 @@ static void scan_backfill_tick(struct srv *srv, struct scan_backfill *b, int64_t
     json_array_foreach(batch, i, d)
     {
         snprintf(b->cursor, sizeof(b->cursor), "%s", json_string_value(d));
-        rc = store_blob_scan_backfill(srv->store, epoch, "modelgated", b->cursor, &report, &err);
+        rc = store_blob_scan_backfill(ctl->store, epoch, "modelgated", b->cursor, &report, &err);
         if (rc == MG_EUNAVAIL) /* no longer the leader: the new one carries on */
             break;
         if (rc != MG_OK) {
@@ -365,26 +365,26 @@ static void scan_backfill_tick(struct srv *srv, struct scan_backfill *b, int64_t
     json_decref(batch);
 }
 
-static void life_tick(struct srv *srv, struct srv_lifecycle *l)
+static void life_tick(struct ctl *ctl, struct ctl_lifecycle *l)
 {
-    int64_t now = store_clock_ms(srv->store);
+    int64_t now = store_clock_ms(ctl->store);
     json_t *models = NULL, *m, *res = NULL;
     struct mg_error err;
     bool claimed = false;
     size_t i;
     /* The claims commit only while this replica still leads at this epoch (store.h): a
      * leader that lost the lease since claims nothing and stops quietly (MG_EUNAVAIL). */
-    int64_t epoch = store_leader_epoch(srv->store);
+    int64_t epoch = store_leader_epoch(ctl->store);
 
     if (epoch == 0)
         return;
-    if (srv->cfg->retention_interval_s > 0 &&
-        store_retention_claim(srv->store, epoch, now,
-                              (int64_t)srv->cfg->retention_interval_s * 1000, &models,
+    if (ctl->cfg->retention_interval_s > 0 &&
+        store_retention_claim(ctl->store, epoch, now,
+                              (int64_t)ctl->cfg->retention_interval_s * 1000, &models,
                               &err) == MG_OK) {
         json_array_foreach(models, i, m)
         {
-            if (srv_retention_run(srv, "modelgated", json_string_value(m), false, &res, &err) !=
+            if (ctl_retention_run(ctl, "modelgated", json_string_value(m), false, &res, &err) !=
                 MG_OK)
                 fprintf(stderr, "modelgated: retention of model '%s': %s\n", json_string_value(m),
                         err.message);
@@ -393,21 +393,21 @@ static void life_tick(struct srv *srv, struct srv_lifecycle *l)
         }
         json_decref(models);
     }
-    if (srv->cfg->gc_interval_s > 0 &&
-        store_job_claim(srv->store, "gc", epoch, now, (int64_t)srv->cfg->gc_interval_s * 1000,
+    if (ctl->cfg->gc_interval_s > 0 &&
+        store_job_claim(ctl->store, "gc", epoch, now, (int64_t)ctl->cfg->gc_interval_s * 1000,
                         &claimed, &err) == MG_OK &&
         claimed) {
-        if (srv_gc_run(srv, "modelgated", false, &res, &err) != MG_OK)
+        if (ctl_gc_run(ctl, "modelgated", false, &res, &err) != MG_OK)
             fprintf(stderr, "modelgated: garbage collection: %s\n", err.message);
         json_decref(res);
     }
-    scan_backfill_tick(srv, &l->scan, epoch, store_clock_ms(srv->store));
+    scan_backfill_tick(ctl, &l->scan, epoch, store_clock_ms(ctl->store));
 }
 
 static void *life_main(void *arg)
 {
-    struct srv *srv = arg;
-    struct srv_lifecycle *l = srv->lifecycle;
+    struct ctl *ctl = arg;
+    struct ctl_lifecycle *l = ctl->lifecycle;
 
     pthread_mutex_lock(&l->lock);
     while (!l->stop) {
@@ -422,24 +422,24 @@ static void *life_main(void *arg)
         if (l->stop)
             break;
         pthread_mutex_unlock(&l->lock);
-        life_tick(srv, l);
+        life_tick(ctl, l);
         pthread_mutex_lock(&l->lock);
     }
     pthread_mutex_unlock(&l->lock);
     return NULL;
 }
 
-enum mg_code srv_lifecycle_start(struct srv *srv, struct mg_error *err)
+enum mg_code ctl_lifecycle_start(struct ctl *ctl, struct mg_error *err)
 {
-    struct srv_lifecycle *l = calloc(1, sizeof(*l));
+    struct ctl_lifecycle *l = calloc(1, sizeof(*l));
 
     if (l == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->cond, NULL);
-    srv->lifecycle = l;
-    if (pthread_create(&l->thread, NULL, life_main, srv) != 0) {
-        srv->lifecycle = NULL;
+    ctl->lifecycle = l;
+    if (pthread_create(&l->thread, NULL, life_main, ctl) != 0) {
+        ctl->lifecycle = NULL;
         pthread_mutex_destroy(&l->lock);
         pthread_cond_destroy(&l->cond);
         free(l);
@@ -448,9 +448,9 @@ enum mg_code srv_lifecycle_start(struct srv *srv, struct mg_error *err)
     return MG_OK;
 }
 
-void srv_lifecycle_stop(struct srv *srv)
+void ctl_lifecycle_stop(struct ctl *ctl)
 {
-    struct srv_lifecycle *l = srv->lifecycle;
+    struct ctl_lifecycle *l = ctl->lifecycle;
 
     if (l == NULL)
         return;
@@ -462,5 +462,5 @@ void srv_lifecycle_stop(struct srv *srv)
     pthread_mutex_destroy(&l->lock);
     pthread_cond_destroy(&l->cond);
     free(l);
-    srv->lifecycle = NULL;
+    ctl->lifecycle = NULL;
 }

@@ -21,8 +21,6 @@
 #include "../gates/schema.h"
 #include "../gates/vram.h"
 #include "../artifact/sign.h"
-#include "../gateways/push.h"
-#include "../runner/runner.h"
 
 /* ---- facts → gates inputs --------------------------------------------- */
 
@@ -146,11 +144,11 @@ int64_t rel_facts_newest_routed(const json_t *facts)
 }
 
 /* The policy of (model, alias), or the empty one. */
-enum mg_code rel_load_policy(struct srv *srv, const char *model, const char *alias,
+enum mg_code rel_load_policy(struct ctl *ctl, const char *model, const char *alias,
                              struct gate_policy *pol, json_t **snapshot, struct mg_error *err)
 {
     json_t *j = NULL;
-    enum mg_code rc = store_policy_get(srv->store, model, alias, &j, err);
+    enum mg_code rc = store_policy_get(ctl->store, model, alias, &j, err);
 
     if (rc == MG_ENOTFOUND) {
         gate_policy_empty(pol);
@@ -168,7 +166,7 @@ enum mg_code rel_load_policy(struct srv *srv, const char *model, const char *ali
 }
 
 /* Verify a version's stored bundle against its published key and manifest. */
-static enum gate_sig check_signature(struct srv *srv, const char *model, const json_t *ver,
+static enum gate_sig check_signature(struct ctl *ctl, const char *model, const json_t *ver,
                                      char *detail, size_t dlen)
 {
     int64_t n = json_integer_value(json_object_get(ver, "version"));
@@ -183,19 +181,19 @@ static enum gate_sig check_signature(struct srv *srv, const char *model, const j
     struct mg_error err;
     enum gate_sig out = GATE_SIG_INVALID;
 
-    if (store_version_signature(srv->store, model, n, &bundle, &len, &err) != MG_OK)
+    if (store_version_signature(ctl->store, model, n, &bundle, &len, &err) != MG_OK)
         return GATE_SIG_MISSING;
     bundle_json = json_loadb(bundle, len, 0, NULL);
     hint = json_string_value(json_object_get(
         json_object_get(json_object_get(bundle_json, "verificationMaterial"), "publicKey"),
         "hint"));
-    keys = srv->keys;
+    keys = ctl->keys;
     key = hint && keys ? sign_keyring_by_hint(keys, hint) : NULL;
-    if (key == NULL && hint && srv->cfg->database) {
+    if (key == NULL && hint && ctl->cfg->database) {
         /* Signed by another replica's key: published in the database. */
         char *pem = NULL;
 
-        if (store_signing_key_by_hint(srv->store, hint, &pem, &err) == MG_OK &&
+        if (store_signing_key_by_hint(ctl->store, hint, &pem, &err) == MG_OK &&
             sign_key_from_public_pem(pem, strlen(pem), &other, &err) == MG_OK)
             key = &other;
         free(pem);
@@ -204,7 +202,7 @@ static enum gate_sig check_signature(struct srv *srv, const char *model, const j
         snprintf(detail, dlen, "no published signing key matches the bundle's hint");
         goto out;
     }
-    if (store_version_files(srv->store, model, n, &files, &err) != MG_OK) {
+    if (store_version_files(ctl->store, model, n, &files, &err) != MG_OK) {
         snprintf(detail, dlen, "%s", err.message);
         goto out;
     }
@@ -270,7 +268,7 @@ size_t rel_approvals_of(const json_t *list, struct gate_approval *a,
  * gate when include_approvals.
  */
 /* The smoke gate's view of the newest test since since_ms. */
-static enum gate_smoke smoke_state(struct srv *srv, const char *model, int64_t version,
+static enum gate_smoke smoke_state(struct ctl *ctl, const char *model, int64_t version,
                                    int64_t since_ms, bool need_gpu, char *detail, size_t dlen)
 {
     json_t *t = NULL;
@@ -278,7 +276,7 @@ static enum gate_smoke smoke_state(struct srv *srv, const char *model, int64_t v
     const char *s, *reason;
     enum gate_smoke out = GATE_SMOKE_NONE;
 
-    if (store_smoke_latest(srv->store, model, version, since_ms, &t, &err) != MG_OK)
+    if (store_smoke_latest(ctl->store, model, version, since_ms, &t, &err) != MG_OK)
         return GATE_SMOKE_NONE;
     s = json_string_value(json_object_get(t, "state"));
     reason = json_string_value(json_object_get(t, "reason"));
@@ -315,7 +313,7 @@ static bool wants_serving(const struct gate_policy *pol)
 
 /* What a version's latest passed smoke test measured of serving it; without one, the state of
  * its newest test since since_ms. *keep (NEW, the caller's to free) holds sv's strings. */
-static void serving_of(struct srv *srv, const char *model, int64_t version, int64_t since_ms,
+static void serving_of(struct ctl *ctl, const char *model, int64_t version, int64_t since_ms,
                        struct gate_serving *sv, json_t **keep)
 {
     char detail[MG_ERR_MSG_MAX] = "";
@@ -327,8 +325,8 @@ static void serving_of(struct srv *srv, const char *model, int64_t version, int6
     *keep = NULL;
     /* The newest test's state first: a test that passes between the two reads is then found
      * by the second, never taken for passed without its measurements. */
-    newest = smoke_state(srv, model, version, since_ms, false, detail, sizeof(detail));
-    if (store_smoke_latest_passed(srv->store, model, version, keep, &err) != MG_OK) {
+    newest = smoke_state(ctl, model, version, since_ms, false, detail, sizeof(detail));
+    if (store_smoke_latest_passed(ctl->store, model, version, keep, &err) != MG_OK) {
         sv->smoke = newest == GATE_SMOKE_PASSED ? GATE_SMOKE_RUNNING : newest;
         return;
     }
@@ -344,7 +342,7 @@ static void serving_of(struct srv *srv, const char *model, int64_t version, int6
     }
 }
 
-enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver, int64_t baseline,
+enum mg_code rel_evaluate(struct ctl *ctl, const char *model, const json_t *ver, int64_t baseline,
                           const struct gate_policy *pol, const json_t *approvals,
                           bool include_approvals, int64_t since_ms, json_t **report,
                           struct mg_error *err)
@@ -363,12 +361,12 @@ enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver,
     memset(&in, 0, sizeof(in));
     in.policy = pol;
     in.candidate_metrics = json_object_get(ver, "metrics");
-    if (baseline > 0 && (rc = store_version_get(srv->store, model, baseline, &base, err)) != MG_OK)
+    if (baseline > 0 && (rc = store_version_get(ctl->store, model, baseline, &base, err)) != MG_OK)
         goto out;
     in.baseline_metrics = base ? json_object_get(base, "metrics") : NULL;
     in.baseline_version = baseline;
     if (pol->require_signature) {
-        in.signature = check_signature(srv, model, ver, sigdetail, sizeof(sigdetail));
+        in.signature = check_signature(ctl, model, ver, sigdetail, sizeof(sigdetail));
         in.signature_detail = sigdetail[0] ? sigdetail : NULL;
     }
     in.image = json_string_value(json_object_get(ver, "image"));
@@ -377,7 +375,7 @@ enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver,
         json_array_append(digests, json_object_get(d, "digest"));
     in.datasets_total = json_array_size(digests);
     if (pol->require_registered_datasets &&
-        (rc = store_datasets_unregistered(srv->store, model, digests, &in.datasets_unregistered,
+        (rc = store_datasets_unregistered(ctl->store, model, digests, &in.datasets_unregistered,
                                           &first, err)) != MG_OK)
         goto out;
     in.first_unregistered = first ? json_string_value(first) : NULL;
@@ -392,19 +390,19 @@ enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver,
         in.candidate_schema = cand_schema;
         in.baseline_schema = base_schema;
     }
-    in.largest_gpu_gib = runner_largest_gpu_gib(srv);
+    in.largest_gpu_gib = ctl_runner_largest_gpu_gib(ctl);
     if (pol->smoke_required) {
         in.smoke =
-            smoke_state(srv, model, json_integer_value(json_object_get(ver, "version")), since_ms,
+            smoke_state(ctl, model, json_integer_value(json_object_get(ver, "version")), since_ms,
                         pol->gpu == GATE_GPU_REQUIRED, smokedetail, sizeof(smokedetail));
         in.smoke_detail = smokedetail[0] ? smokedetail : NULL;
     }
     if (wants_serving(pol)) {
-        serving_of(srv, model, json_integer_value(json_object_get(ver, "version")), since_ms,
+        serving_of(ctl, model, json_integer_value(json_object_get(ver, "version")), since_ms,
                    &cand_sv, &cand_smoke);
         in.candidate_serving = &cand_sv;
         if (baseline > 0) {
-            serving_of(srv, model, baseline, 0, &base_sv, &base_smoke);
+            serving_of(ctl, model, baseline, 0, &base_sv, &base_smoke);
             in.baseline_serving = &base_sv;
         }
     }
@@ -426,8 +424,8 @@ out:
 }
 
 /* Commit an alias change (a may be NULL) with the gateway object names it uses, which the
- * store claims for the alias in the same transaction (push_alias_names). */
-enum mg_code rel_commit_change(struct srv *srv, const char *actor, struct store_alias_change *a,
+ * store claims for the alias in the same transaction (ctl_alias_names). */
+enum mg_code rel_commit_change(struct ctl *ctl, const char *actor, struct store_alias_change *a,
                                const struct store_promotion_change *pc, json_t **alias_out,
                                struct mg_error *err)
 {
@@ -435,12 +433,12 @@ enum mg_code rel_commit_change(struct srv *srv, const char *actor, struct store_
     enum mg_code rc;
 
     if (a != NULL) {
-        if ((rc = push_alias_names(srv, a->model, a->alias, a->routes, a->match, a->shadow, &names,
-                                   err)) != MG_OK)
+        if ((rc = ctl_alias_names(ctl, a->model, a->alias, a->routes, a->match, a->shadow, &names,
+                                  err)) != MG_OK)
             return rc;
         a->names = names;
     }
-    rc = store_release_commit(srv->store, actor, a, pc, alias_out, err);
+    rc = store_release_commit(ctl->store, actor, a, pc, alias_out, err);
     if (a != NULL)
         a->names = NULL;
     json_decref(names);

@@ -17,8 +17,6 @@
 #include "../gates/rollout.h"
 #include "../gates/vram.h"
 #include "../artifact/sign.h"
-#include "../gateways/push.h"
-#include "../runner/runner.h"
 
 /* ---- aliases ---------------------------------------------------------- */
 
@@ -34,8 +32,8 @@ void rel_add_lkg(json_t *alias, const json_t *facts)
 }
 
 /* API.md "Routing strategies": the alias shows each gateway's names for it,
- * {"gateway_names":{"<gateway>":[…]}} (what push_alias_names lists and the store claims). */
-static void add_gateway_names(struct srv *srv, const char *model, const char *alias, json_t *a)
+ * {"gateway_names":{"<gateway>":[…]}} (what ctl_alias_names lists and the store claims). */
+static void add_gateway_names(struct ctl *ctl, const char *model, const char *alias, json_t *a)
 {
     json_t *names = NULL, *by = json_object(), *n, *list;
     struct mg_error err;
@@ -43,9 +41,9 @@ static void add_gateway_names(struct srv *srv, const char *model, const char *al
 
     if (by == NULL)
         return;
-    if (push_alias_names(srv, model, alias, json_object_get(a, "routes"),
-                         json_object_get(a, "match"), json_object_get(a, "shadow"), &names,
-                         &err) == MG_OK) {
+    if (ctl_alias_names(ctl, model, alias, json_object_get(a, "routes"),
+                        json_object_get(a, "match"), json_object_get(a, "shadow"), &names,
+                        &err) == MG_OK) {
         json_array_foreach(names, i, n)
         {
             const char *gw = json_string_value(json_object_get(n, "gateway"));
@@ -63,45 +61,45 @@ static void add_gateway_names(struct srv *srv, const char *model, const char *al
     json_object_set_new(a, "gateway_names", by);
 }
 
-enum mg_code rel_alias_get(struct srv *srv, const char *model, const char *alias, json_t **out,
+enum mg_code rel_alias_get(struct ctl *ctl, const char *model, const char *alias, json_t **out,
                            struct mg_error *err)
 {
     json_t *a = NULL, *facts = NULL;
 
-    if (store_alias_get(srv->store, model, alias, &a, err) != MG_OK)
+    if (store_alias_get(ctl->store, model, alias, &a, err) != MG_OK)
         return err->code;
-    if (store_alias_facts(srv->store, model, alias, &facts, err) != MG_OK) {
+    if (store_alias_facts(ctl->store, model, alias, &facts, err) != MG_OK) {
         json_decref(a);
         return err->code;
     }
     rel_add_lkg(a, facts);
     json_decref(facts);
-    add_gateway_names(srv, model, alias, a);
+    add_gateway_names(ctl, model, alias, a);
     *out = a;
     return MG_OK;
 }
 
 /* The reply of a write: the alias as the write committed it (a, stolen), with the LKG and
  * gateway names added, not whatever a concurrent write made of it since. */
-static enum mg_code written(struct srv *srv, const char *model, const char *alias, json_t *a,
+static enum mg_code written(struct ctl *ctl, const char *model, const char *alias, json_t *a,
                             json_t **out, struct mg_error *err)
 {
     json_t *facts = NULL;
 
     if (a == NULL) /* a delete, or no alias to read: answer what is there */
-        return rel_alias_get(srv, model, alias, out, err);
-    if (store_alias_facts(srv->store, model, alias, &facts, err) != MG_OK) {
+        return rel_alias_get(ctl, model, alias, out, err);
+    if (store_alias_facts(ctl->store, model, alias, &facts, err) != MG_OK) {
         json_decref(a);
         return err->code;
     }
     rel_add_lkg(a, facts);
     json_decref(facts);
-    add_gateway_names(srv, model, alias, a);
+    add_gateway_names(ctl, model, alias, a);
     *out = a;
     return MG_OK;
 }
 
-enum mg_code rel_alias_at(struct srv *srv, const char *model, const char *alias, int64_t gen,
+enum mg_code rel_alias_at(struct ctl *ctl, const char *model, const char *alias, int64_t gen,
                           json_t **out, struct mg_error *err)
 {
     static const char *const fields[] = {"routes", "match", "shadow"};
@@ -110,10 +108,10 @@ enum mg_code rel_alias_at(struct srv *srv, const char *model, const char *alias,
     enum mg_code rc;
     size_t i;
 
-    if ((rc = rel_alias_get(srv, model, alias, &a, err)) != MG_OK)
+    if ((rc = rel_alias_get(ctl, model, alias, &a, err)) != MG_OK)
         return rc;
     if (json_integer_value(json_object_get(a, "generation")) == gen || gen <= 0 ||
-        store_alias_history(srv->store, model, alias, &page, &hist, err) != MG_OK) {
+        store_alias_history(ctl->store, model, alias, &page, &hist, err) != MG_OK) {
         *out = a;
         return MG_OK;
     }
@@ -126,7 +124,7 @@ enum mg_code rel_alias_at(struct srv *srv, const char *model, const char *alias,
             json_t *v = json_object_get(e, fields[f]);
             json_object_set(a, fields[f], v ? v : json_null());
         }
-        add_gateway_names(srv, model, alias, a);
+        add_gateway_names(ctl, model, alias, a);
         break;
     }
     json_decref(hist);
@@ -134,17 +132,17 @@ enum mg_code rel_alias_at(struct srv *srv, const char *model, const char *alias,
     return MG_OK;
 }
 
-enum mg_code rel_alias_list(struct srv *srv, const char *model, json_t **out, struct mg_error *err)
+enum mg_code rel_alias_list(struct ctl *ctl, const char *model, json_t **out, struct mg_error *err)
 {
     json_t *list = NULL, *a;
     size_t i;
 
-    if (store_alias_list(srv->store, model, &list, err) != MG_OK)
+    if (store_alias_list(ctl->store, model, &list, err) != MG_OK)
         return err->code;
     json_array_foreach(json_object_get(list, "items"), i, a)
     {
         json_t *facts = NULL;
-        if (store_alias_facts(srv->store, model, json_string_value(json_object_get(a, "alias")),
+        if (store_alias_facts(ctl->store, model, json_string_value(json_object_get(a, "alias")),
                               &facts, err) == MG_OK)
             rel_add_lkg(a, facts);
         json_decref(facts);
@@ -154,7 +152,7 @@ enum mg_code rel_alias_list(struct srv *srv, const char *model, json_t **out, st
 }
 
 /* Read facts, commit a direct change; again when the alias changed meanwhile. */
-static enum mg_code alias_change(struct srv *srv, const char *actor, const char *model,
+static enum mg_code alias_change(struct ctl *ctl, const char *actor, const char *model,
                                  const char *alias, const char *kind, const json_t *routes,
                                  const json_t *match, const json_t *shadow, json_t **out,
                                  struct mg_error *err)
@@ -167,7 +165,7 @@ static enum mg_code alias_change(struct srv *srv, const char *actor, const char 
     for (attempt = 0; attempt < RETRIES && rc == MG_ESTALE; attempt++) {
         json_decref(facts);
         facts = NULL;
-        if ((rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK)
+        if ((rc = store_alias_facts(ctl->store, model, alias, &facts, err)) != MG_OK)
             break;
         if (strcmp(kind, "delete") == 0 && !json_is_true(json_object_get(facts, "exists"))) {
             rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has no alias '%s'", model, alias);
@@ -182,34 +180,34 @@ static enum mg_code alias_change(struct srv *srv, const char *actor, const char 
         a.shadow = shadow;
         a.kind = kind;
         a.require_unprotected = true;
-        rc = rel_commit_change(srv, actor, &a, NULL, out ? &committed : NULL, err);
+        rc = rel_commit_change(ctl, actor, &a, NULL, out ? &committed : NULL, err);
     }
     if (rc == MG_OK)
-        push_kick(srv);
+        ctl_gateways_kick(ctl);
     if (rc == MG_OK && out)
-        rc = written(srv, model, alias, committed, out, err);
+        rc = written(ctl, model, alias, committed, out, err);
     json_decref(facts);
     return rc;
 }
 
-enum mg_code rel_alias_set(struct srv *srv, const char *actor, const char *model, const char *alias,
+enum mg_code rel_alias_set(struct ctl *ctl, const char *actor, const char *model, const char *alias,
                            const json_t *routes, const json_t *match, const json_t *shadow,
                            json_t **out, struct mg_error *err)
 {
     enum mg_code rc;
 
     /* What a gateway cannot apply is refused before anything changes. */
-    if ((rc = push_alias_check(srv, model, alias, match, shadow, err)) != MG_OK)
+    if ((rc = ctl_alias_check(ctl, model, alias, match, shadow, err)) != MG_OK)
         return rc;
-    return alias_change(srv, actor, model, alias, "set", routes, match, shadow, out, err);
+    return alias_change(ctl, actor, model, alias, "set", routes, match, shadow, out, err);
 }
 
-enum mg_code rel_alias_delete(struct srv *srv, const char *actor, const char *model,
+enum mg_code rel_alias_delete(struct ctl *ctl, const char *actor, const char *model,
                               const char *alias, struct mg_error *err)
 {
     json_t *empty = json_array();
     enum mg_code rc =
-        alias_change(srv, actor, model, alias, "delete", empty, NULL, NULL, NULL, err);
+        alias_change(ctl, actor, model, alias, "delete", empty, NULL, NULL, NULL, err);
 
     json_decref(empty);
     return rc;
@@ -222,7 +220,7 @@ static int64_t pick_lkg(const json_t *facts, void *arg)
     return rel_facts_lkg(facts, 0, arg);
 }
 
-enum mg_code rel_lkg(struct srv *srv, const char *model, const char *alias, json_t **out,
+enum mg_code rel_lkg(struct ctl *ctl, const char *model, const char *alias, json_t **out,
                      struct mg_error *err)
 {
     json_t *facts = NULL, *entry = NULL, *ver = NULL;
@@ -232,7 +230,7 @@ enum mg_code rel_lkg(struct srv *srv, const char *model, const char *alias, json
 
     /* The facts and the chosen version's brief in one read transaction: one BEGIN, one
      * snapshot (a round trip fewer each way on PostgreSQL). */
-    if ((rc = store_alias_facts_pick(srv->store, model, alias, pick_lkg, &entry, &facts, &v, &ver,
+    if ((rc = store_alias_facts_pick(ctl->store, model, alias, pick_lkg, &entry, &facts, &v, &ver,
                                      err)) != MG_OK)
         return rc;
     if (v == 0) {
@@ -254,7 +252,7 @@ out:
     return rc;
 }
 
-enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model, const char *alias,
+enum mg_code rel_rollback(struct ctl *ctl, const char *actor, const char *model, const char *alias,
                           const char *reason, json_t **out, struct mg_error *err)
 {
     json_t *committed = NULL;
@@ -269,7 +267,7 @@ enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model,
         bool has_promo = false;
         size_t i;
 
-        if ((rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK)
+        if ((rc = store_alias_facts(ctl->store, model, alias, &facts, err)) != MG_OK)
             return rc;
         newest = rel_facts_newest_routed(facts);
         target = rel_facts_lkg(facts, newest, NULL);
@@ -303,7 +301,7 @@ enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model,
         a.mark_bad = newest;
         memset(&pc, 0, sizeof(pc));
         if (!json_is_null(json_object_get(facts, "promotion")) &&
-            store_promotion_get(srv->store, json_string_value(json_object_get(facts, "promotion")),
+            store_promotion_get(ctl->store, json_string_value(json_object_get(facts, "promotion")),
                                 &p, err) == MG_OK) {
             has_promo = true;
             a.promotion = json_string_value(json_object_get(p, "id"));
@@ -321,16 +319,16 @@ enum mg_code rel_rollback(struct srv *srv, const char *actor, const char *model,
         }
         json_decref(committed);
         committed = NULL;
-        rc = rel_commit_change(srv, actor, &a, has_promo ? &pc : NULL, &committed, err);
+        rc = rel_commit_change(ctl, actor, &a, has_promo ? &pc : NULL, &committed, err);
         json_decref(facts);
         json_decref(routes);
         json_decref(match);
         json_decref(p);
     }
     if (rc == MG_OK) {
-        rel_timer_kick(srv);
-        push_kick(srv);
-        rc = written(srv, model, alias, committed, out, err);
+        rel_timer_kick(ctl);
+        ctl_gateways_kick(ctl);
+        rc = written(ctl, model, alias, committed, out, err);
         committed = NULL;
     }
     json_decref(committed);

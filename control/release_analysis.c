@@ -29,7 +29,6 @@
 #include "../gates/analysis.h"
 #include "../os/metrics.h"
 #include "prom.h"
-#include "../gateways/push.h"
 
 struct rel_analysis {
     pthread_t thread;
@@ -55,11 +54,11 @@ static json_t *num_or_null(double v)
 }
 
 /* Query one template for one version into *s. */
-static void sample(struct srv *srv, const struct gate_analysis *a, const char *tmpl,
+static void sample(struct ctl *ctl, const struct gate_analysis *a, const char *tmpl,
                    const struct gate_placeholders *ph, int64_t at_ms, struct prom_sample *s)
 {
-    struct rel_analysis *ra = srv->analysis;
-    const char *url = a->url[0] ? a->url : srv->cfg->prometheus_url;
+    struct rel_analysis *ra = ctl->analysis;
+    const char *url = a->url[0] ? a->url : ctl->cfg->prometheus_url;
     struct prom_client c = {0};
     struct mg_error err = {0};
     char q[GATE_ANALYSIS_QUERY_MAX * 2 + 1];
@@ -79,7 +78,7 @@ static void sample(struct srv *srv, const struct gate_analysis *a, const char *t
     }
     c.url = url;
     /* credentials go only where the operator pointed them */
-    if (ra && srv->cfg->prometheus_url && strcmp(url, srv->cfg->prometheus_url) == 0) {
+    if (ra && ctl->cfg->prometheus_url && strcmp(url, ctl->cfg->prometheus_url) == 0) {
         c.bearer = ra->bearer;
         c.userpwd = ra->userpwd;
     }
@@ -93,12 +92,12 @@ static struct gate_sample view(const struct prom_sample *s)
     return g;
 }
 
-static void placeholders(struct srv *srv, const char *model, const char *alias, int64_t version,
-                         const char *interval, char vbuf[24], struct push_version_names *names,
+static void placeholders(struct ctl *ctl, const char *model, const char *alias, int64_t version,
+                         const char *interval, char vbuf[24], struct ctl_version_names *names,
                          struct gate_placeholders *ph)
 {
     snprintf(vbuf, 24, "%lld", (long long)version);
-    push_version_names(srv, model, alias, version, names);
+    ctl_version_names(ctl, model, alias, version, names);
     memset(ph, 0, sizeof(*ph));
     ph->model = model;
     ph->alias = alias;
@@ -110,12 +109,12 @@ static void placeholders(struct srv *srv, const char *model, const char *alias, 
 }
 
 /* Measure every metric for candidate and baseline (0: none) at at_ms. */
-static enum mg_code measure(struct srv *srv, const char *model, const char *alias,
+static enum mg_code measure(struct ctl *ctl, const char *model, const char *alias,
                             const struct gate_analysis *a, int64_t candidate, int64_t baseline,
                             int64_t at_ms, struct interval *out)
 {
     enum gate_verdict verdicts[GATE_ANALYSIS_MAX_METRICS];
-    struct push_version_names cn, bn;
+    struct ctl_version_names cn, bn;
     struct gate_placeholders cph, bph;
     char cv[24], bv[24], interval[24], d1[40], d2[40];
     bool has_base = baseline != 0;
@@ -125,8 +124,8 @@ static enum mg_code measure(struct srv *srv, const char *model, const char *alia
     if ((out->metrics = json_array()) == NULL)
         return MG_ENOMEM;
     snprintf(interval, sizeof(interval), "%llds", (long long)a->interval_seconds);
-    placeholders(srv, model, alias, candidate, interval, cv, &cn, &cph);
-    placeholders(srv, model, alias, baseline, interval, bv, &bn, &bph);
+    placeholders(ctl, model, alias, candidate, interval, cv, &cn, &cph);
+    placeholders(ctl, model, alias, baseline, interval, bv, &bn, &bph);
     for (i = 0; i < a->nmetrics; i++) {
         const struct gate_analysis_metric *m = &a->metrics[i];
         struct prom_sample c0, c1, b0 = {.state = GATE_SAMPLE_NODATA},
@@ -134,17 +133,17 @@ static enum mg_code measure(struct srv *srv, const char *model, const char *alia
         struct gate_sample gc0, gc1, gb0, gb1;
         struct gate_metric_result r;
 
-        sample(srv, a, m->q[0], &cph, at_ms, &c0);
+        sample(ctl, a, m->q[0], &cph, at_ms, &c0);
         if (has_base)
-            sample(srv, a, m->q[0], &bph, at_ms, &b0);
+            sample(ctl, a, m->q[0], &bph, at_ms, &b0);
         gc0 = view(&c0);
         gb0 = view(&b0);
         if (m->kind == GATE_METRIC_VALUE) {
             gate_analysis_judge_value(m, &gc0, has_base, &gb0, &r);
         } else {
-            sample(srv, a, m->q[1], &cph, at_ms, &c1);
+            sample(ctl, a, m->q[1], &cph, at_ms, &c1);
             if (has_base)
-                sample(srv, a, m->q[1], &bph, at_ms, &b1);
+                sample(ctl, a, m->q[1], &bph, at_ms, &b1);
             gc1 = view(&c1);
             gb1 = view(&b1);
             gate_analysis_judge_ratio(m, &gc0, &gc1, has_base, &gb0, &gb1, &r);
@@ -195,7 +194,7 @@ static void streaks_of(const json_t *list, const struct promo *cur, struct gate_
                           cur->phase == PROMO_PHASE_STEPS ? cur->step_index : -1, s);
 }
 
-bool rel_analysis_wait(struct srv *srv, const char *id, const struct gate_policy *pol,
+bool rel_analysis_wait(struct ctl *ctl, const char *id, const struct gate_policy *pol,
                        const struct promo *cur, int64_t now_ms)
 {
     struct gate_streaks s;
@@ -204,14 +203,14 @@ bool rel_analysis_wait(struct srv *srv, const char *id, const struct gate_policy
 
     if (!pol->analysis.enabled || cur->state != PROMO_ROLLING_OUT)
         return false;
-    if (store_intervals_list(srv->store, id, STORE_INTERVALS_KEPT, &list, &err) != MG_OK)
+    if (store_intervals_list(ctl->store, id, STORE_INTERVALS_KEPT, &list, &err) != MG_OK)
         return true; /* cannot tell: missing data never advances */
     streaks_of(list, cur, &s);
     json_decref(list);
     return !gate_analysis_may_end(&pol->analysis, &s, now_ms, cur->next_step_at);
 }
 
-void rel_analysis_add(struct srv *srv, json_t *p)
+void rel_analysis_add(struct ctl *ctl, json_t *p)
 {
     struct gate_policy *pol = malloc(sizeof(*pol));
     struct promo cur;
@@ -226,7 +225,7 @@ void rel_analysis_add(struct srv *srv, json_t *p)
         json_object_set_new(p, "analysis", json_null());
         goto out;
     }
-    if (store_intervals_list(srv->store, json_string_value(json_object_get(p, "id")),
+    if (store_intervals_list(ctl->store, json_string_value(json_object_get(p, "id")),
                              STORE_INTERVALS_KEPT, &list, &err) != MG_OK)
         goto out;
     streaks_of(list, &cur, &s);
@@ -269,7 +268,7 @@ static int64_t stage_started(const json_t *p)
     return at;
 }
 
-static void act(struct srv *srv, int64_t epoch, const char *id, bool rollback, const char *event,
+static void act(struct ctl *ctl, int64_t epoch, const char *id, bool rollback, const char *event,
                 const char *why)
 {
     struct rel_decision d;
@@ -281,14 +280,14 @@ static void act(struct srv *srv, int64_t epoch, const char *id, bool rollback, c
     d.ev.analysis_rollback = rollback;
     d.ev.analysis_event = event;
     d.ev.reason = why;
-    if (rel_apply_event(srv, "modelgated", id, &d, NULL, &err) != MG_OK &&
+    if (rel_apply_event(ctl, "modelgated", id, &d, NULL, &err) != MG_OK &&
         err.code != MG_ECONFLICT && err.code != MG_EUNAVAIL)
         fprintf(stderr, "modelgated: promotion %s: %s: %s\n", id, event, err.message);
 }
 
 /* One promotion: measure when an interval is due. Returns when the next one is due (ms),
  * or 0. */
-static int64_t promotion_pass(struct srv *srv, int64_t epoch, const json_t *p,
+static int64_t promotion_pass(struct ctl *ctl, int64_t epoch, const json_t *p,
                               struct gate_policy *pol, int64_t now)
 {
     const char *id = json_string_value(json_object_get(p, "id"));
@@ -308,7 +307,7 @@ static int64_t promotion_pass(struct srv *srv, int64_t epoch, const json_t *p,
         cur.state != PROMO_ROLLING_OUT)
         return 0;
     interval_ms = pol->analysis.interval_seconds * 1000;
-    if (store_intervals_list(srv->store, id, 1, &list, &err) != MG_OK)
+    if (store_intervals_list(ctl->store, id, 1, &list, &err) != MG_OK)
         return now + interval_ms;
     if (json_array_size(list) > 0)
         last = json_integer_value(json_object_get(json_array_get(list, 0), "_at_ms"));
@@ -317,7 +316,7 @@ static int64_t promotion_pass(struct srv *srv, int64_t epoch, const json_t *p,
     due = (last > stage_started(p) ? last : stage_started(p)) + interval_ms;
     if (now < due)
         return due;
-    if (measure(srv, model, alias, &pol->analysis, cur.candidate, cur.baseline, now, &iv) != MG_OK)
+    if (measure(ctl, model, alias, &pol->analysis, cur.candidate, cur.baseline, now, &iv) != MG_OK)
         return now + interval_ms;
     memset(&rec, 0, sizeof(rec));
     rec.promotion = id;
@@ -329,36 +328,36 @@ static int64_t promotion_pass(struct srv *srv, int64_t epoch, const json_t *p,
     rec.verdict = gate_verdict_name(iv.verdict);
     rec.metrics = iv.metrics;
     rec.leader_epoch = epoch;
-    if (rec.phase == NULL || store_interval_record(srv->store, &rec, &recorded, &err) != MG_OK ||
+    if (rec.phase == NULL || store_interval_record(ctl->store, &rec, &recorded, &err) != MG_OK ||
         !recorded)
         goto out;
-    srv_metrics_analysis_interval(srv->metrics, (int)iv.verdict);
-    if (store_intervals_list(srv->store, id, STORE_INTERVALS_KEPT, &list, &err) != MG_OK)
+    srv_metrics_analysis_interval(ctl->metrics, (int)iv.verdict);
+    if (store_intervals_list(ctl->store, id, STORE_INTERVALS_KEPT, &list, &err) != MG_OK)
         goto out;
     streaks_of(list, &cur, &s);
     switch (gate_analysis_decide(&pol->analysis, &s)) {
     case GATE_ANALYSIS_ROLLBACK_FAILED:
         snprintf(why, sizeof(why), "%d failed intervals in a row (failure_limit %d); %.300s",
                  s.consecutive_failures, pol->analysis.failure_limit, iv.why);
-        act(srv, epoch, id, true, "analysis.failed", why);
+        act(ctl, epoch, id, true, "analysis.failed", why);
         break;
     case GATE_ANALYSIS_ROLLBACK_INCONCLUSIVE:
         snprintf(why, sizeof(why),
                  "%d inconclusive intervals in a row (inconclusive_limit %d, on_inconclusive "
                  "rollback); %.300s",
                  s.consecutive_inconclusive, pol->analysis.inconclusive_limit, iv.why);
-        act(srv, epoch, id, true, "analysis.inconclusive", why);
+        act(ctl, epoch, id, true, "analysis.inconclusive", why);
         break;
     case GATE_ANALYSIS_INCONCLUSIVE_HOLD:
         snprintf(why, sizeof(why),
                  "%d inconclusive intervals in a row: holding at this stage until an interval "
                  "passes (a deployer may advance or abort); %.300s",
                  s.consecutive_inconclusive, iv.why);
-        act(srv, epoch, id, false, "analysis.inconclusive", why);
+        act(ctl, epoch, id, false, "analysis.inconclusive", why);
         break;
     case GATE_ANALYSIS_CONTINUE:
         if (gate_analysis_may_end(&pol->analysis, &s, now, cur.next_step_at))
-            rel_timer_kick(srv); /* the stage may end now: the clock takes it */
+            rel_timer_kick(ctl); /* the stage may end now: the clock takes it */
         break;
     }
 out:
@@ -368,7 +367,7 @@ out:
 }
 
 /* One pass over the rolling-out promotions. Returns when to look again (ms). */
-static int64_t analysis_pass(struct srv *srv, int64_t epoch, int64_t now)
+static int64_t analysis_pass(struct ctl *ctl, int64_t epoch, int64_t now)
 {
     struct store_page page = {1000, NULL};
     struct gate_policy *pol = malloc(sizeof(*pol));
@@ -379,7 +378,7 @@ static int64_t analysis_pass(struct srv *srv, int64_t epoch, int64_t now)
 
     if (pol == NULL)
         return next;
-    if (store_promotion_list(srv->store, "rolling_out", NULL, NULL, &page, &list, &err) != MG_OK) {
+    if (store_promotion_list(ctl->store, "rolling_out", NULL, NULL, &page, &list, &err) != MG_OK) {
         free(pol);
         return next;
     }
@@ -389,10 +388,10 @@ static int64_t analysis_pass(struct srv *srv, int64_t epoch, int64_t now)
         int64_t due;
 
         /* the list's items may be summaries: the whole promotion has the events */
-        if (store_promotion_get(srv->store, json_string_value(json_object_get(p, "id")), &full,
+        if (store_promotion_get(ctl->store, json_string_value(json_object_get(p, "id")), &full,
                                 &err) != MG_OK)
             continue;
-        due = promotion_pass(srv, epoch, full, pol, store_clock_ms(srv->store));
+        due = promotion_pass(ctl, epoch, full, pol, store_clock_ms(ctl->store));
         if (due > 0 && due < next)
             next = due;
         json_decref(full);
@@ -404,8 +403,8 @@ static int64_t analysis_pass(struct srv *srv, int64_t epoch, int64_t now)
 
 static void *analysis_main(void *arg)
 {
-    struct srv *srv = arg;
-    struct rel_analysis *ra = srv->analysis;
+    struct ctl *ctl = arg;
+    struct rel_analysis *ra = ctl->analysis;
 
     pthread_mutex_lock(&ra->lock);
     while (!ra->stop) {
@@ -413,14 +412,14 @@ static void *analysis_main(void *arg)
         struct timespec ts;
 
         pthread_mutex_unlock(&ra->lock);
-        now = store_clock_ms(srv->store);
+        now = store_clock_ms(ctl->store);
         /* Queries run on the leader only; the others look again each second. */
-        epoch = store_leader_epoch(srv->store);
-        next = epoch != 0 ? analysis_pass(srv, epoch, now) : now + 1000;
+        epoch = store_leader_epoch(ctl->store);
+        next = epoch != 0 ? analysis_pass(ctl, epoch, now) : now + 1000;
         pthread_mutex_lock(&ra->lock);
         if (ra->stop)
             break;
-        now = store_clock_ms(srv->store);
+        now = store_clock_ms(ctl->store);
         wait_ms = next > now ? next - now : 50;
         if (wait_ms > 1000)
             wait_ms = 1000;
@@ -438,24 +437,24 @@ static void *analysis_main(void *arg)
     return NULL;
 }
 
-enum mg_code rel_analysis_start(struct srv *srv, struct mg_error *err)
+enum mg_code rel_analysis_start(struct ctl *ctl, struct mg_error *err)
 {
     struct rel_analysis *ra = calloc(1, sizeof(*ra));
     enum mg_code rc;
 
     if (ra == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    if (srv->cfg->prometheus_credentials &&
-        (rc = prom_read_credentials(srv->cfg->prometheus_credentials, &ra->bearer, &ra->userpwd,
+    if (ctl->cfg->prometheus_credentials &&
+        (rc = prom_read_credentials(ctl->cfg->prometheus_credentials, &ra->bearer, &ra->userpwd,
                                     err)) != MG_OK) {
         free(ra);
         return rc;
     }
     pthread_mutex_init(&ra->lock, NULL);
     pthread_cond_init(&ra->cond, NULL);
-    srv->analysis = ra;
-    if (pthread_create(&ra->thread, NULL, analysis_main, srv) != 0) {
-        srv->analysis = NULL;
+    ctl->analysis = ra;
+    if (pthread_create(&ra->thread, NULL, analysis_main, ctl) != 0) {
+        ctl->analysis = NULL;
         pthread_mutex_destroy(&ra->lock);
         pthread_cond_destroy(&ra->cond);
         free(ra->bearer);
@@ -466,9 +465,9 @@ enum mg_code rel_analysis_start(struct srv *srv, struct mg_error *err)
     return MG_OK;
 }
 
-void rel_analysis_stop(struct srv *srv)
+void rel_analysis_stop(struct ctl *ctl)
 {
-    struct rel_analysis *ra = srv->analysis;
+    struct rel_analysis *ra = ctl->analysis;
 
     if (ra == NULL)
         return;
@@ -486,27 +485,27 @@ void rel_analysis_stop(struct srv *srv)
     free(ra->bearer);
     free(ra->userpwd);
     free(ra);
-    srv->analysis = NULL;
+    ctl->analysis = NULL;
 }
 
 /* ---- the dry run ------------------------------------------------------- */
 
-enum mg_code rel_analysis_dry_run(struct srv *srv, const char *model, const char *alias,
+enum mg_code rel_analysis_dry_run(struct ctl *ctl, const char *model, const char *alias,
                                   int64_t version, json_t **out, struct mg_error *err)
 {
     struct gate_policy *pol = malloc(sizeof(*pol));
     json_t *ver = NULL, *facts = NULL;
     struct interval iv = {0};
-    int64_t baseline, now = store_clock_ms(srv->store);
+    int64_t baseline, now = store_clock_ms(ctl->store);
     char at[32];
     enum mg_code rc;
 
     *out = NULL;
     if (pol == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    if ((rc = store_version_get(srv->store, model, version, &ver, err)) != MG_OK ||
-        (rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK ||
-        (rc = rel_load_policy(srv, model, alias, pol, NULL, err)) != MG_OK)
+    if ((rc = store_version_get(ctl->store, model, version, &ver, err)) != MG_OK ||
+        (rc = store_alias_facts(ctl->store, model, alias, &facts, err)) != MG_OK ||
+        (rc = rel_load_policy(ctl, model, alias, pol, NULL, err)) != MG_OK)
         goto out;
     if (!pol->analysis.enabled) {
         rc = mg_fail(err, MG_EINVAL, "analysis",
@@ -518,7 +517,7 @@ enum mg_code rel_analysis_dry_run(struct srv *srv, const char *model, const char
     baseline = rel_facts_lkg(facts, 0, NULL);
     if (baseline == version)
         baseline = 0;
-    if ((rc = measure(srv, model, alias, &pol->analysis, version, baseline, now, &iv)) != MG_OK) {
+    if ((rc = measure(ctl, model, alias, &pol->analysis, version, baseline, now, &iv)) != MG_OK) {
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }

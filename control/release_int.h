@@ -14,7 +14,7 @@
 #include "../gates/policy.h"
 #include "../gates/rollout.h"
 #include "../store/store.h"
-#include "../http/http.h"
+#include "control.h"
 
 /* Attempts at a decision when others keep changing the same alias/promotion. Each round
  * at least one of the racing writers commits, so N writers at once all get through within
@@ -47,20 +47,20 @@ int64_t rel_facts_lkg(const json_t *facts, int64_t exclude, json_t **entry);
 
 int64_t rel_facts_newest_routed(const json_t *facts);
 
-enum mg_code rel_load_policy(struct srv *srv, const char *model, const char *alias,
+enum mg_code rel_load_policy(struct ctl *ctl, const char *model, const char *alias,
                              struct gate_policy *pol, json_t **snapshot, struct mg_error *err);
 
 size_t rel_approvals_of(const json_t *list, struct gate_approval *a,
                         struct rel_approval_teams *teams, size_t max);
 
-enum mg_code rel_evaluate(struct srv *srv, const char *model, const json_t *ver, int64_t baseline,
+enum mg_code rel_evaluate(struct ctl *ctl, const char *model, const json_t *ver, int64_t baseline,
                           const struct gate_policy *pol, const json_t *approvals,
                           bool include_approvals, int64_t since_ms, json_t **report,
                           struct mg_error *err);
 
 /* Commit through store_release_commit; *alias_out (may be NULL) receives the alias as this
  * change left it, read in the change's own transaction (NEW). */
-enum mg_code rel_commit_change(struct srv *srv, const char *actor, struct store_alias_change *a,
+enum mg_code rel_commit_change(struct ctl *ctl, const char *actor, struct store_alias_change *a,
                                const struct store_promotion_change *pc, json_t **alias_out,
                                struct mg_error *err);
 
@@ -82,14 +82,14 @@ void rel_strip_internal(json_t *p);
 
 /* Live canary analysis holds the promotion's stage: it may not end at now_ms yet (no passed
  * interval of its own, or a failure streak open). false without analysis. */
-bool rel_analysis_wait(struct srv *srv, const char *id, const struct gate_policy *pol,
+bool rel_analysis_wait(struct ctl *ctl, const char *id, const struct gate_policy *pol,
                        const struct promo *cur, int64_t now_ms);
 
 /* Set the Promotion's "analysis" ({"consecutive_failures","consecutive_inconclusive",
  * "passed_in_stage","intervals":[…oldest first]}, or null without analysis). */
-void rel_analysis_add(struct srv *srv, json_t *p);
+void rel_analysis_add(struct ctl *ctl, json_t *p);
 
-enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
+enum mg_code rel_apply_event(struct ctl *ctl, const char *actor, const char *id,
                              struct rel_decision *d, json_t **out, struct mg_error *err);
 
 #endif

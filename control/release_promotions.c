@@ -17,8 +17,6 @@
 #include "../gates/rollout.h"
 #include "../gates/vram.h"
 #include "../artifact/sign.h"
-#include "../gateways/push.h"
-#include "../runner/runner.h"
 
 /* ---- promotions ------------------------------------------------------- */
 
@@ -90,14 +88,14 @@ static void alias_change_of(struct store_alias_change *a, const struct promo *ne
 
 /* Is the newest smoke test of the candidate still queued or running? (The shadow phase
  * waits for it.) */
-static bool smoke_pending(struct srv *srv, const char *model, int64_t version)
+static bool smoke_pending(struct ctl *ctl, const char *model, int64_t version)
 {
     json_t *t = NULL;
     struct mg_error err;
     const char *st;
     bool pending = false;
 
-    if (store_smoke_latest(srv->store, model, version, 0, &t, &err) != MG_OK)
+    if (store_smoke_latest(ctl->store, model, version, 0, &t, &err) != MG_OK)
         return false;
     st = json_string_value(json_object_get(t, "state"));
     pending = st && (strcmp(st, "queued") == 0 || strcmp(st, "running") == 0);
@@ -115,21 +113,21 @@ static const char *gpu_mode(const struct gate_policy *pol)
 /* Entering the shadow phase: the candidate is smoke-tested while it gets the copies (the
  * runner gateway queues the same test from the outbox; a queued one is not queued twice).
  * leader_epoch: the decision's (rel_decision), so the rollout clock queues under it. */
-static void shadow_smoke(struct srv *srv, int64_t leader_epoch, const char *model,
+static void shadow_smoke(struct ctl *ctl, int64_t leader_epoch, const char *model,
                          const json_t *ver, const struct gate_policy *pol)
 {
     struct mg_error err;
 
     if (pol->smoke_required ||
         json_is_string(json_object_get(json_object_get(ver, "smoke"), "profile")))
-        runner_enqueue(srv, leader_epoch, model,
-                       json_integer_value(json_object_get(ver, "version")), "promotion",
-                       gpu_mode(pol), NULL, &err);
+        ctl_runner_enqueue(ctl, leader_epoch, model,
+                           json_integer_value(json_object_get(ver, "version")), "promotion",
+                           gpu_mode(pol), NULL, &err);
 }
 
 /* Can the alias's gateways run the policy's phases for this candidate? (HAProxy has no
  * shadow; its header pinning needs a map.) Checked when the promotion is created. */
-static enum mg_code phases_check(struct srv *srv, const char *model, const char *alias,
+static enum mg_code phases_check(struct ctl *ctl, const char *model, const char *alias,
                                  int64_t version, int64_t baseline, const struct gate_policy *pol,
                                  struct mg_error *err)
 {
@@ -144,7 +142,7 @@ static enum mg_code phases_check(struct srv *srv, const char *model, const char 
     if (pol->has_internal)
         match = json_pack("[{s:s, s:s, s:I}]", "header", pol->internal_header, "value",
                           pol->internal_value, "version", (json_int_t)version);
-    rc = push_alias_check(srv, model, alias, match, shadow, err);
+    rc = ctl_alias_check(ctl, model, alias, match, shadow, err);
     json_decref(match);
     json_decref(shadow);
     if (rc == MG_EINVAL) {
@@ -180,7 +178,7 @@ static void new_id(char out[24])
     mg_hex_encode(rnd, sizeof(rnd), out + 4);
 }
 
-enum mg_code rel_promotion_create(struct srv *srv, const struct store_principal *who,
+enum mg_code rel_promotion_create(struct ctl *ctl, const struct store_principal *who,
                                   const char *model, int64_t version, const char *alias,
                                   const char *reason, json_t **out, struct mg_error *err)
 {
@@ -196,9 +194,9 @@ enum mg_code rel_promotion_create(struct srv *srv, const struct store_principal 
     char id[24];
     enum mg_code rc;
 
-    if ((rc = store_version_get(srv->store, model, version, &ver, err)) != MG_OK)
+    if ((rc = store_version_get(ctl->store, model, version, &ver, err)) != MG_OK)
         goto out;
-    if ((rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK)
+    if ((rc = store_alias_facts(ctl->store, model, alias, &facts, err)) != MG_OK)
         goto out;
     if (!json_is_null(json_object_get(facts, "promotion"))) {
         rc = mg_fail(err, MG_EINPROGRESS, NULL,
@@ -213,18 +211,18 @@ enum mg_code rel_promotion_create(struct srv *srv, const struct store_principal 
                      (long long)version, alias);
         goto out;
     }
-    if ((rc = rel_load_policy(srv, model, alias, &pol, &snapshot, err)) != MG_OK)
+    if ((rc = rel_load_policy(ctl, model, alias, &pol, &snapshot, err)) != MG_OK)
         goto out;
-    if ((rc = phases_check(srv, model, alias, version, baseline, &pol, err)) != MG_OK)
+    if ((rc = phases_check(ctl, model, alias, version, baseline, &pol, err)) != MG_OK)
         goto out;
-    if ((rc = rel_evaluate(srv, model, ver, baseline, &pol, NULL, false, store_clock_ms(srv->store),
+    if ((rc = rel_evaluate(ctl, model, ver, baseline, &pol, NULL, false, store_clock_ms(ctl->store),
                            &report, err)) != MG_OK)
         goto out;
     promo_init(&cur, &pol, version, baseline);
     ev.kind = PROMO_EV_GATES;
     ev.gates_pending = json_is_true(json_object_get(report, "pending"));
     ev.gates_failed = !ev.gates_pending && !json_is_true(json_object_get(report, "passed"));
-    if ((rc = promo_step(&cur, &ev, store_clock_ms(srv->store), &next, &acts, err)) != MG_OK)
+    if ((rc = promo_step(&cur, &ev, store_clock_ms(ctl->store), &next, &acts, err)) != MG_OK)
         goto out;
     new_id(id);
     rec = json_pack("{s:s, s:s, s:s, s:I, s:o, s:s, s:s?, s:O, s:O, s:i, s:i, s:I, s:s?}", "id", id,
@@ -255,18 +253,18 @@ enum mg_code rel_promotion_create(struct srv *srv, const struct store_principal 
         a.reason = reason;
         a.promotion = id;
     }
-    if (acts.set_routes && (rc = push_alias_names(srv, model, alias, a.routes, a.match, a.shadow,
-                                                  &names, err)) != MG_OK)
+    if (acts.set_routes && (rc = ctl_alias_names(ctl, model, alias, a.routes, a.match, a.shadow,
+                                                 &names, err)) != MG_OK)
         goto out;
     a.names = names;
-    rc = store_promotion_create(srv->store, actor, rec, acts.event[0] ? acts.event : "created",
+    rc = store_promotion_create(ctl->store, actor, rec, acts.event[0] ? acts.event : "created",
                                 acts.detail, acts.set_routes ? &a : NULL, out, err);
     if (rc == MG_OK) {
-        srv_crash_point(srv, "promotion-created");
+        ctl_crash_point(ctl, "promotion-created");
         rel_strip_internal(*out);
-        rel_timer_kick(srv);
-        push_kick(srv);
-        runner_kick(srv);
+        rel_timer_kick(ctl);
+        ctl_gateways_kick(ctl);
+        ctl_runner_kick(ctl);
     }
 out:
     json_decref(ver);
@@ -360,7 +358,7 @@ static enum mg_code tally_decision(const json_t *p, const json_t *ver,
     return MG_OK;
 }
 
-enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
+enum mg_code rel_apply_event(struct ctl *ctl, const char *actor, const char *id,
                              struct rel_decision *d, json_t **out, struct mg_error *err)
 {
     enum mg_code rc = MG_ESTALE;
@@ -376,7 +374,7 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
         json_t *change[3] = {NULL, NULL, NULL};
         const char *model, *alias;
 
-        if ((rc = store_promotion_get(srv->store, id, &p, err)) != MG_OK)
+        if ((rc = store_promotion_get(ctl->store, id, &p, err)) != MG_OK)
             return rc;
         model = json_string_value(json_object_get(p, "model"));
         alias = json_string_value(json_object_get(p, "alias"));
@@ -392,11 +390,11 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
                     json_pack("{s:s, s:s, s:o}", "by", d->approval_by, "decision",
                               d->approval_decision, "teams",
                               d->approval_teams ? json_incref(d->approval_teams) : json_array()));
-            rc = store_version_get(srv->store, model, cur.candidate, &ver, err);
+            rc = store_version_get(ctl->store, model, cur.candidate, &ver, err);
             if (rc == MG_OK && d->approval_by)
                 rc = tally_decision(p, ver, &pol, d, err);
             if (rc == MG_OK)
-                rc = rel_evaluate(srv, model, ver, cur.baseline, &pol, appr,
+                rc = rel_evaluate(ctl, model, ver, cur.baseline, &pol, appr,
                                   cur.state != PROMO_EVALUATING, since, &report, err);
             json_decref(appr);
             if (rc != MG_OK)
@@ -409,11 +407,11 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
         }
         if ((d->ev.kind == PROMO_EV_TICK || d->ev.kind == PROMO_EV_ADVANCE) &&
             cur.phase == PROMO_PHASE_SHADOW)
-            d->ev.smoke_pending = smoke_pending(srv, model, cur.candidate);
+            d->ev.smoke_pending = smoke_pending(ctl, model, cur.candidate);
         if (d->ev.kind == PROMO_EV_TICK && pol.analysis.enabled)
             d->ev.analysis_wait =
-                rel_analysis_wait(srv, id, &pol, &cur, store_clock_ms(srv->store));
-        if ((rc = promo_step(&cur, &d->ev, store_clock_ms(srv->store), &next, &acts, err)) != MG_OK)
+                rel_analysis_wait(ctl, id, &pol, &cur, store_clock_ms(ctl->store));
+        if ((rc = promo_step(&cur, &d->ev, store_clock_ms(ctl->store), &next, &acts, err)) != MG_OK)
             goto next;
         if ((d->ev.kind == PROMO_EV_TICK && !acts.set_routes && !acts.event[0]) ||
             (d->ev.kind == PROMO_EV_GATES && next.state == cur.state)) {
@@ -447,7 +445,7 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
         pc.approval_subject = d->approval_subject;
         pc.leader_epoch = d->leader_epoch;
         if (acts.set_routes) {
-            if ((rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK)
+            if ((rc = store_alias_facts(ctl->store, model, alias, &facts, err)) != MG_OK)
                 goto next;
             memset(&a, 0, sizeof(a));
             a.model = model;
@@ -462,13 +460,13 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
             }
             /* Restoring to nothing (no baseline): the alias goes back to empty. */
         }
-        rc = rel_commit_change(srv, actor, acts.set_routes ? &a : NULL, &pc, NULL, err);
+        rc = rel_commit_change(ctl, actor, acts.set_routes ? &a : NULL, &pc, NULL, err);
         if (rc == MG_OK && next.phase == PROMO_PHASE_SHADOW && cur.phase != PROMO_PHASE_SHADOW) {
             struct mg_error ignore; /* the runner gateway queues the test from the outbox too */
 
             if (ver != NULL ||
-                store_version_get(srv->store, model, cur.candidate, &ver, &ignore) == MG_OK)
-                shadow_smoke(srv, d->leader_epoch, model, ver, &pol);
+                store_version_get(ctl->store, model, cur.candidate, &ver, &ignore) == MG_OK)
+                shadow_smoke(ctl, d->leader_epoch, model, ver, &pol);
         }
     next:
         json_decref(p);
@@ -480,20 +478,20 @@ enum mg_code rel_apply_event(struct srv *srv, const char *actor, const char *id,
         json_decref(ver);
     }
     if (rc == MG_OK && out) {
-        rc = store_promotion_get(srv->store, id, out, err);
+        rc = store_promotion_get(ctl->store, id, out, err);
         if (rc == MG_OK) {
             rel_strip_internal(*out);
-            rel_analysis_add(srv, *out);
+            rel_analysis_add(ctl, *out);
         }
     }
     if (rc == MG_OK) {
-        rel_timer_kick(srv);
-        push_kick(srv);
+        rel_timer_kick(ctl);
+        ctl_gateways_kick(ctl);
     }
     return rc;
 }
 
-enum mg_code rel_promotion_decide(struct srv *srv, const struct store_principal *who,
+enum mg_code rel_promotion_decide(struct ctl *ctl, const struct store_principal *who,
                                   const char *id, bool approve, const char *comment, json_t **out,
                                   struct mg_error *err)
 {
@@ -522,13 +520,13 @@ enum mg_code rel_promotion_decide(struct srv *srv, const struct store_principal 
     d.approval_teams = teams;
     d.approval_teams_text = text;
     d.refresh_gates = true;
-    rc = rel_apply_event(srv, who->name, id, &d, out, err);
+    rc = rel_apply_event(ctl, who->name, id, &d, out, err);
     json_decref(teams);
     free(text);
     return rc;
 }
 
-enum mg_code rel_promotion_advance(struct srv *srv, const char *actor, const char *id, json_t **out,
+enum mg_code rel_promotion_advance(struct ctl *ctl, const char *actor, const char *id, json_t **out,
                                    struct mg_error *err)
 {
     struct rel_decision d;
@@ -536,10 +534,10 @@ enum mg_code rel_promotion_advance(struct srv *srv, const char *actor, const cha
     memset(&d, 0, sizeof(d));
     d.ev.kind = PROMO_EV_ADVANCE;
     d.ev.reason = "advanced by a deployer";
-    return rel_apply_event(srv, actor, id, &d, out, err);
+    return rel_apply_event(ctl, actor, id, &d, out, err);
 }
 
-enum mg_code rel_promotion_abort(struct srv *srv, const char *actor, const char *id,
+enum mg_code rel_promotion_abort(struct ctl *ctl, const char *actor, const char *id,
                                  const char *reason, json_t **out, struct mg_error *err)
 {
     struct rel_decision d;
@@ -547,40 +545,40 @@ enum mg_code rel_promotion_abort(struct srv *srv, const char *actor, const char 
     memset(&d, 0, sizeof(d));
     d.ev.kind = PROMO_EV_ABORT;
     d.ev.reason = reason;
-    return rel_apply_event(srv, actor, id, &d, out, err);
+    return rel_apply_event(ctl, actor, id, &d, out, err);
 }
 
-enum mg_code rel_promotion_get(struct srv *srv, const char *id, json_t **out, struct mg_error *err)
+enum mg_code rel_promotion_get(struct ctl *ctl, const char *id, json_t **out, struct mg_error *err)
 {
-    enum mg_code rc = store_promotion_get(srv->store, id, out, err);
+    enum mg_code rc = store_promotion_get(ctl->store, id, out, err);
 
     if (rc == MG_OK) {
         rel_strip_internal(*out);
-        rel_analysis_add(srv, *out);
+        rel_analysis_add(ctl, *out);
     }
     return rc;
 }
 
-enum mg_code rel_gates_dry_run(struct srv *srv, const char *model, int64_t version,
+enum mg_code rel_gates_dry_run(struct ctl *ctl, const char *model, int64_t version,
                                const char *alias, json_t **out, struct mg_error *err)
 {
     struct gate_policy pol;
     json_t *ver = NULL, *facts = NULL;
     enum mg_code rc;
 
-    if ((rc = store_version_get(srv->store, model, version, &ver, err)) != MG_OK ||
-        (rc = store_alias_facts(srv->store, model, alias, &facts, err)) != MG_OK ||
-        (rc = rel_load_policy(srv, model, alias, &pol, NULL, err)) != MG_OK)
+    if ((rc = store_version_get(ctl->store, model, version, &ver, err)) != MG_OK ||
+        (rc = store_alias_facts(ctl->store, model, alias, &facts, err)) != MG_OK ||
+        (rc = rel_load_policy(ctl, model, alias, &pol, NULL, err)) != MG_OK)
         goto out;
     rc =
-        rel_evaluate(srv, model, ver, rel_facts_lkg(facts, 0, NULL), &pol, NULL, true, 0, out, err);
+        rel_evaluate(ctl, model, ver, rel_facts_lkg(facts, 0, NULL), &pol, NULL, true, 0, out, err);
 out:
     json_decref(ver);
     json_decref(facts);
     return rc;
 }
 
-void rel_smoke_finished(struct srv *srv, const char *model, int64_t version, const char *state,
+void rel_smoke_finished(struct ctl *ctl, const char *model, int64_t version, const char *state,
                         const char *reason)
 {
     struct store_page page = {100, NULL};
@@ -588,10 +586,10 @@ void rel_smoke_finished(struct srv *srv, const char *model, int64_t version, con
     struct mg_error err;
     size_t i;
 
-    rel_timer_kick(srv); /* evaluating promotions look at the result */
+    rel_timer_kick(ctl); /* evaluating promotions look at the result */
     if (state == NULL || strcmp(state, "failed") != 0)
         return;
-    if (store_promotion_list(srv->store, "rolling_out", model, NULL, &page, &list, &err) != MG_OK)
+    if (store_promotion_list(ctl->store, "rolling_out", model, NULL, &page, &list, &err) != MG_OK)
         return;
     json_array_foreach(json_object_get(list, "items"), i, p)
     {
@@ -604,7 +602,7 @@ void rel_smoke_finished(struct srv *srv, const char *model, int64_t version, con
         memset(&d, 0, sizeof(d));
         d.ev.kind = PROMO_EV_SMOKE_FAILED;
         d.ev.reason = why;
-        if (rel_apply_event(srv, "modelgated", json_string_value(json_object_get(p, "id")), &d,
+        if (rel_apply_event(ctl, "modelgated", json_string_value(json_object_get(p, "id")), &d,
                             NULL, &err) != MG_OK)
             fprintf(stderr, "modelgated: automatic rollback of %s failed: %s\n",
                     json_string_value(json_object_get(p, "id")), err.message);
@@ -612,7 +610,7 @@ void rel_smoke_finished(struct srv *srv, const char *model, int64_t version, con
     json_decref(list);
 }
 
-void rel_delivery_failed(struct srv *srv, const char *id, const char *gateway, const char *error)
+void rel_delivery_failed(struct ctl *ctl, const char *id, const char *gateway, const char *error)
 {
     struct rel_decision d;
     struct mg_error err;
@@ -626,7 +624,7 @@ void rel_delivery_failed(struct srv *srv, const char *id, const char *gateway, c
     /* Only a rolling-out promotion reacts; anything else is left alone. */
     {
         json_t *p = NULL;
-        if (store_promotion_get(srv->store, id, &p, &err) != MG_OK)
+        if (store_promotion_get(ctl->store, id, &p, &err) != MG_OK)
             return;
         if (strcmp(json_string_value(json_object_get(p, "state")), "rolling_out") != 0) {
             json_decref(p);
@@ -634,6 +632,6 @@ void rel_delivery_failed(struct srv *srv, const char *id, const char *gateway, c
         }
         json_decref(p);
     }
-    if (rel_apply_event(srv, "modelgated", id, &d, NULL, &err) != MG_OK)
+    if (rel_apply_event(ctl, "modelgated", id, &d, NULL, &err) != MG_OK)
         fprintf(stderr, "modelgated: automatic rollback of %s failed: %s\n", id, err.message);
 }

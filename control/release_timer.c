@@ -17,22 +17,20 @@
 #include "../gates/rollout.h"
 #include "../gates/vram.h"
 #include "../artifact/sign.h"
-#include "../gateways/push.h"
-#include "../runner/runner.h"
 
 /* ---- the clock -------------------------------------------------------- */
 
-int64_t rel_tick(struct srv *srv, int64_t now_ms)
+int64_t rel_tick(struct ctl *ctl, int64_t now_ms)
 {
     json_t *pending = NULL, *id;
     struct mg_error err;
     struct rel_decision d;
     size_t i;
-    int64_t next, epoch = store_leader_epoch(srv->store);
+    int64_t next, epoch = store_leader_epoch(ctl->store);
 
     if (epoch == 0)
         return 0; /* no longer the leader */
-    if (store_promotion_pending(srv->store, now_ms, &pending, &err) != MG_OK)
+    if (store_promotion_pending(ctl->store, now_ms, &pending, &err) != MG_OK)
         return 0;
     json_array_foreach(json_object_get(pending, "due"), i, id)
     {
@@ -40,7 +38,7 @@ int64_t rel_tick(struct srv *srv, int64_t now_ms)
         d.ev.kind = PROMO_EV_TICK;
         d.ev.reason = "bake time elapsed";
         d.leader_epoch = epoch;
-        if (rel_apply_event(srv, "modelgated", json_string_value(id), &d, NULL, &err) != MG_OK)
+        if (rel_apply_event(ctl, "modelgated", json_string_value(id), &d, NULL, &err) != MG_OK)
             fprintf(stderr, "modelgated: promotion %s: %s\n", json_string_value(id), err.message);
     }
     /* Evaluating promotions wait on gates (the smoke test): look again. */
@@ -51,7 +49,7 @@ int64_t rel_tick(struct srv *srv, int64_t now_ms)
         d.ev.reason = "smoke test";
         d.refresh_gates = true;
         d.leader_epoch = epoch;
-        if (rel_apply_event(srv, "modelgated", json_string_value(id), &d, NULL, &err) != MG_OK &&
+        if (rel_apply_event(ctl, "modelgated", json_string_value(id), &d, NULL, &err) != MG_OK &&
             err.code != MG_ECONFLICT)
             fprintf(stderr, "modelgated: promotion %s: %s\n", json_string_value(id), err.message);
     }
@@ -70,8 +68,8 @@ struct rel_timer {
 
 static void *timer_main(void *arg)
 {
-    struct srv *srv = arg;
-    struct rel_timer *t = srv->timer;
+    struct ctl *ctl = arg;
+    struct rel_timer *t = ctl->timer;
 
     pthread_mutex_lock(&t->lock);
     while (!t->stop) {
@@ -80,10 +78,10 @@ static void *timer_main(void *arg)
 
         t->kicked = false;
         pthread_mutex_unlock(&t->lock);
-        now = store_clock_ms(srv->store);
+        now = store_clock_ms(ctl->store);
         /* One replica (the leader) runs the cluster's rollout clock; the others
          * look again each second, ready to take over. */
-        next = store_leader(srv->store) ? rel_tick(srv, now) : 0;
+        next = store_leader(ctl->store) ? rel_tick(ctl, now) : 0;
         pthread_mutex_lock(&t->lock);
         if (t->stop || t->kicked)
             continue;
@@ -107,7 +105,7 @@ static void *timer_main(void *arg)
     return NULL;
 }
 
-enum mg_code rel_timer_start(struct srv *srv, struct mg_error *err)
+enum mg_code rel_timer_start(struct ctl *ctl, struct mg_error *err)
 {
     struct rel_timer *t = calloc(1, sizeof(*t));
 
@@ -115,9 +113,9 @@ enum mg_code rel_timer_start(struct srv *srv, struct mg_error *err)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->cond, NULL);
-    srv->timer = t;
-    if (pthread_create(&t->thread, NULL, timer_main, srv) != 0) {
-        srv->timer = NULL;
+    ctl->timer = t;
+    if (pthread_create(&t->thread, NULL, timer_main, ctl) != 0) {
+        ctl->timer = NULL;
         pthread_mutex_destroy(&t->lock);
         pthread_cond_destroy(&t->cond);
         free(t);
@@ -126,9 +124,9 @@ enum mg_code rel_timer_start(struct srv *srv, struct mg_error *err)
     return MG_OK;
 }
 
-void rel_timer_kick(struct srv *srv)
+void rel_timer_kick(struct ctl *ctl)
 {
-    struct rel_timer *t = srv->timer;
+    struct rel_timer *t = ctl->timer;
 
     if (t == NULL)
         return;
@@ -138,9 +136,9 @@ void rel_timer_kick(struct srv *srv)
     pthread_mutex_unlock(&t->lock);
 }
 
-void rel_timer_stop(struct srv *srv)
+void rel_timer_stop(struct ctl *ctl)
 {
-    struct rel_timer *t = srv->timer;
+    struct rel_timer *t = ctl->timer;
 
     if (t == NULL)
         return;
@@ -152,5 +150,5 @@ void rel_timer_stop(struct srv *srv)
     pthread_mutex_destroy(&t->lock);
     pthread_cond_destroy(&t->cond);
     free(t);
-    srv->timer = NULL;
+    ctl->timer = NULL;
 }

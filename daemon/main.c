@@ -30,6 +30,8 @@
 #include "../control/release.h"
 #include "../api/oci_cache.h"
 #include "../runner/runner.h"
+#include "../gateways/push.h"
+#include "../control/control.h"
 
 /* How long in-flight requests may take to finish after a stop signal. */
 #define SHUTDOWN_GRACE_MS 10000
@@ -194,8 +196,9 @@ out:
 /* Push options from the config; webhooks may reach loopback when we listen
  * on loopback (a test or single-host setup), and --webhook-allow networks. */
 static enum mg_code push_setup(const struct srv_config *cfg, struct push_options *o,
-                               struct push_allow *allow, struct mg_error *err)
+                               struct mg_error *err)
 {
+    struct push_allow *allow = &o->allow;
     unsigned i;
 
     memset(o, 0, sizeof(*o));
@@ -214,7 +217,6 @@ static enum mg_code push_setup(const struct srv_config *cfg, struct push_options
         if (push_allow_add(allow, cfg->webhook_allow[i], err) != MG_OK)
             return err->code;
     }
-    o->allow = *allow;
     return MG_OK;
 }
 
@@ -439,6 +441,7 @@ int main(int argc, char **argv)
     struct store *st = NULL;
     struct sign_keyring *keys = NULL;
     struct srv srv = {0};
+    struct ctl ctl = {0};
     struct push_options popt;
     struct runner_options ropt = {0};
     char runner_dir[PATH_MAX];
@@ -499,7 +502,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "modelgated: cannot initialise libcurl\n");
         goto out;
     }
-    if (push_setup(&cfg, &popt, &srv.push_allow, &err) != MG_OK) {
+    if (push_setup(&cfg, &popt, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
@@ -558,11 +561,22 @@ int main(int argc, char **argv)
         goto out;
 
     srv.cfg = &cfg;
-    srv.crash_at = getenv("MODELGATED_TEST_CRASH_AT");
     srv.metrics = srv_metrics_new();
     srv.cache = cfg.no_response_cache ? NULL : srv_cache_new();
     srv.store = st;
-    srv.keys = keys;
+    srv.ctl = &ctl;
+    ctl.cfg = &cfg;
+    ctl.store = st;
+    ctl.keys = keys;
+    ctl.metrics = srv.metrics;
+    ctl.crash_at = getenv("MODELGATED_TEST_CRASH_AT");
+    ctl.cache_on = srv.cache != NULL;
+    /* The workers register with control before the first request can need them. */
+    runner_register(&ctl);
+    if (push_register(&ctl, &popt, &err) != MG_OK) {
+        fprintf(stderr, "modelgated: %s\n", err.message);
+        goto out;
+    }
     if (srv_identity_setup(&srv, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
@@ -575,22 +589,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
+    ctl.port = srv.port;
+    ctl.tls = srv.tls;
     /* Registered as a replica before any worker takes a lease in its name. */
-    if (srv_cluster_start(&srv, &err) != MG_OK) {
+    if (ctl_cluster_start(&ctl, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
-    if (push_start(&srv, &popt, &err) != MG_OK) {
+    if (push_start(&ctl, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
     if (runner_setup(&cfg, &ropt, runner_dir, sizeof(runner_dir), &err) != MG_OK ||
-        runner_start(&srv, &ropt, &err) != MG_OK) {
+        runner_start(&ctl, &ropt, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
-    if (rel_timer_start(&srv, &err) != MG_OK || srv_lifecycle_start(&srv, &err) != MG_OK ||
-        rel_analysis_start(&srv, &err) != MG_OK) {
+    if (rel_timer_start(&ctl, &err) != MG_OK || ctl_lifecycle_start(&ctl, &err) != MG_OK ||
+        rel_analysis_start(&ctl, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
@@ -611,14 +627,14 @@ int main(int argc, char **argv)
             sig == SIGTERM ? "SIGTERM" : "SIGINT");
     rc = 0;
 out:
-    push_stop(&srv); /* resumes ?wait requests so they can finish */
+    push_stop(&ctl); /* resumes ?wait requests so they can finish */
     srv_stop(&srv, SHUTDOWN_GRACE_MS);
-    rel_analysis_stop(&srv);
-    rel_timer_stop(&srv);
-    srv_lifecycle_stop(&srv);
-    runner_stop(&srv);
-    srv_cluster_stop(&srv);
-    push_free(&srv);
+    rel_analysis_stop(&ctl);
+    rel_timer_stop(&ctl);
+    ctl_lifecycle_stop(&ctl);
+    runner_stop(&ctl);
+    ctl_cluster_stop(&ctl);
+    push_free(&ctl);
     srv_metrics_free(&srv.metrics);
     srv_cache_free(&srv.cache);
     srv_oci_cache_close(&srv.oci_cache);

@@ -92,7 +92,7 @@ enum mg_code push_haproxy_validate(const struct push_env *env, const json_t *bod
     *secret = NULL;
     const char *addr = json_string_value(json_object_get(body, "address"));
     const char *be = json_string_value(json_object_get(body, "backend"));
-    const char *srv = json_string_value(json_object_get(body, "server"));
+    const char *ctl = json_string_value(json_object_get(body, "server"));
     json_t *map = json_object_get(body, "map");
     const char *k;
     json_t *v;
@@ -113,10 +113,10 @@ enum mg_code push_haproxy_validate(const struct push_env *env, const json_t *bod
     if (be == NULL || !name_template_ok(be))
         return mg_fail(err, MG_EINVAL, "backend",
                        "backend is a name template such as be_{model}_{alias}");
-    if (srv == NULL || !name_template_ok(srv) || strstr(srv, "{version}") == NULL)
+    if (ctl == NULL || !name_template_ok(ctl) || strstr(ctl, "{version}") == NULL)
         return mg_fail(err, MG_EINVAL, "server",
                        "server is a name template with {version}, such as v{version}");
-    *config = json_pack("{s:s, s:s, s:s}", "address", addr, "backend", be, "server", srv);
+    *config = json_pack("{s:s, s:s, s:s}", "address", addr, "backend", be, "server", ctl);
     if (*config && map && json_object_set(*config, "map", map) != 0) {
         json_decref(*config);
         *config = NULL;

@@ -18,7 +18,7 @@
  */
 #include "push.h"
 
-#include "../http/http.h"
+#include "../control/control.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -95,7 +95,7 @@ static json_t *named_versions(const json_t *routes, const json_t *match, const j
     return all;
 }
 
-enum mg_code push_alias_names(struct srv *srv, const char *model, const char *alias,
+enum mg_code push_alias_names(struct ctl *ctl, const char *model, const char *alias,
                               const json_t *routes_only, const json_t *match, const json_t *shadow,
                               json_t **out, struct mg_error *err)
 {
@@ -111,7 +111,7 @@ enum mg_code push_alias_names(struct srv *srv, const char *model, const char *al
         json_decref(routes);
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
-    if ((rc = store_gateway_configs(srv->store, &gws, err)) != MG_OK) {
+    if ((rc = store_gateway_configs(ctl->store, &gws, err)) != MG_OK) {
         json_decref(names);
         json_decref(routes);
         return rc;
@@ -231,7 +231,7 @@ static enum mg_code gateway_can(const char *gw, const char *kind, const json_t *
     return MG_OK;
 }
 
-enum mg_code push_alias_check(struct srv *srv, const char *model, const char *alias,
+enum mg_code push_alias_check(struct ctl *ctl, const char *model, const char *alias,
                               const json_t *match, const json_t *shadow, struct mg_error *err)
 {
     json_t *gws = NULL, *g;
@@ -240,7 +240,7 @@ enum mg_code push_alias_check(struct srv *srv, const char *model, const char *al
 
     if (json_array_size(match) == 0 && !json_is_object(shadow))
         return MG_OK;
-    if ((rc = store_gateway_configs(srv->store, &gws, err)) != MG_OK)
+    if ((rc = store_gateway_configs(ctl->store, &gws, err)) != MG_OK)
         return rc;
     json_array_foreach(gws, i, g)
     {
@@ -257,7 +257,7 @@ enum mg_code push_alias_check(struct srv *srv, const char *model, const char *al
     return rc;
 }
 
-enum mg_code push_gateway_check(struct srv *srv, const char *name, const char *kind,
+enum mg_code push_gateway_check(struct ctl *ctl, const char *name, const char *kind,
                                 const json_t *config, const json_t *models, const json_t *aliases,
                                 struct mg_error *err)
 {
@@ -271,7 +271,7 @@ enum mg_code push_gateway_check(struct srv *srv, const char *name, const char *k
     g = json_pack("{s:O?, s:O?}", "models", models, "aliases", aliases);
     if (g == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    if ((rc = store_alias_strategies(srv->store, &list, err)) != MG_OK) {
+    if ((rc = store_alias_strategies(ctl->store, &list, err)) != MG_OK) {
         json_decref(g);
         return rc;
     }
@@ -297,15 +297,15 @@ enum mg_code push_gateway_check(struct srv *srv, const char *name, const char *k
     return rc;
 }
 
-void push_version_names(struct srv *srv, const char *model, const char *alias, int64_t version,
-                        struct push_version_names *out)
+void push_version_names(struct ctl *ctl, const char *model, const char *alias, int64_t version,
+                        struct ctl_version_names *out)
 {
     json_t *gws = NULL, *g;
     struct mg_error err;
     size_t i;
 
     memset(out, 0, sizeof(*out));
-    if (store_gateway_configs(srv->store, &gws, &err) != MG_OK)
+    if (store_gateway_configs(ctl->store, &gws, &err) != MG_OK)
         return;
     json_array_foreach(gws, i, g)
     {

@@ -14,10 +14,9 @@
 #include <time.h>
 
 #include "../base/util.h"
-#include "../http/http.h"
+#include "../control/control.h"
 #include "../control/events.h"
 #include "../os/metrics.h"
-#include "../runner/runner.h"
 
 /* A worker holds a claimed row this long; deliveries time out well before. */
 #define LEASE_MS 120000
@@ -139,7 +138,8 @@ static double random_unit(void)
 /* ---- the pool ---------------------------------------------------------- */
 
 struct waiter {
-    struct srv_req *r;
+    void (*wake)(void *arg);
+    void *arg;
     char model[64];
     char alias[33];
     int64_t gen;
@@ -148,7 +148,7 @@ struct waiter {
 };
 
 struct push {
-    struct srv *srv;
+    struct ctl *ctl;
     struct push_options opt;
     struct push_env env;
     pthread_t *threads;
@@ -166,7 +166,9 @@ struct push {
     struct waiter *waiters;
 };
 
-/* Resume waiters whose alias is in sync or whose deadline passed. */
+static void pool_kick(struct ctl *ctl);
+
+/* Wake waiters whose alias is in sync or whose deadline passed. */
 static void check_waiters(struct push *p, bool all)
 {
     struct waiter **w, *done = NULL, *x;
@@ -180,7 +182,7 @@ static void check_waiters(struct push *p, bool all)
 
         x = *w;
         if (!all && now < x->deadline)
-            store_outbox_synced(p->srv->store, x->model, x->alias, x->gen, &synced, &err);
+            store_outbox_synced(p->ctl->store, x->model, x->alias, x->gen, &synced, &err);
         if (all || synced || now >= x->deadline) {
             *w = x->next;
             x->next = done;
@@ -193,7 +195,7 @@ static void check_waiters(struct push *p, bool all)
     while (done) {
         x = done;
         done = x->next;
-        MHD_resume_connection(x->r->conn);
+        x->wake(x->arg);
         free(x);
     }
 }
@@ -219,7 +221,7 @@ static void orphans_release(struct push *p, struct orphans *o)
 {
     struct mg_error err;
 
-    while (o->n > 0 && store_outbox_release(p->srv->store, o->token[o->n - 1], &err) == MG_OK)
+    while (o->n > 0 && store_outbox_release(p->ctl->store, o->token[o->n - 1], &err) == MG_OK)
         o->n--;
 }
 
@@ -232,7 +234,7 @@ bool push_fence(const struct push_env *env, const struct store_delivery *d, stru
         res->touched = true;
         return true;
     }
-    if (store_outbox_fence(env->srv->store, d, &held, &err) != MG_OK) {
+    if (store_outbox_fence(env->ctl->store, d, &held, &err) != MG_OK) {
         snprintf(res->error, sizeof(res->error),
                  "cannot check the delivery's lease (%.200s); nothing more was sent", err.message);
     } else if (!held) {
@@ -269,8 +271,8 @@ static bool deliver(struct push *p, struct store_delivery *d)
         /* A claim that lost its lease records nothing: whoever holds the row now does. */
         fprintf(stderr, "modelgated: push %s %s/%s generation %lld stopped: %s\n", d->gateway,
                 d->model, d->alias, (long long)d->generation, res.error);
-        srv_metrics_push_fenced(p->srv->metrics);
-        if (store_outbox_abort(p->srv->store, d, &err) != MG_OK) {
+        srv_metrics_push_fenced(p->ctl->metrics);
+        if (store_outbox_abort(p->ctl->store, d, &err) != MG_OK) {
             fprintf(stderr, "modelgated: push %s %s/%s: cannot let the lease go: %s\n", d->gateway,
                     d->model, d->alias, err.message);
             recorded = false;
@@ -282,9 +284,9 @@ static bool deliver(struct push *p, struct store_delivery *d)
         next = push_backoff_ms(&p->opt, d->attempts + 1, random_unit());
         if (res.retry_after_ms > next)
             next = res.retry_after_ms;
-        next += store_clock_ms(p->srv->store);
+        next += store_clock_ms(p->ctl->store);
     }
-    if (store_outbox_done(p->srv->store, d, res.ok, res.error, next, &err) != MG_OK) {
+    if (store_outbox_done(p->ctl->store, d, res.ok, res.error, next, &err) != MG_OK) {
         fprintf(stderr, "modelgated: push %s %s/%s: cannot record the outcome: %s\n", d->gateway,
                 d->model, d->alias, err.message);
         recorded = false;
@@ -293,7 +295,7 @@ static bool deliver(struct push *p, struct store_delivery *d)
         char reason[600];
         snprintf(reason, sizeof(reason), "disabled after the gateway answered 410 Gone: %s",
                  res.error);
-        store_gateway_disable(p->srv->store, d->gateway, reason, &err);
+        store_gateway_disable(p->ctl->store, d->gateway, reason, &err);
     }
     if (!res.ok) {
         const char *promo = json_string_value(json_object_get(d->payload, "promotion"));
@@ -304,12 +306,12 @@ static bool deliver(struct push *p, struct store_delivery *d)
          * promotion back (a no-op once the promotion is no longer rolling out). */
         if (promo && ad != NULL && ad->rollback_on_failure &&
             d->attempts + 1 >= PUSH_ROLLBACK_ATTEMPTS) {
-            struct srv_event ev = {.kind = SRV_EV_DELIVERY_FAILED,
+            struct ctl_event ev = {.kind = CTL_EV_DELIVERY_FAILED,
                                    .promotion = promo,
                                    .gateway = d->gateway,
                                    .error = res.error};
 
-            srv_event_post(p->srv, &ev);
+            ctl_event_post(p->ctl, &ev);
         }
     }
     check_waiters(p, false);
@@ -342,10 +344,10 @@ static void *worker_main(void *arg)
         if (p->kicks > 0)
             p->kicks--;
         pthread_mutex_unlock(&p->lock);
-        now = store_clock_ms(p->srv->store);
+        now = store_clock_ms(p->ctl->store);
         orphans_release(p, &orphans);
         d.lease_token[0] = '\0';
-        if (store_outbox_claim(p->srv->store, now, LEASE_MS, &d, &found, &err) != MG_OK) {
+        if (store_outbox_claim(p->ctl->store, now, LEASE_MS, &d, &found, &err) != MG_OK) {
             fprintf(stderr, "modelgated: push: cannot claim a delivery: %s\n", err.message);
             orphan_keep(&orphans, d.lease_token);
         } else if (found) {
@@ -355,7 +357,7 @@ static void *worker_main(void *arg)
             pthread_mutex_lock(&p->lock);
             continue;
         }
-        store_outbox_next_due(p->srv->store, &next, &err);
+        store_outbox_next_due(p->ctl->store, &next, &err);
         pthread_mutex_lock(&p->lock);
         if (p->stop || p->kicks > 0)
             continue;
@@ -399,7 +401,7 @@ static void reconcile(struct push *p)
     size_t n = 0, i;
     bool kicked = false;
 
-    if (store_outbox_in_sync(p->srv->store, store_leader_epoch(p->srv->store), &list, &n, &err) !=
+    if (store_outbox_in_sync(p->ctl->store, store_leader_epoch(p->ctl->store), &list, &n, &err) !=
         MG_OK) {
         fprintf(stderr, "modelgated: reconcile: cannot list the deliveries: %s\n", err.message);
         return;
@@ -419,7 +421,7 @@ static void reconcile(struct push *p)
             pthread_mutex_unlock(&p->nginx_lock);
         if (!drift)
             continue;
-        if (store_outbox_drift(p->srv->store, &list[i], why, &marked, &err) != MG_OK) {
+        if (store_outbox_drift(p->ctl->store, &list[i], why, &marked, &err) != MG_OK) {
             if (err.code == MG_EUNAVAIL)
                 continue; /* no longer the leader: the new one's pass repairs it */
             fprintf(stderr, "modelgated: reconcile %s %s/%s: cannot record the drift: %s\n",
@@ -430,14 +432,14 @@ static void reconcile(struct push *p)
             continue;
         fprintf(stderr, "modelgated: reconcile %s %s/%s generation %lld: %s; delivering again\n",
                 list[i].gateway, list[i].model, list[i].alias, (long long)list[i].generation, why);
-        srv_metrics_gateway_drift(p->srv->metrics);
+        srv_metrics_gateway_drift(p->ctl->metrics);
         kicked = true;
     }
     for (i = 0; i < n; i++)
         store_delivery_release(&list[i]);
     free(list);
     if (kicked)
-        push_kick(p->srv);
+        pool_kick(p->ctl);
 }
 
 static void *reconciler_main(void *arg)
@@ -463,18 +465,28 @@ static void *reconciler_main(void *arg)
     return NULL;
 }
 
-enum mg_code push_start(struct srv *srv, const struct push_options *o, struct mg_error *err)
+static struct push *pool(struct ctl *ctl)
+{
+    return ctl->gw.impl;
+}
+
+static void pool_poke(struct ctl *ctl);
+static void pool_wait(struct ctl *ctl, const char *model, const char *alias, int64_t gen,
+                      int64_t deadline_ms, void (*wake)(void *arg), void *arg);
+static enum mg_code pool_config_validate(struct ctl *ctl, const char *kind, const json_t *body,
+                                         json_t **config, char **secret, struct mg_error *err);
+
+enum mg_code push_register(struct ctl *ctl, const struct push_options *o, struct mg_error *err)
 {
     struct push *p = calloc(1, sizeof(*p));
-    unsigned i;
 
     if (p == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    p->srv = srv;
+    p->ctl = ctl;
     p->opt = *o;
     p->env.allow = &p->opt.allow;
     p->env.nginx_lock = &p->nginx_lock;
-    p->env.srv = srv;
+    p->env.ctl = ctl;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->nginx_lock, NULL);
     pthread_cond_init(&p->cond, NULL);
@@ -484,30 +496,51 @@ enum mg_code push_start(struct srv *srv, const struct push_options *o, struct mg
         free(p);
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
-    srv->push = p;
-    if (store_outbox_recover(srv->store, 0, err) != MG_OK) {
-        push_free(srv);
+    ctl->gw = (struct ctl_gateways){
+        .impl = p,
+        .kick = pool_kick,
+        .poke = pool_poke,
+        .wait = pool_wait,
+        .alias_names = push_alias_names,
+        .alias_check = push_alias_check,
+        .gateway_check = push_gateway_check,
+        .version_names = push_version_names,
+        .config_validate = pool_config_validate,
+    };
+    return MG_OK;
+}
+
+enum mg_code push_start(struct ctl *ctl, struct mg_error *err)
+{
+    struct push *p = pool(ctl);
+    unsigned i, workers;
+
+    if (p == NULL)
+        return mg_fail(err, MG_EINVAL, NULL, "push_start before push_register");
+    workers = p->opt.workers ? p->opt.workers : 1;
+    if (store_outbox_recover(ctl->store, 0, err) != MG_OK) {
+        push_free(ctl);
         return err->code;
     }
-    for (i = 0; i < (o->workers ? o->workers : 1); i++) {
+    for (i = 0; i < workers; i++) {
         if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0)
             break;
         p->nthreads++;
     }
     if (pthread_create(&p->clock, NULL, clock_main, p) == 0)
         p->clock_started = true;
-    if (o->reconcile_ms > 0 && pthread_create(&p->reconciler, NULL, reconciler_main, p) == 0)
+    if (p->opt.reconcile_ms > 0 && pthread_create(&p->reconciler, NULL, reconciler_main, p) == 0)
         p->reconciler_started = true;
     if (p->nthreads == 0 || !p->clock_started) {
-        push_free(srv);
+        push_free(ctl);
         return mg_fail(err, MG_EIO, NULL, "cannot start the push workers");
     }
     return MG_OK;
 }
 
-void push_stop(struct srv *srv)
+void push_stop(struct ctl *ctl)
 {
-    struct push *p = srv->push;
+    struct push *p = pool(ctl);
     unsigned i;
 
     if (p == NULL)
@@ -529,13 +562,13 @@ void push_stop(struct srv *srv)
     p->reconciler_started = false;
 }
 
-void push_free(struct srv *srv)
+void push_free(struct ctl *ctl)
 {
-    struct push *p = srv->push;
+    struct push *p = pool(ctl);
 
     if (p == NULL)
         return;
-    push_stop(srv);
+    push_stop(ctl);
     check_waiters(p, true);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->nginx_lock);
@@ -543,12 +576,12 @@ void push_free(struct srv *srv)
     pthread_cond_destroy(&p->rcond);
     free(p->threads);
     free(p);
-    srv->push = NULL;
+    memset(&ctl->gw, 0, sizeof(ctl->gw));
 }
 
-void push_kick(struct srv *srv)
+static void pool_kick(struct ctl *ctl)
 {
-    struct push *p = srv->push;
+    struct push *p = pool(ctl);
 
     if (p == NULL)
         return;
@@ -558,26 +591,27 @@ void push_kick(struct srv *srv)
     pthread_mutex_unlock(&p->lock);
 }
 
-void push_poke(struct srv *srv)
+static void pool_poke(struct ctl *ctl)
 {
-    if (srv->push == NULL)
+    if (pool(ctl) == NULL)
         return;
-    push_kick(srv);
-    check_waiters(srv->push, false);
+    pool_kick(ctl);
+    check_waiters(pool(ctl), false);
 }
 
-void push_wait(struct srv *srv, struct srv_req *r, const char *model, const char *alias,
-               int64_t gen, int64_t deadline_ms)
+static void pool_wait(struct ctl *ctl, const char *model, const char *alias, int64_t gen,
+                      int64_t deadline_ms, void (*wake)(void *arg), void *arg)
 {
-    struct push *p = srv->push;
+    struct push *p = pool(ctl);
     struct waiter *w = calloc(1, sizeof(*w));
 
     if (p == NULL || w == NULL || p->stop) {
         free(w);
-        MHD_resume_connection(r->conn);
+        wake(arg);
         return;
     }
-    w->r = r;
+    w->wake = wake;
+    w->arg = arg;
     snprintf(w->model, sizeof(w->model), "%s", model);
     snprintf(w->alias, sizeof(w->alias), "%s", alias);
     w->gen = gen;
@@ -646,7 +680,7 @@ static enum mg_code with_host(const struct push_env *env, const char *kind,
     json_decref(rest);
     if (rc != MG_OK)
         return rc;
-    if (local && host == NULL && env->srv && env->srv->cfg && env->srv->cfg->database)
+    if (local && host == NULL && env->ctl && env->ctl->cfg && env->ctl->cfg->database)
         rc = mg_fail(err, MG_EINVAL, "host",
                      "an %s gateway changes files or sockets on the host that delivers it, and "
                      "with --database postgresql any replica may deliver it: add \"host\": the "
@@ -682,13 +716,31 @@ enum mg_code push_config_validate(const struct push_env *env, const char *kind, 
     return with_host(env, kind, ad, body, config, secret, err);
 }
 
+static enum mg_code pool_config_validate(struct ctl *ctl, const char *kind, const json_t *body,
+                                         json_t **config, char **secret, struct mg_error *err)
+{
+    return push_config_validate(&pool(ctl)->env, kind, body, config, secret, err);
+}
+
+/* The built-in "runner" kind: the tests the generation implies are queued with whoever
+ * registered as the runner (control.h), never named here. */
+static void runner_deliver(const struct push_env *env, const struct store_delivery *d,
+                           struct push_result *res)
+{
+    struct mg_error err;
+
+    res->ok = ctl_runner_enqueue_routes(env->ctl, d->model, d->alias, d->payload, &err) == MG_OK;
+    if (!res->ok)
+        snprintf(res->error, sizeof(res->error), "%s", err.message);
+}
+
 static const struct push_adapter adapters[] = {
     {"webhook", push_webhook_validate, push_webhook_deliver, true, NULL},
     {"haproxy", push_haproxy_validate, push_haproxy_deliver, true, push_haproxy_check},
     {"nginx", push_nginx_validate, push_nginx_deliver, true, push_nginx_check},
     /* built in, never PUT: acknowledged once the implied tests are queued (?wait does not
      * wait for a smoke test), and its trouble rolls nothing back */
-    {"runner", NULL, runner_gateway_deliver, false, NULL},
+    {"runner", NULL, runner_deliver, false, NULL},
 };
 
 const struct push_adapter *push_adapter_of(const char *kind)

@@ -2,11 +2,12 @@
  * push.h - delivering alias changes from the outbox to gateways: a pool of
  * worker threads, retries with exponential backoff and full jitter, the
  * adapters (webhook, HAProxy runtime API, nginx include file, the built-in
- * runner), and the waiters of ?wait=SECONDS.
+ * runner kind, which hands its tests to whoever registered as the runner), and the
+ * waiters of ?wait=SECONDS. It registers all of it with control (control.h).
  *
  * Workers never hold a database transaction while talking to a gateway: a
  * row is claimed with a lease, delivered, then settled for the generation
- * that was delivered (store/push.c).
+ * that was delivered (store/outbox.c).
  */
 #ifndef PUSH_H
 #define PUSH_H
@@ -20,9 +21,9 @@
 
 #include "../base/mg.h"
 #include "../store/store.h"
+#include "../control/control.h"
 
-struct srv;
-struct srv_req;
+struct ctl;
 
 /* ---- destination allowlist (SSRF guard) -------------------------------- */
 
@@ -63,7 +64,7 @@ struct push_env {
     /* nginx deliveries run one at a time: a reload must never pick up
      * another delivery's untested file (write → test → reload is atomic). */
     pthread_mutex_t *nginx_lock;
-    struct srv *srv; /* for the built-in runner gateway */
+    struct ctl *ctl; /* the store, the configuration, the registered runner */
 };
 
 /*
@@ -123,9 +124,6 @@ bool push_haproxy_check(const struct push_env *env, const struct store_delivery 
                         char *why, size_t whylen);
 bool push_nginx_check(const struct push_env *env, const struct store_delivery *d, bool *drift,
                       char *why, size_t whylen);
-/* server/runner/runner.c: the built-in runner gateway queues the routed versions' tests. */
-void runner_gateway_deliver(const struct push_env *env, const struct store_delivery *d,
-                            struct push_result *res);
 
 /* The webhook body for a delivery at time now_ms (malloc'd JSON text). */
 char *push_webhook_body(const struct store_delivery *d, int64_t now_ms);
@@ -149,28 +147,17 @@ struct push_options {
  * over min(max, base * 2^(n-1)), at least 50 ms; rnd in [0, 1). */
 int64_t push_backoff_ms(const struct push_options *o, int attempts, double rnd);
 
-/* Start the workers and the waiter clock; srv->push is set. */
-enum mg_code push_start(struct srv *srv, const struct push_options *o, struct mg_error *err);
+/* Register the pool with control (control.h: every slot of ctl->gw filled; ?wait,
+ * gateway names and checks work from here on), without starting a thread. */
+enum mg_code push_register(struct ctl *ctl, const struct push_options *o, struct mg_error *err);
 
-/* Resume every waiting request and stop the threads (later waits resume at
- * once); push_free() then releases everything. */
-void push_stop(struct srv *srv);
-void push_free(struct srv *srv);
+/* Start the workers and the waiter clock (after push_register). */
+enum mg_code push_start(struct ctl *ctl, struct mg_error *err);
 
-/* The outbox was written: wake a worker. */
-void push_kick(struct srv *srv);
-
-/* Another replica changed the outbox: kick the workers and look at the ?wait
- * requests again. Thread-safe. */
-void push_poke(struct srv *srv);
-
-/*
- * ?wait: suspend r until every gateway of (model, alias) acknowledged
- * generation gen, or deadline_ms. The caller has already suspended the
- * connection; the request is resumed (and its on_resume runs) then.
- */
-void push_wait(struct srv *srv, struct srv_req *r, const char *model, const char *alias,
-               int64_t gen, int64_t deadline_ms);
+/* Wake every waiter and stop the threads (later waits wake at once); push_free() then
+ * releases everything and empties ctl->gw. */
+void push_stop(struct ctl *ctl);
+void push_free(struct ctl *ctl);
 
 /*
  * The HMAC key of a webhook secret into key (512 bytes): for a Standard Webhooks
@@ -186,24 +173,17 @@ bool push_name_encode(const char *in, char *out, size_t cap);
 /* "modelgate_<enc(model)>_<enc(alias)>", the nginx variable of an alias (without '$'). */
 bool push_nginx_variable(const char *model, const char *alias, char *out, size_t cap);
 
-struct srv;
 /* Every gateway object name a change of (model, alias) to `routes`, `match` and `shadow`
  * (either NULL: none) uses, for the store to claim (store_alias_change.names): *out NEW
  * [{"gateway","name","scope"}]. MG_EINVAL naming the gateway when a template makes a name
  * that does not fit. */
-enum mg_code push_alias_names(struct srv *srv, const char *model, const char *alias,
+enum mg_code push_alias_names(struct ctl *ctl, const char *model, const char *alias,
                               const json_t *routes, const json_t *match, const json_t *shadow,
                               json_t **out, struct mg_error *err);
 
-/* The names the gateways of (model, alias) give `version` (API.md "Live canary analysis"
- * placeholders): the first HAProxy gateway's backend and server, the first nginx gateway's
- * upstream; has_* false when the alias has no such gateway. */
-struct push_version_names {
-    bool has_haproxy, has_nginx;
-    char backend[256], server[256], upstream[256];
-};
-void push_version_names(struct srv *srv, const char *model, const char *alias, int64_t version,
-                        struct push_version_names *out);
+/* The names the gateways of (model, alias) give `version` (control.h). */
+void push_version_names(struct ctl *ctl, const char *model, const char *alias, int64_t version,
+                        struct ctl_version_names *out);
 
 /*
  * Can every gateway that hears (model, alias) apply these match rules and shadow (either
@@ -211,14 +191,14 @@ void push_version_names(struct srv *srv, const char *model, const char *alias, i
  * requests (a shadow is refused, API.md "Routing strategies") and pins headers only through
  * a map (its config's "map"); nginx reads a header only by a name of a-z, 0-9 and '-'.
  */
-enum mg_code push_alias_check(struct srv *srv, const char *model, const char *alias,
+enum mg_code push_alias_check(struct ctl *ctl, const char *model, const char *alias,
                               const json_t *match, const json_t *shadow, struct mg_error *err);
 
 /* The same check the other way round, for a gateway being PUT: can gateway `name` (kind and
  * validated config; models and aliases its filters, NULL for all) apply the match rules and
  * shadow of every live alias it would hear? MG_EINVAL naming the gateway and the alias (field
  * "aliases") otherwise: an HAProxy gateway would hear an alias with a shadow. */
-enum mg_code push_gateway_check(struct srv *srv, const char *name, const char *kind,
+enum mg_code push_gateway_check(struct ctl *ctl, const char *name, const char *kind,
                                 const json_t *config, const json_t *models, const json_t *aliases,
                                 struct mg_error *err);
 

@@ -33,24 +33,20 @@
 /* Bytes of an oversize chunked body we drain before closing the connection. */
 #define DRAIN_MAX (16u << 20)
 
-void srv_crash_point(const struct srv *srv, const char *point)
-{
-    if (srv->crash_at != NULL && strcmp(srv->crash_at, point) == 0)
-        _exit(86);
-}
-
-void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t gen, int64_t wait_s,
-               const char *id, unsigned status, void (*on_resume)(struct srv_req *r))
+void srv_defer(struct srv_req *r, void *ctx, void (*start)(struct srv_req *r),
+               void (*on_resume)(struct srv_req *r))
 {
     srv_set_response(r, 0, NULL, 0);
     r->deferred = true;
+    free(r->defer_ctx);
+    r->defer_ctx = ctx;
+    r->defer_start = start;
     r->on_resume = on_resume;
-    snprintf(r->wait_model, sizeof(r->wait_model), "%s", model);
-    snprintf(r->wait_alias, sizeof(r->wait_alias), "%s", alias);
-    snprintf(r->wait_id, sizeof(r->wait_id), "%s", id ? id : "");
-    r->wait_gen = gen;
-    r->wait_status = status;
-    r->wait_deadline = mg_now_ms() + wait_s * 1000;
+}
+
+void srv_resume(struct srv_req *r)
+{
+    MHD_resume_connection(r->conn);
 }
 
 void srv_defer_work(struct srv_req *r, void (*work)(struct srv_req *r),
@@ -302,7 +298,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         if (r->work)
             start_work(r);
         else
-            push_wait(srv, r, r->wait_model, r->wait_alias, r->wait_gen, r->wait_deadline);
+            r->defer_start(r);
         return MHD_YES;
     }
     return queue(r);

@@ -17,16 +17,18 @@
 #include <stdint.h>
 
 #include <jansson.h>
-#include <microhttpd.h>
 
 #include "../base/mg.h"
 #include "../base/util.h"
 #include "../store/store.h"
 #include "../daemon/config.h"
-#include "../gateways/push.h"
 
 struct srv;
 struct srv_req;
+/* libmicrohttpd stays inside http/: the rest of the daemon sees these by name only. */
+struct MHD_Connection;
+struct MHD_Response;
+struct MHD_Daemon;
 
 enum srv_body {
     SRV_BODY_NONE,    /* a body, if any, is ignored */
@@ -110,13 +112,13 @@ struct srv_req {
     struct MHD_Response *resp; /* set by srv_reply_*() */
     bool queued;               /* resp handed to libmicrohttpd */
 
-    /* ?wait: the reply is made by on_resume once the alias's gateways
-     * acknowledged wait_gen, or at wait_deadline (srv_defer). */
+    /* A deferred reply (srv_defer): once suspended, defer_start(r) hands r on, whoever
+     * finishes calls srv_resume(r), and on_resume(r) makes the reply. defer_ctx is the
+     * route's own state for it, free()d with the request. */
     bool deferred;
+    void (*defer_start)(struct srv_req *r);
     void (*on_resume)(struct srv_req *r);
-    char wait_model[64], wait_alias[33], wait_id[32];
-    int64_t wait_gen, wait_deadline;
-    unsigned wait_status;
+    void *defer_ctx;
     /* srv_defer_work: slow work done on a thread of its own while the
      * request is suspended, then on_resume replies. */
     void (*work)(struct srv_req *r);
@@ -130,32 +132,25 @@ struct srv_cache;
 struct srv_oci_cache;
 struct srv_workers;
 
+struct ctl;
+
 struct srv {
     struct srv_config *cfg;
     struct store *store;
-    /* What new versions are signed with and old ones verified against; replaced at
-     * once when the cluster's key rotates (cluster.c keeps every one it replaced
-     * alive until it stops), so load it once per use. */
-    const struct sign_keyring *_Atomic keys;
-    struct rel_timer *timer;         /* the promotion clock (release.c) */
-    struct push *push;               /* delivery workers (push/push.c) */
-    struct runner *runner;           /* smoke-test runner (runner/runner.c) */
-    struct srv_cluster *cluster;     /* heartbeat and leader duties (cluster.c) */
-    struct srv_lifecycle *lifecycle; /* periodic retention and GC (lifecycle.c) */
-    struct rel_analysis *analysis;   /* live canary analysis (release_analysis.c) */
-    struct push_allow push_allow;    /* where webhooks may connect */
-    bool tls;                        /* serving HTTPS: cookies get Secure, replies HSTS */
+    /* Release control and the workers registered with it (control/control.h): opaque here,
+     * the HTTP layer never calls them; the resource files in api/ do. */
+    struct ctl *ctl;
+    bool tls; /* serving HTTPS: cookies get Secure, replies HSTS */
     char *tls_cert_pem, *tls_key_pem;
-    struct srv_metrics *metrics;     /* request counters (metrics.c) */
+    struct srv_metrics *metrics;     /* request counters (os/metrics.c) */
     struct srv_cache *cache;         /* hot read bodies (cache.c); NULL caches nothing */
-    struct srv_oci_cache *oci_cache; /* files of per-file OCI layers (oci_cache.c) */
+    struct srv_oci_cache *oci_cache; /* files of per-file OCI layers (api/oci_cache.c) */
     struct srv_reaper *reaper;       /* per-request deadlines (http.c) */
     struct MHD_Daemon *daemon;
     uint16_t port;
     volatile int inflight;          /* requests not yet completed (atomic ops) */
     volatile int working;           /* srv_defer_work jobs queued or running (atomic ops) */
     struct srv_workers *workers;    /* cfg->commit_workers threads for srv_defer_work */
-    const char *crash_at;           /* MODELGATED_TEST_CRASH_AT: a named point to die at (tests) */
     struct id_oidc *oidc;           /* --oidc-issuer's provider (identity.c), or NULL */
     struct id_registry *ci_issuers; /* trusted publishers' issuers (identity.c) */
     char *oidc_client_secret;       /* --oidc-client-secret-file's secret, or NULL */
@@ -164,15 +159,6 @@ struct srv {
 /* srv_defer_work's queue: jobs waiting for a worker now, and jobs that ever
  * had to wait because every worker was busy. Thread-safe. */
 void srv_work_stats(struct srv *srv, uint64_t *waiting, uint64_t *waited_total);
-
-/*
- * Fault injection for crash tests: when the environment variable MODELGATED_TEST_CRASH_AT
- * names this point, the process dies there at once (_exit(86)), like a power cut: no reply,
- * no cleanup. Named points: "promotion-created" (just after a promotion's transaction
- * commits), "gc-marked" (garbage collection marked blobs, their bytes not yet removed). Costs one
- * string compare when unset.
- */
-void srv_crash_point(const struct srv *srv, const char *point);
 
 /* Read and check --tls-cert/--tls-key (both PEM, the key matching the
  * certificate) before anything else starts; srv->tls set on success. */
@@ -205,6 +191,9 @@ size_t srv_query_all(const struct srv_req *r, const char *key, const char **out,
 
 /* Request header, or NULL. */
 const char *srv_header(const struct srv_req *r, const char *key);
+
+/* A cookie the request sent, or NULL. */
+const char *srv_cookie(const struct srv_req *r, const char *name);
 
 /* Parse ?limit= and ?page_token=. false → an error reply was set. */
 bool srv_page(struct srv_req *r, struct store_page *page);
@@ -248,13 +237,17 @@ void srv_reply_blob(struct srv_req *r, unsigned status, const char *content_type
                     struct blob_reader *rd, uint64_t len);
 
 /*
- * Answer later: suspend the request (no libmicrohttpd thread is held) until
- * every gateway of (model, alias) acknowledged generation gen or wait_s
- * seconds passed, then call on_resume(r), which sets the reply. A reply set
- * before is dropped. id/status are kept for on_resume (r->wait_id, r->wait_status).
+ * Answer later, once something outside the HTTP layer is done (a ?wait for gateways):
+ * the request is suspended (no libmicrohttpd thread is held); then start(r) is called,
+ * which hands r to whoever finishes; that one calls srv_resume(r) exactly once, on any
+ * thread; then on_resume(r) sets the reply. ctx (may be NULL) is the route's state for
+ * it (r->defer_ctx), free()d with the request. A reply set before is dropped.
  */
-void srv_defer(struct srv_req *r, const char *model, const char *alias, int64_t gen, int64_t wait_s,
-               const char *id, unsigned status, void (*on_resume)(struct srv_req *r));
+void srv_defer(struct srv_req *r, void *ctx, void (*start)(struct srv_req *r),
+               void (*on_resume)(struct srv_req *r));
+
+/* Resume a request srv_defer suspended. Thread-safe; once per srv_defer. */
+void srv_resume(struct srv_req *r);
 
 /*
  * Answer after slow work (fsync, archive inspection): suspend the request,

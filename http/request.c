@@ -56,6 +56,11 @@ const char *srv_header(const struct srv_req *r, const char *key)
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
 }
 
+const char *srv_cookie(const struct srv_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, name);
+}
+
 bool srv_page(struct srv_req *r, struct store_page *page)
 {
     const char *l = srv_query(r, "limit"), *t = srv_query(r, "page_token");
@@ -86,6 +91,7 @@ void srv_req_free(struct srv_req *r)
         MHD_destroy_response(r->resp);
     json_decref(r->body);
     json_decref(r->identity);
+    free(r->defer_ctx);
     mg_buf_release(&r->raw);
     free(r->path);
     free(r->raw_path);

@@ -31,9 +31,9 @@ static enum mg_code space_check(const char *dir, uint64_t need, struct mg_error 
     return runner_space_check(dir, need, (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize, err);
 }
 
-void runner_cache_stats(struct srv *srv, uint64_t *extractions, uint64_t *hits)
+void runner_cache_stats(struct ctl *ctl, uint64_t *extractions, uint64_t *hits)
 {
-    struct runner *rn = srv->runner;
+    struct runner *rn = ctl->rn.impl;
 
     *extractions = rn ? __atomic_load_n(&rn->extractions, __ATOMIC_RELAXED) : 0;
     *hits = rn ? __atomic_load_n(&rn->cache_hits, __ATOMIC_RELAXED) : 0;
@@ -165,7 +165,7 @@ static enum mg_code cache_fill(struct runner *rn, const char *digest, const char
         return mg_fail(err, MG_EIO, NULL, "cannot create the artifact cache %s: %s", cache,
                        strerror(errno));
     if ((rc = space_check(cache, need, err)) != MG_OK ||
-        (rc = store_blob_materialize(rn->srv->store, digest, tree, "artifact", err)) != MG_OK)
+        (rc = store_blob_materialize(rn->ctl->store, digest, tree, "artifact", err)) != MG_OK)
         goto fail;
     __atomic_add_fetch(&rn->extractions, 1, __ATOMIC_RELAXED);
     nftw(tree, ro_entry, 16, FTW_PHYS);
@@ -288,7 +288,7 @@ enum mg_code runner_extract_artifact(struct runner *rn, const json_t *job, const
     mg_error_clear(err);
     if (digest == NULL || !mg_valid_digest(digest, strlen(digest)))
         return mg_fail(err, MG_EINVAL, NULL, "the test names no valid artifact digest");
-    if ((rc = store_blob_expanded_size(rn->srv->store, digest, &need, err)) != MG_OK)
+    if ((rc = store_blob_expanded_size(rn->ctl->store, digest, &need, err)) != MG_OK)
         return rc;
     snprintf(cache, sizeof(cache), "%.3000s/%s", rn->cache_dir, digest + 7);
     snprintf(tree, sizeof(tree), "%.4000s/tree", cache);

@@ -578,7 +578,7 @@ static void *worker_main(void *arg)
         if (rn->kicks > 0)
             rn->kicks--;
         pthread_mutex_unlock(&rn->lock);
-        if (store_smoke_claim(rn->srv->store, &job, &found, &err) == MG_OK && found) {
+        if (store_smoke_claim(rn->ctl->store, &job, &found, &err) == MG_OK && found) {
             const char *id = json_string_value(json_object_get(job, "id"));
             result = run_job(rn, job);
             if (rn->cancel) {
@@ -594,18 +594,18 @@ static void *worker_main(void *arg)
             if (result != NULL &&
                 json_object_set(result, "claim", json_object_get(job, "claim")) != 0)
                 fprintf(stderr, "modelgated: smoke test %s: out of memory\n", id);
-            if (store_smoke_finish(rn->srv->store, id, result, &err) != MG_OK)
+            if (store_smoke_finish(rn->ctl->store, id, result, &err) != MG_OK)
                 fprintf(stderr, "modelgated: smoke test %s: cannot record: %s\n", id, err.message);
             else {
-                struct srv_event ev = {
-                    .kind = SRV_EV_SMOKE_FINISHED,
+                struct ctl_event ev = {
+                    .kind = CTL_EV_SMOKE_FINISHED,
                     .model = json_string_value(json_object_get(job, "model")),
                     .version = json_integer_value(json_object_get(job, "version")),
                     .state = json_string_value(json_object_get(result, "state")),
                     .reason = json_string_value(json_object_get(result, "reason")),
                 };
 
-                srv_event_post(rn->srv, &ev);
+                ctl_event_post(rn->ctl, &ev);
             }
             json_decref(result);
             json_decref(job);
@@ -632,20 +632,10 @@ static void kick(struct runner *rn)
     pthread_mutex_unlock(&rn->lock);
 }
 
-void runner_gateway_deliver(const struct push_env *env, const struct store_delivery *d,
-                            struct push_result *res)
+void runner_kick(struct ctl *ctl)
 {
-    struct mg_error err;
-
-    res->ok = runner_enqueue_routes(env->srv, d->model, d->alias, d->payload, &err) == MG_OK;
-    if (!res->ok)
-        snprintf(res->error, sizeof(res->error), "%s", err.message);
-}
-
-void runner_kick(struct srv *srv)
-{
-    if (srv->runner)
-        kick(srv->runner);
+    if (((struct runner *)ctl->rn.impl))
+        kick(((struct runner *)ctl->rn.impl));
 }
 
 /* Re-test every routed version every interval. */
@@ -666,11 +656,11 @@ static void *periodic_main(void *arg)
             /* The leader queues the cluster's re-tests; every replica's workers run them.
              * Each is queued only while this replica still leads at the epoch the pass
              * started with: one that lost the lease since (a pause) stops, quietly. */
-            epoch = store_leader_epoch(rn->srv->store);
-            if (epoch != 0 && store_routed_versions(rn->srv->store, &routed, &err) == MG_OK) {
+            epoch = store_leader_epoch(rn->ctl->store);
+            if (epoch != 0 && store_routed_versions(rn->ctl->store, &routed, &err) == MG_OK) {
                 json_array_foreach(routed, i, r)
                 {
-                    if (runner_enqueue(rn->srv, epoch,
+                    if (runner_enqueue(rn->ctl, epoch,
                                        json_string_value(json_object_get(r, "model")),
                                        json_integer_value(json_object_get(r, "version")),
                                        "periodic", "preferred", NULL, &err) != MG_OK &&
@@ -691,14 +681,14 @@ static void *periodic_main(void *arg)
     return NULL;
 }
 
-enum mg_code runner_start(struct srv *srv, const struct runner_options *o, struct mg_error *err)
+enum mg_code runner_start(struct ctl *ctl, const struct runner_options *o, struct mg_error *err)
 {
     struct runner *rn = calloc(1, sizeof(*rn));
     unsigned i, n = o->workers ? o->workers : 1;
 
     if (rn == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    rn->srv = srv;
+    rn->ctl = ctl;
     rn->opt = *o;
     if (n > sizeof(rn->threads) / sizeof(rn->threads[0]))
         n = sizeof(rn->threads) / sizeof(rn->threads[0]);
@@ -719,9 +709,9 @@ enum mg_code runner_start(struct srv *srv, const struct runner_options *o, struc
         mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", o->work_dir, strerror(errno));
         goto fail;
     }
-    if (store_smoke_recover(srv->store, 0, err) != MG_OK)
+    if (store_smoke_recover(ctl->store, 0, err) != MG_OK)
         goto fail;
-    srv->runner = rn;
+    ctl->rn.impl = rn;
     for (i = 0; i < n; i++) {
         if (pthread_create(&rn->threads[i], NULL, worker_main, rn) == 0)
             rn->nthreads++;
@@ -729,7 +719,7 @@ enum mg_code runner_start(struct srv *srv, const struct runner_options *o, struc
     if (o->interval_s > 0 && pthread_create(&rn->periodic, NULL, periodic_main, rn) == 0)
         rn->periodic_started = true;
     if (rn->nthreads == 0) {
-        runner_stop(srv);
+        runner_stop(ctl);
         return mg_fail(err, MG_EIO, NULL, "cannot start the runner threads");
     }
     fprintf(stderr, "modelgated: runner: %u worker(s), %u profile(s), NVML %s%s%s\n", rn->nthreads,
@@ -746,9 +736,9 @@ fail:
     return err->code;
 }
 
-void runner_stop(struct srv *srv)
+void runner_stop(struct ctl *ctl)
 {
-    struct runner *rn = srv->runner;
+    struct runner *rn = ctl->rn.impl;
     unsigned i;
 
     if (rn == NULL)
@@ -766,21 +756,21 @@ void runner_stop(struct srv *srv)
     pthread_mutex_destroy(&rn->cache_lock);
     pthread_mutex_destroy(&rn->lock);
     pthread_cond_destroy(&rn->cond);
-    srv->runner = NULL;
+    ctl->rn.impl = NULL;
     free(rn);
 }
 
-enum mg_code runner_enqueue(struct srv *srv, int64_t leader_epoch, const char *model,
+enum mg_code runner_enqueue(struct ctl *ctl, int64_t leader_epoch, const char *model,
                             int64_t version, const char *trigger, const char *gpu_mode,
                             json_t **out, struct mg_error *err)
 {
     json_t *t = NULL;
     bool created = false;
-    enum mg_code rc = store_smoke_enqueue(srv->store, leader_epoch, model, version, trigger,
+    enum mg_code rc = store_smoke_enqueue(ctl->store, leader_epoch, model, version, trigger,
                                           gpu_mode, &t, &created, err);
 
-    if (rc == MG_OK && created && srv->runner)
-        kick(srv->runner);
+    if (rc == MG_OK && created && ((struct runner *)ctl->rn.impl))
+        kick(((struct runner *)ctl->rn.impl));
     if (rc == MG_OK && out)
         *out = t;
     else
@@ -788,7 +778,7 @@ enum mg_code runner_enqueue(struct srv *srv, int64_t leader_epoch, const char *m
     return rc;
 }
 
-enum mg_code runner_enqueue_routes(struct srv *srv, const char *model, const char *alias,
+enum mg_code runner_enqueue_routes(struct ctl *ctl, const char *model, const char *alias,
                                    const json_t *payload, struct mg_error *err)
 {
     struct gate_policy pol;
@@ -803,7 +793,7 @@ enum mg_code runner_enqueue_routes(struct srv *srv, const char *model, const cha
     if (versions == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 
-    if (store_policy_get(srv->store, model, alias, &pj, err) == MG_OK &&
+    if (store_policy_get(ctl->store, model, alias, &pj, err) == MG_OK &&
         gate_policy_parse(pj, &pol, err) == MG_OK)
         mode = pol.gpu == GATE_GPU_REQUIRED    ? "required"
                : pol.gpu == GATE_GPU_PREFERRED ? "preferred"
@@ -816,13 +806,13 @@ enum mg_code runner_enqueue_routes(struct srv *srv, const char *model, const cha
         bool has_profile;
 
         /* A version that names no profile has nothing to run. */
-        if (store_version_get(srv->store, model, v, &ver, err) != MG_OK)
+        if (store_version_get(ctl->store, model, v, &ver, err) != MG_OK)
             continue;
         has_profile = json_is_string(json_object_get(json_object_get(ver, "smoke"), "profile"));
         json_decref(ver);
         if (!has_profile)
             continue;
-        rc = runner_enqueue(srv, 0, model, v, "route", mode, NULL, err);
+        rc = runner_enqueue(ctl, 0, model, v, "route", mode, NULL, err);
         if (rc != MG_OK && rc != MG_ENOTFOUND)
             break;
         rc = MG_OK;
@@ -831,9 +821,9 @@ enum mg_code runner_enqueue_routes(struct srv *srv, const char *model, const cha
     return rc;
 }
 
-json_t *runner_info(struct srv *srv)
+json_t *runner_info(struct ctl *ctl)
 {
-    struct runner *rn = srv->runner;
+    struct runner *rn = ctl->rn.impl;
     json_t *out, *profiles = json_array();
     int64_t queued = 0, running = 0;
     struct mg_error err;
@@ -842,7 +832,7 @@ json_t *runner_info(struct srv *srv)
     out = runner_nvml_json(rn ? rn->nvml : NULL);
     for (i = 0; rn && i < rn->opt.nprofiles; i++)
         json_array_append_new(profiles, json_string(rn->opt.profiles[i].name));
-    store_smoke_counts(srv->store, &queued, &running, &err);
+    store_smoke_counts(ctl->store, &queued, &running, &err);
     json_object_set_new(out, "profiles", profiles);
     json_object_set_new(out, "queued", json_integer(queued));
     json_object_set_new(out, "running", json_integer(running));
@@ -850,19 +840,32 @@ json_t *runner_info(struct srv *srv)
     return out;
 }
 
-double runner_largest_gpu_gib(struct srv *srv)
+double runner_largest_gpu_gib(struct ctl *ctl)
 {
     struct runner_gpu g[RUNNER_GPU_MAX];
     unsigned n, i;
     double best = -1;
 
-    if (srv->runner == NULL)
+    if (((struct runner *)ctl->rn.impl) == NULL)
         return -1;
-    n = runner_nvml_gpus(srv->runner->nvml, g, RUNNER_GPU_MAX);
+    n = runner_nvml_gpus(((struct runner *)ctl->rn.impl)->nvml, g, RUNNER_GPU_MAX);
     for (i = 0; i < n; i++) {
         double gib = (double)g[i].memory_total_mib / 1024.0;
         if (gib > best)
             best = gib;
     }
     return best;
+}
+
+void runner_register(struct ctl *ctl)
+{
+    ctl->rn = (struct ctl_runner){
+        .impl = NULL,
+        .enqueue = runner_enqueue,
+        .enqueue_routes = runner_enqueue_routes,
+        .kick = runner_kick,
+        .info = runner_info,
+        .largest_gpu_gib = runner_largest_gpu_gib,
+        .cache_stats = runner_cache_stats,
+    };
 }

@@ -16,7 +16,7 @@
 
 #include "../base/mg.h"
 
-struct srv;
+struct ctl;
 
 #define RUNNER_PROFILE_MAX 32
 #define RUNNER_ARGV_MAX 64
@@ -53,31 +53,35 @@ struct runner_options {
     unsigned nprofiles;
 };
 
-/* Start (srv->runner is set); tests left running by a crash are requeued. */
-enum mg_code runner_start(struct srv *srv, const struct runner_options *o, struct mg_error *err);
-void runner_stop(struct srv *srv);
+/* Register the runner's calls with control (control.h: every slot of ctl->rn): tests can
+ * be queued and read from here on, before and without runner_start. */
+void runner_register(struct ctl *ctl);
+
+/* Start (ctl->rn.impl is set); tests left running by a crash are requeued. */
+enum mg_code runner_start(struct ctl *ctl, const struct runner_options *o, struct mg_error *err);
+void runner_stop(struct ctl *ctl);
 
 /* Queue a test (trigger: route, promotion, periodic, manual). *out (may be
  * NULL) is the SmokeTest. leader_epoch > 0: queued by leader-only work, only while this
  * replica still leads at that epoch, else MG_EUNAVAIL (store_smoke_enqueue); 0: anyone's. */
-enum mg_code runner_enqueue(struct srv *srv, int64_t leader_epoch, const char *model,
+enum mg_code runner_enqueue(struct ctl *ctl, int64_t leader_epoch, const char *model,
                             int64_t version, const char *trigger, const char *gpu_mode,
                             json_t **out, struct mg_error *err);
 
 /* Wake the workers: a test was queued by someone else (a promotion's transaction). */
-void runner_kick(struct srv *srv);
+void runner_kick(struct ctl *ctl);
 
 /* The runner gateway's delivery: queue tests of every version the generation routes
  * (payload {"routes","match","shadow"}: a weight above 0, a match rule, or the shadow;
  * store_generation_versions) that names a smoke profile. */
-enum mg_code runner_enqueue_routes(struct srv *srv, const char *model, const char *alias,
+enum mg_code runner_enqueue_routes(struct ctl *ctl, const char *model, const char *alias,
                                    const json_t *payload, struct mg_error *err);
 
 /* GET /api/v1/runner. NEW reference. */
-json_t *runner_info(struct srv *srv);
+json_t *runner_info(struct ctl *ctl);
 
 /* Memory of the largest GPU in GiB, or -1 when none is reported. */
-double runner_largest_gpu_gib(struct srv *srv);
+double runner_largest_gpu_gib(struct ctl *ctl);
 
 /*
  * Whether `need` bytes fit in `avail` free bytes with room to spare (1% plus
@@ -89,7 +93,7 @@ enum mg_code runner_space_check(const char *dir, uint64_t need, uint64_t avail,
 
 /* Artifact cache figures since start: extractions done (cache misses) and
  * tests that reused a verified extraction. */
-void runner_cache_stats(struct srv *srv, uint64_t *extractions, uint64_t *hits);
+void runner_cache_stats(struct ctl *ctl, uint64_t *extractions, uint64_t *hits);
 
 /* Percentile (nearest rank) of n sorted values; p in (0, 100]. */
 double runner_percentile(const double *sorted, size_t n, double p);

@@ -29,10 +29,10 @@
 #include "../gates/policy.h"
 #include "../gates/vram.h"
 #include "../artifact/archive.h"
-#include "../http/http.h"
+#include "../control/control.h"
+#include "../store/store.h"
 #include "../os/proc.h"
 #include "../control/events.h"
-#include "../gateways/push.h"
 #include "nvml.h"
 
 #define OUTPUT_MAX (1u << 20)
@@ -51,7 +51,7 @@ struct cache_slot {
 };
 
 struct runner {
-    struct srv *srv;
+    struct ctl *ctl;
     struct runner_options opt;
     struct runner_nvml *nvml;
     pthread_t threads[16];

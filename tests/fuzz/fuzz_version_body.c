@@ -18,6 +18,8 @@
  * is a 201 (a version was created) or a 4xx: an unparsable, invalid or
  * refused body must never become a 500.
  */
+#include <microhttpd.h>
+
 #include "fuzz.h"
 
 #include "daemon/config.h"
