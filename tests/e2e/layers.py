@@ -70,8 +70,9 @@ OUTSIDE = {
 RUNTIME_NAMES = {
     "config.json",  # the CLI's ~/.config/modelgate/config.json; a Keras v3 archive's config.json
     "index.json",  # an OCI image layout's index (oci-layout directories)
-    "data.pkl",  # the pickle inside a PyTorch zip checkpoint
 }
+# Folders of the data directory, made at run time: blobs/sha256/..., keys/..., tmp/...
+RUNTIME_DIRS = ("blobs/", "keys/", "tmp/")
 # Files of other projects, cited by name next to the project's name.
 EXTERNAL = {
     "Lib/pickle.py",  # CPython's pickle module: the reference for every opcode
@@ -384,7 +385,9 @@ def cite_problem(repo, f, tok):
         return None
     if tok in repo.system_headers:
         return None
-    if tok.startswith(("/", "~", "$")):  # a route, an absolute or home path: not ours
+    if tok.startswith(("/", "~", "$")) or re.match(r"<[^>/]*>/", tok):
+        return None  # a route, an absolute path, $HOME/..., <data>/...: not ours
+    if tok.startswith(RUNTIME_DIRS):
         return None
     rel = os.path.normpath(os.path.join(os.path.dirname(f), tok))
     if tok in repo.all_set or os.path.normpath(tok) in repo.all_set or rel in repo.all_set:
@@ -446,7 +449,9 @@ CLEAN = {
                  'https://x.org/a/b.c */\n'
                  '#include <sys/file.h>\nint mg(void);\n',
     "base/mg.c": '/* mg.c - open(2), flock via <sys/file.h>, sysctl.conf(5), writes data.pkl and '
-                 '~/.config/x/config.json; GET /openapi.json; tests/*.sh; http/<name>.c */\n'
+                 '~/.config/x/config.json; GET /openapi.json; tests/*.sh; http/<name>.c; '
+                 '<data>/blobs/x.json, blobs/sha256/ab.json, $DIR/x.sh; '
+                 'an index.json, a Keras config.json, CPython\'s Lib/pickle.py */\n'
                  '#include "mg.h"\nint mg(void) { return 0; } /* sys/file.h */\n',
     "os/file.h": '#pragma once\n#include "../base/mg.h"\nint os_file(void);\n',
     "os/file.c": '#include "file.h"\n#include "os/file_int.h"\n'
