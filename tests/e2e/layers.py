@@ -27,27 +27,23 @@ import tempfile
 # ---- the target: which folders each folder's files may include (M23, docs/design.md) ----------
 # A folder is a path's first component. Everything else is a layer violation; a folder that
 # is not listed here is one too (add its line here when a new layer is born).
-LAYERS = {
-    "base": (),  # errors, capped buffers, time, encodings, JSON text: needs nothing of ours
-    "os": ("base",),  # files 0600/0700, child processes, counters, the wait primitive
-    "model": ("base",),  # shared enums and typed records (version, alias, promotion)
-    "gates": ("base", "model"),  # pure decisions: no I/O, no store
-    "artifact": ("base", "os"),  # archives, weight headers, the safety scan, signing bundles
-    "identity": ("base", "os", "model"),  # OIDC discovery, JWKS, JWT checks
-    "store": ("base", "os", "model", "artifact"),  # persistence: databases, blobs, cluster
-    "control": ("base", "os", "model", "gates", "store", "identity", "artifact"),  # release
-    # control, analysis, lifecycle, leader jobs: no HTTP
-    "gateways": ("base", "os", "model", "gates", "store", "control"),  # outbox workers,
-    # adapters: register with control
-    "runner": ("base", "os", "model", "gates", "store", "artifact", "control"),  # smoke tests,
-    # NVML, cost: registers with control
-    "http": ("base", "os", "model", "gates", "store", "identity"),  # libmicrohttpd glue,
-    # router, authentication, caches: names no worker
-    "api": ("base", "os", "model", "gates", "store", "identity", "artifact", "http", "control"),
-    # one file per resource: JSON <-> records
-    "daemon": None,  # main, the option table, wiring: may include everything (None = all)
-    "client": ("base", "os", "artifact"),  # the CLI: REST only
+_MAP = {  # folder: the folders its files may include ("*": all of them)
+    "base": "",  # errors, capped buffers, time, encodings, JSON text
+    "os": "base",  # files 0600/0700, child processes, counters, the wait primitive
+    "model": "base",  # shared enums and typed records (version, alias, promotion)
+    "gates": "base model",  # pure decisions: no I/O, no store
+    "artifact": "base os",  # archives, weight headers, the safety scan, signing bundles
+    "identity": "base os model",  # OIDC discovery, JWKS, JWT checks
+    "store": "base os model artifact",  # persistence: databases, blobs, cluster
+    "control": "base os model gates store identity artifact",  # release control, no HTTP
+    "gateways": "base os model gates store control",  # outbox workers: register with control
+    "runner": "base os model gates store artifact control",  # smoke tests, NVML: register too
+    "http": "base os model gates store identity",  # libmicrohttpd glue; names no worker
+    "api": "base os model gates store identity artifact http control",  # one file per resource
+    "daemon": "*",  # main, the option table, wiring
+    "client": "base os artifact",  # the CLI: REST only
 }
+LAYERS = {k: None if v == "*" else tuple(v.split()) for k, v in _MAP.items()}
 
 # Top-level folders that are not checked (their own rules live with them).
 NOT_CHECKED = ("tests", "bench")
