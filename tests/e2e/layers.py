@@ -115,41 +115,28 @@ def checked(path):
                    for g in GENERATED)
 
 
+LEX_RE = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)|\"(?:\\.|[^\"\\\n])*\"?|'(?:\\.|[^'\\\n])*'?", re.S)
+
+
 def lex(text):
     """Split C text into code (comments and literals blanked, newlines kept) and comments
     as (line, text) pairs, one per comment line."""
-    code, comments = [], []
-    i, n, line = 0, len(text), 1
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            comments.append((line, text[i + 2:j]))
-            code.append(" " * (j - i))
-            i = j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j
-            body = text[i + 2:j]
-            for k, part in enumerate(body.split("\n")):
-                comments.append((line + k, part))
-            code.append("".join("\n" if ch == "\n" else " " for ch in text[i:j + 2]))
-            line += body.count("\n")
-            i = j + 2
-        elif c in "\"'" and not _in_include(text, i):
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            end = j + 1 if j < n and text[j] == c else j  # past the closing quote
-            code.append(re.sub(r"[^\n]", " ", text[i:end]))  # a line continuation keeps its \n
-            line += text.count("\n", i, end)
-            i = end
-        else:
-            if c == "\n":
-                line += 1
-            code.append(c)
-            i += 1
+    code, comments, pos, line = [], [], 0, 1
+    for m in LEX_RE.finditer(text):
+        tok = m.group(0)
+        if tok[0] in "\"'" and _in_include(text, m.start()):
+            continue  # #include "x.h" stays as it is
+        line += text.count("\n", pos, m.start())
+        code.append(text[pos:m.start()])
+        code.append(re.sub(r"[^\n]", " ", tok))  # a line continuation keeps its \n
+        if tok.startswith("//"):
+            comments.append((line, tok[2:]))
+        elif tok.startswith("/*"):
+            body = tok[2:-2] if tok.endswith("*/") and len(tok) >= 4 else tok[2:]
+            comments.extend((line + k, part) for k, part in enumerate(body.split("\n")))
+        line += tok.count("\n")
+        pos = m.end()
+    code.append(text[pos:])
     return "".join(code), comments
 
 
