@@ -218,7 +218,7 @@ static void rollback(struct srv_req *r)
 }
 
 #define A "/api/v1/models/{model}/aliases"
-const struct srv_route srv_routes_aliases[] = {
+const struct srv_route api_routes_aliases[] = {
     {"GET", A, STORE_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
     {"GET", A "/{alias}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
     {"PUT", A "/{alias}", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, put, NULL, NULL, NULL},

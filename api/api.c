@@ -314,3 +314,13 @@ const struct api_waiting *api_waiting_of(const struct srv_req *r)
 {
     return r->defer_ctx;
 }
+
+const struct srv_route *const api_routes[] = {
+    api_routes_health,   api_routes_tokens,     api_routes_blobs,
+    api_routes_models,   api_routes_versions,   api_routes_datasets,
+    api_routes_audit,    api_routes_keys,       api_routes_aliases,
+    api_routes_policies, api_routes_promotions, api_routes_gateways,
+    api_routes_runner,   api_routes_ui,         api_routes_metrics,
+    api_routes_oci,      api_routes_lifecycle,  api_routes_identity,
+    api_routes_sso,      api_routes_usage,      NULL,
+};

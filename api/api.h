@@ -14,6 +14,32 @@
 
 #include "../http/http.h"
 
+/* Route tables, one per resource file (api/<resource>.c), each ended by an entry with
+ * method NULL. */
+extern const struct srv_route api_routes_health[];
+extern const struct srv_route api_routes_tokens[];
+extern const struct srv_route api_routes_blobs[];
+extern const struct srv_route api_routes_models[];
+extern const struct srv_route api_routes_versions[];
+extern const struct srv_route api_routes_datasets[];
+extern const struct srv_route api_routes_audit[];
+extern const struct srv_route api_routes_keys[];
+extern const struct srv_route api_routes_aliases[];
+extern const struct srv_route api_routes_policies[];
+extern const struct srv_route api_routes_promotions[];
+extern const struct srv_route api_routes_gateways[];
+extern const struct srv_route api_routes_runner[];
+extern const struct srv_route api_routes_ui[];
+extern const struct srv_route api_routes_metrics[];
+extern const struct srv_route api_routes_oci[];
+extern const struct srv_route api_routes_lifecycle[];
+extern const struct srv_route api_routes_identity[];
+extern const struct srv_route api_routes_sso[];
+extern const struct srv_route api_routes_usage[];
+
+/* All of them, NULL-ended: what modelgated answers (struct srv's routes). */
+extern const struct srv_route *const api_routes[];
+
 /* The body must be a JSON object whose keys are all in `allowed` (NULL-ended). */
 bool api_object(struct srv_req *r, const json_t *body, const char *const *allowed);
 

@@ -49,7 +49,7 @@ static void verify(struct srv_req *r)
     api_reply_result(r, rc, 200, out, &err);
 }
 
-const struct srv_route srv_routes_audit[] = {
+const struct srv_route api_routes_audit[] = {
     {"GET", "/api/v1/audit", STORE_ROLE_ADMIN, SRV_BODY_NONE, list, NULL, NULL, NULL},
     {"GET", "/api/v1/audit/verify", STORE_ROLE_ADMIN, SRV_BODY_NONE, verify, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},

@@ -235,7 +235,7 @@ static void rescan(struct srv_req *r)
     api_reply_result(r, rc, 200, out, &err);
 }
 
-const struct srv_route srv_routes_blobs[] = {
+const struct srv_route api_routes_blobs[] = {
     {"POST", "/api/v1/blobs", STORE_ROLE_PUBLISHER, SRV_BODY_STREAM, upload_finish, upload_begin,
      upload_data, upload_cleanup},
     {"GET", "/api/v1/blobs/{digest}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},

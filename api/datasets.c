@@ -120,7 +120,7 @@ static void versions(struct srv_req *r)
     api_reply_result(r, rc, 200, out, &err);
 }
 
-const struct srv_route srv_routes_datasets[] = {
+const struct srv_route api_routes_datasets[] = {
     {"POST", "/api/v1/datasets", STORE_ROLE_PUBLISHER, SRV_BODY_JSON, create, NULL, NULL, NULL},
     {"GET", "/api/v1/datasets/{digest}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
     {"GET", "/api/v1/datasets/{digest}/versions", STORE_ROLE_READER, SRV_BODY_NONE, versions, NULL,

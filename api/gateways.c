@@ -80,7 +80,7 @@ static void delete (struct srv_req *r)
         srv_reply_empty(r, 204);
 }
 
-const struct srv_route srv_routes_gateways[] = {
+const struct srv_route api_routes_gateways[] = {
     {"PUT", "/api/v1/gateways/{name}", STORE_ROLE_ADMIN, SRV_BODY_JSON, put, NULL, NULL, NULL},
     {"GET", "/api/v1/gateways", STORE_ROLE_ADMIN, SRV_BODY_NONE, list, NULL, NULL, NULL},
     {"GET", "/api/v1/gateways/{name}", STORE_ROLE_ADMIN, SRV_BODY_NONE, get, NULL, NULL, NULL},

@@ -56,7 +56,7 @@ static void cluster(struct srv_req *r)
     srv_reply_json(r, 200, out);
 }
 
-const struct srv_route srv_routes_health[] = {
+const struct srv_route api_routes_health[] = {
     {"GET", "/healthz", SRV_PUBLIC, SRV_BODY_NONE, healthz, NULL, NULL, NULL},
     {"GET", "/readyz", SRV_PUBLIC, SRV_BODY_NONE, readyz, NULL, NULL, NULL},
     {"GET", "/api/v1/whoami", SRV_ANY_ROLE, SRV_BODY_NONE, whoami, NULL, NULL, NULL},

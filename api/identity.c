@@ -373,7 +373,7 @@ static void attestation(struct srv_req *r)
     free(bundle);
 }
 
-const struct srv_route srv_routes_identity[] = {
+const struct srv_route api_routes_identity[] = {
     {"GET", "/api/v1/models/{model}/aliases/{alias}/history/{n}/attestation", STORE_ROLE_READER,
      SRV_BODY_NONE, attestation, NULL, NULL, NULL},
     {"POST", "/api/v1/tokens/exchange", SRV_PUBLIC, SRV_BODY_FORM, exchange, NULL, NULL, NULL},

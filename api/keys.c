@@ -27,7 +27,7 @@ static void list(struct srv_req *r)
     srv_reply_json(r, 200, out);
 }
 
-const struct srv_route srv_routes_keys[] = {
+const struct srv_route api_routes_keys[] = {
     {"GET", "/api/v1/signing-keys", SRV_PUBLIC, SRV_BODY_NONE, list, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -170,7 +170,7 @@ static void withdraw(struct srv_req *r)
 }
 
 #define M "/api/v1/models/{model}"
-const struct srv_route srv_routes_lifecycle[] = {
+const struct srv_route api_routes_lifecycle[] = {
     {"POST", M "/versions/{n}/archive", STORE_ROLE_PUBLISHER, SRV_BODY_NONE, archive, NULL, NULL,
      NULL},
     {"POST", M "/versions/{n}/unarchive", STORE_ROLE_PUBLISHER, SRV_BODY_NONE, unarchive, NULL,

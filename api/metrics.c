@@ -294,7 +294,7 @@ static void openapi(struct srv_req *r)
     srv_fail(r, MG_ENOTFOUND, NULL, "this build carries no openapi.json");
 }
 
-const struct srv_route srv_routes_metrics[] = {
+const struct srv_route api_routes_metrics[] = {
     {"GET", "/metrics", STORE_ROLE_READER, SRV_BODY_NONE, metrics, NULL, NULL, NULL},
     {"GET", "/openapi.json", SRV_PUBLIC, SRV_BODY_NONE, openapi, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},

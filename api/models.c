@@ -216,7 +216,7 @@ static void readme(struct srv_req *r)
     api_reply_result(r, rc, 200, out, &err);
 }
 
-const struct srv_route srv_routes_models[] = {
+const struct srv_route api_routes_models[] = {
     {"POST", "/api/v1/models", STORE_ROLE_PUBLISHER, SRV_BODY_JSON, create, NULL, NULL, NULL},
     {"GET", "/api/v1/models", STORE_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
     {"GET", "/api/v1/models/{model}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},

@@ -631,7 +631,7 @@ static void unsupported(struct srv_req *r)
 }
 
 #define M "/v2/{model}"
-const struct srv_route srv_routes_oci[] = {
+const struct srv_route api_routes_oci[] = {
     {"GET", "/v2/", SRV_ANY_ROLE, SRV_BODY_NONE, base, NULL, NULL, NULL},
     {"GET", "/v2/token", SRV_ANY_ROLE, SRV_BODY_NONE, token, NULL, NULL, NULL},
     {"GET", M "/manifests/{ref}", STORE_ROLE_READER, SRV_BODY_NONE, manifest, NULL, NULL, NULL},

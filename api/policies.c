@@ -106,7 +106,7 @@ static void dry_run(struct srv_req *r)
 }
 
 #define P "/api/v1/models/{model}/policies/{alias}"
-const struct srv_route srv_routes_policies[] = {
+const struct srv_route api_routes_policies[] = {
     {"PUT", P, STORE_ROLE_ADMIN, SRV_BODY_JSON, put, NULL, NULL, NULL},
     {"GET", P, STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
     {"DELETE", P, STORE_ROLE_ADMIN, SRV_BODY_NONE, delete, NULL, NULL, NULL},

@@ -323,7 +323,7 @@ static void abort_(struct srv_req *r)
     reply_promotion(r, rc, 200, out, &err, wait);
 }
 
-const struct srv_route srv_routes_promotions[] = {
+const struct srv_route api_routes_promotions[] = {
     {"POST", "/api/v1/promotions", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, create, NULL, NULL, NULL},
     {"GET", "/api/v1/promotions", STORE_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
     {"GET", "/api/v1/promotions/{id}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},

@@ -90,7 +90,7 @@ static void queue_test(struct srv_req *r)
     api_reply_result(r, rc, 202, out, &err);
 }
 
-const struct srv_route srv_routes_runner[] = {
+const struct srv_route api_routes_runner[] = {
     {"GET", "/api/v1/runner", STORE_ROLE_READER, SRV_BODY_NONE, info, NULL, NULL, NULL},
     {"GET", "/api/v1/models/{model}/versions/{n}/smoke-tests", STORE_ROLE_READER, SRV_BODY_NONE,
      list, NULL, NULL, NULL},

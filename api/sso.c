@@ -279,7 +279,7 @@ out:
     json_decref(claims);
 }
 
-const struct srv_route srv_routes_sso[] = {
+const struct srv_route api_routes_sso[] = {
     {"GET", "/ui/sso/login", SRV_PUBLIC, SRV_BODY_NONE, login, NULL, NULL, NULL},
     {"GET", "/ui/sso/callback", SRV_PUBLIC, SRV_BODY_NONE, callback, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},

@@ -223,7 +223,7 @@ static void owners_put(struct srv_req *r)
     json_decref(empty);
 }
 
-const struct srv_route srv_routes_tokens[] = {
+const struct srv_route api_routes_tokens[] = {
     {"POST", "/api/v1/teams", STORE_ROLE_ADMIN, SRV_BODY_JSON, team_create, NULL, NULL, NULL},
     {"GET", "/api/v1/teams", STORE_ROLE_READER, SRV_BODY_NONE, team_list, NULL, NULL, NULL},
     {"PUT", "/api/v1/models/{model}/owners", STORE_ROLE_ADMIN, SRV_BODY_JSON, owners_put, NULL,

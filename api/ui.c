@@ -122,7 +122,7 @@ static void sign_out(struct srv_req *r)
     set_cookie(r, "", true);
 }
 
-const struct srv_route srv_routes_ui[] = {
+const struct srv_route api_routes_ui[] = {
     {"GET", "/", SRV_PUBLIC, SRV_BODY_NONE, index_page, NULL, NULL, NULL},
     {"GET", "/static/{file}", SRV_PUBLIC, SRV_BODY_NONE, static_file, NULL, NULL, NULL},
     {"POST", "/ui/session", SRV_PUBLIC, SRV_BODY_JSON, sign_in, NULL, NULL, NULL},

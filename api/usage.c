@@ -83,7 +83,7 @@ static void usage(struct srv_req *r)
     srv_reply_json(r, 200, out);
 }
 
-const struct srv_route srv_routes_usage[] = {
+const struct srv_route api_routes_usage[] = {
     {"GET", "/api/v1/usage", STORE_ROLE_READER, SRV_BODY_NONE, usage, NULL, NULL, NULL},
     {"PUT", "/api/v1/teams/{team}/quota", STORE_ROLE_ADMIN, SRV_BODY_JSON, quota_put, NULL, NULL,
      NULL},

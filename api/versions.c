@@ -640,7 +640,7 @@ static void gates(struct srv_req *r)
 }
 
 #define V "/api/v1/models/{model}/versions"
-const struct srv_route srv_routes_versions[] = {
+const struct srv_route api_routes_versions[] = {
     {"POST", V, STORE_ROLE_PUBLISHER, SRV_BODY_JSON, create, NULL, NULL, NULL},
     {"GET", V, STORE_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
     {"GET", V "/{n}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},

@@ -62,8 +62,8 @@ struct ctl_gateways {
                                 const json_t *match, const json_t *shadow, struct mg_error *err);
     /* The same check for a gateway being PUT, against every live alias it would hear. */
     enum mg_code (*gateway_check)(struct ctl *c, const char *name, const char *kind,
-                                  const json_t *config, const json_t *models,
-                                  const json_t *aliases, struct mg_error *err);
+                                  const json_t *config, const json_t *models, const json_t *aliases,
+                                  struct mg_error *err);
     void (*version_names)(struct ctl *c, const char *model, const char *alias, int64_t version,
                           struct ctl_version_names *out);
     /* Validate a GatewayConfig body of a kind: *config NEW (secrets removed), *secret NEW or
@@ -79,9 +79,9 @@ struct ctl_runner {
     void *impl;
     /* Queue a test (trigger: route, promotion, periodic, manual); *out (may be NULL) the
      * SmokeTest. leader_epoch > 0: only while this replica still leads at that epoch. */
-    enum mg_code (*enqueue)(struct ctl *c, int64_t leader_epoch, const char *model,
-                            int64_t version, const char *trigger, const char *gpu_mode,
-                            json_t **out, struct mg_error *err);
+    enum mg_code (*enqueue)(struct ctl *c, int64_t leader_epoch, const char *model, int64_t version,
+                            const char *trigger, const char *gpu_mode, json_t **out,
+                            struct mg_error *err);
     /* Queue tests of every version a delivered generation routes (the "runner" gateway). */
     enum mg_code (*enqueue_routes)(struct ctl *c, const char *model, const char *alias,
                                    const json_t *payload, struct mg_error *err);
@@ -117,10 +117,10 @@ struct ctl {
     struct ctl_gateways gw; /* registered by the gateway pool; zeroed: none */
     struct ctl_runner rn;   /* registered by the runner; zeroed: none */
 
-    struct rel_timer *timer;          /* the promotion clock (release_timer.c) */
-    struct rel_analysis *analysis;    /* live canary analysis (release_analysis.c) */
-    struct ctl_cluster *cluster;      /* heartbeat and leader duties (cluster.c) */
-    struct ctl_lifecycle *lifecycle;  /* periodic retention and GC (lifecycle.c) */
+    struct rel_timer *timer;         /* the promotion clock (release_timer.c) */
+    struct rel_analysis *analysis;   /* live canary analysis (release_analysis.c) */
+    struct ctl_cluster *cluster;     /* heartbeat and leader duties (cluster.c) */
+    struct ctl_lifecycle *lifecycle; /* periodic retention and GC (lifecycle.c) */
 };
 
 /*

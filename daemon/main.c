@@ -28,6 +28,7 @@
 #include "../http/http.h"
 #include "../os/metrics.h"
 #include "../control/release.h"
+#include "../api/api.h"
 #include "../api/oci_cache.h"
 #include "../runner/runner.h"
 #include "../gateways/push.h"
@@ -565,6 +566,7 @@ int main(int argc, char **argv)
     srv.cache = cfg.no_response_cache ? NULL : srv_cache_new();
     srv.store = st;
     srv.ctl = &ctl;
+    srv.routes = api_routes;
     ctl.cfg = &cfg;
     ctl.store = st;
     ctl.keys = keys;

@@ -140,6 +140,9 @@ struct srv {
     /* Release control and the workers registered with it (control/control.h): opaque here,
      * the HTTP layer never calls them; the resource files in api/ do. */
     struct ctl *ctl;
+    /* What this server answers: a NULL-ended list of route tables (api/api.h api_routes,
+     * handed over by daemon/main.c; the HTTP layer names no resource). */
+    const struct srv_route *const *routes;
     bool tls; /* serving HTTPS: cookies get Secure, replies HSTS */
     char *tls_cert_pem, *tls_key_pem;
     struct srv_metrics *metrics;     /* request counters (os/metrics.c) */
@@ -308,29 +311,6 @@ void srv_reply_error(struct srv_req *r, const struct mg_error *err);
 void srv_fail(struct srv_req *r, enum mg_code code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Route tables, one per resource file (server/api/<resource>.c), each ended
- * by an entry with method NULL. */
-extern const struct srv_route srv_routes_health[];
-extern const struct srv_route srv_routes_tokens[];
-extern const struct srv_route srv_routes_blobs[];
-extern const struct srv_route srv_routes_models[];
-extern const struct srv_route srv_routes_versions[];
-extern const struct srv_route srv_routes_datasets[];
-extern const struct srv_route srv_routes_audit[];
-extern const struct srv_route srv_routes_keys[];
-extern const struct srv_route srv_routes_aliases[];
-extern const struct srv_route srv_routes_policies[];
-extern const struct srv_route srv_routes_promotions[];
-extern const struct srv_route srv_routes_gateways[];
-extern const struct srv_route srv_routes_runner[];
-extern const struct srv_route srv_routes_ui[];
-extern const struct srv_route srv_routes_metrics[];
-extern const struct srv_route srv_routes_oci[];
-extern const struct srv_route srv_routes_lifecycle[];
-extern const struct srv_route srv_routes_identity[];
-extern const struct srv_route srv_routes_sso[];
-extern const struct srv_route srv_routes_usage[];
-
 /* ---- identity (identity.c, API.md "Identity") ------------------------------------------ */
 
 /* Set up --oidc-issuer's provider (nothing is fetched yet); MG_OK when none is configured. */
@@ -355,12 +335,15 @@ bool srv_identity_from_claims(struct srv_req *r, const json_t *claims);
 /* The caller's "publisher" object for a new version (NEW). */
 json_t *srv_identity_publisher(const struct srv_req *r);
 
-/* Find the route for (method, path) and capture its parameters into r.
- * Returns MG_ENOTFOUND (no such path), MG_EMETHOD (path exists, method does
- * not), or MG_EINVAL (a parameter is malformed; r->err says which). */
-enum mg_code srv_route_match(struct srv_req *r, const char *method, const char *path);
+/* Find the route for (method, path) among tables (a NULL-ended list of route tables, each
+ * ended by an entry with method NULL) and capture its parameters into r. Returns
+ * MG_ENOTFOUND (no such path), MG_EMETHOD (path exists, method does not), or MG_EINVAL (a
+ * parameter is malformed; r->err says which). */
+enum mg_code srv_route_match(struct srv_req *r, const struct srv_route *const *tables,
+                             const char *method, const char *path);
 
-/* Every registered route, for the OpenAPI cross-check: calls fn per route. */
-void srv_route_foreach(void (*fn)(const struct srv_route *route, void *arg), void *arg);
+/* Every route of tables, for the OpenAPI cross-check: calls fn per route. */
+void srv_route_foreach(const struct srv_route *const *tables,
+                       void (*fn)(const struct srv_route *route, void *arg), void *arg);
 
 #endif

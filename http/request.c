@@ -257,7 +257,7 @@ bool srv_req_begin(struct srv_req *r, const char *method)
                  "the path has an empty, '.' or '..' segment; name resources directly");
         return false;
     }
-    rc = srv_route_match(r, method, r->path);
+    rc = srv_route_match(r, r->srv->routes, method, r->path);
     if (rc == MG_ENOTFOUND) {
         srv_fail(r, MG_ENOTFOUND, NULL, "no such endpoint: %s %s", method, r->path);
         return false;

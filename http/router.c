@@ -9,21 +9,13 @@
 
 #include "../base/util.h"
 
-static const struct srv_route *const tables[] = {
-    srv_routes_health,    srv_routes_tokens,   srv_routes_blobs,      srv_routes_models,
-    srv_routes_versions,  srv_routes_datasets, srv_routes_audit,      srv_routes_keys,
-    srv_routes_aliases,   srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
-    srv_routes_runner,    srv_routes_ui,       srv_routes_metrics,    srv_routes_oci,
-    srv_routes_lifecycle, srv_routes_identity, srv_routes_sso,        srv_routes_usage,
-};
-
-void srv_route_foreach(void (*fn)(const struct srv_route *route, void *arg), void *arg)
+void srv_route_foreach(const struct srv_route *const *tables,
+                       void (*fn)(const struct srv_route *route, void *arg), void *arg)
 {
-    size_t t;
     const struct srv_route *r;
 
-    for (t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
-        for (r = tables[t]; r->method != NULL; r++)
+    for (; *tables != NULL; tables++) {
+        for (r = *tables; r->method != NULL; r++)
             fn(r, arg);
     }
 }
@@ -219,15 +211,15 @@ static bool match(struct srv_req *r, const char *pat, const char *path)
     return true;
 }
 
-enum mg_code srv_route_match(struct srv_req *r, const char *method, const char *path)
+enum mg_code srv_route_match(struct srv_req *r, const struct srv_route *const *tables,
+                             const char *method, const char *path)
 {
-    size_t t;
     const struct srv_route *rt;
     bool path_found = false;
     unsigned i;
 
-    for (t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
-        for (rt = tables[t]; rt->method != NULL; rt++) {
+    for (; *tables != NULL; tables++) {
+        for (rt = *tables; rt->method != NULL; rt++) {
             if (!match(r, rt->pattern, path))
                 continue;
             /* HEAD is answered by the GET route (libmicrohttpd drops the body). */

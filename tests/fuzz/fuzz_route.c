@@ -16,6 +16,7 @@
 #include "fuzz.h"
 
 #include "base/util.h"
+#include "api/api.h"
 #include "http/http.h"
 
 static const char *const methods[] = {"GET",   "HEAD",   "POST",    "PUT",
@@ -107,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     path = fuzz_strndup(data + 1, size - 1);
     memset(&r, 0, sizeof(r));
 
-    rc = srv_route_match(&r, method, path);
+    rc = srv_route_match(&r, api_routes, method, path);
     switch (rc) {
     case MG_OK:
         FUZZ_CHECK(r.route != NULL, "MG_OK without a route for %s %s", method, path);

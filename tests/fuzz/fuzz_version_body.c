@@ -25,6 +25,7 @@
 #include "daemon/config.h"
 #include "http/http.h"
 #include "store/store.h"
+#include "api/api.h"
 
 /* sha256("test"): the blob every valid seed cites as its artifact. */
 #define FUZZ_ARTIFACT "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -106,11 +107,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     srv_config_init(&cfg);
     srv.cfg = &cfg;
+    srv.routes = api_routes;
     store_fresh();
     atexit(store_done);
 
     memset(&r, 0, sizeof(r));
-    if (srv_route_match(&r, "POST", "/api/v1/models/fuzz/versions") != MG_OK) {
+    if (srv_route_match(&r, api_routes, "POST", "/api/v1/models/fuzz/versions") != MG_OK) {
         fprintf(stderr, "fuzz: no POST /api/v1/models/{model}/versions route\n");
         abort();
     }

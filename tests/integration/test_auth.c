@@ -16,6 +16,7 @@
 
 #include "http/http.h"
 #include "store/store.h"
+#include "api/api.h"
 
 struct route {
     const char *method;
@@ -614,7 +615,7 @@ static void test_route_table_needs_a_token(void **state)
     for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
         sw.header = variants[v];
         sw.routes = sw.checked = 0;
-        srv_route_foreach(sweep_one, &sw);
+        srv_route_foreach(api_routes, sweep_one, &sw);
         print_message("%s: %zu of %zu routes answered 401 (the rest are public)\n",
                       variants[v] ? variants[v] : "no Authorization", sw.checked, sw.routes);
         assert_true(sw.checked > N_ROUTES);
@@ -625,7 +626,7 @@ static void test_route_table_needs_its_role(void **state)
 {
     struct sweep sw = {.s = *state, .role_pass = true};
 
-    srv_route_foreach(sweep_one, &sw);
+    srv_route_foreach(api_routes, sweep_one, &sw);
     print_message("%zu of %zu routes answered 403 to a token without their role\n", sw.checked,
                   sw.routes);
     for (size_t i = 0; i < sizeof(sw.tokens) / sizeof(sw.tokens[0]); i++)

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api.h"
 #include "http/http.h"
 
 #define MAX_ROUTES 512
@@ -315,7 +316,7 @@ static int setup(void **state)
         return -1;
     }
     nroutes = 0;
-    srv_route_foreach(collect_route, NULL);
+    srv_route_foreach(api_routes, collect_route, NULL);
     return 0;
 }
 
@@ -461,7 +462,7 @@ static void test_documented_head_reaches_get_route(void **state)
         }
         fill(path, values, url, sizeof(url));
         memset(&r, 0, sizeof(r));
-        rc = srv_route_match(&r, "HEAD", url);
+        rc = srv_route_match(&r, api_routes, "HEAD", url);
         if (rc != MG_OK || r.route == NULL || strcmp(r.route->method, "GET") != 0 ||
             strcmp(r.route->pattern, path) != 0)
             problem(&p, "HEAD %s (as %s) does not reach the GET route", path, url);
@@ -845,7 +846,7 @@ static void test_path_parameter_patterns_match_router(void **state)
         /* The examples reach this very route. */
         fill(rt->pattern, values, url, sizeof(url));
         memset(&r, 0, sizeof(r));
-        rc = srv_route_match(&r, rt->method, url);
+        rc = srv_route_match(&r, api_routes, rt->method, url);
         if (rc != MG_OK || r.route != rt)
             problem(&p, "%s %s: the documented examples (%s) are refused by the router: %s",
                     rt->method, rt->pattern, url, r.err.message);
@@ -864,7 +865,7 @@ static void test_path_parameter_patterns_match_router(void **state)
                 fill(rt->pattern, values, url, sizeof(url));
                 values[k] = saved;
                 memset(&r, 0, sizeof(r));
-                rc = srv_route_match(&r, rt->method, url);
+                rc = srv_route_match(&r, api_routes, rt->method, url);
                 if (rc == MG_OK && r.route != rt) {
                     req_release(&r);
                     continue; /* another route took it (a literal segment): no verdict */

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api.h"
 #include "http/http.h"
 
 #define HEX64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -120,7 +121,7 @@ static void test_known_routes_match(void **state)
         unsigned want_params = (match_cases[i].p1 != NULL) + (match_cases[i].p2 != NULL);
 
         memset(&r, 0, sizeof(r));
-        rc = srv_route_match(&r, match_cases[i].method, match_cases[i].path);
+        rc = srv_route_match(&r, api_routes, match_cases[i].method, match_cases[i].path);
         if (rc != MG_OK)
             fail_msg("%s %s: code %d (%s)", match_cases[i].method, match_cases[i].path, rc,
                      r.err.message);
@@ -150,20 +151,21 @@ static void test_param_version(void **state)
 
     (void)state;
     memset(&r, 0, sizeof(r));
-    assert_int_equal(srv_route_match(&r, "GET", "/api/v1/models/m/versions/42"), MG_OK);
+    assert_int_equal(srv_route_match(&r, api_routes, "GET", "/api/v1/models/m/versions/42"), MG_OK);
     assert_int_equal(srv_param_version(&r), 42);
     assert_string_equal(srv_param(&r, "model"), "m");
     req_free(&r);
 
     memset(&r, 0, sizeof(r));
-    assert_int_equal(
-        srv_route_match(&r, "GET", "/api/v1/models/m/versions/9223372036854775807/files"), MG_OK);
+    assert_int_equal(srv_route_match(&r, api_routes, "GET",
+                                     "/api/v1/models/m/versions/9223372036854775807/files"),
+                     MG_OK);
     assert_int_equal(srv_param_version(&r), INT64_MAX);
     req_free(&r);
 
     /* No {n} in the route: 0. */
     memset(&r, 0, sizeof(r));
-    assert_int_equal(srv_route_match(&r, "GET", "/api/v1/models/m"), MG_OK);
+    assert_int_equal(srv_route_match(&r, api_routes, "GET", "/api/v1/models/m"), MG_OK);
     assert_int_equal(srv_param_version(&r), 0);
     assert_null(srv_param(&r, "n"));
     req_free(&r);
@@ -176,8 +178,9 @@ static void test_rematch_replaces_params(void **state)
 
     (void)state;
     memset(&r, 0, sizeof(r));
-    assert_int_equal(srv_route_match(&r, "GET", "/api/v1/models/first/versions/1"), MG_OK);
-    assert_int_equal(srv_route_match(&r, "GET", "/api/v1/models/second"), MG_OK);
+    assert_int_equal(srv_route_match(&r, api_routes, "GET", "/api/v1/models/first/versions/1"),
+                     MG_OK);
+    assert_int_equal(srv_route_match(&r, api_routes, "GET", "/api/v1/models/second"), MG_OK);
     assert_int_equal(r.nparams, 1);
     assert_string_equal(srv_param(&r, "model"), "second");
     assert_null(srv_param(&r, "n"));
@@ -223,7 +226,7 @@ static void test_unknown_paths_not_found(void **state)
         enum mg_code rc;
 
         memset(&r, 0, sizeof(r));
-        rc = srv_route_match(&r, "GET", paths[i]);
+        rc = srv_route_match(&r, api_routes, "GET", paths[i]);
         if (rc != MG_ENOTFOUND)
             fail_msg("GET \"%s\": code %d, want MG_ENOTFOUND", paths[i], rc);
         assert_int_equal(r.nparams, 0);
@@ -261,7 +264,7 @@ static void test_wrong_method(void **state)
         enum mg_code rc;
 
         memset(&r, 0, sizeof(r));
-        rc = srv_route_match(&r, cases[i].method, cases[i].path);
+        rc = srv_route_match(&r, api_routes, cases[i].method, cases[i].path);
         if (rc != MG_EMETHOD)
             fail_msg("%s %s: code %d, want MG_EMETHOD", cases[i].method, cases[i].path, rc);
         assert_int_equal(r.nparams, 0);
@@ -333,7 +336,7 @@ static void test_invalid_params(void **state)
         enum mg_code rc;
 
         memset(&r, 0, sizeof(r));
-        rc = srv_route_match(&r, cases[i].method, cases[i].path);
+        rc = srv_route_match(&r, api_routes, cases[i].method, cases[i].path);
         if (rc != MG_EINVAL)
             fail_msg("%s %s: code %d, want MG_EINVAL", cases[i].method, cases[i].path, rc);
         assert_int_equal(r.err.code, MG_EINVAL);
@@ -354,7 +357,7 @@ static void test_invalid_model_message(void **state)
 
     (void)state;
     memset(&r, 0, sizeof(r));
-    assert_int_equal(srv_route_match(&r, "GET", "/api/v1/models/UPPER"), MG_EINVAL);
+    assert_int_equal(srv_route_match(&r, api_routes, "GET", "/api/v1/models/UPPER"), MG_EINVAL);
     assert_non_null(strstr(r.err.message, "UPPER"));
     req_free(&r);
 
@@ -362,7 +365,7 @@ static void test_invalid_model_message(void **state)
     snprintf(path, sizeof(path), "/api/v1/models/");
     memset(path + strlen(path), 'A', 300);
     path[strlen("/api/v1/models/") + 300] = '\0';
-    assert_int_equal(srv_route_match(&r, "GET", path), MG_EINVAL);
+    assert_int_equal(srv_route_match(&r, api_routes, "GET", path), MG_EINVAL);
     assert_string_equal(r.err.field, "model");
     assert_true(strlen(r.err.message) < 200);
     req_free(&r);
@@ -401,11 +404,11 @@ static bool was_seen(const struct visit *v, const struct srv_route *route)
 static void test_route_foreach_visits_every_route(void **state)
 {
     const struct srv_route *const tables[] = {
-        srv_routes_health,    srv_routes_tokens,   srv_routes_blobs,      srv_routes_models,
-        srv_routes_versions,  srv_routes_datasets, srv_routes_audit,      srv_routes_keys,
-        srv_routes_aliases,   srv_routes_policies, srv_routes_promotions, srv_routes_gateways,
-        srv_routes_runner,    srv_routes_ui,       srv_routes_metrics,    srv_routes_oci,
-        srv_routes_lifecycle, srv_routes_identity, srv_routes_sso,        srv_routes_usage,
+        api_routes_health,    api_routes_tokens,   api_routes_blobs,      api_routes_models,
+        api_routes_versions,  api_routes_datasets, api_routes_audit,      api_routes_keys,
+        api_routes_aliases,   api_routes_policies, api_routes_promotions, api_routes_gateways,
+        api_routes_runner,    api_routes_ui,       api_routes_metrics,    api_routes_oci,
+        api_routes_lifecycle, api_routes_identity, api_routes_sso,        api_routes_usage,
     };
     struct visit v;
     unsigned total = 0;
@@ -414,7 +417,7 @@ static void test_route_foreach_visits_every_route(void **state)
 
     (void)state;
     memset(&v, 0, sizeof(v));
-    srv_route_foreach(visit_route, &v);
+    srv_route_foreach(api_routes, visit_route, &v);
     assert_true(v.n <= sizeof(v.seen) / sizeof(v.seen[0]));
     assert_int_equal(v.bad_pattern, 0);
     for (t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
@@ -440,7 +443,7 @@ static void test_every_route_reachable(void **state)
 
     (void)state;
     memset(&v, 0, sizeof(v));
-    srv_route_foreach(visit_route, &v);
+    srv_route_foreach(api_routes, visit_route, &v);
     for (i = 0; i < v.n; i++) {
         const struct srv_route *rt = v.seen[i];
         char path[512];
@@ -476,7 +479,7 @@ static void test_every_route_reachable(void **state)
         }
         path[o] = '\0';
         memset(&r, 0, sizeof(r));
-        rc = srv_route_match(&r, rt->method, path);
+        rc = srv_route_match(&r, api_routes, rt->method, path);
         if (rc != MG_OK || r.route != rt)
             fail_msg("%s %s (from %s) did not reach its own route (code %d)", rt->method, path,
                      rt->pattern, rc);
