@@ -1,7 +1,9 @@
 /*
- * archive_int.h - what archive.c (inspection, extraction, the libarchive pass) and
+ * archive_int.h - what archive.c (inspection, extraction, the libarchive pass),
  * archive_zip.c (the zip central directory, read on its own to catch what libarchive's
- * streaming reader would hide) share with each other and nobody else.
+ * streaming reader would hide), archive_names.c (entry names) and archive_scan.c (entry
+ * data handed to the safety scan) share. The weight readers and the scanner use its
+ * reader, media types and name quoting too; it names neither of them.
  */
 #ifndef ART_ARCHIVE_INT_H
 #define ART_ARCHIVE_INT_H
@@ -68,6 +70,8 @@ struct extract {
     struct name_list made; /* what was created, in order: "d<path>" or "f<path>" */
 };
 
+struct art_scan_walk; /* scan.h: archive_scan.c feeds it, archive.c only carries it */
+
 struct inspect {
     const struct store_archive_limits *lim;
     struct mg_error *err;
@@ -95,6 +99,21 @@ struct inspect {
 enum mg_code art_reader_new(const char *media_type, struct archive **out, bool *compressed,
                             struct mg_error *err);
 
+/* Turn a libarchive failure into an error; `where` is "at" or "after" the current entry
+ * (NULL: none). */
+enum mg_code art_archive_failure(struct archive *a, struct inspect *in, const char *where);
+
+/* Count n more bytes of file data against the caps. */
+enum mg_code art_account(struct inspect *in, uint64_t n);
+
+/* Count, and hash when `hash`, n bytes of a sparse hole. */
+enum mg_code art_hash_zeros(struct inspect *in, bool hash, uint64_t n);
+
+/* archive_scan.c: read_data() for a regular file the safety scan reads too (in->scan): the
+ * scanner takes what it needs, the rest is drained; file->size and file->sha256 are set. */
+enum mg_code art_read_data_scanned(struct archive *a, struct archive_entry *e, struct inspect *in,
+                                   struct store_archive_file *file);
+
 enum mg_code art_zip_scan_cd(const char *path, struct inspect *in);
 
 enum mg_code art_zip_cross_check(struct inspect *in);
@@ -111,14 +130,6 @@ enum mg_code art_reject_type(const char *show, unsigned type, struct mg_error *e
 enum mg_code art_name_list_push(struct name_list *l, char *s, struct mg_error *err);
 
 int art_cmp_str(const void *a, const void *b);
-
-size_t art_utf8_len(const unsigned char *p, size_t n);
-
-const char *art_path_problem(const char *raw, size_t n);
-
-void art_name_list_release(struct name_list *l);
-
-int art_cmp_file(const void *a, const void *b);
 
 size_t art_utf8_len(const unsigned char *p, size_t n);
 

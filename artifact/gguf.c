@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "archive_int.h"
+#include "introspect.h"
 #include "../base/text.h"
 
 #define KEY_MAX 65536     /* bytes of one key */

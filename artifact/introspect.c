@@ -3,6 +3,7 @@
  * them (a file, an archive member through libarchive, a buffer), and the one summary per
  * blob built from the readers' results.
  */
+#include "introspect.h"
 #include "weights_int.h"
 
 #include <errno.h>

@@ -35,6 +35,7 @@
 
 #include "../base/mg.h"
 #include "archive.h"
+#include "dtype.h" /* art_dtype_canonical(), for the schema checks */
 
 struct art_introspect_limits {
     uint64_t max_safetensors_header; /* bytes of one JSON header (default 16 MiB) */
@@ -83,13 +84,5 @@ enum mg_code art_introspect_buffer(const void *data, size_t n, const char *forma
  * GGUF magic, a safetensors length and '{', an ONNX ModelProto)? A caller that must keep a
  * local copy of the bytes for art_introspect() asks this before the rest arrives. */
 bool art_introspect_sniff(const void *head, size_t n);
-
-/*
- * The canonical dtype name for a name a user may write: safetensors' own ("F32", "BF16",
- * "I64", …), ONNX's ("FLOAT", "FLOAT16", "INT64", …), numpy's ("float32", "int64", …), any
- * case; and the compound forms "seq(T)", "optional(T)", "sparse(T)", "map(K,V)". Writes the
- * canonical form into out (cap bytes). False when the name is not known.
- */
-bool art_dtype_canonical(const char *name, char *out, size_t cap);
 
 #endif

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "archive_int.h"
+#include "dtype.h"
+#include "introspect.h"
 
 #define TYPE_TEXT 512
 #define PROPS_MAX 64

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "introspect.h"
 #include "../base/text.h"
 
 #define DEPTH_MAX 32

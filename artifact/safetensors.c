@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "archive_int.h"
+#include "introspect.h"
 
 #define META_MAX_KEYS 64
 #define META_MAX_VALUE 1024

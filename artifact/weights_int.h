@@ -1,7 +1,7 @@
 /*
  * weights_int.h - what the weight-header readers (safetensors.c, gguf.c, onnx.c) and
  * introspect.c share: a buffered, bounded byte source over a file, an archive member or a
- * buffer, and the per-file result they fill.
+ * buffer (the scanner reads through it too), and the per-file result they fill.
  *
  * A source counts the bytes it has handed out (off), so every reader can name the byte
  * offset of what it refuses. Reading past `size` (when known) or past the end of the data
@@ -10,12 +10,18 @@
 #ifndef ART_WEIGHTS_INT_H
 #define ART_WEIGHTS_INT_H
 
-#include "introspect.h"
-
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include <jansson.h>
+
+#include "../base/mg.h"
+
+/* introspect.h: the readers' caps. Only a pointer here, so this header does not include
+ * introspect.h (introspect.c includes this one); each reader includes it for the fields. */
+struct art_introspect_limits;
 
 #define ART_SRC_BUF 65536
 
@@ -100,12 +106,6 @@ enum mg_code art_gguf_read(struct art_src *s, const struct art_introspect_limits
                            struct art_weights *w, struct mg_error *err);
 enum mg_code art_onnx_read(struct art_src *s, const struct art_introspect_limits *lim,
                            struct art_weights *w, struct mg_error *err);
-
-/* The canonical dtype name for an ONNX TensorProto.DataType value, or NULL. */
-const char *art_onnx_dtype_name(int32_t t);
-
-/* Bits per element of a canonical dtype name (0: unknown or variable, as STRING). */
-unsigned art_dtype_bits(const char *name);
 
 /* How a plain blob's first bytes look: "gguf", "safetensors", "onnx" or NULL. */
 const char *art_sniff(const uint8_t *p, size_t n, uint64_t size);

@@ -1,5 +1,5 @@
 /*
- * blob_int.h - what the blob backends (blob_file.c, blob_s3.c, blob_oci.c) share
+ * blob_int.h - what the blob backends (blob_file.c, blob_s3*.c, blob_oci.c) share
  * with the dispatcher (blob.c) and the HTTP helpers (blob_http.c). Only the blob
  * layer includes this.
  */

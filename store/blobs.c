@@ -13,6 +13,9 @@
  * the digest, and only then insert the row. A crash at any point leaves either
  * no row, or a row whose bytes are complete; leftovers of a remote upload are
  * named by its blob_uploads row (written before the first byte) for GC.
+ *
+ * This file holds the upload side: sessions, pins, the row a commit writes. The hash
+ * thread is in blobs_hash.c, lookups of what is stored in blobs_read.c.
  */
 #include "store_int.h"
 
@@ -33,27 +36,10 @@
 #include "../artifact/introspect.h"
 #include "../base/util.h"
 #include "blob.h"
+#include "blobs_hash.h"
+#include "blobs_int.h"
 
-#define HASH_CHUNK (256u << 10)
-#define HASH_CHUNKS 4
-#define HASH_THREAD_AFTER (1u << 20) /* small uploads hash inline */
-#define HASH_THREADS_MAX 16          /* uploads hashed on a thread at once (memory bound) */
-
-/* Chunks [tail, tail + count) of the ring are full and the hasher's (it
- * hashes the one at tail); the writer fills chunk (tail + count) % N. */
-struct hasher {
-    _Atomic int *nthreads; /* the store's count of running hashers */
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t cond; /* any change of count, done, stop */
-    uint8_t *buf[HASH_CHUNKS];
-    size_t len[HASH_CHUNKS];
-    unsigned tail, count;
-    bool done; /* the writer has handed over its last chunk */
-    bool stop; /* abort: leave the rest unhashed */
-    EVP_MD_CTX *md;
-    bool failed;
-};
+#define HASH_THREAD_AFTER (1u << 20) /* small uploads hash inline (blobs_hash.h) */
 
 struct store_blob_upload {
     struct store *st;
@@ -64,8 +50,8 @@ struct store_blob_upload {
     char spool[PATH_MAX];
     bool decided; /* whether to spool was decided (once the head is in) */
     EVP_MD_CTX *md;
-    struct hasher *h; /* NULL: hashing inline */
-    bool inline_only; /* the hasher could not start: never try again */
+    struct store_hasher *h; /* NULL: hashing inline */
+    bool inline_only;       /* the hasher could not start: never try again */
     uint64_t size;
     uint64_t max;
     uint8_t head[512]; /* first bytes, for media type detection */
@@ -73,130 +59,6 @@ struct store_blob_upload {
     char teams[STORE_MAX_SCOPES][STORE_TEAM_NAME_MAX + 1]; /* whose quotas it counts in */
     size_t nteams;
 };
-
-static void *hasher_main(void *arg)
-{
-    struct hasher *h = arg;
-    unsigned i;
-
-    pthread_mutex_lock(&h->lock);
-    for (;;) {
-        while (h->count == 0 && !h->done && !h->stop)
-            pthread_cond_wait(&h->cond, &h->lock);
-        if (h->stop || h->count == 0)
-            break;
-        i = h->tail;
-        pthread_mutex_unlock(&h->lock);
-        if (!h->failed && EVP_DigestUpdate(h->md, h->buf[i], h->len[i]) != 1)
-            h->failed = true;
-        pthread_mutex_lock(&h->lock);
-        h->len[i] = 0;
-        h->tail = (h->tail + 1) % HASH_CHUNKS;
-        h->count--;
-        pthread_cond_broadcast(&h->cond);
-    }
-    pthread_mutex_unlock(&h->lock);
-    return NULL;
-}
-
-static void hasher_free(struct hasher *h)
-{
-    unsigned i;
-
-    for (i = 0; i < HASH_CHUNKS; i++)
-        free(h->buf[i]);
-    pthread_mutex_destroy(&h->lock);
-    pthread_cond_destroy(&h->cond);
-    atomic_fetch_sub(h->nthreads, 1);
-    free(h);
-}
-
-/* Start the hasher on up->md; false (hash inline) when it cannot start. */
-static bool hasher_start(struct store_blob_upload *up)
-{
-    struct hasher *h;
-    unsigned i;
-
-    if (atomic_fetch_add(&up->st->hash_threads, 1) >= HASH_THREADS_MAX) {
-        atomic_fetch_sub(&up->st->hash_threads, 1);
-        return false;
-    }
-    h = calloc(1, sizeof(*h));
-    if (h == NULL) {
-        atomic_fetch_sub(&up->st->hash_threads, 1);
-        return false;
-    }
-    h->nthreads = &up->st->hash_threads;
-    pthread_mutex_init(&h->lock, NULL);
-    pthread_cond_init(&h->cond, NULL);
-    for (i = 0; i < HASH_CHUNKS; i++) {
-        if ((h->buf[i] = malloc(HASH_CHUNK)) == NULL) {
-            hasher_free(h);
-            return false;
-        }
-    }
-    h->md = up->md;
-    if (pthread_create(&h->thread, NULL, hasher_main, h) != 0) {
-        hasher_free(h);
-        return false;
-    }
-    up->h = h;
-    return true;
-}
-
-/* Copy p into the ring, waiting for a free chunk when all are full. */
-static void hasher_feed(struct hasher *h, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        unsigned i;
-        size_t k;
-
-        pthread_mutex_lock(&h->lock);
-        while (h->count == HASH_CHUNKS)
-            pthread_cond_wait(&h->cond, &h->lock);
-        i = (h->tail + h->count) % HASH_CHUNKS;
-        pthread_mutex_unlock(&h->lock);
-        /* Chunk i is the writer's alone until count covers it. */
-        k = HASH_CHUNK - h->len[i];
-        if (k > n)
-            k = n;
-        memcpy(h->buf[i] + h->len[i], p, k);
-        h->len[i] += k;
-        p += k;
-        n -= k;
-        if (h->len[i] == HASH_CHUNK) {
-            pthread_mutex_lock(&h->lock);
-            h->count++;
-            pthread_cond_broadcast(&h->cond);
-            pthread_mutex_unlock(&h->lock);
-        }
-    }
-}
-
-/* Hand over the last (partial) chunk, or give up (stop), and wait for the
- * hasher to end. True when everything fed was hashed. */
-static bool hasher_finish(struct store_blob_upload *up, bool stop)
-{
-    struct hasher *h = up->h;
-    bool ok;
-    unsigned i;
-
-    pthread_mutex_lock(&h->lock);
-    if (!stop && h->count < HASH_CHUNKS) {
-        i = (h->tail + h->count) % HASH_CHUNKS;
-        if (h->len[i] > 0)
-            h->count++;
-    }
-    h->done = true;
-    h->stop = stop;
-    pthread_cond_broadcast(&h->cond);
-    pthread_mutex_unlock(&h->lock);
-    pthread_join(h->thread, NULL);
-    ok = !stop && !h->failed && h->count == 0;
-    hasher_free(h);
-    up->h = NULL;
-    return ok;
-}
 
 /* ---- uploads in flight (remote backends) ----------------------------------- */
 
@@ -355,9 +217,9 @@ enum mg_code store_blob_upload_write(struct store_blob_upload *up, const void *p
     if (up->put && (rc = blob_put_write(up->put, p, n, err)) != MG_OK)
         return rc;
     if (up->h == NULL && !up->inline_only && up->size + n > HASH_THREAD_AFTER)
-        up->inline_only = !hasher_start(up);
+        up->inline_only = (up->h = store_hasher_start(&up->st->hash_threads, up->md)) == NULL;
     if (up->h)
-        hasher_feed(up->h, p, n);
+        store_hasher_feed(up->h, p, n);
     else if (EVP_DigestUpdate(up->md, p, n) != 1)
         return mg_fail(err, MG_EIO, NULL, "SHA-256 update failed");
     up->size += n;
@@ -371,7 +233,7 @@ void store_blob_upload_abort(struct store_blob_upload **upp)
     if (up == NULL)
         return;
     if (up->h)
-        hasher_finish(up, true);
+        store_hasher_finish(&up->h, true);
     /* The row stays when the backend could not be cleaned: it names the leftovers. */
     if (up->put && blob_put_abort(&up->put))
         inflight_del(up);
@@ -599,8 +461,8 @@ static enum mg_code blob_touch(struct store *st, const char *digest,
     return store_write_end(st, c, rc, err);
 }
 
-static json_t *blob_json(const char *digest, uint64_t size, const char *media, int64_t files,
-                         json_t *formats, json_t *scan)
+json_t *store_blob_json(const char *digest, uint64_t size, const char *media, int64_t files,
+                        json_t *formats, json_t *scan)
 {
     return json_pack("{s:s, s:I, s:s, s:o, s:o, s:o*}", "digest", digest, "size", (json_int_t)size,
                      "media_type", media, "files", files >= 0 ? json_integer(files) : json_null(),
@@ -773,8 +635,8 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
     json_t *existing = NULL;
 
     memcpy(digest, "sha256:", 7);
-    if ((up->h && !hasher_finish(up, false)) || EVP_DigestFinal_ex(up->md, md, &mdlen) != 1 ||
-        mdlen != 32) {
+    if ((up->h && !store_hasher_finish(&up->h, false)) ||
+        EVP_DigestFinal_ex(up->md, md, &mdlen) != 1 || mdlen != 32) {
         rc = mg_fail(err, MG_EIO, NULL, "SHA-256 failed");
         goto out;
     }
@@ -836,8 +698,8 @@ enum mg_code store_blob_upload_commit(struct store_blob_upload **upp, const char
         pin[0] = '\0'; /* dropped with the row's commit */
     if (rc == MG_OK) {
         up->inflight[0] = '\0';
-        *blob = blob_json(digest, up->size, media, is_archive ? (int64_t)m.n : -1,
-                          json_incref(formats), json_incref(scan));
+        *blob = store_blob_json(digest, up->size, media, is_archive ? (int64_t)m.n : -1,
+                                json_incref(formats), json_incref(scan));
         if (*blob == NULL)
             rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
@@ -865,221 +727,5 @@ out:
             *blob = NULL;
         }
     }
-    return rc;
-}
-
-enum mg_code store_blob_get(struct store *st, const char *digest, json_t **out,
-                            struct mg_error *err)
-{
-    static const char sql[] = "SELECT size, media_type, files, created_at, created_by, formats, "
-                              "scan FROM blobs WHERE digest = ? AND state = 'live'";
-    struct db_conn *c = store_read_begin(st);
-    struct db_stmt *s;
-    enum mg_code rc;
-    bool row;
-
-    s = db_prepare(c, sql);
-    db_bind_text(s, 1, digest);
-    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        int64_t files = db_col_null(s, 2) ? -1 : db_col_i64(s, 2);
-        *out = blob_json(digest, (uint64_t)db_col_i64(s, 0), db_col_text(s, 1), files,
-                         db_col_null(s, 5) ? NULL : store_col_json(s, 5),
-                         db_col_null(s, 6) ? NULL : store_col_json(s, 6));
-        json_object_set_new(*out, "created_at", store_col_json_string(s, 3));
-        json_object_set_new(*out, "created_by", store_col_json_string(s, 4));
-        rc = MG_OK;
-    } else if (rc == MG_OK) {
-        rc = mg_fail(err, MG_ENOTFOUND, NULL, "blob %s does not exist", digest);
-    }
-    db_reset(s);
-    store_read_end(st, c);
-    return rc;
-}
-
-enum mg_code store_blob_expanded_size(struct store *st, const char *digest, uint64_t *out,
-                                      struct mg_error *err)
-{
-    static const char sql[] = "SELECT b.size, b.files, "
-                              "(SELECT COALESCE(SUM(f.size), 0) FROM blob_files f "
-                              "WHERE f.digest = b.digest) FROM blobs b WHERE b.digest = ?";
-    struct db_conn *c = store_read_begin(st);
-    struct db_stmt *s;
-    enum mg_code rc;
-    bool row;
-
-    *out = 0;
-    s = db_prepare(c, sql);
-    db_bind_text(s, 1, digest);
-    if ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        *out = (uint64_t)db_col_i64(s, db_col_null(s, 1) ? 0 : 2);
-        rc = MG_OK;
-    } else if (rc == MG_OK) {
-        rc = mg_fail(err, MG_ENOTFOUND, NULL, "blob %s does not exist", digest);
-    }
-    db_reset(s);
-    store_read_end(st, c);
-    return rc;
-}
-
-enum mg_code store_blob_read_open(struct store *st, const char *digest, uint64_t off, uint64_t len,
-                                  struct blob_reader **out, struct mg_error *err)
-{
-    return blob_read_open(st->blobs, digest, off, len, out, err);
-}
-
-enum mg_code store_blob_open(struct store *st, const char *digest, int *fd, uint64_t *size,
-                             struct mg_error *err)
-{
-    json_t *b = NULL;
-    struct blob_reader *r = NULL;
-    uint64_t n, off;
-    int f;
-
-    if (store_blob_get(st, digest, &b, err) != MG_OK)
-        return err->code;
-    n = (uint64_t)json_integer_value(json_object_get(b, "size"));
-    json_decref(b);
-    if (blob_read_open(st->blobs, digest, 0, n, &r, err) != MG_OK)
-        return err->code;
-    f = blob_reader_take_fd(r, &off);
-    blob_reader_close(&r);
-    if (f < 0)
-        return mg_fail(err, MG_EINVAL, NULL, "the %s hands out no file descriptors",
-                       blob_describe(st->blobs));
-    *fd = f;
-    *size = n;
-    return MG_OK;
-}
-
-static enum mg_code fd_sink(void *arg, const void *data, size_t n, struct mg_error *err)
-{
-    return mg_write_all(*(int *)arg, data, n, "the blob copy", err);
-}
-
-/*
- * Copy a blob into fd (a local file), checking it against its digest as it goes.
- * MG_EIO on a mismatch: the stored bytes were altered.
- */
-enum mg_code store_blob_copy_to_fd(struct store *st, const char *digest, uint64_t size, int fd,
-                                   struct mg_error *err)
-{
-    return blob_stream(st->blobs, digest, size, true, fd_sink, &fd, err);
-}
-
-enum mg_code store_blob_materialize(struct store *st, const char *digest, const char *dest,
-                                    const char *single_name, struct mg_error *err)
-{
-    json_t *meta = NULL;
-    char path[PATH_MAX], out[PATH_MAX];
-    const char *media, *dir = blob_file_dir(st->blobs);
-    uint64_t size;
-    int fd = -1;
-    enum mg_code rc;
-    bool archive, local = false;
-
-    if ((rc = store_blob_get(st, digest, &meta, err)) != MG_OK)
-        return rc;
-    media = json_string_value(json_object_get(meta, "media_type"));
-    size = (uint64_t)json_integer_value(json_object_get(meta, "size"));
-    archive = !json_is_null(json_object_get(meta, "files"));
-    if (!archive) {
-        /* A single file: copied (and checked) straight into dest. */
-        snprintf(out, sizeof(out), "%.3000s/%.200s", dest, single_name);
-        fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd < 0)
-            rc = mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", out, strerror(errno));
-        else
-            rc = store_blob_copy_to_fd(st, digest, size, fd, err);
-        goto out;
-    }
-    if (dir != NULL) {
-        snprintf(path, sizeof(path), "%s/sha256/%.2s/%s", dir, digest + 7, digest + 7);
-    } else {
-        /* A remote archive is fetched (and checked) into a local file first. */
-        snprintf(path, sizeof(path), "%s/materialize-XXXXXX", st->tmp_dir);
-        if ((fd = mkostemp(path, O_CLOEXEC)) < 0) {
-            rc = mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", path, strerror(errno));
-            goto out;
-        }
-        local = true;
-        if ((rc = store_blob_copy_to_fd(st, digest, size, fd, err)) != MG_OK)
-            goto out;
-    }
-    rc = store_archive_extract(path, media, dest, &st->archive, NULL, err);
-out:
-    if (fd >= 0)
-        close(fd);
-    if (local)
-        unlink(path);
-    json_decref(meta);
-    return rc;
-}
-
-enum mg_code store_blob_claim(struct store *st, const char *digest, const char *const *teams,
-                              size_t nteams, struct mg_error *err)
-{
-    static const char sql[] =
-        "INSERT INTO blob_teams (digest, team) VALUES (?, ?) ON CONFLICT DO NOTHING";
-    struct db_conn *c;
-    enum mg_code rc = MG_OK;
-    size_t i;
-
-    if (nteams == 0)
-        return MG_OK;
-    if ((c = store_write_begin(st, err)) == NULL)
-        return err->code;
-    for (i = 0; i < nteams && rc == MG_OK; i++) {
-        struct db_stmt *s = db_prepare(c, sql);
-
-        db_bind_text(s, 1, digest);
-        db_bind_text(s, 2, teams[i]);
-        rc = db_exec(s, err);
-    }
-    return store_write_end(st, c, rc, err);
-}
-
-enum mg_code store_blob_holders(struct store *st, const char *digest, json_t **out,
-                                struct mg_error *err)
-{
-    static const char sql_blob[] = "SELECT released FROM blobs WHERE digest = ? AND state = 'live'";
-    static const char sql_teams[] = "SELECT team FROM blob_teams WHERE digest = ? ORDER BY team";
-    static const char sql_citers[] =
-        "SELECT DISTINCT m.owners FROM versions v JOIN models m ON m.id = v.model_id "
-        "WHERE v.artifact = ? AND v.status <> 'deleted'";
-    struct db_conn *c = store_read_begin(st);
-    struct db_stmt *s = db_prepare(c, sql_blob);
-    json_t *teams = json_array(), *citers = json_array();
-    bool row, released = false;
-    enum mg_code rc;
-
-    *out = NULL;
-    db_bind_text(s, 1, digest);
-    if ((rc = db_step(s, &row, err)) != MG_OK)
-        goto out;
-    if (!row) {
-        rc = mg_fail(err, MG_ENOTFOUND, NULL, "blob %s does not exist", digest);
-        goto out;
-    }
-    released = db_col_i64(s, 0) != 0;
-    db_reset(s);
-    s = db_prepare(c, sql_teams);
-    db_bind_text(s, 1, digest);
-    while ((rc = db_step(s, &row, err)) == MG_OK && row)
-        json_array_append_new(teams, store_col_json_string(s, 0));
-    if (rc != MG_OK)
-        goto out;
-    s = db_prepare(c, sql_citers);
-    db_bind_text(s, 1, digest);
-    while ((rc = db_step(s, &row, err)) == MG_OK && row)
-        json_array_append_new(citers, store_col_json(s, 0));
-    if (rc != MG_OK)
-        goto out;
-    *out = json_pack("{s:O, s:O, s:b}", "uploaders", teams, "citers", citers, "released", released);
-    if (*out == NULL)
-        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-out:
-    json_decref(teams);
-    json_decref(citers);
-    store_read_end(st, c);
     return rc;
 }
