@@ -7,13 +7,13 @@
  */
 #include "blob_int.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
-#include <time.h>
+
+#include "../os/wait.h"
 
 #define STREAM_BUF (1u << 20)
 /* A suspended download is resumed once this much is buffered (or the body ended): one
@@ -536,7 +536,7 @@ void blob_stream_close(struct blob_stream *s)
 struct blob_pipe {
     pthread_t thread;
     pthread_mutex_t lock;
-    pthread_cond_t cond;
+    struct mg_wait wake; /* bytes came or went, the body ended, the request ended */
     CURL *c;
     struct curl_slist *headers;
     char desc[300];
@@ -554,24 +554,18 @@ static size_t pipe_read(char *out, size_t size, size_t nitems, void *ud)
 {
     struct blob_pipe *p = ud;
     size_t n = size * nitems, k, first, want = n < PIPE_WAKE ? n : PIPE_WAKE;
-    struct timespec until = {0, 0};
+    int64_t until = 0; /* mg_mono_ms(): the sender lingers until then for more bytes */
 
     pthread_mutex_lock(&p->lock);
     while (p->count < want && !p->eof && !p->cancel) {
         p->want = want;
         if (p->count == 0) {
-            pthread_cond_wait(&p->cond, &p->lock); /* the first byte wakes it */
+            pthread_cond_wait(&p->wake.cond, &p->lock); /* the first byte wakes it */
             continue;
         }
-        if (until.tv_sec == 0) {
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += PIPE_LINGER_MS * 1000000L;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
-        }
-        if (pthread_cond_timedwait(&p->cond, &p->lock, &until) == ETIMEDOUT)
+        if (until == 0)
+            until = mg_mono_ms() + PIPE_LINGER_MS;
+        if (!mg_wait_until(&p->wake, &p->lock, until))
             break;
     }
     p->want = 0;
@@ -588,7 +582,7 @@ static size_t pipe_read(char *out, size_t size, size_t nitems, void *ud)
     p->head = (p->head + k) % PIPE_BUF_BYTES;
     p->count -= k;
     if (p->writing)
-        pthread_cond_broadcast(&p->cond);
+        pthread_cond_broadcast(&p->wake.cond);
     pthread_mutex_unlock(&p->lock);
     return k;
 }
@@ -603,7 +597,7 @@ static void *pipe_main(void *arg)
     p->rc = rc;
     p->err = e;
     p->done = true;
-    pthread_cond_broadcast(&p->cond);
+    pthread_cond_broadcast(&p->wake.cond);
     pthread_mutex_unlock(&p->lock);
     return NULL;
 }
@@ -624,7 +618,7 @@ enum mg_code blob_pipe_start(CURL *c, struct curl_slist *headers, const char *de
     snprintf(p->desc, sizeof(p->desc), "%s", desc);
     blob_http_resp_init(&p->resp);
     pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->cond, NULL);
+    mg_wait_init(&p->wake);
     curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 512L << 10); /* 64 KiB by default */
     curl_easy_setopt(c, CURLOPT_READFUNCTION, pipe_read);
@@ -634,7 +628,7 @@ enum mg_code blob_pipe_start(CURL *c, struct curl_slist *headers, const char *de
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &p->resp);
     if (pthread_create(&p->thread, NULL, pipe_main, p) != 0) {
         pthread_mutex_destroy(&p->lock);
-        pthread_cond_destroy(&p->cond);
+        mg_wait_release(&p->wake);
         blob_http_resp_release(&p->resp);
         curl_slist_free_all(headers);
         curl_easy_cleanup(c);
@@ -656,7 +650,7 @@ enum mg_code blob_pipe_write(struct blob_pipe *p, const void *data, size_t n, st
 
         while (p->count == PIPE_BUF_BYTES && !p->done) {
             p->writing = true;
-            pthread_cond_wait(&p->cond, &p->lock);
+            pthread_cond_wait(&p->wake.cond, &p->lock);
         }
         p->writing = false;
         if (p->done) {
@@ -679,7 +673,7 @@ enum mg_code blob_pipe_write(struct blob_pipe *p, const void *data, size_t n, st
         memcpy(p->buf + tail, q, k);
         /* The sender is woken by the first byte (it then lingers for more) and by enough. */
         if (p->want > 0 && (p->count == 0 || p->count + k >= p->want))
-            pthread_cond_broadcast(&p->cond);
+            pthread_cond_broadcast(&p->wake.cond);
         p->count += k;
         q += k;
         n -= k;
@@ -695,7 +689,7 @@ enum mg_code blob_pipe_finish(struct blob_pipe *p, struct blob_http_resp **resp,
 
     pthread_mutex_lock(&p->lock);
     p->eof = true;
-    pthread_cond_broadcast(&p->cond);
+    pthread_cond_broadcast(&p->wake.cond);
     pthread_mutex_unlock(&p->lock);
     pthread_join(p->thread, NULL);
     p->thread = 0;
@@ -715,12 +709,12 @@ void blob_pipe_free(struct blob_pipe **pp)
     if (p->thread) {
         pthread_mutex_lock(&p->lock);
         p->cancel = true;
-        pthread_cond_broadcast(&p->cond);
+        pthread_cond_broadcast(&p->wake.cond);
         pthread_mutex_unlock(&p->lock);
         pthread_join(p->thread, NULL);
     }
     pthread_mutex_destroy(&p->lock);
-    pthread_cond_destroy(&p->cond);
+    mg_wait_release(&p->wake);
     blob_http_resp_release(&p->resp);
     curl_slist_free_all(p->headers);
     curl_easy_cleanup(p->c);

@@ -41,12 +41,13 @@
  */
 #include "store_int.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "../base/util.h"
 
 /* The margin a replica keeps from its lease's end, and a writer adds to it: clocks of
  * two hosts run at slightly different rates. */
@@ -218,15 +219,12 @@ void store_cache_sync(struct store *st, int64_t seq)
         pthread_mutex_lock(&st->coh_lock);
         for (;;) {
             int64_t ms = until - now < CACHE_POLL_MS ? until - now : CACHE_POLL_MS;
-            struct timespec ts;
 
             if ((done = rc == MG_OK && all_acked(st, ids, n, seq)))
                 break;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += (long)ms * 1000000L;
-            ts.tv_sec += ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
-            if (pthread_cond_timedwait(&st->ack_cond, &st->coh_lock, &ts) == ETIMEDOUT)
+            /* until and now are on CLOCK_BOOTTIME (a suspend counts); the wait itself is
+             * at most CACHE_POLL_MS, which the monotonic clock measures well enough. */
+            if (!mg_wait_until(&st->ack_wait, &st->coh_lock, mg_mono_ms() + ms))
                 break;
             now = boot_ms();
         }
@@ -536,7 +534,7 @@ enum mg_code store_wait_change(struct store *st, int timeout_ms, struct store_wa
     }
     if (h.acks) {
         pthread_mutex_lock(&st->coh_lock);
-        pthread_cond_broadcast(&st->ack_cond);
+        pthread_cond_broadcast(&st->ack_wait.cond);
         pthread_mutex_unlock(&st->coh_lock);
     }
     if (h.session != 0 && h.foreign)

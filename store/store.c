@@ -329,14 +329,7 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     pthread_cond_init(&st->ep_cond, NULL);
     pthread_cond_init(&st->rcond, NULL);
     pthread_mutex_init(&st->coh_lock, NULL);
-    {
-        pthread_condattr_t ca;
-
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&st->ack_cond, &ca);
-        pthread_condattr_destroy(&ca);
-    }
+    mg_wait_init(&st->ack_wait);
     st->lock_fd = -1;
     st->archive = opt->archive;
     st->archive.counters = &st->archive_counters;
@@ -457,7 +450,7 @@ void store_close(struct store **stp)
     pthread_cond_destroy(&st->ep_cond);
     pthread_cond_destroy(&st->rcond);
     pthread_mutex_destroy(&st->coh_lock);
-    pthread_cond_destroy(&st->ack_cond);
+    mg_wait_release(&st->ack_wait);
     free(st->readers);
     free(st->rbusy);
     free(st->data_dir);

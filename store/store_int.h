@@ -11,6 +11,7 @@
 #include "db.h"
 #include "store.h"
 #include "../artifact/introspect.h"
+#include "../os/wait.h"
 
 /* Direct-mapped per-model epochs (coherence.c): a write moves its model's slot. */
 #define STORE_EPOCH_SLOTS 4096
@@ -54,7 +55,7 @@ struct store {
     _Atomic int64_t ep_acked;             /* the highest ep_seen written to replicas.cache_seen */
     _Atomic uint64_t sync_waits, sync_us; /* writes that waited for others, and how long */
     pthread_mutex_t coh_lock;             /* guards what follows */
-    pthread_cond_t ack_cond;              /* another replica acknowledged (acked) */
+    struct mg_wait ack_wait;              /* another replica acknowledged (acked) */
     struct {
         char id[STORE_REPLICA_ID_LEN + 1];
         int64_t seq; /* the newest sequence number it acknowledged */
