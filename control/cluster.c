@@ -12,6 +12,7 @@
 
 #include <openssl/crypto.h>
 
+#include "../os/wait.h"
 #include "../artifact/sign.h"
 #include "../os/file.h"
 #include "release.h"
@@ -26,7 +27,7 @@ struct ctl_cluster {
     pthread_t thread, listener;
     bool listening;
     pthread_mutex_t lock;
-    pthread_cond_t cond;
+    struct mg_wait wake;
     bool stop, was_leader;
     unsigned beats;
     char address[300];
@@ -140,17 +141,7 @@ static void *cluster_main(void *arg)
     struct ctl_cluster *cl = ctl->cluster;
 
     pthread_mutex_lock(&cl->lock);
-    while (!cl->stop) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long)SRV_HEARTBEAT_MS % 1000 * 1000000L;
-        ts.tv_sec += SRV_HEARTBEAT_MS / 1000 + ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        while (!cl->stop && pthread_cond_timedwait(&cl->cond, &cl->lock, &ts) != ETIMEDOUT)
-            ;
-        if (cl->stop)
-            break;
+    while (mg_wait_sleep(&cl->wake, &cl->lock, SRV_HEARTBEAT_MS, &cl->stop)) {
         pthread_mutex_unlock(&cl->lock);
         beat(ctl, cl);
         pthread_mutex_lock(&cl->lock);
@@ -206,7 +197,7 @@ enum mg_code ctl_cluster_start(struct ctl *ctl, struct mg_error *err)
         snprintf(cl->address, sizeof(cl->address), "%s://%.*s:%u", ctl->tls ? "https" : "http",
                  host_len, listen, (unsigned)ctl->port);
     pthread_mutex_init(&cl->lock, NULL);
-    pthread_cond_init(&cl->cond, NULL);
+    mg_wait_init(&cl->wake);
     pthread_mutex_init(&cl->keys_lock, NULL);
     cl->first_keys = ctl->keys;
     ctl->cluster = cl;
@@ -217,7 +208,7 @@ enum mg_code ctl_cluster_start(struct ctl *ctl, struct mg_error *err)
         if (err->code == MG_OK)
             mg_fail(err, MG_EIO, NULL, "cannot start the heartbeat thread");
         pthread_mutex_destroy(&cl->lock);
-        pthread_cond_destroy(&cl->cond);
+        mg_wait_release(&cl->wake);
         pthread_mutex_destroy(&cl->keys_lock);
         free(cl);
         ctl->cluster = NULL;
@@ -238,7 +229,7 @@ void ctl_cluster_stop(struct ctl *ctl)
         return;
     pthread_mutex_lock(&cl->lock);
     cl->stop = true;
-    pthread_cond_signal(&cl->cond);
+    pthread_cond_signal(&cl->wake.cond);
     pthread_mutex_unlock(&cl->lock);
     pthread_join(cl->thread, NULL);
     if (store_leader_resign(ctl->store, &err) != MG_OK)
@@ -255,7 +246,7 @@ void ctl_cluster_stop(struct ctl *ctl)
     for (unsigned i = 0; i < cl->nfollowed; i++)
         sign_keyring_free(&cl->followed[i]);
     pthread_mutex_destroy(&cl->lock);
-    pthread_cond_destroy(&cl->cond);
+    mg_wait_release(&cl->wake);
     pthread_mutex_destroy(&cl->keys_lock);
     free(cl);
     ctl->cluster = NULL;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../os/wait.h"
 #include "../base/util.h"
 #include "../store/store.h"
 #include "../daemon/config.h"
@@ -312,7 +313,7 @@ struct scan_backfill {
 struct ctl_lifecycle {
     pthread_t thread;
     pthread_mutex_t lock;
-    pthread_cond_t cond;
+    struct mg_wait wake;
     bool stop;
     struct scan_backfill scan;
 };
@@ -410,17 +411,7 @@ static void *life_main(void *arg)
     struct ctl_lifecycle *l = ctl->lifecycle;
 
     pthread_mutex_lock(&l->lock);
-    while (!l->stop) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long)LIFE_TICK_MS % 1000 * 1000000L;
-        ts.tv_sec += LIFE_TICK_MS / 1000 + ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        while (!l->stop && pthread_cond_timedwait(&l->cond, &l->lock, &ts) != ETIMEDOUT)
-            ;
-        if (l->stop)
-            break;
+    while (mg_wait_sleep(&l->wake, &l->lock, LIFE_TICK_MS, &l->stop)) {
         pthread_mutex_unlock(&l->lock);
         life_tick(ctl, l);
         pthread_mutex_lock(&l->lock);
@@ -436,12 +427,12 @@ enum mg_code ctl_lifecycle_start(struct ctl *ctl, struct mg_error *err)
     if (l == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     pthread_mutex_init(&l->lock, NULL);
-    pthread_cond_init(&l->cond, NULL);
+    mg_wait_init(&l->wake);
     ctl->lifecycle = l;
     if (pthread_create(&l->thread, NULL, life_main, ctl) != 0) {
         ctl->lifecycle = NULL;
         pthread_mutex_destroy(&l->lock);
-        pthread_cond_destroy(&l->cond);
+        mg_wait_release(&l->wake);
         free(l);
         return mg_fail(err, MG_EIO, NULL, "cannot start the lifecycle thread");
     }
@@ -456,11 +447,11 @@ void ctl_lifecycle_stop(struct ctl *ctl)
         return;
     pthread_mutex_lock(&l->lock);
     l->stop = true;
-    pthread_cond_broadcast(&l->cond);
+    pthread_cond_broadcast(&l->wake.cond);
     pthread_mutex_unlock(&l->lock);
     pthread_join(l->thread, NULL);
     pthread_mutex_destroy(&l->lock);
-    pthread_cond_destroy(&l->cond);
+    mg_wait_release(&l->wake);
     free(l);
     ctl->lifecycle = NULL;
 }

@@ -25,6 +25,7 @@
 
 #include <openssl/crypto.h>
 
+#include "../os/wait.h"
 #include "../base/util.h"
 #include "../gates/analysis.h"
 #include "../os/metrics.h"
@@ -33,7 +34,7 @@
 struct rel_analysis {
     pthread_t thread;
     pthread_mutex_t lock;
-    pthread_cond_t cond;
+    struct mg_wait wake;
     bool stop;
     char *bearer, *userpwd; /* --prometheus-credentials, for --prometheus-url only */
 };
@@ -408,8 +409,7 @@ static void *analysis_main(void *arg)
 
     pthread_mutex_lock(&ra->lock);
     while (!ra->stop) {
-        int64_t now, next, wait_ms, epoch;
-        struct timespec ts;
+        int64_t now, next, wait_ms, epoch, deadline;
 
         pthread_mutex_unlock(&ra->lock);
         now = store_clock_ms(ctl->store);
@@ -423,14 +423,8 @@ static void *analysis_main(void *arg)
         wait_ms = next > now ? next - now : 50;
         if (wait_ms > 1000)
             wait_ms = 1000;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += wait_ms / 1000;
-        ts.tv_nsec += (wait_ms % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        while (!ra->stop && pthread_cond_timedwait(&ra->cond, &ra->lock, &ts) != ETIMEDOUT)
+        deadline = mg_mono_ms() + wait_ms;
+        while (!ra->stop && mg_wait_until(&ra->wake, &ra->lock, deadline))
             ;
     }
     pthread_mutex_unlock(&ra->lock);
@@ -451,12 +445,12 @@ enum mg_code rel_analysis_start(struct ctl *ctl, struct mg_error *err)
         return rc;
     }
     pthread_mutex_init(&ra->lock, NULL);
-    pthread_cond_init(&ra->cond, NULL);
+    mg_wait_init(&ra->wake);
     ctl->analysis = ra;
     if (pthread_create(&ra->thread, NULL, analysis_main, ctl) != 0) {
         ctl->analysis = NULL;
         pthread_mutex_destroy(&ra->lock);
-        pthread_cond_destroy(&ra->cond);
+        mg_wait_release(&ra->wake);
         free(ra->bearer);
         free(ra->userpwd);
         free(ra);
@@ -473,11 +467,11 @@ void rel_analysis_stop(struct ctl *ctl)
         return;
     pthread_mutex_lock(&ra->lock);
     ra->stop = true;
-    pthread_cond_signal(&ra->cond);
+    pthread_cond_signal(&ra->wake.cond);
     pthread_mutex_unlock(&ra->lock);
     pthread_join(ra->thread, NULL);
     pthread_mutex_destroy(&ra->lock);
-    pthread_cond_destroy(&ra->cond);
+    mg_wait_release(&ra->wake);
     if (ra->bearer)
         OPENSSL_cleanse(ra->bearer, strlen(ra->bearer));
     if (ra->userpwd)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../os/wait.h"
 #include "../base/util.h"
 #include "../gates/policy.h"
 #include "../gates/rollout.h"
@@ -61,7 +62,7 @@ int64_t rel_tick(struct ctl *ctl, int64_t now_ms)
 struct rel_timer {
     pthread_t thread;
     pthread_mutex_t lock;
-    pthread_cond_t cond;
+    struct mg_wait wake;
     bool stop;
     bool kicked;
 };
@@ -73,8 +74,7 @@ static void *timer_main(void *arg)
 
     pthread_mutex_lock(&t->lock);
     while (!t->stop) {
-        int64_t now, next, wait_ms;
-        struct timespec ts;
+        int64_t now, next, wait_ms, deadline;
 
         t->kicked = false;
         pthread_mutex_unlock(&t->lock);
@@ -90,15 +90,8 @@ static void *timer_main(void *arg)
         wait_ms = next > now ? next - now : 1000;
         if (wait_ms > 1000)
             wait_ms = 1000;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += wait_ms / 1000;
-        ts.tv_nsec += (wait_ms % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        while (!t->stop && !t->kicked &&
-               pthread_cond_timedwait(&t->cond, &t->lock, &ts) != ETIMEDOUT)
+        deadline = mg_mono_ms() + wait_ms;
+        while (!t->stop && !t->kicked && mg_wait_until(&t->wake, &t->lock, deadline))
             ;
     }
     pthread_mutex_unlock(&t->lock);
@@ -112,12 +105,12 @@ enum mg_code rel_timer_start(struct ctl *ctl, struct mg_error *err)
     if (t == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     pthread_mutex_init(&t->lock, NULL);
-    pthread_cond_init(&t->cond, NULL);
+    mg_wait_init(&t->wake);
     ctl->timer = t;
     if (pthread_create(&t->thread, NULL, timer_main, ctl) != 0) {
         ctl->timer = NULL;
         pthread_mutex_destroy(&t->lock);
-        pthread_cond_destroy(&t->cond);
+        mg_wait_release(&t->wake);
         free(t);
         return mg_fail(err, MG_EIO, NULL, "cannot start the timer thread");
     }
@@ -132,7 +125,7 @@ void rel_timer_kick(struct ctl *ctl)
         return;
     pthread_mutex_lock(&t->lock);
     t->kicked = true;
-    pthread_cond_signal(&t->cond);
+    pthread_cond_signal(&t->wake.cond);
     pthread_mutex_unlock(&t->lock);
 }
 
@@ -144,11 +137,11 @@ void rel_timer_stop(struct ctl *ctl)
         return;
     pthread_mutex_lock(&t->lock);
     t->stop = true;
-    pthread_cond_signal(&t->cond);
+    pthread_cond_signal(&t->wake.cond);
     pthread_mutex_unlock(&t->lock);
     pthread_join(t->thread, NULL);
     pthread_mutex_destroy(&t->lock);
-    pthread_cond_destroy(&t->cond);
+    mg_wait_release(&t->wake);
     free(t);
     ctl->timer = NULL;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../os/wait.h"
 #include "../base/util.h"
 #include "../control/control.h"
 #include "../control/events.h"
@@ -157,9 +158,9 @@ struct push {
     bool clock_started;
     pthread_t reconciler;
     bool reconciler_started;
-    pthread_cond_t rcond; /* the reconciler's own: a kick must wake a worker */
+    struct mg_wait rwake; /* the reconciler's own: a kick must wake a worker */
     pthread_mutex_t lock;
-    pthread_cond_t cond;
+    struct mg_wait wake;
     pthread_mutex_t nginx_lock;
     bool stop;
     unsigned kicks;
@@ -318,14 +319,9 @@ static bool deliver(struct push *p, struct store_delivery *d)
     return recorded;
 }
 
-static void sleep_until(struct push *p, int64_t until_ms)
+static void sleep_until(struct push *p, int64_t deadline_mono_ms)
 {
-    struct timespec ts;
-
-    ts.tv_sec = until_ms / 1000;
-    ts.tv_nsec = (until_ms % 1000) * 1000000;
-    while (!p->stop && p->kicks == 0 &&
-           pthread_cond_timedwait(&p->cond, &p->lock, &ts) != ETIMEDOUT)
+    while (!p->stop && p->kicks == 0 && mg_wait_until(&p->wake, &p->lock, deadline_mono_ms))
         ;
 }
 
@@ -365,7 +361,7 @@ static void *worker_main(void *arg)
          * replicas, expired leases). */
         if (next <= now || next > now + 1000)
             next = now + 1000;
-        sleep_until(p, mg_now_ms() + (next - now)); /* next is on the database's clock */
+        sleep_until(p, mg_mono_ms() + (next - now)); /* next is on the database's clock */
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
@@ -447,16 +443,7 @@ static void *reconciler_main(void *arg)
     struct push *p = arg;
 
     pthread_mutex_lock(&p->lock);
-    while (!p->stop) {
-        struct timespec ts;
-        int64_t until = mg_now_ms() + p->opt.reconcile_ms;
-
-        ts.tv_sec = until / 1000;
-        ts.tv_nsec = (until % 1000) * 1000000;
-        while (!p->stop && pthread_cond_timedwait(&p->rcond, &p->lock, &ts) != ETIMEDOUT)
-            ;
-        if (p->stop)
-            break;
+    while (mg_wait_sleep(&p->rwake, &p->lock, p->opt.reconcile_ms, &p->stop)) {
         pthread_mutex_unlock(&p->lock);
         reconcile(p);
         pthread_mutex_lock(&p->lock);
@@ -489,8 +476,8 @@ enum mg_code push_register(struct ctl *ctl, const struct push_options *o, struct
     p->env.ctl = ctl;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->nginx_lock, NULL);
-    pthread_cond_init(&p->cond, NULL);
-    pthread_cond_init(&p->rcond, NULL);
+    mg_wait_init(&p->wake);
+    mg_wait_init(&p->rwake);
     p->threads = calloc(o->workers ? o->workers : 1, sizeof(*p->threads));
     if (p->threads == NULL) {
         free(p);
@@ -548,8 +535,8 @@ void push_stop(struct ctl *ctl)
     check_waiters(p, true);
     pthread_mutex_lock(&p->lock);
     p->stop = true;
-    pthread_cond_broadcast(&p->cond);
-    pthread_cond_broadcast(&p->rcond);
+    pthread_cond_broadcast(&p->wake.cond);
+    pthread_cond_broadcast(&p->rwake.cond);
     pthread_mutex_unlock(&p->lock);
     for (i = 0; i < p->nthreads; i++)
         pthread_join(p->threads[i], NULL);
@@ -572,8 +559,8 @@ void push_free(struct ctl *ctl)
     check_waiters(p, true);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->nginx_lock);
-    pthread_cond_destroy(&p->cond);
-    pthread_cond_destroy(&p->rcond);
+    mg_wait_release(&p->wake);
+    mg_wait_release(&p->rwake);
     free(p->threads);
     free(p);
     memset(&ctl->gw, 0, sizeof(ctl->gw));
@@ -587,7 +574,7 @@ static void pool_kick(struct ctl *ctl)
         return;
     pthread_mutex_lock(&p->lock);
     p->kicks++;
-    pthread_cond_signal(&p->cond);
+    pthread_cond_signal(&p->wake.cond);
     pthread_mutex_unlock(&p->lock);
 }
 

@@ -24,6 +24,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include "../os/wait.h"
 #include "../base/text.h"
 #include "../gates/authz.h"
 #include "../base/util.h"
@@ -377,7 +378,7 @@ struct srv_conn {
 struct srv_reaper {
     pthread_t thread;
     pthread_mutex_t lock;
-    pthread_cond_t cond;
+    struct mg_wait wake;
     bool stop;
     struct srv_conn *conns;
     int64_t header_ms;
@@ -479,7 +480,6 @@ static void *reaper_main(void *arg)
 
     pthread_mutex_lock(&rp->lock);
     while (!rp->stop) {
-        struct timespec ts;
         int64_t now = mg_mono_ms();
         struct srv_conn *c;
 
@@ -490,13 +490,7 @@ static void *reaper_main(void *arg)
                 c->fd = -1;
             }
         }
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 250 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&rp->cond, &rp->lock, &ts);
+        (void)mg_wait_until(&rp->wake, &rp->lock, mg_mono_ms() + 250);
     }
     pthread_mutex_unlock(&rp->lock);
     return NULL;
@@ -509,12 +503,12 @@ static enum mg_code reaper_start(struct srv *srv, struct mg_error *err)
     if (rp == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     pthread_mutex_init(&rp->lock, NULL);
-    pthread_cond_init(&rp->cond, NULL);
+    mg_wait_init(&rp->wake);
     rp->header_ms = (int64_t)srv->cfg->timeout_s * 1000;
     rp->min_rate = srv->cfg->min_body_rate;
     if (pthread_create(&rp->thread, NULL, reaper_main, rp) != 0) {
         pthread_mutex_destroy(&rp->lock);
-        pthread_cond_destroy(&rp->cond);
+        mg_wait_release(&rp->wake);
         free(rp);
         return mg_fail(err, MG_EIO, NULL, "cannot start the deadline thread");
     }
@@ -530,12 +524,12 @@ static void reaper_stop(struct srv *srv)
         return;
     pthread_mutex_lock(&rp->lock);
     rp->stop = true;
-    pthread_cond_signal(&rp->cond);
+    pthread_cond_signal(&rp->wake.cond);
     pthread_mutex_unlock(&rp->lock);
     pthread_join(rp->thread, NULL);
     /* The daemon is stopped: its CLOSED notifications freed every record. */
     pthread_mutex_destroy(&rp->lock);
-    pthread_cond_destroy(&rp->cond);
+    mg_wait_release(&rp->wake);
     free(rp);
     srv->reaper = NULL;
 }

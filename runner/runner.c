@@ -4,6 +4,7 @@
  */
 #include "runner_int.h"
 
+#include "../os/wait.h"
 #include "../base/text.h"
 
 /* ---- profiles ---------------------------------------------------------- */
@@ -613,12 +614,8 @@ static void *worker_main(void *arg)
             continue;
         }
         pthread_mutex_lock(&rn->lock);
-        if (!rn->stop && rn->kicks == 0) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
-            pthread_cond_timedwait(&rn->cond, &rn->lock, &ts);
-        }
+        if (!rn->stop && rn->kicks == 0)
+            (void)mg_wait_until(&rn->wake, &rn->lock, mg_mono_ms() + 1000);
     }
     pthread_mutex_unlock(&rn->lock);
     return NULL;
@@ -628,7 +625,7 @@ static void kick(struct runner *rn)
 {
     pthread_mutex_lock(&rn->lock);
     rn->kicks++;
-    pthread_cond_broadcast(&rn->cond);
+    pthread_cond_broadcast(&rn->wake.cond);
     pthread_mutex_unlock(&rn->lock);
 }
 
@@ -646,7 +643,6 @@ static void *periodic_main(void *arg)
 
     pthread_mutex_lock(&rn->lock);
     while (!rn->stop) {
-        struct timespec ts;
         if (mg_mono_ms() >= next) {
             json_t *routed = NULL, *r;
             struct mg_error err;
@@ -673,9 +669,7 @@ static void *periodic_main(void *arg)
             pthread_mutex_lock(&rn->lock);
             continue;
         }
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 1;
-        pthread_cond_timedwait(&rn->cond, &rn->lock, &ts);
+        (void)mg_wait_until(&rn->wake, &rn->lock, mg_mono_ms() + 1000);
     }
     pthread_mutex_unlock(&rn->lock);
     return NULL;
@@ -693,7 +687,7 @@ enum mg_code runner_start(struct ctl *ctl, const struct runner_options *o, struc
     if (n > sizeof(rn->threads) / sizeof(rn->threads[0]))
         n = sizeof(rn->threads) / sizeof(rn->threads[0]);
     pthread_mutex_init(&rn->lock, NULL);
-    pthread_cond_init(&rn->cond, NULL);
+    mg_wait_init(&rn->wake);
     pthread_mutex_init(&rn->cache_lock, NULL);
     rn->nvml = runner_nvml_open(o->nvml_library);
     if (mkdir(o->work_dir, 0700) != 0 && errno != EEXIST) {
@@ -731,7 +725,7 @@ fail:
     runner_nvml_close(&rn->nvml);
     pthread_mutex_destroy(&rn->cache_lock);
     pthread_mutex_destroy(&rn->lock);
-    pthread_cond_destroy(&rn->cond);
+    mg_wait_release(&rn->wake);
     free(rn);
     return err->code;
 }
@@ -746,7 +740,7 @@ void runner_stop(struct ctl *ctl)
     pthread_mutex_lock(&rn->lock);
     rn->stop = true;
     rn->cancel = 1;
-    pthread_cond_broadcast(&rn->cond);
+    pthread_cond_broadcast(&rn->wake.cond);
     pthread_mutex_unlock(&rn->lock);
     for (i = 0; i < rn->nthreads; i++)
         pthread_join(rn->threads[i], NULL);
@@ -755,7 +749,7 @@ void runner_stop(struct ctl *ctl)
     runner_nvml_close(&rn->nvml);
     pthread_mutex_destroy(&rn->cache_lock);
     pthread_mutex_destroy(&rn->lock);
-    pthread_cond_destroy(&rn->cond);
+    mg_wait_release(&rn->wake);
     ctl->rn.impl = NULL;
     free(rn);
 }

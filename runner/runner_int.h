@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../base/util.h"
+#include "../os/wait.h"
 #include "../gates/cost.h"
 #include "../gates/policy.h"
 #include "../gates/vram.h"
@@ -59,7 +60,7 @@ struct runner {
     pthread_t periodic;
     bool periodic_started;
     pthread_mutex_t lock;
-    pthread_cond_t cond;
+    struct mg_wait wake;
     bool stop;
     volatile int cancel; /* runner_stop: kill running tests */
     unsigned kicks;
