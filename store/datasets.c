@@ -241,8 +241,8 @@ enum mg_code store_dataset_create(struct store *st, const char *actor, const jso
             goto out;
         inserted++;
     }
-    if (inserted > 0 &&
-        (rc = store_audit_append(c, actor, "dataset.create", digest, req, err)) != MG_OK)
+    if (inserted > 0 && (rc = store_audit_append(c, actor, "dataset.create", digest, STORE_NO_MODEL,
+                                                 req, err)) != MG_OK)
         goto out;
     rc = dataset_read(c, digest, scope, &have, err);
     *created = inserted > 0;
@@ -470,7 +470,9 @@ enum mg_code store_dataset_withdraw(struct store *st, const char *actor, const c
             goto out;
     }
     detail = json_pack("{s:s?, s:O}", "reason", reason, "versions", users);
-    if ((rc = store_audit_append(c, actor, "dataset.withdraw", digest, detail, err)) != MG_OK)
+    /* each model was bumped above */
+    if ((rc = store_audit_append(c, actor, "dataset.withdraw", digest, STORE_NO_MODEL, detail,
+                                 err)) != MG_OK)
         goto out;
     json_decref(d);
     d = NULL;
