@@ -202,7 +202,7 @@ enum mg_code store_bind_introspection(struct db_stmt *s, int i, const json_t *fo
 void store_now(char out[32]);
 
 /* Append an audit entry in the writer's open transaction, and state what the write
- * changed for the response cache (server/cache.h): model names the model whose cached
+ * changed for the response cache (http/cache.h): model names the model whose cached
  * answers (its versions, aliases, last-known-good, policy) the write may change, and its
  * epoch moves (store_model_bump); STORE_NO_MODEL when it changes none of them, or when the
  * write bumped each model it changed itself (one write, several models). Every write
