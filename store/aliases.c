@@ -800,8 +800,8 @@ enum mg_code store_alias_apply(struct db_conn *c, const struct sign_key *key, co
         json_object_set_new(detail, "shadow", json_deep_copy(a->shadow));
     if (detail && a->mark_bad)
         json_object_set_new(detail, "marked_bad", json_integer(a->mark_bad));
-    rc = store_audit_append(c, actor, deleting ? "alias.delete" : "alias.update", target, detail,
-                            err);
+    rc = store_audit_append(c, actor, deleting ? "alias.delete" : "alias.update", target, a->model,
+                            detail, err);
 out:
     free(routes);
     free(match);

@@ -51,7 +51,8 @@ static bool entry_hash(const char *prev, int64_t seq, const char *at, const char
 }
 
 enum mg_code store_audit_append(struct db_conn *c, const char *actor, const char *action,
-                                const char *target, const json_t *detail, struct mg_error *err)
+                                const char *target, const char *model, const json_t *detail,
+                                struct mg_error *err)
 {
     static const char sql_head[] = "SELECT seq, hash FROM audit_head WHERE id = 1";
     static const char sql_teams[] =
@@ -120,15 +121,10 @@ enum mg_code store_audit_append(struct db_conn *c, const char *actor, const char
     db_bind_text(s, 2, hash);
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
-    /* A change of a model (its versions, aliases, policy) moves the model's epoch:
+    /* The write changed the model (its versions, aliases, policy): its epoch moves, and
      * cached answers about it are stale from this commit on. */
-    if (strncmp(action, "model.", 6) == 0 || strncmp(action, "version.", 8) == 0 ||
-        strncmp(action, "alias.", 6) == 0 || strncmp(action, "policy.", 7) == 0) {
-        char model[80];
-
-        snprintf(model, sizeof(model), "%.*s", (int)strcspn(target, "/"), target);
+    if (model != NULL)
         rc = store_model_bump(c, model, err);
-    }
 out:
     free(dtext);
     json_decref(d);

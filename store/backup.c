@@ -2,7 +2,7 @@
  * backup.c - consistent backups of a data directory while the server runs,
  * and restores into a new one.
  *
- * The database is copied with SQLite's online backup API first; blobs are
+ * The database is copied first (db_snapshot, consistent while writers go on); blobs are
  * immutable and written before their rows commit, so every blob the
  * snapshot references is already complete in the blob backend when it is
  * copied after. Blobs are read through the blob layer (blob.h), so a backup
@@ -192,6 +192,7 @@ enum mg_code store_backup(const char *data_dir, const struct store_blobs_locatio
                           const char *out_path, json_t **summary, struct mg_error *err)
 {
     char db[PATH_MAX], tmp[PATH_MAX], dir[PATH_MAX], part[PATH_MAX];
+    struct db_open_options src = {.path = db};
     struct archive *a = archive_write_new();
     struct blob_backend *blobs = NULL;
     size_t nblobs = 0, keys = 0;
@@ -212,7 +213,7 @@ enum mg_code store_backup(const char *data_dir, const struct store_blobs_locatio
      * here, owner-only, and never through a link someone planted at their names. */
     if ((rc = create_private(tmp, NULL, err)) != MG_OK)
         goto out;
-    if ((rc = db_sqlite_snapshot(db, tmp, err)) != MG_OK)
+    if ((rc = db_snapshot(&src, tmp, err)) != MG_OK)
         goto out;
     unlink(part); /* a leftover of an interrupted backup (a link is removed, not followed) */
     if ((rc = create_private(part, &part_fd, err)) != MG_OK)
@@ -251,16 +252,7 @@ out:
     archive_write_free(a);
     if (part_fd >= 0)
         close(part_fd);
-    unlink(tmp);
-    {
-        char side[PATH_MAX + 8];
-
-        /* reading the snapshot's blob rows made SQLite's side files beside it */
-        snprintf(side, sizeof(side), "%s-wal", tmp);
-        unlink(side);
-        snprintf(side, sizeof(side), "%s-shm", tmp);
-        unlink(side);
-    }
+    db_file_remove(tmp); /* and the side files reading its blob rows made */
     if (rc != MG_OK)
         unlink(part);
     return rc;

@@ -539,7 +539,7 @@ static enum mg_code blob_insert(struct store *st, const char *actor, const char 
             goto out;
     }
     detail = json_pack("{s:I, s:s}", "size", (json_int_t)size, "media_type", media);
-    rc = store_audit_append(c, actor, "blob.create", digest, detail, err);
+    rc = store_audit_append(c, actor, "blob.create", digest, STORE_NO_MODEL, detail, err);
     json_decref(detail);
 out:
     free(scan_t);

@@ -442,8 +442,8 @@ enum mg_code store_signing_key_rotate(const char *database, const char *keyid, c
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    if ((rc = store_audit_append(c, "modelgated", "signing_key.rotate", keyid, detail, err)) !=
-        MG_OK)
+    if ((rc = store_audit_append(c, "modelgated", "signing_key.rotate", keyid, STORE_NO_MODEL,
+                                 detail, err)) != MG_OK)
         goto out;
     s = db_prepare(c, sql_notify); /* delivered at the commit */
     rc = db_exec(s, err);

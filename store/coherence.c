@@ -1,13 +1,14 @@
 /*
  * coherence.c - keeping response caches current across replicas.
  *
- * Every committed change of a model moves the model's epoch (store_model_bump, from
- * the audit append); a cached answer built under epoch E is served while its model
- * is still at E. With SQLite one process writes, so its own commits are all there
- * is. With PostgreSQL other replicas write too, and a cached answer must never be
- * older than a write that returned on any replica before the read began. Asking
- * the database on every read would keep that promise at a round trip per read;
- * instead a replica answers from memory while it holds a cache lease:
+ * Every committed change of a model moves the model's epoch (store_model_bump: each write
+ * names the model it changed to its audit append, or bumps each of several models itself);
+ * a cached answer built under epoch E is served while its model is still at E. With
+ * SQLite one process writes, so its own commits are all there is. With PostgreSQL
+ * other replicas write too, and a cached answer must never be older than a write that
+ * returned on any replica before the read began. Asking the database on every read
+ * would keep that promise at a round trip per read; instead a replica answers from
+ * memory while it holds a cache lease:
  *
  *  - Epochs are the numbers of one database sequence (model_epochs.seq); each
  *    change's transaction NOTIFYs "c <seq> <writer> <model>". Writers hold one

@@ -163,6 +163,10 @@ static enum mg_code dataset_insert(struct db_conn *c, const char *actor, const c
     return MG_OK;
 }
 
+static enum mg_code dataset_users(struct db_conn *c, const char *digest, const char *scope,
+                                  json_t **out, struct mg_error *err);
+static enum mg_code users_bump(struct db_conn *c, const json_t *users, struct mg_error *err);
+
 enum mg_code store_dataset_create(struct store *st, const char *actor, const json_t *owners,
                                   const json_t *req, json_t **out, bool *created,
                                   struct mg_error *err)
@@ -172,7 +176,7 @@ enum mg_code store_dataset_create(struct store *st, const char *actor, const jso
     static const char sql_exists[] = "SELECT 1 FROM datasets WHERE digest = ?1 AND "
                                      "(owner = ?2 OR owner = '' OR ?2 = '')";
     const char *digest = json_string_value(json_object_get(req, "digest"));
-    json_t *parents = json_object_get(req, "parents"), *p, *o, *have = NULL;
+    json_t *parents = json_object_get(req, "parents"), *p, *o, *have = NULL, *users = NULL;
     char *scope = store_json_text(owners), one[2 * STORE_TEAM_NAME_MAX + 8];
     struct db_conn *c;
     struct db_stmt *s;
@@ -241,13 +245,21 @@ enum mg_code store_dataset_create(struct store *st, const char *actor, const jso
             goto out;
         inserted++;
     }
-    if (inserted > 0 &&
-        (rc = store_audit_append(c, actor, "dataset.create", digest, req, err)) != MG_OK)
+    /* A record with parents joins the digest's lineage to theirs: versions trained on it (or
+     * on what derives from it) may now show a withdrawn ancestor, so each of their models'
+     * cached answers moves on. */
+    if (inserted > 0 && json_array_size(parents) > 0 &&
+        ((rc = dataset_users(c, digest, NULL, &users, err)) != MG_OK ||
+         (rc = users_bump(c, users, err)) != MG_OK))
+        goto out;
+    if (inserted > 0 && (rc = store_audit_append(c, actor, "dataset.create", digest, STORE_NO_MODEL,
+                                                 req, err)) != MG_OK)
         goto out;
     rc = dataset_read(c, digest, scope, &have, err);
     *created = inserted > 0;
 out:
     free(scope);
+    json_decref(users);
     rc = store_write_end(st, c, rc, err);
     if (rc == MG_OK)
         *out = have;
@@ -351,6 +363,33 @@ static enum mg_code dataset_users(struct db_conn *c, const char *digest, const c
     }
     *out = items;
     return MG_OK;
+}
+
+/* Move the epoch of each model that dataset_users' items name, once each (their versions'
+ * withdrawn_datasets may have changed). */
+static enum mg_code users_bump(struct db_conn *c, const json_t *users, struct mg_error *err)
+{
+    json_t *seen = json_object(), *u;
+    enum mg_code rc = MG_OK;
+    size_t i;
+
+    if (seen == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    json_array_foreach(users, i, u)
+    {
+        const char *model = json_string_value(json_object_get(u, "model"));
+
+        if (model == NULL || json_object_get(seen, model) != NULL)
+            continue;
+        if (json_object_set_new(seen, model, json_true()) != 0) {
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+            break;
+        }
+        if ((rc = store_model_bump(c, model, err)) != MG_OK)
+            break;
+    }
+    json_decref(seen);
+    return rc;
 }
 
 enum mg_code store_dataset_versions(struct store *st, const json_t *owners, const char *digest,
@@ -460,17 +499,14 @@ enum mg_code store_dataset_withdraw(struct store *st, const char *actor, const c
     *changed = true;
     /* The versions it marks are named in the audit entry, and each of their models' cached
      * answers moves on (they now show withdrawn_datasets). */
-    if ((rc = dataset_users(c, digest, NULL, &users, err)) != MG_OK)
+    if ((rc = dataset_users(c, digest, NULL, &users, err)) != MG_OK ||
+        (rc = users_bump(c, users, err)) != MG_OK)
         goto out;
-    json_array_foreach(users, i, u)
-    {
-        json_object_del(u, "_owners");
-        if ((rc = store_model_bump(c, json_string_value(json_object_get(u, "model")), err)) !=
-            MG_OK)
-            goto out;
-    }
+    json_array_foreach(users, i, u) json_object_del(u, "_owners");
     detail = json_pack("{s:s?, s:O}", "reason", reason, "versions", users);
-    if ((rc = store_audit_append(c, actor, "dataset.withdraw", digest, detail, err)) != MG_OK)
+    /* users_bump moved each model above */
+    if ((rc = store_audit_append(c, actor, "dataset.withdraw", digest, STORE_NO_MODEL, detail,
+                                 err)) != MG_OK)
         goto out;
     json_decref(d);
     d = NULL;

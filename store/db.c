@@ -11,6 +11,16 @@ enum mg_code db_open(const struct db_open_options *opt, struct db_conn **out, st
     return opt->url ? db_pg_open(opt, out, err) : db_sqlite_open(opt, out, err);
 }
 
+enum mg_code db_snapshot(const struct db_open_options *opt, const char *dest, struct mg_error *err)
+{
+    return opt->url ? db_pg_snapshot(opt, dest, err) : db_sqlite_snapshot(opt, dest, err);
+}
+
+void db_file_remove(const char *path)
+{
+    db_sqlite_file_remove(path); /* only the embedded database lives in files */
+}
+
 void db_close(struct db_conn **c)
 {
     if (*c == NULL)

@@ -175,11 +175,18 @@ unsigned db_session(const struct db_conn *c);
  * transaction or wait starts a new one. SQLite: nothing. */
 void db_disconnect(struct db_conn *c);
 
-/* ---- the embedded database only ------------------------------------------- */
+/* ---- snapshots -------------------------------------------------------------- */
 
-/* Copy the SQLite database at path into a new file dest, as one consistent
- * snapshot taken while writers go on (the online backup API). */
-enum mg_code db_sqlite_snapshot(const char *path, const char *dest,
-                                struct mg_error *err) DB_MUST_CHECK;
+/* Copy the database opt names into the file dest (which may exist, empty), as one
+ * consistent snapshot taken while writers go on; dest then opens with db_open as a
+ * path. The embedded database copies itself (SQLite's online backup API); a server's
+ * database cannot be copied into a file here (PostgreSQL: MG_EINVAL, back it up with
+ * pg_dump). */
+enum mg_code db_snapshot(const struct db_open_options *opt, const char *dest,
+                         struct mg_error *err) DB_MUST_CHECK;
+
+/* Remove the database file at path (a snapshot, or an embedded database nothing has
+ * open) and the side files its engine keeps beside it; what is not there is skipped. */
+void db_file_remove(const char *path);
 
 #endif

@@ -55,5 +55,11 @@ enum mg_code db_sqlite_open(const struct db_open_options *opt, struct db_conn **
                             struct mg_error *err);
 enum mg_code db_pg_open(const struct db_open_options *opt, struct db_conn **out,
                         struct mg_error *err);
+/* db_snapshot, by engine (chosen as db_open chooses). */
+enum mg_code db_sqlite_snapshot(const struct db_open_options *opt, const char *dest,
+                                struct mg_error *err);
+enum mg_code db_pg_snapshot(const struct db_open_options *opt, const char *dest,
+                            struct mg_error *err);
+void db_sqlite_file_remove(const char *path);
 
 #endif

@@ -790,3 +790,15 @@ static const struct db_ops pg_ops = {
     .session = pg_session,
     .disconnect = pg_disconnect,
 };
+
+/* ---- snapshots (db_snapshot) ------------------------------------------------- */
+
+enum mg_code db_pg_snapshot(const struct db_open_options *opt, const char *dest,
+                            struct mg_error *err)
+{
+    (void)opt;
+    (void)dest;
+    return mg_fail(err, MG_EINVAL, NULL,
+                   "a PostgreSQL database is not copied into a file by modelgate; back it up "
+                   "with pg_dump");
+}

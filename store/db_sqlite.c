@@ -5,11 +5,13 @@
  */
 #include "db_int.h"
 
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct lite_stmt {
     struct db_stmt base; /* base.conn: the lite_conn */
@@ -453,10 +455,12 @@ static const struct db_ops lite_ops = {
     .disconnect = lite_disconnect,
 };
 
-/* ---- the embedded database only ------------------------------------------- */
+/* ---- snapshots (db_snapshot) ------------------------------------------------- */
 
-enum mg_code db_sqlite_snapshot(const char *path, const char *dest, struct mg_error *err)
+enum mg_code db_sqlite_snapshot(const struct db_open_options *opt, const char *dest,
+                                struct mg_error *err)
 {
+    const char *path = opt->path;
     sqlite3 *src = NULL, *dst = NULL;
     sqlite3_backup *b;
     enum mg_code out = MG_OK;
@@ -484,4 +488,15 @@ done:
     sqlite3_close(src);
     sqlite3_close(dst);
     return out;
+}
+
+void db_sqlite_file_remove(const char *path)
+{
+    static const char *const sides[] = {"", "-wal", "-shm"};
+    char p[PATH_MAX + 8];
+
+    for (size_t i = 0; i < sizeof(sides) / sizeof(sides[0]); i++) {
+        snprintf(p, sizeof(p), "%s%s", path, sides[i]);
+        unlink(p);
+    }
 }

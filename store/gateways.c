@@ -193,8 +193,8 @@ enum mg_code store_gateway_put(struct store *st, const char *actor, const char *
         goto out;
     detail = json_pack("{s:s, s:O, s:O?, s:O?}", "kind", kind, "config", config, "models", models,
                        "aliases", aliases);
-    rc = store_audit_append(c, actor, exists ? "gateway.update" : "gateway.create", name, detail,
-                            err);
+    rc = store_audit_append(c, actor, exists ? "gateway.update" : "gateway.create", name,
+                            STORE_NO_MODEL, detail, err);
     json_decref(detail);
     if (rc == MG_OK)
         rc = gateway_read(c, name, &g, err);
@@ -279,7 +279,7 @@ enum mg_code store_gateway_delete(struct store *st, const char *actor, const cha
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "gateway '%s' does not exist", name);
         goto out;
     }
-    rc = store_audit_append(c, actor, "gateway.delete", name, NULL, err);
+    rc = store_audit_append(c, actor, "gateway.delete", name, STORE_NO_MODEL, NULL, err);
 out:
     return store_write_end(st, c, rc, err);
 }
@@ -309,7 +309,7 @@ enum mg_code store_gateway_disable(struct store *st, const char *name, const cha
         goto out;
     }
     detail = json_pack("{s:s}", "reason", reason);
-    rc = store_audit_append(c, "modelgated", "gateway.disable", name, detail, err);
+    rc = store_audit_append(c, "modelgated", "gateway.disable", name, STORE_NO_MODEL, detail, err);
     json_decref(detail);
 out:
     return store_write_end(st, c, rc, err);

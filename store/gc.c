@@ -247,7 +247,7 @@ static enum mg_code gc_audit(struct store *st, const char *actor, const struct s
     detail = json_pack("{s:I, s:I, s:I, s:O, s:I, s:I}", "blobs", (json_int_t)rep->blobs, "bytes",
                        (json_int_t)rep->bytes, "grace_ms", (json_int_t)grace_ms, "digests", digests,
                        "failed", (json_int_t)rep->failed, "leftovers", (json_int_t)rep->leftovers);
-    rc = detail ? store_audit_append(c, actor, "blob.gc", "blobs", detail, err)
+    rc = detail ? store_audit_append(c, actor, "blob.gc", "blobs", STORE_NO_MODEL, detail, err)
                 : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     json_decref(detail);
     return store_write_end(st, c, rc, err);

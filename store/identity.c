@@ -67,7 +67,7 @@ enum mg_code store_identity_group_put(struct store *st, const char *actor, const
         goto out;
     }
     detail = json_deep_copy(*out);
-    rc = store_audit_append(c, actor, "identity.group.put", group, detail, err);
+    rc = store_audit_append(c, actor, "identity.group.put", group, STORE_NO_MODEL, detail, err);
 out:
     rc = store_write_end(st, c, rc, err);
     if (rc != MG_OK) {
@@ -126,7 +126,7 @@ static enum mg_code delete_named(struct store *st, const char *actor, const char
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "%s '%s' %s", what, name, missing);
         goto out;
     }
-    rc = store_audit_append(c, actor, action, name, NULL, err);
+    rc = store_audit_append(c, actor, action, name, STORE_NO_MODEL, NULL, err);
 out:
     return store_write_end(st, c, rc, err);
 }
@@ -262,7 +262,8 @@ enum mg_code store_trusted_publisher_put(struct store *st, const char *actor, co
     db_bind_text(s, 5, actor);
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
-    rc = store_audit_append(c, actor, "trusted_publisher.put", name, (json_t *)config, err);
+    rc = store_audit_append(c, actor, "trusted_publisher.put", name, STORE_NO_MODEL,
+                            (json_t *)config, err);
     if (rc == MG_OK) {
         *out = json_deep_copy(config);
         if (*out == NULL) {

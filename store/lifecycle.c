@@ -251,7 +251,7 @@ enum mg_code store_version_set_status(struct store *st, const char *actor,
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    rc = store_audit_append(c, actor, ch->action, target, detail, err);
+    rc = store_audit_append(c, actor, ch->action, target, ch->model, detail, err);
 out:
     json_decref(detail);
     json_decref(list);
@@ -288,7 +288,7 @@ enum mg_code store_retention_put(struct store *st, const char *actor, const char
     db_bind_text(s, 3, at);
     db_bind_text(s, 4, actor);
     if ((rc = db_exec(s, err)) == MG_OK)
-        rc = store_audit_append(c, actor, "retention.update", model, rule, err);
+        rc = store_audit_append(c, actor, "retention.update", model, STORE_NO_MODEL, rule, err);
 out:
     free(text);
     return store_write_end(st, c, rc, err);

@@ -124,7 +124,7 @@ enum mg_code store_model_create(struct store *st, const char *actor, const json_
         goto out;
     }
     if (rc == MG_OK)
-        rc = store_audit_append(c, actor, "model.create", name, req, err);
+        rc = store_audit_append(c, actor, "model.create", name, name, req, err);
     if (rc == MG_OK)
         rc = model_read(c, name, &m, err);
 out:
@@ -225,7 +225,7 @@ enum mg_code store_model_patch(struct store *st, const char *actor, const char *
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' does not exist", name);
         goto out;
     }
-    rc = store_audit_append(c, actor, "model.update", name, patch, err);
+    rc = store_audit_append(c, actor, "model.update", name, name, patch, err);
     if (rc == MG_OK)
         rc = model_read(c, name, &m, err);
 out:
@@ -303,7 +303,7 @@ enum mg_code store_model_set_owners(struct store *st, const char *actor, const c
     if ((rc = store_quota_grown(c, teams, before, why, err)) != MG_OK)
         goto out;
     detail = json_pack("{s:O}", "owners", (json_t *)teams);
-    if ((rc = store_audit_append(c, actor, "model.owners", model, detail, err)) == MG_OK)
+    if ((rc = store_audit_append(c, actor, "model.owners", model, model, detail, err)) == MG_OK)
         rc = model_read(c, model, &m, err);
 out:
     free(text);

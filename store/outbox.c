@@ -537,8 +537,8 @@ enum mg_code store_outbox_drift(struct store *st, const struct store_delivery *d
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    if ((rc = store_audit_append(c, "modelgated", "gateway.drift", d->gateway, detail, err)) ==
-        MG_OK)
+    if ((rc = store_audit_append(c, "modelgated", "gateway.drift", d->gateway, STORE_NO_MODEL,
+                                 detail, err)) == MG_OK)
         rc = notify_change(c, err);
     *marked = rc == MG_OK;
 out:

@@ -68,7 +68,7 @@ enum mg_code store_policy_put(struct store *st, const char *actor, const char *m
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     snprintf(target, sizeof(target), "%s/%s", model, alias);
-    rc = store_audit_append(c, actor, "policy.put", target, policy, err);
+    rc = store_audit_append(c, actor, "policy.put", target, model, policy, err);
 out:
     free(text);
     rc = store_write_end(st, c, rc, err);
@@ -129,7 +129,7 @@ enum mg_code store_policy_delete(struct store *st, const char *actor, const char
         goto out;
     }
     snprintf(target, sizeof(target), "%s/%s", model, alias);
-    rc = store_audit_append(c, actor, "policy.delete", target, NULL, err);
+    rc = store_audit_append(c, actor, "policy.delete", target, model, NULL, err);
 out:
     return store_write_end(st, c, rc, err);
 }

@@ -252,7 +252,7 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
     detail = json_pack("{s:s, s:s, s:O, s:s}", "model", model, "alias", alias, "version",
                        json_object_get(rec, "version"), "state",
                        json_string_value(json_object_get(rec, "state")));
-    rc = store_audit_append(c, actor, "promotion.create", id, detail, err);
+    rc = store_audit_append(c, actor, "promotion.create", id, STORE_NO_MODEL, detail, err);
     json_decref(detail);
     if (rc == MG_OK) /* one that waits for reviewers at once: teams hear of it */
         rc = store_promotion_notify(c, actor, id, json_string_value(json_object_get(rec, "state")),

@@ -364,7 +364,8 @@ enum mg_code store_quota_set(struct store *st, const char *actor, const char *te
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     detail = json_pack("{s:o}", "storage_bytes", bytes ? json_integer(*bytes) : json_null());
-    if ((rc = store_audit_append(c, actor, "team.quota", team, detail, err)) != MG_OK ||
+    if ((rc = store_audit_append(c, actor, "team.quota", team, STORE_NO_MODEL, detail, err)) !=
+            MG_OK ||
         (rc = quota_note(c, team, err)) != MG_OK)
         goto out;
     rc = quota_read(c, team, out, err);

@@ -149,7 +149,7 @@ static enum mg_code apply_promotion(struct db_conn *c, const char *actor,
     detail = json_pack("{s:s, s:s?, s:s?, s:s?}", "state", p->state, "event", p->event_type,
                        "detail", p->event_detail, "approval", p->approval_decision);
     rc = store_audit_append(c, actor, p->approval_by ? "promotion.decide" : "promotion.update",
-                            p->id, detail, err);
+                            p->id, STORE_NO_MODEL, detail, err);
 out:
     free(gates);
     json_decref(detail);

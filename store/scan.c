@@ -146,7 +146,8 @@ static enum mg_code rescan_write(struct store *st, const char *actor, const char
     }
     detail = json_pack("{s:O, s:I}", "verdict", json_object_get(report, "verdict"), "findings",
                        (json_int_t)json_array_size(json_object_get(report, "findings")));
-    rc = store_audit_append(c, actor, "blob.rescan", digest, detail, err);
+    /* each model citing the blob was bumped above */
+    rc = store_audit_append(c, actor, "blob.rescan", digest, STORE_NO_MODEL, detail, err);
     json_decref(detail);
 out:
     free(text);

@@ -57,7 +57,7 @@ enum mg_code store_session_open(struct store *st, const char *secret, size_t n,
     db_bind_i64(s, 5, now);
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
-    rc = store_audit_append(c, who->name, "session.open", who->id, NULL, err);
+    rc = store_audit_append(c, who->name, "session.open", who->id, STORE_NO_MODEL, NULL, err);
 out:
     return store_write_end(st, c, rc, err);
 }

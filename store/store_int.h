@@ -201,10 +201,16 @@ enum mg_code store_bind_introspection(struct db_stmt *s, int i, const json_t *fo
 /* Current time as an RFC 3339 string. */
 void store_now(char out[32]);
 
-/* Append an audit entry in the writer's open transaction.
- * detail is BORROWED (may be NULL → {}). */
+/* Append an audit entry in the writer's open transaction, and state what the write
+ * changed for the response cache (http/cache.h): model names the model whose cached
+ * answers (its versions, aliases, last-known-good, policy) the write may change, and its
+ * epoch moves (store_model_bump); STORE_NO_MODEL when it changes none of them, or when the
+ * write bumped each model it changed itself (one write, several models). Every write
+ * decides here, not by its action's name. detail is BORROWED (may be NULL → {}). */
+#define STORE_NO_MODEL ((const char *)NULL)
 enum mg_code store_audit_append(struct db_conn *c, const char *actor, const char *action,
-                                const char *target, const json_t *detail, struct mg_error *err);
+                                const char *target, const char *model, const json_t *detail,
+                                struct mg_error *err);
 
 /* Model id by name, in any open transaction. MG_ENOTFOUND if missing. */
 enum mg_code store_model_id(struct db_conn *c, const char *name, int64_t *id, struct mg_error *err);

@@ -181,7 +181,7 @@ static enum mg_code insert_token(struct db_conn *c, const char *actor, const cha
     detail = json_pack("{s:s, s:o, s:o, s:o}", "name", name, "roles", store_roles_to_json(roles),
                        "teams", teams ? json_incref((json_t *)teams) : json_array(), "aliases",
                        aliases ? json_incref((json_t *)aliases) : json_array());
-    rc = store_audit_append(c, actor, "token.create", id, detail, err);
+    rc = store_audit_append(c, actor, "token.create", id, STORE_NO_MODEL, detail, err);
     json_decref(detail);
 out:
     free(tt);
@@ -315,7 +315,7 @@ enum mg_code store_token_delete(struct store *st, const char *actor, const char 
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "token '%s' does not exist", id);
         goto out;
     }
-    rc = store_audit_append(c, actor, "token.delete", id, NULL, err);
+    rc = store_audit_append(c, actor, "token.delete", id, STORE_NO_MODEL, NULL, err);
 out:
     rc = store_write_end(st, c, rc, err);
     if (rc == MG_OK)
@@ -547,7 +547,7 @@ enum mg_code store_team_create(struct store *st, const char *actor, const char *
         goto out;
     }
     if (rc == MG_OK)
-        rc = store_audit_append(c, actor, "team.create", name, NULL, err);
+        rc = store_audit_append(c, actor, "team.create", name, STORE_NO_MODEL, NULL, err);
 out:
     rc = store_write_end(st, c, rc, err);
     if (rc == MG_OK && (*out = json_pack("{s:s, s:s}", "name", name, "created_at", at)) == NULL)

@@ -551,7 +551,7 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
         goto out;
     snprintf(target, sizeof(target), "%s/v%lld", model, (long long)n);
     detail = json_pack("{s:s}", "artifact", artifact);
-    rc = store_audit_append(c, actor, "version.create", target, detail, err);
+    rc = store_audit_append(c, actor, "version.create", target, model, detail, err);
     json_decref(detail);
     if (rc == MG_OK)
         rc = version_load(c, vid, &v, err);
@@ -761,7 +761,7 @@ enum mg_code store_version_patch(struct store *st, const char *actor, const char
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
     snprintf(target, sizeof(target), "%s/v%lld", model, (long long)version);
-    if ((rc = store_audit_append(c, actor, "version.update", target, patch, err)) == MG_OK)
+    if ((rc = store_audit_append(c, actor, "version.update", target, model, patch, err)) == MG_OK)
         rc = version_load(c, vid, &v, err);
 out:
     free(tags);
@@ -820,7 +820,7 @@ enum mg_code store_version_add_metrics(struct store *st, const char *actor, cons
         goto out; /* rolled back: nothing of this call is kept */
     snprintf(target, sizeof(target), "%s/v%lld", model, (long long)version);
     if (changed)
-        rc = store_audit_append(c, actor, "version.metrics", target, metrics, err);
+        rc = store_audit_append(c, actor, "version.metrics", target, model, metrics, err);
     if (rc == MG_OK)
         rc = version_load(c, vid, &v, err);
 out:

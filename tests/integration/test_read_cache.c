@@ -1,10 +1,10 @@
 /*
  * test_read_cache.c - the response cache behind GET …/versions/{n} and
  * GET …/last-known-good never answers with what was true before a write:
- * every change (tags, description, metrics, alias moves, rollback) shows on
- * the very next read, while repeated reads with nothing written are served
- * from the cache (its hit counter in /metrics moves). And one data directory
- * serves one modelgated: a second one refuses to start, saying why.
+ * every change (tags, description, metrics, alias moves, rollback, a data
+ * set's lineage, an archive) shows on the very next read, while repeated reads with nothing written
+ * are served from the cache (its hit counter in /metrics moves). And one data directory serves one
+ * modelgated: a second one refuses to start, saying why.
  */
 #include "harness.h"
 #include "sys.h"
@@ -122,6 +122,59 @@ static void test_lkg_changes_show_at_once(void **state)
     assert_int_equal(rel_lkg(&cx, "cl", "production"), 1);
 }
 
+/* Writes whose audit names no model still change a version's cached answer, and show on
+ * the next read: a data set registered with a withdrawn parent (the version, trained on
+ * it, now shows the withdrawn ancestor), then an archive. Each write names the models it
+ * changed (store_audit_append, users_bump), not its audit action. */
+static void test_lineage_changes_show_at_once(void **state)
+{
+    struct mg_server *s = *state;
+    const char *path = "/api/v1/models/cw/versions/1";
+    char raw[IT_DIGEST_LEN + 1], train[IT_DIGEST_LEN + 1], url[160], body[320];
+    struct it_resp *r, *first;
+    double h0;
+
+    it_digest("cache: raw events", 17, raw);
+    it_digest("cache: training set", 19, train);
+    it_model_create(cx.s, cx.t.pub, "cw");
+    it_version_create(cx.s, cx.t.pub, "cw", cx.art,
+                      json_pack("{s:[{s:s, s:s}]}", "datasets", "digest", train, "role", "train"));
+    /* The parent is registered and withdrawn while nothing the version cites derives from it. */
+    r = it_jreq(s, "POST", "/api/v1/datasets", cx.t.pub,
+                it_fmt(body, sizeof(body), "{\"digest\":\"%s\",\"name\":\"raw\"}", raw));
+    it_expect_status(s, r, 201);
+    r = it_jreq(s, "POST", it_fmt(url, sizeof(url), "/api/v1/datasets/%s/withdraw", raw),
+                s->admin_token, "{\"reason\":\"personal data found\"}");
+    it_expect_status(s, r, 200);
+    first = it_get(s, path, cx.t.rd);
+    it_expect_status(s, first, 200);
+    assert_int_equal(json_array_size(it_jarr(first->json, "withdrawn_datasets")), 0);
+    h0 = cache_hits();
+    r = it_get(s, path, cx.t.rd);
+    assert_string_equal(r->body, first->body);
+    assert_true(cache_hits() >= h0 + 1); /* the answer is held */
+
+    /* The training set's record names the withdrawn parent: the next read shows it. */
+    r = it_jreq(s, "POST", "/api/v1/datasets", cx.t.pub,
+                it_fmt(body, sizeof(body),
+                       "{\"digest\":\"%s\",\"name\":\"train\",\"parents\":[\"%s\"]}", train, raw));
+    it_expect_status(s, r, 201);
+    r = it_get(s, path, cx.t.rd);
+    it_expect_status(s, r, 200);
+    assert_int_equal(json_array_size(it_jarr(r->json, "withdrawn_datasets")), 1);
+    assert_string_equal(
+        json_string_value(json_array_get(it_jarr(r->json, "withdrawn_datasets"), 0)), raw);
+
+    /* A change of status (audited as version.archive) shows too. */
+    r = it_get(s, path, cx.t.rd);
+    assert_string_equal(it_jstr(r->json, "status"), "ready");
+    r = it_jreq(s, "POST", "/api/v1/models/cw/versions/1/archive", cx.t.pub, NULL);
+    it_expect_status(s, r, 200);
+    r = it_get(s, path, cx.t.rd);
+    it_expect_status(s, r, 200);
+    assert_string_equal(it_jstr(r->json, "status"), "archived");
+}
+
 /* Many readers while the version changes: after the write's 200, no read
  * that starts later sees the old tags. */
 static void test_reads_racing_a_write(void **state)
@@ -219,6 +272,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_version_changes_show_at_once, it_test_teardown),
         cmocka_unit_test_teardown(test_lkg_changes_show_at_once, it_test_teardown),
+        cmocka_unit_test_teardown(test_lineage_changes_show_at_once, it_test_teardown),
         cmocka_unit_test_teardown(test_reads_racing_a_write, it_test_teardown),
         cmocka_unit_test_teardown(test_cache_off, it_test_teardown),
         cmocka_unit_test_teardown(test_second_server_on_the_same_data_dir_refuses,

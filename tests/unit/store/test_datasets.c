@@ -297,6 +297,63 @@ static void test_dataset_versions_transitive(void **state)
     assert_null(out);
 }
 
+/* Cached version answers show withdrawn ancestors: a record that joins a digest's lineage
+ * (it has parents) moves the epoch of each model whose versions use the digest or what
+ * derives from it, and only theirs; one without parents, nothing. Neither write is audited
+ * under a model's name. */
+static void test_dataset_lineage_moves_epochs(void **state)
+{
+    struct fx *fx = *state;
+    char art[72], raw[72], clean[72], feat[72], lone[72];
+    uint64_t m0, o0;
+    bool created;
+
+    fx_put_blob(fx, "weights", art);
+    fx_digest("raw", 3, raw);
+    fx_digest("clean", 5, clean);
+    fx_digest("features", 8, feat);
+    fx_digest("lone", 4, lone);
+    fx_model(fx, "m");
+    fx_model(fx, "other");
+    /* m trained on features, which will derive from clean; other on lone data */
+    fx_version(fx, "m",
+               json_pack("{s:s, s:[{s:s, s:s}]}", "artifact", art, "datasets", "digest", feat,
+                         "role", "train"));
+    fx_version(fx, "other",
+               json_pack("{s:s, s:[{s:s, s:s}]}", "artifact", art, "datasets", "digest", lone,
+                         "role", "train"));
+    m0 = fx_epoch(fx, "m");
+    o0 = fx_epoch(fx, "other");
+    assert_int_equal(
+        dataset_create(fx, json_pack("{s:s, s:s}", "digest", raw, "name", "raw"), &created), MG_OK);
+    assert_int_equal(
+        dataset_create(fx, json_pack("{s:s, s:s}", "digest", lone, "name", "lone"), &created),
+        MG_OK);
+    assert_int_equal(fx_epoch(fx, "m"), m0);
+    assert_int_equal(fx_epoch(fx, "other"), o0);
+
+    /* features <- clean: m's version now derives from clean (directly used: features). */
+    assert_int_equal(dataset_create(fx,
+                                    json_pack("{s:s, s:s, s:[s]}", "digest", feat, "name", "f",
+                                              "parents", clean),
+                                    &created),
+                     MG_EINVAL);             /* clean is not registered yet */
+    assert_int_equal(fx_epoch(fx, "m"), m0); /* rolled back: nothing moved */
+    assert_int_equal(
+        dataset_create(fx,
+                       json_pack("{s:s, s:s, s:[s]}", "digest", clean, "name", "c", "parents", raw),
+                       &created),
+        MG_OK);
+    assert_int_equal(fx_epoch(fx, "m"), m0); /* nothing m uses derives from clean yet */
+    assert_int_equal(dataset_create(fx,
+                                    json_pack("{s:s, s:s, s:[s]}", "digest", feat, "name", "f",
+                                              "parents", clean),
+                                    &created),
+                     MG_OK);
+    assert_true(fx_epoch(fx, "m") != m0);
+    assert_int_equal(fx_epoch(fx, "other"), o0);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
@@ -305,6 +362,7 @@ int main(void)
         T(test_dataset_duplicate_parent_retry_is_identical),
         T(test_dataset_duplicate_parent_is_not_another_set),
         T(test_dataset_versions_transitive),
+        T(test_dataset_lineage_moves_epochs),
     };
 #undef T
 

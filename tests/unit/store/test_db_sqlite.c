@@ -1,7 +1,8 @@
 /*
  * test_db_sqlite.c - the database layer (store/db.h) over SQLite: statements
  * are cached and never evicted under a caller, and every failure (preparing,
- * binding, stepping, committing) reaches the caller as an error at the step.
+ * binding, stepping, committing) reaches the caller as an error at the step;
+ * snapshots (db_snapshot) copy what is committed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -285,6 +286,49 @@ static void test_open_failure(void **state)
     assert_non_null(strstr(fx->err.message, "/nonexistent/dir/x.db"));
 }
 
+/* db_snapshot copies what is committed while a writer goes on; the copy opens as a
+ * database of its own, and db_file_remove takes it and its side files away. A server's
+ * database is not copied into a file. */
+static void test_snapshot(void **state)
+{
+    struct fx *fx = *state;
+    char snap[sizeof(fx->dir) + 16], side[sizeof(snap) + 8];
+    struct db_open_options src = {.path = fx->path}, o = {.path = snap};
+    struct db_open_options pg = {.url = "postgresql://127.0.0.1:1/none"};
+    struct db_conn *c = NULL;
+    struct db_stmt *s;
+    bool row;
+
+    snprintf(snap, sizeof(snap), "%s/snap.db", fx->dir);
+    insert(fx, "a", 1);
+    insert(fx, "b", 2);
+    assert_int_equal(db_begin(fx->c, DB_WRITE, &fx->err), MG_OK);
+    insert(fx, "uncommitted", 3);
+    assert_int_equal(db_snapshot(&src, snap, &fx->err), MG_OK);
+    db_rollback(fx->c);
+
+    assert_int_equal(db_open(&o, &c, &fx->err), MG_OK);
+    s = db_prepare(c, "SELECT count(*), group_concat(name) FROM (SELECT name FROM t ORDER BY id)");
+    assert_int_equal(db_step(s, &row, &fx->err), MG_OK);
+    assert_true(row);
+    assert_int_equal(db_col_i64(s, 0), 2);
+    assert_string_equal(db_col_text(s, 1), "a,b");
+    db_reset(s);
+    db_close(&c);
+
+    db_file_remove(snap);
+    assert_int_not_equal(access(snap, F_OK), 0);
+    snprintf(side, sizeof(side), "%s-wal", snap);
+    assert_int_not_equal(access(side, F_OK), 0);
+    snprintf(side, sizeof(side), "%s-shm", snap);
+    assert_int_not_equal(access(side, F_OK), 0);
+    db_file_remove(snap); /* nothing there: nothing to do */
+
+    assert_int_equal(db_snapshot(&pg, snap, &fx->err), MG_EINVAL);
+    assert_non_null(strstr(fx->err.message, "pg_dump"));
+    assert_int_not_equal(access(snap, F_OK), 0);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
@@ -298,6 +342,7 @@ int main(void)
         T(test_transactions),
         T(test_busy_is_unavailable),
         T(test_open_failure),
+        T(test_snapshot),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
