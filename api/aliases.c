@@ -219,12 +219,12 @@ static void rollback(struct srv_req *r)
 
 #define A "/api/v1/models/{model}/aliases"
 const struct srv_route api_routes_aliases[] = {
-    {"GET", A, STORE_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
-    {"GET", A "/{alias}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
-    {"PUT", A "/{alias}", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, put, NULL, NULL, NULL},
-    {"DELETE", A "/{alias}", STORE_ROLE_DEPLOYER, SRV_BODY_NONE, delete, NULL, NULL, NULL},
-    {"GET", A "/{alias}/history", STORE_ROLE_READER, SRV_BODY_NONE, history, NULL, NULL, NULL},
-    {"GET", A "/{alias}/last-known-good", STORE_ROLE_READER, SRV_BODY_NONE, lkg, NULL, NULL, NULL},
-    {"POST", A "/{alias}/rollback", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, rollback, NULL, NULL, NULL},
+    {"GET", A, MG_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
+    {"GET", A "/{alias}", MG_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
+    {"PUT", A "/{alias}", MG_ROLE_DEPLOYER, SRV_BODY_JSON, put, NULL, NULL, NULL},
+    {"DELETE", A "/{alias}", MG_ROLE_DEPLOYER, SRV_BODY_NONE, delete, NULL, NULL, NULL},
+    {"GET", A "/{alias}/history", MG_ROLE_READER, SRV_BODY_NONE, history, NULL, NULL, NULL},
+    {"GET", A "/{alias}/last-known-good", MG_ROLE_READER, SRV_BODY_NONE, lkg, NULL, NULL, NULL},
+    {"POST", A "/{alias}/rollback", MG_ROLE_DEPLOYER, SRV_BODY_JSON, rollback, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

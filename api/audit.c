@@ -50,7 +50,7 @@ static void verify(struct srv_req *r)
 }
 
 const struct srv_route api_routes_audit[] = {
-    {"GET", "/api/v1/audit", STORE_ROLE_ADMIN, SRV_BODY_NONE, list, NULL, NULL, NULL},
-    {"GET", "/api/v1/audit/verify", STORE_ROLE_ADMIN, SRV_BODY_NONE, verify, NULL, NULL, NULL},
+    {"GET", "/api/v1/audit", MG_ROLE_ADMIN, SRV_BODY_NONE, list, NULL, NULL, NULL},
+    {"GET", "/api/v1/audit/verify", MG_ROLE_ADMIN, SRV_BODY_NONE, verify, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -236,10 +236,10 @@ static void rescan(struct srv_req *r)
 }
 
 const struct srv_route api_routes_blobs[] = {
-    {"POST", "/api/v1/blobs", STORE_ROLE_PUBLISHER, SRV_BODY_STREAM, upload_finish, upload_begin,
+    {"POST", "/api/v1/blobs", MG_ROLE_PUBLISHER, SRV_BODY_STREAM, upload_finish, upload_begin,
      upload_data, upload_cleanup},
-    {"GET", "/api/v1/blobs/{digest}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
-    {"POST", "/api/v1/blobs/{digest}/rescan", STORE_ROLE_ADMIN, SRV_BODY_NONE, rescan, NULL, NULL,
+    {"GET", "/api/v1/blobs/{digest}", MG_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
+    {"POST", "/api/v1/blobs/{digest}/rescan", MG_ROLE_ADMIN, SRV_BODY_NONE, rescan, NULL, NULL,
      NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -17,7 +17,7 @@
  */
 static json_t *scope(const struct srv_req *r, bool reading)
 {
-    bool team = r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN);
+    bool team = r->who.nteams > 0 && !(r->who.roles & MG_ROLE_ADMIN);
     json_t *a;
     size_t i;
 
@@ -121,9 +121,9 @@ static void versions(struct srv_req *r)
 }
 
 const struct srv_route api_routes_datasets[] = {
-    {"POST", "/api/v1/datasets", STORE_ROLE_PUBLISHER, SRV_BODY_JSON, create, NULL, NULL, NULL},
-    {"GET", "/api/v1/datasets/{digest}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
-    {"GET", "/api/v1/datasets/{digest}/versions", STORE_ROLE_READER, SRV_BODY_NONE, versions, NULL,
+    {"POST", "/api/v1/datasets", MG_ROLE_PUBLISHER, SRV_BODY_JSON, create, NULL, NULL, NULL},
+    {"GET", "/api/v1/datasets/{digest}", MG_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
+    {"GET", "/api/v1/datasets/{digest}/versions", MG_ROLE_READER, SRV_BODY_NONE, versions, NULL,
      NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -81,10 +81,9 @@ static void delete (struct srv_req *r)
 }
 
 const struct srv_route api_routes_gateways[] = {
-    {"PUT", "/api/v1/gateways/{name}", STORE_ROLE_ADMIN, SRV_BODY_JSON, put, NULL, NULL, NULL},
-    {"GET", "/api/v1/gateways", STORE_ROLE_ADMIN, SRV_BODY_NONE, list, NULL, NULL, NULL},
-    {"GET", "/api/v1/gateways/{name}", STORE_ROLE_ADMIN, SRV_BODY_NONE, get, NULL, NULL, NULL},
-    {"DELETE", "/api/v1/gateways/{name}", STORE_ROLE_ADMIN, SRV_BODY_NONE, delete, NULL, NULL,
-     NULL},
+    {"PUT", "/api/v1/gateways/{name}", MG_ROLE_ADMIN, SRV_BODY_JSON, put, NULL, NULL, NULL},
+    {"GET", "/api/v1/gateways", MG_ROLE_ADMIN, SRV_BODY_NONE, list, NULL, NULL, NULL},
+    {"GET", "/api/v1/gateways/{name}", MG_ROLE_ADMIN, SRV_BODY_NONE, get, NULL, NULL, NULL},
+    {"DELETE", "/api/v1/gateways/{name}", MG_ROLE_ADMIN, SRV_BODY_NONE, delete, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -57,9 +57,9 @@ static void cluster(struct srv_req *r)
 }
 
 const struct srv_route api_routes_health[] = {
-    {"GET", "/healthz", SRV_PUBLIC, SRV_BODY_NONE, healthz, NULL, NULL, NULL},
-    {"GET", "/readyz", SRV_PUBLIC, SRV_BODY_NONE, readyz, NULL, NULL, NULL},
-    {"GET", "/api/v1/whoami", SRV_ANY_ROLE, SRV_BODY_NONE, whoami, NULL, NULL, NULL},
-    {"GET", "/api/v1/cluster", STORE_ROLE_ADMIN, SRV_BODY_NONE, cluster, NULL, NULL, NULL},
+    {"GET", "/healthz", MG_NEED_PUBLIC, SRV_BODY_NONE, healthz, NULL, NULL, NULL},
+    {"GET", "/readyz", MG_NEED_PUBLIC, SRV_BODY_NONE, readyz, NULL, NULL, NULL},
+    {"GET", "/api/v1/whoami", MG_NEED_ANY, SRV_BODY_NONE, whoami, NULL, NULL, NULL},
+    {"GET", "/api/v1/cluster", MG_ROLE_ADMIN, SRV_BODY_NONE, cluster, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -37,7 +37,7 @@ static void group_put(struct srv_req *r)
         !api_scope_list(r, "aliases", gate_alias_pattern_valid,
                         "alias name or prefix with a trailing '*' (\"dev-*\")", &aliases))
         return;
-    if (teams != NULL && (bits & STORE_ROLE_ADMIN)) {
+    if (teams != NULL && (bits & MG_ROLE_ADMIN)) {
         srv_fail(r, MG_EINVAL, "teams", "an admin is always global; give the group no teams");
         return;
     }
@@ -136,7 +136,7 @@ static void publisher_put(struct srv_req *r)
         !api_scope_list(r, "models", model_pattern_ok,
                         "model name or prefix with a trailing '*' (\"fraud-*\")", &models))
         return;
-    if (bits & STORE_ROLE_ADMIN) {
+    if (bits & MG_ROLE_ADMIN) {
         srv_fail(r, MG_EINVAL, "roles", "a trusted publisher cannot grant admin");
         return;
     }
@@ -374,22 +374,21 @@ static void attestation(struct srv_req *r)
 }
 
 const struct srv_route api_routes_identity[] = {
-    {"GET", "/api/v1/models/{model}/aliases/{alias}/history/{n}/attestation", STORE_ROLE_READER,
+    {"GET", "/api/v1/models/{model}/aliases/{alias}/history/{n}/attestation", MG_ROLE_READER,
      SRV_BODY_NONE, attestation, NULL, NULL, NULL},
-    {"POST", "/api/v1/tokens/exchange", SRV_PUBLIC, SRV_BODY_FORM, exchange, NULL, NULL, NULL},
-    {"GET", "/api/v1/trusted-publishers", STORE_ROLE_ADMIN, SRV_BODY_NONE, publisher_list, NULL,
-     NULL, NULL},
-    {"GET", "/api/v1/trusted-publishers/{name}", STORE_ROLE_ADMIN, SRV_BODY_NONE, publisher_get,
-     NULL, NULL, NULL},
-    {"PUT", "/api/v1/trusted-publishers/{name}", STORE_ROLE_ADMIN, SRV_BODY_JSON, publisher_put,
-     NULL, NULL, NULL},
-    {"DELETE", "/api/v1/trusted-publishers/{name}", STORE_ROLE_ADMIN, SRV_BODY_NONE,
-     publisher_delete, NULL, NULL, NULL},
-    {"GET", "/api/v1/identity/groups", STORE_ROLE_ADMIN, SRV_BODY_NONE, group_list, NULL, NULL,
+    {"POST", "/api/v1/tokens/exchange", MG_NEED_PUBLIC, SRV_BODY_FORM, exchange, NULL, NULL, NULL},
+    {"GET", "/api/v1/trusted-publishers", MG_ROLE_ADMIN, SRV_BODY_NONE, publisher_list, NULL, NULL,
      NULL},
-    {"PUT", "/api/v1/identity/groups/{group}", STORE_ROLE_ADMIN, SRV_BODY_JSON, group_put, NULL,
+    {"GET", "/api/v1/trusted-publishers/{name}", MG_ROLE_ADMIN, SRV_BODY_NONE, publisher_get, NULL,
      NULL, NULL},
-    {"DELETE", "/api/v1/identity/groups/{group}", STORE_ROLE_ADMIN, SRV_BODY_NONE, group_delete,
+    {"PUT", "/api/v1/trusted-publishers/{name}", MG_ROLE_ADMIN, SRV_BODY_JSON, publisher_put, NULL,
+     NULL, NULL},
+    {"DELETE", "/api/v1/trusted-publishers/{name}", MG_ROLE_ADMIN, SRV_BODY_NONE, publisher_delete,
      NULL, NULL, NULL},
+    {"GET", "/api/v1/identity/groups", MG_ROLE_ADMIN, SRV_BODY_NONE, group_list, NULL, NULL, NULL},
+    {"PUT", "/api/v1/identity/groups/{group}", MG_ROLE_ADMIN, SRV_BODY_JSON, group_put, NULL, NULL,
+     NULL},
+    {"DELETE", "/api/v1/identity/groups/{group}", MG_ROLE_ADMIN, SRV_BODY_NONE, group_delete, NULL,
+     NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

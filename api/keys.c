@@ -28,6 +28,6 @@ static void list(struct srv_req *r)
 }
 
 const struct srv_route api_routes_keys[] = {
-    {"GET", "/api/v1/signing-keys", SRV_PUBLIC, SRV_BODY_NONE, list, NULL, NULL, NULL},
+    {"GET", "/api/v1/signing-keys", MG_NEED_PUBLIC, SRV_BODY_NONE, list, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -171,18 +171,17 @@ static void withdraw(struct srv_req *r)
 
 #define M "/api/v1/models/{model}"
 const struct srv_route api_routes_lifecycle[] = {
-    {"POST", M "/versions/{n}/archive", STORE_ROLE_PUBLISHER, SRV_BODY_NONE, archive, NULL, NULL,
+    {"POST", M "/versions/{n}/archive", MG_ROLE_PUBLISHER, SRV_BODY_NONE, archive, NULL, NULL,
      NULL},
-    {"POST", M "/versions/{n}/unarchive", STORE_ROLE_PUBLISHER, SRV_BODY_NONE, unarchive, NULL,
-     NULL, NULL},
-    {"DELETE", M "/versions/{n}", STORE_ROLE_ADMIN, SRV_BODY_JSON, delete_version, NULL, NULL,
+    {"POST", M "/versions/{n}/unarchive", MG_ROLE_PUBLISHER, SRV_BODY_NONE, unarchive, NULL, NULL,
      NULL},
-    {"PUT", M "/retention", STORE_ROLE_ADMIN, SRV_BODY_JSON, retention_put, NULL, NULL, NULL},
-    {"GET", M "/retention", STORE_ROLE_READER, SRV_BODY_NONE, retention_get, NULL, NULL, NULL},
-    {"POST", M "/retention/run", STORE_ROLE_ADMIN, SRV_BODY_NONE, retention_run, NULL, NULL, NULL},
-    {"GET", M "/usage", STORE_ROLE_READER, SRV_BODY_NONE, usage, NULL, NULL, NULL},
-    {"POST", "/api/v1/admin/gc", STORE_ROLE_ADMIN, SRV_BODY_NONE, gc, NULL, NULL, NULL},
-    {"POST", "/api/v1/datasets/{digest}/withdraw", STORE_ROLE_ADMIN, SRV_BODY_JSON, withdraw, NULL,
+    {"DELETE", M "/versions/{n}", MG_ROLE_ADMIN, SRV_BODY_JSON, delete_version, NULL, NULL, NULL},
+    {"PUT", M "/retention", MG_ROLE_ADMIN, SRV_BODY_JSON, retention_put, NULL, NULL, NULL},
+    {"GET", M "/retention", MG_ROLE_READER, SRV_BODY_NONE, retention_get, NULL, NULL, NULL},
+    {"POST", M "/retention/run", MG_ROLE_ADMIN, SRV_BODY_NONE, retention_run, NULL, NULL, NULL},
+    {"GET", M "/usage", MG_ROLE_READER, SRV_BODY_NONE, usage, NULL, NULL, NULL},
+    {"POST", "/api/v1/admin/gc", MG_ROLE_ADMIN, SRV_BODY_NONE, gc, NULL, NULL, NULL},
+    {"POST", "/api/v1/datasets/{digest}/withdraw", MG_ROLE_ADMIN, SRV_BODY_JSON, withdraw, NULL,
      NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -295,7 +295,7 @@ static void openapi(struct srv_req *r)
 }
 
 const struct srv_route api_routes_metrics[] = {
-    {"GET", "/metrics", STORE_ROLE_READER, SRV_BODY_NONE, metrics, NULL, NULL, NULL},
-    {"GET", "/openapi.json", SRV_PUBLIC, SRV_BODY_NONE, openapi, NULL, NULL, NULL},
+    {"GET", "/metrics", MG_ROLE_READER, SRV_BODY_NONE, metrics, NULL, NULL, NULL},
+    {"GET", "/openapi.json", MG_NEED_PUBLIC, SRV_BODY_NONE, openapi, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

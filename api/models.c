@@ -113,7 +113,7 @@ static void create(struct srv_req *r)
     if (r->who.nmodels > 0 && !srv_authorize(r, name, NULL))
         return;
     /* A new model is owned by the creating token's teams (none for a global token). */
-    if (r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN)) {
+    if (r->who.nteams > 0 && !(r->who.roles & MG_ROLE_ADMIN)) {
         json_t *owners = json_array();
 
         for (size_t i = 0; owners != NULL && i < r->who.nteams; i++)
@@ -161,7 +161,7 @@ static void list(struct srv_req *r)
         return;
     }
     q = q && *q ? q : NULL;
-    if (r->srv->cfg->read_scope_team && r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN))
+    if (r->srv->cfg->read_scope_team && r->who.nteams > 0 && !(r->who.roles & MG_ROLE_ADMIN))
         rc = api_page_visible(r, (void *)q, &page, fetch_models, keep_visible, "name", &out, &err);
     else
         rc = store_model_list(r->srv->store, q, &page, &out, &err);
@@ -217,12 +217,11 @@ static void readme(struct srv_req *r)
 }
 
 const struct srv_route api_routes_models[] = {
-    {"POST", "/api/v1/models", STORE_ROLE_PUBLISHER, SRV_BODY_JSON, create, NULL, NULL, NULL},
-    {"GET", "/api/v1/models", STORE_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
-    {"GET", "/api/v1/models/{model}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
-    {"GET", "/api/v1/models/{model}/readme", STORE_ROLE_READER, SRV_BODY_NONE, readme, NULL, NULL,
+    {"POST", "/api/v1/models", MG_ROLE_PUBLISHER, SRV_BODY_JSON, create, NULL, NULL, NULL},
+    {"GET", "/api/v1/models", MG_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
+    {"GET", "/api/v1/models/{model}", MG_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
+    {"GET", "/api/v1/models/{model}/readme", MG_ROLE_READER, SRV_BODY_NONE, readme, NULL, NULL,
      NULL},
-    {"PATCH", "/api/v1/models/{model}", STORE_ROLE_PUBLISHER, SRV_BODY_JSON, patch, NULL, NULL,
-     NULL},
+    {"PATCH", "/api/v1/models/{model}", MG_ROLE_PUBLISHER, SRV_BODY_JSON, patch, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -107,10 +107,10 @@ static void dry_run(struct srv_req *r)
 
 #define P "/api/v1/models/{model}/policies/{alias}"
 const struct srv_route api_routes_policies[] = {
-    {"PUT", P, STORE_ROLE_ADMIN, SRV_BODY_JSON, put, NULL, NULL, NULL},
-    {"GET", P, STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
-    {"DELETE", P, STORE_ROLE_ADMIN, SRV_BODY_NONE, delete, NULL, NULL, NULL},
-    {"POST", P "/analysis/dry-run", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, dry_run, NULL, NULL,
+    {"PUT", P, MG_ROLE_ADMIN, SRV_BODY_JSON, put, NULL, NULL, NULL},
+    {"GET", P, MG_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
+    {"DELETE", P, MG_ROLE_ADMIN, SRV_BODY_NONE, delete, NULL, NULL, NULL},
+    {"POST", P "/analysis/dry-run", MG_ROLE_DEPLOYER, SRV_BODY_JSON, dry_run, NULL, NULL,
      dry_run_cleanup},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -123,7 +123,7 @@ static json_t *viewer(struct srv_req *r, const json_t *p)
 
     if (state == NULL || strcmp(state, "awaiting_approval") != 0) {
         snprintf(why, sizeof(why), "the promotion is not awaiting approval");
-    } else if (srv_decide(r, STORE_ROLE_REVIEWER, model, NULL, &d, &err) != MG_OK) {
+    } else if (srv_decide(r, MG_ROLE_REVIEWER, model, NULL, &d, &err) != MG_OK) {
         snprintf(why, sizeof(why), "%s", err.message);
     } else if (!d.allow) {
         snprintf(why, sizeof(why), "%s", d.reason);
@@ -225,7 +225,7 @@ static void list(struct srv_req *r)
         srv_fail(r, MG_EINVAL, "alias", "alias names match ^[a-z][a-z0-9-]{0,31}$");
         return;
     }
-    if (r->srv->cfg->read_scope_team && r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN)) {
+    if (r->srv->cfg->read_scope_team && r->who.nteams > 0 && !(r->who.roles & MG_ROLE_ADMIN)) {
         struct promo_query q = {state, model, alias};
 
         if (page.page_token && !token_visible(r, page.page_token))
@@ -324,14 +324,14 @@ static void abort_(struct srv_req *r)
 }
 
 const struct srv_route api_routes_promotions[] = {
-    {"POST", "/api/v1/promotions", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, create, NULL, NULL, NULL},
-    {"GET", "/api/v1/promotions", STORE_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
-    {"GET", "/api/v1/promotions/{id}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
-    {"POST", "/api/v1/promotions/{id}/approvals", STORE_ROLE_REVIEWER, SRV_BODY_JSON, decide, NULL,
+    {"POST", "/api/v1/promotions", MG_ROLE_DEPLOYER, SRV_BODY_JSON, create, NULL, NULL, NULL},
+    {"GET", "/api/v1/promotions", MG_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
+    {"GET", "/api/v1/promotions/{id}", MG_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
+    {"POST", "/api/v1/promotions/{id}/approvals", MG_ROLE_REVIEWER, SRV_BODY_JSON, decide, NULL,
      NULL, NULL},
-    {"POST", "/api/v1/promotions/{id}/advance", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, advance, NULL,
+    {"POST", "/api/v1/promotions/{id}/advance", MG_ROLE_DEPLOYER, SRV_BODY_JSON, advance, NULL,
      NULL, NULL},
-    {"POST", "/api/v1/promotions/{id}/abort", STORE_ROLE_DEPLOYER, SRV_BODY_JSON, abort_, NULL,
-     NULL, NULL},
+    {"POST", "/api/v1/promotions/{id}/abort", MG_ROLE_DEPLOYER, SRV_BODY_JSON, abort_, NULL, NULL,
+     NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

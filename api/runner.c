@@ -36,7 +36,7 @@ static bool routed_in_scope(struct srv_req *r)
     size_t i;
     bool ok = true;
 
-    if (r->who.naliases == 0 || (r->who.roles & STORE_ROLE_ADMIN))
+    if (r->who.naliases == 0 || (r->who.roles & MG_ROLE_ADMIN))
         return true;
     rc = store_version_routed(r->srv->store, model, srv_param_version(r), &aliases, &err);
     if (rc == MG_ENOTFOUND)
@@ -47,7 +47,7 @@ static bool routed_in_scope(struct srv_req *r)
     }
     json_array_foreach(aliases, i, a)
     {
-        if ((rc = srv_decide(r, STORE_ROLE_DEPLOYER, model, json_string_value(a), &d, &err)) !=
+        if ((rc = srv_decide(r, MG_ROLE_DEPLOYER, model, json_string_value(a), &d, &err)) !=
             MG_OK) {
             srv_reply_error(r, &err);
             ok = false;
@@ -91,10 +91,10 @@ static void queue_test(struct srv_req *r)
 }
 
 const struct srv_route api_routes_runner[] = {
-    {"GET", "/api/v1/runner", STORE_ROLE_READER, SRV_BODY_NONE, info, NULL, NULL, NULL},
-    {"GET", "/api/v1/models/{model}/versions/{n}/smoke-tests", STORE_ROLE_READER, SRV_BODY_NONE,
-     list, NULL, NULL, NULL},
-    {"POST", "/api/v1/models/{model}/versions/{n}/smoke-tests", STORE_ROLE_DEPLOYER, SRV_BODY_JSON,
+    {"GET", "/api/v1/runner", MG_ROLE_READER, SRV_BODY_NONE, info, NULL, NULL, NULL},
+    {"GET", "/api/v1/models/{model}/versions/{n}/smoke-tests", MG_ROLE_READER, SRV_BODY_NONE, list,
+     NULL, NULL, NULL},
+    {"POST", "/api/v1/models/{model}/versions/{n}/smoke-tests", MG_ROLE_DEPLOYER, SRV_BODY_JSON,
      queue_test, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -280,7 +280,7 @@ out:
 }
 
 const struct srv_route api_routes_sso[] = {
-    {"GET", "/ui/sso/login", SRV_PUBLIC, SRV_BODY_NONE, login, NULL, NULL, NULL},
-    {"GET", "/ui/sso/callback", SRV_PUBLIC, SRV_BODY_NONE, callback, NULL, NULL, NULL},
+    {"GET", "/ui/sso/login", MG_NEED_PUBLIC, SRV_BODY_NONE, login, NULL, NULL, NULL},
+    {"GET", "/ui/sso/callback", MG_NEED_PUBLIC, SRV_BODY_NONE, callback, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -121,7 +121,7 @@ static void create(struct srv_req *r)
         !api_scope_list(r, "aliases", gate_alias_pattern_valid,
                         "alias name or prefix with a trailing '*' (\"dev-*\")", &aliases))
         return;
-    if (teams != NULL && (bits & STORE_ROLE_ADMIN)) {
+    if (teams != NULL && (bits & MG_ROLE_ADMIN)) {
         srv_fail(r, MG_EINVAL, "teams", "an admin token is always global; give it no teams");
         return;
     }
@@ -224,12 +224,12 @@ static void owners_put(struct srv_req *r)
 }
 
 const struct srv_route api_routes_tokens[] = {
-    {"POST", "/api/v1/teams", STORE_ROLE_ADMIN, SRV_BODY_JSON, team_create, NULL, NULL, NULL},
-    {"GET", "/api/v1/teams", STORE_ROLE_READER, SRV_BODY_NONE, team_list, NULL, NULL, NULL},
-    {"PUT", "/api/v1/models/{model}/owners", STORE_ROLE_ADMIN, SRV_BODY_JSON, owners_put, NULL,
-     NULL, NULL},
-    {"POST", "/api/v1/tokens", STORE_ROLE_ADMIN, SRV_BODY_JSON, create, NULL, NULL, NULL},
-    {"GET", "/api/v1/tokens", STORE_ROLE_ADMIN, SRV_BODY_NONE, list, NULL, NULL, NULL},
-    {"DELETE", "/api/v1/tokens/{id}", STORE_ROLE_ADMIN, SRV_BODY_NONE, delete, NULL, NULL, NULL},
+    {"POST", "/api/v1/teams", MG_ROLE_ADMIN, SRV_BODY_JSON, team_create, NULL, NULL, NULL},
+    {"GET", "/api/v1/teams", MG_ROLE_READER, SRV_BODY_NONE, team_list, NULL, NULL, NULL},
+    {"PUT", "/api/v1/models/{model}/owners", MG_ROLE_ADMIN, SRV_BODY_JSON, owners_put, NULL, NULL,
+     NULL},
+    {"POST", "/api/v1/tokens", MG_ROLE_ADMIN, SRV_BODY_JSON, create, NULL, NULL, NULL},
+    {"GET", "/api/v1/tokens", MG_ROLE_ADMIN, SRV_BODY_NONE, list, NULL, NULL, NULL},
+    {"DELETE", "/api/v1/tokens/{id}", MG_ROLE_ADMIN, SRV_BODY_NONE, delete, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -123,10 +123,10 @@ static void sign_out(struct srv_req *r)
 }
 
 const struct srv_route api_routes_ui[] = {
-    {"GET", "/", SRV_PUBLIC, SRV_BODY_NONE, index_page, NULL, NULL, NULL},
-    {"GET", "/static/{file}", SRV_PUBLIC, SRV_BODY_NONE, static_file, NULL, NULL, NULL},
-    {"POST", "/ui/session", SRV_PUBLIC, SRV_BODY_JSON, sign_in, NULL, NULL, NULL},
-    {"GET", "/ui/session", SRV_ANY_ROLE, SRV_BODY_NONE, session_info, NULL, NULL, NULL},
-    {"DELETE", "/ui/session", SRV_ANY_ROLE, SRV_BODY_NONE, sign_out, NULL, NULL, NULL},
+    {"GET", "/", MG_NEED_PUBLIC, SRV_BODY_NONE, index_page, NULL, NULL, NULL},
+    {"GET", "/static/{file}", MG_NEED_PUBLIC, SRV_BODY_NONE, static_file, NULL, NULL, NULL},
+    {"POST", "/ui/session", MG_NEED_PUBLIC, SRV_BODY_JSON, sign_in, NULL, NULL, NULL},
+    {"GET", "/ui/session", MG_NEED_ANY, SRV_BODY_NONE, session_info, NULL, NULL, NULL},
+    {"DELETE", "/ui/session", MG_NEED_ANY, SRV_BODY_NONE, sign_out, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

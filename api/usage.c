@@ -50,7 +50,7 @@ static void usage(struct srv_req *r)
     const char *by = srv_query(r, "by");
     bool by_model = by != NULL && strcmp(by, "model") == 0;
     bool scoped =
-        r->srv->cfg->read_scope_team && r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN);
+        r->srv->cfg->read_scope_team && r->who.nteams > 0 && !(r->who.roles & MG_ROLE_ADMIN);
     json_t *out = NULL, *items, *item; /* items, item BORROWED */
     struct mg_error err;
     size_t i, k;
@@ -84,10 +84,10 @@ static void usage(struct srv_req *r)
 }
 
 const struct srv_route api_routes_usage[] = {
-    {"GET", "/api/v1/usage", STORE_ROLE_READER, SRV_BODY_NONE, usage, NULL, NULL, NULL},
-    {"PUT", "/api/v1/teams/{team}/quota", STORE_ROLE_ADMIN, SRV_BODY_JSON, quota_put, NULL, NULL,
+    {"GET", "/api/v1/usage", MG_ROLE_READER, SRV_BODY_NONE, usage, NULL, NULL, NULL},
+    {"PUT", "/api/v1/teams/{team}/quota", MG_ROLE_ADMIN, SRV_BODY_JSON, quota_put, NULL, NULL,
      NULL},
-    {"GET", "/api/v1/teams/{team}/quota", STORE_ROLE_READER, SRV_BODY_NONE, quota_get, NULL, NULL,
+    {"GET", "/api/v1/teams/{team}/quota", MG_ROLE_READER, SRV_BODY_NONE, quota_get, NULL, NULL,
      NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

@@ -641,14 +641,14 @@ static void gates(struct srv_req *r)
 
 #define V "/api/v1/models/{model}/versions"
 const struct srv_route api_routes_versions[] = {
-    {"POST", V, STORE_ROLE_PUBLISHER, SRV_BODY_JSON, create, NULL, NULL, NULL},
-    {"GET", V, STORE_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
-    {"GET", V "/{n}", STORE_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
-    {"PATCH", V "/{n}", STORE_ROLE_PUBLISHER, SRV_BODY_JSON, patch, NULL, NULL, NULL},
-    {"POST", V "/{n}/metrics", STORE_ROLE_PUBLISHER, SRV_BODY_JSON, add_metrics, NULL, NULL, NULL},
-    {"GET", V "/{n}/artifact", STORE_ROLE_READER, SRV_BODY_NONE, artifact, NULL, NULL, NULL},
-    {"GET", V "/{n}/files", STORE_ROLE_READER, SRV_BODY_NONE, files, NULL, NULL, NULL},
-    {"GET", V "/{n}/gates", STORE_ROLE_READER, SRV_BODY_NONE, gates, NULL, NULL, NULL},
-    {"GET", V "/{n}/signature", STORE_ROLE_READER, SRV_BODY_NONE, signature, NULL, NULL, NULL},
+    {"POST", V, MG_ROLE_PUBLISHER, SRV_BODY_JSON, create, NULL, NULL, NULL},
+    {"GET", V, MG_ROLE_READER, SRV_BODY_NONE, list, NULL, NULL, NULL},
+    {"GET", V "/{n}", MG_ROLE_READER, SRV_BODY_NONE, get, NULL, NULL, NULL},
+    {"PATCH", V "/{n}", MG_ROLE_PUBLISHER, SRV_BODY_JSON, patch, NULL, NULL, NULL},
+    {"POST", V "/{n}/metrics", MG_ROLE_PUBLISHER, SRV_BODY_JSON, add_metrics, NULL, NULL, NULL},
+    {"GET", V "/{n}/artifact", MG_ROLE_READER, SRV_BODY_NONE, artifact, NULL, NULL, NULL},
+    {"GET", V "/{n}/files", MG_ROLE_READER, SRV_BODY_NONE, files, NULL, NULL, NULL},
+    {"GET", V "/{n}/gates", MG_ROLE_READER, SRV_BODY_NONE, gates, NULL, NULL, NULL},
+    {"GET", V "/{n}/signature", MG_ROLE_READER, SRV_BODY_NONE, signature, NULL, NULL, NULL},
     {NULL, NULL, 0, 0, NULL, NULL, NULL, NULL},
 };

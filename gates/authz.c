@@ -37,11 +37,11 @@ static const char *role_names(unsigned need, char *buf, size_t cap)
     static const struct {
         unsigned bit;
         const char *name;
-    } names[] = {{GATE_ROLE_ADMIN, "admin"},
-                 {GATE_ROLE_PUBLISHER, "publisher"},
-                 {GATE_ROLE_REVIEWER, "reviewer"},
-                 {GATE_ROLE_DEPLOYER, "deployer"},
-                 {GATE_ROLE_READER, "reader"}};
+    } names[] = {{MG_ROLE_ADMIN, "admin"},
+                 {MG_ROLE_PUBLISHER, "publisher"},
+                 {MG_ROLE_REVIEWER, "reviewer"},
+                 {MG_ROLE_DEPLOYER, "deployer"},
+                 {MG_ROLE_READER, "reader"}};
     size_t o = 0, i;
 
     buf[0] = '\0';
@@ -133,17 +133,17 @@ void gate_authorize(const struct gate_token *t, const struct gate_request *q,
     out->allow = true;
     out->status = 200;
     out->reason[0] = '\0';
-    if (need == GATE_NEED_PUBLIC)
+    if (need == MG_NEED_PUBLIC)
         return;
     if (t == NULL || t->roles == 0) {
         deny(out, 403, "token '%s' holds no role", t && t->name ? t->name : "?");
         return;
     }
-    if (t->roles & GATE_ROLE_ADMIN)
+    if (t->roles & MG_ROLE_ADMIN)
         return; /* admin is global: no team or alias narrows it */
     /* Every role includes reading: a route that needs only reader (or any role) admits
      * every token. */
-    read_only = need == GATE_NEED_ANY || need == GATE_ROLE_READER;
+    read_only = need == MG_NEED_ANY || need == MG_ROLE_READER;
     if (!read_only && (t->roles & need) == 0) {
         deny(out, 403, "token '%s' lacks the role this needs (one of %s)", t->name,
              role_names(need, a, sizeof(a)));
@@ -196,7 +196,7 @@ void gate_authorize(const struct gate_token *t, const struct gate_request *q,
             return;
         }
     }
-    if (!read_only && q->alias != NULL && (need & GATE_ROLE_DEPLOYER) != 0 &&
+    if (!read_only && q->alias != NULL && (need & MG_ROLE_DEPLOYER) != 0 &&
         !gate_alias_allowed(t, q->alias)) {
         deny(out, 403, "token '%s' may deploy only to alias %s, not '%s'", t->name,
              join(t->aliases, t->naliases, a, sizeof(a)), q->alias);

@@ -12,22 +12,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Role bits; the same values as store's STORE_ROLE_* (checked at compile time there). */
-enum {
-    GATE_ROLE_ADMIN = 1u << 0,
-    GATE_ROLE_PUBLISHER = 1u << 1,
-    GATE_ROLE_REVIEWER = 1u << 2,
-    GATE_ROLE_DEPLOYER = 1u << 3,
-    GATE_ROLE_READER = 1u << 4,
-};
-#define GATE_NEED_PUBLIC 0u  /* no token needed */
-#define GATE_NEED_ANY 0x100u /* any valid token */
-#define GATE_MAX_SCOPES 16   /* teams or aliases one token may name */
+#include "../model/roles.h"
+
+#define GATE_MAX_SCOPES 16 /* teams or aliases one token may name */
 
 /* What the token may do. teams/aliases: none means global / every alias. BORROWED. */
 struct gate_token {
     const char *name;
-    unsigned roles; /* GATE_ROLE_* bits */
+    unsigned roles; /* MG_ROLE_* bits (model/roles.h) */
     const char *const *teams;
     size_t nteams;
     const char *const *aliases; /* names, or a prefix followed by a trailing '*' */
@@ -54,7 +46,7 @@ struct gate_bytes {
 };
 
 struct gate_request {
-    unsigned need;                  /* GATE_ROLE_* bits that may call it, or GATE_NEED_* */
+    unsigned need;                  /* MG_ROLE_* bits that may call it, or MG_NEED_* */
     const struct gate_model *model; /* NULL: the request is not about one existing model */
     const char *alias;              /* the alias a deployer action moves, or NULL */
     enum gate_read_scope read_scope;

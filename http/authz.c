@@ -20,15 +20,6 @@
 
 #include "../gates/authz.h"
 
-_Static_assert((unsigned)GATE_ROLE_ADMIN == (unsigned)STORE_ROLE_ADMIN &&
-                   (unsigned)GATE_ROLE_PUBLISHER == (unsigned)STORE_ROLE_PUBLISHER &&
-                   (unsigned)GATE_ROLE_REVIEWER == (unsigned)STORE_ROLE_REVIEWER &&
-                   (unsigned)GATE_ROLE_DEPLOYER == (unsigned)STORE_ROLE_DEPLOYER &&
-                   (unsigned)GATE_ROLE_READER == (unsigned)STORE_ROLE_READER,
-               "gates/ and store/ name the same role bits");
-_Static_assert(GATE_NEED_PUBLIC == SRV_PUBLIC && GATE_NEED_ANY == SRV_ANY_ROLE,
-               "route role masks are gate needs");
-
 /* The principal as gates/ sees it; the pointer arrays live in *buf. */
 struct token_view {
     struct gate_token t;
@@ -77,7 +68,7 @@ enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *mode
 
     token_view(&r->who, &v);
     /* Owners matter only to a token with teams: a global token never pays the lookup. */
-    if (model != NULL && r->who.nteams > 0 && !(r->who.roles & STORE_ROLE_ADMIN)) {
+    if (model != NULL && r->who.nteams > 0 && !(r->who.roles & MG_ROLE_ADMIN)) {
         enum mg_code rc = store_model_owners(r->srv->store, model, &own, err);
 
         if (rc == MG_OK) {
@@ -139,7 +130,7 @@ bool srv_authorize_bytes(struct srv_req *r, const char *digest, const char *fiel
     size_t i, j, n;
     bool ok = false;
 
-    if (r->who.roles & STORE_ROLE_ADMIN)
+    if (r->who.roles & MG_ROLE_ADMIN)
         return true; /* admin reads every stored byte, released ones too */
     rc = store_blob_holders(r->srv->store, digest, &h, &err);
     if (rc == MG_ENOTFOUND)
@@ -197,7 +188,7 @@ bool srv_model_visible(const struct srv_req *r, const json_t *owners)
     json_t *o;
     size_t i;
 
-    if (!r->srv->cfg->read_scope_team || r->who.nteams == 0 || (r->who.roles & STORE_ROLE_ADMIN))
+    if (!r->srv->cfg->read_scope_team || r->who.nteams == 0 || (r->who.roles & MG_ROLE_ADMIN))
         return true;
     json_array_foreach(owners, i, o)
     {
@@ -441,7 +432,7 @@ bool srv_check_access(struct srv_req *r)
     const char *h = srv_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
     enum mg_code rc;
 
-    if (r->route->roles == SRV_PUBLIC)
+    if (r->route->roles == MG_NEED_PUBLIC)
         return true;
     if (r->oci)
         return check_oci(r);

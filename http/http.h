@@ -21,6 +21,7 @@
 #include "../base/mg.h"
 #include "../base/util.h"
 #include "../store/store.h"
+#include "../model/roles.h"
 #include "../daemon/config.h"
 
 struct srv;
@@ -40,10 +41,8 @@ enum srv_body {
                        * a JSON object of strings (OAuth endpoints, RFC 6749/8693) */
 };
 
-/* Role requirement of a route: a store_role bit set (any of them, admin
- * always passes), or one of these. */
-#define SRV_PUBLIC 0u
-#define SRV_ANY_ROLE 0x100u
+/* A route's role requirement: a set of role bits (model/roles.h; any of them, admin
+ * always passes), MG_NEED_PUBLIC or MG_NEED_ANY. */
 
 struct srv_route {
     const char *method;

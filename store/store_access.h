@@ -15,18 +15,11 @@
 #include <jansson.h>
 
 #include "../base/mg.h"
+#include "../model/roles.h"
 
 struct store;
 
 /* ---- tokens and roles ------------------------------------------------- */
-
-enum store_role {
-    STORE_ROLE_ADMIN = 1u << 0,
-    STORE_ROLE_PUBLISHER = 1u << 1,
-    STORE_ROLE_REVIEWER = 1u << 2,
-    STORE_ROLE_DEPLOYER = 1u << 3,
-    STORE_ROLE_READER = 1u << 4,
-};
 
 /* Bit for a role name, or 0 if unknown. */
 unsigned store_role_from_name(const char *name);

@@ -19,9 +19,9 @@ static const struct {
     const char *name;
     unsigned bit;
 } role_names[] = {
-    {"admin", STORE_ROLE_ADMIN},       {"publisher", STORE_ROLE_PUBLISHER},
-    {"reviewer", STORE_ROLE_REVIEWER}, {"deployer", STORE_ROLE_DEPLOYER},
-    {"reader", STORE_ROLE_READER},
+    {"admin", MG_ROLE_ADMIN},       {"publisher", MG_ROLE_PUBLISHER},
+    {"reviewer", MG_ROLE_REVIEWER}, {"deployer", MG_ROLE_DEPLOYER},
+    {"reader", MG_ROLE_READER},
 };
 
 unsigned store_role_from_name(const char *name)
@@ -210,7 +210,7 @@ enum mg_code store_token_bootstrap(struct store *st, char secret_out[STORE_TOKEN
         n = db_col_i64(s, 0);
     db_reset(s);
     if (n == 0) {
-        rc = insert_token(c, "modelgated", "admin", STORE_ROLE_ADMIN, NULL, NULL, 0, secret_out, id,
+        rc = insert_token(c, "modelgated", "admin", MG_ROLE_ADMIN, NULL, NULL, 0, secret_out, id,
                           at, err);
         *created = rc == MG_OK;
     }

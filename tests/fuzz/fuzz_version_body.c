@@ -142,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     r.nparams = 1;
     r.authenticated = true;
     snprintf(r.who.name, sizeof(r.who.name), "fuzzer");
-    r.who.roles = STORE_ROLE_PUBLISHER;
+    r.who.roles = MG_ROLE_PUBLISHER;
     r.body = body;
 
     create_route->handle(&r);

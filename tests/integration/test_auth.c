@@ -546,7 +546,7 @@ static void expect_refused(struct mg_server *s, const struct srv_route *rt, stru
 /* The role mask a sweep token lacks: every role the route admits, admin always. */
 static unsigned denied_mask(unsigned roles)
 {
-    return (roles | STORE_ROLE_ADMIN) & 0x1fu;
+    return (roles | MG_ROLE_ADMIN) & 0x1fu;
 }
 
 static void sweep_one(const struct srv_route *rt, void *arg)
@@ -557,7 +557,7 @@ static void sweep_one(const struct srv_route *rt, void *arg)
     struct it_resp *r;
 
     sw->routes++;
-    if (rt->roles == SRV_PUBLIC)
+    if (rt->roles == MG_NEED_PUBLIC)
         return;
     concrete_path(rt->pattern, path, sizeof(path));
     if (!sw->role_pass) {
@@ -573,7 +573,7 @@ static void sweep_one(const struct srv_route *rt, void *arg)
     /* 403: a token with every role but those the route admits (and admin). A route
      * any role may call, or a reader route (every role includes reader), has no such
      * token. */
-    if (rt->roles == SRV_ANY_ROLE || (rt->roles & STORE_ROLE_READER) != 0)
+    if (rt->roles == MG_NEED_ANY || (rt->roles & MG_ROLE_READER) != 0)
         return;
     {
         unsigned deny = denied_mask(rt->roles);

@@ -280,11 +280,11 @@ static void role_name(unsigned roles, char *out, size_t outsz)
 {
     json_t *names;
 
-    if (roles == SRV_PUBLIC) {
+    if (roles == MG_NEED_PUBLIC) {
         snprintf(out, outsz, "public");
         return;
     }
-    if (roles == SRV_ANY_ROLE) {
+    if (roles == MG_NEED_ANY) {
         snprintf(out, outsz, "any");
         return;
     }
@@ -638,7 +638,7 @@ static void test_operations_match_routes(void **state)
         sec = json_object_get(op, "security");
         if (sec == NULL)
             sec = json_object_get(doc, "security");
-        if (rt->roles == SRV_PUBLIC) {
+        if (rt->roles == MG_NEED_PUBLIC) {
             if (!json_is_array(sec) || json_array_size(sec) != 0)
                 problem(&p, "%s %s is public: it needs security: []", rt->method, rt->pattern);
         } else {
@@ -659,7 +659,7 @@ static void test_operations_match_routes(void **state)
             if (!has_response(op, "401"))
                 problem(&p, "%s %s needs a token: document 401", rt->method, rt->pattern);
             /* 403: a role it may lack, or a session change without its CSRF token. */
-            if ((rt->roles != SRV_ANY_ROLE || strcmp(rt->method, "GET") != 0) &&
+            if ((rt->roles != MG_NEED_ANY || strcmp(rt->method, "GET") != 0) &&
                 !has_response(op, "403"))
                 problem(&p, "%s %s can be refused: document 403", rt->method, rt->pattern);
         }

@@ -43,11 +43,11 @@ static struct gate_token token(unsigned roles, enum scope sc)
 /* Every role × every route kind, global tokens: the role matrix, every role reads. */
 static void test_roles(void **state)
 {
-    static const unsigned roles[] = {GATE_ROLE_ADMIN, GATE_ROLE_PUBLISHER, GATE_ROLE_REVIEWER,
-                                     GATE_ROLE_DEPLOYER, GATE_ROLE_READER};
-    static const unsigned needs[] = {GATE_NEED_PUBLIC,    GATE_NEED_ANY,      GATE_ROLE_READER,
-                                     GATE_ROLE_PUBLISHER, GATE_ROLE_REVIEWER, GATE_ROLE_DEPLOYER,
-                                     GATE_ROLE_ADMIN};
+    static const unsigned roles[] = {MG_ROLE_ADMIN, MG_ROLE_PUBLISHER, MG_ROLE_REVIEWER,
+                                     MG_ROLE_DEPLOYER, MG_ROLE_READER};
+    static const unsigned needs[] = {MG_NEED_PUBLIC,    MG_NEED_ANY,      MG_ROLE_READER,
+                                     MG_ROLE_PUBLISHER, MG_ROLE_REVIEWER, MG_ROLE_DEPLOYER,
+                                     MG_ROLE_ADMIN};
     size_t i, j, bad = 0;
 
     (void)state;
@@ -56,8 +56,8 @@ static void test_roles(void **state)
             struct gate_token t = token(roles[i], GLOBAL);
             struct gate_request q = {needs[j], &fraud, NULL, GATE_READ_ALL, NULL, NULL};
             struct gate_decision d;
-            bool want = needs[j] == GATE_NEED_PUBLIC || needs[j] == GATE_NEED_ANY ||
-                        needs[j] == GATE_ROLE_READER || roles[i] == GATE_ROLE_ADMIN ||
+            bool want = needs[j] == MG_NEED_PUBLIC || needs[j] == MG_NEED_ANY ||
+                        needs[j] == MG_ROLE_READER || roles[i] == MG_ROLE_ADMIN ||
                         roles[i] == needs[j];
 
             gate_authorize(&t, &q, &d);
@@ -84,58 +84,57 @@ static void test_table(void **state)
         unsigned status; /* 200 allow, else the denial */
         const char *reason_part;
     } cases[] = {
-        {"team publisher on its team's model", GATE_ROLE_PUBLISHER, TEAM_RISK, GATE_ROLE_PUBLISHER,
+        {"team publisher on its team's model", MG_ROLE_PUBLISHER, TEAM_RISK, MG_ROLE_PUBLISHER,
          &fraud, NULL, GATE_READ_ALL, 200, NULL},
-        {"team publisher on another team's model", GATE_ROLE_PUBLISHER, TEAM_ADS,
-         GATE_ROLE_PUBLISHER, &fraud, NULL, GATE_READ_ALL, 403, "owned by team risk"},
-        {"the denial names the token's team", GATE_ROLE_PUBLISHER, TEAM_ADS, GATE_ROLE_PUBLISHER,
+        {"team publisher on another team's model", MG_ROLE_PUBLISHER, TEAM_ADS, MG_ROLE_PUBLISHER,
+         &fraud, NULL, GATE_READ_ALL, 403, "owned by team risk"},
+        {"the denial names the token's team", MG_ROLE_PUBLISHER, TEAM_ADS, MG_ROLE_PUBLISHER,
          &fraud, NULL, GATE_READ_ALL, 403, "acts only for team ads"},
-        {"team deployer on another team's model", GATE_ROLE_DEPLOYER, TEAM_ADS, GATE_ROLE_DEPLOYER,
+        {"team deployer on another team's model", MG_ROLE_DEPLOYER, TEAM_ADS, MG_ROLE_DEPLOYER,
          &fraud, "production", GATE_READ_ALL, 403, "risk"},
-        {"team reviewer on another team's model", GATE_ROLE_REVIEWER, TEAM_ADS, GATE_ROLE_REVIEWER,
+        {"team reviewer on another team's model", MG_ROLE_REVIEWER, TEAM_ADS, MG_ROLE_REVIEWER,
          &fraud, NULL, GATE_READ_ALL, 403, "risk"},
-        {"a model of two teams", GATE_ROLE_DEPLOYER, TEAM_ADS, GATE_ROLE_DEPLOYER, &shared,
+        {"a model of two teams", MG_ROLE_DEPLOYER, TEAM_ADS, MG_ROLE_DEPLOYER, &shared,
          "production", GATE_READ_ALL, 200, NULL},
-        {"a model of no team", GATE_ROLE_PUBLISHER, TEAM_RISK, GATE_ROLE_PUBLISHER, &orphan, NULL,
+        {"a model of no team", MG_ROLE_PUBLISHER, TEAM_RISK, MG_ROLE_PUBLISHER, &orphan, NULL,
          GATE_READ_ALL, 403, "no team"},
-        {"global publisher on any model", GATE_ROLE_PUBLISHER, GLOBAL, GATE_ROLE_PUBLISHER, &fraud,
+        {"global publisher on any model", MG_ROLE_PUBLISHER, GLOBAL, MG_ROLE_PUBLISHER, &fraud,
          NULL, GATE_READ_ALL, 200, NULL},
-        {"no model yet (create)", GATE_ROLE_PUBLISHER, TEAM_ADS, GATE_ROLE_PUBLISHER, NULL, NULL,
+        {"no model yet (create)", MG_ROLE_PUBLISHER, TEAM_ADS, MG_ROLE_PUBLISHER, NULL, NULL,
          GATE_READ_ALL, 200, NULL},
-        {"reading another team's model, read scope all", GATE_ROLE_READER, TEAM_ADS,
-         GATE_ROLE_READER, &fraud, NULL, GATE_READ_ALL, 200, NULL},
-        {"reading another team's model, read scope team", GATE_ROLE_READER, TEAM_ADS,
-         GATE_ROLE_READER, &fraud, NULL, GATE_READ_TEAM, 404, "does not exist"},
-        {"a publisher reading another team's model, read scope team", GATE_ROLE_PUBLISHER, TEAM_ADS,
-         GATE_ROLE_READER, &fraud, NULL, GATE_READ_TEAM, 404, "does not exist"},
+        {"reading another team's model, read scope all", MG_ROLE_READER, TEAM_ADS, MG_ROLE_READER,
+         &fraud, NULL, GATE_READ_ALL, 200, NULL},
+        {"reading another team's model, read scope team", MG_ROLE_READER, TEAM_ADS, MG_ROLE_READER,
+         &fraud, NULL, GATE_READ_TEAM, 404, "does not exist"},
+        {"a publisher reading another team's model, read scope team", MG_ROLE_PUBLISHER, TEAM_ADS,
+         MG_ROLE_READER, &fraud, NULL, GATE_READ_TEAM, 404, "does not exist"},
         {"a publisher writing another team's model, read scope team: missing, owners unsaid",
-         GATE_ROLE_PUBLISHER, TEAM_ADS, GATE_ROLE_PUBLISHER, &fraud, NULL, GATE_READ_TEAM, 404,
+         MG_ROLE_PUBLISHER, TEAM_ADS, MG_ROLE_PUBLISHER, &fraud, NULL, GATE_READ_TEAM, 404,
          "model 'fraud' does not exist"},
-        {"reading its own team's model, read scope team", GATE_ROLE_REVIEWER, TEAM_RISK,
-         GATE_ROLE_READER, &fraud, NULL, GATE_READ_TEAM, 200, NULL},
-        {"a global reader, read scope team", GATE_ROLE_READER, GLOBAL, GATE_ROLE_READER, &fraud,
-         NULL, GATE_READ_TEAM, 200, NULL},
-        {"admin is global", GATE_ROLE_ADMIN, TEAM_ADS, GATE_ROLE_DEPLOYER, &fraud, "production",
+        {"reading its own team's model, read scope team", MG_ROLE_REVIEWER, TEAM_RISK,
+         MG_ROLE_READER, &fraud, NULL, GATE_READ_TEAM, 200, NULL},
+        {"a global reader, read scope team", MG_ROLE_READER, GLOBAL, MG_ROLE_READER, &fraud, NULL,
          GATE_READ_TEAM, 200, NULL},
-        {"alias-scoped deployer on staging", GATE_ROLE_DEPLOYER, ALIASES, GATE_ROLE_DEPLOYER,
-         &fraud, "staging", GATE_READ_ALL, 200, NULL},
-        {"alias-scoped deployer on a prefix match", GATE_ROLE_DEPLOYER, ALIASES, GATE_ROLE_DEPLOYER,
+        {"admin is global", MG_ROLE_ADMIN, TEAM_ADS, MG_ROLE_DEPLOYER, &fraud, "production",
+         GATE_READ_TEAM, 200, NULL},
+        {"alias-scoped deployer on staging", MG_ROLE_DEPLOYER, ALIASES, MG_ROLE_DEPLOYER, &fraud,
+         "staging", GATE_READ_ALL, 200, NULL},
+        {"alias-scoped deployer on a prefix match", MG_ROLE_DEPLOYER, ALIASES, MG_ROLE_DEPLOYER,
          &fraud, "dev-eu", GATE_READ_ALL, 200, NULL},
-        {"alias-scoped deployer on production", GATE_ROLE_DEPLOYER, ALIASES, GATE_ROLE_DEPLOYER,
-         &fraud, "production", GATE_READ_ALL, 403, "only to alias staging, dev-*"},
-        {"the prefix is a prefix, not a substring", GATE_ROLE_DEPLOYER, ALIASES, GATE_ROLE_DEPLOYER,
+        {"alias-scoped deployer on production", MG_ROLE_DEPLOYER, ALIASES, MG_ROLE_DEPLOYER, &fraud,
+         "production", GATE_READ_ALL, 403, "only to alias staging, dev-*"},
+        {"the prefix is a prefix, not a substring", MG_ROLE_DEPLOYER, ALIASES, MG_ROLE_DEPLOYER,
          &fraud, "prod-dev-x", GATE_READ_ALL, 403, "dev-*"},
-        {"an exact name is exact", GATE_ROLE_DEPLOYER, ALIASES, GATE_ROLE_DEPLOYER, &fraud,
-         "staging2", GATE_READ_ALL, 403, "staging"},
-        {"alias scope does not limit reading", GATE_ROLE_DEPLOYER, ALIASES, GATE_ROLE_READER,
-         &fraud, "production", GATE_READ_ALL, 200, NULL},
-        {"alias scope limits deployer routes only", GATE_ROLE_PUBLISHER | GATE_ROLE_DEPLOYER,
-         ALIASES, GATE_ROLE_PUBLISHER, &fraud, "production", GATE_READ_ALL, 200, NULL},
-        {"a deployer route about no alias", GATE_ROLE_DEPLOYER, ALIASES, GATE_ROLE_DEPLOYER, &fraud,
+        {"an exact name is exact", MG_ROLE_DEPLOYER, ALIASES, MG_ROLE_DEPLOYER, &fraud, "staging2",
+         GATE_READ_ALL, 403, "staging"},
+        {"alias scope does not limit reading", MG_ROLE_DEPLOYER, ALIASES, MG_ROLE_READER, &fraud,
+         "production", GATE_READ_ALL, 200, NULL},
+        {"alias scope limits deployer routes only", MG_ROLE_PUBLISHER | MG_ROLE_DEPLOYER, ALIASES,
+         MG_ROLE_PUBLISHER, &fraud, "production", GATE_READ_ALL, 200, NULL},
+        {"a deployer route about no alias", MG_ROLE_DEPLOYER, ALIASES, MG_ROLE_DEPLOYER, &fraud,
          NULL, GATE_READ_ALL, 200, NULL},
-        {"no role at all", 0, GLOBAL, GATE_ROLE_READER, &fraud, NULL, GATE_READ_ALL, 403,
-         "no role"},
-        {"team scope checked before alias scope", GATE_ROLE_DEPLOYER, TEAM_ADS, GATE_ROLE_DEPLOYER,
+        {"no role at all", 0, GLOBAL, MG_ROLE_READER, &fraud, NULL, GATE_READ_ALL, 403, "no role"},
+        {"team scope checked before alias scope", MG_ROLE_DEPLOYER, TEAM_ADS, MG_ROLE_DEPLOYER,
          &fraud, "staging", GATE_READ_ALL, 403, "owned by team risk"},
     };
     size_t i, bad = 0;
@@ -176,28 +175,28 @@ static void test_bytes(void **state)
         bool released;
         unsigned status;
     } cases[] = {
-        {"uploaded by its team", GATE_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, risk, 1, NULL, 0,
-         false, 200},
-        {"cited by its team's model", GATE_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, NULL, 0, by_risk,
+        {"uploaded by its team", MG_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, risk, 1, NULL, 0, false,
+         200},
+        {"cited by its team's model", MG_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, NULL, 0, by_risk,
          1, false, 200},
-        {"another team's upload", GATE_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, risk, 1, NULL, 0,
-         false, 404},
-        {"cited by another team's model", GATE_ROLE_PUBLISHER, TEAM_ADS, GATE_READ_TEAM, NULL, 0,
+        {"another team's upload", MG_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, risk, 1, NULL, 0, false,
+         404},
+        {"cited by another team's model", MG_ROLE_PUBLISHER, TEAM_ADS, GATE_READ_TEAM, NULL, 0,
          by_risk, 1, false, 404},
-        {"cited only by a model of no team", GATE_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, NULL, 0,
+        {"cited only by a model of no team", MG_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, NULL, 0,
          by_none, 1, false, 404},
-        {"uploaded by a global token", GATE_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, NULL, 0, NULL, 0,
+        {"uploaded by a global token", MG_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, NULL, 0, NULL, 0,
          false, 404},
-        {"one of two uploading teams", GATE_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, ads_risk, 2,
-         NULL, 0, false, 200},
-        {"read scope all", GATE_ROLE_READER, TEAM_ADS, GATE_READ_ALL, risk, 1, NULL, 0, false, 200},
-        {"a global token", GATE_ROLE_READER, GLOBAL, GATE_READ_TEAM, risk, 1, NULL, 0, false, 200},
-        {"admin", GATE_ROLE_ADMIN, TEAM_ADS, GATE_READ_TEAM, risk, 1, NULL, 0, true, 200},
-        {"released, own team", GATE_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, risk, 1, NULL, 0, true,
+        {"one of two uploading teams", MG_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, ads_risk, 2, NULL,
+         0, false, 200},
+        {"read scope all", MG_ROLE_READER, TEAM_ADS, GATE_READ_ALL, risk, 1, NULL, 0, false, 200},
+        {"a global token", MG_ROLE_READER, GLOBAL, GATE_READ_TEAM, risk, 1, NULL, 0, false, 200},
+        {"admin", MG_ROLE_ADMIN, TEAM_ADS, GATE_READ_TEAM, risk, 1, NULL, 0, true, 200},
+        {"released, own team", MG_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, risk, 1, NULL, 0, true,
          410},
-        {"released, global token", GATE_ROLE_PUBLISHER, GLOBAL, GATE_READ_ALL, NULL, 0, NULL, 0,
-         true, 410},
-        {"released, another team: missing, not gone", GATE_ROLE_READER, TEAM_ADS, GATE_READ_TEAM,
+        {"released, global token", MG_ROLE_PUBLISHER, GLOBAL, GATE_READ_ALL, NULL, 0, NULL, 0, true,
+         410},
+        {"released, another team: missing, not gone", MG_ROLE_READER, TEAM_ADS, GATE_READ_TEAM,
          risk, 1, NULL, 0, true, 404},
     };
     size_t i, bad = 0;
@@ -207,7 +206,7 @@ static void test_bytes(void **state)
         struct gate_token t = token(cases[i].roles, cases[i].sc);
         struct gate_bytes b = {"sha256:ab",  cases[i].up,   cases[i].nup,
                                cases[i].cit, cases[i].ncit, cases[i].released};
-        struct gate_request q = {GATE_ROLE_READER, NULL, NULL, cases[i].rs, &b, NULL};
+        struct gate_request q = {MG_ROLE_READER, NULL, NULL, cases[i].rs, &b, NULL};
         struct gate_decision d;
 
         gate_authorize(&t, &q, &d);
@@ -233,21 +232,21 @@ static void test_team_routes(void **state)
         const char *team;
         unsigned status;
     } cases[] = {
-        {"own team", GATE_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, "risk", 200},
-        {"another team", GATE_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, "risk", 404},
-        {"another team, publisher", GATE_ROLE_PUBLISHER, TEAM_ADS, GATE_READ_TEAM, "risk", 404},
-        {"a prefix of its team", GATE_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, "ris", 404},
-        {"another team, read scope all", GATE_ROLE_READER, TEAM_ADS, GATE_READ_ALL, "risk", 200},
-        {"a global token", GATE_ROLE_READER, GLOBAL, GATE_READ_TEAM, "risk", 200},
-        {"an alias-scoped token", GATE_ROLE_DEPLOYER, ALIASES, GATE_READ_TEAM, "risk", 200},
-        {"admin with a team", GATE_ROLE_ADMIN, TEAM_ADS, GATE_READ_TEAM, "risk", 200},
+        {"own team", MG_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, "risk", 200},
+        {"another team", MG_ROLE_READER, TEAM_ADS, GATE_READ_TEAM, "risk", 404},
+        {"another team, publisher", MG_ROLE_PUBLISHER, TEAM_ADS, GATE_READ_TEAM, "risk", 404},
+        {"a prefix of its team", MG_ROLE_READER, TEAM_RISK, GATE_READ_TEAM, "ris", 404},
+        {"another team, read scope all", MG_ROLE_READER, TEAM_ADS, GATE_READ_ALL, "risk", 200},
+        {"a global token", MG_ROLE_READER, GLOBAL, GATE_READ_TEAM, "risk", 200},
+        {"an alias-scoped token", MG_ROLE_DEPLOYER, ALIASES, GATE_READ_TEAM, "risk", 200},
+        {"admin with a team", MG_ROLE_ADMIN, TEAM_ADS, GATE_READ_TEAM, "risk", 200},
     };
     size_t i, bad = 0;
 
     (void)state;
     for (i = 0; i < N_ELEMS(cases); i++) {
         struct gate_token t = token(cases[i].roles, cases[i].sc);
-        struct gate_request q = {GATE_ROLE_READER, NULL, NULL, cases[i].rs, NULL, cases[i].team};
+        struct gate_request q = {MG_ROLE_READER, NULL, NULL, cases[i].rs, NULL, cases[i].team};
         struct gate_decision d;
 
         gate_authorize(&t, &q, &d);

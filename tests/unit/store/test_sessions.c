@@ -41,8 +41,8 @@ static void open_session(struct fx *fx, const char *name, struct session *s)
         fx->err.code != MG_ECONFLICT)
         fail_msg("store_team_create: %s", fx->err.message);
     json_decref(team);
-    if (store_token_create(fx->st, "admin", name, STORE_ROLE_REVIEWER, teams, NULL, &tok,
-                           &fx->err) != MG_OK)
+    if (store_token_create(fx->st, "admin", name, MG_ROLE_REVIEWER, teams, NULL, &tok, &fx->err) !=
+        MG_OK)
         fail_msg("store_token_create: %s", fx->err.message);
     snprintf(s->secret, sizeof(s->secret), "%s", json_string_value(json_object_get(tok, "token")));
     snprintf(s->token_id, sizeof(s->token_id), "%s", json_string_value(json_object_get(tok, "id")));
@@ -106,7 +106,7 @@ static void test_open_and_check(void **state)
     assert_int_equal(check(fx, &s, HOUR_MS, 12 * HOUR_MS, &who), MG_OK);
     assert_string_equal(who.name, "rita");
     assert_string_equal(who.id, s.token_id);
-    assert_int_equal(who.roles, STORE_ROLE_REVIEWER);
+    assert_int_equal(who.roles, MG_ROLE_REVIEWER);
     assert_int_equal(who.nteams, 1);
     assert_string_equal(who.teams[0], "ml");
 

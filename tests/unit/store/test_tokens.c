@@ -44,7 +44,7 @@ static void test_token_bootstrap_and_authenticate(void **state)
     memset(&who, 0, sizeof(who));
     assert_int_equal(store_token_authenticate(fx->st, secret, strlen(secret), &who), MG_OK);
     assert_string_equal(who.name, "admin");
-    assert_int_equal(who.roles, STORE_ROLE_ADMIN);
+    assert_int_equal(who.roles, MG_ROLE_ADMIN);
     assert_memory_equal(who.id, "tok_", 4);
 
     /* Wrong secrets: one character off, truncated, extended, empty, huge. */
@@ -88,9 +88,8 @@ static void test_token_create_and_delete(void **state)
     const char *secret, *id;
     char saved[STORE_TOKEN_SECRET_LEN + 1];
 
-    assert_int_equal(store_token_create(fx->st, "admin", "ci",
-                                        STORE_ROLE_PUBLISHER | STORE_ROLE_READER, NULL, NULL, &tok,
-                                        &fx->err),
+    assert_int_equal(store_token_create(fx->st, "admin", "ci", MG_ROLE_PUBLISHER | MG_ROLE_READER,
+                                        NULL, NULL, &tok, &fx->err),
                      MG_OK);
     secret = json_string_value(json_object_get(tok, "token"));
     id = json_string_value(json_object_get(tok, "id"));
@@ -104,12 +103,12 @@ static void test_token_create_and_delete(void **state)
 
     assert_int_equal(store_token_authenticate(fx->st, saved, strlen(saved), &who), MG_OK);
     assert_string_equal(who.name, "ci");
-    assert_int_equal(who.roles, STORE_ROLE_PUBLISHER | STORE_ROLE_READER);
+    assert_int_equal(who.roles, MG_ROLE_PUBLISHER | MG_ROLE_READER);
     assert_string_equal(who.id, id);
 
     /* Live names are unique. */
     assert_int_equal(
-        store_token_create(fx->st, "admin", "ci", STORE_ROLE_READER, NULL, NULL, &tok2, &fx->err),
+        store_token_create(fx->st, "admin", "ci", MG_ROLE_READER, NULL, NULL, &tok2, &fx->err),
         MG_ECONFLICT);
     assert_string_equal(fx->err.field, "name");
     assert_null(tok2);
@@ -131,7 +130,7 @@ static void test_token_create_and_delete(void **state)
 
     /* The name is free again once revoked. */
     assert_int_equal(
-        store_token_create(fx->st, "admin", "ci", STORE_ROLE_READER, NULL, NULL, &tok2, &fx->err),
+        store_token_create(fx->st, "admin", "ci", MG_ROLE_READER, NULL, NULL, &tok2, &fx->err),
         MG_OK);
     assert_string_not_equal(json_string_value(json_object_get(tok2, "token")), saved);
     assert_int_equal(fx_audit_count_action(fx, "token.create"), 2);
@@ -145,12 +144,12 @@ static void test_roles(void **state)
     json_t *a;
 
     (void)state;
-    assert_int_equal(store_role_from_name("admin"), STORE_ROLE_ADMIN);
-    assert_int_equal(store_role_from_name("reader"), STORE_ROLE_READER);
-    assert_int_equal(store_role_from_name("deployer"), STORE_ROLE_DEPLOYER);
+    assert_int_equal(store_role_from_name("admin"), MG_ROLE_ADMIN);
+    assert_int_equal(store_role_from_name("reader"), MG_ROLE_READER);
+    assert_int_equal(store_role_from_name("deployer"), MG_ROLE_DEPLOYER);
     assert_int_equal(store_role_from_name("Admin"), 0);
     assert_int_equal(store_role_from_name(""), 0);
-    a = store_roles_to_json(STORE_ROLE_REVIEWER | STORE_ROLE_PUBLISHER);
+    a = store_roles_to_json(MG_ROLE_REVIEWER | MG_ROLE_PUBLISHER);
     assert_int_equal(json_array_size(a), 2);
     assert_string_equal(json_string_value(json_array_get(a, 0)), "publisher");
     assert_string_equal(json_string_value(json_array_get(a, 1)), "reviewer");
@@ -218,17 +217,17 @@ static void test_token_scopes(void **state)
     assert_int_equal(store_team_create(fx->st, "admin", "ml", &t, &fx->err), MG_OK);
     json_decref(t);
 
-    assert_int_equal(store_token_create(fx->st, "admin", "ci", STORE_ROLE_DEPLOYER, unknown, NULL,
-                                        &tok, &fx->err),
-                     MG_EINVAL);
+    assert_int_equal(
+        store_token_create(fx->st, "admin", "ci", MG_ROLE_DEPLOYER, unknown, NULL, &tok, &fx->err),
+        MG_EINVAL);
     assert_string_equal(fx->err.field, "teams");
     assert_non_null(strstr(fx->err.message, "nope"));
     assert_null(tok);
     assert_int_equal(fx_audit_count_action(fx, "token.create"), 0);
 
-    assert_int_equal(store_token_create(fx->st, "admin", "ci", STORE_ROLE_DEPLOYER, teams, aliases,
-                                        &tok, &fx->err),
-                     MG_OK);
+    assert_int_equal(
+        store_token_create(fx->st, "admin", "ci", MG_ROLE_DEPLOYER, teams, aliases, &tok, &fx->err),
+        MG_OK);
     assert_true(json_equal(json_object_get(tok, "teams"), teams));
     assert_true(json_equal(json_object_get(tok, "aliases"), aliases));
     secret = json_string_value(json_object_get(tok, "token"));
@@ -259,14 +258,14 @@ static void test_token_exchange(void **state)
     x.jti = "run-1";
     x.jti_expires_ms = mg_now_ms() + 600000;
     x.publisher = "ci";
-    x.roles = STORE_ROLE_PUBLISHER;
+    x.roles = MG_ROLE_PUBLISHER;
     x.models = models;
     x.ttl_ms = 600000;
     x.subject = "repo:acme/fraud";
     x.publisher_json = pub;
     assert_int_equal(store_token_exchange(fx->st, &x, secret, &fx->err), MG_OK);
     assert_int_equal(store_token_authenticate(fx->st, secret, strlen(secret), &who), MG_OK);
-    assert_int_equal(who.roles, STORE_ROLE_PUBLISHER);
+    assert_int_equal(who.roles, MG_ROLE_PUBLISHER);
     assert_int_equal(who.nmodels, 2);
     assert_string_equal(who.models[1], "fraud-*");
     assert_string_equal(who.kind, "trusted");
