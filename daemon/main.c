@@ -24,7 +24,7 @@
 #include "../http/cache.h"
 #include "../control/cluster.h"
 #include "../control/lifecycle.h"
-#include "config.h"
+#include "../model/config.h"
 #include "../http/http.h"
 #include "../os/metrics.h"
 #include "../control/release.h"

@@ -21,7 +21,7 @@
 #include "../base/mg.h"
 #include "../base/util.h"
 #include "../store/store.h"
-#include "../daemon/config.h"
+#include "../model/config.h"
 
 struct srv;
 struct srv_req;

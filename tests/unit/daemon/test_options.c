@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/config.h"
+#include "model/config.h"
 
 #define TMP_TEMPLATE "/tmp/test_config.XXXXXX"
 

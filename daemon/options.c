@@ -2,7 +2,7 @@
  * config.c - flags and config file. A config file line is "key = value"
  * (or "key value"), '#' starts a comment, keys are the long flag names.
  */
-#include "config.h"
+#include "../model/config.h"
 
 #include <ctype.h>
 #include <sched.h>
