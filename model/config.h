@@ -35,7 +35,7 @@ struct srv_config {
     unsigned timeout_s;     /* idle timeout, and the deadline for a request's headers */
     unsigned min_body_rate; /* bytes/s a body must average once past timeout_s */
     uint64_t conn_memory;   /* per-connection memory pool */
-    unsigned read_conns;    /* SQLite read pool */
+    unsigned read_conns;    /* database connections serving reads */
     unsigned push_workers;  /* delivery threads */
     uint64_t push_backoff_base_ms;
     uint64_t push_backoff_max_ms;
