@@ -38,7 +38,7 @@
 /* How long in-flight requests may take to finish after a stop signal. */
 #define SHUTDOWN_GRACE_MS 10000
 
-/* Write data to path atomically with mode (common/file.c). */
+/* Write data to path atomically with mode (os/file.c). */
 static int write_file_atomic(const char *path, const char *data, mode_t mode)
 {
     struct mg_error err;
