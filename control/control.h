@@ -22,7 +22,7 @@
 #include <jansson.h>
 
 #include "../base/mg.h"
-#include "../daemon/config.h"
+#include "../model/config.h"
 
 struct ctl;
 struct store;

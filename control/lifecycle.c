@@ -15,7 +15,7 @@
 #include "../os/wait.h"
 #include "../base/util.h"
 #include "../store/store.h"
-#include "../daemon/config.h"
+#include "../model/config.h"
 #include "../os/metrics.h"
 #include "release_int.h"
 

@@ -24,7 +24,8 @@
 #include "../http/cache.h"
 #include "../control/cluster.h"
 #include "../control/lifecycle.h"
-#include "config.h"
+#include "../model/config.h"
+#include "options.h"
 #include "../http/http.h"
 #include "../os/metrics.h"
 #include "../control/release.h"
@@ -37,7 +38,7 @@
 /* How long in-flight requests may take to finish after a stop signal. */
 #define SHUTDOWN_GRACE_MS 10000
 
-/* Write data to path atomically with mode (common/file.c). */
+/* Write data to path atomically with mode (os/file.c). */
 static int write_file_atomic(const char *path, const char *data, mode_t mode)
 {
     struct mg_error err;
@@ -121,7 +122,7 @@ static int keys_command(int argc, char **argv)
         fprintf(stderr, "usage: modelgated keys rotate --data-dir DIR [--database URL]\n");
         goto out;
     }
-    if (srv_config_parse(&cfg, argc - 1, argv + 1, &err) != MG_OK) {
+    if (srv_options_parse(&cfg, argc - 1, argv + 1, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
@@ -291,7 +292,7 @@ static int backup_command(bool restore, int argc, char **argv)
                 restore ? "restore" : "backup", restore ? "--from" : "--out");
         goto out;
     }
-    if (srv_config_parse(&cfg, n, rest, &err) != MG_OK) {
+    if (srv_options_parse(&cfg, n, rest, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
@@ -353,7 +354,7 @@ static int migrate_command(int argc, char **argv)
         fprintf(stderr, "modelgated: --to-blobs: %s\n", err.message);
         goto out;
     }
-    if (srv_config_parse(&cfg, n, rest, &err) != MG_OK) {
+    if (srv_options_parse(&cfg, n, rest, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         goto out;
     }
@@ -462,12 +463,11 @@ int main(int argc, char **argv)
         return backup_command(strcmp(argv[1], "restore") == 0, argc - 2, argv + 2);
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(srv_config_usage(), stdout);
-            return 0;
+            return srv_options_usage(stdout) == 0 ? 0 : 1;
         }
     }
     srv_config_init(&cfg);
-    if (srv_config_parse(&cfg, argc - 1, argv + 1, &err) != MG_OK) {
+    if (srv_options_parse(&cfg, argc - 1, argv + 1, &err) != MG_OK) {
         fprintf(stderr, "modelgated: %s\n", err.message);
         srv_config_release(&cfg);
         return 2;

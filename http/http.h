@@ -21,8 +21,8 @@
 #include "../base/mg.h"
 #include "../base/util.h"
 #include "../store/store.h"
+#include "../model/config.h"
 #include "../model/roles.h"
-#include "../daemon/config.h"
 
 struct srv;
 struct srv_req;

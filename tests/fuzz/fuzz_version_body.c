@@ -22,7 +22,7 @@
 
 #include "fuzz.h"
 
-#include "daemon/config.h"
+#include "model/config.h"
 #include "http/http.h"
 #include "store/store.h"
 #include "api/api.h"

@@ -1,14 +1,13 @@
 /*
- * config.h - modelgated's settings, from flags and an optional config file
- * whose keys are the long flag names ("listen = 127.0.0.1:8470").
+ * config.h - modelgated's settings: the record every layer reads, with its
+ * defaults. The daemon fills it from flags and config files (daemon/options.h);
+ * nothing here parses.
  */
-#ifndef SRV_CONFIG_H
-#define SRV_CONFIG_H
+#ifndef MODEL_CONFIG_H
+#define MODEL_CONFIG_H
 
 #include <stdbool.h>
 #include <stdint.h>
-
-#include "../base/mg.h"
 
 struct srv_config {
     char *listen;   /* "HOST:PORT" or "[V6]:PORT"; default 127.0.0.1:8470 */
@@ -30,13 +29,13 @@ struct srv_config {
     bool sync_normal;
     bool no_response_cache; /* --response-cache off */
     unsigned threads;       /* libmicrohttpd thread pool */
-    bool threads_given;     /* --threads was set (else srv_config_parse picks it) */
+    bool threads_given;     /* --threads was set (else srv_options_parse picks it) */
     unsigned conn_limit;    /* total connections */
     unsigned per_ip_limit;  /* connections per client address */
     unsigned timeout_s;     /* idle timeout, and the deadline for a request's headers */
     unsigned min_body_rate; /* bytes/s a body must average once past timeout_s */
     uint64_t conn_memory;   /* per-connection memory pool */
-    unsigned read_conns;    /* SQLite read pool */
+    unsigned read_conns;    /* database connections serving reads */
     unsigned push_workers;  /* delivery threads */
     uint64_t push_backoff_base_ms;
     uint64_t push_backoff_max_ms;
@@ -61,8 +60,8 @@ struct srv_config {
     unsigned retention_interval_s; /* run retention rules this often (0: only on request) */
     unsigned gc_interval_s;        /* collect garbage this often (0: only on request) */
     unsigned gc_grace_s;           /* a blob unreferenced and unsent for longer goes */
-    /* API.md "Identity": the OpenID provider whose users sign in and whose JWTs are
-     * bearer tokens (NULL: none) */
+    /* The OpenID provider whose users sign in and whose JWTs are bearer tokens (NULL:
+     * none; docs/api.md, "Sign in with your identity provider") */
     char *oidc_issuer;
     char *oidc_client_id;
     char *oidc_client_secret_file; /* 0600 */
@@ -72,16 +71,14 @@ struct srv_config {
     char *prometheus_credentials;  /* --prometheus-credentials FILE (0600), or NULL */
 };
 
-/* Defaults. */
+/* The defaults (owned strings: release them with srv_config_release). */
 void srv_config_init(struct srv_config *cfg);
 
-/* Parse argv (after the subcommand, if any). --config FILE is read where it
- * appears; later flags override it. MG_EINVAL with a message on bad input. */
-enum mg_code srv_config_parse(struct srv_config *cfg, int argc, char **argv, struct mg_error *err);
-
+/* Frees what cfg owns and zeroes it; init may follow. */
 void srv_config_release(struct srv_config *cfg);
 
-/* Usage text for --help. */
-const char *srv_config_usage(void);
+/* HTTP threads when --threads is not given: one per CPU this process may run on,
+ * 1 to 32 (the database's kind may multiply it: daemon/options.c). */
+unsigned srv_config_default_threads(void);
 
 #endif
