@@ -14,7 +14,7 @@
 static bool parse_weights(struct srv_req *r, const json_t *v, const json_t *list, json_t **routes);
 
 /* Validate {"version":n} or {"routes":[{"version","weight"}]}, each with optional "match"
- * and "shadow" (API.md "Routing strategies"); *routes, *match and *shadow NEW. */
+ * and "shadow" (docs/contract.md "Routing strategies"); *routes, *match and *shadow NEW. */
 static bool parse_routes(struct srv_req *r, json_t **routes, json_t **match, json_t **shadow)
 {
     static const char *const allowed[] = {"version", "routes", "match", "shadow", NULL};

@@ -67,7 +67,7 @@ bool api_roles(struct srv_req *r, unsigned *bits);
 bool api_scope_list(struct srv_req *r, const char *key, bool (*ok)(const char *), const char *what,
                     const json_t **out);
 
-/* A team name (API.md "Teams"). */
+/* A team name (docs/contract.md "Teams"). */
 bool api_team_name_ok(const char *s);
 
 /* Serve a stored blob's bytes (Range, ETag, If-None-Match); used by
@@ -99,7 +99,7 @@ void api_defer_wait(struct srv_req *r, const char *model, const char *alias, int
                     void (*on_resume)(struct srv_req *r));
 const struct api_waiting *api_waiting_of(const struct srv_req *r);
 
-/* Add a Version's derived fields (API.md): vram_estimate (the formula and its inputs) and
+/* Add a Version's derived fields (docs/contract.md): vram_estimate (the formula and its inputs) and
  * estimated_vram_gib, from resources when given, else from what was read of the artifact. */
 void api_version_decorate(json_t *v);
 

@@ -68,7 +68,7 @@ static void commit_work(struct srv_req *r)
     const char *teams[STORE_MAX_SCOPES];
     size_t i;
 
-    /* The uploading token's teams hold the bytes once they commit (API.md "Tenancy"), and
+    /* The uploading token's teams hold the bytes once they commit (docs/contract.md "Tenancy"), and
      * the upload counts in each one's quota ("Quotas and cost"). */
     for (i = 0; i < r->who.nteams && i < STORE_MAX_SCOPES; i++)
         teams[i] = r->who.teams[i];
@@ -214,7 +214,7 @@ void api_serve_blob(struct srv_req *r, const char *digest)
 static void get(struct srv_req *r)
 {
     /* By digest alone: only bytes this token's teams uploaded or may read through a model
-     * (API.md "Tenancy"), and none once released. */
+     * (docs/contract.md "Tenancy"), and none once released. */
     if (srv_authorize_bytes(r, srv_param(r, "digest"), NULL))
         api_serve_blob(r, srv_param(r, "digest"));
 }

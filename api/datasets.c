@@ -10,7 +10,7 @@
 #include "../base/util.h"
 
 /*
- * Whose dataset records (API.md "Tenancy"): a token with teams registers records of its
+ * Whose dataset records (docs/contract.md "Tenancy"): a token with teams registers records of its
  * teams and reads those and global ones; a global token (admin included) registers global
  * records ([""]) and reads every record (NULL when reading). NEW; NULL when out of memory
  * (or, reading, for a global token).
@@ -74,7 +74,7 @@ static void create(struct srv_req *r)
             }
         }
     }
-    /* A digest of stored bytes is cited only by a token that may read them (API.md
+    /* A digest of stored bytes is cited only by a token that may read them (docs/contract.md
      * "Tenancy"); a digest of data kept elsewhere (no blob) is the record's alone. */
     if (!srv_authorize_bytes(r, digest, "digest"))
         return;

@@ -33,7 +33,7 @@ static void whoami(struct srv_req *r)
         json_pack("{s:s, s:s, s:o, s:o, s:o}", "id", r->who.id, "name", r->who.name, "roles",
                   store_roles_to_json(r->who.roles), "teams", teams, "aliases", aliases);
 
-    /* API.md "Identity": who the IdP says this is */
+    /* docs/contract.md "Identity": who the IdP says this is */
     if (out && r->identity)
         json_object_set(out, "identity", r->identity);
     else if (out && r->who.issuer[0])

@@ -1,8 +1,8 @@
 /*
  * identity.c - PUT/GET/DELETE /api/v1/identity/groups[/{group}] (admin): an IdP group's
- * roles, teams and aliases (API.md "Identity"); PUT/GET/DELETE
+ * roles, teams and aliases (docs/contract.md "Identity"); PUT/GET/DELETE
  * /api/v1/trusted-publishers[/{name}] (admin) and POST /api/v1/tokens/exchange (RFC 8693,
- * no auth: the CI token is the credential) (API.md "Trusted publishing").
+ * no auth: the CI token is the credential) (docs/contract.md "Trusted publishing").
  */
 #include "api.h"
 

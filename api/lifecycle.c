@@ -1,5 +1,5 @@
 /*
- * lifecycle.c - API.md "Lifecycle": archive, unarchive and delete a version,
+ * lifecycle.c - docs/contract.md "Lifecycle": archive, unarchive and delete a version,
  * retention rules and their runs, a model's storage usage, blob garbage
  * collection, and withdrawing a dataset.
  */

@@ -211,7 +211,8 @@ static void metrics(struct srv_req *r)
         json_t *u = NULL, *item; /* item BORROWED */
         size_t i;
 
-        /* Per team: the unique bytes it keeps and its quota (API.md "Quotas and cost"). */
+        /* Per team: the unique bytes it keeps and its quota (docs/contract.md "Quotas and cost").
+         */
         if (store_usage(r->srv->store, false, &u, &err) == MG_OK) {
             char lbl[96];
 

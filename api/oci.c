@@ -1,5 +1,5 @@
 /*
- * oci.c - /v2/: every version pulled with standard OCI clients (API.md "OCI distribution
+ * oci.c - /v2/: every version pulled with standard OCI clients (docs/contract.md "OCI distribution
  * (read-only)"): the base and token endpoints, manifests by tag (v{n}, or an alias: its
  * last-known-good) or digest, tags, referrers (the signature bundle), and writes refused.
  * Blobs are oci_blobs.c.
@@ -327,7 +327,7 @@ static enum mg_code all_tags(struct srv *srv, const char *model, char ***out, si
         char key[24];
 
         /* Archived versions are listed only when asked for, deleted ones have no bytes:
-         * neither is a tag (API.md "Lifecycle"); an archived one still pulls by v{n}. */
+         * neither is a tag (docs/contract.md "Lifecycle"); an archived one still pulls by v{n}. */
         snprintf(key, sizeof(key), "%lld", (long long)v);
         if (json_object_get(hidden, key) != NULL)
             continue;
@@ -493,7 +493,7 @@ out:
 
 /*
  * The signed release attestations of the generations routing the version whose manifest
- * docs is (API.md "Signed releases"), as referrer descriptors appended to list. Each
+ * docs is (docs/contract.md "Signed releases"), as referrer descriptors appended to list. Each
  * referrer manifest is made here (its subject, the version's manifest, exists once the
  * version was first pulled) and kept under its digest so a pull by digest finds the same
  * bytes. false: an error reply is set.

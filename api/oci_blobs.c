@@ -4,7 +4,7 @@
  *   - its signature bundle: the bundle stored at creation;
  *   - the empty config ({}) of the referrer;
  *   - a whole artifact: the stored blob, through api_serve_blob (every blob backend);
- *   - one file of an archive: from the layer cache (server/oci_cache.h), unpacked and
+ *   - one file of an archive: from the layer cache (api/oci_cache.h), unpacked and
  *     checked on first use, on a worker thread.
  * A digest that no version of the model references is BLOB_UNKNOWN, whatever else the
  * store holds: a model's path never reaches another model's bytes.

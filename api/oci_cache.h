@@ -1,5 +1,5 @@
 /*
- * oci_cache.h - the files behind per-file OCI layers (API.md "OCI distribution"): a layer
+ * oci_cache.h - the files behind per-file OCI layers (docs/contract.md "OCI distribution"): a layer
  * that is one file of an archive is served from <data-dir>/oci-layers/<sha256 hex>, a copy
  * of that file taken out of the archive with the store's safe extraction
  * (store_blob_materialize) and checked against the sha256 the file manifest recorded

@@ -1,5 +1,5 @@
 /*
- * sso.c - "Sign in with SSO" (API.md "Identity"): GET /ui/sso/login answers 302 to the
+ * sso.c - "Sign in with SSO" (docs/contract.md "Identity"): GET /ui/sso/login answers 302 to the
  * OpenID provider's authorization endpoint (authorization code + PKCE S256, with state and
  * nonce), GET /ui/sso/callback takes the state back (single use, kept in the database so
  * any replica can finish the sign-in), redeems the code at the token endpoint with the

@@ -1,6 +1,6 @@
 /*
  * tokens.c - POST/GET/DELETE /api/v1/tokens (admin), POST/GET /api/v1/teams, and
- * PUT /api/v1/models/{model}/owners (API.md "Teams").
+ * PUT /api/v1/models/{model}/owners (docs/contract.md "Teams").
  */
 #include "api.h"
 
@@ -130,7 +130,7 @@ static void create(struct srv_req *r)
         srv_reply_error(r, &err);
         return;
     }
-    /* A token a person created is that person's for separation of duties (API.md
+    /* A token a person created is that person's for separation of duties (docs/contract.md
      * "Identity"). */
     if (r->who.issuer[0] &&
         store_token_set_person(r->srv->store, json_string_value(json_object_get(out, "id")),

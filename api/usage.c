@@ -1,5 +1,5 @@
 /*
- * usage.c - PUT/GET /api/v1/teams/{team}/quota and GET /api/v1/usage (API.md "Quotas and
+ * usage.c - PUT/GET /api/v1/teams/{team}/quota and GET /api/v1/usage (docs/contract.md "Quotas and
  * cost").
  */
 #include "api.h"

@@ -482,7 +482,8 @@ static void list(struct srv_req *r)
         }
         f.dataset = ds;
     }
-    /* API.md "Lifecycle": archived (and deleted) versions are listed only when asked for. */
+    /* docs/contract.md "Lifecycle": archived (and deleted) versions are listed only when asked for.
+     */
     f.status = status ? status : "ready";
     if (strcmp(f.status, "all") == 0) {
         f.status = NULL;

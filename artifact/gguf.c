@@ -5,7 +5,7 @@
  * dimension count, u64 dimensions, u32 ggml type and u64 offset into the data, which
  * starts at the next multiple of general.alignment (default 32).
  *
- * Everything is streamed: values are kept only for the metadata keys API.md names, every
+ * Everything is streamed: values are kept only for the metadata keys docs/contract.md names, every
  * array and string length is checked against the bytes left before it is skipped, and
  * tensors are summed as they pass, so nothing is allocated per key or per tensor.
  */

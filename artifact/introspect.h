@@ -1,6 +1,6 @@
 /*
  * introspect.h - what is inside an uploaded artifact: the headers of known weight formats,
- * read without loading a single weight (API.md "Artifact introspection and schema
+ * read without loading a single weight (docs/contract.md "Artifact introspection and schema
  * compatibility").
  *
  * - safetensors: the 8-byte length and the JSON header (dtype, shape and data offsets of
@@ -56,7 +56,7 @@ void art_introspect_limits_default(struct art_introspect_limits *lim);
  * the blob is not an archive). lim NULL = the defaults.
  *
  * *formats: NEW array of the formats found, sorted, each once (empty when none).
- * *introspection: NEW object (API.md's Version "introspection", plus "members" for an
+ * *introspection: NEW object (docs/contract.md's Version "introspection", plus "members" for an
  * archive: [{"path","format","tensors","parameters","weights_bytes","data_complete"}]) or
  * NULL when no format was found. With several formats in one archive, "format" and the
  * totals are those of the format holding the most weight bytes; "inputs"/"outputs" come

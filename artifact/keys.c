@@ -1,6 +1,6 @@
 /*
  * keys.c - the server's signing keys (see sign.h): <data-dir>/keys/<keyid>.pem (PKCS#8,
- * 0600) and "active". Every file is written whole or not at all (common/file.c), so a crash
+ * 0600) and "active". Every file is written whole or not at all (os/file.c), so a crash
  * leaves either the old state or the new one.
  */
 #include "sign.h"
@@ -58,7 +58,7 @@ static enum mg_code path_join(char out[PATH_MAX], const char *dir, const char *n
     return MG_OK;
 }
 
-/* Write dir/name atomically, mode 0600 (common/file.c): the temp name starts with '.' and
+/* Write dir/name atomically, mode 0600 (os/file.c): the temp name starts with '.' and
  * does not end in ".pem", so a leftover is never loaded as a key. */
 static enum mg_code write_file_atomic(const char *dir, const char *name, const void *data, size_t n,
                                       struct mg_error *err)

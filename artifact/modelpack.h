@@ -1,5 +1,5 @@
 /*
- * modelpack.h - a model version as an OCI artifact in the CNCF ModelPack layout (API.md
+ * modelpack.h - a model version as an OCI artifact in the CNCF ModelPack layout (docs/contract.md
  * "OCI distribution (read-only)"): its image manifest, its config blob and, when it is
  * signed, the referrer manifest that attaches its Sigstore bundle.
  *
@@ -69,7 +69,7 @@ struct art_modelpack {
 
 /*
  * Build the documents of a version.
- *   version: the Version record (API.md shape; BORROWED): model, version, created_at,
+ *   version: the Version record (docs/contract.md shape; BORROWED): model, version, created_at,
  *            created_by, artifact {digest, size, media_type, files}, and optionally image,
  *            run_id, source, datasets, params, resources;
  *   files:   {"items":[{"path","size","digest"}]} of an archive (BORROWED), or NULL;

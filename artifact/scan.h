@@ -1,5 +1,5 @@
 /*
- * scan.h - the artifact safety scan (API.md "Artifact safety scan"): prove that a model
+ * scan.h - the artifact safety scan (docs/contract.md "Artifact safety scan"): prove that a model
  * file cannot run code when it is loaded, never executing or loading anything.
  *
  * Default-deny: a file is "clean" only when every part of it that a loader could turn into

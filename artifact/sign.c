@@ -255,7 +255,7 @@ enum mg_code sign_bundle_create(const struct sign_key *key, const char *subject,
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    /* Key order is the byte recipe of DESIGN.md; "O" takes its own reference. */
+    /* Key order is the byte recipe of docs/design.md "Signing"; "O" takes its own reference. */
     statement = json_pack("{s:s, s:[{s:s, s:{s:s}}], s:s, s:{s:{s:s, s:s, s:b}, s:O, s:O}}",
                           "_type", SIGN_STATEMENT_TYPE, "subject", "name", subject, "digest",
                           "sha256", root, "predicateType", SIGN_PREDICATE_TYPE, "predicate",

@@ -1,7 +1,7 @@
 /*
  * sign.h - OpenSSF model-signing v1.0 bundles (Sigstore bundle v0.3 with a
  * DSSE envelope over an in-toto Statement v1), ECDSA P-256 / SHA-256.
- * The byte recipe is DESIGN.md, section "Signing".
+ * The byte recipe is docs/design.md, section "Signing".
  *
  * This module depends only on OpenSSL, jansson and common/ so that the CLI
  * can verify offline with the same code. Keys live in <data-dir>/keys/
@@ -76,7 +76,7 @@ struct sign_resource {
 void sign_root(const struct sign_resource *res, size_t n, char out[65]);
 
 /*
- * The order model_signing lists files in (DESIGN.md "Signing"): paths compared
+ * The order model_signing lists files in (docs/design.md "Signing"): paths compared
  * component by component, so "sub/a.txt" and "sub/deep/b" come before
  * "sub-notes.txt" and "sub.cfg". Like strcmp: <0, 0, >0. Paths are relative,
  * normalised POSIX paths (no empty components). Thread-safe, pure.

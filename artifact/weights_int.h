@@ -78,8 +78,8 @@ static inline bool art_add(uint64_t a, uint64_t b, uint64_t *out)
 }
 
 /*
- * One file's summary, as the readers fill it: the JSON members of API.md's "introspection"
- * for this file. `dtypes` counts parameters (elements) per dtype name.
+ * One file's summary, as the readers fill it: the JSON members of docs/contract.md's
+ * "introspection" for this file. `dtypes` counts parameters (elements) per dtype name.
  */
 struct art_weights {
     const char *format; /* "safetensors", "gguf", "onnx" (static) */

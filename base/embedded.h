@@ -7,7 +7,8 @@
 #include <stddef.h>
 
 struct mg_embedded {
-    const char *name;          /* base file name, e.g. "001_init.sql" */
+    /* base file name, as in schema/migrations/ or web/ */
+    const char *name;
     const unsigned char *data; /* bytes, followed by a NUL */
     size_t len;                /* bytes, without the NUL */
 };

@@ -1,7 +1,7 @@
 /*
  * util.h - small helpers shared by server/, store/ and client/: a growable
  * buffer with a hard cap, hex/base64 encoding, SHA-256, RFC 3339 time and the
- * name/digest validators of API.md ("Conventions").
+ * name/digest validators of docs/contract.md ("Conventions").
  *
  * All functions are thread-safe; none keeps global state.
  */
@@ -70,7 +70,7 @@ void mg_time_format(int64_t ms, char out[32]);
 /* Parse "2026-11-21T10:00:00.123Z" (what mg_time_format writes). */
 bool mg_time_parse(const char *s, int64_t *ms);
 
-/* Validators of API.md's names. They take length-delimited input. */
+/* Validators of docs/contract.md's names. They take length-delimited input. */
 bool mg_valid_model_name(const char *s, size_t n);
 bool mg_valid_alias_name(const char *s, size_t n);
 bool mg_valid_gateway_name(const char *s, size_t n);

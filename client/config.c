@@ -233,9 +233,9 @@ static size_t on_exchange_body(char *p, size_t size, size_t n, void *arg)
 }
 
 /*
- * Trusted publishing (API.md): exchange a CI system's OIDC token (MODELGATE_OIDC_TOKEN, or
- * the file MODELGATE_OIDC_TOKEN_FILE names) for a short-lived modelgate token at
- * POST /api/v1/tokens/exchange. Neither token is ever printed.
+ * Trusted publishing (docs/contract.md): exchange a CI system's OIDC token (MODELGATE_OIDC_TOKEN,
+ * or the file MODELGATE_OIDC_TOKEN_FILE names) for a short-lived modelgate token at POST
+ * /api/v1/tokens/exchange. Neither token is ever printed.
  */
 static int oidc_exchange(struct mgc *c, const char *oidc)
 {
@@ -369,7 +369,7 @@ static int config_save(const char *url, const char *token, char file_out[PATH_MA
     }
     len = strlen(text);
     {
-        /* the file ends with a newline; written whole, 0600, or not at all (common/file.c) */
+        /* the file ends with a newline; written whole, 0600, or not at all (os/file.c) */
         char *withnl = malloc(len + 2);
         struct mg_error err;
 

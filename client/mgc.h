@@ -6,7 +6,7 @@
  * read.c (versions, show, gates), release.c (promote ... rollback),
  * pull.c (pull, verify) and admin.c (models, promotions, alias set, token create).
  *
- * The CLI talks only to the REST API (API.md). It is single-threaded; no
+ * The CLI talks only to the REST API (docs/contract.md). It is single-threaded; no
  * function keeps global state.
  */
 #ifndef MGC_H

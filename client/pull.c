@@ -559,7 +559,8 @@ out:
     return rc;
 }
 
-/* The server's safety scan (API.md "Artifact safety scan"): only "clean" is pulled without
+/* The server's safety scan (docs/contract.md "Artifact safety scan"): only "clean" is pulled
+ * without
  * --allow-unsafe; before anything is downloaded. */
 static int check_scan(const struct pull *p, bool allow_unsafe)
 {

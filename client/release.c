@@ -20,7 +20,8 @@
 #define POLL_TRANSIENT_MAX 10 /* consecutive failed polls before giving up */
 #define SERVER_WAIT_MAX_S 60  /* the server's ?wait= cap */
 
-/* The promotion names one of API.md's states (anything else is a reply we cannot trust). */
+/* The promotion names one of docs/contract.md's states (anything else is a reply we cannot trust).
+ */
 static bool promo_state_known(const json_t *p)
 {
     static const char *const states[] = {"evaluating", "awaiting_approval", "rolling_out",

@@ -29,7 +29,7 @@ struct store;
 struct sign_keyring;
 struct srv_metrics;
 
-/* The names the gateways of (model, alias) give a version (API.md "Live canary analysis"
+/* The names the gateways of (model, alias) give a version (docs/contract.md "Live canary analysis"
  * placeholders): the first HAProxy gateway's backend and server, the first nginx gateway's
  * upstream; has_* false when the alias has no such gateway. */
 struct ctl_version_names {

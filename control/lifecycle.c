@@ -22,7 +22,7 @@
 /* ---- facts into decisions ------------------------------------------------ */
 
 /* Does a generation (an alias's facts or one history entry) route `version`: a weight > 0, a
- * match rule pinning it, or the shadow (API.md "Routing strategies")? */
+ * match rule pinning it, or the shadow (docs/contract.md "Routing strategies")? */
 static bool routes_name(const json_t *gen, int64_t version)
 {
     json_t *r;
@@ -291,7 +291,7 @@ enum mg_code ctl_gc_run(struct ctl *ctl, const char *actor, bool dry_run, json_t
 #define LIFE_TICK_MS 1000
 
 /*
- * The background rescan (API.md "Artifact safety scan"): blobs stored before the scanner
+ * The background rescan (docs/contract.md "Artifact safety scan"): blobs stored before the scanner
  * existed have no report, so the scan gate fails them and `modelgate pull` refuses them.
  * The leader scans them, a bounded batch per tick, in digest order from a cursor, and
  * records each report as POST /blobs/{digest}/rescan does. A blob whose scan fails (its

@@ -1,6 +1,6 @@
 /*
  * lifecycle.h - archive, unarchive, delete, retention and blob garbage
- * collection (API.md "Lifecycle"): reads facts from the store, asks
+ * collection (docs/contract.md "Lifecycle"): reads facts from the store, asks
  * gates/lifecycle.c, and commits only if the facts still hold (retrying when
  * an alias moved meanwhile). A thread of its own runs retention and GC
  * periodically on the replica that leads.

@@ -1,5 +1,5 @@
 /*
- * prom.h - a client of the Prometheus HTTP API for live canary analysis (API.md "Live
+ * prom.h - a client of the Prometheus HTTP API for live canary analysis (docs/contract.md "Live
  * canary analysis"): one instant query (GET {url}/api/v1/query?query=…&time=…) over libcurl,
  * with a timeout and a cap on the answer's size, and the parser of its answer.
  *

@@ -298,7 +298,7 @@ static enum gate_smoke smoke_state(struct ctl *ctl, const char *model, int64_t v
     return out;
 }
 
-/* Whether the policy has a threshold on what serving costs (API.md "Quotas and cost"). */
+/* Whether the policy has a threshold on what serving costs (docs/contract.md "Quotas and cost"). */
 static bool wants_serving(const struct gate_policy *pol)
 {
     size_t i;

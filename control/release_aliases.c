@@ -31,7 +31,7 @@ void rel_add_lkg(json_t *alias, const json_t *facts)
                                       json_object_get(entry, "at")));
 }
 
-/* API.md "Routing strategies": the alias shows each gateway's names for it,
+/* docs/contract.md "Routing strategies": the alias shows each gateway's names for it,
  * {"gateway_names":{"<gateway>":[…]}} (what ctl_alias_names lists and the store claims). */
 static void add_gateway_names(struct ctl *ctl, const char *model, const char *alias, json_t *a)
 {

@@ -1,8 +1,8 @@
 /*
- * release_analysis.c - release control, live canary analysis (API.md "Live canary
+ * release_analysis.c - release control, live canary analysis (docs/contract.md "Live canary
  * analysis"): on the leader replica, every interval_seconds of a rolling-out promotion
  * whose policy has "analysis", each metric is queried for the candidate and for the
- * baseline at the same instant (server/prom.c), judged (gates/analysis.c), recorded
+ * baseline at the same instant (control/prom.c), judged (gates/analysis.c), recorded
  * (store_interval_record), and the streaks decide: go on, say the analysis is
  * inconclusive, or roll back through the same path as a failed smoke test.
  *

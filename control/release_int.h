@@ -35,7 +35,7 @@ struct rel_approval_teams {
 struct rel_decision {
     struct promo_event ev;
     const char *approval_by, *approval_decision, *approval_comment;
-    /* the approver's person (API.md "Identity"), "" when the credential has none */
+    /* the approver's person (docs/contract.md "Identity"), "" when the credential has none */
     const char *approval_issuer, *approval_subject;
     json_t *approval_teams;          /* the decider's teams (approval groups), BORROWED, or NULL */
     const char *approval_teams_text; /* the same as JSON text, for the store */

@@ -1,5 +1,5 @@
 /*
- * analysis.h - live canary analysis (API.md "Live canary analysis"): the policy's
+ * analysis.h - live canary analysis (docs/contract.md "Live canary analysis"): the policy's
  * "analysis" block (parsing, validation, canonical JSON, placeholder expansion) and the
  * judgement of a rollout on live serving metrics, as pure functions:
  *

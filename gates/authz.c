@@ -62,7 +62,7 @@ bool gate_alias_pattern_valid(const char *p)
         return false;
     if (n == 0)
         return true;
-    /* API.md: an alias is ^[a-z][a-z0-9-]{0,31}$ */
+    /* docs/contract.md: an alias is ^[a-z][a-z0-9-]{0,31}$ */
     if (n > 32 || !(p[0] >= 'a' && p[0] <= 'z'))
         return false;
     for (i = 1; i < n; i++) {

@@ -1,10 +1,10 @@
 /*
- * authz.h - the one authorisation decision (API.md Conventions and "Teams"): token facts ×
- * model facts × action → allow, or deny with the status and a sentence saying why.
+ * authz.h - the one authorisation decision (docs/contract.md Conventions and "Teams"): token facts
+ * × model facts × action → allow, or deny with the status and a sentence saying why.
  *
  * Pure: no I/O, no clock, no allocation; every fact is an argument. Thread-safe. The server
- * calls gate_authorize() for every route (server/http.c), and again inside the handlers that
- * learn the model or alias only from the body or a stored promotion.
+ * calls gate_authorize() for every route (http/authz.c srv_authorize), and again inside the
+ * handlers that learn the model or alias only from the body or a stored promotion.
  */
 #ifndef GATE_AUTHZ_H
 #define GATE_AUTHZ_H
@@ -35,7 +35,8 @@ struct gate_model {
 
 enum gate_read_scope { GATE_READ_ALL, GATE_READ_TEAM };
 
-/* Stored bytes a request reads or cites (API.md "Tenancy"), and who holds them. BORROWED. */
+/* Stored bytes a request reads or cites (docs/contract.md "Tenancy"), and who holds them. BORROWED.
+ */
 struct gate_bytes {
     const char *digest;
     const char *const *uploaders; /* teams whose tokens uploaded them */

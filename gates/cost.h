@@ -1,6 +1,6 @@
 /*
- * cost.h - what serving a version costs (API.md "Quotas and cost"): the throughput a smoke
- * test measured and the cost per thousand requests of the machine it ran on.
+ * cost.h - what serving a version costs (docs/contract.md "Quotas and cost"): the throughput a
+ * smoke test measured and the cost per thousand requests of the machine it ran on.
  *
  * Pure: no I/O, no clock. Thread-safe.
  */

@@ -1,5 +1,5 @@
 /*
- * lifecycle.h - what may happen to a version's record and bytes (API.md
+ * lifecycle.h - what may happen to a version's record and bytes (docs/contract.md
  * "Lifecycle"): archive, unarchive and delete guards, retention rules and
  * which versions a rule removes. Pure: every fact is an argument (the caller
  * reads them from the store, in one snapshot, and commits only if they still

@@ -823,7 +823,7 @@ static json_t *image_gate(const struct gate_input *in)
                 in->image_pinned ? NULL : "the image is not pinned by a sha256 digest");
 }
 
-/* API.md "Lifecycle": a version trained on withdrawn data, directly or through a derived
+/* docs/contract.md "Lifecycle": a version trained on withdrawn data, directly or through a derived
  * data set, must not be promoted. */
 static json_t *withdrawn_gate(const struct gate_input *in)
 {

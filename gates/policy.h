@@ -1,7 +1,7 @@
 /*
  * policy.h - promotion policies: parsing and validation, and the pure gate
  * evaluation that turns a policy plus facts about a candidate into a
- * GateReport (API.md "Policies").
+ * GateReport (docs/contract.md "Policies").
  *
  * No I/O, no clock, no database: every fact is an argument. Uses jansson for
  * the JSON shapes it parses and produces. Thread-safe.
@@ -38,7 +38,7 @@ enum gate_gpu { GATE_GPU_NONE, GATE_GPU_PREFERRED, GATE_GPU_REQUIRED };
 
 #define GATE_MAX_GROUPS 8
 
-/* At least `min` of the approvals come from tokens of `team` (API.md "Teams"). */
+/* At least `min` of the approvals come from tokens of `team` (docs/contract.md "Teams"). */
 struct gate_approval_group {
     char team[64];
     int min;
@@ -53,7 +53,7 @@ struct gate_policy {
     bool require_signature;
     bool require_pinned_image;
     bool require_registered_datasets;
-    bool require_no_withdrawn_datasets; /* API.md "Lifecycle": withdrawn data blocks */
+    bool require_no_withdrawn_datasets; /* docs/contract.md "Lifecycle": withdrawn data blocks */
     bool schema_compatible;             /* "schema":{"compatible_with_baseline":true} */
     bool smoke_required;
     bool scan_required; /* "scan":{"required":true}: the artifact scanned clean */
@@ -62,15 +62,16 @@ struct gate_policy {
     size_t nsteps;
     int64_t bake_seconds;
     bool auto_advance;
-    /* Phases before the steps (API.md "Routing strategies"): the candidate first gets a copy
-     * of every request for shadow_seconds (0: no shadow phase), then only the requests whose
+    /* Phases before the steps (docs/contract.md "Routing strategies"): the candidate first gets a
+     * copy of every request for shadow_seconds (0: no shadow phase), then only the requests whose
      * internal_header equals internal_value for internal_seconds (has_internal). */
     int64_t shadow_seconds;
     bool has_internal;
     char internal_header[GATE_HEADER_NAME_MAX + 1];
     char internal_value[GATE_HEADER_VALUE_MAX + 1];
     int64_t internal_seconds;
-    /* Live canary analysis (API.md "Live canary analysis"); analysis.enabled false: none. */
+    /* Live canary analysis (docs/contract.md "Live canary analysis"); analysis.enabled false: none.
+     */
     struct gate_analysis analysis;
 };
 
@@ -108,7 +109,7 @@ struct gate_approval {
 };
 
 /*
- * What a version's smoke tests measured of serving it (API.md "Quotas and cost"), for the
+ * What a version's smoke tests measured of serving it (docs/contract.md "Quotas and cost"), for the
  * thresholds on the metrics GATE_METRIC_THROUGHPUT and GATE_METRIC_COST: taken from its
  * latest passed test (smoke GATE_SMOKE_PASSED); without one, smoke is the state of its newest
  * test (GATE_SMOKE_NONE: none), and a threshold on them is pending while a test is queued or
@@ -179,7 +180,7 @@ json_t *gate_evaluate(const struct gate_input *in, bool include_approvals);
  * (appended a metric), or the promotion's creator; MG_ECONFLICT when by already
  * decided. contributors may be NULL when ncontrib is 0. */
 /*
- * Whether two credentials belong to the same person (API.md "Identity": separation of
+ * Whether two credentials belong to the same person (docs/contract.md "Identity": separation of
  * duties compares people): both name an issuer and a subject, and both are equal. A
  * credential without a person (NULL or "") is nobody's, and the same as nobody.
  */

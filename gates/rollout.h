@@ -33,8 +33,8 @@ bool promo_state_parse(const char *s, enum promo_state *out);
 bool promo_state_active(enum promo_state s);
 
 /*
- * Where a rolling-out promotion is (API.md "Routing strategies"): the candidate first gets
- * a copy of every request while the baseline answers them (shadow; its smoke tests run
+ * Where a rolling-out promotion is (docs/contract.md "Routing strategies"): the candidate first
+ * gets a copy of every request while the baseline answers them (shadow; its smoke tests run
  * meanwhile), then only the requests carrying the policy's internal header (internal),
  * then the weighted steps. A policy without those phases, or a promotion without a
  * baseline to mirror or to fall back on, goes straight to the steps. NONE: the rollout has

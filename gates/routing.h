@@ -1,5 +1,5 @@
 /*
- * routing.h - an alias's routing strategies beyond weights (API.md "Routing strategies"):
+ * routing.h - an alias's routing strategies beyond weights (docs/contract.md "Routing strategies"):
  * header match rules, which serve a request 100% by one version before the weights apply,
  * and a shadow, which receives copies of a share of the requests and whose answers are
  * discarded. Validation of both, shared by the alias API and the policy's internal phase.

@@ -1,7 +1,7 @@
 /*
- * schema.h - input/output schema compatibility between a candidate and its baseline (API.md
- * "Artifact introspection and schema compatibility", gate kind "schema"). Pure functions on
- * JSON; thread-safe.
+ * schema.h - input/output schema compatibility between a candidate and its baseline
+ * (docs/contract.md "Artifact introspection and schema compatibility", gate kind "schema"). Pure
+ * functions on JSON; thread-safe.
  *
  * A schema is {"inputs":[{"name","dtype","shape","optional"?}],"outputs":[…]}; a shape is an
  * array of integers (-1: any) and strings (symbolic: any), or null (rank unknown: any).

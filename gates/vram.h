@@ -23,7 +23,7 @@ bool gate_estimated_vram_gib(int64_t parameters, const char *precision, double *
 #define GATE_VRAM_KV_BYTES 2
 
 /*
- * A version's inference memory estimate (API.md "Artifact introspection"), from its
+ * A version's inference memory estimate (docs/contract.md "Artifact introspection"), from its
  * `resources` and `introspection` (either may be NULL):
  * - resources with parameters and precision override: parameters × bytes per parameter ×
  *   1.3 (gate_estimated_vram_gib);

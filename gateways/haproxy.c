@@ -7,7 +7,8 @@
  * server 0) and read the backend back in the same session. HAProxy's own error text
  * ("No such server.") becomes the delivery's error.
  *
- * Header match rules (API.md "Routing strategies") go into a map the gateway's config names
+ * Header match rules (docs/contract.md "Routing strategies") go into a map the gateway's config
+ * names
  * ("map"): read with `show map`; when it differs, replaced atomically with a new version of
  * it (`prepare map`, `add map @<ver>` for each rule, `commit map @<ver>`) and read back; no
  * reload. A key is "<header>=<value>" (a header name holds no '='), its value the pinned

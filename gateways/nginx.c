@@ -254,7 +254,7 @@ bool push_nginx_render(const struct store_delivery *d, const char *up_tmpl, stru
     return render_split(d, up_tmpl, cur, b) && render_shadow(d, up_tmpl, var, b);
 }
 
-/* The include replaced whole or not at all (common/file.c), readable by nginx. */
+/* The include replaced whole or not at all (os/file.c), readable by nginx. */
 static int write_atomic(const char *path, const char *data, size_t n, char *err, size_t errsz)
 {
     struct mg_error e;

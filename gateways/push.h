@@ -89,7 +89,7 @@ enum mg_code push_config_validate(const struct push_env *env, const char *kind, 
  * A gateway kind: validate a GatewayConfig body (NULL: the kind cannot be PUT, it is built
  * in) and deliver one alias state to it. One table lists them (push.c, like curl's handler
  * tables); each kind's code lives in its own file (webhook.c, haproxy.c, nginx.c, and the
- * runner's in server/runner/runner.c).
+ * built-in runner kind in push.c, which hands its tests to the registered runner).
  */
 struct push_adapter {
     const char *kind;
@@ -188,8 +188,8 @@ void push_version_names(struct ctl *ctl, const char *model, const char *alias, i
 /*
  * Can every gateway that hears (model, alias) apply these match rules and shadow (either
  * NULL: none)? MG_EINVAL naming the gateway and the field otherwise: HAProxy copies no
- * requests (a shadow is refused, API.md "Routing strategies") and pins headers only through
- * a map (its config's "map"); nginx reads a header only by a name of a-z, 0-9 and '-'.
+ * requests (a shadow is refused, docs/contract.md "Routing strategies") and pins headers only
+ * through a map (its config's "map"); nginx reads a header only by a name of a-z, 0-9 and '-'.
  */
 enum mg_code push_alias_check(struct ctl *ctl, const char *model, const char *alias,
                               const json_t *match, const json_t *shadow, struct mg_error *err);

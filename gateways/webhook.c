@@ -215,7 +215,7 @@ char *push_webhook_body(const struct store_delivery *d, int64_t now_ms)
 
     mg_time_format(now_ms, ts);
     /* An event row (a promotion's, store_outbox_event, or a team crossing 80 % or 100 % of
-     * its storage quota, API.md "Quotas and cost"; their aliases start with '!'): its own
+     * its storage quota, docs/contract.md "Quotas and cost"; their aliases start with '!'): its own
      * body, with the time it is sent. An alias change may carry an event too (an automatic
      * rollback's analysis.failed): that stays an alias.updated body with "event" in it. */
     if (json_is_object(event) && d->alias[0] == '!') {

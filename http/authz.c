@@ -85,7 +85,8 @@ enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *mode
     }
     gate_authorize(&v.t, &q, d);
     json_decref(own);
-    /* A trusted publisher's token reaches its models only (API.md "Trusted publishing"). */
+    /* A trusted publisher's token reaches its models only (docs/contract.md "Trusted publishing").
+     */
     if (d->allow && model != NULL && r->who.nmodels > 0 && !models_allow(&r->who, model)) {
         d->allow = false;
         d->status = 403;
@@ -312,7 +313,8 @@ static bool check_session(struct srv_req *r)
     return authorize_route(r);
 }
 
-/* ---- the OCI distribution API (API.md "OCI distribution (read-only)") ------------------- */
+/* ---- the OCI distribution API (docs/contract.md "OCI distribution (read-only)")
+ * ------------------- */
 
 bool srv_oci_credentials(const struct srv_req *r, char *out, size_t cap)
 {
@@ -446,7 +448,7 @@ bool srv_check_access(struct srv_req *r)
     h += 7;
     while (*h == ' ')
         h++;
-    /* An IdP's JWT (API.md "Identity"): never looked up as a modelgate token. */
+    /* An IdP's JWT (docs/contract.md "Identity"): never looked up as a modelgate token. */
     if (srv_looks_like_jwt(h))
         return srv_identity_authenticate(r, h) && authorize_route(r);
     if ((rc = store_token_authenticate(r->srv->store, h, strlen(h), &r->who)) != MG_OK) {

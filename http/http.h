@@ -97,7 +97,7 @@ struct srv_req {
     uint64_t drained; /* bytes discarded after an error mid-body */
     void *stream;     /* route-private state (SRV_BODY_STREAM, deferred work) */
 
-    /* A request under /v2/ (API.md "OCI distribution"): errors answer in the distribution
+    /* A request under /v2/ (docs/contract.md "OCI distribution"): errors answer in the distribution
      * spec's shape, credentials may come as HTTP Basic, and a 401 carries the token
      * challenge. oci_code: the spec's error code for the next error reply (NULL: derived
      * from the error). */
@@ -281,7 +281,7 @@ enum mg_code srv_decide(const struct srv_req *r, unsigned need, const char *mode
                         const char *alias, struct gate_decision *d, struct mg_error *err);
 
 /*
- * May this token read (or cite) the stored bytes digest (API.md "Tenancy"): the same one
+ * May this token read (or cite) the stored bytes digest (docs/contract.md "Tenancy"): the same one
  * decision, with who uploaded and who cites them. On refusal the reply (404 as if missing,
  * 410 once released; field names the member that cited it, or NULL) is set and false
  * returned. A digest with no live blob passes: the caller's own lookup answers for it.
@@ -293,7 +293,7 @@ bool srv_authorize_bytes(struct srv_req *r, const char *digest, const char *fiel
 bool srv_model_visible(const struct srv_req *r, const json_t *owners);
 
 /*
- * The token an OCI request presented (API.md "OCI distribution"): "Authorization: Bearer
+ * The token an OCI request presented (docs/contract.md "OCI distribution"): "Authorization: Bearer
  * <token>", or "Basic" with any user name and the token as password. Copied into out (cap
  * bytes, NUL-terminated; the caller cleanses it); false when none is there or it does not
  * fit.
@@ -310,7 +310,8 @@ void srv_reply_error(struct srv_req *r, const struct mg_error *err);
 void srv_fail(struct srv_req *r, enum mg_code code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* ---- identity (identity.c, API.md "Identity") ------------------------------------------ */
+/* ---- identity (identity.c, docs/contract.md "Identity")
+ * ------------------------------------------ */
 
 /* Set up --oidc-issuer's provider (nothing is fetched yet); MG_OK when none is configured. */
 enum mg_code srv_identity_setup(struct srv *srv, struct mg_error *err);

@@ -1,5 +1,5 @@
 /*
- * identity.c - the server's side of API.md "Identity": --oidc-issuer's provider, IdP JWTs
+ * identity.c - the server's side of docs/contract.md "Identity": --oidc-issuer's provider, IdP JWTs
  * as bearer tokens (verified by identity/, mapped to roles, teams and aliases through the
  * store's group mappings), and the "publisher" a new version records.
  *

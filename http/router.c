@@ -34,7 +34,7 @@ static bool valid_id(const char *s, size_t n)
     return true;
 }
 
-/* A team name: ^[a-z0-9][a-z0-9-]{0,62}$ (API.md "Teams"). */
+/* A team name: ^[a-z0-9][a-z0-9-]{0,62}$ (docs/contract.md "Teams"). */
 static bool valid_team(const char *s, size_t n)
 {
     size_t i;

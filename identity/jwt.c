@@ -25,7 +25,7 @@ struct id_jwks {
     struct id_jwk keys[];
 };
 
-/* The algorithms API.md allows that cjose can verify, and the key type each needs. */
+/* The algorithms docs/contract.md allows that cjose can verify, and the key type each needs. */
 static const struct {
     const char *name;
     cjose_jwk_kty_t kty;

@@ -3,7 +3,7 @@
  * provider's published keys (a JWKS), with a maintained JOSE library (cjose) doing the
  * signature work. Nothing here fetches: identity/oidc.h fetches and caches.
  *
- * What is accepted (API.md "Identity"):
+ * What is accepted (docs/contract.md "Identity"):
  * - compact JWS only, at most ID_JWT_MAX bytes;
  * - "alg" RS256, PS256 or ES256 (cjose 0.6 has no EdDSA); "none", every HMAC algorithm and
  *   anything else are refused before a key is looked at, and the key must be of the
@@ -63,7 +63,7 @@ struct id_jwt_expect {
     const char *issuer;   /* exact "iss" */
     const char *audience; /* one of "aud"; NULL skips the check (callers never do) */
     int64_t now_s;        /* the verifier's clock, seconds since the epoch */
-    int64_t leeway_s;     /* slack for exp and nbf (API.md: 60) */
+    int64_t leeway_s;     /* slack for exp and nbf (docs/contract.md: 60) */
 };
 
 /*

@@ -5,7 +5,7 @@
  *
  * The cache: the JWKS is fetched on first use and again after ID_JWKS_TTL_MS; a token whose
  * "kid" the cached set lacks triggers one refetch (the provider rotated its keys), at most
- * once per refetch interval (API.md: a minute), so a stream of tokens with made-up kids
+ * once per refetch interval (docs/contract.md: a minute), so a stream of tokens with made-up kids
  * cannot turn modelgated into a load generator against the provider. A refetch replaces the
  * whole set: a key the provider stopped publishing stops verifying at the next refetch.
  * When a fetch fails the previous set stays in use.

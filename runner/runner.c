@@ -353,7 +353,8 @@ static bool read_output(const char *path, const json_t *job, json_t *result, cha
         }
     }
     json_object_set_new(result, "checks", checks ? json_incref(checks) : json_array());
-    /* The test's own throughput under its load (API.md "Quotas and cost"), when it says. */
+    /* The test's own throughput under its load (docs/contract.md "Quotas and cost"), when it says.
+     */
     v = json_object_get(o, "throughput_rps");
     if (json_is_number(v) && isfinite(json_number_value(v)) && json_number_value(v) > 0)
         json_object_set_new(result, "reported_rps", json_real(json_number_value(v)));

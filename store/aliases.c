@@ -758,7 +758,8 @@ enum mg_code store_alias_apply(struct db_conn *c, const struct sign_key *key, co
     db_bind_text(s, 10, shadow);
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
-    /* API.md "Signed releases": the generation is signed with the change that makes it. */
+    /* docs/contract.md "Signed releases": the generation is signed with the change that makes it.
+     */
     if ((rc = store_attest_generation(c, key, mid, aid, a, gen, at, actor, err)) != MG_OK)
         goto out;
     if (a->mark_bad) {

@@ -1,5 +1,5 @@
 /*
- * analysis.c - the intervals live canary analysis measured for a promotion (API.md "Live
+ * analysis.c - the intervals live canary analysis measured for a promotion (docs/contract.md "Live
  * canary analysis"): appended by the leader, the newest STORE_INTERVALS_KEPT kept, read back
  * newest first for the decisions (gates/analysis.c) and for the Promotion's "analysis".
  */

@@ -1,5 +1,5 @@
 /*
- * attest.c - signed release attestations (API.md "Signed releases"): every alias
+ * attest.c - signed release attestations (docs/contract.md "Signed releases"): every alias
  * generation is signed in the transaction that writes it, as an in-toto Statement v1 in a
  * Sigstore bundle (DSSE), predicateType https://modelgate.dev/release/v1. Its subjects are
  * the routed versions' artifact digests; its predicate holds the routes, match and shadow,

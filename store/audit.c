@@ -72,7 +72,7 @@ enum mg_code store_audit_append(struct db_conn *c, const char *actor, const char
 
     if (d == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    /* The actor's teams (API.md "Teams"): who acted for which team stays in the chain. */
+    /* The actor's teams (docs/contract.md "Teams"): who acted for which team stays in the chain. */
     if (json_is_object(d)) {
         s = db_prepare(c, sql_teams);
         db_bind_text(s, 1, actor);

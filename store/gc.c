@@ -1,5 +1,5 @@
 /*
- * gc.c - blob garbage collection (API.md "Lifecycle"): mark from live
+ * gc.c - blob garbage collection (docs/contract.md "Lifecycle"): mark from live
  * versions, datasets and uploads in flight; sweep only blobs nobody has sent
  * for longer than the grace period.
  *
@@ -398,7 +398,7 @@ enum mg_code store_gc(struct store *st, const char *actor, int64_t grace_ms, boo
     }
     if (rc == MG_OK && (rc = gc_leftovers(st, grace_ms, &rep->leftovers, err)) != MG_OK)
         rep->failed++;
-    { /* every run is audited (API.md), one that found nothing too */
+    { /* every run is audited (docs/contract.md), one that found nothing too */
         struct mg_error e2;
         enum mg_code arc = gc_audit(st, actor, rep, named, grace_ms, rc == MG_OK ? err : &e2);
 

@@ -1,5 +1,5 @@
 /*
- * identity.c - IdP groups mapped to roles, teams and aliases (API.md "Identity"): an SSO
+ * identity.c - IdP groups mapped to roles, teams and aliases (docs/contract.md "Identity"): an SSO
  * user's principal is the union of their groups' mappings.
  */
 #include "store_int.h"

@@ -1,6 +1,6 @@
 /*
  * lifecycle.c - version status (ready, archived, deleted), retention rules,
- * usage and storage figures (API.md "Lifecycle").
+ * usage and storage figures (docs/contract.md "Lifecycle").
  *
  * Whether a version may be archived or deleted is decided above the store
  * (gates/lifecycle.c, on facts read here in one snapshot); the change commits

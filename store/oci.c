@@ -31,7 +31,8 @@ static json_t *docs_row(struct db_stmt *s, int first, int64_t version)
     return d;
 }
 
-/* A deleted version has no OCI documents to pull: its artifact is gone (API.md "Lifecycle"). */
+/* A deleted version has no OCI documents to pull: its artifact is gone (docs/contract.md
+ * "Lifecycle"). */
 static enum mg_code not_deleted(struct db_conn *c, int64_t vid, const char *model, int64_t version,
                                 struct mg_error *err)
 {
@@ -221,7 +222,7 @@ enum mg_code store_oci_find(struct store *st, const char *model, const char *dig
         goto out;
     if ((rc = find_file(c, mid, digest, &v, err)) != MG_OK || v != NULL)
         goto out;
-    /* release attestations as referrers (API.md "Signed releases") */
+    /* release attestations as referrers (docs/contract.md "Signed releases") */
     if ((rc = store_oci_find_attestation(c, mid, digest, &v, err)) != MG_OK || v != NULL)
         goto out;
     rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has nothing with digest %s", model, digest);

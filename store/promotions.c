@@ -37,7 +37,7 @@ static enum mg_code approvals(struct db_conn *c, const char *id, json_t **out, s
             json_pack("{s:o, s:o, s:o, s:o, s:o}", "by", store_col_json_string(s, 0), "decision",
                       store_col_json_string(s, 1), "comment", store_col_json_string(s, 2), "at",
                       store_col_json_string(s, 3), "teams", store_col_json(s, 4));
-        /* the decider as a person (API.md "Identity"), when the credential was one's */
+        /* the decider as a person (docs/contract.md "Identity"), when the credential was one's */
         if (a && !db_col_null(s, 5))
             json_object_set_new(a, "identity",
                                 json_pack("{s:o, s:o}", "issuer", store_col_json_string(s, 5),
@@ -125,7 +125,7 @@ static enum mg_code promo_row(struct db_conn *c, struct db_stmt *s, json_t **out
     if (p == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     json_object_del(p, "_unused");
-    /* the creator as a person (API.md "Identity"), for separation of duties; internal */
+    /* the creator as a person (docs/contract.md "Identity"), for separation of duties; internal */
     if (!db_col_null(s, 17) &&
         json_object_set_new(p, "_creator",
                             json_pack("{s:o, s:o}", "issuer", store_col_json_string(s, 17),

@@ -1,5 +1,5 @@
 /*
- * quotas.c - storage quotas per team and usage (API.md "Quotas and cost").
+ * quotas.c - storage quotas per team and usage (docs/contract.md "Quotas and cost").
  *
  * A team keeps the unique bytes its tokens uploaded (blob_teams) and those its models' live
  * versions cite, each digest counted once however many versions share it, plus what uploads
@@ -104,8 +104,9 @@ enum mg_code store_quota_admit(struct db_conn *c, const char *team, const char *
 
 /*
  * Announce a crossing of 80 % or 100 % of team's quota to every webhook gateway whose
- * "events" list quota.threshold (API.md "Quotas and cost"): the team's alert level is desired
- * state, like an alias's routes, so it travels as an outbox row keyed (gateway, team, "!quota")
+ * "events" list quota.threshold (docs/contract.md "Quotas and cost"): the team's alert level is
+ * desired state, like an alias's routes, so it travels as an outbox row keyed (gateway, team,
+ * "!quota")
  * ('!' is in no alias name) whose newest level is the one delivered. A level falling back is
  * recorded silently, so the next crossing is announced again.
  */

@@ -121,7 +121,7 @@ static enum mg_code apply_promotion(struct db_conn *c, const char *actor,
         db_bind_text(s, 4, p->approval_comment);
         db_bind_text(s, 5, at);
         db_bind_text(s, 6, p->approval_teams ? p->approval_teams : "[]");
-        /* the person, when the credential is one's (API.md "Identity") */
+        /* the person, when the credential is one's (docs/contract.md "Identity") */
         db_bind_text(s, 7, p->approval_issuer && p->approval_issuer[0] ? p->approval_issuer : NULL);
         db_bind_text(s, 8,
                      p->approval_issuer && p->approval_issuer[0] ? p->approval_subject : NULL);

@@ -1,5 +1,5 @@
 /*
- * scan.c - the safety scan reports kept per blob and copied into versions (API.md
+ * scan.c - the safety scan reports kept per blob and copied into versions (docs/contract.md
  * "Artifact safety scan"); artifact/scan.h reads the bytes, this file only remembers
  * what it said, counts the findings, and runs a rescan.
  */

@@ -37,7 +37,7 @@ static json_t *smoke_row(struct db_stmt *s)
         store_col_json(s, 14), "log_tail", store_col_json_string(s, 15), "reason",
         store_col_json_string(s, 16), "peak_gpu_memory_mib", store_col_json_int(s, 17));
 
-    /* What serving costs (API.md "Quotas and cost"): null when not measured. */
+    /* What serving costs (docs/contract.md "Quotas and cost"): null when not measured. */
     if (t != NULL && (json_object_set_new(t, "throughput_rps", col_real(s, 19)) != 0 ||
                       json_object_set_new(t, "cost_per_1k_requests", col_real(s, 20)) != 0)) {
         json_decref(t);

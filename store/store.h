@@ -3,7 +3,7 @@
  * PostgreSQL later) and the content-addressed blob directory.
  *
  * The API is backend-neutral: no SQL, statements or connections cross it.
- * Records come back as jansson objects in the shapes of API.md; every json_t
+ * Records come back as jansson objects in the shapes of docs/contract.md; every json_t
  * returned through an out-parameter is a NEW reference owned by the caller.
  * json_t arguments are BORROWED.
  *
@@ -49,7 +49,7 @@ struct store;
 struct store_options {
     const char *data_dir; /* created (0700) if missing */
     const char *database; /* NULL: SQLite in data_dir; else a PostgreSQL URL, shared by replicas */
-    /* Where blob bytes live (API.md "Running"): NULL for file:<data_dir>/blobs, else
+    /* Where blob bytes live (docs/contract.md "Running"): NULL for file:<data_dir>/blobs, else
      * file:/DIR, s3://bucket/prefix?endpoint=…&region=…&path_style=true or
      * oci://host:port/repository?insecure=true (store/blob.h). */
     const char *blobs;

@@ -40,12 +40,12 @@ struct store_principal {
     char id[24];
     char name[STORE_TOKEN_NAME_MAX + 1];
     unsigned roles;
-    /* API.md "Teams": none means global / every alias */
+    /* docs/contract.md "Teams": none means global / every alias */
     char teams[STORE_MAX_SCOPES][STORE_TEAM_NAME_MAX + 1];
     size_t nteams;
     char aliases[STORE_MAX_SCOPES][34]; /* alias names, or a prefix and '*' */
     size_t naliases;
-    /* The person behind the credential (API.md "Identity"): an IdP's issuer and subject,
+    /* The person behind the credential (docs/contract.md "Identity"): an IdP's issuer and subject,
      * both "" for a token nobody in particular holds. Separation of duties compares these. */
     char kind[8]; /* "token", "sso" (an IdP token or SSO session), "trusted" */
     char issuer[STORE_ISSUER_MAX + 1];
@@ -118,7 +118,7 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
 enum mg_code store_token_set_person(struct store *st, const char *id, const char *issuer,
                                     const char *subject, struct mg_error *err);
 
-/* ---- identity: IdP groups (API.md "Identity") ------------------------------ */
+/* ---- identity: IdP groups (docs/contract.md "Identity") ------------------------------ */
 
 #define STORE_GROUP_NAME_MAX 128
 
@@ -143,7 +143,7 @@ enum mg_code store_identity_resolve(struct store *st, const char *const *groups,
                                     struct store_principal *who, size_t *mapped,
                                     struct mg_error *err);
 
-/* ---- trusted publishing (API.md "Trusted publishing") ------------------------------ */
+/* ---- trusted publishing (docs/contract.md "Trusted publishing") ------------------------------ */
 
 /* Create or replace a trusted publisher: config is the validated PUT body (BORROWED; its
  * "issuer" is indexed). Audited. *out: config plus "name","created_at","created_by" (NEW). */
@@ -182,7 +182,8 @@ enum mg_code store_token_exchange(struct store *st, const struct store_exchange 
                                   char secret_out[STORE_TOKEN_SECRET_LEN + 1],
                                   struct mg_error *err);
 
-/* ---- single sign-on (API.md "Identity") ---------------------------------------------- */
+/* ---- single sign-on (docs/contract.md "Identity") ----------------------------------------------
+ */
 
 /* Remember a sign-in in progress: state (hashed), nonce and PKCE code verifier. */
 enum mg_code store_sso_begin(struct store *st, const char *state, const char *nonce,

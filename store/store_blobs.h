@@ -87,7 +87,7 @@ enum mg_code store_blob_rescan(struct store *st, const char *actor, const char *
                                json_t **out, struct mg_error *err);
 
 /*
- * The background rescan after an upgrade (server/lifecycle.c): live blobs stored before the
+ * The background rescan after an upgrade (control/lifecycle.c): live blobs stored before the
  * scanner existed have no report, which no policy takes for clean.
  * store_scan_unscanned_count: how many there are (/metrics). store_scan_unscanned: up to
  * `limit` of their digests greater than `after` ("" from the start), in digest order (*out
@@ -105,7 +105,7 @@ enum mg_code store_blob_scan_backfill(struct store *st, int64_t leader_epoch, co
                                       const char *digest, json_t **out, struct mg_error *err);
 
 /*
- * The scan report as an OCI referrer (API.md "Artifact safety scan"): remember a document
+ * The scan report as an OCI referrer (docs/contract.md "Artifact safety scan"): remember a document
  * (kind "manifest": the referrer manifest; "report": the report blob) of version `version`
  * under its digest (idempotent); find one by digest among the model's live versions
  * (*body malloc'd; MG_ENOTFOUND when none).
@@ -161,14 +161,14 @@ enum mg_code store_blob_copy_to_fd(struct store *st, const char *digest, uint64_
 enum mg_code store_blob_materialize(struct store *st, const char *digest, const char *dest,
                                     const char *single_name, struct mg_error *err);
 
-/* Tokens of these teams uploaded digest (API.md "Tenancy"): possession, recorded once per
+/* Tokens of these teams uploaded digest (docs/contract.md "Tenancy"): possession, recorded once per
  * team. No teams (a global token): nothing to record. */
 enum mg_code store_blob_claim(struct store *st, const char *digest, const char *const *teams,
                               size_t nteams, struct mg_error *err);
 
 /*
- * Storage quotas per team (API.md "Quotas and cost"). store_quota_set: bytes (NULL: remove
- * the quota) for an existing team (MG_ENOTFOUND otherwise), audited as team.quota;
+ * Storage quotas per team (docs/contract.md "Quotas and cost"). store_quota_set: bytes (NULL:
+ * remove the quota) for an existing team (MG_ENOTFOUND otherwise), audited as team.quota;
  * store_quota_get: *out NEW {"team","storage_bytes"|null,"used_bytes"}. Use counts the
  * unique bytes the team keeps: uploaded by its tokens or cited by its models' live
  * versions, until garbage collection reclaims them, plus uploads in flight.
@@ -179,7 +179,7 @@ enum mg_code store_quota_get(struct store *st, const char *team, json_t **out,
                              struct mg_error *err);
 
 /*
- * What each team (by_model false) or model keeps and spends (API.md "Quotas and cost"):
+ * What each team (by_model false) or model keeps and spends (docs/contract.md "Quotas and cost"):
  * *out NEW {"by","items":[…]}; a team item {"team","storage_bytes" (its use, as above),
  * "quota_bytes"|null,"versions" (not deleted, of the models it owns),"smoke_seconds",
  * "smoke_gpu_seconds"}; a model item {"model","owners","storage_bytes" (unique bytes its

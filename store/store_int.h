@@ -235,7 +235,7 @@ enum mg_code store_quota_admit_model(struct db_conn *c, int64_t mid, const char 
 enum mg_code store_quota_note(struct db_conn *c, const char *const *teams, size_t nteams,
                               struct mg_error *err);
 enum mg_code store_quota_note_model(struct db_conn *c, int64_t mid, struct mg_error *err);
-/* Owners changing (API.md "Quotas and cost"): store_quota_uses gives each team's use now
+/* Owners changing (docs/contract.md "Quotas and cost"): store_quota_uses gives each team's use now
  * (teams: a JSON array of at most STORE_MAX_SCOPES names; used[i] for teams[i]); after the
  * change, store_quota_grown refuses (MG_EQUOTA, naming the team, its quota, its use and `why`)
  * when a team's use grew past its quota, and announces crossings otherwise. */

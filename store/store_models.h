@@ -102,7 +102,7 @@ enum mg_code store_version_files(struct store *st, const char *model, int64_t ve
 enum mg_code store_version_signature(struct store *st, const char *model, int64_t version,
                                      char **bundle, size_t *len, struct mg_error *err);
 
-/* ---- versions as OCI artifacts (API.md "OCI distribution (read-only)") --- */
+/* ---- versions as OCI artifacts (docs/contract.md "OCI distribution (read-only)") --- */
 
 /*
  * The OCI documents kept for a version (computed once by the server with
@@ -146,7 +146,7 @@ enum mg_code store_dataset_create(struct store *st, const char *actor, const jso
                                   struct mg_error *err);
 
 /*
- * Dataset records belong to teams (API.md "Tenancy"). owners, on create: the owners the
+ * Dataset records belong to teams (docs/contract.md "Tenancy"). owners, on create: the owners the
  * record is registered for, one record each (the token's teams, or [""] for a global
  * token); its parents must be records the owner sees (its own or global ones; a global
  * registration may name any). owners, on reads: the owners whose records the reader sees
@@ -164,7 +164,7 @@ enum mg_code store_dataset_get(struct store *st, const json_t *owners, const cha
 enum mg_code store_dataset_versions(struct store *st, const json_t *owners, const char *digest,
                                     json_t **out, struct mg_error *err);
 
-/* Mark a dataset withdrawn (API.md "Lifecycle"): every version trained on it, directly or
+/* Mark a dataset withdrawn (docs/contract.md "Lifecycle"): every version trained on it, directly or
  * through derived data, then shows it in "withdrawn_datasets". Audited with the versions it
  * marks. A dataset withdrawn before keeps its first withdrawal (*changed false).
  * MG_ENOTFOUND for an unregistered digest. *out: the Dataset (NEW). */

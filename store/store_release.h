@@ -21,7 +21,7 @@ struct store;
 
 /* ---- aliases, policies, promotions ------------------------------------ */
 
-/* Alias (API.md shape): {"model","alias","generation","routes":[{"version","weight",
+/* Alias (docs/contract.md shape): {"model","alias","generation","routes":[{"version","weight",
  * "artifact","image"}],"match":[{"header","value","version","artifact","image"}],
  * "shadow":{"version","percent","artifact","image"}|null,"protected","promotion",
  * "last_known_good"?,"updated_at","deliveries"}. last_known_good is left for the caller
@@ -143,7 +143,7 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
                                     const struct store_alias_change *a, json_t **out,
                                     struct mg_error *err);
 
-/* Promotion (API.md shape) plus "_rev" and "_next_step_at_ms" for callers
+/* Promotion (docs/contract.md shape) plus "_rev" and "_next_step_at_ms" for callers
  * that change it (strip them before replying). */
 enum mg_code store_promotion_get(struct store *st, const char *id, json_t **out,
                                  struct mg_error *err);
@@ -197,7 +197,7 @@ enum mg_code store_datasets_unregistered(struct store *st, const char *model, co
                                          struct mg_error *err);
 
 /*
- * Routed versions (API.md "Routing strategies"): a version is routed by an alias when the
+ * Routed versions (docs/contract.md "Routing strategies"): a version is routed by an alias when the
  * alias's current generation gives it a weight above 0, names it in a match rule, or makes
  * it the shadow. This is the one notion of "routed" the runner tests by and the lifecycle
  * guards refuse by (a routed version is neither archived nor deleted).
@@ -224,7 +224,8 @@ enum mg_code store_alias_strategies(struct store *st, json_t **out, struct mg_er
 /* [{"model","version"}] of every version some live alias routes, sorted, each once. */
 enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_error *err);
 
-/* ---- signed releases (API.md "Signed releases") -------------------------------------- */
+/* ---- signed releases (docs/contract.md "Signed releases") --------------------------------------
+ */
 
 /* The Sigstore bundle signing an alias generation (*bundle malloc'd JSON text), MG_ENOTFOUND
  * when there is none (no such alias or generation, or one from before signing began). */

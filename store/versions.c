@@ -114,9 +114,9 @@ static enum mg_code load_bad_for(struct db_conn *c, int64_t vid, json_t *ver, bo
 }
 
 /* The withdrawn datasets the version was trained on, directly or through the data sets
- * those were derived from (API.md "Lifecycle"). Only records its model's owners registered,
- * or global ones, count (API.md "Tenancy"): another team's record of the same digest, its
- * derivations and its withdrawal never reach it. */
+ * those were derived from (docs/contract.md "Lifecycle"). Only records its model's owners
+ * registered, or global ones, count (docs/contract.md "Tenancy"): another team's record of the same
+ * digest, its derivations and its withdrawal never reach it. */
 static enum mg_code load_withdrawn(struct db_conn *c, int64_t vid, json_t *ver, bool lineage,
                                    struct mg_error *err)
 {
@@ -368,7 +368,7 @@ static json_t *sign_meta(const char *model, int64_t n, const char *artifact, con
     }
     json_object_set_new(m, "created_at", json_string(at));
     json_object_set_new(m, "created_by", json_string(actor));
-    /* API.md "Identity": who published it, when the server recorded that */
+    /* docs/contract.md "Identity": who published it, when the server recorded that */
     if (json_is_object(json_object_get(req, "publisher")))
         json_object_set_new(m, "publisher", json_deep_copy(json_object_get(req, "publisher")));
     return m;
@@ -502,7 +502,7 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
         rc = err->code;
         goto done;
     }
-    /* A version's bytes count in its owners' quotas (API.md "Quotas and cost"). */
+    /* A version's bytes count in its owners' quotas (docs/contract.md "Quotas and cost"). */
     if ((rc = store_model_id(c, model, &mid, err)) != MG_OK ||
         (rc = blob_exists(c, artifact, err)) != MG_OK ||
         (rc = store_quota_admit_model(c, mid, artifact, err)) != MG_OK)

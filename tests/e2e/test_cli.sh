@@ -386,7 +386,7 @@ cli push fraud "$W/tamper" --json
 VT=$(jq .version "$W/out")
 DT=$(jq -r .artifact.digest "$W/out")
 BLOB="$MG_DATA/blobs/sha256/${DT:7:2}/${DT:7}"
-check "the blob is where DESIGN.md says" test -f "$BLOB"
+check "the blob is where docs/design.md says" test -f "$BLOB"
 chmod u+w "$BLOB"
 python3 - "$BLOB" <<'EOF'
 import sys

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# IdP JWTs as bearer tokens (API.md "Identity") against a JWKS issuer made with npm jose
+# IdP JWTs as bearer tokens (docs/contract.md "Identity") against a JWKS issuer made with npm jose
 # (tests/identity/issuer.mjs): group mappings, whoami's identity, every refusal class
 # answered 401 naming its check and never echoing the token (nor logging it), the
 # publisher recorded on a version and in its signed statement (verified with openssl), and

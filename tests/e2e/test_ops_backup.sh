@@ -6,7 +6,7 @@
 # changes). The backup restores into a new directory; a second server on it
 # serves every version identically, every artifact hashes to its digest,
 # every signature bundle is byte-identical and verifies with stock
-# `openssl dgst -sha256 -verify` (DESIGN.md's recipe), the audit log verifies
+# `openssl dgst -sha256 -verify` (docs/design.md's recipe), the audit log verifies
 # with the same head the original had at that entry, and the restored server
 # keeps signing with the same key. Restoring into a non-empty directory is
 # refused without touching it; a tampered or missing blob, or an edited audit
@@ -176,7 +176,7 @@ check "the signing keys keep their created_at" same /api/v1/signing-keys
 check "a token made before the backup works on the restored server" \
     curl -sS --fail -o /dev/null -H "Authorization: Bearer $READER" "$R_URL/api/v1/whoami"
 
-# verify_bundle BUNDLE PUBKEY: DESIGN.md's recipe, with nothing of ours.
+# verify_bundle BUNDLE PUBKEY: docs/design.md's recipe, with nothing of ours.
 verify_bundle() {
     local b=$1 pub=$2 d
     d=$(mktemp -d "$W/v.XXXXXX")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Signatures verify offline with stock openssl (DESIGN.md "Signing"): a
+# Signatures verify offline with stock openssl (docs/design.md "Signing"): a
 # tar.gz version and a single-file version, tampering detected, and a bundle
 # signed before a key rotation still verifies with the old published key.
 . "$(dirname "$0")/lib.sh"
@@ -19,7 +19,7 @@ ONE=$(mg_upload "$W/single.onnx")
 mg_api POST /api/v1/models/fraud/versions "{\"artifact\":\"$TGZ\",\"metrics\":{\"auc\":0.93}}" >/dev/null
 mg_api POST /api/v1/models/fraud/versions "{\"artifact\":\"$ONE\"}" >/dev/null
 
-# verify_bundle BUNDLE PUBKEY: the DESIGN.md recipe, with nothing of ours.
+# verify_bundle BUNDLE PUBKEY: the docs/design.md recipe, with nothing of ours.
 verify_bundle() {
     local b=$1 pub=$2 d
     d=$(mktemp -d "$MG_TMP/v.XXXXXX")
@@ -115,7 +115,7 @@ refute "the new key does not verify the old bundle" verify_bundle "$W/v1.sig" "$
 check "new versions name the new keyid" test \
     "$(mg_api GET /api/v1/models/fraud/versions/3 | jq -r .signature.keyid)" = "$(cat "$W/newkey")"
 
-# Path order (DESIGN.md "Signing"): names whose byte order and component order differ. The
+# Path order (docs/design.md "Signing"): names whose byte order and component order differ. The
 # order is computed here with sort(1), '/' mapped below every other byte, and the subject
 # must be the ROOT over the files' own sha256sums in that order.
 mkdir -p "$W/order/sub/deep"

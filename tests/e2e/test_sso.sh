@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# "Sign in with SSO" end to end (API.md "Identity"): a real OpenID provider (npm
+# "Sign in with SSO" end to end (docs/contract.md "Identity"): a real OpenID provider (npm
 # oidc-provider, tests/identity/provider.mjs) and a real headless Chromium
 # (tests/identity/sso_browser.mjs, playwright-core) sign a reviewer in through
 # /ui/sso/login (authorization code + PKCE S256, state and nonce) and /ui/sso/callback;

@@ -22,7 +22,7 @@
  * - a refused policy says why (message) and leaves the output untouched;
  * - a GateReport is {"passed","pending","gates"} with one gate per configured
  *   check, each with a known status, and passed/pending agree with them;
- * - the document's "match" and "shadow" (an alias body's routing strategies, API.md
+ * - the document's "match" and "shadow" (an alias body's routing strategies, docs/contract.md
  *   "Routing strategies") through gate_routing_parse(): accepted ones hold only valid
  *   headers, values and percents; refused ones say why and which field, and write nothing.
  */

@@ -1,5 +1,5 @@
 /*
- * attest_common.h - release attestations (API.md "Signed releases") as the tests
+ * attest_common.h - release attestations (docs/contract.md "Signed releases") as the tests
  * that move an installation or spread it over replicas check them: fetched as
  * served, verified offline with stock `openssl` and with sigstore-js
  * (tests/identity/verify_bundle.mjs, like tests/e2e/test_identity.sh), and their

@@ -1,7 +1,7 @@
 /*
  * harness.h - what the integration tests need to drive a real modelgated:
  * start it on an ephemeral port with a fresh data directory, stop and restart
- * it, talk HTTP to it with libcurl, and check answers against API.md.
+ * it, talk HTTP to it with libcurl, and check answers against docs/contract.md.
  *
  * Layout of one server's scratch space (a mkdtemp directory):
  *   ROOT/data/         the --data-dir (modelgate.db, blobs/, admin.token)
@@ -319,7 +319,7 @@ char *it_token_create(struct mg_server *s, const char *name, const char *roles, 
     it_expect_status_not_at(r, bad1, bad2, __FILE__, __LINE__)
 
 /*
- * Assert an API.md error: the status, Content-Type application/json and a
+ * Assert an docs/contract.md error: the status, Content-Type application/json and a
  * body {"error":{"code":code,"message":"<non-empty>","field"?:string}}.
  */
 #define it_expect_error(s, r, status, code)                                                        \

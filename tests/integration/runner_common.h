@@ -93,7 +93,7 @@ json_t *rc_smoke_wait_state_at(struct mg_server *s, const char *model, json_int_
 void rc_runner_idle(struct mg_server *s, int64_t timeout_ms);
 
 /*
- * Assert a finished SmokeTest has every API.md field with its type: id,
+ * Assert a finished SmokeTest has every docs/contract.md field with its type: id,
  * state, profile, gpu, started_at, finished_at, duration_ms, exit_code,
  * latency_ms, checks, log_tail, reason, trigger, peak_gpu_memory_mib.
  */

@@ -1,6 +1,7 @@
 /*
  * test_aliases.c - an alias's routing strategies beyond weights against the real daemon
- * (API.md "Routing strategies"): header match rules and a shadow are part of the generation.
+ * (docs/contract.md "Routing strategies"): header match rules and a shadow are part of the
+ * generation.
  *
  * - PUT with match and shadow: the Alias, its history, a signed webhook delivery (received
  *   and checked the Standard Webhooks way) and ?wait all carry them; a change of the shadow

@@ -1,5 +1,5 @@
 /*
- * test_archives.c - archive inspection on upload (API.md "Blobs"): media type
+ * test_archives.c - archive inspection on upload (docs/contract.md "Blobs"): media type
  * sniffing, the file count, every kind of unsafe entry refused with 400 and
  * nothing kept, and a version's /files listing of a good tar.gz.
  *

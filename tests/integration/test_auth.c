@@ -2,7 +2,7 @@
  * test_auth.c - authentication and roles on every M1 route, the public health
  * endpoints, tokens (create, list, revoke) and whoami.
  *
- * API.md: without a valid token 401; with a token lacking the role 403; admin
+ * docs/contract.md: without a valid token 401; with a token lacking the role 403; admin
  * holds every role. The route table below is the list of M1 routes, called with
  * real bodies; the sweeps test_route_table_* (M29) take EVERY route from the
  * server's own route table (srv_route_foreach, linked in) instead.
@@ -271,7 +271,7 @@ static void test_every_route_needs_its_role(void **state)
     }
 }
 
-/* API.md Conventions: every role includes reader. Each single-role token reads every
+/* docs/contract.md Conventions: every role includes reader. Each single-role token reads every
  * reader route; none of them gains a write it does not hold. */
 static void test_every_role_reads(void **state)
 {
@@ -343,7 +343,7 @@ static void test_admin_holds_every_role(void **state)
             continue;
         r = call_as(rt, s->admin_token);
         if (strstr(rt->path, "/files") != NULL) {
-            /* The artifact is not an archive: API.md leaves the answer open. */
+            /* The artifact is not an archive: docs/contract.md leaves the answer open. */
             it_expect_status_not(r, 401, 403);
             assert_true(r->status < 500);
         } else {

@@ -1,5 +1,5 @@
 /*
- * test_gc.c - blob garbage collection (API.md "Lifecycle") on the blob backend the suite
+ * test_gc.c - blob garbage collection (docs/contract.md "Lifecycle") on the blob backend the suite
  * runs on (file:, and again as s3_integration_test_gc and oci_integration_test_gc): after
  * deletes the bytes go and the bytes reclaimed match the report, a blob a live version
  * shares stays, a dataset holds its blob until it is withdrawn, a deleted version's
@@ -87,7 +87,7 @@ static void expect_artifact(struct mg_server *s, const char *model, json_int_t n
 }
 
 /* The version's signature bundle verifies with stock openssl against the published key
- * (DESIGN.md "Signing", the recipe with nothing of ours). */
+ * (docs/design.md "Signing", the recipe with nothing of ours). */
 static void expect_signature_verifies(struct mg_server *s, const char *model, json_int_t n)
 {
     char dir[IT_PATH_MAX], path[IT_PATH_MAX], cmd[4 * IT_PATH_MAX], head[64];

@@ -1,5 +1,5 @@
 /*
- * test_introspection.c - artifact introspection over HTTP (API.md "Artifact introspection
+ * test_introspection.c - artifact introspection over HTTP (docs/contract.md "Artifact introspection
  * and schema compatibility"), on SQLite and PostgreSQL:
  * - uploads record the formats they hold; versions carry what was read, vram_estimate and
  *   estimated_vram_gib; a malformed header is a 400 naming the member and the byte offset,

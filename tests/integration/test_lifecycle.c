@@ -1,5 +1,5 @@
 /*
- * test_lifecycle.c - API.md "Lifecycle" over HTTP: archive and unarchive
+ * test_lifecycle.c - docs/contract.md "Lifecycle" over HTTP: archive and unarchive
  * (hidden from lists, never routed or promoted), delete to a tombstone (410
  * artifact, signature kept) with its guards (routed, last-known-good, active
  * candidate → 409), retention rules with their dry run and scheduled runs,

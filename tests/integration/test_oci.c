@@ -1,6 +1,6 @@
 /*
- * test_oci.c - M17: every version pulled with standard OCI tools (API.md "OCI distribution
- * (read-only)"), against the real daemon.
+ * test_oci.c - M17: every version pulled with standard OCI tools (docs/contract.md "OCI
+ * distribution (read-only)"), against the real daemon.
  *
  *   - Debian's skopeo: inspect --raw (and --config --raw) and copy docker://…/fraud:v1 to an
  *     oci: layout with --src-creds (the token flow: 401 challenge, GET /v2/token with Basic,
@@ -689,7 +689,7 @@ static void test_referrers(void **state)
     assert_non_null(index);
     it_resp_free(srv, &r);
     /* the version's signature, one release attestation per generation routing it
-     * (API.md "Signed releases"), each a Sigstore bundle, and the safety scan's report
+     * (docs/contract.md "Signed releases"), each a Sigstore bundle, and the safety scan's report
      * (test_scan.c reads that one) */
     desc = NULL;
     {

@@ -408,8 +408,8 @@ static void map_entries(char *out, size_t n)
 }
 
 /*
- * API.md "Routing strategies": header pinning through a map the runtime API changes, with no
- * reload (HAProxy's pid stays, the map file on disk stays empty); an alias with a shadow that
+ * docs/contract.md "Routing strategies": header pinning through a map the runtime API changes, with
+ * no reload (HAProxy's pid stays, the map file on disk stays empty); an alias with a shadow that
  * HAProxy serves is refused at the PUT, naming the gateway, and nothing changes; so are a
  * promotion whose rollout has a shadow phase, and a gateway without a map that would hear an
  * alias with match rules.

@@ -1,5 +1,5 @@
 /*
- * test_push_nginx_routing.c - API.md "Routing strategies" with a real nginx on loopback:
+ * test_push_nginx_routing.c - docs/contract.md "Routing strategies" with a real nginx on loopback:
  * the site config of README ("Routing strategies": `mirror /_mg_shadow` and the shadow
  * location) in front of three upstreams (each a tiny nginx server that answers its own name
  * and logs, per request, whether it was a mirrored copy).

@@ -1,6 +1,6 @@
 /*
- * test_quotas.c - M26 storage quotas per team (API.md "Quotas and cost"), against the real
- * daemon:
+ * test_quotas.c - M26 storage quotas per team (docs/contract.md "Quotas and cost"), against the
+ * real daemon:
  *   - PUT/GET /api/v1/teams/{team}/quota, and its use counted on unique bytes: the same bytes
  *     twice, and bytes shared by versions of several models of the team, count once;
  *   - an upload or a version that would take a team past its quota answers 507

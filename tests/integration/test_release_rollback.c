@@ -217,7 +217,7 @@ static void test_rollback_after_success(void **state)
 
     /* Its old success no longer counts: v2's history entry at 100% is still there,
      * newer than v1's, yet the LKG is v1. (Whether v2 may be promoted again, and
-     * then count anew, is left open by DESIGN.md; not tested here.) */
+     * then count anew, is left open by docs/design.md; not tested here.) */
     r = it_get(s, "/api/v1/models/rbok/aliases/production/history", cx.t.rd);
     it_expect_status(s, r, 200);
     assert_int_equal(json_array_size(it_jarr(r->json, "items")), 5);

@@ -1,5 +1,5 @@
 /*
- * test_replicas_attest.c - release attestations (API.md "Signed releases") on three
+ * test_replicas_attest.c - release attestations (docs/contract.md "Signed releases") on three
  * replicas sharing one PostgreSQL database and one blob directory, each started without
  * --signing-key (they sign with the cluster's key, README "Several replicas"):
  *

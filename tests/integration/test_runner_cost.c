@@ -1,7 +1,7 @@
 /*
- * test_runner_cost.c - what serving a version costs, as a release gate (API.md "Quotas and
- * cost"), against the real daemon and its runner with shell-script profiles (no NVML: the
- * tests run on the CPU, the same with or without a GPU here):
+ * test_runner_cost.c - what serving a version costs, as a release gate (docs/contract.md "Quotas
+ * and cost"), against the real daemon and its runner with shell-script profiles (no NVML: the tests
+ * run on the CPU, the same with or without a GPU here):
  *   - a smoke test reports throughput_rps (the test's own figure, else its timed requests
  *     over its wall time) and cost_per_1k_requests = cost ÷ (3.6 × rps) from
  *     --smoke-profile-cost; null without a throughput or a cost;

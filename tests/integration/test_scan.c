@@ -1,5 +1,5 @@
 /*
- * test_scan.c - the artifact safety scan through the real daemon (API.md "Artifact safety
+ * test_scan.c - the artifact safety scan through the real daemon (docs/contract.md "Artifact safety
  * scan"): the report an upload gets, its copy in versions, the scan gate of a policy,
  * `modelgate pull` refusing what is not clean, a rescan after --scan-allow changes (admin
  * only, audited), modelgate_scan_findings_total, and the background rescan of blobs stored

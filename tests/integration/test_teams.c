@@ -1,6 +1,6 @@
 /*
  * test_teams.c - M13: teams, team-scoped tokens, model owners, --read-scope, alias-scoped
- * tokens and approval groups (API.md "Teams"), against the real daemon.
+ * tokens and approval groups (docs/contract.md "Teams"), against the real daemon.
  *
  * The BOLA sweep is generated from the OpenAPI document (whose routes test_openapi checks
  * against the route table): every mutating route that names a model, plus the promotion

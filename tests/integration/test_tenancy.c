@@ -1,5 +1,5 @@
 /*
- * test_tenancy.c - M22 "Tenancy: bytes and lineage belong to teams" (API.md), found by
+ * test_tenancy.c - M22 "Tenancy: bytes and lineage belong to teams" (docs/contract.md), found by
  * attacking the second release, against the real daemon under --read-scope team:
  *   - a team-scoped token reads bytes (GET/HEAD /blobs, the presigned redirect, /v2/) only
  *     when a model it can read cites them or a token of its teams uploaded them, and cites

@@ -404,7 +404,7 @@ describe('reviewer pages (M24)', { concurrency: false }, () => {
   test('fields other milestones add (scan, publisher, throughput, cost, analysis) show when sent',
        async () => {
     // The server of this branch sends none of them yet: the page's own modules draw them
-    // from JSON shaped as API.md describes, in the signed-in page (same origin, same CSP).
+    // from JSON shaped as docs/contract.md describes, in the signed-in page (same origin, same CSP).
     await rev.goto(base + '/#/models/fraud');
     await rev.locator('#model-card').waitFor();
     const got = await rev.evaluate(async () => {

@@ -108,7 +108,7 @@ async function startServer() {
   const data = path.join(tmp, 'data');
   const smoke = path.join(tmp, 'smoke.sh');
   // A smoke-test profile: prints a log (with markup that must stay text) and
-  // reports latencies and checks the way DESIGN.md's runner expects.
+  // reports latencies and checks the way docs/design.md's runner expects.
   await writeFile(smoke, [
     '#!/bin/sh',
     'echo "loading model from $1"',
@@ -207,7 +207,7 @@ async function seed() {
     require_signature: true,
     require_pinned_image: true,
     smoke: { required: true, gpu: 'none' },
-    // API.md "Routing strategies": a shadow and an internal phase before the steps.
+    // docs/contract.md "Routing strategies": a shadow and an internal phase before the steps.
     rollout: { shadow_seconds: 1, internal: { header: 'x-canary', value: '1', seconds: 1 },
                steps: [50, 100], bake_seconds: 1 },
   });
@@ -437,7 +437,7 @@ describe('reviewer UI', { concurrency: false }, () => {
     assert.match(await r1.locator('#smoke pre.log-tail').first().innerText(),
                  /<b>warmup<\/b> 5 requests <script>alert\(4\)<\/script>/);
 
-    // Serving cost (API.md "Quotas and cost"): the candidate's measured figures, as numbers.
+    // Serving cost (docs/contract.md "Quotas and cost"): the candidate's measured figures, as numbers.
     const costRow = r1.locator('#cost tr[data-cost="cost_per_1k_requests"] td');
     assert.match(await costRow.nth(2).innerText(), /^[0-9][0-9.e+-]*$/);
     assert.match(await r1.locator('#cost').innerText(), /Throughput \(requests\/s\)/);
@@ -765,7 +765,7 @@ describe('reviewer UI', { concurrency: false }, () => {
   });
 
   test('the promotion page charts live analysis per interval, updating live', async () => {
-    // API.md "Live canary analysis": a policy whose Prometheus does not answer records an
+    // docs/contract.md "Live canary analysis": a policy whose Prometheus does not answer records an
     // inconclusive interval each second; the page charts them as they come.
     const pub = tokens.publisher;
     await must(pub, 'POST', '/api/v1/models', { name: 'scorer' });

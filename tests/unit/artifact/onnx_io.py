@@ -6,7 +6,7 @@ shape, optional), initializer count, parameters and dtypes, and the opset, as on
 
 Usage: onnx_io.py DIR_OR_FILE...   (directories are searched for *.onnx)
 
-Names follow modelgate's canonical dtype spelling (API.md): F32, I64, ..., and
+Names follow modelgate's canonical dtype spelling (docs/contract.md): F32, I64, ..., and
 seq(T), map(K,V), optional(T), sparse(T) for the other value types.
 """
 import json

@@ -1,5 +1,5 @@
 /*
- * test_sign.c - artifact/sign.c: the DESIGN.md "Signing" byte recipe, bundle
+ * test_sign.c - artifact/sign.c: the docs/design.md "Signing" byte recipe, bundle
  * verification (and what must make it fail), the on-disk keyring, and a
  * cross-check with the stock openssl command line.
  */
@@ -379,7 +379,7 @@ static void test_bundle_shape(void **state)
     size_t der_len, i;
     int n;
 
-    /* every constant of DESIGN.md step 6 */
+    /* every constant of docs/design.md step 6 */
     assert_string_equal(json_string_value(json_object_get(b, "mediaType")),
                         "application/vnd.dev.sigstore.bundle.v0.3+json");
     assert_string_equal(
@@ -1223,7 +1223,7 @@ static void test_openssl_cli(void **state)
              dir);
     assert_int_equal(run_sh(cmd), 0);
 
-    /* the PAE of DESIGN.md's shell recipe is byte-identical to sign_pae() */
+    /* the PAE of docs/design.md's shell recipe is byte-identical to sign_pae() */
     snprintf(cmd, sizeof(cmd),
              "cd '%s' && { printf 'DSSEv1 28 application/vnd.in-toto+json %%d ' "
              "\"$(stat -c%%s body)\"; cat body; } > pae2 && cmp -s pae pae2",
@@ -1324,7 +1324,7 @@ static void test_path_order(void **state)
                          independent_path_cmp(names[i], names[j]));
         }
     }
-    /* the example of DESIGN.md "Signing" */
+    /* the example of docs/design.md "Signing" */
     assert_true(sign_path_cmp("sub/deep/b", "sub-notes.txt") < 0);
     assert_true(sign_path_cmp("sub/a.txt", "sub.cfg") < 0);
     assert_true(strcmp("sub/a.txt", "sub.cfg") > 0); /* where byte order disagrees */

@@ -1,7 +1,7 @@
 /*
  * test_util.c - common/util.c: the capped buffer, hex and base64, SHA-256,
  * RFC 3339 time, integer and size parsing, and the name/digest/image
- * validators of API.md ("Conventions").
+ * validators of docs/contract.md ("Conventions").
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -652,7 +652,7 @@ static void test_time_format(void **state)
         {0, "1970-01-01T00:00:00.000Z"},
         {999, "1970-01-01T00:00:00.999Z"},
         {1000, "1970-01-01T00:00:01.000Z"},
-        {1795255200123LL, "2026-11-21T10:00:00.123Z"}, /* API.md's example */
+        {1795255200123LL, "2026-11-21T10:00:00.123Z"}, /* docs/contract.md's example */
         {951868799007LL, "2000-02-29T23:59:59.007Z"},  /* leap day */
         {4102444800000LL, "2100-01-01T00:00:00.000Z"}, /* past 2038 */
     };

@@ -1,5 +1,5 @@
 /*
- * test_analysis.c - gates/analysis.c (API.md "Live canary analysis"): the policy's
+ * test_analysis.c - gates/analysis.c (docs/contract.md "Live canary analysis"): the policy's
  * "analysis" block (valid and invalid bodies, the field each refusal names, the canonical
  * round trip), placeholder expansion, and the judgement as tables: value and ratio metrics,
  * the one-sided two-proportion test, interval verdicts, streaks, the action after an
@@ -36,7 +36,7 @@ static json_t *load(const char *text)
     return j;
 }
 
-/* The API.md example, with {{…}} placeholders. */
+/* The docs/contract.md example, with {{…}} placeholders. */
 static const char example[] =
     "{\"provider\": {\"kind\": \"prometheus\", \"url\": \"http://127.0.0.1:9090/\"},"
     " \"interval_seconds\": 10, \"failure_limit\": 2, \"inconclusive_limit\": 12,"

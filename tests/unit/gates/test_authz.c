@@ -157,7 +157,7 @@ static void test_table(void **state)
     assert_int_equal(bad, 0);
 }
 
-/* Bytes (API.md "Tenancy"): held through an upload by one's team or a readable citing
+/* Bytes (docs/contract.md "Tenancy"): held through an upload by one's team or a readable citing
  * model; otherwise missing under --read-scope team; released bytes gone but to admins. */
 static void test_bytes(void **state)
 {

@@ -1,5 +1,5 @@
 /*
- * test_cost.c - gates/cost.c and the serving-cost thresholds of gates/policy.c (API.md
+ * test_cost.c - gates/cost.c and the serving-cost thresholds of gates/policy.c (docs/contract.md
  * "Quotas and cost"): throughput from a test's own figure or its timed requests, cost per
  * thousand requests = cost ÷ (3.6 × rps), and thresholds on throughput_rps and
  * cost_per_1k_requests, absolute or relative to the baseline, with a clear pending/failed

@@ -2,7 +2,7 @@
  * test_lifecycle.c - gates/lifecycle.c: which archive/unarchive/delete
  * requests the guards allow (every operation × status × what holds the
  * version), retention rules parsed and refused, and which versions a rule
- * selects (API.md "Lifecycle").
+ * selects (docs/contract.md "Lifecycle").
  */
 #include <setjmp.h>
 #include <stdarg.h>

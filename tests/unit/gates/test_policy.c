@@ -1,8 +1,8 @@
 /*
  * test_policy.c - gates/policy.c: parsing and validating a Policy
- * (API.md "Policies"), its canonical JSON, the gate evaluation that turns
+ * (docs/contract.md "Policies"), its canonical JSON, the gate evaluation that turns
  * a policy plus facts about a candidate into a GateReport, and the approval
- * rules (DESIGN.md "Promotion and rollout" step 3).
+ * rules (docs/design.md "Promotion and rollout" step 3).
  *
  * Everything here is pure, so every test is a table. Table tests check
  * every row and report each mismatch before failing, so one run shows
@@ -27,7 +27,7 @@
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
-/* The example policy of API.md "Policies", with gpu "required". */
+/* The example policy of docs/contract.md "Policies", with gpu "required". */
 static const char *const api_example =
     "{\"thresholds\": ["
     " {\"metric\": \"auc\", \"op\": \">=\", \"value\": 0.92},"
@@ -352,7 +352,7 @@ static void test_policy_parse_invalid_table(void **state)
         {"{\"rollout\": {\"bake_seconds\": \"300\"}}", "rollout.bake_seconds"},
         {"{\"rollout\": {\"auto_advance\": \"yes\"}}", "rollout.auto_advance"},
         {"{\"rollout\": {\"auto_advance\": 1}}", "rollout.auto_advance"},
-        /* rollout phases (API.md "Routing strategies") */
+        /* rollout phases (docs/contract.md "Routing strategies") */
         {"{\"rollout\": {\"shadow_seconds\": -1}}", "rollout.shadow_seconds"},
         {"{\"rollout\": {\"shadow_seconds\": 604801}}", "rollout.shadow_seconds"},
         {"{\"rollout\": {\"shadow_seconds\": 1.5}}", "rollout.shadow_seconds"},
@@ -450,7 +450,7 @@ static void test_policy_parse_invalid_table(void **state)
     assert_int_equal(bad, 0);
 }
 
-/* API.md "Routing strategies": the rollout's shadow and internal phases. */
+/* docs/contract.md "Routing strategies": the rollout's shadow and internal phases. */
 static void test_policy_parse_phases(void **state)
 {
     struct gate_policy p;
@@ -797,7 +797,7 @@ static void test_evaluate_absolute_ops(void **state)
     assert_int_equal(bad, 0);
 }
 
-/* Relative thresholds (API.md): for >=, candidate >= baseline - max_regression
+/* Relative thresholds (docs/contract.md): for >=, candidate >= baseline - max_regression
  * or baseline * (1 - pct/100); for <=, candidate <= baseline + max_regression or
  * baseline * (1 + pct/100). */
 static void test_evaluate_relative(void **state)
@@ -1388,8 +1388,8 @@ static const struct eval_row eval_rows[] = {
      2,
      {{"signature", "signature", "failed", NULL, NULL, NULL},
       {"smoke test", "smoke", "running", NULL, NULL, NULL}}},
-    /* The API.md example, every fact good: every gate, in order. */
-    {"API.md example, all good",
+    /* The docs/contract.md example, every fact good: every gate, in order. */
+    {"docs/contract.md example, all good",
      NULL,
      "{\"auc\": 0.9375, \"p95_latency_ms\": 44}",
      "{\"auc\": 0.9375, \"p95_latency_ms\": 40}",
@@ -1419,7 +1419,7 @@ static const struct eval_row eval_rows[] = {
       {"fits GPU", "fit", "passed", NULL, NULL, NULL},
       {"smoke test", "smoke", "passed", NULL, NULL, NULL},
       {"approvals", "approval", "passed", NULL, NULL, NULL}}},
-    {"API.md example, latency regressed past 10%",
+    {"docs/contract.md example, latency regressed past 10%",
      NULL,
      "{\"auc\": 0.9375, \"p95_latency_ms\": 44.5}",
      "{\"auc\": 0.9375, \"p95_latency_ms\": 40}",
@@ -1631,7 +1631,7 @@ static void test_approval_tally_table(void **state)
     }
 }
 
-/* Separation of duties compares people (API.md "Identity"): issuer and subject both. */
+/* Separation of duties compares people (docs/contract.md "Identity"): issuer and subject both. */
 static void test_same_person_table(void **state)
 {
     static const struct {

@@ -1,8 +1,8 @@
 /*
  * test_rollout.c - gates/rollout.c: the promotion state machine
  * (state, event, now) → (new state, actions), state names, and
- * last-known-good selection (DESIGN.md "Domain model" and "Promotion and
- * rollout"; API.md "Aliases" and "Promotions").
+ * last-known-good selection (docs/design.md "Domain model" and "Promotion and
+ * rollout"; docs/contract.md "Aliases" and "Promotions").
  *
  * Table tests check every row and report each mismatch before failing, so
  * one run shows every broken case.
@@ -836,7 +836,7 @@ static const struct lkg_entry h_new_route[] = {
     E(1, LKG_SET, r7),
 };
 static const struct lkg_entry h_zero_weight[] = {E(1, LKG_SET, r1_100_2_0)};
-/* API.md "Routing strategies": match rules and the shadow are part of the generation. */
+/* docs/contract.md "Routing strategies": match rules and the shadow are part of the generation. */
 static const int64_t pin3[] = {3}, pin7[] = {7}, pin7_7[] = {7, 7}, pin3_7[] = {3, 7};
 /* v7 at 100% but a tenant pinned to v3: v7 does not hold the whole alias */
 static const struct lkg_entry h_pinned_other[] = {

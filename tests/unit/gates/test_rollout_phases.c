@@ -1,5 +1,5 @@
 /*
- * test_rollout_phases.c - gates/rollout.c, the rollout phases before the steps (API.md
+ * test_rollout_phases.c - gates/rollout.c, the rollout phases before the steps (docs/contract.md
  * "Routing strategies": the candidate first gets shadow traffic while its smoke tests run,
  * then only requests with the internal header, then the weighted steps; a failure in any
  * phase rolls back): every phase against every event, phase names, and promo_init.

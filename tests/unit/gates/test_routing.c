@@ -1,5 +1,5 @@
 /*
- * test_routing.c - gates/routing.c: header names and values (API.md "Routing strategies":
+ * test_routing.c - gates/routing.c: header names and values (docs/contract.md "Routing strategies":
  * lowercase HTTP tokens; 1-128 printable ASCII without '"' '\' ';' '{' '}' or spaces) and
  * the validation of an alias's match rules and shadow, as tables of cases.
  */

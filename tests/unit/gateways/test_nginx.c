@@ -188,7 +188,7 @@ static void test_render(void **state)
     }
 }
 
-/* API.md "Routing strategies": match rules as chained maps ahead of the split, and the
+/* docs/contract.md "Routing strategies": match rules as chained maps ahead of the split, and the
  * shadow's own variable. */
 static void test_render_strategies(void **state)
 {

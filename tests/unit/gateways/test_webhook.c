@@ -286,7 +286,8 @@ static void test_body(void **state)
     assert_null(strchr(text, '\n')); /* compact: the signed bytes are the sent bytes */
     json_decref(got);
     free(text);
-    /* API.md "Routing strategies": the body carries match and shadow as the payload has them */
+    /* docs/contract.md "Routing strategies": the body carries match and shadow as the payload has
+     * them */
     json_object_set_new(d.payload, "match",
                         json_pack("[{s:s, s:s, s:i, s:s}]", "header", "x-tenant", "value", "acme",
                                   "version", 5, "artifact", "sha256:00"));
@@ -308,7 +309,7 @@ static void test_body(void **state)
     assert_null(json_object_get(got, "event")); /* a plain step: no event */
     json_decref(got);
     free(text);
-    /* API.md "Live canary analysis": an automatic rollback says why */
+    /* docs/contract.md "Live canary analysis": an automatic rollback says why */
     json_object_set_new(d.payload, "event",
                         json_pack("{s:s, s:s}", "type", "analysis.failed", "detail",
                                   "automatic rollback: metric error_rate of v4: candidate rate "

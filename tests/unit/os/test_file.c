@@ -1,5 +1,5 @@
 /*
- * test_file.c - common/file.c: atomic replacement with the asked mode whatever the umask,
+ * test_file.c - os/file.c: atomic replacement with the asked mode whatever the umask,
  * nothing left behind on failure, and the streaming SHA-256 of a file against a one-shot
  * digest.
  */

@@ -195,7 +195,7 @@ static void test_facts(void **state)
     json_decref(policy);
 }
 
-/* API.md "Routing strategies": match rules and the shadow are stored with the generation
+/* docs/contract.md "Routing strategies": match rules and the shadow are stored with the generation
  * (alias, history, facts, the outbox payload), every version they name must exist, and a
  * version is "routed" by a weight above 0, a match rule or the shadow. */
 static void test_strategies_and_routed(void **state)
