@@ -3,7 +3,9 @@
  * replies captured with a cap, transport errors named after the backend, parts
  * sent by a thread while the next one fills, and downloads streamed by a thread
  * through a bounded buffer (so a slow client or a slow backend holds no more than
- * that buffer, and an HTTP thread never waits on the network).
+ * that buffer, and an HTTP thread never waits on the network). Both kinds of remote
+ * reader (a stream, and the empty reader of a range of no bytes) carry their own
+ * blob_reader_ops: neither hands out a descriptor.
  */
 #include "blob_int.h"
 
