@@ -56,7 +56,7 @@ struct blob_put;
 struct blob_reader;
 
 struct blob_options {
-    const char *url;         /* file:/dir, s3://…, oci://… (API.md "Running") */
+    const char *url;         /* file:/dir, s3://…, oci://… (docs/contract.md "Running") */
     const char *credentials; /* --blobs-credentials FILE (mode 0600) or NULL */
     const char *tmp_dir;     /* local scratch (spools, downloads), created if missing, for a
                               * backend that keeps none of its own (file: uses <dir>/tmp,
