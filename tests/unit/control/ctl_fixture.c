@@ -27,6 +27,8 @@ static struct cfx_call *record(struct ctl *ctl, void *impl, const char *what, co
     if (c->ncalls == CFX_MAX_CALLS)
         fail_msg("more than %d calls through the worker tables", CFX_MAX_CALLS);
     k = &c->calls[c->ncalls++];
+    if (getenv("CFX_TRACE"))
+        fprintf(stderr, "call %s %s/%s\n", what, model ? model : "", alias ? alias : "");
     memset(k, 0, sizeof(*k));
     snprintf(k->what, sizeof(k->what), "%s", what);
     snprintf(k->model, sizeof(k->model), "%s", model ? model : "");
