@@ -8,7 +8,7 @@
  * The fakes answer as the real workers would when everything goes well (a wait wakes at
  * once, a check passes, names are listed for one gateway when asked); knobs in struct cfx
  * make them refuse. rn.enqueue queues the test in the store, as runner_enqueue does, so
- * the shadow phase sees it pending.
+ * the shadow phase sees it pending. CFX_TRACE=1 in the environment prints each call.
  */
 #ifndef CTL_FIXTURE_H
 #define CTL_FIXTURE_H
