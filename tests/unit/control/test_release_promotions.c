@@ -9,7 +9,8 @@
  * success and the LKG; abort and rollback leave it; a failed smoke test or a failed delivery
  * rolls a rolling-out promotion back, an errored smoke test rolls nothing back; a policy that
  * requires a smoke test waits on it, and entering the shadow phase queues the candidate's
- * test through the runner's table (an empty table leaves the promotion running).
+ * test through the runner's table (an empty table leaves the promotion running); the fit
+ * gate asks the runner's table for its largest GPU.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -477,6 +478,37 @@ static void test_smoke_failed_while_evaluating_rejects(void **state)
     expect_alias_on(c, "m", "prod", 1);
 }
 
+/* The fit gate asks the runner's table for the largest GPU: a 7B fp16 model (about 17 GiB)
+ * fits 24 GiB, not 8 GiB, and with no runner (none reported) it fails. */
+static void test_fit_gate_asks_the_runner(void **state)
+{
+    struct cfx *c = *state;
+    json_t *r = NULL, *req;
+    char art[72];
+    static const struct {
+        double gib;
+        bool unregister;
+        const char *want;
+    } cases[] = {{24, false, "passed"}, {8, false, "failed"}, {-1, true, "failed"}};
+
+    fx_put_blob(c->fx, "weights", art);
+    fx_model(c->fx, "m");
+    req = json_pack("{s:s, s:{s:I, s:s}}", "artifact", art, "resources", "parameters",
+                    (json_int_t)7000000000LL, "precision", "fp16");
+    assert_int_equal(fx_version(c->fx, "m", req), 1);
+    cfx_policy(c, "m", "prod", "{\"smoke\":{\"required\":false,\"gpu\":\"required\"}}");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        c->largest_gpu_gib = cases[i].gib;
+        if (cases[i].unregister)
+            cfx_unregister(c);
+        cfx_calls_reset(c);
+        assert_int_equal(rel_gates_dry_run(&c->ctl, "m", 1, "prod", &r, &c->fx->err), MG_OK);
+        assert_string_equal(gate_status(json_object_get(r, "gates"), "fit", NULL), cases[i].want);
+        assert_int_equal(cfx_count(c, "rn.largest_gpu_gib"), cases[i].unregister ? 0 : 1);
+        json_decref(r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -492,6 +524,7 @@ int main(void)
                                         cfx_teardown),
         cmocka_unit_test_setup_teardown(test_smoke_failed_while_evaluating_rejects, cfx_setup,
                                         cfx_teardown),
+        cmocka_unit_test_setup_teardown(test_fit_gate_asks_the_runner, cfx_setup, cfx_teardown),
     };
 
     return cmocka_run_group_tests_name("unit_control_release_promotions", tests, NULL, NULL);
