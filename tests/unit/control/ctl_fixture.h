@@ -21,7 +21,7 @@
 
 #include "control/control.h"
 #include "control/release.h"
-#include "daemon/config.h"
+#include "model/config.h"
 #include "../store/store_fixture.h"
 
 #define CFX_MAX_CALLS 512

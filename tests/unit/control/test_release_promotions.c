@@ -3,7 +3,8 @@
  * what the workers report (control/events.c), with no HTTP and no worker: a real SQLite store
  * and recording fakes in ctl->gw and ctl->rn (ctl_fixture.h).
  *
- * The rules are test_release_happy/gates/rollback.c's and test_runner.c's, without a daemon:
+ * The rules are those of tests/integration/test_release_happy.c, test_release_gates.c,
+ * test_release_rollback.c and test_runner.c, without a daemon:
  * a failing gate rejects and leaves the alias alone (the dry run reports it and changes
  * nothing); approvals with separation of duties start the rollout; advance steps it to
  * success and the LKG; abort and rollback leave it; a failed smoke test or a failed delivery
