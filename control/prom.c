@@ -10,6 +10,8 @@
  */
 #include "prom.h"
 
+#include "../os/file.h"
+
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -258,38 +260,17 @@ out:
 enum mg_code prom_read_credentials(const char *path, char **bearer, char **userpwd,
                                    struct mg_error *err)
 {
-    char buf[4096], *end;
-    struct stat sb;
-    ssize_t n;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    enum mg_code rc = MG_OK;
+    char buf[4096];
+    enum mg_code rc;
 
     *bearer = *userpwd = NULL;
-    if (fd < 0)
-        return mg_fail(err, MG_EINVAL, "prometheus-credentials", "cannot read %s: %s", path,
-                       strerror(errno));
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return mg_fail(err, MG_EINVAL, "prometheus-credentials", "%s is not a regular file", path);
-    }
-    if ((sb.st_mode & 077) != 0) {
-        close(fd);
+    rc = mg_secret_line_read(path, "prometheus-credentials", buf, sizeof(buf), err);
+    if (rc == MG_ETOOBIG)
         return mg_fail(err, MG_EINVAL, "prometheus-credentials",
-                       "%s holds secrets but other users may read it (mode %04o); run chmod 600 "
-                       "on it",
-                       path, (unsigned)(sb.st_mode & 07777));
-    }
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0 || (size_t)n >= sizeof(buf) - 1) {
-        rc = mg_fail(err, MG_EINVAL, "prometheus-credentials",
-                     "%s must hold one line: 'Bearer TOKEN' or 'USER:PASSWORD' (at most 4 KiB)",
-                     path);
-        goto out;
-    }
-    buf[n] = '\0';
-    end = buf + strcspn(buf, "\r\n");
-    *end = '\0';
+                       "%s must hold one line: 'Bearer TOKEN' or 'USER:PASSWORD' (at most 4 KiB)",
+                       path);
+    if (rc != MG_OK)
+        return rc;
     if (strncmp(buf, "Bearer ", 7) == 0 && buf[7] != '\0' && strpbrk(buf + 7, " \t") == NULL)
         *bearer = strdup(buf + 7);
     else if (strchr(buf, ':') != NULL && buf[0] != ':')

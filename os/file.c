@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "../base/util.h"
@@ -130,4 +131,35 @@ out:
     EVP_MD_CTX_free(md);
     free(buf);
     return rc;
+}
+
+enum mg_code mg_secret_line_read(const char *path, const char *field, char *buf, size_t cap,
+                                 struct mg_error *err)
+{
+    struct stat sb;
+    ssize_t n;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+    if (fd < 0)
+        return mg_fail(err, MG_EINVAL, field, "cannot read %s: %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return mg_fail(err, MG_EINVAL, field, "%s is not a regular file", path);
+    }
+    if ((sb.st_mode & 077) != 0) {
+        close(fd);
+        return mg_fail(err, MG_EINVAL, field,
+                       "%s holds secrets but other users may read it (mode %04o); run chmod 600 "
+                       "on it",
+                       path, (unsigned)(sb.st_mode & 07777));
+    }
+    n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n <= 0 || (size_t)n >= cap - 1) {
+        OPENSSL_cleanse(buf, cap);
+        return MG_ETOOBIG;
+    }
+    buf[n] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+    return MG_OK;
 }

@@ -32,4 +32,15 @@ enum mg_code mg_write_all(int fd, const void *data, size_t n, const char *what,
 enum mg_code mg_file_sha256(const char *path, char hex_out[65], uint64_t *size,
                             struct mg_error *err);
 
+/*
+ * The first line of a file of secrets into buf (cap bytes; the line ends at the first CR or
+ * LF, which is dropped): the file must be a regular file, not a link, that no other user may
+ * read. MG_EINVAL naming field when it cannot be opened, is not a regular file or others may
+ * read it (the message says which, and how to fix the mode). MG_ETOOBIG, with err untouched,
+ * when it is empty or holds cap - 1 bytes or more: the caller says what the file must hold.
+ * buf is wiped on every failure; the caller wipes it (OPENSSL_cleanse) after use.
+ */
+enum mg_code mg_secret_line_read(const char *path, const char *field, char *buf, size_t cap,
+                                 struct mg_error *err);
+
 #endif

@@ -6,6 +6,8 @@
  */
 #include "blob_int.h"
 
+#include "../os/file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,7 +19,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-const struct blob_ops *const blob_backends[] = {&blob_file_ops, &blob_s3_ops, &blob_oci_ops};
+    const struct blob_ops *const blob_backends[] = {&blob_file_ops, &blob_s3_ops, &blob_oci_ops};
 const size_t blob_nbackends = sizeof(blob_backends) / sizeof(blob_backends[0]);
 
 /* The backend whose scheme starts url, its syntax checked; NULL with err filled. */
@@ -74,36 +76,16 @@ bool blob_query_param(const char *query, const char *key, char *out, size_t outs
 enum mg_code blob_read_credentials(const char *path, const char *what, char **first, char **second,
                                    struct mg_error *err)
 {
-    char buf[4096], *colon, *end;
-    struct stat sb;
-    ssize_t n;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    char buf[4096], *colon;
+    enum mg_code rc;
 
     *first = *second = NULL;
-    if (fd < 0)
-        return mg_fail(err, MG_EINVAL, "blobs-credentials", "cannot read %s: %s", path,
-                       strerror(errno));
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return mg_fail(err, MG_EINVAL, "blobs-credentials", "%s is not a regular file", path);
-    }
-    if ((sb.st_mode & 077) != 0) {
-        close(fd);
-        return mg_fail(err, MG_EINVAL, "blobs-credentials",
-                       "%s holds secrets but other users may read it (mode %04o); run chmod 600 "
-                       "on it",
-                       path, (unsigned)(sb.st_mode & 07777));
-    }
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0 || (size_t)n >= sizeof(buf) - 1) {
-        OPENSSL_cleanse(buf, sizeof(buf));
+    rc = mg_secret_line_read(path, "blobs-credentials", buf, sizeof(buf), err);
+    if (rc == MG_ETOOBIG)
         return mg_fail(err, MG_EINVAL, "blobs-credentials",
                        "%s must hold one line %s (at most 4 KiB)", path, what);
-    }
-    buf[n] = '\0';
-    end = buf + strcspn(buf, "\r\n");
-    *end = '\0';
+    if (rc != MG_OK)
+        return rc;
     colon = strchr(buf, ':');
     if (colon == NULL || colon == buf || colon[1] == '\0') {
         OPENSSL_cleanse(buf, sizeof(buf));
