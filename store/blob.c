@@ -19,7 +19,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-    const struct blob_ops *const blob_backends[] = {&blob_file_ops, &blob_s3_ops, &blob_oci_ops};
+const struct blob_ops *const blob_backends[] = {&blob_file_ops, &blob_s3_ops, &blob_oci_ops};
 const size_t blob_nbackends = sizeof(blob_backends) / sizeof(blob_backends[0]);
 
 /* The backend whose scheme starts url, its syntax checked; NULL with err filled. */
