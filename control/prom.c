@@ -10,8 +10,6 @@
  */
 #include "prom.h"
 
-#include "../os/file.h"
-
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +22,8 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+
+#include "../os/file.h"
 
 static void set(struct prom_sample *out, enum gate_sample_state st, double v, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

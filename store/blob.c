@@ -6,8 +6,6 @@
  */
 #include "blob_int.h"
 
-#include "../os/file.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,6 +16,8 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+
+#include "../os/file.h"
 
 const struct blob_ops *const blob_backends[] = {&blob_file_ops, &blob_s3_ops, &blob_oci_ops};
 const size_t blob_nbackends = sizeof(blob_backends) / sizeof(blob_backends[0]);
