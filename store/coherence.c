@@ -50,6 +50,72 @@
 
 #include "../base/util.h"
 
+/* What this file keeps for a store: the model epochs, their refresh, the cache lease and
+ * what other replicas acknowledged, and the open write's touched slots. */
+struct store_coherence {
+    _Atomic uint64_t model_epochs[STORE_EPOCH_SLOTS];
+    /* PostgreSQL: refreshes of model_epochs shared by concurrent readers (coherence.c). */
+    pthread_mutex_t ep_lock;
+    pthread_cond_t ep_cond;
+    uint64_t ep_started, ep_done; /* refreshes begun, and finished */
+    bool ep_running;
+    enum mg_code ep_rc;      /* the last refresh's outcome */
+    _Atomic int64_t ep_seen; /* every change up to this model_epochs.seq is applied here */
+    /* PostgreSQL: the cache lease and the listener that keeps it (coherence.c). */
+    _Atomic int64_t cache_lease_until;    /* CLOCK_BOOTTIME ms; before it, no read asks */
+    _Atomic int64_t ep_acked;             /* the highest ep_seen written to replicas.cache_seen */
+    _Atomic uint64_t sync_waits, sync_us; /* writes that waited for others, and how long */
+    pthread_mutex_t coh_lock;             /* guards what follows */
+    struct mg_wait ack_wait;              /* another replica acknowledged (acked) */
+    struct {
+        char id[STORE_REPLICA_ID_LEN + 1];
+        int64_t seq; /* the newest sequence number it acknowledged */
+        uint64_t at; /* acks_heard then */
+    } acked[64];
+    size_t nacked;
+    uint64_t acks_heard;
+    uint64_t coh_gen;                         /* moves whenever the lease is dropped */
+    unsigned listen_session;                  /* notify_conn's session with a baseline */
+    bool listen_ok;                           /* ... and nothing says it stopped hearing */
+    bool listen_stale;                        /* the listener is to start a new session */
+    bool cache_off;                           /* store_cache_off: no lease from now on */
+    uint64_t echo_next, echo_want, echo_seen; /* heartbeat echoes: sent, committed, heard */
+    /* The open write transaction (the writer's, under wlock). */
+    unsigned touched[16]; /* epoch slots it moves */
+    unsigned ntouched;
+    bool touched_all;
+    int64_t w_seq; /* PostgreSQL: its highest model_epochs.seq */
+    bool w_others; /* ... and another replica held a cache lease then */
+};
+
+enum mg_code store_coherence_open(struct store *st, struct mg_error *err)
+{
+    struct store_coherence *coh = calloc(1, sizeof(*coh));
+
+    if (coh == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    pthread_mutex_init(&coh->ep_lock, NULL);
+    pthread_cond_init(&coh->ep_cond, NULL);
+    pthread_mutex_init(&coh->coh_lock, NULL);
+    mg_wait_init(&coh->ack_wait);
+    st->coh = coh;
+    return MG_OK;
+}
+
+void store_coherence_close(struct store *st)
+{
+    struct store_coherence *coh = st->coh;
+
+    if (coh == NULL)
+        return;
+    pthread_mutex_destroy(&coh->ep_lock);
+    pthread_cond_destroy(&coh->ep_cond);
+    pthread_mutex_destroy(&coh->coh_lock);
+    mg_wait_release(&coh->ack_wait);
+    free(coh);
+    st->coh = NULL;
+}
+
 /* The margin a replica keeps from its lease's end, and a writer adds to it: clocks of
  * two hosts run at slightly different rates. */
 #define CACHE_MARGIN_MS 300
@@ -94,10 +160,10 @@ static unsigned epoch_slot(const char *model)
 
 static void model_touched(struct store *st, const char *model)
 {
-    if (st->ntouched < sizeof(st->touched) / sizeof(st->touched[0]))
-        st->touched[st->ntouched++] = epoch_slot(model);
+    if (st->coh->ntouched < sizeof(st->coh->touched) / sizeof(st->coh->touched[0]))
+        st->coh->touched[st->coh->ntouched++] = epoch_slot(model);
     else
-        st->touched_all = true;
+        st->coh->touched_all = true;
 }
 
 enum mg_code store_model_bump(struct db_conn *c, const char *model, struct mg_error *err)
@@ -134,10 +200,10 @@ enum mg_code store_model_bump(struct db_conn *c, const char *model, struct mg_er
         return rc;
     if (!row)
         return mg_fail(err, MG_EDB, NULL, "database error: no epoch for model '%s'", model);
-    if (db_col_i64(s, 0) > st->w_seq)
-        st->w_seq = db_col_i64(s, 0);
+    if (db_col_i64(s, 0) > st->coh->w_seq)
+        st->coh->w_seq = db_col_i64(s, 0);
     if (db_col_i64(s, 2) > 0)
-        st->w_others = true;
+        st->coh->w_others = true;
     db_reset(s);
     return MG_OK;
 }
@@ -150,24 +216,25 @@ int64_t store_epochs_commit(struct store *st, bool committed)
 
     if (st->database) {
         /* Our own cache is stale at once; other replicas hear it from the database. */
-        to = (uint64_t)st->w_seq;
-        if (committed && st->w_seq > 0) {
-            for (i = 0; i < (st->touched_all ? STORE_EPOCH_SLOTS : st->ntouched); i++)
-                slot_max(&st->model_epochs[st->touched_all ? i : st->touched[i]], to);
-            if (st->w_others)
-                wait = st->w_seq;
+        to = (uint64_t)st->coh->w_seq;
+        if (committed && st->coh->w_seq > 0) {
+            for (i = 0; i < (st->coh->touched_all ? STORE_EPOCH_SLOTS : st->coh->ntouched); i++)
+                slot_max(&st->coh->model_epochs[st->coh->touched_all ? i : st->coh->touched[i]],
+                         to);
+            if (st->coh->w_others)
+                wait = st->coh->w_seq;
         }
-    } else if (committed && st->touched_all) {
+    } else if (committed && st->coh->touched_all) {
         for (i = 0; i < STORE_EPOCH_SLOTS; i++)
-            atomic_fetch_add(&st->model_epochs[i], 1);
+            atomic_fetch_add(&st->coh->model_epochs[i], 1);
     } else if (committed) {
-        for (i = 0; i < st->ntouched; i++)
-            atomic_fetch_add(&st->model_epochs[st->touched[i]], 1);
+        for (i = 0; i < st->coh->ntouched; i++)
+            atomic_fetch_add(&st->coh->model_epochs[st->coh->touched[i]], 1);
     }
-    st->ntouched = 0;
-    st->touched_all = false;
-    st->w_seq = 0;
-    st->w_others = false;
+    st->coh->ntouched = 0;
+    st->coh->touched_all = false;
+    st->coh->w_seq = 0;
+    st->coh->w_others = false;
     return wait;
 }
 
@@ -179,11 +246,11 @@ static bool all_acked(struct store *st, char (*ids)[STORE_REPLICA_ID_LEN + 1], s
     for (size_t i = 0; i < n; i++) {
         size_t k;
 
-        for (k = 0; k < st->nacked; k++) {
-            if (strcmp(st->acked[k].id, ids[i]) == 0)
+        for (k = 0; k < st->coh->nacked; k++) {
+            if (strcmp(st->coh->acked[k].id, ids[i]) == 0)
                 break;
         }
-        if (k == st->nacked || st->acked[k].seq < seq)
+        if (k == st->coh->nacked || st->coh->acked[k].seq < seq)
             return false;
     }
     return true;
@@ -217,7 +284,7 @@ void store_cache_sync(struct store *st, int64_t seq)
             break; /* at until, every lease alive was renewed after the commit */
         /* Their acknowledgements as the listener hears them; the database again after a
          * while (a lease may run out, a notification be lost). */
-        pthread_mutex_lock(&st->coh_lock);
+        pthread_mutex_lock(&st->coh->coh_lock);
         for (;;) {
             int64_t ms = until - now < CACHE_POLL_MS ? until - now : CACHE_POLL_MS;
 
@@ -225,16 +292,16 @@ void store_cache_sync(struct store *st, int64_t seq)
                 break;
             /* until and now are on CLOCK_BOOTTIME (a suspend counts); the wait itself is
              * at most CACHE_POLL_MS, which the monotonic clock measures well enough. */
-            if (!mg_wait_until(&st->ack_wait, &st->coh_lock, mg_mono_ms() + ms))
+            if (!mg_wait_until(&st->coh->ack_wait, &st->coh->coh_lock, mg_mono_ms() + ms))
                 break;
             now = boot_ms();
         }
-        pthread_mutex_unlock(&st->coh_lock);
+        pthread_mutex_unlock(&st->coh->coh_lock);
         if (done)
             break;
     }
-    atomic_fetch_add(&st->sync_waits, 1);
-    atomic_fetch_add(&st->sync_us, (uint64_t)((boot_ms() - start) * 1000));
+    atomic_fetch_add(&st->coh->sync_waits, 1);
+    atomic_fetch_add(&st->coh->sync_us, (uint64_t)((boot_ms() - start) * 1000));
 }
 
 /* ---- reads ------------------------------------------------------------------- */
@@ -251,23 +318,23 @@ static enum mg_code refresh_epochs(struct store *st, struct mg_error *err)
     enum mg_code rc;
     bool row;
 
-    db_bind_i64(s, 1, atomic_load(&st->ep_seen));
+    db_bind_i64(s, 1, atomic_load(&st->coh->ep_seen));
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
         int64_t seq = db_col_i64(s, 1);
 
-        slot_max(&st->model_epochs[epoch_slot(db_col_text(s, 0))], (uint64_t)seq);
+        slot_max(&st->coh->model_epochs[epoch_slot(db_col_text(s, 0))], (uint64_t)seq);
         if (seq > top)
             top = seq;
     }
     store_read_return(st, c);
     if (rc == MG_OK)
-        atomic_max(&st->ep_seen, top);
+        atomic_max(&st->coh->ep_seen, top);
     return rc;
 }
 
 bool store_cache_leased(struct store *st)
 {
-    return st->database == NULL || boot_ms() < atomic_load(&st->cache_lease_until);
+    return st->database == NULL || boot_ms() < atomic_load(&st->coh->cache_lease_until);
 }
 
 enum mg_code store_model_epoch(struct store *st, const char *model, uint64_t *epoch,
@@ -280,7 +347,7 @@ enum mg_code store_model_epoch(struct store *st, const char *model, uint64_t *ep
      * there is. PostgreSQL under a cache lease: what returned anywhere is applied here.
      * Models that share a slot share an epoch (a spurious miss). */
     if (store_cache_leased(st)) {
-        *epoch = atomic_load(&st->model_epochs[epoch_slot(model)]);
+        *epoch = atomic_load(&st->coh->model_epochs[epoch_slot(model)]);
         return MG_OK;
     }
     /*
@@ -288,28 +355,28 @@ enum mg_code store_model_epoch(struct store *st, const char *model, uint64_t *ep
      * call did. Reads arriving together share one: the refresh that starts next serves
      * every caller waiting when it starts, and whoever finds none running starts it.
      */
-    pthread_mutex_lock(&st->ep_lock);
-    want = st->ep_started + 1;
-    while (st->ep_done < want) {
-        if (!st->ep_running) {
-            st->ep_running = true;
-            st->ep_started++;
-            pthread_mutex_unlock(&st->ep_lock);
+    pthread_mutex_lock(&st->coh->ep_lock);
+    want = st->coh->ep_started + 1;
+    while (st->coh->ep_done < want) {
+        if (!st->coh->ep_running) {
+            st->coh->ep_running = true;
+            st->coh->ep_started++;
+            pthread_mutex_unlock(&st->coh->ep_lock);
             rc = refresh_epochs(st, err);
-            pthread_mutex_lock(&st->ep_lock);
-            st->ep_running = false;
-            st->ep_done = st->ep_started;
-            st->ep_rc = rc;
-            pthread_cond_broadcast(&st->ep_cond);
+            pthread_mutex_lock(&st->coh->ep_lock);
+            st->coh->ep_running = false;
+            st->coh->ep_done = st->coh->ep_started;
+            st->coh->ep_rc = rc;
+            pthread_cond_broadcast(&st->coh->ep_cond);
             break;
         }
-        pthread_cond_wait(&st->ep_cond, &st->ep_lock);
+        pthread_cond_wait(&st->coh->ep_cond, &st->coh->ep_lock);
     }
-    rc = st->ep_rc;
+    rc = st->coh->ep_rc;
     if (rc != MG_OK)
         mg_fail(err, rc, NULL, "the database is unavailable; retry shortly");
-    pthread_mutex_unlock(&st->ep_lock);
-    *epoch = atomic_load(&st->model_epochs[epoch_slot(model)]);
+    pthread_mutex_unlock(&st->coh->ep_lock);
+    *epoch = atomic_load(&st->coh->model_epochs[epoch_slot(model)]);
     return rc;
 }
 
@@ -319,11 +386,11 @@ enum mg_code store_model_epoch(struct store *st, const char *model, uint64_t *ep
  * reconnect, the listener also starts a new session. Under coh_lock. */
 static void lease_drop(struct store *st, bool reconnect)
 {
-    atomic_store(&st->cache_lease_until, 0);
-    st->coh_gen++;
-    st->listen_ok = false;
+    atomic_store(&st->coh->cache_lease_until, 0);
+    st->coh->coh_gen++;
+    st->coh->listen_ok = false;
     if (reconnect)
-        st->listen_stale = true;
+        st->coh->listen_stale = true;
 }
 
 /* Tell the other replicas (and the database) that every change up to ep_seen is
@@ -334,20 +401,20 @@ static void ack(struct store *st)
     /* A notification only: the replicas row's cache_seen follows at the next heartbeat,
      * for a writer that did not hear this. */
     static const char sql[] = "SELECT pg_notify('mg_change', 'a ' || ?1 || ' ' || ?2)";
-    int64_t seen = atomic_load(&st->ep_seen);
+    int64_t seen = atomic_load(&st->coh->ep_seen);
     struct mg_error err;
     struct db_stmt *s;
 
     struct db_conn *c;
 
-    if (seen <= atomic_load(&st->ep_acked))
+    if (seen <= atomic_load(&st->coh->ep_acked))
         return;
     c = store_read_borrow(st);
     s = db_prepare(c, sql);
     db_bind_text(s, 1, st->replica_id);
     db_bind_i64(s, 2, seen);
     if (db_exec(s, &err) == MG_OK)
-        atomic_max(&st->ep_acked, seen);
+        atomic_max(&st->coh->ep_acked, seen);
     store_read_return(st, c);
 }
 
@@ -356,21 +423,21 @@ void store_cache_renew_begin(struct store *st, struct store_renewal *r)
     memset(r, 0, sizeof(*r));
     if (st->database == NULL)
         return;
-    pthread_mutex_lock(&st->coh_lock);
-    if (st->listen_ok && st->echo_seen < st->echo_want) {
+    pthread_mutex_lock(&st->coh->coh_lock);
+    if (st->coh->listen_ok && st->coh->echo_seen < st->coh->echo_want) {
         /* Our own notification of a second ago never came back: the listener hears
          * nothing, whatever its connection says. */
         fprintf(stderr, "modelgated: the database's notifications stopped reaching this "
                         "replica; reading every cached answer's epoch until they do again\n");
         lease_drop(st, true);
     }
-    r->lease = st->listen_ok && !st->cache_off;
-    r->gen = st->coh_gen;
-    r->echo = ++st->echo_next;
-    pthread_mutex_unlock(&st->coh_lock);
+    r->lease = st->coh->listen_ok && !st->coh->cache_off;
+    r->gen = st->coh->coh_gen;
+    r->echo = ++st->coh->echo_next;
+    pthread_mutex_unlock(&st->coh->coh_lock);
     snprintf(r->echo_text, sizeof(r->echo_text), "e %s %" PRIu64, st->replica_id, r->echo);
     r->sent = boot_ms();
-    r->seen = atomic_load(&st->ep_seen);
+    r->seen = atomic_load(&st->coh->ep_seen);
 }
 
 void store_cache_renew_end(struct store *st, const struct store_renewal *r, bool committed)
@@ -380,16 +447,16 @@ void store_cache_renew_end(struct store *st, const struct store_renewal *r, bool
 
     if (st->database == NULL || !committed)
         return;
-    pthread_mutex_lock(&st->coh_lock);
-    if (r->echo > st->echo_want)
-        st->echo_want = r->echo;
-    pthread_mutex_unlock(&st->coh_lock);
+    pthread_mutex_lock(&st->coh->coh_lock);
+    if (r->echo > st->coh->echo_want)
+        st->coh->echo_want = r->echo;
+    pthread_mutex_unlock(&st->coh->coh_lock);
     /* Changes committed before the renewal are read here; later ones wait for us. */
     fresh = refresh_epochs(st, &err) == MG_OK;
-    pthread_mutex_lock(&st->coh_lock);
-    if (fresh && r->lease && st->listen_ok && st->coh_gen == r->gen)
-        atomic_store(&st->cache_lease_until, r->sent + STORE_CACHE_LEASE_MS - CACHE_MARGIN_MS);
-    pthread_mutex_unlock(&st->coh_lock);
+    pthread_mutex_lock(&st->coh->coh_lock);
+    if (fresh && r->lease && st->coh->listen_ok && st->coh->coh_gen == r->gen)
+        atomic_store(&st->coh->cache_lease_until, r->sent + STORE_CACHE_LEASE_MS - CACHE_MARGIN_MS);
+    pthread_mutex_unlock(&st->coh->coh_lock);
     ack(st);
 }
 
@@ -404,26 +471,27 @@ static void heard_ack(struct store *st, const char *p)
     if (n == 0 || n > STORE_REPLICA_ID_LEN || p[n] != ' ' ||
         (seq = strtoll(p + n + 1, NULL, 10)) <= 0)
         return;
-    pthread_mutex_lock(&st->coh_lock);
-    for (k = 0; k < st->nacked; k++) {
-        if (strncmp(st->acked[k].id, p, n) == 0 && st->acked[k].id[n] == '\0')
+    pthread_mutex_lock(&st->coh->coh_lock);
+    for (k = 0; k < st->coh->nacked; k++) {
+        if (strncmp(st->coh->acked[k].id, p, n) == 0 && st->coh->acked[k].id[n] == '\0')
             break;
-        if (st->acked[k].at < st->acked[old].at)
+        if (st->coh->acked[k].at < st->coh->acked[old].at)
             old = k;
     }
-    if (k == st->nacked && st->nacked < sizeof(st->acked) / sizeof(st->acked[0]))
-        st->nacked++;
-    else if (k == st->nacked)
+    if (k == st->coh->nacked &&
+        st->coh->nacked < sizeof(st->coh->acked) / sizeof(st->coh->acked[0]))
+        st->coh->nacked++;
+    else if (k == st->coh->nacked)
         k = old;
-    if (strncmp(st->acked[k].id, p, n) != 0 || st->acked[k].id[n] != '\0') {
-        memcpy(st->acked[k].id, p, n);
-        st->acked[k].id[n] = '\0';
-        st->acked[k].seq = 0;
+    if (strncmp(st->coh->acked[k].id, p, n) != 0 || st->coh->acked[k].id[n] != '\0') {
+        memcpy(st->coh->acked[k].id, p, n);
+        st->coh->acked[k].id[n] = '\0';
+        st->coh->acked[k].seq = 0;
     }
-    if (seq > st->acked[k].seq)
-        st->acked[k].seq = seq;
-    st->acked[k].at = ++st->acks_heard;
-    pthread_mutex_unlock(&st->coh_lock);
+    if (seq > st->coh->acked[k].seq)
+        st->coh->acked[k].seq = seq;
+    st->coh->acked[k].at = ++st->coh->acks_heard;
+    pthread_mutex_unlock(&st->coh->coh_lock);
 }
 
 struct heard {
@@ -446,14 +514,14 @@ static void on_notify(void *arg, const char *p)
 
         if (seq <= 0 || *end != ' ' || strlen(end + 1) < n + 2 || end[1 + n] != ' ')
             return;
-        slot_max(&st->model_epochs[epoch_slot(end + 2 + n)], (uint64_t)seq);
+        slot_max(&st->coh->model_epochs[epoch_slot(end + 2 + n)], (uint64_t)seq);
         /* Another replica's write may wait for our acknowledgement; our own never does. */
         if (strncmp(end + 1, st->replica_id, n) != 0)
             h->foreign = true;
         /* Heard on the session the baseline was read on: nothing before it was missed
          * (a reconnection inside the wait starts another session). */
         if (h->session != 0 && db_session(st->notify_conn) == h->session)
-            atomic_max(&st->ep_seen, seq);
+            atomic_max(&st->coh->ep_seen, seq);
     } else if (p[0] == 'a' && p[1] == ' ') { /* "a <replica> <seq>": it applied up to seq */
         heard_ack(st, p + 2);
         h->acks = true;
@@ -463,10 +531,10 @@ static void on_notify(void *arg, const char *p)
         if (strncmp(p + 2, st->replica_id, n) == 0 && p[2 + n] == ' ') {
             uint64_t e = strtoull(p + 3 + n, NULL, 10);
 
-            pthread_mutex_lock(&st->coh_lock);
-            if (e > st->echo_seen)
-                st->echo_seen = e;
-            pthread_mutex_unlock(&st->coh_lock);
+            pthread_mutex_lock(&st->coh->coh_lock);
+            if (e > st->coh->echo_seen)
+                st->coh->echo_seen = e;
+            pthread_mutex_unlock(&st->coh->coh_lock);
         }
     } else if (p[0] == 'k' && p[1] == '\0') { /* the cluster's signing key changed */
         h->wake->keys = true;
@@ -485,14 +553,14 @@ static bool baseline(struct store *st, unsigned session)
 
     if (refresh_epochs(st, &err) != MG_OK)
         return false;
-    pthread_mutex_lock(&st->coh_lock);
-    if (!st->listen_stale) {
-        st->listen_session = session;
-        st->listen_ok = ok = true;
-        if (st->echo_seen < st->echo_want) /* an echo sent to the old session is lost */
-            st->echo_seen = st->echo_want;
+    pthread_mutex_lock(&st->coh->coh_lock);
+    if (!st->coh->listen_stale) {
+        st->coh->listen_session = session;
+        st->coh->listen_ok = ok = true;
+        if (st->coh->echo_seen < st->coh->echo_want) /* an echo sent to the old session is lost */
+            st->coh->echo_seen = st->coh->echo_want;
     }
-    pthread_mutex_unlock(&st->coh_lock);
+    pthread_mutex_unlock(&st->coh->coh_lock);
     ack(st);
     return ok;
 }
@@ -511,32 +579,32 @@ enum mg_code store_wait_change(struct store *st, int timeout_ms, struct store_wa
         nanosleep(&ts, NULL);
         return MG_OK;
     }
-    pthread_mutex_lock(&st->coh_lock);
-    stale = st->listen_stale;
-    st->listen_stale = false;
-    pthread_mutex_unlock(&st->coh_lock);
+    pthread_mutex_lock(&st->coh->coh_lock);
+    stale = st->coh->listen_stale;
+    st->coh->listen_stale = false;
+    pthread_mutex_unlock(&st->coh->coh_lock);
     if (stale)
         db_disconnect(st->notify_conn); /* the wait below listens on a new session */
     session = db_session(st->notify_conn);
-    pthread_mutex_lock(&st->coh_lock);
-    if (st->listen_ok && st->listen_session == session)
+    pthread_mutex_lock(&st->coh->coh_lock);
+    if (st->coh->listen_ok && st->coh->listen_session == session)
         h.session = session;
-    pthread_mutex_unlock(&st->coh_lock);
+    pthread_mutex_unlock(&st->coh->coh_lock);
     if (h.session == 0 && session != 0 && baseline(st, session))
         h.session = session;
     rc = db_wait_notify(st->notify_conn, "mg_change", timeout_ms, on_notify, &h, err);
     if (rc != MG_OK || db_session(st->notify_conn) != session) {
         /* Notifications may have been lost: no answer from memory until a new baseline. */
-        pthread_mutex_lock(&st->coh_lock);
-        if (st->listen_ok)
+        pthread_mutex_lock(&st->coh->coh_lock);
+        if (st->coh->listen_ok)
             lease_drop(st, false);
-        pthread_mutex_unlock(&st->coh_lock);
+        pthread_mutex_unlock(&st->coh->coh_lock);
         return rc;
     }
     if (h.acks) {
-        pthread_mutex_lock(&st->coh_lock);
-        pthread_cond_broadcast(&st->ack_wait.cond);
-        pthread_mutex_unlock(&st->coh_lock);
+        pthread_mutex_lock(&st->coh->coh_lock);
+        pthread_cond_broadcast(&st->coh->ack_wait.cond);
+        pthread_mutex_unlock(&st->coh->coh_lock);
     }
     if (h.session != 0 && h.foreign)
         ack(st);
@@ -550,10 +618,10 @@ void store_cache_off(struct store *st)
     struct db_conn *c;
     struct db_stmt *s;
 
-    pthread_mutex_lock(&st->coh_lock);
-    st->cache_off = true;
+    pthread_mutex_lock(&st->coh->coh_lock);
+    st->coh->cache_off = true;
     lease_drop(st, false);
-    pthread_mutex_unlock(&st->coh_lock);
+    pthread_mutex_unlock(&st->coh->coh_lock);
     if (st->database == NULL)
         return;
     c = store_read_borrow(st);
@@ -568,6 +636,6 @@ void store_cache_off(struct store *st)
 void store_cache_counts(struct store *st, bool *leased, uint64_t *waits, double *wait_s)
 {
     *leased = st->database != NULL && store_cache_leased(st);
-    *waits = atomic_load(&st->sync_waits);
-    *wait_s = (double)atomic_load(&st->sync_us) / 1e6;
+    *waits = atomic_load(&st->coh->sync_waits);
+    *wait_s = (double)atomic_load(&st->coh->sync_us) / 1e6;
 }

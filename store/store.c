@@ -324,12 +324,8 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     pthread_mutex_init(&st->wlock, NULL);
     pthread_mutex_init(&st->rlock, NULL);
     pthread_mutex_init(&st->tlock, NULL);
-    pthread_mutex_init(&st->ep_lock, NULL);
     pthread_mutex_init(&st->gc_lock, NULL);
-    pthread_cond_init(&st->ep_cond, NULL);
     pthread_cond_init(&st->rcond, NULL);
-    pthread_mutex_init(&st->coh_lock, NULL);
-    mg_wait_init(&st->ack_wait);
     st->lock_fd = -1;
     st->archive = opt->archive;
     st->archive.counters = &st->archive_counters;
@@ -343,6 +339,8 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     st->nreaders = opt->read_conns ? opt->read_conns : 4;
     st->data_dir = strdup(opt->data_dir);
     st->started_ms = mg_now_ms();
+    if (store_coherence_open(st, err) != MG_OK)
+        goto fail; /* rc is MG_ENOMEM, its only failure */
     if (opt->database && (st->database = strdup(opt->database)) == NULL)
         goto fail;
     if (opt->host_name)
@@ -447,12 +445,9 @@ void store_close(struct store **stp)
     pthread_mutex_destroy(&st->wlock);
     pthread_mutex_destroy(&st->rlock);
     pthread_mutex_destroy(&st->tlock);
-    pthread_mutex_destroy(&st->ep_lock);
     pthread_mutex_destroy(&st->gc_lock);
-    pthread_cond_destroy(&st->ep_cond);
     pthread_cond_destroy(&st->rcond);
-    pthread_mutex_destroy(&st->coh_lock);
-    mg_wait_release(&st->ack_wait);
+    store_coherence_close(st);
     free(st->readers);
     free(st->rbusy);
     free(st->data_dir);

@@ -18,6 +18,12 @@
 /* A replica id: 16 hex digits. */
 #define STORE_REPLICA_ID_LEN 16
 
+struct store_coherence;
+
+/* Set up st->coh (coherence.c), and free it: from store_open and store_close. */
+enum mg_code store_coherence_open(struct store *st, struct mg_error *err);
+void store_coherence_close(struct store *st);
+
 struct store {
     char *data_dir;
     char *database; /* NULL: SQLite in data_dir; else the PostgreSQL URL */
@@ -42,39 +48,8 @@ struct store {
     _Atomic int64_t leader_epoch;       /* the lease's epoch while leader (cluster.c) */
     _Atomic int64_t leader_deadline_ms; /* mg_mono_ms() the lease counts until here */
     struct db_conn *notify_conn;        /* PostgreSQL: LISTENs for other replicas\' changes */
-    _Atomic uint64_t model_epochs[STORE_EPOCH_SLOTS];
-    /* PostgreSQL: refreshes of model_epochs shared by concurrent readers (coherence.c). */
-    pthread_mutex_t ep_lock;
-    pthread_cond_t ep_cond;
-    uint64_t ep_started, ep_done; /* refreshes begun, and finished */
-    bool ep_running;
-    enum mg_code ep_rc;      /* the last refresh's outcome */
-    _Atomic int64_t ep_seen; /* every change up to this model_epochs.seq is applied here */
-    /* PostgreSQL: the cache lease and the listener that keeps it (coherence.c). */
-    _Atomic int64_t cache_lease_until;    /* CLOCK_BOOTTIME ms; before it, no read asks */
-    _Atomic int64_t ep_acked;             /* the highest ep_seen written to replicas.cache_seen */
-    _Atomic uint64_t sync_waits, sync_us; /* writes that waited for others, and how long */
-    pthread_mutex_t coh_lock;             /* guards what follows */
-    struct mg_wait ack_wait;              /* another replica acknowledged (acked) */
-    struct {
-        char id[STORE_REPLICA_ID_LEN + 1];
-        int64_t seq; /* the newest sequence number it acknowledged */
-        uint64_t at; /* acks_heard then */
-    } acked[64];
-    size_t nacked;
-    uint64_t acks_heard;
-    uint64_t coh_gen;                         /* moves whenever the lease is dropped */
-    unsigned listen_session;                  /* notify_conn's session with a baseline */
-    bool listen_ok;                           /* ... and nothing says it stopped hearing */
-    bool listen_stale;                        /* the listener is to start a new session */
-    bool cache_off;                           /* store_cache_off: no lease from now on */
-    uint64_t echo_next, echo_want, echo_seen; /* heartbeat echoes: sent, committed, heard */
-    /* The open write transaction (the writer's, under wlock). */
-    unsigned touched[16]; /* epoch slots it moves */
-    unsigned ntouched;
-    bool touched_all;
-    int64_t w_seq; /* PostgreSQL: its highest model_epochs.seq */
-    bool w_others; /* ... and another replica held a cache lease then */
+    /* The read caches' epochs and their coherence across replicas (coherence.c). */
+    struct store_coherence *coh;
 
     pthread_mutex_t wlock; /* serialises writers */
     struct db_conn *writer;
