@@ -323,7 +323,6 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     pthread_mutex_init(&st->wlock, NULL);
     pthread_mutex_init(&st->rlock, NULL);
-    pthread_mutex_init(&st->tlock, NULL);
     pthread_mutex_init(&st->gc_lock, NULL);
     pthread_cond_init(&st->rcond, NULL);
     st->lock_fd = -1;
@@ -339,8 +338,8 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     st->nreaders = opt->read_conns ? opt->read_conns : 4;
     st->data_dir = strdup(opt->data_dir);
     st->started_ms = mg_now_ms();
-    if (store_coherence_open(st, err) != MG_OK)
-        goto fail; /* rc is MG_ENOMEM, its only failure */
+    if (store_coherence_open(st, err) != MG_OK || store_token_cache_open(st, err) != MG_OK)
+        goto fail; /* rc is MG_ENOMEM, their only failure */
     if (opt->database && (st->database = strdup(opt->database)) == NULL)
         goto fail;
     if (opt->host_name)
@@ -444,7 +443,7 @@ void store_close(struct store **stp)
     db_close(&st->writer);
     pthread_mutex_destroy(&st->wlock);
     pthread_mutex_destroy(&st->rlock);
-    pthread_mutex_destroy(&st->tlock);
+    store_token_cache_close(st);
     pthread_mutex_destroy(&st->gc_lock);
     pthread_cond_destroy(&st->rcond);
     store_coherence_close(st);

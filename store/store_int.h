@@ -19,6 +19,11 @@
 #define STORE_REPLICA_ID_LEN 16
 
 struct store_coherence;
+struct store_token_cache;
+
+/* Set up st->tokens (tokens.c), and free it: from store_open and store_close. */
+enum mg_code store_token_cache_open(struct store *st, struct mg_error *err);
+void store_token_cache_close(struct store *st);
 
 /* Set up st->coh (coherence.c), and free it: from store_open and store_close. */
 enum mg_code store_coherence_open(struct store *st, struct mg_error *err);
@@ -55,17 +60,8 @@ struct store {
     struct db_conn *writer;
     _Atomic int hash_threads; /* uploads hashed on a thread of their own now (blobs.c) */
 
-    /* Recently authenticated tokens, by SHA-256 of the secret. Entries live
-     * TOKEN_CACHE_MS; revoking any token through this store empties it at
-     * once (other replicas, later, see a revocation within that time). */
-    pthread_mutex_t tlock;
-    struct {
-        uint8_t hash[32];
-        struct store_principal who;
-        int64_t until_ms;
-    } tcache[64];
-    uint64_t tcache_epoch;
-    pthread_mutex_t gc_lock; /* one garbage collection sweep at a time (gc.c) */
+    struct store_token_cache *tokens; /* recently authenticated tokens (tokens.c) */
+    pthread_mutex_t gc_lock;          /* one garbage collection sweep at a time (gc.c) */
 
     pthread_mutex_t rlock;
     pthread_cond_t rcond;

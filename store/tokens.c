@@ -13,6 +13,40 @@
 
 #include "../base/util.h"
 
+/* Recently authenticated tokens, by SHA-256 of the secret. Entries live TOKEN_CACHE_MS;
+ * revoking any token through this store empties it at once (other replicas, later, see a
+ * revocation within that time). */
+struct store_token_cache {
+    pthread_mutex_t lock;
+    struct {
+        uint8_t hash[32];
+        struct store_principal who;
+        int64_t until_ms;
+    } entries[64];
+    uint64_t epoch;
+};
+
+enum mg_code store_token_cache_open(struct store *st, struct mg_error *err)
+{
+    struct store_token_cache *tc = calloc(1, sizeof(*tc));
+
+    if (tc == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    pthread_mutex_init(&tc->lock, NULL);
+    st->tokens = tc;
+    return MG_OK;
+}
+
+void store_token_cache_close(struct store *st)
+{
+    if (st->tokens == NULL)
+        return;
+    pthread_mutex_destroy(&st->tokens->lock);
+    OPENSSL_cleanse(st->tokens, sizeof(*st->tokens));
+    free(st->tokens);
+    st->tokens = NULL;
+}
+
 static void cache_clear(struct store *st);
 
 static const struct {
@@ -327,38 +361,39 @@ out:
 
 static bool cache_get(struct store *st, const uint8_t hash[32], struct store_principal *out)
 {
-    size_t i = hash[0] % (sizeof(st->tcache) / sizeof(st->tcache[0]));
+    size_t i = hash[0] % (sizeof(st->tokens->entries) / sizeof(st->tokens->entries[0]));
     bool hit = false;
 
-    pthread_mutex_lock(&st->tlock);
-    if (st->tcache[i].until_ms > mg_mono_ms() && mg_ct_equal(st->tcache[i].hash, hash, 32)) {
-        *out = st->tcache[i].who;
+    pthread_mutex_lock(&st->tokens->lock);
+    if (st->tokens->entries[i].until_ms > mg_mono_ms() &&
+        mg_ct_equal(st->tokens->entries[i].hash, hash, 32)) {
+        *out = st->tokens->entries[i].who;
         hit = true;
     }
-    pthread_mutex_unlock(&st->tlock);
+    pthread_mutex_unlock(&st->tokens->lock);
     return hit;
 }
 
 static void cache_put(struct store *st, const uint8_t hash[32], uint64_t epoch,
                       const struct store_principal *who)
 {
-    size_t i = hash[0] % (sizeof(st->tcache) / sizeof(st->tcache[0]));
+    size_t i = hash[0] % (sizeof(st->tokens->entries) / sizeof(st->tokens->entries[0]));
 
-    pthread_mutex_lock(&st->tlock);
-    if (epoch == st->tcache_epoch) { /* no revocation since the lookup began */
-        memcpy(st->tcache[i].hash, hash, 32);
-        st->tcache[i].who = *who;
-        st->tcache[i].until_ms = mg_mono_ms() + TOKEN_CACHE_MS;
+    pthread_mutex_lock(&st->tokens->lock);
+    if (epoch == st->tokens->epoch) { /* no revocation since the lookup began */
+        memcpy(st->tokens->entries[i].hash, hash, 32);
+        st->tokens->entries[i].who = *who;
+        st->tokens->entries[i].until_ms = mg_mono_ms() + TOKEN_CACHE_MS;
     }
-    pthread_mutex_unlock(&st->tlock);
+    pthread_mutex_unlock(&st->tokens->lock);
 }
 
 static void cache_clear(struct store *st)
 {
-    pthread_mutex_lock(&st->tlock);
-    memset(st->tcache, 0, sizeof(st->tcache));
-    st->tcache_epoch++;
-    pthread_mutex_unlock(&st->tlock);
+    pthread_mutex_lock(&st->tokens->lock);
+    memset(st->tokens->entries, 0, sizeof(st->tokens->entries));
+    st->tokens->epoch++;
+    pthread_mutex_unlock(&st->tokens->lock);
 }
 
 enum mg_code store_token_authenticate(struct store *st, const char *secret, size_t n,
@@ -379,9 +414,9 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
     SHA256((const unsigned char *)secret, n, hash);
     if (cache_get(st, hash, out))
         return out->expires_ms != 0 && out->expires_ms <= mg_now_ms() ? MG_EUNAUTH : MG_OK;
-    pthread_mutex_lock(&st->tlock);
-    epoch = st->tcache_epoch;
-    pthread_mutex_unlock(&st->tlock);
+    pthread_mutex_lock(&st->tokens->lock);
+    epoch = st->tokens->epoch;
+    pthread_mutex_unlock(&st->tokens->lock);
     c = store_read_begin(st);
     s = db_prepare(c, sql);
     db_bind_blob(s, 1, hash, sizeof(hash));
