@@ -153,13 +153,30 @@ void fx_model(struct fx *fx, const char *name)
     json_decref(req);
 }
 
+enum mg_code fx_version_create(struct fx *fx, const char *model, const json_t *req, json_t **out)
+{
+    struct mg_version_new rec;
+    enum mg_code rc;
+
+    if ((rc = mg_version_new_init(&rec, req, &fx->err)) != MG_OK)
+        return rc;
+    /* what the server would read or add, when a test gives it */
+    rec.introspection = json_object_get(req, "introspection");
+    rec.scan = json_object_get(req, "scan");
+    rec.io_schema = json_object_get(req, "io_schema");
+    rec.publisher = json_object_get(req, "publisher");
+    rc = store_version_create(fx->st, "alice", model, &rec, out, &fx->err);
+    mg_version_new_release(&rec);
+    return rc;
+}
+
 int64_t fx_version(struct fx *fx, const char *model, json_t *req)
 {
     json_t *out = NULL;
     int64_t n;
 
     assert_non_null(req);
-    if (store_version_create(fx->st, "alice", model, req, &out, &fx->err) != MG_OK)
+    if (fx_version_create(fx, model, req, &out) != MG_OK)
         fail_msg("store_version_create(%s): %s", model, fx->err.message);
     n = json_integer_value(json_object_get(out, "version"));
     json_decref(out);

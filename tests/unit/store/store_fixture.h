@@ -58,6 +58,10 @@ void fx_put_blob(struct fx *fx, const char *text, char digest_out[72]);
 /* Create a model with only a name. */
 void fx_model(struct fx *fx, const char *name);
 
+/* store_version_create by "alice" of a VersionCreate body (BORROWED), through its record;
+ * the body may also carry what the server adds (introspection, scan, io_schema, publisher). */
+enum mg_code fx_version_create(struct fx *fx, const char *model, const json_t *req, json_t **out);
+
 /* Create a version from a request built by the caller (req is consumed); its number. */
 int64_t fx_version(struct fx *fx, const char *model, json_t *req);
 
