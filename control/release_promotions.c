@@ -188,10 +188,10 @@ enum mg_code rel_promotion_create(struct ctl *ctl, const struct store_principal 
     struct promo_actions acts;
     struct promo_event ev = {0};
     struct store_alias_change a;
-    json_t *ver = NULL, *facts = NULL, *snapshot = NULL, *report = NULL, *rec = NULL;
+    struct mg_promotion_new rec = {0};
+    json_t *ver = NULL, *facts = NULL, *snapshot = NULL, *report = NULL;
     json_t *change[3] = {NULL, NULL, NULL}, *names = NULL;
     int64_t baseline;
-    char id[24];
     enum mg_code rc;
 
     if ((rc = store_version_get(ctl->store, model, version, &ver, err)) != MG_OK)
@@ -224,26 +224,31 @@ enum mg_code rel_promotion_create(struct ctl *ctl, const struct store_principal 
     ev.gates_failed = !ev.gates_pending && !json_is_true(json_object_get(report, "passed"));
     if ((rc = promo_step(&cur, &ev, store_clock_ms(ctl->store), &next, &acts, err)) != MG_OK)
         goto out;
-    new_id(id);
-    rec = json_pack("{s:s, s:s, s:s, s:I, s:o, s:s, s:s?, s:O, s:O, s:i, s:i, s:I, s:s?}", "id", id,
-                    "model", model, "alias", alias, "version", (json_int_t)version,
-                    "baseline_version", baseline ? json_integer(baseline) : json_null(), "state",
-                    promo_state_name(next.state), "reason", reason, "policy", snapshot, "gates",
-                    json_object_get(report, "gates"), "step_index", next.step_index, "weight",
-                    next.weight, "next_step_at_ms", (json_int_t)next.next_step_at, "phase",
-                    promo_phase_name(next.phase));
-    if (rec == NULL) {
+    new_id(rec.id);
+    rec.model = model;
+    rec.alias = alias;
+    rec.version = version;
+    rec.baseline_version = baseline;
+    rec.state = promo_state_name(next.state);
+    rec.phase = promo_phase_name(next.phase);
+    rec.reason = reason;
+    rec.policy = snapshot;
+    rec.gates = json_object_get(report, "gates");
+    rec.step_index = next.step_index;
+    rec.weight = next.weight;
+    rec.next_step_at_ms = next.next_step_at;
+    if (rec.policy == NULL || rec.gates == NULL) {
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
     /* The runner tests every candidate before its first step; the test is queued in the
      * promotion's own transaction. */
     if (who->issuer[0] && who->subject[0]) {
-        json_object_set_new(rec, "_creator_issuer", json_string(who->issuer));
-        json_object_set_new(rec, "_creator_subject", json_string(who->subject));
+        rec.creator_issuer = who->issuer;
+        rec.creator_subject = who->subject;
     }
     if (pol.smoke_required || json_object_get(json_object_get(ver, "smoke"), "profile"))
-        json_object_set_new(rec, "_smoke_gpu", json_string(gpu_mode(&pol)));
+        rec.smoke_gpu = gpu_mode(&pol);
     if (acts.set_routes) {
         memset(&a, 0, sizeof(a));
         a.model = model;
@@ -251,13 +256,13 @@ enum mg_code rel_promotion_create(struct ctl *ctl, const struct store_principal 
         a.expected_generation = json_integer_value(json_object_get(facts, "generation"));
         alias_change_of(&a, &next, &acts, change);
         a.reason = reason;
-        a.promotion = id;
+        a.promotion = rec.id;
     }
     if (acts.set_routes && (rc = ctl_alias_names(ctl, model, alias, a.routes, a.match, a.shadow,
                                                  &names, err)) != MG_OK)
         goto out;
     a.names = names;
-    rc = store_promotion_create(ctl->store, actor, rec, acts.event[0] ? acts.event : "created",
+    rc = store_promotion_create(ctl->store, actor, &rec, acts.event[0] ? acts.event : "created",
                                 acts.detail, acts.set_routes ? &a : NULL, out, err);
     if (rc == MG_OK) {
         ctl_crash_point(ctl, "promotion-created");
@@ -271,7 +276,6 @@ out:
     json_decref(facts);
     json_decref(snapshot);
     json_decref(report);
-    json_decref(rec);
     json_decref(change[0]);
     json_decref(change[1]);
     json_decref(change[2]);

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "../base/mg.h"
+#include "../model/promotion.h"
 #include "store_models.h"
 
 struct store;
@@ -129,19 +130,16 @@ enum mg_code store_policy_delete(struct store *st, const char *actor, const char
                                  const char *alias, struct mg_error *err);
 
 /*
- * Create a promotion. rec: {"id","model","alias","version","baseline_version",
- * "state","reason","policy","gates","step_index","weight","next_step_at_ms"}.
- * The first event is recorded; `a` (may be NULL) is applied in the same
- * transaction (the first rollout step when no gate waits). MG_EINPROGRESS
+ * Create a promotion from its record (model/promotion.h; BORROWED). The first event is
+ * recorded; `a` (may be NULL) is applied in the same transaction (the first rollout step
+ * when no gate waits); with rec->smoke_gpu the candidate's smoke test is queued in it too.
+ * The creator as a person is read back as "_creator":{"issuer","subject"}. MG_EINPROGRESS
  * when the alias already has an active promotion.
  */
-/* rec may carry "_smoke_gpu" (required|preferred|none): the candidate's smoke test is then
- * queued in the same transaction, and "_creator_issuer"/"_creator_subject": the creator as a
- * person, read back as "_creator":{"issuer","subject"}. */
-enum mg_code store_promotion_create(struct store *st, const char *actor, const json_t *rec,
-                                    const char *event_type, const char *event_detail,
-                                    const struct store_alias_change *a, json_t **out,
-                                    struct mg_error *err);
+enum mg_code store_promotion_create(struct store *st, const char *actor,
+                                    const struct mg_promotion_new *rec, const char *event_type,
+                                    const char *event_detail, const struct store_alias_change *a,
+                                    json_t **out, struct mg_error *err);
 
 /* Promotion (docs/contract.md shape) plus "_rev" and "_next_step_at_ms" for callers
  * that change it (strip them before replying). */

@@ -170,6 +170,32 @@ enum mg_code fx_version_create(struct fx *fx, const char *model, const json_t *r
     return rc;
 }
 
+enum mg_code fx_promotion_create(struct fx *fx, const json_t *rec, const char *event_type,
+                                 const char *event_detail, const struct store_alias_change *a,
+                                 json_t **out)
+{
+    struct mg_promotion_new p = {0};
+    const json_t *b = json_object_get(rec, "baseline_version");
+
+    snprintf(p.id, sizeof(p.id), "%s", json_string_value(json_object_get(rec, "id")));
+    p.model = json_string_value(json_object_get(rec, "model"));
+    p.alias = json_string_value(json_object_get(rec, "alias"));
+    p.version = json_integer_value(json_object_get(rec, "version"));
+    p.baseline_version = json_is_integer(b) ? json_integer_value(b) : 0;
+    p.state = json_string_value(json_object_get(rec, "state"));
+    p.phase = json_string_value(json_object_get(rec, "phase"));
+    p.reason = json_string_value(json_object_get(rec, "reason"));
+    p.step_index = (int)json_integer_value(json_object_get(rec, "step_index"));
+    p.weight = (int)json_integer_value(json_object_get(rec, "weight"));
+    p.next_step_at_ms = json_integer_value(json_object_get(rec, "next_step_at_ms"));
+    p.policy = json_object_get(rec, "policy");
+    p.gates = json_object_get(rec, "gates");
+    p.smoke_gpu = json_string_value(json_object_get(rec, "_smoke_gpu"));
+    p.creator_issuer = json_string_value(json_object_get(rec, "_creator_issuer"));
+    p.creator_subject = json_string_value(json_object_get(rec, "_creator_subject"));
+    return store_promotion_create(fx->st, "alice", &p, event_type, event_detail, a, out, &fx->err);
+}
+
 int64_t fx_version(struct fx *fx, const char *model, json_t *req)
 {
     json_t *out = NULL;

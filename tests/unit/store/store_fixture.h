@@ -62,6 +62,12 @@ void fx_model(struct fx *fx, const char *name);
  * the body may also carry what the server adds (introspection, scan, io_schema, publisher). */
 enum mg_code fx_version_create(struct fx *fx, const char *model, const json_t *req, json_t **out);
 
+/* store_promotion_create by "alice" of a promotion written as JSON (BORROWED): the record's
+ * fields by name ("id", "model", …, "_smoke_gpu", "_creator_issuer", "_creator_subject"). */
+enum mg_code fx_promotion_create(struct fx *fx, const json_t *rec, const char *event_type,
+                                 const char *event_detail, const struct store_alias_change *a,
+                                 json_t **out);
+
 /* Create a version from a request built by the caller (req is consumed); its number. */
 int64_t fx_version(struct fx *fx, const char *model, json_t *req);
 

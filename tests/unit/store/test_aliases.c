@@ -171,8 +171,7 @@ static void test_facts(void **state)
                     "prm_1", "model", "m", "alias", "prod", "version", 2, "baseline_version",
                     "state", "evaluating", "policy", "rollout", "steps", 100, "gates", "step_index",
                     -1, "weight", 0, "next_step_at_ms", 0);
-    assert_int_equal(
-        store_promotion_create(fx->st, "alice", rec, "created", NULL, NULL, &out, &fx->err), MG_OK);
+    assert_int_equal(fx_promotion_create(fx, rec, "created", NULL, NULL, &out), MG_OK);
     json_decref(out);
     json_decref(rec);
 

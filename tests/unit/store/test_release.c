@@ -76,7 +76,7 @@ static void make_promotion(struct fx *fx, const char *id, const char *alias)
                          "step_index", -1, "weight", 0, "next_step_at_ms", 0),
            *p = NULL;
 
-    if (store_promotion_create(fx->st, "alice", rec, "created", NULL, NULL, &p, &fx->err) != MG_OK)
+    if (fx_promotion_create(fx, rec, "created", NULL, NULL, &p) != MG_OK)
         fail_msg("store_promotion_create: %s", fx->err.message);
     json_decref(p);
     json_decref(rec);
