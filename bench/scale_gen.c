@@ -113,7 +113,8 @@ static int one_model(struct gen *g, unsigned i)
     struct store_alias_change a;
     struct mg_error err = {0};
     struct mg_version_new rec;
-    json_t *req, *out = NULL, *routes;
+    struct mg_routes routes;
+    json_t *req, *out = NULL;
     unsigned v;
     enum mg_code rc;
 
@@ -159,17 +160,19 @@ static int one_model(struct gen *g, unsigned i)
     mg_version_new_release(&rec);
     json_decref(req);
 
-    routes = json_pack("[{s:i, s:i}]", "version", (int)g->versions, "weight", 100);
+    memset(&routes, 0, sizeof(routes));
+    routes.routes[0].version = (int64_t)g->versions;
+    routes.routes[0].weight = 100;
+    routes.nroutes = 1;
     memset(&a, 0, sizeof(a));
     a.model = name;
     a.alias = "production";
     a.expected_generation = 0; /* a new alias */
-    a.routes = routes;
+    a.routes = &routes;
     a.kind = "set";
     a.reason = "scale benchmark";
     a.require_unprotected = true;
-    rc = routes ? store_release_commit(g->st, ACTOR, &a, NULL, NULL, &err) : MG_ENOMEM;
-    json_decref(routes);
+    rc = store_release_commit(g->st, ACTOR, &a, NULL, NULL, &err);
     return rc == MG_OK ? 0 : fail("alias", &err);
 }
 

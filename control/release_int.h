@@ -58,6 +58,10 @@ enum mg_code rel_evaluate(struct ctl *ctl, const char *model, const json_t *ver,
                           bool include_approvals, int64_t since_ms, json_t **report,
                           struct mg_error *err);
 
+/* ctl_alias_names of the routes r would give (model, alias): *names NEW. */
+enum mg_code rel_alias_names(struct ctl *ctl, const char *model, const char *alias,
+                             const struct mg_routes *r, json_t **names, struct mg_error *err);
+
 /* Commit through store_release_commit; *alias_out (may be NULL) receives the alias as this
  * change left it, read in the change's own transaction (NEW). */
 enum mg_code rel_commit_change(struct ctl *ctl, const char *actor, struct store_alias_change *a,

@@ -73,16 +73,29 @@ json_t *rel_shadow_json(const struct promo_actions *a)
 }
 
 /* The alias change of a promotion's actions: the whole generation (routes, and the phase's
- * match rule and shadow, none outside the phases). The JSON lives in json[3] (NEW). */
+ * match rule and shadow, none outside the phases), held in *r. */
 static void alias_change_of(struct store_alias_change *a, const struct promo *next,
-                            const struct promo_actions *acts, json_t *json[3])
+                            const struct promo_actions *acts, struct mg_routes *r)
 {
-    json[0] = rel_routes_json(acts);
-    json[1] = rel_match_json(acts);
-    json[2] = rel_shadow_json(acts);
-    a->routes = json[0];
-    a->match = json[1];
-    a->shadow = json[2];
+    size_t i;
+
+    memset(r, 0, sizeof(*r));
+    for (i = 0; i < acts->nroutes && i < MG_ROUTES_MAX; i++) {
+        r->routes[i].version = acts->routes[i].version;
+        r->routes[i].weight = acts->routes[i].weight;
+    }
+    r->nroutes = i;
+    if (acts->has_match) {
+        snprintf(r->match[0].header, sizeof(r->match[0].header), "%s", acts->match_header);
+        snprintf(r->match[0].value, sizeof(r->match[0].value), "%s", acts->match_value);
+        r->match[0].version = acts->match_version;
+        r->nmatch = 1;
+    }
+    if (acts->shadow != 0) {
+        r->shadow.version = acts->shadow;
+        r->shadow.percent = 100;
+    }
+    a->routes = r;
     a->kind = rel_alias_kind(next, acts);
 }
 
@@ -190,7 +203,8 @@ enum mg_code rel_promotion_create(struct ctl *ctl, const struct store_principal 
     struct store_alias_change a;
     struct mg_promotion_new rec = {0};
     json_t *ver = NULL, *facts = NULL, *snapshot = NULL, *report = NULL;
-    json_t *change[3] = {NULL, NULL, NULL}, *names = NULL;
+    struct mg_routes change;
+    json_t *names = NULL;
     int64_t baseline;
     enum mg_code rc;
 
@@ -254,12 +268,12 @@ enum mg_code rel_promotion_create(struct ctl *ctl, const struct store_principal 
         a.model = model;
         a.alias = alias;
         a.expected_generation = json_integer_value(json_object_get(facts, "generation"));
-        alias_change_of(&a, &next, &acts, change);
+        alias_change_of(&a, &next, &acts, &change);
         a.reason = reason;
         a.promotion = rec.id;
     }
-    if (acts.set_routes && (rc = ctl_alias_names(ctl, model, alias, a.routes, a.match, a.shadow,
-                                                 &names, err)) != MG_OK)
+    if (acts.set_routes &&
+        (rc = rel_alias_names(ctl, model, alias, a.routes, &names, err)) != MG_OK)
         goto out;
     a.names = names;
     rc = store_promotion_create(ctl->store, actor, &rec, acts.event[0] ? acts.event : "created",
@@ -276,9 +290,6 @@ out:
     json_decref(facts);
     json_decref(snapshot);
     json_decref(report);
-    json_decref(change[0]);
-    json_decref(change[1]);
-    json_decref(change[2]);
     json_decref(names);
     return rc;
 }
@@ -375,7 +386,7 @@ enum mg_code rel_apply_event(struct ctl *ctl, const char *actor, const char *id,
         struct store_promotion_change pc;
         struct store_alias_change a;
         json_t *p = NULL, *facts = NULL, *report = NULL, *ver = NULL;
-        json_t *change[3] = {NULL, NULL, NULL};
+        struct mg_routes change;
         const char *model, *alias;
 
         if ((rc = store_promotion_get(ctl->store, id, &p, err)) != MG_OK)
@@ -455,7 +466,7 @@ enum mg_code rel_apply_event(struct ctl *ctl, const char *actor, const char *id,
             a.model = model;
             a.alias = alias;
             a.expected_generation = json_integer_value(json_object_get(facts, "generation"));
-            alias_change_of(&a, &next, &acts, change);
+            alias_change_of(&a, &next, &acts, &change);
             a.reason = d->ev.reason;
             a.promotion = id;
             if (strncmp(acts.event, "analysis.", 9) == 0) { /* gateways hear why */
@@ -475,9 +486,6 @@ enum mg_code rel_apply_event(struct ctl *ctl, const char *actor, const char *id,
     next:
         json_decref(p);
         json_decref(facts);
-        json_decref(change[0]);
-        json_decref(change[1]);
-        json_decref(change[2]);
         json_decref(report);
         json_decref(ver);
     }

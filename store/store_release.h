@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "../base/mg.h"
+#include "../model/alias.h"
 #include "../model/promotion.h"
 #include "store_models.h"
 
@@ -69,14 +70,14 @@ struct store_alias_change {
     const char *model;
     const char *alias;
     int64_t expected_generation; /* the generation the decision was made on */
-    const json_t *routes;        /* [{"version","weight"}], [] when deleting */
-    const json_t *match;         /* [{"header","value","version"}] validated, or NULL: none */
-    const json_t *shadow;        /* {"version","percent"} validated, or NULL/null: none */
-    const char *kind;            /* set, step, promoted, rollback, abort, delete */
-    const char *reason;          /* may be NULL */
-    const char *promotion;       /* promotion id, or NULL */
-    int64_t mark_bad;            /* version to mark bad for the alias, 0 for none */
-    bool require_unprotected;    /* MG_EPROTECTED when a policy protects the alias */
+    /* routes (none when deleting), match rules and shadow, validated (model/alias.h); the
+     * store writes their JSON. Never NULL. */
+    const struct mg_routes *routes;
+    const char *kind;         /* set, step, promoted, rollback, abort, delete */
+    const char *reason;       /* may be NULL */
+    const char *promotion;    /* promotion id, or NULL */
+    int64_t mark_bad;         /* version to mark bad for the alias, 0 for none */
+    bool require_unprotected; /* MG_EPROTECTED when a policy protects the alias */
     /* Gateway object names this change uses: [{"gateway","name","scope":"alias"|"model"}]
      * (NULL: none). Each is claimed for (model, alias) — or for the model alone with scope
      * "model" — in the same transaction; one another alias already holds → MG_ECONFLICT

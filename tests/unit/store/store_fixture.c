@@ -170,6 +170,26 @@ enum mg_code fx_version_create(struct fx *fx, const char *model, const json_t *r
     return rc;
 }
 
+struct mg_routes fx_routes(const json_t *routes, const json_t *match, const json_t *shadow)
+{
+    struct mg_routes r;
+    struct mg_error err;
+
+    if (mg_routes_from_json(routes, match, shadow, &r, &err) != MG_OK)
+        fail_msg("mg_routes_from_json: %s", err.message);
+    return r;
+}
+
+const struct mg_routes *fx_routes_of(const json_t *routes)
+{
+    static struct mg_routes ring[16]; /* a test holds a few at once */
+    static unsigned next;
+    struct mg_routes *r = &ring[next++ % 16];
+
+    *r = fx_routes(routes, NULL, NULL);
+    return r;
+}
+
 enum mg_code fx_promotion_create(struct fx *fx, const json_t *rec, const char *event_type,
                                  const char *event_detail, const struct store_alias_change *a,
                                  json_t **out)
@@ -225,6 +245,7 @@ int64_t fx_set_alias(struct fx *fx, const char *model, const char *alias, int64_
 {
     struct store_alias_change a;
     json_t *routes = json_pack("[{s:I, s:i}]", "version", (json_int_t)version, "weight", 100);
+    struct mg_routes rt = fx_routes(routes, NULL, NULL);
     json_t *out = NULL;
     int64_t gen;
 
@@ -232,7 +253,7 @@ int64_t fx_set_alias(struct fx *fx, const char *model, const char *alias, int64_
     a.model = model;
     a.alias = alias;
     a.expected_generation = expected;
-    a.routes = routes;
+    a.routes = &rt;
     a.kind = "set";
     if (store_release_commit(fx->st, "alice", &a, NULL, &out, &fx->err) != MG_OK)
         fail_msg("store_release_commit(%s/%s): %s", model, alias, fx->err.message);

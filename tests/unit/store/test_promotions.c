@@ -169,7 +169,7 @@ static void test_create_with_alias_change_and_smoke(void **state)
     memset(&a, 0, sizeof(a));
     a.model = "m";
     a.alias = "prod";
-    a.routes = routes;
+    a.routes = fx_routes_of(routes);
     a.kind = "step";
     a.promotion = "prm_1";
 
