@@ -549,7 +549,7 @@ int main(int argc, char **argv)
                 err.message);
         goto out;
     }
-    if (cfg.blob_redirect && strcmp(store_blobs_kind(st), "s3") != 0) {
+    if (cfg.blob_redirect && !store_blobs_can(st, BLOB_CAN_PRESIGN)) {
         fprintf(stderr,
                 "modelgated: --blob-downloads redirect needs an s3:// blob backend "
                 "(presigned URLs), not %s\n",

@@ -1,7 +1,8 @@
 /*
- * blob.c - the blob layer's front: pick the backend a URL names and dispatch to
- * it (blob_int.h's ops), plus what the backends share (credentials files, URL
- * query parameters).
+ * blob.c - the blob layer's front: the table of backends (each file's vtable), the
+ * pick by scheme, and dispatch through the vtables of backends and readers; plus what
+ * the backends share (credentials files, URL query parameters, the fillers of slots
+ * for abilities a backend lacks). It names no backend and parses no backend's URL.
  */
 #include "blob_int.h"
 
@@ -16,43 +17,38 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+const struct blob_ops *const blob_backends[] = {&blob_file_ops, &blob_s3_ops, &blob_oci_ops};
+const size_t blob_nbackends = sizeof(blob_backends) / sizeof(blob_backends[0]);
+
+/* The backend whose scheme starts url, its syntax checked; NULL with err filled. */
+static const struct blob_ops *backend_for(const char *url, struct mg_error *err)
+{
+    char forms[600] = "";
+    size_t i, n = 0;
+
+    if (url == NULL)
+        return blob_backends[0];
+    for (i = 0; i < blob_nbackends; i++) {
+        const struct blob_ops *ops = blob_backends[i];
+        if (strncmp(url, ops->scheme, strlen(ops->scheme)) == 0)
+            return ops->check_url(url, err) == MG_OK ? ops : NULL;
+    }
+    /* "A, B or C": every backend's form */
+    for (i = 0; i < blob_nbackends && n < sizeof(forms); i++)
+        n += (size_t)snprintf(forms + n, sizeof(forms) - n, "%s%s",
+                              i == 0                   ? ""
+                              : i + 1 < blob_nbackends ? ", "
+                                                       : " or ",
+                              blob_backends[i]->usage);
+    mg_fail(err, MG_EINVAL, "blobs", "--blobs is %s, not '%.100s'", forms, url);
+    return NULL;
+}
+
 const char *blob_url_kind(const char *url, struct mg_error *err)
 {
-    if (url == NULL)
-        return "file";
-    if (strncmp(url, "file:", 5) == 0) {
-        if (url[5] != '/') {
-            mg_fail(err, MG_EINVAL, "blobs",
-                    "--blobs file: takes an absolute directory (file:/srv/blobs)");
-            return NULL;
-        }
-        return "file";
-    }
-    if (strncmp(url, "s3://", 5) == 0) {
-        const char *b = url + 5;
-        size_t n = strcspn(b, "/?");
-        if (n < 3 || n > 63 || strspn(b, "abcdefghijklmnopqrstuvwxyz0123456789.-") < n) {
-            mg_fail(err, MG_EINVAL, "blobs",
-                    "--blobs s3://BUCKET/prefix: the bucket name is 3 to 63 lowercase letters, "
-                    "digits, '.' or '-'");
-            return NULL;
-        }
-        return "s3";
-    }
-    if (strncmp(url, "oci://", 6) == 0) {
-        const char *h = url + 6, *slash = strchr(h, '/');
-        if (slash == NULL || slash == h || slash[1] == '\0' || slash[1] == '?') {
-            mg_fail(err, MG_EINVAL, "blobs",
-                    "--blobs oci://HOST:PORT/REPOSITORY: name the registry and a repository");
-            return NULL;
-        }
-        return "oci";
-    }
-    mg_fail(err, MG_EINVAL, "blobs",
-            "--blobs is file:/DIR, s3://BUCKET/PREFIX?endpoint=…&region=… or "
-            "oci://HOST:PORT/REPOSITORY, not '%.100s'",
-            url);
-    return NULL;
+    const struct blob_ops *ops = backend_for(url, err);
+
+    return ops ? ops->kind : NULL;
 }
 
 bool blob_query_param(const char *query, const char *key, char *out, size_t outsz)
@@ -130,11 +126,11 @@ enum mg_code blob_open(const struct blob_options *o, struct blob_backend **out,
                        struct mg_error *err)
 {
     struct blob_backend *b;
-    const char *kind = blob_url_kind(o->url, err);
+    const struct blob_ops *ops = backend_for(o->url, err);
     enum mg_code rc;
 
     *out = NULL;
-    if (kind == NULL)
+    if (ops == NULL)
         return err->code;
     if ((b = calloc(1, sizeof(*b))) == NULL || (b->tmp_dir = strdup(o->tmp_dir)) == NULL) {
         free(b);
@@ -143,17 +139,8 @@ enum mg_code blob_open(const struct blob_options *o, struct blob_backend **out,
     b->part_bytes = o->part_bytes ? o->part_bytes : BLOB_PART_DEFAULT;
     if (b->part_bytes < BLOB_PART_MIN)
         b->part_bytes = BLOB_PART_MIN;
-    if (strcmp(kind, "file") == 0) {
-        b->ops = &blob_file_ops;
-        rc = blob_file_open(b, o->url + 5, err);
-    } else if (strcmp(kind, "s3") == 0) {
-        b->ops = &blob_s3_ops;
-        rc = blob_s3_open(b, o->url, o->credentials, err);
-    } else {
-        b->ops = &blob_oci_ops;
-        rc = blob_oci_open(b, o->url, o->credentials, err);
-    }
-    if (rc != MG_OK)
+    b->ops = ops;
+    if ((rc = ops->open(b, o->url, o->credentials, err)) != MG_OK)
         goto fail;
     if (mkdir(b->tmp_dir, 0700) != 0 && errno != EEXIST) {
         rc = mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", b->tmp_dir, strerror(errno));
@@ -184,9 +171,33 @@ const char *blob_kind(const struct blob_backend *b)
     return b->ops->kind;
 }
 
+bool blob_can(const struct blob_backend *b, enum blob_can what)
+{
+    return (b->ops->supports & (unsigned)what) == (unsigned)what;
+}
+
 const char *blob_describe(const struct blob_backend *b)
 {
     return b->desc;
+}
+
+const char *blob_tmp_dir(const struct blob_backend *b)
+{
+    return b->tmp_dir;
+}
+
+bool blob_local_path(struct blob_backend *b, const char *digest, char *out, size_t outsz)
+{
+    return b->ops->local_path(b, digest, out, outsz);
+}
+
+bool blob_no_local_path(struct blob_backend *b, const char *digest, char *out, size_t outsz)
+{
+    (void)b;
+    (void)digest;
+    (void)out;
+    (void)outsz;
+    return false;
 }
 
 enum mg_code blob_check(struct blob_backend *b, struct mg_error *err)
@@ -209,6 +220,17 @@ enum mg_code blob_put_write(struct blob_put *p, const void *data, size_t n, stru
 const char *blob_put_handle(const struct blob_put *p)
 {
     return p->handle;
+}
+
+const char *blob_put_local_path(const struct blob_put *p)
+{
+    return p->b->ops->put_local_path(p);
+}
+
+const char *blob_no_put_local_path(const struct blob_put *p)
+{
+    (void)p;
+    return NULL;
 }
 
 enum mg_code blob_put_commit(struct blob_put **pp, const char *digest, struct mg_error *err)
@@ -251,13 +273,7 @@ enum mg_code blob_read_open(struct blob_backend *b, const char *digest, uint64_t
 
 int blob_reader_take_fd(struct blob_reader *r, uint64_t *offset)
 {
-    int fd = r->fd;
-
-    if (fd < 0)
-        return -1;
-    *offset = r->off;
-    r->fd = -1;
-    return fd;
+    return r->ops->take_fd(r, offset);
 }
 
 enum mg_code blob_reader_read(struct blob_reader *r, void *buf, size_t n, size_t *got,
@@ -266,27 +282,7 @@ enum mg_code blob_reader_read(struct blob_reader *r, void *buf, size_t n, size_t
 {
     *got = 0;
     *would_block = false;
-    if (r->stream != NULL)
-        return blob_stream_read(r->stream, buf, n, got, would_block, wake, arg, err);
-    if (r->len == 0)
-        return MG_OK;
-    if (r->fd < 0)
-        return mg_fail(err, MG_EIO, NULL, "the blob reader's file was handed over");
-    if (n > r->len)
-        n = (size_t)r->len;
-    while (n > 0) {
-        ssize_t k = pread(r->fd, buf, n, (off_t)r->off);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return mg_fail(err, MG_EIO, NULL, "cannot read the blob: %s",
-                           k < 0 ? strerror(errno) : "it is shorter than recorded");
-        r->off += (uint64_t)k;
-        r->len -= (uint64_t)k;
-        *got = (size_t)k;
-        break;
-    }
-    return MG_OK;
+    return r->ops->read(r, buf, n, got, would_block, wake, arg, err);
 }
 
 void blob_reader_close(struct blob_reader **rp)
@@ -295,11 +291,7 @@ void blob_reader_close(struct blob_reader **rp)
 
     if (r == NULL)
         return;
-    if (r->fd >= 0)
-        close(r->fd);
-    if (r->stream)
-        blob_stream_close(r->stream);
-    free(r);
+    r->ops->close(r);
     *rp = NULL;
 }
 
@@ -307,11 +299,17 @@ enum mg_code blob_presign(struct blob_backend *b, const char *digest, unsigned t
                           struct mg_error *err)
 {
     *url = NULL;
-    if (b->ops->presign == NULL)
-        return mg_fail(err, MG_EINVAL, "blob-downloads",
-                       "--blob-downloads redirect needs an s3:// blob backend, not %s",
-                       b->ops->kind);
     return b->ops->presign(b, digest, ttl_s, url, err);
+}
+
+enum mg_code blob_no_presign(struct blob_backend *b, const char *digest, unsigned ttl_s, char **url,
+                             struct mg_error *err)
+{
+    (void)digest;
+    (void)ttl_s;
+    *url = NULL;
+    return mg_fail(err, MG_EINVAL, "blob-downloads",
+                   "--blob-downloads redirect needs an s3:// blob backend, not %s", b->ops->kind);
 }
 
 enum mg_code blob_delete(struct blob_backend *b, const char *digest, struct mg_error *err)

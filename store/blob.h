@@ -7,6 +7,13 @@
  *   oci://host:port/repo?insecure=… blob_oci.c   registry blobs, each kept alive by a
  *                                                tiny manifest tagged sha256-<hex>
  *
+ * Each backend file exports one vtable (blob_int.h's struct blob_ops: its scheme, its
+ * URL check, open, every operation, and a `supports` bitfield of blob_can.h's optional
+ * abilities); blob.c picks the one whose scheme starts the URL from its table and
+ * otherwise only dispatches. Nothing here parses a backend's URL or names a backend;
+ * an ability only some backends have is a capability bit (blob_can) with one generic
+ * call, which answers as documented below on a backend without it.
+ *
  * Only store/ includes this. Nothing here touches the database: the store keeps
  * blob rows (blobs.c) and the record of uploads in flight (table blob_uploads),
  * this layer keeps bytes.
@@ -42,20 +49,24 @@
 #include <stddef.h>
 
 #include "../base/mg.h"
+#include "blob_can.h"
 
 struct blob_backend;
 struct blob_put;
 struct blob_reader;
 
 struct blob_options {
-    const char *url;         /* file:/dir, s3://…, oci://… (API.md "Running") */
+    const char *url;         /* file:/dir, s3://…, oci://… (docs/contract.md "Running") */
     const char *credentials; /* --blobs-credentials FILE (mode 0600) or NULL */
-    const char *tmp_dir;     /* local scratch (spools, downloads), created if missing */
+    const char *tmp_dir;     /* local scratch (spools, downloads), created if missing, for a
+                              * backend that keeps none of its own (file: uses <dir>/tmp,
+                              * beside its blobs); blob_tmp_dir says which is in use */
     uint64_t part_bytes;     /* s3/oci part size; 0 = 8 MiB */
 };
 
-/* Which backend a URL names ("file", "s3", "oci"), checking its syntax; NULL with err
- * filled when it is none of them. */
+/* Which backend a URL names ("file", "s3", "oci"): the one whose scheme starts it, which
+ * checks the rest of its syntax; NULL with err filled when it is none of them. A NULL URL
+ * names the first backend of the table (file:, in the data directory). */
 const char *blob_url_kind(const char *url, struct mg_error *err);
 
 /* Open a backend (no network call yet). MG_EINVAL for a bad URL or credentials file. */
@@ -63,14 +74,22 @@ enum mg_code blob_open(const struct blob_options *o, struct blob_backend **out,
                        struct mg_error *err);
 void blob_close(struct blob_backend **b);
 
-/* "file", "s3" or "oci". */
+/* "file", "s3" or "oci" (for messages, metrics and blob_uploads.backend; never to
+ * branch on: ask blob_can). */
 const char *blob_kind(const struct blob_backend *b);
+
+/* Whether the backend has an optional ability (blob_can.h). */
+bool blob_can(const struct blob_backend *b, enum blob_can what);
 
 /* A short description for messages: "s3 bucket 'b' at http://127.0.0.1:9000". */
 const char *blob_describe(const struct blob_backend *b);
 
-/* file: the directory holding sha256/; NULL for remote backends. */
-const char *blob_file_dir(const struct blob_backend *b);
+/* The local scratch directory in use (blob_options.tmp_dir, or the backend's own). */
+const char *blob_tmp_dir(const struct blob_backend *b);
+
+/* With BLOB_CAN_LOCAL_FILES: the path of a committed blob's file (which may be absent)
+ * into out, true. Without: false, out untouched. */
+bool blob_local_path(struct blob_backend *b, const char *digest, char *out, size_t outsz);
 
 /* Can we write now? (file: a temp file; s3: the bucket answers to our credentials;
  * oci: /v2/ answers with our credentials). For /readyz. */
@@ -93,8 +112,9 @@ enum mg_code blob_put_write(struct blob_put *p, const void *data, size_t n, stru
  * an OCI session URL): record it before the first write. Valid until commit/abort. */
 const char *blob_put_handle(const struct blob_put *p);
 
-/* file: the temp file holding the bytes written so far (for inspection); NULL for
- * remote backends (blobs.c spools what it must inspect). */
+/* With BLOB_CAN_LOCAL_FILES: the temp file holding the bytes written so far (for
+ * inspection). Without: NULL (blobs.c spools what it must inspect, and records the
+ * upload in blob_uploads). */
 const char *blob_put_local_path(const struct blob_put *p);
 
 /*
@@ -119,12 +139,13 @@ enum mg_code blob_stat(struct blob_backend *b, const char *digest, uint64_t *siz
                        struct mg_error *err);
 
 /* Open bytes [off, off+len) of a blob. file: an fd (sendfile); remote: a GET with
- * Range streamed by a thread of the reader's own into a bounded buffer. */
+ * Range streamed by a thread of the reader's own into a bounded buffer. Every reader
+ * answers the three calls below through its own vtable (blob_int.h). */
 enum mg_code blob_read_open(struct blob_backend *b, const char *digest, uint64_t off, uint64_t len,
                             struct blob_reader **out, struct mg_error *err);
 
-/* file: the descriptor and offset to sendfile from, handed over (the reader then
- * holds none); -1 for a streamed reader. */
+/* With BLOB_CAN_SENDFILE: the descriptor and offset to sendfile from, handed over (the
+ * reader then holds none). -1 for a reader without one (a streamed or empty reader). */
 int blob_reader_take_fd(struct blob_reader *r, uint64_t *offset);
 
 /*
@@ -140,8 +161,8 @@ enum mg_code blob_reader_read(struct blob_reader *r, void *buf, size_t n, size_t
 /* Stop and free (a streaming GET is cancelled). Sets *r to NULL; safe on NULL. */
 void blob_reader_close(struct blob_reader **r);
 
-/* A URL anyone may GET the blob from for ttl_s seconds (s3 only: SigV4 query
- * presigning); MG_EINVAL for other backends. *url malloc'd. */
+/* With BLOB_CAN_PRESIGN: a URL anyone may GET the blob from for ttl_s seconds (s3: SigV4
+ * query presigning). Without: MG_EINVAL, field "blob-downloads". *url malloc'd. */
 enum mg_code blob_presign(struct blob_backend *b, const char *digest, unsigned ttl_s, char **url,
                           struct mg_error *err);
 

@@ -3,7 +3,8 @@
  *
  * An upload streams into <dir>/tmp/upload-XXXXXX; commit fsyncs it, renames it
  * into place and fsyncs both directories, so a blob file is whole before its row
- * can exist. Reads hand out the file descriptor (sendfile).
+ * can exist. Reads hand out the file descriptor (sendfile). No presigned URLs
+ * (blob_no_presign).
  */
 #include "blob_int.h"
 
@@ -27,6 +28,13 @@ struct file_put {
     int fd;
 };
 
+/* Bytes [off, off+len) of a blob's file, read with pread or handed over for sendfile. */
+struct file_reader {
+    struct blob_reader base;
+    int fd; /* >= 0 until taken */
+    uint64_t off, len;
+};
+
 static struct file_backend *fb(struct blob_backend *b)
 {
     return b->impl;
@@ -44,11 +52,26 @@ static enum mg_code make_dir(const char *path, struct mg_error *err)
     return MG_OK;
 }
 
-enum mg_code blob_file_open(struct blob_backend *b, const char *dir, struct mg_error *err)
+#define SCHEME "file:"
+
+static enum mg_code file_check_url(const char *url, struct mg_error *err)
+{
+    if (url[strlen(SCHEME)] != '/')
+        return mg_fail(err, MG_EINVAL, "blobs",
+                       "--blobs file: takes an absolute directory (file:/srv/blobs)");
+    return MG_OK;
+}
+
+/* file:<dir>; no credentials. Scratch is <dir>/tmp, beside the blobs (same disk: a
+ * commit is a rename). */
+static enum mg_code file_open(struct blob_backend *b, const char *url, const char *creds,
+                              struct mg_error *err)
 {
     struct file_backend *f = calloc(1, sizeof(*f));
+    const char *dir = url + strlen(SCHEME);
     enum mg_code rc;
 
+    (void)creds;
     if (f == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     b->impl = f;
@@ -61,12 +84,10 @@ enum mg_code blob_file_open(struct blob_backend *b, const char *dir, struct mg_e
     if ((rc = make_dir(f->dir, err)) != MG_OK || (rc = make_dir(f->blob, err)) != MG_OK ||
         (rc = make_dir(f->tmp, err)) != MG_OK)
         return rc;
+    free(b->tmp_dir);
+    if ((b->tmp_dir = strdup(f->tmp)) == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     return MG_OK;
-}
-
-const char *blob_file_dir(const struct blob_backend *b)
-{
-    return b->ops == &blob_file_ops ? ((const struct file_backend *)b->impl)->dir : NULL;
 }
 
 static void file_close(struct blob_backend *b)
@@ -134,9 +155,9 @@ static enum mg_code file_put_write(struct blob_put *bp, const void *data, size_t
     return MG_OK;
 }
 
-const char *blob_put_local_path(const struct blob_put *p)
+static const char *file_put_local_path(const struct blob_put *p)
 {
-    return p->b->ops == &blob_file_ops ? p->handle : NULL;
+    return p->handle;
 }
 
 static enum mg_code fsync_dir(const char *dir, struct mg_error *err)
@@ -207,10 +228,75 @@ static enum mg_code file_stat(struct blob_backend *b, const char *digest, uint64
     return MG_OK;
 }
 
+static bool file_local_path(struct blob_backend *b, const char *digest, char *out, size_t outsz)
+{
+    blob_path(fb(b), digest, out, outsz);
+    return true;
+}
+
+/* ---- reading ---------------------------------------------------------------- */
+
+static enum mg_code file_reader_read(struct blob_reader *br, void *buf, size_t n, size_t *got,
+                                     bool *would_block, void (*wake)(void *arg), void *arg,
+                                     struct mg_error *err)
+{
+    struct file_reader *r = (struct file_reader *)br;
+
+    (void)would_block; /* a file never makes us wait */
+    (void)wake;
+    (void)arg;
+    if (r->len == 0)
+        return MG_OK;
+    if (r->fd < 0)
+        return mg_fail(err, MG_EIO, NULL, "the blob reader's file was handed over");
+    if (n > r->len)
+        n = (size_t)r->len;
+    while (n > 0) {
+        ssize_t k = pread(r->fd, buf, n, (off_t)r->off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return mg_fail(err, MG_EIO, NULL, "cannot read the blob: %s",
+                           k < 0 ? strerror(errno) : "it is shorter than recorded");
+        r->off += (uint64_t)k;
+        r->len -= (uint64_t)k;
+        *got = (size_t)k;
+        break;
+    }
+    return MG_OK;
+}
+
+static int file_reader_take_fd(struct blob_reader *br, uint64_t *offset)
+{
+    struct file_reader *r = (struct file_reader *)br;
+    int fd = r->fd;
+
+    if (fd < 0)
+        return -1;
+    *offset = r->off;
+    r->fd = -1;
+    return fd;
+}
+
+static void file_reader_close(struct blob_reader *br)
+{
+    struct file_reader *r = (struct file_reader *)br;
+
+    if (r->fd >= 0)
+        close(r->fd);
+    free(r);
+}
+
+static const struct blob_reader_ops file_reader_ops = {
+    .read = file_reader_read,
+    .take_fd = file_reader_take_fd,
+    .close = file_reader_close,
+};
+
 static enum mg_code file_read_open(struct blob_backend *b, const char *digest, uint64_t off,
                                    uint64_t len, struct blob_reader **out, struct mg_error *err)
 {
-    struct blob_reader *r;
+    struct file_reader *r;
     char path[PATH_MAX];
     struct stat sb;
     int fd;
@@ -227,10 +313,11 @@ static enum mg_code file_read_open(struct blob_backend *b, const char *digest, u
         close(fd);
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     }
+    r->base.ops = &file_reader_ops;
     r->fd = fd;
     r->off = off;
     r->len = len;
-    *out = r;
+    *out = &r->base;
     return MG_OK;
 }
 
@@ -332,15 +419,22 @@ static enum mg_code file_reclaim(struct blob_backend *b, const char *handle, str
 
 const struct blob_ops blob_file_ops = {
     .kind = "file",
+    .scheme = SCHEME,
+    .usage = "file:/DIR",
+    .supports = BLOB_CAN_SENDFILE | BLOB_CAN_LOCAL_FILES,
+    .check_url = file_check_url,
+    .open = file_open,
     .check = file_check,
     .put_begin = file_put_begin,
     .put_write = file_put_write,
+    .put_local_path = file_put_local_path,
     .put_commit = file_put_commit,
     .put_abort = file_put_abort,
     .put_free = file_put_free,
     .stat = file_stat,
+    .local_path = file_local_path,
     .read_open = file_read_open,
-    .presign = NULL,
+    .presign = blob_no_presign,
     .del = file_del,
     .list = file_list,
     .orphans = file_orphans,

@@ -3,7 +3,9 @@
  * replies captured with a cap, transport errors named after the backend, parts
  * sent by a thread while the next one fills, and downloads streamed by a thread
  * through a bounded buffer (so a slow client or a slow backend holds no more than
- * that buffer, and an HTTP thread never waits on the network).
+ * that buffer, and an HTTP thread never waits on the network). Both kinds of remote
+ * reader (a stream, and the empty reader of a range of no bytes) carry their own
+ * blob_reader_ops: neither hands out a descriptor.
  */
 #include "blob_int.h"
 
@@ -331,6 +333,7 @@ void blob_parts_free(struct blob_parts **pp)
 /* ---- streamed downloads --------------------------------------------------- */
 
 struct blob_stream {
+    struct blob_reader base; /* stream_reader_ops */
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -432,16 +435,16 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
+static const struct blob_reader_ops stream_reader_ops;
+
 enum mg_code blob_stream_start(CURL *c, struct curl_slist *headers, const char *desc,
                                bool (*retry)(CURL *c, struct curl_slist **headers, void *arg),
                                void *arg, struct blob_reader **out, struct mg_error *err)
 {
     struct blob_stream *s = calloc(1, sizeof(*s));
-    struct blob_reader *r = calloc(1, sizeof(*r));
 
-    if (s == NULL || r == NULL || (s->buf = big_alloc(STREAM_BUF)) == NULL) {
+    if (s == NULL || (s->buf = big_alloc(STREAM_BUF)) == NULL) {
         free(s);
-        free(r);
         curl_slist_free_all(headers);
         curl_easy_cleanup(c);
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
@@ -466,19 +469,18 @@ enum mg_code blob_stream_start(CURL *c, struct curl_slist *headers, const char *
         curl_easy_cleanup(c);
         big_free(s->buf, STREAM_BUF);
         free(s);
-        free(r);
         return mg_fail(err, MG_ENOMEM, NULL, "cannot start a download thread");
     }
-    r->fd = -1;
-    r->stream = s;
-    *out = r;
+    s->base.ops = &stream_reader_ops;
+    *out = &s->base;
     return MG_OK;
 }
 
-enum mg_code blob_stream_read(struct blob_stream *s, void *buf, size_t n, size_t *got,
-                              bool *would_block, void (*wake)(void *arg), void *arg,
-                              struct mg_error *err)
+static enum mg_code stream_read(struct blob_reader *r, void *buf, size_t n, size_t *got,
+                                bool *would_block, void (*wake)(void *arg), void *arg,
+                                struct mg_error *err)
 {
+    struct blob_stream *s = (struct blob_stream *)r;
     enum mg_code rc = MG_OK;
     uint8_t *out = buf;
 
@@ -507,8 +509,10 @@ enum mg_code blob_stream_read(struct blob_stream *s, void *buf, size_t n, size_t
     return rc;
 }
 
-void blob_stream_close(struct blob_stream *s)
+static void stream_close(struct blob_reader *r)
 {
+    struct blob_stream *s = (struct blob_stream *)r;
+
     pthread_mutex_lock(&s->lock);
     s->cancel = true;
     s->wake = NULL;
@@ -522,6 +526,59 @@ void blob_stream_close(struct blob_stream *s)
     curl_easy_cleanup(s->c);
     big_free(s->buf, STREAM_BUF);
     free(s);
+}
+
+/* A stream hands out no descriptor: its bytes come through stream_read. */
+static int stream_take_fd(struct blob_reader *r, uint64_t *offset)
+{
+    (void)r;
+    (void)offset;
+    return -1;
+}
+
+static const struct blob_reader_ops stream_reader_ops = {
+    .read = stream_read,
+    .take_fd = stream_take_fd,
+    .close = stream_close,
+};
+
+/* ---- empty reader (a range of no bytes: nothing to fetch) ------------------ */
+
+static enum mg_code empty_read(struct blob_reader *r, void *buf, size_t n, size_t *got,
+                               bool *would_block, void (*wake)(void *arg), void *arg,
+                               struct mg_error *err)
+{
+    (void)r;
+    (void)buf;
+    (void)n;
+    (void)got;
+    (void)would_block;
+    (void)wake;
+    (void)arg;
+    (void)err;
+    return MG_OK; /* *got stays 0: the end */
+}
+
+static void empty_close(struct blob_reader *r)
+{
+    free(r);
+}
+
+static const struct blob_reader_ops empty_reader_ops = {
+    .read = empty_read,
+    .take_fd = stream_take_fd,
+    .close = empty_close,
+};
+
+enum mg_code blob_empty_reader(struct blob_reader **out, struct mg_error *err)
+{
+    struct blob_reader *r = calloc(1, sizeof(*r));
+
+    if (r == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    r->ops = &empty_reader_ops;
+    *out = r;
+    return MG_OK;
 }
 
 /* ---- streamed uploads ----------------------------------------------------- */

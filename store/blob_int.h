@@ -20,17 +20,40 @@
 #define BLOB_HANDLE_MAX 2600
 #define BLOB_ERR_BODY_MAX (64u << 10)
 
+/*
+ * One backend's vtable: each backend file (blob_file.c, blob_s3.c, blob_oci.c) exports
+ * one, const, with every slot filled; blob.c keeps the table of them (blob_backends) and
+ * picks by scheme. A slot for an ability the backend lacks (its `supports` bit clear) is
+ * filled with the answer documented here, never left NULL:
+ *   presign         MG_EINVAL, field "blob-downloads" (blob_no_presign)
+ *   local_path      false                              (blob_no_local_path)
+ *   put_local_path  NULL                               (blob_no_put_local_path)
+ * and a reader without a descriptor answers take_fd with -1 (struct blob_reader_ops).
+ */
 struct blob_ops {
-    const char *kind;
+    const char *kind;   /* "file", "s3", "oci": names in messages, metrics, blob_uploads */
+    const char *scheme; /* the URL prefix that picks it: "file:", "s3://", "oci://" */
+    const char *usage;  /* its URL's form, for the error listing every backend */
+    unsigned supports;  /* blob_can.h bits */
+    /* The URL's syntax (url starts with scheme), without opening anything: MG_EINVAL
+     * with field "blobs" naming what is wrong. */
+    enum mg_code (*check_url)(const char *url, struct mg_error *err);
+    /* Fill b->impl and b->desc from a URL check_url accepted (no network call yet); may
+     * replace b->tmp_dir with a scratch directory of its own. On failure b->impl may be
+     * half made: close takes it. */
+    enum mg_code (*open)(struct blob_backend *b, const char *url, const char *credentials,
+                         struct mg_error *err);
     enum mg_code (*check)(struct blob_backend *b, struct mg_error *err);
     enum mg_code (*put_begin)(struct blob_backend *b, const char *expected, uint64_t max,
                               struct blob_put **out, struct mg_error *err);
     enum mg_code (*put_write)(struct blob_put *p, const void *data, size_t n, struct mg_error *err);
+    const char *(*put_local_path)(const struct blob_put *p);
     enum mg_code (*put_commit)(struct blob_put *p, const char *digest, struct mg_error *err);
     bool (*put_abort)(struct blob_put *p); /* remove leftovers; the dispatcher frees */
     void (*put_free)(struct blob_put *p);
     enum mg_code (*stat)(struct blob_backend *b, const char *digest, uint64_t *size,
                          struct mg_error *err);
+    bool (*local_path)(struct blob_backend *b, const char *digest, char *out, size_t outsz);
     enum mg_code (*read_open)(struct blob_backend *b, const char *digest, uint64_t off,
                               uint64_t len, struct blob_reader **out, struct mg_error *err);
     enum mg_code (*presign)(struct blob_backend *b, const char *digest, unsigned ttl_s, char **url,
@@ -49,7 +72,7 @@ struct blob_ops {
 struct blob_backend {
     const struct blob_ops *ops;
     char desc[300];
-    char *tmp_dir;
+    char *tmp_dir; /* malloc'd */
     uint64_t part_bytes;
     void *impl; /* the backend's own state */
 };
@@ -60,24 +83,40 @@ struct blob_put {
     char handle[BLOB_HANDLE_MAX];
 };
 
-/* A streamed download (blob_http.c) or a file range (blob_file.c). */
-struct blob_stream;
+/*
+ * A reader's vtable, first in every reader's struct (like sqlite3_io_methods): a file
+ * range (blob_file.c), a streamed download (blob_http.c) or an empty range
+ * (blob_empty_reader). blob.c only dispatches through it.
+ */
+struct blob_reader_ops {
+    /* As blob_reader_read; *got and *would_block are cleared by the caller. */
+    enum mg_code (*read)(struct blob_reader *r, void *buf, size_t n, size_t *got, bool *would_block,
+                         void (*wake)(void *arg), void *arg, struct mg_error *err);
+    /* The descriptor and offset handed over, or -1 (a reader without one). */
+    int (*take_fd)(struct blob_reader *r, uint64_t *offset);
+    /* Stop (a streaming GET is cancelled) and free r. */
+    void (*close)(struct blob_reader *r);
+};
 struct blob_reader {
-    int fd; /* file: >= 0 until taken */
-    uint64_t off, len;
-    struct blob_stream *stream; /* remote */
+    const struct blob_reader_ops *ops;
 };
 
-/* backends */
+/* The backends, each exported by its own file, and blob.c's table of them (scheme
+ * order; the first is the default when no URL is given). */
 extern const struct blob_ops blob_file_ops;
 extern const struct blob_ops blob_s3_ops;
 extern const struct blob_ops blob_oci_ops;
+extern const struct blob_ops *const blob_backends[];
+extern const size_t blob_nbackends;
 
-enum mg_code blob_file_open(struct blob_backend *b, const char *dir, struct mg_error *err);
-enum mg_code blob_s3_open(struct blob_backend *b, const char *url, const char *creds,
-                          struct mg_error *err);
-enum mg_code blob_oci_open(struct blob_backend *b, const char *url, const char *creds,
-                           struct mg_error *err);
+/* Slot fillers for a backend without the ability (see struct blob_ops). */
+enum mg_code blob_no_presign(struct blob_backend *b, const char *digest, unsigned ttl_s, char **url,
+                             struct mg_error *err);
+bool blob_no_local_path(struct blob_backend *b, const char *digest, char *out, size_t outsz);
+const char *blob_no_put_local_path(const struct blob_put *p);
+
+/* A reader of no bytes (a range of length 0), with no descriptor. */
+enum mg_code blob_empty_reader(struct blob_reader **out, struct mg_error *err);
 
 /* Read "a:b" from a credentials file that only its owner may read (mode 0600 or
  * stricter); *first and *second malloc'd. */
@@ -120,15 +159,11 @@ void blob_xml_value(const char *xml, size_t len, const char *tag, char *out, siz
  * stream runs it on a thread of its own and hands bytes over through a bounded
  * buffer. Expected statuses: 200 or 206. retry(c, arg) (may be NULL) is called
  * once after a 401 to refresh credentials on c; it returns false to give up.
- * Takes c (cleaned up at close).
+ * Takes c (cleaned up at close). *out is a reader with its own vtable (no descriptor).
  */
 enum mg_code blob_stream_start(CURL *c, struct curl_slist *headers, const char *desc,
                                bool (*retry)(CURL *c, struct curl_slist **headers, void *arg),
                                void *arg, struct blob_reader **out, struct mg_error *err);
-enum mg_code blob_stream_read(struct blob_stream *s, void *buf, size_t n, size_t *got,
-                              bool *would_block, void (*wake)(void *arg), void *arg,
-                              struct mg_error *err);
-void blob_stream_close(struct blob_stream *s);
 
 /*
  * Parts: a put buffers part_bytes at a time; a full part is handed to a sender

@@ -57,11 +57,24 @@ static struct oci_backend *ob(struct blob_backend *b)
     return b->impl;
 }
 
-enum mg_code blob_oci_open(struct blob_backend *b, const char *url, const char *creds,
-                           struct mg_error *err)
+#define SCHEME "oci://"
+
+static enum mg_code oci_check_url(const char *url, struct mg_error *err)
+{
+    const char *h = url + strlen(SCHEME), *slash = strchr(h, '/');
+
+    if (slash == NULL || slash == h || slash[1] == '\0' || slash[1] == '?')
+        return mg_fail(err, MG_EINVAL, "blobs",
+                       "--blobs oci://HOST:PORT/REPOSITORY: name the registry and a repository");
+    return MG_OK;
+}
+
+/* oci://HOST:PORT/REPOSITORY[?insecure=true]; credentials (USER:PASSWORD) optional. */
+static enum mg_code oci_open(struct blob_backend *b, const char *url, const char *creds,
+                             struct mg_error *err)
 {
     struct oci_backend *o = calloc(1, sizeof(*o));
-    const char *h = url + 6, *slash = strchr(h, '/'), *q;
+    const char *h = url + strlen(SCHEME), *slash = strchr(h, '/'), *q;
     char v[16] = "";
     bool insecure = false;
     size_t rl;
@@ -652,14 +665,8 @@ static enum mg_code oci_read_open(struct blob_backend *b, const char *digest, ui
     enum mg_code rc;
     CURL *c;
 
-    if (len == 0) {
-        struct blob_reader *r = calloc(1, sizeof(*r));
-        if (r == NULL)
-            return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-        r->fd = -1;
-        *out = r;
-        return MG_OK;
-    }
+    if (len == 0)
+        return blob_empty_reader(out, err);
     /* The HEAD settles auth (and existence) before the stream starts. */
     if ((rc = blob_head(b, digest, &size, err)) != MG_OK)
         return rc;
@@ -811,17 +818,25 @@ static enum mg_code oci_reclaim(struct blob_backend *b, const char *handle, stru
     return rc;
 }
 
+/* No optional ability: registries hand out no presigned URLs, and nothing is local. */
 const struct blob_ops blob_oci_ops = {
     .kind = "oci",
+    .scheme = SCHEME,
+    .usage = "oci://HOST:PORT/REPOSITORY",
+    .supports = 0,
+    .check_url = oci_check_url,
+    .open = oci_open,
     .check = oci_check,
     .put_begin = oci_put_begin,
     .put_write = oci_put_write,
+    .put_local_path = blob_no_put_local_path,
     .put_commit = oci_put_commit,
     .put_abort = oci_put_abort,
     .put_free = oci_put_free,
     .stat = oci_stat,
+    .local_path = blob_no_local_path,
     .read_open = oci_read_open,
-    .presign = NULL,
+    .presign = blob_no_presign,
     .del = oci_del,
     .list = oci_list,
     .orphans = oci_orphans,

@@ -1,7 +1,8 @@
 /*
  * blob_s3.c - blobs in an S3 bucket: <prefix>sha256/<hex>. This file holds the backend's
  * configuration (the URL and the credentials), the one signed request every other part
- * sends, reading (HEAD, ranged GET, presigned URLs) and deleting, and the ops table.
+ * sends, reading (HEAD, ranged GET, presigned URLs) and deleting, and the vtable (the
+ * one backend with BLOB_CAN_PRESIGN; no local files, no descriptors).
  * Uploads are in blob_s3_upload.c, listing and reclaiming in blob_s3_list.c; the three
  * share blob_s3_int.h.
  *
@@ -24,11 +25,27 @@
 
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-enum mg_code blob_s3_open(struct blob_backend *b, const char *url, const char *creds,
-                          struct mg_error *err)
+#define SCHEME "s3://"
+
+static enum mg_code s3_check_url(const char *url, struct mg_error *err)
+{
+    const char *b = url + strlen(SCHEME);
+    size_t n = strcspn(b, "/?");
+
+    if (n < 3 || n > 63 || strspn(b, "abcdefghijklmnopqrstuvwxyz0123456789.-") < n)
+        return mg_fail(err, MG_EINVAL, "blobs",
+                       "--blobs s3://BUCKET/prefix: the bucket name is 3 to 63 lowercase letters, "
+                       "digits, '.' or '-'");
+    return MG_OK;
+}
+
+/* s3://BUCKET[/PREFIX][?endpoint=…&region=…&path_style=true]; credentials from the file,
+ * else the AWS_* environment. */
+static enum mg_code s3_open(struct blob_backend *b, const char *url, const char *creds,
+                            struct mg_error *err)
 {
     struct s3_backend *s = calloc(1, sizeof(*s));
-    const char *p = url + 5, *q = strchr(p, '?');
+    const char *p = url + strlen(SCHEME), *q = strchr(p, '?');
     size_t bl = strcspn(p, "/?");
     char endpoint[512] = "", v[64];
     const char *ak = getenv("AWS_ACCESS_KEY_ID"), *sk = getenv("AWS_SECRET_ACCESS_KEY"),
@@ -325,14 +342,8 @@ static enum mg_code s3_read_open(struct blob_backend *b, const char *digest, uin
     char key[700], range[96], *url;
     CURL *c;
 
-    if (len == 0) {
-        struct blob_reader *r = calloc(1, sizeof(*r));
-        if (r == NULL)
-            return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-        r->fd = -1;
-        *out = r;
-        return MG_OK;
-    }
+    if (len == 0)
+        return blob_empty_reader(out, err);
     blob_s3_digest_key(s, digest, key, sizeof(key));
     url = object_url(s, key, NULL);
     blob_http_resp_init(&dummy);
@@ -427,13 +438,20 @@ static enum mg_code s3_del(struct blob_backend *b, const char *digest, struct mg
 
 const struct blob_ops blob_s3_ops = {
     .kind = "s3",
+    .scheme = SCHEME,
+    .usage = "s3://BUCKET/PREFIX?endpoint=…&region=…",
+    .supports = BLOB_CAN_PRESIGN,
+    .check_url = s3_check_url,
+    .open = s3_open,
     .check = s3_check,
     .put_begin = blob_s3_put_begin,
     .put_write = blob_s3_put_write,
+    .put_local_path = blob_no_put_local_path,
     .put_commit = blob_s3_put_commit,
     .put_abort = blob_s3_put_abort,
     .put_free = blob_s3_put_free,
     .stat = blob_s3_stat,
+    .local_path = blob_no_local_path,
     .read_open = s3_read_open,
     .presign = s3_presign,
     .del = s3_del,

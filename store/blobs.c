@@ -395,8 +395,8 @@ static enum mg_code pin_take(struct store *st, const char *digest,
 
 /*
  * The row of digest exists: decide what the bytes an upload just committed mean for it
- * (API.md "Lifecycle": garbage collection never loses an upload). live: nothing, but it was
- * sent again now (the grace period starts anew); reclaimed: it is live again (*created);
+ * (docs/contract.md "Lifecycle": garbage collection never loses an upload). live: nothing, but it
+ * was sent again now (the grace period starts anew); reclaimed: it is live again (*created);
  * deleting (a collector removes its bytes right now, and may remove the ones just put):
  * MG_EUNAVAIL, upload again.
  */

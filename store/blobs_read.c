@@ -88,6 +88,9 @@ enum mg_code store_blob_open(struct store *st, const char *digest, int *fd, uint
         return err->code;
     n = (uint64_t)json_integer_value(json_object_get(b, "size"));
     json_decref(b);
+    if (!blob_can(st->blobs, BLOB_CAN_SENDFILE)) /* no GET started only to be dropped */
+        return mg_fail(err, MG_EINVAL, NULL, "the %s hands out no file descriptors",
+                       blob_describe(st->blobs));
     if (blob_read_open(st->blobs, digest, 0, n, &r, err) != MG_OK)
         return err->code;
     f = blob_reader_take_fd(r, &off);
@@ -120,7 +123,7 @@ enum mg_code store_blob_materialize(struct store *st, const char *digest, const 
 {
     json_t *meta = NULL;
     char path[PATH_MAX], out[PATH_MAX];
-    const char *media, *dir = blob_file_dir(st->blobs);
+    const char *media;
     uint64_t size;
     int fd = -1;
     enum mg_code rc;
@@ -141,10 +144,8 @@ enum mg_code store_blob_materialize(struct store *st, const char *digest, const 
             rc = store_blob_copy_to_fd(st, digest, size, fd, err);
         goto out;
     }
-    if (dir != NULL) {
-        snprintf(path, sizeof(path), "%s/sha256/%.2s/%s", dir, digest + 7, digest + 7);
-    } else {
-        /* A remote archive is fetched (and checked) into a local file first. */
+    if (!blob_local_path(st->blobs, digest, path, sizeof(path))) {
+        /* No local file (a remote backend): fetched (and checked) into one first. */
         snprintf(path, sizeof(path), "%s/materialize-XXXXXX", st->tmp_dir);
         if ((fd = mkostemp(path, O_CLOEXEC)) < 0) {
             rc = mg_fail(err, MG_EIO, NULL, "cannot create %s: %s", path, strerror(errno));

@@ -356,12 +356,9 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     if (!st->data_dir || !st->db_path || !blobs)
         goto fail;
     shared = opt->blobs != NULL;
-    /* file: scratch is the blob directory's tmp/ (same disk: spools rename-free);
-     * remote backends keep theirs in the data directory. */
-    if (strncmp(blobs, "file:", 5) == 0)
-        st->tmp_dir = path_join(blobs + 5, "tmp");
-    else
-        st->tmp_dir = path_join(opt->data_dir, "tmp");
+    /* Scratch is the data directory's tmp/ unless the backend keeps its own (file: the
+     * blob directory's tmp/, same disk: spools rename-free): blob_tmp_dir once open. */
+    st->tmp_dir = path_join(opt->data_dir, "tmp");
     st->readers = calloc(st->nreaders, sizeof(*st->readers));
     st->rbusy = calloc(st->nreaders, 1);
     if (!st->tmp_dir || !st->readers || !st->rbusy) {
@@ -375,10 +372,15 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
             .url = blobs, .credentials = opt->blobs_credentials, .tmp_dir = st->tmp_dir};
         if ((rc = blob_open(&bo, &st->blobs, err)) != MG_OK)
             goto fail;
+        free(st->tmp_dir);
+        if ((st->tmp_dir = strdup(blob_tmp_dir(st->blobs))) == NULL) {
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+            goto fail;
+        }
     }
     if ((rc = lock_dir(st, err)) != MG_OK)
         goto fail;
-    sweep_tmp(st->tmp_dir, shared && strncmp(blobs, "file:", 5) == 0);
+    sweep_tmp(st->tmp_dir, shared && blob_can(st->blobs, BLOB_CAN_LOCAL_FILES));
     if ((rc = store_replica_init(st, err)) != MG_OK)
         goto fail;
     tighten_modes(st->data_dir);
@@ -580,6 +582,11 @@ const char *store_blobs_url_kind(const char *url, struct mg_error *err)
 const char *store_blobs_kind(const struct store *st)
 {
     return blob_kind(st->blobs);
+}
+
+bool store_blobs_can(const struct store *st, enum blob_can what)
+{
+    return blob_can(st->blobs, what);
 }
 
 enum mg_code store_blob_presign(struct store *st, const char *digest, unsigned ttl_s, char **url,

@@ -31,6 +31,7 @@
 #include <jansson.h>
 
 #include "../base/mg.h"
+#include "blob_can.h"
 #include "../artifact/archive.h"
 #include "../artifact/scan.h"
 #include "../artifact/sign.h"
@@ -85,8 +86,13 @@ bool store_ready(struct store *st, struct mg_error *err);
  * NULL with err filled. */
 const char *store_blobs_url_kind(const char *url, struct mg_error *err);
 
-/* The blob backend in use: "file", "s3" or "oci". */
+/* The blob backend in use: "file", "s3" or "oci" (a name to show; branch on
+ * store_blobs_can). */
 const char *store_blobs_kind(const struct store *st);
+
+/* Whether the blob backend in use has an optional ability (blob_can.h: BLOB_CAN_PRESIGN
+ * for --blob-downloads redirect, ...). */
+bool store_blobs_can(const struct store *st, enum blob_can what);
 
 /* Operational figures for /metrics: {"promotions":{state:n},"deliveries":[{"gateway",
  * "state","count"}],"delivery_lag_seconds":{gateway:s},"smoke_tests":{state:n},

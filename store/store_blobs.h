@@ -119,15 +119,16 @@ enum mg_code store_oci_scan_find(struct store *st, const char *model, const char
 /* Findings the scans of this process produced, per rule (art_scan_rules' order). */
 void store_scan_totals(struct store *st, uint64_t out[ART_SCAN_NRULES]);
 
-/* file: backend only: open a stored blob's file; the caller closes *fd. MG_EINVAL
- * for a remote backend (use store_blob_read_open). */
+/* A backend with BLOB_CAN_SENDFILE (file:) only: open a stored blob's file; the caller
+ * closes *fd. MG_EINVAL for a backend without it (use store_blob_read_open). */
 enum mg_code store_blob_open(struct store *st, const char *digest, int *fd, uint64_t *size,
                              struct mg_error *err);
 
 /*
  * Reading blobs whatever the backend: bytes [off, off+len) of a stored blob (the
  * caller knows its size from store_blob_get). The reader is store/blob.h's:
- *   blob_reader_take_fd(r, &offset)  a descriptor to sendfile from (file:), else -1;
+ *   blob_reader_take_fd(r, &offset)  a descriptor to sendfile from (BLOB_CAN_SENDFILE:
+ *     file:), else -1;
  *   blob_reader_read(r, buf, n, &got, &would_block, wake, arg, err)  streamed bytes
  *     (got 0 at the end); with wake given it never waits: would_block says no byte
  *     is ready and wake(arg) is called once, from another thread, when one is;
@@ -142,8 +143,8 @@ enum mg_code blob_reader_read(struct blob_reader *r, void *buf, size_t n, size_t
                               struct mg_error *err);
 void blob_reader_close(struct blob_reader **r);
 
-/* A URL that serves the blob to anyone for ttl_s seconds (s3 presigned GET);
- * MG_EINVAL for backends without one. *url malloc'd. */
+/* A URL that serves the blob to anyone for ttl_s seconds (BLOB_CAN_PRESIGN: s3
+ * presigned GET); MG_EINVAL for backends without one. *url malloc'd. */
 enum mg_code store_blob_presign(struct store *st, const char *digest, unsigned ttl_s, char **url,
                                 struct mg_error *err);
 

@@ -39,8 +39,9 @@ cmake -S "$root" -B "$out" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Debug \
     -DMODELGATE_TESTS=OFF -DCMAKE_C_FLAGS="$san_flags -fsanitize=fuzzer-no-link" >/dev/null
 cmake --build "$out" -j "$(nproc)" --target mg_server
 
-libs=("$out/libmg_server.a" "$out/libmg_identity.a" "$out/libmg_store.a" "$out/libmg_artifact.a" "$out/libmg_gates.a"
-    "$out/libmg_os.a" "$out/libmg_base.a")
+# Every layer's library (daemon/'s mg_server and the layers below it), in one group: the
+# linker resolves the layers' references among themselves in any order.
+libs=(-Wl,--start-group "$out"/libmg_*.a -Wl,--end-group)
 # shellcheck disable=SC2207 # pkg-config output is a list of flags
 sys_libs=($(pkg-config --libs libmicrohttpd sqlite3 libpq jansson libarchive libcurl libcrypto \
     libprotobuf-c cjose libcmark))
