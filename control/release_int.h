@@ -73,13 +73,6 @@ void rel_add_lkg(json_t *alias, const json_t *facts);
 enum mg_code rel_promo_of(const json_t *p, struct promo *out, struct gate_policy *pol,
                           struct mg_error *err);
 
-json_t *rel_routes_json(const struct promo_actions *a);
-
-/* The match rules ([] or the internal phase's rule) and the shadow (null or the shadow
- * phase's candidate at 100%) of a promotion's actions (NEW). */
-json_t *rel_match_json(const struct promo_actions *a);
-json_t *rel_shadow_json(const struct promo_actions *a);
-
 const char *rel_alias_kind(const struct promo *next, const struct promo_actions *a);
 
 void rel_strip_internal(json_t *p);

@@ -45,33 +45,6 @@ enum mg_code rel_promo_of(const json_t *p, struct promo *out, struct gate_policy
     return MG_OK;
 }
 
-json_t *rel_routes_json(const struct promo_actions *a)
-{
-    json_t *r = json_array();
-    size_t i;
-
-    for (i = 0; r && i < a->nroutes; i++)
-        json_array_append_new(r,
-                              json_pack("{s:I, s:i}", "version", (json_int_t)a->routes[i].version,
-                                        "weight", a->routes[i].weight));
-    return r;
-}
-
-json_t *rel_match_json(const struct promo_actions *a)
-{
-    if (!a->has_match)
-        return json_array();
-    return json_pack("[{s:s, s:s, s:I}]", "header", a->match_header, "value", a->match_value,
-                     "version", (json_int_t)a->match_version);
-}
-
-json_t *rel_shadow_json(const struct promo_actions *a)
-{
-    if (a->shadow == 0)
-        return json_null();
-    return json_pack("{s:I, s:i}", "version", (json_int_t)a->shadow, "percent", 100);
-}
-
 /* The alias change of a promotion's actions: the whole generation (routes, and the phase's
  * match rule and shadow, none outside the phases), held in *r. */
 static void alias_change_of(struct store_alias_change *a, const struct promo *next,
