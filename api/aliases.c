@@ -10,18 +10,21 @@
 #include "../gates/routing.h"
 #include "../http/cache.h"
 #include "../control/release.h"
+#include "../model/alias.h"
 
-static bool parse_weights(struct srv_req *r, const json_t *v, const json_t *list, json_t **routes);
+static bool parse_weights(struct srv_req *r, const json_t *v, const json_t *list,
+                          struct mg_routes *out);
 
 /* Validate {"version":n} or {"routes":[{"version","weight"}]}, each with optional "match"
- * and "shadow" (docs/contract.md "Routing strategies"); *routes, *match and *shadow NEW. */
-static bool parse_routes(struct srv_req *r, json_t **routes, json_t **match, json_t **shadow)
+ * and "shadow" (docs/contract.md "Routing strategies"), into *out. */
+static bool parse_routes(struct srv_req *r, struct mg_routes *out)
 {
     static const char *const allowed[] = {"version", "routes", "match", "shadow", NULL};
     struct mg_error err;
-    json_t *v, *list;
+    json_t *v, *list, *match = NULL, *shadow = NULL;
+    enum mg_code rc;
 
-    *routes = *match = *shadow = NULL;
+    memset(out, 0, sizeof(*out));
     if (!api_object(r, r->body, allowed))
         return false;
     v = json_object_get(r->body, "version");
@@ -30,11 +33,23 @@ static bool parse_routes(struct srv_req *r, json_t **routes, json_t **match, jso
         srv_fail(r, MG_EINVAL, NULL, "give either {\"version\": n} or {\"routes\": [...]}");
         return false;
     }
-    if (!parse_weights(r, v, list, routes))
+    if (!parse_weights(r, v, list, out))
         return false;
-    /* The caller frees what was made, whatever the answer. */
-    if (gate_routing_parse(json_object_get(r->body, "match"), json_object_get(r->body, "shadow"),
-                           match, shadow, &err) != MG_OK) {
+    /* gates/ checks match and shadow and gives their canonical form; the record takes it. */
+    rc = gate_routing_parse(json_object_get(r->body, "match"), json_object_get(r->body, "shadow"),
+                            &match, &shadow, &err);
+    if (rc == MG_OK) {
+        struct mg_routes ms;
+
+        if ((rc = mg_routes_from_json(NULL, match, shadow, &ms, &err)) == MG_OK) {
+            memcpy(out->match, ms.match, sizeof(out->match));
+            out->nmatch = ms.nmatch;
+            out->shadow = ms.shadow;
+        }
+    }
+    json_decref(match);
+    json_decref(shadow);
+    if (rc != MG_OK) {
         srv_reply_error(r, &err);
         return false;
     }
@@ -42,7 +57,8 @@ static bool parse_routes(struct srv_req *r, json_t **routes, json_t **match, jso
 }
 
 /* The weighted half of parse_routes: {"version"} or {"routes"}. */
-static bool parse_weights(struct srv_req *r, const json_t *v, const json_t *list, json_t **routes)
+static bool parse_weights(struct srv_req *r, const json_t *v, const json_t *list,
+                          struct mg_routes *out)
 {
     json_t *x;
     size_t i, j;
@@ -54,10 +70,13 @@ static bool parse_weights(struct srv_req *r, const json_t *v, const json_t *list
             srv_fail(r, MG_EINVAL, "version", "version must be an integer >= 1");
             return false;
         }
-        *routes = json_pack("[{s:O, s:i}]", "version", v, "weight", 100);
-        return *routes != NULL;
+        out->routes[0].version = json_integer_value(v);
+        out->routes[0].weight = 100;
+        out->nroutes = 1;
+        return true;
     }
-    if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > 16) {
+    if (!json_is_array(list) || json_array_size(list) == 0 ||
+        json_array_size(list) > MG_ROUTES_MAX) {
         srv_fail(r, MG_EINVAL, "routes", "routes must be an array of 1 to 16 {version, weight}");
         return false;
     }
@@ -82,13 +101,15 @@ static bool parse_weights(struct srv_req *r, const json_t *v, const json_t *list
             }
         }
         sum += json_integer_value(w);
+        out->routes[i].version = json_integer_value(ver);
+        out->routes[i].weight = (int)json_integer_value(w);
     }
     if (sum != 100) {
         srv_fail(r, MG_EINVAL, "routes", "route weights must sum to 100, not %lld", (long long)sum);
         return false;
     }
-    *routes = json_deep_copy(list);
-    return *routes != NULL;
+    out->nroutes = json_array_size(list);
+    return true;
 }
 
 static void resume_alias(struct srv_req *r)
@@ -136,20 +157,17 @@ static void get(struct srv_req *r)
 
 static void put(struct srv_req *r)
 {
-    json_t *routes = NULL, *match = NULL, *shadow = NULL, *out = NULL;
+    struct mg_routes routes;
+    json_t *out = NULL;
     struct mg_error err;
     int64_t wait;
     enum mg_code rc;
-    bool ok = api_wait(r, &wait) && parse_routes(r, &routes, &match, &shadow);
 
-    if (ok) {
+    if (api_wait(r, &wait) && parse_routes(r, &routes)) {
         rc = rel_alias_set(r->srv->ctl, r->who.name, srv_param(r, "model"), srv_param(r, "alias"),
-                           routes, match, shadow, &out, &err);
+                           &routes, &out, &err);
         reply_alias(r, rc, out, &err, wait);
     }
-    json_decref(routes);
-    json_decref(match);
-    json_decref(shadow);
 }
 
 static void delete (struct srv_req *r)

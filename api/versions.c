@@ -14,6 +14,7 @@
 #include "../gates/vram.h"
 #include "../http/cache.h"
 #include "../control/release.h"
+#include "../model/version.h"
 
 static const char *const dataset_roles[] = {"train", "validation", "test", "eval", NULL};
 
@@ -347,7 +348,9 @@ static void reply_version(struct srv_req *r, enum mg_code rc, unsigned status, j
 static void create(struct srv_req *r)
 {
     const char *artifact = json_string_value(json_object_get(r->body, "artifact"));
-    json_t *out = NULL, *req = NULL, *io = NULL, *intro = NULL, *read = NULL, *v, *scan = NULL;
+    json_t *out = NULL, *io = NULL, *intro = NULL, *read = NULL, *v, *scan = NULL;
+    json_t *publisher = NULL;
+    struct mg_version_new rec = {0};
     char detail[400];
     struct mg_error err;
     enum mg_code rc;
@@ -373,24 +376,25 @@ static void create(struct srv_req *r)
             goto out;
         }
     }
-    /* A shallow copy: the body's members plus what the server read, and io_schema in its
-     * normalised form (canonical dtypes). */
-    req = json_copy(r->body);
-    if (req != NULL)
-        json_object_del(req, "io_schema");
-    if (req != NULL)
-        json_object_del(req, "scan"); /* the server's own reading, never the client's */
-    if (req == NULL || (intro && json_object_set(req, "introspection", intro) != 0) ||
-        (scan && json_object_set(req, "scan", scan) != 0) ||
-        (io && json_object_set(req, "io_schema", io) != 0) ||
-        json_object_set_new(req, "publisher", srv_identity_publisher(r)) != 0) {
+    /* The body's record, with what the server read, io_schema in its normalised form
+     * (canonical dtypes) and the publisher; a client's "scan" is never kept (the allowed
+     * members leave it out). */
+    if ((rc = mg_version_new_init(&rec, r->body, &err)) != MG_OK) {
+        srv_reply_error(r, &err);
+        goto out;
+    }
+    rec.introspection = intro;
+    rec.scan = scan;
+    rec.io_schema = io;
+    if ((rec.publisher = publisher = srv_identity_publisher(r)) == NULL) {
         srv_fail(r, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    rc = store_version_create(r->srv->store, r->who.name, srv_param(r, "model"), req, &out, &err);
+    rc = store_version_create(r->srv->store, r->who.name, srv_param(r, "model"), &rec, &out, &err);
     reply_version(r, rc, 201, out, &err);
 out:
-    json_decref(req);
+    mg_version_new_release(&rec);
+    json_decref(publisher);
     json_decref(io);
     json_decref(intro);
     json_decref(scan);
@@ -557,9 +561,11 @@ static void patch(struct srv_req *r)
 static void add_metrics(struct srv_req *r)
 {
     static const char *const allowed[] = {"metrics", NULL};
+    struct mg_metric *metrics = NULL;
     json_t *m, *out = NULL;
     struct mg_error err;
     enum mg_code rc;
+    size_t n = 0;
 
     if (!api_object(r, r->body, allowed))
         return;
@@ -570,9 +576,11 @@ static void add_metrics(struct srv_req *r)
     }
     if (!api_metrics(r, m, "metrics"))
         return;
-    rc = store_version_add_metrics(r->srv->store, r->who.name, srv_param(r, "model"),
-                                   srv_param_version(r), m, &out, &err);
+    if ((rc = mg_metrics_from_json(m, &metrics, &n, &err)) == MG_OK)
+        rc = store_version_add_metrics(r->srv->store, r->who.name, srv_param(r, "model"),
+                                       srv_param_version(r), metrics, n, &out, &err);
     reply_version(r, rc, 200, out, &err);
+    free(metrics);
 }
 
 static void artifact(struct srv_req *r)

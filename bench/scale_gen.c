@@ -112,7 +112,9 @@ static int one_model(struct gen *g, unsigned i)
     char name[32], raw_name[32], train_name[32], raw[72], train[72];
     struct store_alias_change a;
     struct mg_error err = {0};
-    json_t *req, *out = NULL, *metrics, *routes;
+    struct mg_version_new rec;
+    struct mg_routes routes;
+    json_t *req, *out = NULL;
     unsigned v;
     enum mg_code rc;
 
@@ -137,30 +139,40 @@ static int one_model(struct gen *g, unsigned i)
                     "bench", "metrics", "auc", 0.0, "p95_latency_ms", 0.0);
     if (req == NULL)
         return fprintf(stderr, "scale_gen: out of memory\n"), 1;
-    metrics = json_object_get(req, "metrics");
+    /* Its record: metrics[0] is auc, metrics[1] p95_latency_ms (the body's order). */
+    rc = mg_version_new_init(&rec, req, &err);
+    if (rc != MG_OK || rec.nmetrics != 2) {
+        json_decref(req);
+        mg_version_new_release(&rec);
+        return fail("version", &err);
+    }
     for (v = 1; v <= g->versions; v++) {
-        json_object_set_new(metrics, "auc", json_real(0.8 + 0.1 * v / g->versions));
-        json_object_set_new(metrics, "p95_latency_ms", json_real(20.0 + v % 17));
+        rec.metrics[0].value = 0.8 + 0.1 * v / g->versions;
+        rec.metrics[1].value = 20.0 + v % 17;
         out = NULL;
-        if (store_version_create(g->st, ACTOR, name, req, &out, &err) != MG_OK) {
+        if (store_version_create(g->st, ACTOR, name, &rec, &out, &err) != MG_OK) {
             json_decref(req);
+            mg_version_new_release(&rec);
             return fail("version", &err);
         }
         json_decref(out);
     }
+    mg_version_new_release(&rec);
     json_decref(req);
 
-    routes = json_pack("[{s:i, s:i}]", "version", (int)g->versions, "weight", 100);
+    memset(&routes, 0, sizeof(routes));
+    routes.routes[0].version = (int64_t)g->versions;
+    routes.routes[0].weight = 100;
+    routes.nroutes = 1;
     memset(&a, 0, sizeof(a));
     a.model = name;
     a.alias = "production";
     a.expected_generation = 0; /* a new alias */
-    a.routes = routes;
+    a.routes = &routes;
     a.kind = "set";
     a.reason = "scale benchmark";
     a.require_unprotected = true;
-    rc = routes ? store_release_commit(g->st, ACTOR, &a, NULL, NULL, &err) : MG_ENOMEM;
-    json_decref(routes);
+    rc = store_release_commit(g->st, ACTOR, &a, NULL, NULL, &err);
     return rc == MG_OK ? 0 : fail("alias", &err);
 }
 

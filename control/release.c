@@ -423,6 +423,23 @@ out:
     return rc;
 }
 
+enum mg_code rel_alias_names(struct ctl *ctl, const char *model, const char *alias,
+                             const struct mg_routes *r, json_t **names, struct mg_error *err)
+{
+    json_t *routes = mg_routes_json(r), *match = mg_match_json(r), *shadow = mg_shadow_json(r);
+    enum mg_code rc;
+
+    *names = NULL;
+    if (routes == NULL || match == NULL || shadow == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    else
+        rc = ctl_alias_names(ctl, model, alias, routes, match, shadow, names, err);
+    json_decref(routes);
+    json_decref(match);
+    json_decref(shadow);
+    return rc;
+}
+
 /* Commit an alias change (a may be NULL) with the gateway object names it uses, which the
  * store claims for the alias in the same transaction (ctl_alias_names). */
 enum mg_code rel_commit_change(struct ctl *ctl, const char *actor, struct store_alias_change *a,
@@ -433,8 +450,7 @@ enum mg_code rel_commit_change(struct ctl *ctl, const char *actor, struct store_
     enum mg_code rc;
 
     if (a != NULL) {
-        if ((rc = ctl_alias_names(ctl, a->model, a->alias, a->routes, a->match, a->shadow, &names,
-                                  err)) != MG_OK)
+        if ((rc = rel_alias_names(ctl, a->model, a->alias, a->routes, &names, err)) != MG_OK)
             return rc;
         a->names = names;
     }

@@ -31,12 +31,11 @@ enum mg_code rel_alias_at(struct ctl *ctl, const char *model, const char *alias,
 /* {"items":[Alias]} with last_known_good filled in. */
 enum mg_code rel_alias_list(struct ctl *ctl, const char *model, json_t **out, struct mg_error *err);
 
-/* Direct set of an unprotected alias: routes [{version, weight}], match rules and shadow
- * (NULL: none), validated by the caller. MG_EINVAL naming the gateway when one that hears
+/* Direct set of an unprotected alias: its routes, match rules and shadow (model/alias.h;
+ * BORROWED), validated by the caller. MG_EINVAL naming the gateway when one that hears
  * the alias cannot apply them (HAProxy and a shadow); nothing changes then. */
 enum mg_code rel_alias_set(struct ctl *ctl, const char *actor, const char *model, const char *alias,
-                           const json_t *routes, const json_t *match, const json_t *shadow,
-                           json_t **out, struct mg_error *err);
+                           const struct mg_routes *routes, json_t **out, struct mg_error *err);
 
 enum mg_code rel_alias_delete(struct ctl *ctl, const char *actor, const char *model,
                               const char *alias, struct mg_error *err);

@@ -157,9 +157,8 @@ enum mg_code rel_alias_list(struct ctl *ctl, const char *model, json_t **out, st
 
 /* Read facts, commit a direct change; again when the alias changed meanwhile. */
 static enum mg_code alias_change(struct ctl *ctl, const char *actor, const char *model,
-                                 const char *alias, const char *kind, const json_t *routes,
-                                 const json_t *match, const json_t *shadow, json_t **out,
-                                 struct mg_error *err)
+                                 const char *alias, const char *kind,
+                                 const struct mg_routes *routes, json_t **out, struct mg_error *err)
 {
     struct store_alias_change a;
     json_t *facts = NULL, *committed = NULL;
@@ -180,8 +179,6 @@ static enum mg_code alias_change(struct ctl *ctl, const char *actor, const char 
         a.alias = alias;
         a.expected_generation = json_integer_value(json_object_get(facts, "generation"));
         a.routes = routes;
-        a.match = match;
-        a.shadow = shadow;
         a.kind = kind;
         a.require_unprotected = true;
         rc = rel_commit_change(ctl, actor, &a, NULL, out ? &committed : NULL, err);
@@ -195,26 +192,29 @@ static enum mg_code alias_change(struct ctl *ctl, const char *actor, const char 
 }
 
 enum mg_code rel_alias_set(struct ctl *ctl, const char *actor, const char *model, const char *alias,
-                           const json_t *routes, const json_t *match, const json_t *shadow,
-                           json_t **out, struct mg_error *err)
+                           const struct mg_routes *routes, json_t **out, struct mg_error *err)
 {
+    json_t *match = mg_match_json(routes), *shadow = mg_shadow_json(routes);
     enum mg_code rc;
 
     /* What a gateway cannot apply is refused before anything changes. */
-    if ((rc = ctl_alias_check(ctl, model, alias, match, shadow, err)) != MG_OK)
+    if (match == NULL || shadow == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    else
+        rc = ctl_alias_check(ctl, model, alias, match, shadow, err);
+    json_decref(match);
+    json_decref(shadow);
+    if (rc != MG_OK)
         return rc;
-    return alias_change(ctl, actor, model, alias, "set", routes, match, shadow, out, err);
+    return alias_change(ctl, actor, model, alias, "set", routes, out, err);
 }
 
 enum mg_code rel_alias_delete(struct ctl *ctl, const char *actor, const char *model,
                               const char *alias, struct mg_error *err)
 {
-    json_t *empty = json_array();
-    enum mg_code rc =
-        alias_change(ctl, actor, model, alias, "delete", empty, NULL, NULL, NULL, err);
+    static const struct mg_routes none;
 
-    json_decref(empty);
-    return rc;
+    return alias_change(ctl, actor, model, alias, "delete", &none, NULL, err);
 }
 
 /* store_alias_facts_pick's choice for an LKG read: the last-known-good, its history entry
@@ -266,7 +266,8 @@ enum mg_code rel_rollback(struct ctl *ctl, const char *actor, const char *model,
     for (attempt = 0; attempt < RETRIES && rc == MG_ESTALE; attempt++) {
         struct store_alias_change a;
         struct store_promotion_change pc;
-        json_t *facts = NULL, *routes = NULL, *p = NULL, *match = NULL, *shadow, *r;
+        struct mg_routes routes;
+        json_t *facts = NULL, *p = NULL, *match = NULL, *shadow, *r;
         int64_t newest, target;
         bool has_promo = false;
         size_t i;
@@ -282,7 +283,6 @@ enum mg_code rel_rollback(struct ctl *ctl, const char *actor, const char *model,
             json_decref(facts);
             return rc;
         }
-        routes = json_pack("[{s:I, s:i}]", "version", (json_int_t)target, "weight", 100);
         /* The rolled-back version loses its match rules and its shadow; the rest stay. */
         match = json_array();
         json_array_foreach(json_object_get(facts, "match"), i, r)
@@ -293,13 +293,20 @@ enum mg_code rel_rollback(struct ctl *ctl, const char *actor, const char *model,
         shadow = json_object_get(facts, "shadow");
         if (json_integer_value(json_object_get(shadow, "version")) == newest)
             shadow = NULL;
+        rc = mg_routes_from_json(NULL, match, shadow, &routes, err);
+        json_decref(match);
+        if (rc != MG_OK) {
+            json_decref(facts);
+            return rc;
+        }
+        routes.routes[0].version = target;
+        routes.routes[0].weight = 100;
+        routes.nroutes = 1;
         memset(&a, 0, sizeof(a));
         a.model = model;
         a.alias = alias;
         a.expected_generation = json_integer_value(json_object_get(facts, "generation"));
-        a.routes = routes;
-        a.match = match;
-        a.shadow = shadow;
+        a.routes = &routes;
         a.kind = "rollback";
         a.reason = reason;
         a.mark_bad = newest;
@@ -325,8 +332,6 @@ enum mg_code rel_rollback(struct ctl *ctl, const char *actor, const char *model,
         committed = NULL;
         rc = rel_commit_change(ctl, actor, &a, has_promo ? &pc : NULL, &committed, err);
         json_decref(facts);
-        json_decref(routes);
-        json_decref(match);
         json_decref(p);
     }
     if (rc == MG_OK) {

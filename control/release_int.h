@@ -58,6 +58,10 @@ enum mg_code rel_evaluate(struct ctl *ctl, const char *model, const json_t *ver,
                           bool include_approvals, int64_t since_ms, json_t **report,
                           struct mg_error *err);
 
+/* ctl_alias_names of the routes r would give (model, alias): *names NEW. */
+enum mg_code rel_alias_names(struct ctl *ctl, const char *model, const char *alias,
+                             const struct mg_routes *r, json_t **names, struct mg_error *err);
+
 /* Commit through store_release_commit; *alias_out (may be NULL) receives the alias as this
  * change left it, read in the change's own transaction (NEW). */
 enum mg_code rel_commit_change(struct ctl *ctl, const char *actor, struct store_alias_change *a,
@@ -68,13 +72,6 @@ void rel_add_lkg(json_t *alias, const json_t *facts);
 
 enum mg_code rel_promo_of(const json_t *p, struct promo *out, struct gate_policy *pol,
                           struct mg_error *err);
-
-json_t *rel_routes_json(const struct promo_actions *a);
-
-/* The match rules ([] or the internal phase's rule) and the shadow (null or the shadow
- * phase's candidate at 100%) of a promotion's actions (NEW). */
-json_t *rel_match_json(const struct promo_actions *a);
-json_t *rel_shadow_json(const struct promo_actions *a);
 
 const char *rel_alias_kind(const struct promo *next, const struct promo_actions *a);
 

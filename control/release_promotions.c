@@ -45,44 +45,30 @@ enum mg_code rel_promo_of(const json_t *p, struct promo *out, struct gate_policy
     return MG_OK;
 }
 
-json_t *rel_routes_json(const struct promo_actions *a)
+/* The alias change of a promotion's actions: the whole generation (routes, and the phase's
+ * match rule and shadow, none outside the phases), held in *r. */
+static void alias_change_of(struct store_alias_change *a, const struct promo *next,
+                            const struct promo_actions *acts, struct mg_routes *r)
 {
-    json_t *r = json_array();
     size_t i;
 
-    for (i = 0; r && i < a->nroutes; i++)
-        json_array_append_new(r,
-                              json_pack("{s:I, s:i}", "version", (json_int_t)a->routes[i].version,
-                                        "weight", a->routes[i].weight));
-    return r;
-}
-
-json_t *rel_match_json(const struct promo_actions *a)
-{
-    if (!a->has_match)
-        return json_array();
-    return json_pack("[{s:s, s:s, s:I}]", "header", a->match_header, "value", a->match_value,
-                     "version", (json_int_t)a->match_version);
-}
-
-json_t *rel_shadow_json(const struct promo_actions *a)
-{
-    if (a->shadow == 0)
-        return json_null();
-    return json_pack("{s:I, s:i}", "version", (json_int_t)a->shadow, "percent", 100);
-}
-
-/* The alias change of a promotion's actions: the whole generation (routes, and the phase's
- * match rule and shadow, none outside the phases). The JSON lives in json[3] (NEW). */
-static void alias_change_of(struct store_alias_change *a, const struct promo *next,
-                            const struct promo_actions *acts, json_t *json[3])
-{
-    json[0] = rel_routes_json(acts);
-    json[1] = rel_match_json(acts);
-    json[2] = rel_shadow_json(acts);
-    a->routes = json[0];
-    a->match = json[1];
-    a->shadow = json[2];
+    memset(r, 0, sizeof(*r));
+    for (i = 0; i < acts->nroutes && i < MG_ROUTES_MAX; i++) {
+        r->routes[i].version = acts->routes[i].version;
+        r->routes[i].weight = acts->routes[i].weight;
+    }
+    r->nroutes = i;
+    if (acts->has_match) {
+        snprintf(r->match[0].header, sizeof(r->match[0].header), "%s", acts->match_header);
+        snprintf(r->match[0].value, sizeof(r->match[0].value), "%s", acts->match_value);
+        r->match[0].version = acts->match_version;
+        r->nmatch = 1;
+    }
+    if (acts->shadow != 0) {
+        r->shadow.version = acts->shadow;
+        r->shadow.percent = 100;
+    }
+    a->routes = r;
     a->kind = rel_alias_kind(next, acts);
 }
 
@@ -188,10 +174,11 @@ enum mg_code rel_promotion_create(struct ctl *ctl, const struct store_principal 
     struct promo_actions acts;
     struct promo_event ev = {0};
     struct store_alias_change a;
-    json_t *ver = NULL, *facts = NULL, *snapshot = NULL, *report = NULL, *rec = NULL;
-    json_t *change[3] = {NULL, NULL, NULL}, *names = NULL;
+    struct mg_promotion_new rec = {0};
+    json_t *ver = NULL, *facts = NULL, *snapshot = NULL, *report = NULL;
+    struct mg_routes change;
+    json_t *names = NULL;
     int64_t baseline;
-    char id[24];
     enum mg_code rc;
 
     if ((rc = store_version_get(ctl->store, model, version, &ver, err)) != MG_OK)
@@ -224,40 +211,45 @@ enum mg_code rel_promotion_create(struct ctl *ctl, const struct store_principal 
     ev.gates_failed = !ev.gates_pending && !json_is_true(json_object_get(report, "passed"));
     if ((rc = promo_step(&cur, &ev, store_clock_ms(ctl->store), &next, &acts, err)) != MG_OK)
         goto out;
-    new_id(id);
-    rec = json_pack("{s:s, s:s, s:s, s:I, s:o, s:s, s:s?, s:O, s:O, s:i, s:i, s:I, s:s?}", "id", id,
-                    "model", model, "alias", alias, "version", (json_int_t)version,
-                    "baseline_version", baseline ? json_integer(baseline) : json_null(), "state",
-                    promo_state_name(next.state), "reason", reason, "policy", snapshot, "gates",
-                    json_object_get(report, "gates"), "step_index", next.step_index, "weight",
-                    next.weight, "next_step_at_ms", (json_int_t)next.next_step_at, "phase",
-                    promo_phase_name(next.phase));
-    if (rec == NULL) {
+    new_id(rec.id);
+    rec.model = model;
+    rec.alias = alias;
+    rec.version = version;
+    rec.baseline_version = baseline;
+    rec.state = promo_state_name(next.state);
+    rec.phase = promo_phase_name(next.phase);
+    rec.reason = reason;
+    rec.policy = snapshot;
+    rec.gates = json_object_get(report, "gates");
+    rec.step_index = next.step_index;
+    rec.weight = next.weight;
+    rec.next_step_at_ms = next.next_step_at;
+    if (rec.policy == NULL || rec.gates == NULL) {
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
     /* The runner tests every candidate before its first step; the test is queued in the
      * promotion's own transaction. */
     if (who->issuer[0] && who->subject[0]) {
-        json_object_set_new(rec, "_creator_issuer", json_string(who->issuer));
-        json_object_set_new(rec, "_creator_subject", json_string(who->subject));
+        rec.creator_issuer = who->issuer;
+        rec.creator_subject = who->subject;
     }
     if (pol.smoke_required || json_object_get(json_object_get(ver, "smoke"), "profile"))
-        json_object_set_new(rec, "_smoke_gpu", json_string(gpu_mode(&pol)));
+        rec.smoke_gpu = gpu_mode(&pol);
     if (acts.set_routes) {
         memset(&a, 0, sizeof(a));
         a.model = model;
         a.alias = alias;
         a.expected_generation = json_integer_value(json_object_get(facts, "generation"));
-        alias_change_of(&a, &next, &acts, change);
+        alias_change_of(&a, &next, &acts, &change);
         a.reason = reason;
-        a.promotion = id;
+        a.promotion = rec.id;
     }
-    if (acts.set_routes && (rc = ctl_alias_names(ctl, model, alias, a.routes, a.match, a.shadow,
-                                                 &names, err)) != MG_OK)
+    if (acts.set_routes &&
+        (rc = rel_alias_names(ctl, model, alias, a.routes, &names, err)) != MG_OK)
         goto out;
     a.names = names;
-    rc = store_promotion_create(ctl->store, actor, rec, acts.event[0] ? acts.event : "created",
+    rc = store_promotion_create(ctl->store, actor, &rec, acts.event[0] ? acts.event : "created",
                                 acts.detail, acts.set_routes ? &a : NULL, out, err);
     if (rc == MG_OK) {
         ctl_crash_point(ctl, "promotion-created");
@@ -271,10 +263,6 @@ out:
     json_decref(facts);
     json_decref(snapshot);
     json_decref(report);
-    json_decref(rec);
-    json_decref(change[0]);
-    json_decref(change[1]);
-    json_decref(change[2]);
     json_decref(names);
     return rc;
 }
@@ -371,7 +359,7 @@ enum mg_code rel_apply_event(struct ctl *ctl, const char *actor, const char *id,
         struct store_promotion_change pc;
         struct store_alias_change a;
         json_t *p = NULL, *facts = NULL, *report = NULL, *ver = NULL;
-        json_t *change[3] = {NULL, NULL, NULL};
+        struct mg_routes change;
         const char *model, *alias;
 
         if ((rc = store_promotion_get(ctl->store, id, &p, err)) != MG_OK)
@@ -451,7 +439,7 @@ enum mg_code rel_apply_event(struct ctl *ctl, const char *actor, const char *id,
             a.model = model;
             a.alias = alias;
             a.expected_generation = json_integer_value(json_object_get(facts, "generation"));
-            alias_change_of(&a, &next, &acts, change);
+            alias_change_of(&a, &next, &acts, &change);
             a.reason = d->ev.reason;
             a.promotion = id;
             if (strncmp(acts.event, "analysis.", 9) == 0) { /* gateways hear why */
@@ -471,9 +459,6 @@ enum mg_code rel_apply_event(struct ctl *ctl, const char *actor, const char *id,
     next:
         json_decref(p);
         json_decref(facts);
-        json_decref(change[0]);
-        json_decref(change[1]);
-        json_decref(change[2]);
         json_decref(report);
         json_decref(ver);
     }

@@ -553,15 +553,14 @@ static enum mg_code version_exists(struct db_conn *c, int64_t mid, const char *m
 static enum mg_code check_versions(struct db_conn *c, int64_t mid,
                                    const struct store_alias_change *a, struct mg_error *err)
 {
-    json_t *r;
+    const struct mg_routes *r = a->routes;
     size_t i;
     enum mg_code rc;
     bool found;
     char field[48];
 
-    json_array_foreach(a->routes, i, r)
-    {
-        json_int_t v = json_integer_value(json_object_get(r, "version"));
+    for (i = 0; i < r->nroutes; i++) {
+        int64_t v = r->routes[i].version;
 
         if ((rc = version_exists(c, mid, a->model, v, "routes", &found, err)) != MG_OK)
             return rc;
@@ -569,9 +568,8 @@ static enum mg_code check_versions(struct db_conn *c, int64_t mid,
             return mg_fail(err, MG_EINVAL, "routes", "model '%s' has no version %lld", a->model,
                            (long long)v);
     }
-    json_array_foreach(a->match, i, r)
-    {
-        json_int_t v = json_integer_value(json_object_get(r, "version"));
+    for (i = 0; i < r->nmatch; i++) {
+        int64_t v = r->match[i].version;
 
         snprintf(field, sizeof(field), "match[%zu].version", i);
         if ((rc = version_exists(c, mid, a->model, v, field, &found, err)) != MG_OK)
@@ -580,8 +578,8 @@ static enum mg_code check_versions(struct db_conn *c, int64_t mid,
             return mg_fail(err, MG_EINVAL, field, "%s: model '%s' has no version %lld", field,
                            a->model, (long long)v);
     }
-    if (json_is_object(a->shadow)) {
-        json_int_t v = json_integer_value(json_object_get(a->shadow, "version"));
+    if (r->shadow.version != 0) {
+        int64_t v = r->shadow.version;
 
         if ((rc = version_exists(c, mid, a->model, v, "shadow.version", &found, err)) != MG_OK)
             return rc;
@@ -675,6 +673,7 @@ enum mg_code store_alias_apply(struct db_conn *c, const struct sign_key *key, co
     struct db_stmt *s;
     char *routes = NULL, *match = NULL, *shadow = NULL, target[160];
     json_t *payload = NULL, *detail = NULL, *e_routes = NULL, *e_match = NULL, *e_shadow = NULL;
+    json_t *j_routes = NULL, *j_match = NULL, *j_shadow = NULL; /* the change's, written once */
     enum mg_code rc;
     bool row;
 
@@ -708,9 +707,12 @@ enum mg_code store_alias_apply(struct db_conn *c, const struct sign_key *key, co
     if ((rc = check_versions(c, mid, a, err)) != MG_OK)
         return rc;
     /* Stored as NULL when there are none: the columns came after the first release. */
-    if ((routes = store_json_text(a->routes)) == NULL ||
-        (json_array_size(a->match) > 0 && (match = store_json_text(a->match)) == NULL) ||
-        (json_is_object(a->shadow) && (shadow = store_json_text(a->shadow)) == NULL)) {
+    if ((j_routes = mg_routes_json(a->routes)) == NULL ||
+        (j_match = mg_match_json(a->routes)) == NULL ||
+        (j_shadow = mg_shadow_json(a->routes)) == NULL ||
+        (routes = store_json_text(j_routes)) == NULL ||
+        (a->routes->nmatch > 0 && (match = store_json_text(j_match)) == NULL) ||
+        (a->routes->shadow.version != 0 && (shadow = store_json_text(j_shadow)) == NULL)) {
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
@@ -760,7 +762,8 @@ enum mg_code store_alias_apply(struct db_conn *c, const struct sign_key *key, co
         goto out;
     /* docs/contract.md "Signed releases": the generation is signed with the change that makes it.
      */
-    if ((rc = store_attest_generation(c, key, mid, aid, a, gen, at, actor, err)) != MG_OK)
+    if ((rc = store_attest_generation(c, key, mid, aid, a, j_routes, j_match, j_shadow, gen, at,
+                                      actor, err)) != MG_OK)
         goto out;
     if (a->mark_bad) {
         s = db_prepare(c, sql_bad);
@@ -773,9 +776,9 @@ enum mg_code store_alias_apply(struct db_conn *c, const struct sign_key *key, co
         if ((rc = db_exec(s, err)) != MG_OK)
             goto out;
     }
-    if ((rc = enriched(c, mid, a->routes, &e_routes, err)) != MG_OK ||
-        (rc = enriched(c, mid, match ? a->match : NULL, &e_match, err)) != MG_OK ||
-        (rc = shadow_enriched(c, mid, a->shadow, &e_shadow, err)) != MG_OK)
+    if ((rc = enriched(c, mid, j_routes, &e_routes, err)) != MG_OK ||
+        (rc = enriched(c, mid, match ? j_match : NULL, &e_match, err)) != MG_OK ||
+        (rc = shadow_enriched(c, mid, j_shadow, &e_shadow, err)) != MG_OK)
         goto out;
     /* What every gateway is told: the whole generation. */
     payload = json_pack("{s:O, s:O, s:O, s:s?}", "routes", e_routes, "match", e_match, "shadow",
@@ -794,11 +797,11 @@ enum mg_code store_alias_apply(struct db_conn *c, const struct sign_key *key, co
         goto out;
     snprintf(target, sizeof(target), "%s/%s", a->model, a->alias);
     detail = json_pack("{s:I, s:O, s:s, s:s?, s:s?}", "generation", (json_int_t)gen, "routes",
-                       a->routes, "kind", a->kind, "reason", a->reason, "promotion", a->promotion);
+                       j_routes, "kind", a->kind, "reason", a->reason, "promotion", a->promotion);
     if (detail && match)
-        json_object_set_new(detail, "match", json_deep_copy(a->match));
+        json_object_set(detail, "match", j_match);
     if (detail && shadow)
-        json_object_set_new(detail, "shadow", json_deep_copy(a->shadow));
+        json_object_set(detail, "shadow", j_shadow);
     if (detail && a->mark_bad)
         json_object_set_new(detail, "marked_bad", json_integer(a->mark_bad));
     rc = store_audit_append(c, actor, deleting ? "alias.delete" : "alias.update", target, a->model,
@@ -810,6 +813,9 @@ out:
     json_decref(e_routes);
     json_decref(e_match);
     json_decref(e_shadow);
+    json_decref(j_routes);
+    json_decref(j_match);
+    json_decref(j_shadow);
     json_decref(payload);
     json_decref(detail);
     return rc;

@@ -124,8 +124,10 @@ static enum mg_code add_policy(struct db_conn *c, int64_t mid, const char *alias
 }
 
 enum mg_code store_attest_generation(struct db_conn *c, const struct sign_key *key, int64_t mid,
-                                     int64_t aid, const struct store_alias_change *a, int64_t gen,
-                                     const char *at, const char *actor, struct mg_error *err)
+                                     int64_t aid, const struct store_alias_change *a,
+                                     const json_t *routes, const json_t *match,
+                                     const json_t *shadow, int64_t gen, const char *at,
+                                     const char *actor, struct mg_error *err)
 {
     static const char sql_prev[] = "SELECT payload_sha256 FROM alias_attestations "
                                    "WHERE alias_id = ? AND generation = ?";
@@ -147,22 +149,19 @@ enum mg_code store_attest_generation(struct db_conn *c, const struct sign_key *k
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    json_array_foreach(a->routes, i, e)
-    {
-        if ((rc = add_version(c, mid, a->model, json_integer_value(json_object_get(e, "version")),
-                              subjects, publishers, err)) != MG_OK)
+    for (i = 0; i < a->routes->nroutes; i++) {
+        if ((rc = add_version(c, mid, a->model, a->routes->routes[i].version, subjects, publishers,
+                              err)) != MG_OK)
             goto out;
     }
-    json_array_foreach(a->match, i, e)
-    {
-        if ((rc = add_version(c, mid, a->model, json_integer_value(json_object_get(e, "version")),
-                              subjects, publishers, err)) != MG_OK)
+    for (i = 0; i < a->routes->nmatch; i++) {
+        if ((rc = add_version(c, mid, a->model, a->routes->match[i].version, subjects, publishers,
+                              err)) != MG_OK)
             goto out;
     }
-    if (json_is_object(a->shadow) &&
-        (rc = add_version(c, mid, a->model,
-                          json_integer_value(json_object_get(a->shadow, "version")), subjects,
-                          publishers, err)) != MG_OK)
+    if (a->routes->shadow.version != 0 &&
+        (rc = add_version(c, mid, a->model, a->routes->shadow.version, subjects, publishers,
+                          err)) != MG_OK)
         goto out;
     s = db_prepare(c, sql_prev);
     db_bind_i64(s, 1, aid);
@@ -172,12 +171,11 @@ enum mg_code store_attest_generation(struct db_conn *c, const struct sign_key *k
     if (row)
         snprintf(prev, sizeof(prev), "sha256:%s", db_col_text(s, 0));
     db_reset(s);
-    pred =
-        json_pack("{s:s, s:s, s:I, s:s, s:s?, s:s, s:s, s:s?, s:O, s:O?, s:O?, s:O}", "model",
-                  a->model, "alias", a->alias, "generation", (json_int_t)gen, "kind", a->kind,
-                  "reason", a->reason, "at", at, "by", actor, "promotion", a->promotion, "routes",
-                  a->routes, "match", json_array_size(a->match) ? a->match : NULL, "shadow",
-                  json_is_object(a->shadow) ? a->shadow : NULL, "publishers", publishers);
+    pred = json_pack("{s:s, s:s, s:I, s:s, s:s?, s:s, s:s, s:s?, s:O, s:O?, s:O?, s:O}", "model",
+                     a->model, "alias", a->alias, "generation", (json_int_t)gen, "kind", a->kind,
+                     "reason", a->reason, "at", at, "by", actor, "promotion", a->promotion,
+                     "routes", routes, "match", a->routes->nmatch ? match : NULL, "shadow",
+                     a->routes->shadow.version ? shadow : NULL, "publishers", publishers);
     if (pred == NULL) {
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;

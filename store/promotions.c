@@ -171,10 +171,10 @@ enum mg_code store_promotion_get(struct store *st, const char *id, json_t **out,
     return rc;
 }
 
-enum mg_code store_promotion_create(struct store *st, const char *actor, const json_t *rec,
-                                    const char *event_type, const char *event_detail,
-                                    const struct store_alias_change *a, json_t **out,
-                                    struct mg_error *err)
+enum mg_code store_promotion_create(struct store *st, const char *actor,
+                                    const struct mg_promotion_new *rec, const char *event_type,
+                                    const char *event_detail, const struct store_alias_change *a,
+                                    json_t **out, struct mg_error *err)
 {
     static const char sql[] =
         "INSERT INTO promotions (id, model_id, alias, version, baseline_version, state, reason, "
@@ -184,12 +184,10 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
     static const char sql_ev[] =
         "INSERT INTO promotion_events (promotion_id, at, type, detail, actor) "
         "VALUES (?, ?, ?, ?, ?)";
-    const char *id = json_string_value(json_object_get(rec, "id"));
-    const char *model = json_string_value(json_object_get(rec, "model"));
-    const char *alias = json_string_value(json_object_get(rec, "alias"));
-    json_t *baseline = json_object_get(rec, "baseline_version"), *p = NULL, *detail;
-    char *policy = store_json_text(json_object_get(rec, "policy"));
-    char *gates = store_json_text(json_object_get(rec, "gates"));
+    const char *id = rec->id, *model = rec->model, *alias = rec->alias;
+    json_t *p = NULL, *detail;
+    char *policy = rec->policy ? store_json_text(rec->policy) : NULL;
+    char *gates = rec->gates ? store_json_text(rec->gates) : NULL;
     struct db_conn *c = store_write_begin(st, err);
     struct db_stmt *s;
     int64_t mid;
@@ -206,31 +204,29 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
         goto out;
     }
     if ((rc = store_model_id(c, model, &mid, err)) != MG_OK ||
-        (rc = store_version_usable(c, mid, model,
-                                   json_integer_value(json_object_get(rec, "version")), "promoted",
-                                   err)) != MG_OK)
+        (rc = store_version_usable(c, mid, model, rec->version, "promoted", err)) != MG_OK)
         goto out;
     s = db_prepare(c, sql);
     store_now(at);
     db_bind_text(s, 1, id);
     db_bind_i64(s, 2, mid);
     db_bind_text(s, 3, alias);
-    db_bind_i64(s, 4, json_integer_value(json_object_get(rec, "version")));
-    if (json_is_integer(baseline))
-        db_bind_i64(s, 5, json_integer_value(baseline));
-    db_bind_text(s, 6, json_string_value(json_object_get(rec, "state")));
-    db_bind_text(s, 7, json_string_value(json_object_get(rec, "reason")));
+    db_bind_i64(s, 4, rec->version);
+    if (rec->baseline_version != 0)
+        db_bind_i64(s, 5, rec->baseline_version);
+    db_bind_text(s, 6, rec->state);
+    db_bind_text(s, 7, rec->reason);
     db_bind_text(s, 8, policy);
     db_bind_text(s, 9, gates);
-    db_bind_i64(s, 10, json_integer_value(json_object_get(rec, "step_index")));
-    db_bind_i64(s, 11, json_integer_value(json_object_get(rec, "weight")));
-    db_bind_i64(s, 12, json_integer_value(json_object_get(rec, "next_step_at_ms")));
+    db_bind_i64(s, 10, rec->step_index);
+    db_bind_i64(s, 11, rec->weight);
+    db_bind_i64(s, 12, rec->next_step_at_ms);
     db_bind_text(s, 13, actor);
     db_bind_text(s, 14, at);
     db_bind_text(s, 15, at);
-    db_bind_text(s, 16, json_string_value(json_object_get(rec, "phase")));
-    db_bind_text(s, 17, json_string_value(json_object_get(rec, "_creator_issuer")));
-    db_bind_text(s, 18, json_string_value(json_object_get(rec, "_creator_subject")));
+    db_bind_text(s, 16, rec->phase);
+    db_bind_text(s, 17, rec->creator_issuer);
+    db_bind_text(s, 18, rec->creator_subject);
     rc = db_exec(s, err);
     if (rc == MG_ECONFLICT) {
         rc = mg_fail(err, MG_EINPROGRESS, NULL,
@@ -249,25 +245,22 @@ enum mg_code store_promotion_create(struct store *st, const char *actor, const j
     db_bind_text(s, 5, actor);
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
-    detail = json_pack("{s:s, s:s, s:O, s:s}", "model", model, "alias", alias, "version",
-                       json_object_get(rec, "version"), "state",
-                       json_string_value(json_object_get(rec, "state")));
+    detail = json_pack("{s:s, s:s, s:I, s:s}", "model", model, "alias", alias, "version",
+                       (json_int_t)rec->version, "state", rec->state);
     rc = store_audit_append(c, actor, "promotion.create", id, STORE_NO_MODEL, detail, err);
     json_decref(detail);
     if (rc == MG_OK) /* one that waits for reviewers at once: teams hear of it */
-        rc = store_promotion_notify(c, actor, id, json_string_value(json_object_get(rec, "state")),
-                                    event_detail, at, err);
+        rc = store_promotion_notify(c, actor, id, rec->state, event_detail, at, err);
     if (rc == MG_OK && a)
         rc = store_alias_apply(c, STORE_ACTIVE_KEY(st), actor, a, at, err);
     /* The candidate's smoke test is queued with the promotion, in this transaction: a crash
      * after the commit cannot leave a smoke gate waiting for a test nobody runs. */
-    if (rc == MG_OK && json_is_string(json_object_get(rec, "_smoke_gpu"))) {
+    if (rc == MG_OK && rec->smoke_gpu != NULL) {
         json_t *t = NULL;
         bool created;
 
-        rc = store_smoke_enqueue_in(
-            c, model, json_integer_value(json_object_get(rec, "version")), "promotion",
-            json_string_value(json_object_get(rec, "_smoke_gpu")), &t, &created, err);
+        rc = store_smoke_enqueue_in(c, model, rec->version, "promotion", rec->smoke_gpu, &t,
+                                    &created, err);
         json_decref(t);
     }
     if (rc == MG_OK)

@@ -235,8 +235,10 @@ enum mg_code store_alias_apply(struct db_conn *c, const struct sign_key *key, co
 /* attest.c: sign generation gen of alias aid (model mid) as a release attestation and store
  * it, in the writer's open transaction. key NULL signs nothing. */
 enum mg_code store_attest_generation(struct db_conn *c, const struct sign_key *key, int64_t mid,
-                                     int64_t aid, const struct store_alias_change *a, int64_t gen,
-                                     const char *at, const char *actor, struct mg_error *err);
+                                     int64_t aid, const struct store_alias_change *a,
+                                     const json_t *routes, const json_t *match,
+                                     const json_t *shadow, int64_t gen, const char *at,
+                                     const char *actor, struct mg_error *err);
 
 /* attest.c: an attestation's OCI referrer manifest ({"kind":"attestation","digest",
  * "manifest"}) or bundle ({"kind":"attestation_bundle","bundle"}) by digest, in any open

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "../base/mg.h"
+#include "../model/version.h"
 
 struct store;
 
@@ -45,11 +46,12 @@ enum mg_code store_model_patch(struct store *st, const char *actor, const char *
 
 /* ---- versions --------------------------------------------------------- */
 
-/* req: a validated VersionCreate. The artifact blob must exist (MG_EINVAL,
- * field "artifact"). req may also carry "introspection" (what the server read from the
- * blob) and "io_schema" (validated), which are kept as given. *out = Version. */
+/* req: a validated VersionCreate as its record (model/version.h; BORROWED), with what the
+ * server read (introspection, scan), the normalised io_schema and the publisher, each kept
+ * as given. The artifact blob must exist (MG_EINVAL, field "artifact"). *out = Version. */
 enum mg_code store_version_create(struct store *st, const char *actor, const char *model,
-                                  const json_t *req, json_t **out, struct mg_error *err);
+                                  const struct mg_version_new *req, json_t **out,
+                                  struct mg_error *err);
 
 enum mg_code store_version_get(struct store *st, const char *model, int64_t version, json_t **out,
                                struct mg_error *err);
@@ -88,11 +90,11 @@ enum mg_code store_version_patch(struct store *st, const char *actor, const char
                                  int64_t version, const json_t *patch, json_t **out,
                                  struct mg_error *err);
 
-/* metrics: {name: finite number}. Names already present with the same value are
+/* metrics: n validated metrics (BORROWED). Names already present with the same value are
  * accepted unchanged; a different value → MG_ECONFLICT, nothing written. */
 enum mg_code store_version_add_metrics(struct store *st, const char *actor, const char *model,
-                                       int64_t version, const json_t *metrics, json_t **out,
-                                       struct mg_error *err);
+                                       int64_t version, const struct mg_metric *metrics, size_t n,
+                                       json_t **out, struct mg_error *err);
 
 /* *out = {"items":[{"path","size","digest"}]} of the version's artifact. */
 enum mg_code store_version_files(struct store *st, const char *model, int64_t version, json_t **out,

@@ -15,6 +15,8 @@
 #include <jansson.h>
 
 #include "../base/mg.h"
+#include "../model/alias.h"
+#include "../model/promotion.h"
 #include "store_models.h"
 
 struct store;
@@ -68,14 +70,14 @@ struct store_alias_change {
     const char *model;
     const char *alias;
     int64_t expected_generation; /* the generation the decision was made on */
-    const json_t *routes;        /* [{"version","weight"}], [] when deleting */
-    const json_t *match;         /* [{"header","value","version"}] validated, or NULL: none */
-    const json_t *shadow;        /* {"version","percent"} validated, or NULL/null: none */
-    const char *kind;            /* set, step, promoted, rollback, abort, delete */
-    const char *reason;          /* may be NULL */
-    const char *promotion;       /* promotion id, or NULL */
-    int64_t mark_bad;            /* version to mark bad for the alias, 0 for none */
-    bool require_unprotected;    /* MG_EPROTECTED when a policy protects the alias */
+    /* routes (none when deleting), match rules and shadow, validated (model/alias.h); the
+     * store writes their JSON. Never NULL. */
+    const struct mg_routes *routes;
+    const char *kind;         /* set, step, promoted, rollback, abort, delete */
+    const char *reason;       /* may be NULL */
+    const char *promotion;    /* promotion id, or NULL */
+    int64_t mark_bad;         /* version to mark bad for the alias, 0 for none */
+    bool require_unprotected; /* MG_EPROTECTED when a policy protects the alias */
     /* Gateway object names this change uses: [{"gateway","name","scope":"alias"|"model"}]
      * (NULL: none). Each is claimed for (model, alias) — or for the model alone with scope
      * "model" — in the same transaction; one another alias already holds → MG_ECONFLICT
@@ -129,19 +131,16 @@ enum mg_code store_policy_delete(struct store *st, const char *actor, const char
                                  const char *alias, struct mg_error *err);
 
 /*
- * Create a promotion. rec: {"id","model","alias","version","baseline_version",
- * "state","reason","policy","gates","step_index","weight","next_step_at_ms"}.
- * The first event is recorded; `a` (may be NULL) is applied in the same
- * transaction (the first rollout step when no gate waits). MG_EINPROGRESS
+ * Create a promotion from its record (model/promotion.h; BORROWED). The first event is
+ * recorded; `a` (may be NULL) is applied in the same transaction (the first rollout step
+ * when no gate waits); with rec->smoke_gpu the candidate's smoke test is queued in it too.
+ * The creator as a person is read back as "_creator":{"issuer","subject"}. MG_EINPROGRESS
  * when the alias already has an active promotion.
  */
-/* rec may carry "_smoke_gpu" (required|preferred|none): the candidate's smoke test is then
- * queued in the same transaction, and "_creator_issuer"/"_creator_subject": the creator as a
- * person, read back as "_creator":{"issuer","subject"}. */
-enum mg_code store_promotion_create(struct store *st, const char *actor, const json_t *rec,
-                                    const char *event_type, const char *event_detail,
-                                    const struct store_alias_change *a, json_t **out,
-                                    struct mg_error *err);
+enum mg_code store_promotion_create(struct store *st, const char *actor,
+                                    const struct mg_promotion_new *rec, const char *event_type,
+                                    const char *event_detail, const struct store_alias_change *a,
+                                    json_t **out, struct mg_error *err);
 
 /* Promotion (docs/contract.md shape) plus "_rev" and "_next_step_at_ms" for callers
  * that change it (strip them before replying). */

@@ -244,27 +244,26 @@ static enum mg_code version_load(struct db_conn *c, int64_t vid, json_t **out, s
 }
 
 static enum mg_code insert_metrics(struct db_conn *c, int64_t vid, const char *actor,
-                                   const json_t *metrics, bool *changed, struct mg_error *err)
+                                   const struct mg_metric *m, size_t n, bool *changed,
+                                   struct mg_error *err)
 {
     static const char sql_get[] =
         "SELECT value FROM version_metrics WHERE version_id = ? AND name = ?";
     static const char sql_ins[] = "INSERT INTO version_metrics (version_id, name, value, by, "
                                   "at) VALUES (?, ?, ?, ?, ?)";
-    const char *name;
-    json_t *val;
     char at[32];
     struct db_stmt *s;
     enum mg_code rc;
+    size_t i;
 
     store_now(at);
-    json_object_foreach((json_t *)metrics, name, val)
-    {
-        double d = json_number_value(val);
+    for (i = 0; i < n; i++) {
+        double d = m[i].value;
         bool row;
 
         s = db_prepare(c, sql_get);
         db_bind_i64(s, 1, vid);
-        db_bind_text(s, 2, name);
+        db_bind_text(s, 2, m[i].name);
         if ((rc = db_step(s, &row, err)) != MG_OK)
             return rc;
         if (row) {
@@ -276,12 +275,12 @@ static enum mg_code insert_metrics(struct db_conn *c, int64_t vid, const char *a
                 return mg_fail(err, MG_ECONFLICT, "metrics",
                                "metric '%s' already has the value %s; metrics are "
                                "append-only, record a new name instead",
-                               name, mg_fmt_double(have, num, sizeof(num)));
+                               m[i].name, mg_fmt_double(have, num, sizeof(num)));
             continue;
         }
         s = db_prepare(c, sql_ins);
         db_bind_i64(s, 1, vid);
-        db_bind_text(s, 2, name);
+        db_bind_text(s, 2, m[i].name);
         db_bind_double(s, 3, d);
         db_bind_text(s, 4, actor);
         db_bind_text(s, 5, at);
@@ -292,25 +291,25 @@ static enum mg_code insert_metrics(struct db_conn *c, int64_t vid, const char *a
     return MG_OK;
 }
 
-static enum mg_code insert_datasets(struct db_conn *c, int64_t vid, const json_t *datasets,
-                                    struct mg_error *err)
+static enum mg_code insert_datasets(struct db_conn *c, int64_t vid,
+                                    const struct mg_version_new *req, struct mg_error *err)
 {
     static const char sql[] = "INSERT INTO version_datasets (version_id, ord, digest, name, "
                               "uri, role) VALUES (?, ?, ?, ?, ?, ?)";
-    size_t i;
-    json_t *d;
     struct db_stmt *s;
     enum mg_code rc;
+    size_t i;
 
-    json_array_foreach(datasets, i, d)
-    {
+    for (i = 0; i < req->ndatasets; i++) {
+        const struct mg_dataset_use *d = &req->datasets[i];
+
         s = db_prepare(c, sql);
         db_bind_i64(s, 1, vid);
         db_bind_i64(s, 2, (int64_t)i);
-        db_bind_text(s, 3, json_string_value(json_object_get(d, "digest")));
-        db_bind_text(s, 4, json_string_value(json_object_get(d, "name")));
-        db_bind_text(s, 5, json_string_value(json_object_get(d, "uri")));
-        db_bind_text(s, 6, json_string_value(json_object_get(d, "role")));
+        db_bind_text(s, 3, d->digest);
+        db_bind_text(s, 4, d->name);
+        db_bind_text(s, 5, d->uri);
+        db_bind_text(s, 6, d->role);
         if ((rc = db_exec(s, err)) != MG_OK)
             return rc;
     }
@@ -351,26 +350,69 @@ static char *member_text(const json_t *req, const char *key)
     return v && !json_is_null(v) ? store_json_text(v) : NULL;
 }
 
-/* The statement's "modelgate" predicate: the version's metadata at creation. */
-static json_t *sign_meta(const char *model, int64_t n, const char *artifact, const json_t *req,
+/* JSON text of a kept document, or NULL for none (NULL or null). */
+static char *doc_text(const json_t *v)
+{
+    return v && !json_is_null(v) ? store_json_text(v) : NULL;
+}
+
+/* The signed datasets: each {"digest","name"?,"uri"?,"role"}; null when none was sent. */
+static json_t *sign_datasets(const struct mg_version_new *req)
+{
+    json_t *arr;
+    size_t i;
+
+    if (!req->datasets_given)
+        return json_null();
+    arr = json_array();
+    for (i = 0; arr != NULL && i < req->ndatasets; i++) {
+        const struct mg_dataset_use *d = &req->datasets[i];
+        json_t *o = json_pack("{s:s, s:s*, s:s*, s:s}", "digest", d->digest, "name", d->name, "uri",
+                              d->uri, "role", d->role);
+
+        if (json_array_append_new(arr, o) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    return arr;
+}
+
+static json_t *string_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+/* The statement's "modelgate" predicate: the version's metadata at creation, its members in
+ * this order: model, version, artifact, image, datasets, metrics, run_id, source,
+ * created_at, created_by, publisher. */
+static json_t *sign_meta(const char *model, int64_t n, const struct mg_version_new *req,
                          const char *at, const char *actor)
 {
-    static const char *const copy[] = {"image", "datasets", "metrics", "run_id", "source"};
     json_t *m = json_pack("{s:s, s:I, s:s}", "model", model, "version", (json_int_t)n, "artifact",
-                          artifact);
-    size_t i;
+                          req->artifact);
 
     if (m == NULL)
         return NULL;
-    for (i = 0; i < sizeof(copy) / sizeof(copy[0]); i++) {
-        json_t *v = json_object_get(req, copy[i]);
-        json_object_set_new(m, copy[i], v ? json_deep_copy(v) : json_null());
+    if (json_object_set_new(m, "image", string_or_null(req->image)) != 0 ||
+        json_object_set_new(m, "datasets", sign_datasets(req)) != 0 ||
+        json_object_set_new(m, "metrics",
+                            req->metrics_given ? mg_metrics_json(req->metrics, req->nmetrics)
+                                               : json_null()) != 0 ||
+        json_object_set_new(m, "run_id", string_or_null(req->run_id)) != 0 ||
+        json_object_set_new(m, "source", req->source ? json_deep_copy(req->source) : json_null()) !=
+            0 ||
+        json_object_set_new(m, "created_at", json_string(at)) != 0 ||
+        json_object_set_new(m, "created_by", json_string(actor)) != 0) {
+        json_decref(m);
+        return NULL;
     }
-    json_object_set_new(m, "created_at", json_string(at));
-    json_object_set_new(m, "created_by", json_string(actor));
     /* docs/contract.md "Identity": who published it, when the server recorded that */
-    if (json_is_object(json_object_get(req, "publisher")))
-        json_object_set_new(m, "publisher", json_deep_copy(json_object_get(req, "publisher")));
+    if (json_is_object(req->publisher) &&
+        json_object_set_new(m, "publisher", json_deep_copy(req->publisher)) != 0) {
+        json_decref(m);
+        return NULL;
+    }
     return m;
 }
 
@@ -383,9 +425,8 @@ static int resource_order(const void *a, const void *b)
 /* Sign the new version with the active key and store the bundle, inside the
  * version's transaction: a version never exists unsigned. */
 static enum mg_code sign_version(struct store *st, struct db_conn *c, int64_t vid,
-                                 const char *model, int64_t n, const char *artifact,
-                                 const json_t *req, const char *at, const char *actor,
-                                 struct mg_error *err)
+                                 const char *model, int64_t n, const struct mg_version_new *req,
+                                 const char *at, const char *actor, struct mg_error *err)
 {
     static const char sql_files[] =
         "SELECT path, sha256 FROM blob_files WHERE digest = ? ORDER BY path";
@@ -397,6 +438,7 @@ static enum mg_code sign_version(struct store *st, struct db_conn *c, int64_t vi
     json_t *meta = NULL;
     struct db_stmt *s;
     enum mg_code rc = MG_OK;
+    const char *artifact = req->artifact;
     bool row, archive = false;
 
     if (st->keys == NULL || st->keys->active == NULL)
@@ -441,7 +483,7 @@ static enum mg_code sign_version(struct store *st, struct db_conn *c, int64_t vi
         nres = 1;
     }
     snprintf(subject, sizeof(subject), "%s-v%lld", model, (long long)n);
-    meta = sign_meta(model, n, artifact, req, at, actor);
+    meta = sign_meta(model, n, req, at, actor);
     if (meta == NULL) {
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         goto out;
@@ -464,7 +506,8 @@ out:
 }
 
 enum mg_code store_version_create(struct store *st, const char *actor, const char *model,
-                                  const json_t *req, json_t **out, struct mg_error *err)
+                                  const struct mg_version_new *req, json_t **out,
+                                  struct mg_error *err)
 {
     /* The model's row is the counter: the update takes its lock, so versions are
      * numbered 1, 2, 3… without gaps or duplicates whoever else creates one. */
@@ -475,17 +518,14 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
         "INSERT INTO versions (model_id, version, artifact, image, run_id, source, params, "
         "tags, smoke, resources, description, created_at, created_by, introspection, io_schema, "
         "publisher, scan) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id";
-    const char *artifact = json_string_value(json_object_get(req, "artifact"));
-    const char *desc = json_string_value(json_object_get(req, "description"));
-    json_t *params = json_object_get(req, "params"), *tags = json_object_get(req, "tags");
-    json_t *metrics = json_object_get(req, "metrics"), *ds = json_object_get(req, "datasets");
-    char *source = member_text(req, "source"), *smoke = member_text(req, "smoke");
-    char *resources = member_text(req, "resources");
-    char *intro = member_text(req, "introspection"), *io = member_text(req, "io_schema");
-    char *publisher = member_text(req, "publisher");
-    char *scan = member_text(req, "scan");
-    char *params_t = params ? store_json_text(params) : strdup("{}");
-    char *tags_t = tags ? store_json_text(tags) : strdup("{}");
+    const char *artifact = req->artifact;
+    char *source = doc_text(req->source), *smoke = doc_text(req->smoke);
+    char *resources = doc_text(req->resources);
+    char *intro = doc_text(req->introspection), *io = doc_text(req->io_schema);
+    char *publisher = doc_text(req->publisher);
+    char *scan = doc_text(req->scan);
+    char *params_t = req->params ? store_json_text(req->params) : strdup("{}");
+    char *tags_t = req->tags ? store_json_text(req->tags) : strdup("{}");
     struct db_conn *c = NULL;
     struct db_stmt *s;
     int64_t mid, n = 0, vid = 0;
@@ -523,14 +563,14 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
     db_bind_i64(s, 1, mid);
     db_bind_i64(s, 2, n);
     db_bind_text(s, 3, artifact);
-    db_bind_text(s, 4, json_string_value(json_object_get(req, "image")));
-    db_bind_text(s, 5, json_string_value(json_object_get(req, "run_id")));
+    db_bind_text(s, 4, req->image);
+    db_bind_text(s, 5, req->run_id);
     db_bind_text(s, 6, source);
     db_bind_text(s, 7, params_t);
     db_bind_text(s, 8, tags_t);
     db_bind_text(s, 9, smoke);
     db_bind_text(s, 10, resources);
-    db_bind_text(s, 11, desc ? desc : "");
+    db_bind_text(s, 11, req->description ? req->description : "");
     db_bind_text(s, 12, at);
     db_bind_text(s, 13, actor);
     db_bind_text(s, 14, intro);
@@ -542,11 +582,11 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
     vid = row ? db_col_i64(s, 0) : 0;
     if ((rc = db_exec(s, err)) != MG_OK)
         goto out;
-    if (ds && (rc = insert_datasets(c, vid, ds, err)) != MG_OK)
+    if ((rc = insert_datasets(c, vid, req, err)) != MG_OK)
         goto out;
-    if (metrics && (rc = insert_metrics(c, vid, actor, metrics, &changed, err)) != MG_OK)
+    if ((rc = insert_metrics(c, vid, actor, req->metrics, req->nmetrics, &changed, err)) != MG_OK)
         goto out;
-    if ((rc = sign_version(st, c, vid, model, n, artifact, req, at, actor, err)) != MG_OK ||
+    if ((rc = sign_version(st, c, vid, model, n, req, at, actor, err)) != MG_OK ||
         (rc = store_quota_note_model(c, mid, err)) != MG_OK)
         goto out;
     snprintf(target, sizeof(target), "%s/v%lld", model, (long long)n);
@@ -799,12 +839,12 @@ static enum mg_code metrics_within_cap(struct db_conn *c, int64_t vid, struct mg
 }
 
 enum mg_code store_version_add_metrics(struct store *st, const char *actor, const char *model,
-                                       int64_t version, const json_t *metrics, json_t **out,
-                                       struct mg_error *err)
+                                       int64_t version, const struct mg_metric *metrics, size_t n,
+                                       json_t **out, struct mg_error *err)
 {
     struct db_conn *c = store_write_begin(st, err);
     int64_t vid;
-    json_t *v = NULL;
+    json_t *v = NULL, *detail;
     bool changed = false;
     char target[128];
     enum mg_code rc;
@@ -814,13 +854,18 @@ enum mg_code store_version_add_metrics(struct store *st, const char *actor, cons
     if ((rc = store_version_id(c, model, version, &vid, err)) != MG_OK ||
         (rc = not_deleted(c, vid, model, version, err)) != MG_OK)
         goto out;
-    if ((rc = insert_metrics(c, vid, actor, metrics, &changed, err)) != MG_OK)
+    if ((rc = insert_metrics(c, vid, actor, metrics, n, &changed, err)) != MG_OK)
         goto out;
     if ((rc = metrics_within_cap(c, vid, err)) != MG_OK)
         goto out; /* rolled back: nothing of this call is kept */
     snprintf(target, sizeof(target), "%s/v%lld", model, (long long)version);
-    if (changed)
-        rc = store_audit_append(c, actor, "version.metrics", target, model, metrics, err);
+    if (changed) {
+        if ((detail = mg_metrics_json(metrics, n)) == NULL)
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        else
+            rc = store_audit_append(c, actor, "version.metrics", target, model, detail, err);
+        json_decref(detail);
+    }
     if (rc == MG_OK)
         rc = version_load(c, vid, &v, err);
 out:

@@ -232,6 +232,7 @@ static void model_versions(void)
     struct store_blob_upload *up = NULL;
     struct mg_error err;
     char digest[IT_DIGEST_LEN + 1];
+    struct mg_version_new rec = {0};
     json_t *out = NULL, *req;
     bool created = false;
 
@@ -246,13 +247,12 @@ static void model_versions(void)
         fail_msg("store_model_create: %s", err.message);
     json_decref(out);
     json_decref(req);
-    req = json_pack("{s:s}", "artifact", digest);
+    snprintf(rec.artifact, sizeof(rec.artifact), "%s", digest);
     for (int i = 0; i < 2; i++) {
-        if (store_version_create(st, "alice", "m", req, &out, &err) != MG_OK)
+        if (store_version_create(st, "alice", "m", &rec, &out, &err) != MG_OK)
             fail_msg("store_version_create: %s", err.message);
         json_decref(out);
     }
-    json_decref(req);
 }
 
 /* A host-less gateway "gw-lead" whose row m/prod is in sync at generation 1, and one bound to

@@ -264,13 +264,12 @@ void cfx_policy(struct cfx *c, const char *model, const char *alias, const char 
 
 void cfx_alias_to(struct cfx *c, const char *model, const char *alias, int64_t version)
 {
-    json_t *routes = json_pack("[{s:I, s:i}]", "version", (json_int_t)version, "weight", 100);
+    struct mg_routes routes = {.nroutes = 1, .routes = {{version, 100}}};
     json_t *out = NULL;
 
-    if (rel_alias_set(&c->ctl, "dep", model, alias, routes, NULL, NULL, &out, &c->fx->err) != MG_OK)
+    if (rel_alias_set(&c->ctl, "dep", model, alias, &routes, &out, &c->fx->err) != MG_OK)
         fail_msg("rel_alias_set(%s/%s): %s", model, alias, c->fx->err.message);
     json_decref(out);
-    json_decref(routes);
 }
 
 json_t *cfx_alias(struct cfx *c, const char *model, const char *alias)

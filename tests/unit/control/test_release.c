@@ -30,6 +30,18 @@ static json_t *routes_of(int64_t version)
     return json_pack("[{s:I, s:i}]", "version", (json_int_t)version, "weight", 100);
 }
 
+/* The routes record of routes and shadow (either may be NULL), in one of 8 slots used in
+ * turn. */
+static const struct mg_routes *rec_of(const json_t *routes, const json_t *shadow)
+{
+    static struct mg_routes ring[8];
+    static unsigned next;
+    struct mg_routes *r = &ring[next++ % 8];
+
+    *r = fx_routes(routes, NULL, shadow);
+    return r;
+}
+
 static size_t history_len(struct cfx *c, const char *model, const char *alias)
 {
     struct store_page page = {.limit = 1000, .page_token = NULL};
@@ -73,7 +85,7 @@ static void test_alias_set_commits_and_kicks(void **state)
     cfx_calls_reset(c);
 
     assert_int_equal(
-        rel_alias_set(&c->ctl, "dep", "m", "prod", routes, NULL, NULL, &out, &c->fx->err), MG_OK);
+        rel_alias_set(&c->ctl, "dep", "m", "prod", rec_of(routes, NULL), &out, &c->fx->err), MG_OK);
     assert_int_equal(json_integer_value(json_object_get(out, "generation")), 1);
     cfx_expect_routes(json_object_get(out, "routes"), 1, 1, 100);
     /* A direct set at 100% is known good at once. */
@@ -90,8 +102,8 @@ static void test_alias_set_commits_and_kicks(void **state)
     assert_string_equal(c->calls[0].what, "gw.alias_check");
     assert_string_equal(c->calls[0].model, "m");
     assert_string_equal(c->calls[0].alias, "prod");
-    assert_null(c->calls[0].match);
-    assert_null(c->calls[0].shadow);
+    assert_int_equal(json_array_size(c->calls[0].match), 0); /* none: [] and null */
+    assert_true(json_is_null(c->calls[0].shadow));
     assert_string_equal(c->calls[1].what, "gw.alias_names");
     cfx_expect_routes(c->calls[1].routes, 1, 1, 100);
     assert_string_equal(c->calls[2].what, "gw.kick");
@@ -102,7 +114,7 @@ static void test_alias_set_commits_and_kicks(void **state)
     routes = json_pack("[{s:i, s:i}, {s:i, s:i}]", "version", 1, "weight", 70, "version", 2,
                        "weight", 30);
     assert_int_equal(
-        rel_alias_set(&c->ctl, "dep", "m", "prod", routes, NULL, NULL, NULL, &c->fx->err), MG_OK);
+        rel_alias_set(&c->ctl, "dep", "m", "prod", rec_of(routes, NULL), NULL, &c->fx->err), MG_OK);
     assert_int_equal(cfx_generation(c, "m", "prod"), 2);
     assert_int_equal(cfx_outbox_gen(c, "m", "prod"), 2);
     assert_int_equal(cfx_count(c, "gw.kick"), 2);
@@ -128,7 +140,7 @@ static void test_alias_set_refused_by_gateway_check(void **state)
     c->refuse_check = "lb-haproxy";
 
     assert_int_equal(
-        rel_alias_set(&c->ctl, "dep", "m", "prod", routes, NULL, shadow, &out, &c->fx->err),
+        rel_alias_set(&c->ctl, "dep", "m", "prod", rec_of(routes, shadow), &out, &c->fx->err),
         MG_EINVAL);
     assert_null(out);
     assert_non_null(strstr(c->fx->err.message, "lb-haproxy"));
@@ -150,7 +162,8 @@ static void test_alias_set_refused_by_gateway_check(void **state)
     /* The same change passes once the gateway can apply it. */
     c->refuse_check = NULL;
     assert_int_equal(
-        rel_alias_set(&c->ctl, "dep", "m", "prod", routes, NULL, shadow, NULL, &c->fx->err), MG_OK);
+        rel_alias_set(&c->ctl, "dep", "m", "prod", rec_of(routes, shadow), NULL, &c->fx->err),
+        MG_OK);
     assert_int_equal(cfx_generation(c, "m", "prod"), 2);
     assert_int_equal(cfx_outbox_gen(c, "m", "prod"), 2);
     json_decref(routes);
@@ -169,7 +182,7 @@ static void test_alias_names_refused_and_shown(void **state)
     cfx_calls_reset(c);
     c->refuse_names = "edge-nginx";
     assert_int_equal(
-        rel_alias_set(&c->ctl, "dep", "m", "prod", routes, NULL, NULL, NULL, &c->fx->err),
+        rel_alias_set(&c->ctl, "dep", "m", "prod", rec_of(routes, NULL), NULL, &c->fx->err),
         MG_EINVAL);
     assert_non_null(strstr(c->fx->err.message, "edge-nginx"));
     assert_int_equal(cfx_count(c, "gw.kick"), 0);
@@ -179,7 +192,7 @@ static void test_alias_names_refused_and_shown(void **state)
     c->refuse_names = NULL;
     c->names_gateway = "edge-nginx";
     assert_int_equal(
-        rel_alias_set(&c->ctl, "dep", "m", "prod", routes, NULL, NULL, NULL, &c->fx->err), MG_OK);
+        rel_alias_set(&c->ctl, "dep", "m", "prod", rec_of(routes, NULL), NULL, &c->fx->err), MG_OK);
     a = cfx_alias(c, "m", "prod");
     names = json_object_get(json_object_get(a, "gateway_names"), "edge-nginx");
     assert_int_equal(json_array_size(names), 1);
@@ -202,7 +215,7 @@ static void test_protected_alias_refuses_direct_changes(void **state)
     cfx_calls_reset(c);
 
     assert_int_equal(
-        rel_alias_set(&c->ctl, "dep", "m", "prod", routes, NULL, NULL, NULL, &c->fx->err),
+        rel_alias_set(&c->ctl, "dep", "m", "prod", rec_of(routes, NULL), NULL, &c->fx->err),
         MG_EPROTECTED);
     assert_int_equal(rel_alias_delete(&c->ctl, "dep", "m", "prod", &c->fx->err), MG_EPROTECTED);
     assert_int_equal(cfx_count(c, "gw.kick"), 0);

@@ -153,13 +153,76 @@ void fx_model(struct fx *fx, const char *name)
     json_decref(req);
 }
 
+enum mg_code fx_version_create(struct fx *fx, const char *model, const json_t *req, json_t **out)
+{
+    struct mg_version_new rec;
+    enum mg_code rc;
+
+    if ((rc = mg_version_new_init(&rec, req, &fx->err)) != MG_OK)
+        return rc;
+    /* what the server would read or add, when a test gives it */
+    rec.introspection = json_object_get(req, "introspection");
+    rec.scan = json_object_get(req, "scan");
+    rec.io_schema = json_object_get(req, "io_schema");
+    rec.publisher = json_object_get(req, "publisher");
+    rc = store_version_create(fx->st, "alice", model, &rec, out, &fx->err);
+    mg_version_new_release(&rec);
+    return rc;
+}
+
+struct mg_routes fx_routes(const json_t *routes, const json_t *match, const json_t *shadow)
+{
+    struct mg_routes r;
+    struct mg_error err;
+
+    if (mg_routes_from_json(routes, match, shadow, &r, &err) != MG_OK)
+        fail_msg("mg_routes_from_json: %s", err.message);
+    return r;
+}
+
+const struct mg_routes *fx_routes_of(const json_t *routes)
+{
+    static struct mg_routes ring[16]; /* a test holds a few at once */
+    static unsigned next;
+    struct mg_routes *r = &ring[next++ % 16];
+
+    *r = fx_routes(routes, NULL, NULL);
+    return r;
+}
+
+enum mg_code fx_promotion_create(struct fx *fx, const json_t *rec, const char *event_type,
+                                 const char *event_detail, const struct store_alias_change *a,
+                                 json_t **out)
+{
+    struct mg_promotion_new p = {0};
+    const json_t *b = json_object_get(rec, "baseline_version");
+
+    snprintf(p.id, sizeof(p.id), "%s", json_string_value(json_object_get(rec, "id")));
+    p.model = json_string_value(json_object_get(rec, "model"));
+    p.alias = json_string_value(json_object_get(rec, "alias"));
+    p.version = json_integer_value(json_object_get(rec, "version"));
+    p.baseline_version = json_is_integer(b) ? json_integer_value(b) : 0;
+    p.state = json_string_value(json_object_get(rec, "state"));
+    p.phase = json_string_value(json_object_get(rec, "phase"));
+    p.reason = json_string_value(json_object_get(rec, "reason"));
+    p.step_index = (int)json_integer_value(json_object_get(rec, "step_index"));
+    p.weight = (int)json_integer_value(json_object_get(rec, "weight"));
+    p.next_step_at_ms = json_integer_value(json_object_get(rec, "next_step_at_ms"));
+    p.policy = json_object_get(rec, "policy");
+    p.gates = json_object_get(rec, "gates");
+    p.smoke_gpu = json_string_value(json_object_get(rec, "_smoke_gpu"));
+    p.creator_issuer = json_string_value(json_object_get(rec, "_creator_issuer"));
+    p.creator_subject = json_string_value(json_object_get(rec, "_creator_subject"));
+    return store_promotion_create(fx->st, "alice", &p, event_type, event_detail, a, out, &fx->err);
+}
+
 int64_t fx_version(struct fx *fx, const char *model, json_t *req)
 {
     json_t *out = NULL;
     int64_t n;
 
     assert_non_null(req);
-    if (store_version_create(fx->st, "alice", model, req, &out, &fx->err) != MG_OK)
+    if (fx_version_create(fx, model, req, &out) != MG_OK)
         fail_msg("store_version_create(%s): %s", model, fx->err.message);
     n = json_integer_value(json_object_get(out, "version"));
     json_decref(out);
@@ -182,6 +245,7 @@ int64_t fx_set_alias(struct fx *fx, const char *model, const char *alias, int64_
 {
     struct store_alias_change a;
     json_t *routes = json_pack("[{s:I, s:i}]", "version", (json_int_t)version, "weight", 100);
+    struct mg_routes rt = fx_routes(routes, NULL, NULL);
     json_t *out = NULL;
     int64_t gen;
 
@@ -189,7 +253,7 @@ int64_t fx_set_alias(struct fx *fx, const char *model, const char *alias, int64_
     a.model = model;
     a.alias = alias;
     a.expected_generation = expected;
-    a.routes = routes;
+    a.routes = &rt;
     a.kind = "set";
     if (store_release_commit(fx->st, "alice", &a, NULL, &out, &fx->err) != MG_OK)
         fail_msg("store_release_commit(%s/%s): %s", model, alias, fx->err.message);

@@ -58,6 +58,24 @@ void fx_put_blob(struct fx *fx, const char *text, char digest_out[72]);
 /* Create a model with only a name. */
 void fx_model(struct fx *fx, const char *name);
 
+/* store_version_create by "alice" of a VersionCreate body (BORROWED), through its record;
+ * the body may also carry what the server adds (introspection, scan, io_schema, publisher). */
+enum mg_code fx_version_create(struct fx *fx, const char *model, const json_t *req, json_t **out);
+
+/* The routes record of JSON in the contract's shapes (each may be NULL); fails the test when
+ * it does not convert. */
+struct mg_routes fx_routes(const json_t *routes, const json_t *match, const json_t *shadow);
+
+/* fx_routes of weighted routes alone, in one of 16 slots reused in turn (valid until 16
+ * more calls). */
+const struct mg_routes *fx_routes_of(const json_t *routes);
+
+/* store_promotion_create by "alice" of a promotion written as JSON (BORROWED): the record's
+ * fields by name ("id", "model", …, "_smoke_gpu", "_creator_issuer", "_creator_subject"). */
+enum mg_code fx_promotion_create(struct fx *fx, const json_t *rec, const char *event_type,
+                                 const char *event_detail, const struct store_alias_change *a,
+                                 json_t **out);
+
 /* Create a version from a request built by the caller (req is consumed); its number. */
 int64_t fx_version(struct fx *fx, const char *model, json_t *req);
 

@@ -137,6 +137,7 @@ static void test_facts(void **state)
     json_t *f = NULL, *policy = json_object(), *out = NULL, *rec, *h;
     json_t *back = json_pack("[{s:i, s:i}]", "version", 1, "weight", 100);
     struct store_alias_change a;
+    struct mg_routes rt;
 
     fx_model_versions(fx, "m", 2);
 
@@ -161,7 +162,8 @@ static void test_facts(void **state)
     a.model = "m";
     a.alias = "prod";
     a.expected_generation = 2;
-    a.routes = back;
+    rt = fx_routes(back, NULL, NULL);
+    a.routes = &rt;
     a.kind = "rollback";
     a.mark_bad = 2;
     assert_int_equal(store_release_commit(fx->st, "bob", &a, NULL, NULL, &fx->err), MG_OK);
@@ -171,8 +173,7 @@ static void test_facts(void **state)
                     "prm_1", "model", "m", "alias", "prod", "version", 2, "baseline_version",
                     "state", "evaluating", "policy", "rollout", "steps", 100, "gates", "step_index",
                     -1, "weight", 0, "next_step_at_ms", 0);
-    assert_int_equal(
-        store_promotion_create(fx->st, "alice", rec, "created", NULL, NULL, &out, &fx->err), MG_OK);
+    assert_int_equal(fx_promotion_create(fx, rec, "created", NULL, NULL, &out), MG_OK);
     json_decref(out);
     json_decref(rec);
 
@@ -211,6 +212,7 @@ static void test_strategies_and_routed(void **state)
     json_t *bad_shadow = json_pack("{s:i, s:i}", "version", 9, "percent", 40);
     json_t *a = NULL, *f = NULL, *h = NULL, *list = NULL, *d;
     struct store_alias_change c;
+    struct mg_routes rt;
     struct store_page page = {.limit = 10};
 
     fx_model_versions(fx, "m", 5);
@@ -218,19 +220,18 @@ static void test_strategies_and_routed(void **state)
     memset(&c, 0, sizeof(c));
     c.model = "m";
     c.alias = "prod";
-    c.routes = routes;
+    rt = fx_routes(routes, bad_match, NULL);
+    c.routes = &rt;
     c.kind = "set";
     /* unknown versions: refused naming the field, nothing written */
-    c.match = bad_match;
     assert_int_equal(store_release_commit(fx->st, "alice", &c, NULL, NULL, &fx->err), MG_EINVAL);
     assert_string_equal(fx->err.field, "match[0].version");
-    c.match = match;
-    c.shadow = bad_shadow;
+    rt = fx_routes(routes, match, bad_shadow);
     assert_int_equal(store_release_commit(fx->st, "alice", &c, NULL, NULL, &fx->err), MG_EINVAL);
     assert_string_equal(fx->err.field, "shadow.version");
     assert_int_equal(store_alias_get(fx->st, "m", "prod", &a, &fx->err), MG_ENOTFOUND);
 
-    c.shadow = shadow;
+    rt = fx_routes(routes, match, shadow);
     assert_int_equal(store_release_commit(fx->st, "alice", &c, NULL, NULL, &fx->err), MG_OK);
     assert_int_equal(store_alias_get(fx->st, "m", "prod", &a, &fx->err), MG_OK);
     assert_int_equal(json_integer_value(json_object_get(
@@ -304,8 +305,7 @@ static void test_strategies_and_routed(void **state)
 
     /* a change without them clears them */
     c.expected_generation = 1;
-    c.match = NULL;
-    c.shadow = NULL;
+    rt = fx_routes(routes, NULL, NULL);
     assert_int_equal(store_release_commit(fx->st, "alice", &c, NULL, NULL, &fx->err), MG_OK);
     assert_int_equal(store_alias_get(fx->st, "m", "prod", &a, &fx->err), MG_OK);
     assert_int_equal(json_array_size(json_object_get(a, "match")), 0);

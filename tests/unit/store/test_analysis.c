@@ -27,7 +27,7 @@ static void promotion(struct fx *fx, const char *id)
                             0, "weight", 10, "next_step_at_ms", 0);
 
     assert_non_null(rec);
-    if (store_promotion_create(fx->st, "alice", rec, "created", NULL, NULL, &p, &fx->err) != MG_OK)
+    if (fx_promotion_create(fx, rec, "created", NULL, NULL, &p) != MG_OK)
         fail_msg("store_promotion_create: %s", fx->err.message);
     json_decref(rec);
     json_decref(p);

@@ -87,7 +87,7 @@ static void test_policy_protects_alias(void **state)
     c.model = "m";
     c.alias = "prod";
     c.expected_generation = 1;
-    c.routes = routes;
+    c.routes = fx_routes_of(routes);
     c.kind = "set";
     c.require_unprotected = true;
     assert_int_equal(store_release_commit(fx->st, "bob", &c, NULL, NULL, &fx->err), MG_EPROTECTED);

@@ -36,8 +36,7 @@ static json_t *promo_rec(const char *id, const char *model, const char *alias, c
 static enum mg_code create(struct fx *fx, json_t *rec, const struct store_alias_change *a,
                            json_t **out)
 {
-    enum mg_code rc =
-        store_promotion_create(fx->st, "alice", rec, "created", "gates pending", a, out, &fx->err);
+    enum mg_code rc = fx_promotion_create(fx, rec, "created", "gates pending", a, out);
 
     json_decref(rec);
     return rc;
@@ -170,7 +169,7 @@ static void test_create_with_alias_change_and_smoke(void **state)
     memset(&a, 0, sizeof(a));
     a.model = "m";
     a.alias = "prod";
-    a.routes = routes;
+    a.routes = fx_routes_of(routes);
     a.kind = "step";
     a.promotion = "prm_1";
 

@@ -28,7 +28,7 @@ static struct store_alias_change change(const char *alias, int64_t expected, con
     a.model = "m";
     a.alias = alias;
     a.expected_generation = expected;
-    a.routes = routes;
+    a.routes = fx_routes_of(routes);
     a.kind = kind;
     return a;
 }
@@ -76,7 +76,7 @@ static void make_promotion(struct fx *fx, const char *id, const char *alias)
                          "step_index", -1, "weight", 0, "next_step_at_ms", 0),
            *p = NULL;
 
-    if (store_promotion_create(fx->st, "alice", rec, "created", NULL, NULL, &p, &fx->err) != MG_OK)
+    if (fx_promotion_create(fx, rec, "created", NULL, NULL, &p) != MG_OK)
         fail_msg("store_promotion_create: %s", fx->err.message);
     json_decref(p);
     json_decref(rec);
@@ -308,7 +308,7 @@ static void test_commit_promotion_and_alias_atomic(void **state)
     assert_int_equal(fx_audit_count(fx), audit);
 
     /* Both halves good: both land, with the promotion named on the alias and its payload. */
-    a.routes = good;
+    a.routes = fx_routes_of(good);
     assert_int_equal(store_release_commit(fx->st, "bob", &a, &pc, &out, &fx->err), MG_OK);
     assert_int_equal(json_integer_value(json_object_get(out, "generation")), 2);
     assert_string_equal(json_string_value(json_object_get(out, "promotion")), "prm_1");

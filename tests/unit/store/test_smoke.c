@@ -355,7 +355,7 @@ static void test_routed_versions(void **state)
     memset(&a, 0, sizeof(a));
     a.model = "m";
     a.alias = "canary";
-    a.routes = routes;
+    a.routes = fx_routes_of(routes);
     a.kind = "set";
     assert_int_equal(store_release_commit(fx->st, "alice", &a, NULL, NULL, &fx->err), MG_OK);
 
@@ -369,7 +369,7 @@ static void test_routed_versions(void **state)
 
     /* A deleted alias routes nothing. */
     a.expected_generation = 1;
-    a.routes = none;
+    a.routes = fx_routes_of(none);
     a.kind = "delete";
     assert_int_equal(store_release_commit(fx->st, "alice", &a, NULL, NULL, &fx->err), MG_OK);
     assert_int_equal(store_routed_versions(fx->st, &out, &fx->err), MG_OK);

@@ -289,8 +289,7 @@ static void test_stats(void **state)
                     "prm_stats", "model", "m", "alias", "prod", "version", 2, "baseline_version", 1,
                     "state", "awaiting_approval", "policy", "rollout", "steps", 100, "gates",
                     "step_index", -1, "weight", 0, "next_step_at_ms", 0);
-    assert_int_equal(
-        store_promotion_create(fx->st, "alice", rec, "created", NULL, NULL, &p, &fx->err), MG_OK);
+    assert_int_equal(fx_promotion_create(fx, rec, "created", NULL, NULL, &p), MG_OK);
     json_decref(p);
     json_decref(rec);
 

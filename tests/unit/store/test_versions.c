@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -56,11 +57,10 @@ static void test_version_numbers(void **state)
     fx_digest("not uploaded", 12, missing);
     req = json_pack("{s:s}", "artifact", missing);
     v = NULL;
-    assert_int_equal(store_version_create(fx->st, "alice", "llm", req, &v, &fx->err), MG_EINVAL);
+    assert_int_equal(fx_version_create(fx, "llm", req, &v), MG_EINVAL);
     assert_string_equal(fx->err.field, "artifact");
     assert_null(v);
-    assert_int_equal(store_version_create(fx->st, "alice", "nope", req, &v, &fx->err),
-                     MG_ENOTFOUND);
+    assert_int_equal(fx_version_create(fx, "nope", req, &v), MG_ENOTFOUND);
     json_decref(req);
     assert_int_equal(fx_audit_count(fx), before);
     assert_int_equal(fx_version(fx, "llm", json_pack("{s:s}", "artifact", art)), 4);
@@ -68,6 +68,19 @@ static void test_version_numbers(void **state)
     assert_int_equal(store_version_get(fx->st, "llm", 99, &v, &fx->err), MG_ENOTFOUND);
     assert_int_equal(store_version_get(fx->st, "nope", 1, &v, &fx->err), MG_ENOTFOUND);
     assert_null(v);
+}
+
+/* store_version_add_metrics by "bob" of a {name: number} object (BORROWED). */
+static enum mg_code add_metrics(struct fx *fx, int64_t version, const json_t *metrics, json_t **v)
+{
+    struct mg_metric *m = NULL;
+    size_t n = 0;
+    enum mg_code rc;
+
+    if ((rc = mg_metrics_from_json(metrics, &m, &n, &fx->err)) == MG_OK)
+        rc = store_version_add_metrics(fx->st, "bob", "llm", version, m, n, v, &fx->err);
+    free(m);
+    return rc;
 }
 
 static void test_version_metrics_append_only(void **state)
@@ -84,8 +97,7 @@ static void test_version_metrics_append_only(void **state)
     /* The same value again: accepted, nothing new recorded. */
     before = fx_audit_count(fx);
     metrics = json_pack("{s:f}", "acc", 0.9);
-    assert_int_equal(store_version_add_metrics(fx->st, "bob", "llm", 1, metrics, &v, &fx->err),
-                     MG_OK);
+    assert_int_equal(add_metrics(fx, 1, metrics, &v), MG_OK);
     assert_true(json_real_value(json_object_get(json_object_get(v, "metrics"), "acc")) == 0.9);
     assert_int_equal(json_array_size(json_object_get(v, "metrics_history")), 1);
     assert_int_equal(fx_audit_count(fx), before);
@@ -96,8 +108,7 @@ static void test_version_metrics_append_only(void **state)
      * the same request is not written either. */
     metrics = json_pack("{s:f, s:f}", "f1", 0.5, "acc", 0.8);
     v = NULL;
-    assert_int_equal(store_version_add_metrics(fx->st, "bob", "llm", 1, metrics, &v, &fx->err),
-                     MG_ECONFLICT);
+    assert_int_equal(add_metrics(fx, 1, metrics, &v), MG_ECONFLICT);
     assert_null(v);
     assert_string_equal(fx->err.field, "metrics");
     assert_non_null(strstr(fx->err.message, "acc"));
@@ -111,8 +122,7 @@ static void test_version_metrics_append_only(void **state)
 
     /* A new name is appended, with who and when. */
     metrics = json_pack("{s:f, s:f}", "acc", 0.9, "f1", 0.5);
-    assert_int_equal(store_version_add_metrics(fx->st, "bob", "llm", 1, metrics, &v, &fx->err),
-                     MG_OK);
+    assert_int_equal(add_metrics(fx, 1, metrics, &v), MG_OK);
     json_decref(metrics);
     assert_true(json_real_value(json_object_get(json_object_get(v, "metrics"), "f1")) == 0.5);
     {
@@ -131,8 +141,7 @@ static void test_version_metrics_append_only(void **state)
     /* Unknown version. */
     metrics = json_pack("{s:f}", "x", 1.0);
     v = NULL;
-    assert_int_equal(store_version_add_metrics(fx->st, "bob", "llm", 2, metrics, &v, &fx->err),
-                     MG_ENOTFOUND);
+    assert_int_equal(add_metrics(fx, 2, metrics, &v), MG_ENOTFOUND);
     assert_null(v);
     json_decref(metrics);
 }
