@@ -116,7 +116,7 @@ fi
 bench_require curl awk taskset sha256sum pkg-config "$cc" "$wrk_bin"
 [[ $database == sqlite ]] || bench_require psql
 [[ -x "$modelgated" ]] || { echo "scale: $modelgated is not built (run scripts/build.sh)" >&2; exit 1; }
-for lib in libmg_store.a libmg_artifact.a libmg_common.a; do
+for lib in libmg_store.a libmg_artifact.a libmg_model.a libmg_os.a libmg_base.a; do
     [[ -f "$build_dir/$lib" ]] || { echo "scale: $build_dir/$lib missing (run scripts/build.sh)" >&2; exit 1; }
 done
 
@@ -176,8 +176,9 @@ db_url() {
 gen="$work/scale_gen"
 # shellcheck disable=SC2046 # pkg-config output is a list of flags
 "$cc" -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I "$root" "$root/bench/scale_gen.c" \
-    -o "$gen" "$build_dir/libmg_store.a" "$build_dir/libmg_artifact.a" "$build_dir/libmg_common.a" \
-    $(pkg-config --libs sqlite3 jansson libarchive libcrypto libpq) -lpthread -lm ||
+    -o "$gen" "$build_dir/libmg_store.a" "$build_dir/libmg_artifact.a" "$build_dir/libmg_model.a" \
+    "$build_dir/libmg_os.a" "$build_dir/libmg_base.a" \
+    $(pkg-config --libs sqlite3 jansson libarchive libcrypto libpq libprotobuf-c libcurl) -lpthread -lm ||
     bench_die "cannot compile bench/scale_gen.c"
 
 declare -A gen_secs=() gen_rate=() db_mib=() model_count=()

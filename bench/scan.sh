@@ -55,7 +55,7 @@ bench_require "$cc" pkg-config curl tar gzip
 
 # shellcheck disable=SC2046 # pkg-config output is a list of flags
 "$cc" -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I "$root" "$root/bench/scan_run.c" \
-    -o "$work/scan_run" "$build_dir/libmg_artifact.a" "$build_dir/libmg_common.a" \
+    -o "$work/scan_run" "$build_dir/libmg_artifact.a" "$build_dir/libmg_os.a" "$build_dir/libmg_base.a" \
     $(pkg-config --libs jansson libarchive libcrypto libprotobuf-c) -lpthread -lm ||
     bench_die "cannot compile bench/scan_run.c"
 
