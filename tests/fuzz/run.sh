@@ -99,7 +99,7 @@ for t in "${targets[@]}"; do
             # Replay the input with full malloc stacks (too slow while fuzzing): jansson and
             # libarchive have no frame pointers, so a leak's fast stack stops inside them.
             TMPDIR=$scratch ASAN_OPTIONS=fast_unwind_on_malloc=0 "$bin" "$art" >"$log.replay" 2>&1 || true
-            where=$(grep -m1 -oE ' in [A-Za-z_0-9]+ [^ ]*/(server|store|gates|common|artifact)/[^ ]*' "$log.replay" || true)
+            where=$(grep -m1 -oE ' in [A-Za-z_0-9]+ [^ ]*/(base|os|model|gates|artifact|identity|store|control|gateways|runner|http|api|daemon)/[^ ]*' "$log.replay" || true)
             finding="$finding; at${where# in}; input: $art"
         fi
     fi
