@@ -65,6 +65,7 @@ struct pg_conn {
     unsigned generation; /* bumped when the connection is re-established */
     int64_t last_changes;
     struct pg_stmt failed;
+    bool lost; /* the last failure said the session is gone (class 08, 57P, or no answer) */
 };
 
 static const struct db_ops pg_ops;
@@ -100,8 +101,9 @@ static enum mg_code fail_res(struct pg_conn *c, const PGresult *res, struct mg_e
         msg = PQerrorMessage(c->pg);
     snprintf(text, sizeof(text), "%s", msg ? msg : "unknown error");
     text[strcspn(text, "\n")] = '\0';
-    if (state == NULL || PQstatus(c->pg) != CONNECTION_OK || strncmp(state, "08", 2) == 0 ||
-        strncmp(state, "57P", 3) == 0)
+    c->lost = state == NULL || PQstatus(c->pg) != CONNECTION_OK || strncmp(state, "08", 2) == 0 ||
+              strncmp(state, "57P", 3) == 0;
+    if (c->lost)
         return mg_fail(err, MG_EUNAVAIL, NULL,
                        "the database is unavailable (%s: %s); retry shortly", c->where, text);
     if (strncmp(state, "23", 2) == 0)
@@ -254,22 +256,26 @@ static void end_statements(struct pg_conn *c)
 static enum mg_code pg_begin(struct db_conn *base, enum db_txn kind, struct mg_error *err)
 {
     struct pg_conn *c = PC(base);
-    enum mg_code rc;
+    enum mg_code rc = MG_OK;
 
-    if (PQstatus(c->pg) != CONNECTION_OK && (rc = connect_now(c, err)) != MG_OK)
-        return rc;
-    if (PQtransactionStatus(c->pg) != PQTRANS_IDLE)
-        (void)run_simple(c, "ROLLBACK", NULL);
-    rc = run_simple(c,
-                    kind == DB_WRITE ? "BEGIN ISOLATION LEVEL READ COMMITTED; "
-                                       "SELECT pg_advisory_xact_lock(" WRITE_LOCK_KEY ")"
-                                     : "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
-                    err);
-    if (rc != MG_OK && PQstatus(c->pg) != CONNECTION_OK) {
-        /* The server went away while the connection sat idle: once more, anew. */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (PQstatus(c->pg) != CONNECTION_OK && (rc = connect_now(c, err)) != MG_OK)
+            return rc;
+        if (PQtransactionStatus(c->pg) != PQTRANS_IDLE)
+            (void)run_simple(c, "ROLLBACK", NULL);
+        c->lost = false;
+        rc = run_simple(c,
+                        kind == DB_WRITE ? "BEGIN ISOLATION LEVEL READ COMMITTED; "
+                                           "SELECT pg_advisory_xact_lock(" WRITE_LOCK_KEY ")"
+                                         : "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+                        err);
+        if (rc == MG_OK || attempt > 0 || !(c->lost || PQstatus(c->pg) != CONNECTION_OK))
+            return rc;
+        /* The server went away while the connection sat idle (a restart ends idle sessions
+         * with 57P01, which libpq may report before it marks the connection bad): nothing
+         * was done yet, so once more on a new session. */
         if ((rc = connect_now(c, err)) != MG_OK)
             return rc;
-        return pg_begin(base, kind, err);
     }
     return rc;
 }
