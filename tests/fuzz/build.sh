@@ -39,9 +39,13 @@ cmake -S "$root" -B "$out" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Debug \
     -DMODELGATE_TESTS=OFF -DCMAKE_C_FLAGS="$san_flags -fsanitize=fuzzer-no-link" >/dev/null
 cmake --build "$out" -j "$(nproc)" --target mg_server
 
-# Every layer's library (daemon/'s mg_server and the layers below it), in one group: the
-# linker resolves the layers' references among themselves in any order.
-libs=(-Wl,--start-group "$out"/libmg_*.a -Wl,--end-group)
+# daemon/'s mg_server and every layer below it, named (a build directory may hold a library
+# that is no longer built), in one group: the linker resolves them in any order.
+libs=(-Wl,--start-group)
+for lib in server api http gateways runner control store identity artifact gates model os base; do
+    libs+=("$out/libmg_$lib.a")
+done
+libs+=(-Wl,--end-group)
 # shellcheck disable=SC2207 # pkg-config output is a list of flags
 sys_libs=($(pkg-config --libs libmicrohttpd sqlite3 libpq jansson libarchive libcurl libcrypto \
     libprotobuf-c cjose libcmark))
