@@ -58,6 +58,29 @@ static bool list_one(const char *blk, size_t n, void *arg)
     return l->cb(digest, strtoull(size, NULL, 10), l->arg);
 }
 
+/* GET on the bucket with the query head (may be "") + "prefix=" + the encoded prefix + tail;
+ * anything but 200 is an error naming op. *r (initialised here) holds the answer either
+ * way: the caller releases it. */
+static enum mg_code bucket_get(struct blob_backend *b, const char *head, const char *prefix,
+                               const char *tail, const char *op, struct blob_http_resp *r,
+                               struct mg_error *err)
+{
+    char *ep = blob_sigv4_encode(prefix, false), *q = NULL;
+    enum mg_code rc;
+
+    blob_http_resp_init(r);
+    if (ep == NULL || asprintf(&q, "%sprefix=%s%s", head, ep, tail) < 0) {
+        free(ep);
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
+    free(ep);
+    rc = blob_s3_req(b, "GET", NULL, q, NULL, NULL, 0, false, r, err);
+    free(q);
+    if (rc == MG_OK && r->status != 200)
+        rc = blob_s3_status(b, op, r, err);
+    return rc;
+}
+
 enum mg_code blob_s3_list(struct blob_backend *b,
                           bool (*cb)(const char *digest, uint64_t size, void *arg), void *arg,
                           struct mg_error *err)
@@ -70,24 +93,18 @@ enum mg_code blob_s3_list(struct blob_backend *b,
     snprintf(prefix, sizeof(prefix), "%ssha256/", s->prefix);
     for (;;) {
         struct blob_http_resp r;
-        char *ep = blob_sigv4_encode(prefix, false), *et = blob_sigv4_encode(token, false),
-             *q = NULL;
+        char *et = blob_sigv4_encode(token, false), *head = NULL;
         bool more;
 
-        if (ep == NULL || et == NULL ||
-            asprintf(&q, "%s%s%slist-type=2&prefix=%s", token[0] ? "continuation-token=" : "",
-                     token[0] ? et : "", token[0] ? "&" : "", ep) < 0) {
-            free(ep);
+        if (et == NULL ||
+            asprintf(&head, "%s%s%slist-type=2&", token[0] ? "continuation-token=" : "",
+                     token[0] ? et : "", token[0] ? "&" : "") < 0) {
             free(et);
             return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         }
-        free(ep);
         free(et);
-        blob_http_resp_init(&r);
-        rc = blob_s3_req(b, "GET", NULL, q, NULL, NULL, 0, false, &r, err);
-        free(q);
-        if (rc == MG_OK && r.status != 200)
-            rc = blob_s3_status(b, "ListObjectsV2", &r, err);
+        rc = bucket_get(b, head, prefix, "", "ListObjectsV2", &r, err);
+        free(head);
         if (rc != MG_OK) {
             blob_http_resp_release(&r);
             return rc;
@@ -146,22 +163,12 @@ enum mg_code blob_s3_orphans(struct blob_backend *b,
     struct s3_backend *s = sb(b);
     struct orphan_ctx o = {s, cb, arg, true};
     struct blob_http_resp r;
-    char prefix[600], *ep, *q = NULL;
+    char prefix[600];
     enum mg_code rc;
     bool more;
 
     /* Multipart uploads anywhere under the prefix (to temp or digest keys). */
-    if ((ep = blob_sigv4_encode(s->prefix, false)) == NULL ||
-        asprintf(&q, "prefix=%s&uploads=", ep) < 0) {
-        free(ep);
-        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    }
-    free(ep);
-    blob_http_resp_init(&r);
-    rc = blob_s3_req(b, "GET", NULL, q, NULL, NULL, 0, false, &r, err);
-    free(q);
-    if (rc == MG_OK && r.status != 200)
-        rc = blob_s3_status(b, "ListMultipartUploads", &r, err);
+    rc = bucket_get(b, "", s->prefix, "&uploads=", "ListMultipartUploads", &r, err);
     more = rc == MG_OK && xml_each(r.body.data, r.body.len, "Upload", orphan_one, &o);
     blob_http_resp_release(&r);
     if (rc != MG_OK || !more)
@@ -169,17 +176,7 @@ enum mg_code blob_s3_orphans(struct blob_backend *b,
     /* Temp objects of uploads that completed but were never copied. */
     o.uploads = false;
     snprintf(prefix, sizeof(prefix), "%suploads/", s->prefix);
-    if ((ep = blob_sigv4_encode(prefix, false)) == NULL ||
-        asprintf(&q, "list-type=2&prefix=%s", ep) < 0) {
-        free(ep);
-        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    }
-    free(ep);
-    blob_http_resp_init(&r);
-    rc = blob_s3_req(b, "GET", NULL, q, NULL, NULL, 0, false, &r, err);
-    free(q);
-    if (rc == MG_OK && r.status != 200)
-        rc = blob_s3_status(b, "ListObjectsV2", &r, err);
+    rc = bucket_get(b, "list-type=2&", prefix, "", "ListObjectsV2", &r, err);
     if (rc == MG_OK)
         xml_each(r.body.data, r.body.len, "Contents", orphan_one, &o);
     blob_http_resp_release(&r);
@@ -208,19 +205,9 @@ enum mg_code blob_s3_reclaim(struct blob_backend *b, const char *handle, struct 
     {
         /* every multipart upload on this key */
         struct blob_http_resp r;
-        char *ep = blob_sigv4_encode(key, false), *qq = NULL;
         const char *p;
 
-        if (ep == NULL || asprintf(&qq, "prefix=%s&uploads=", ep) < 0) {
-            free(ep);
-            return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-        }
-        free(ep);
-        blob_http_resp_init(&r);
-        rc = blob_s3_req(b, "GET", NULL, qq, NULL, NULL, 0, false, &r, err);
-        free(qq);
-        if (rc == MG_OK && r.status != 200)
-            rc = blob_s3_status(b, "ListMultipartUploads", &r, err);
+        rc = bucket_get(b, "", key, "&uploads=", "ListMultipartUploads", &r, err);
         for (p = r.body.data; rc == MG_OK && p && (p = strstr(p, "<Upload>")) != NULL; p++) {
             const char *z = strstr(p, "</Upload>");
             char k[700], id[512];
