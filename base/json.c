@@ -14,13 +14,7 @@
 #define JSON_TEXT_MAX ((size_t)1 << 30)
 #define JSON_DEPTH_MAX 2048 /* jansson's own parse limit, so nothing we hold is deeper */
 
-struct out {
-    char *p;
-    size_t n, cap;
-    bool failed;
-};
-
-static bool grow(struct out *o, size_t more)
+static bool grow(struct mg_jw *o, size_t more)
 {
     size_t cap;
     char *p;
@@ -45,7 +39,7 @@ static bool grow(struct out *o, size_t more)
     return true;
 }
 
-static void put(struct out *o, const char *s, size_t n)
+static void put(struct mg_jw *o, const char *s, size_t n)
 {
     if (grow(o, n)) {
         memcpy(o->p + o->n, s, n);
@@ -53,7 +47,7 @@ static void put(struct out *o, const char *s, size_t n)
     }
 }
 
-static void put_c(struct out *o, char c)
+static void put_c(struct mg_jw *o, char c)
 {
     if (grow(o, 1))
         o->p[o->n++] = c;
@@ -61,7 +55,7 @@ static void put_c(struct out *o, char c)
 
 /* The escape of byte c, which put_string found needs one. Out of its loop: the compiler
  * would otherwise build the escape's bytes for every byte of the string. */
-static void put_escape(struct out *o, unsigned char c, const char *hex)
+static void put_escape(struct mg_jw *o, unsigned char c, const char *hex)
 {
     char esc[6] = {'\\', 0, '0', '0', 0, 0};
     size_t k = 2;
@@ -99,7 +93,7 @@ static void put_escape(struct out *o, unsigned char c, const char *hex)
 
 /* As jansson escapes: '"', '\\', the C escapes, other controls as \u00XX; UTF-8 as is. One
  * pass over the bytes; only a string with a byte >= 0x80 is checked as UTF-8 as well. */
-static void put_string(struct out *o, const char *s, size_t n)
+static void put_string(struct mg_jw *o, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
     /* 1: ASCII written as it is; 0: a control, '"' or '\\' (escaped) or a byte >= 0x80. */
@@ -143,7 +137,7 @@ static void put_string(struct out *o, const char *s, size_t n)
 }
 
 /* As %lld: without snprintf, which is most of an integer's cost. */
-static void put_integer(struct out *o, json_int_t v)
+static void put_integer(struct mg_jw *o, json_int_t v)
 {
     char num[24];
     size_t k = sizeof(num);
@@ -160,7 +154,7 @@ static void put_integer(struct out *o, json_int_t v)
 
 /* The shortest text that reads back as v (mg_fmt_double), with ".0" when it has neither
  * '.' nor an exponent: mg_json_short_reals' rule. */
-static void put_real(struct out *o, double v)
+static void put_real(struct mg_jw *o, double v)
 {
     char num[40];
 
@@ -170,7 +164,7 @@ static void put_real(struct out *o, double v)
     put(o, num, strlen(num));
 }
 
-static void put_value(struct out *o, const json_t *v, int depth)
+static void put_value(struct mg_jw *o, const json_t *v, int depth)
 {
     if (depth > JSON_DEPTH_MAX) {
         o->failed = true;
@@ -232,9 +226,199 @@ static void put_value(struct out *o, const json_t *v, int depth)
     }
 }
 
+/* --- mg_jw: a document written member by member (json.h) ------------------------------- */
+
+/* A comma when a value was already written at this depth; none right after a key. */
+static void jw_pre(struct mg_jw *w)
+{
+    uint64_t bit = (uint64_t)1 << w->depth;
+
+    if (w->after_key) {
+        w->after_key = false;
+        return;
+    }
+    if (w->more & bit)
+        put_c(w, ',');
+    w->more |= bit;
+}
+
+static void jw_open(struct mg_jw *w, char c)
+{
+    jw_pre(w);
+    put_c(w, c);
+    if (w->depth + 1 >= 64) {
+        w->failed = true;
+        return;
+    }
+    w->depth++;
+    w->more &= ~((uint64_t)1 << w->depth);
+}
+
+static void jw_close(struct mg_jw *w, char c)
+{
+    if (w->depth > 0)
+        w->depth--;
+    put_c(w, c);
+}
+
+void mg_jw_obj(struct mg_jw *w)
+{
+    jw_open(w, '{');
+}
+
+void mg_jw_obj_end(struct mg_jw *w)
+{
+    jw_close(w, '}');
+}
+
+void mg_jw_arr(struct mg_jw *w)
+{
+    jw_open(w, '[');
+}
+
+void mg_jw_arr_end(struct mg_jw *w)
+{
+    jw_close(w, ']');
+}
+
+void mg_jw_key(struct mg_jw *w, const char *key)
+{
+    jw_pre(w);
+    put_string(w, key, strlen(key));
+    put_c(w, ':');
+    w->after_key = true;
+}
+
+void mg_jw_str(struct mg_jw *w, const char *s, size_t n)
+{
+    jw_pre(w);
+    if (s == NULL)
+        put(w, "null", 4);
+    else
+        put_string(w, s, n);
+}
+
+void mg_jw_int(struct mg_jw *w, int64_t v)
+{
+    jw_pre(w);
+    put_integer(w, (json_int_t)v);
+}
+
+void mg_jw_real(struct mg_jw *w, double v)
+{
+    jw_pre(w);
+    put_real(w, v);
+}
+
+void mg_jw_null(struct mg_jw *w)
+{
+    jw_pre(w);
+    put(w, "null", 4);
+}
+
+void mg_jw_value(struct mg_jw *w, const json_t *v)
+{
+    jw_pre(w);
+    if (v == NULL)
+        put(w, "null", 4);
+    else
+        put_value(w, v, 0);
+}
+
+/* json's reals shortened as put_real writes them, the rest copied: mg_json_short_reals'
+ * rule, streamed. */
+void mg_jw_raw(struct mg_jw *w, const char *json, size_t n)
+{
+    struct mg_jw *o = w;
+    size_t i = 0, run = 0;
+    bool in_string = false;
+
+    jw_pre(w);
+    while (i < n) {
+        char c = json[i];
+
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+            i++;
+        } else if (c == '"') {
+            in_string = true;
+            i++;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t len = 0;
+            bool real = false;
+            char num[40];
+
+            while (i + len < n && strchr("0123456789+-.eE", json[i + len]) != NULL &&
+                   json[i + len] != '\0') {
+                real = real || json[i + len] == '.' || json[i + len] == 'e' || json[i + len] == 'E';
+                len++;
+            }
+            if (real && len < sizeof(num)) {
+                put(o, json + run, i - run);
+                memcpy(num, json + i, len);
+                num[len] = '\0';
+                put_real(o, strtod(num, NULL));
+                run = i + len;
+            }
+            i += len;
+        } else {
+            i++;
+        }
+    }
+    put(o, json + run, n - run);
+}
+
+void mg_jw_reopen(struct mg_jw *w, const char *text, size_t n)
+{
+    size_t k = n;
+
+    while (k > 0 && text[k - 1] != '}')
+        k--;
+    if (k == 0 || text[0] != '{') {
+        w->failed = true;
+        return;
+    }
+    put(w, text, k - 1);
+    w->depth = 1;
+    w->after_key = false;
+    w->more = k > 2 ? (uint64_t)1 << 1 : 0;
+}
+
+void mg_jw_bytes(struct mg_jw *w, const char *bytes, size_t n)
+{
+    if (n > 0)
+        put(w, bytes, n);
+}
+
+char *mg_jw_done(struct mg_jw *w, size_t *len)
+{
+    char *text;
+
+    put_c(w, '\0');
+    if (w->failed) {
+        free(w->p);
+        *w = (struct mg_jw){0};
+        return NULL;
+    }
+    text = w->p;
+    if (len)
+        *len = w->n - 1;
+    *w = (struct mg_jw){0};
+    return text;
+}
+
+void mg_jw_free(struct mg_jw *w)
+{
+    free(w->p);
+    *w = (struct mg_jw){0};
+}
+
 char *mg_json_text(const json_t *v, size_t *len)
 {
-    struct out o = {NULL, 0, 0, false};
+    struct mg_jw o = {0};
 
     if (len)
         *len = 0;

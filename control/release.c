@@ -43,23 +43,6 @@ static void lkg_view_release(struct lkg_view *v)
     memset(v, 0, sizeof(*v));
 }
 
-static enum lkg_kind kind_of(const char *k)
-{
-    if (k == NULL)
-        return LKG_SET;
-    if (strcmp(k, "step") == 0)
-        return LKG_STEP;
-    if (strcmp(k, "promoted") == 0)
-        return LKG_PROMOTED;
-    if (strcmp(k, "rollback") == 0)
-        return LKG_ROLLBACK;
-    if (strcmp(k, "abort") == 0)
-        return LKG_ABORT;
-    if (strcmp(k, "delete") == 0)
-        return LKG_DELETE;
-    return LKG_SET;
-}
-
 static bool lkg_view_init(struct lkg_view *v, const json_t *facts)
 {
     json_t *hist = json_object_get(facts, "history"), *bad = json_object_get(facts, "bad"), *h;
@@ -87,7 +70,7 @@ static bool lkg_view_init(struct lkg_view *v, const json_t *facts)
     {
         json_t *routes = json_object_get(h, "routes"), *match = json_object_get(h, "match"), *r;
         v->e[i].generation = json_integer_value(json_object_get(h, "generation"));
-        v->e[i].kind = kind_of(json_string_value(json_object_get(h, "kind")));
+        v->e[i].kind = mg_lkg_kind(json_string_value(json_object_get(h, "kind")));
         v->e[i].routes = &v->r[k];
         v->e[i].nroutes = json_array_size(routes);
         json_array_foreach(routes, j, r)

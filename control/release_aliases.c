@@ -217,42 +217,39 @@ enum mg_code rel_alias_delete(struct ctl *ctl, const char *actor, const char *mo
     return alias_change(ctl, actor, model, alias, "delete", &none, NULL, err);
 }
 
-/* store_alias_facts_pick's choice for an LKG read: the last-known-good, its history entry
- * (borrowed from facts) kept in *arg. */
-static int64_t pick_lkg(const json_t *facts, void *arg)
+/* store_alias_lkg_find's test for an LKG read: the first entry, newest first, that holds. */
+static bool lkg_holds(const struct lkg_entry *e, const struct lkg_bad *bad, size_t nbad, void *arg)
 {
-    return rel_facts_lkg(facts, 0, arg);
+    (void)arg;
+    return lkg_entry_holds(e, bad, nbad, 0);
 }
 
 enum mg_code rel_lkg(struct ctl *ctl, const char *model, const char *alias, json_t **out,
                      struct mg_error *err)
 {
-    json_t *facts = NULL, *entry = NULL, *ver = NULL;
-    int64_t v;
+    struct store_lkg p;
     char url[256];
     enum mg_code rc;
 
-    /* The facts and the chosen version's brief in one read transaction: one BEGIN, one
-     * snapshot (a round trip fewer each way on PostgreSQL). */
-    if ((rc = store_alias_facts_pick(ctl->store, model, alias, pick_lkg, &entry, &facts, &v, &ver,
-                                     err)) != MG_OK)
+    /* The choice and the chosen version's brief in one read transaction (one BEGIN, one
+     * snapshot), reading history only back to the entry chosen. */
+    if ((rc = store_alias_lkg_find(ctl->store, model, alias, lkg_holds, NULL, &p, err)) != MG_OK)
         return rc;
-    if (v == 0) {
+    if (p.version == 0) {
         rc = mg_fail(err, MG_ENOLKG, NULL,
                      "alias '%s' of model '%s' has no last-known-good version yet", alias, model);
         goto out;
     }
-    snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature", model, (long long)v);
-    *out =
-        json_pack("{s:s, s:s, s:I, s:O, s:O, s:s, s:O, s:O}", "model", model, "alias", alias,
-                  "version", (json_int_t)v, "artifact", json_object_get(ver, "artifact"), "image",
-                  json_object_get(ver, "image"), "signature_url", url, "since",
-                  json_object_get(entry, "at"), "generation", json_object_get(entry, "generation"));
+    snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature", model,
+             (long long)p.version);
+    *out = json_pack("{s:s, s:s, s:I, s:s, s:o, s:s, s:s, s:I}", "model", model, "alias", alias,
+                     "version", (json_int_t)p.version, "artifact", p.artifact, "image",
+                     p.image ? json_string(p.image) : json_null(), "signature_url", url, "since",
+                     p.at, "generation", (json_int_t)p.generation);
     if (*out == NULL)
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
 out:
-    json_decref(ver);
-    json_decref(facts);
+    store_lkg_clear(&p);
     return rc;
 }
 

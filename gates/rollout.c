@@ -374,25 +374,30 @@ static bool pins_only(const struct lkg_entry *e, int64_t v)
     return true;
 }
 
+bool lkg_entry_holds(const struct lkg_entry *e, const struct lkg_bad *bad, size_t nbad,
+                     int64_t exclude)
+{
+    int64_t v;
+
+    if (e->kind != LKG_SET && e->kind != LKG_PROMOTED)
+        return false;
+    if (e->nroutes != 1 || e->routes[0].weight != 100)
+        return false;
+    v = e->routes[0].version;
+    return v != exclude && !bad_since(bad, nbad, v, e->generation) && pins_only(e, v);
+}
+
 int64_t lkg_select(const struct lkg_entry *hist, size_t n, const struct lkg_bad *bad, size_t nbad,
                    int64_t exclude, size_t *entry_index)
 {
     size_t i;
 
     for (i = 0; i < n; i++) {
-        const struct lkg_entry *e = &hist[i];
-        int64_t v;
-
-        if (e->kind != LKG_SET && e->kind != LKG_PROMOTED)
-            continue;
-        if (e->nroutes != 1 || e->routes[0].weight != 100)
-            continue;
-        v = e->routes[0].version;
-        if (v == exclude || bad_since(bad, nbad, v, e->generation) || !pins_only(e, v))
+        if (!lkg_entry_holds(&hist[i], bad, nbad, exclude))
             continue;
         if (entry_index)
             *entry_index = i;
-        return v;
+        return hist[i].routes[0].version;
     }
     return 0;
 }

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "../base/mg.h"
+#include "../model/history.h"
 #include "policy.h"
 
 enum promo_state {
@@ -109,11 +110,6 @@ struct promo_event {
 
 #define PROMO_MAX_ROUTES 2
 
-struct promo_route {
-    int64_t version;
-    int weight;
-};
-
 struct promo_actions {
     bool set_routes; /* apply routes[] to the alias */
     bool restore;    /* put the alias back as it was before the promotion
@@ -142,31 +138,6 @@ enum mg_code promo_step(const struct promo *cur, const struct promo_event *ev, i
 
 /* ---- last-known-good -------------------------------------------------- */
 
-enum lkg_kind {
-    LKG_SET,      /* direct PUT of an unprotected alias */
-    LKG_STEP,     /* a promotion's intermediate step */
-    LKG_PROMOTED, /* a promotion's final step: it succeeded */
-    LKG_ROLLBACK, /* a rollback */
-    LKG_ABORT,    /* a promotion aborted or rolled back to its baseline */
-    LKG_DELETE,   /* the alias was deleted */
-};
-
-struct lkg_entry {
-    int64_t generation;
-    enum lkg_kind kind;
-    const struct promo_route *routes;
-    size_t nroutes;
-    const int64_t *pinned; /* the versions of the entry's match rules */
-    size_t npinned;
-    int64_t shadow; /* the entry's shadow version, 0 for none */
-};
-
-/* A version rolled back from the alias at `generation`. */
-struct lkg_bad {
-    int64_t version;
-    int64_t generation;
-};
-
 /*
  * The last-known-good version: walking history newest first, the first
  * entry that is a direct set or a succeeded promotion putting one version at
@@ -179,6 +150,12 @@ struct lkg_bad {
  */
 int64_t lkg_select(const struct lkg_entry *hist, size_t n, const struct lkg_bad *bad, size_t nbad,
                    int64_t exclude, size_t *entry_index);
+
+/* lkg_select's test of one entry: does e hold its one version (e->routes[0]) as the
+ * last-known-good? For a caller reading history one entry at a time, newest first: the first
+ * entry that passes is lkg_select's choice. */
+bool lkg_entry_holds(const struct lkg_entry *e, const struct lkg_bad *bad, size_t nbad,
+                     int64_t exclude);
 
 /* The newest routed version: of the versions routed now (entry 0, newest
  * first: a weight above 0, a match rule or the shadow), the one that most

@@ -213,6 +213,10 @@ bool srv_reply_cached(struct srv_req *r, const char *model, const char *key, uin
 
 /* srv_reply_json(r, 200, v), keeping the body under key for epoch. */
 void srv_reply_json_keep(struct srv_req *r, json_t *v, const char *key, uint64_t epoch);
+/* srv_reply_json_keep for a body already written as JSON text (malloc'd; the reply takes
+ * it over): text must be what mg_json_text gives for the reply's value. */
+void srv_reply_text_keep(struct srv_req *r, char *text, size_t len, const char *key,
+                         uint64_t epoch);
 
 /* Reply with an empty body (204, or 200 for HEAD). */
 void srv_reply_empty(struct srv_req *r, unsigned status);

@@ -142,13 +142,16 @@ void srv_set_response(struct srv_req *r, unsigned status, struct MHD_Response *r
     r->resp_bytes = bytes;
 }
 
-void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_type, const void *data,
-                     size_t len)
+/* data as the reply; MHD_RESPMEM_MUST_FREE hands a malloc'd buffer over (freed with the
+ * response, or here when none could be made) instead of copying it. */
+static void reply_buffer(struct srv_req *r, unsigned status, const char *content_type, void *data,
+                         size_t len, enum MHD_ResponseMemoryMode mode)
 {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, mode);
 
     if (resp == NULL) {
+        if (mode == MHD_RESPMEM_MUST_FREE)
+            free(data);
         srv_set_response(r, 500, NULL, 0);
         return;
     }
@@ -159,6 +162,12 @@ void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_typ
     if (r->srv->tls)
         MHD_add_response_header(resp, "Strict-Transport-Security", "max-age=31536000");
     srv_set_response(r, status, resp, len);
+}
+
+void srv_reply_bytes(struct srv_req *r, unsigned status, const char *content_type, const void *data,
+                     size_t len)
+{
+    reply_buffer(r, status, content_type, (void *)data, len, MHD_RESPMEM_MUST_COPY);
 }
 
 /* v as a reply's text (new; free it), or NULL: every real as the shortest text that
@@ -185,8 +194,7 @@ void srv_reply_json(struct srv_req *r, unsigned status, json_t *v)
         srv_reply_json(r, 500, NULL);
         return;
     }
-    srv_reply_bytes(r, status, "application/json; charset=utf-8", text, len);
-    free(text);
+    reply_buffer(r, status, "application/json; charset=utf-8", text, len, MHD_RESPMEM_MUST_FREE);
 }
 
 static void reply_cached_body(const char *body, size_t len, void *arg)
@@ -216,10 +224,15 @@ void srv_reply_json_keep(struct srv_req *r, json_t *v, const char *key, uint64_t
         return;
     }
     json_decref(v);
+    srv_reply_text_keep(r, text, len, key, epoch);
+}
+
+void srv_reply_text_keep(struct srv_req *r, char *text, size_t len, const char *key,
+                         uint64_t epoch)
+{
     if (epoch != SRV_CACHE_NO_EPOCH)
         srv_cache_put(r->srv->cache, key, epoch, text, len);
-    srv_reply_bytes(r, 200, "application/json; charset=utf-8", text, len);
-    free(text);
+    reply_buffer(r, 200, "application/json; charset=utf-8", text, len, MHD_RESPMEM_MUST_FREE);
 }
 
 void srv_reply_empty(struct srv_req *r, unsigned status)

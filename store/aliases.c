@@ -14,9 +14,6 @@
 
 #include "../base/util.h"
 
-/* Longest history handed to decision code (LKG looks back this far). */
-#define FACTS_HISTORY_MAX 10000
-
 /* Items of list (objects with a "version": routes, match rules) copied with each version's
  * artifact and image added (*out NEW): what gateways, the runner and readers are told. */
 static enum mg_code enriched(struct db_conn *c, int64_t model_id, const json_t *list, json_t **out,
@@ -330,40 +327,18 @@ out:
 }
 
 /* The alias's row, for alias_facts: its model's id *mid, and when the alias has a row its
- * *aid, *gen, *deleted, and (when full) its routes, match and shadow (NEW). Not full (an LKG
- * read): the model and the alias in one statement; a missing model answers as
- * store_model_id does. */
-static enum mg_code alias_row(struct db_conn *c, const char *model, const char *alias, bool full,
+ * *aid, *gen, *deleted, and its routes, match and shadow (NEW). */
+static enum mg_code alias_row(struct db_conn *c, const char *model, const char *alias,
                               int64_t *mid, int64_t *aid, int64_t *gen, bool *deleted,
                               json_t **routes, json_t **match, json_t **shadow,
                               struct mg_error *err)
 {
     static const char sql_alias[] = "SELECT id, generation, routes, deleted, match_rules, shadow "
                                     "FROM aliases WHERE model_id = ? AND name = ?";
-    static const char sql_light[] =
-        "SELECT m.id, a.id, a.generation, a.deleted FROM models m "
-        "LEFT JOIN aliases a ON a.model_id = m.id AND a.name = ? WHERE m.name = ?";
     struct db_stmt *s;
     enum mg_code rc;
     bool row;
 
-    if (!full) {
-        s = db_prepare(c, sql_light);
-        db_bind_text(s, 1, alias);
-        db_bind_text(s, 2, model);
-        if ((rc = db_step(s, &row, err)) != MG_OK)
-            return rc;
-        if (!row)
-            return store_model_id(c, model, mid, err);
-        *mid = db_col_i64(s, 0);
-        if (!db_col_null(s, 1)) {
-            *aid = db_col_i64(s, 1);
-            *gen = db_col_i64(s, 2);
-            *deleted = db_col_i64(s, 3) != 0;
-        }
-        db_reset(s);
-        return MG_OK;
-    }
     if ((rc = store_model_id(c, model, mid, err)) != MG_OK)
         return rc;
     s = db_prepare(c, sql_alias);
@@ -382,35 +357,17 @@ static enum mg_code alias_row(struct db_conn *c, const char *model, const char *
 }
 
 /* Rollback marks ({"version","generation"} into bad) and the archived and deleted versions
- * (numbers into gone), for alias_facts. Full: two statements, gone in version order (the
- * facts' documented shape); not full (an LKG read, where both are sets): one. */
-static enum mg_code bad_and_gone(struct db_conn *c, int64_t mid, int64_t aid, bool full,
-                                 json_t *bad, json_t *gone, struct mg_error *err)
+ * (numbers into gone, in version order: the facts' documented shape), for alias_facts. */
+static enum mg_code bad_and_gone(struct db_conn *c, int64_t mid, int64_t aid, json_t *bad,
+                                 json_t *gone, struct mg_error *err)
 {
     static const char sql_bad[] = "SELECT version, generation FROM alias_bad WHERE alias_id = ?";
     static const char sql_gone[] = "SELECT version FROM versions WHERE model_id = ? AND "
                                    "status <> 'ready' ORDER BY version";
-    static const char sql_both[] =
-        "SELECT version, generation, 0 FROM alias_bad WHERE alias_id = ?1 UNION ALL "
-        "SELECT version, 0, 1 FROM versions WHERE model_id = ?2 AND status <> 'ready'";
     struct db_stmt *s;
     enum mg_code rc = MG_OK;
     bool row;
 
-    if (!full) {
-        s = db_prepare(c, sql_both);
-        db_bind_i64(s, 1, aid);
-        db_bind_i64(s, 2, mid);
-        while ((rc = db_step(s, &row, err)) == MG_OK && row) {
-            if (db_col_i64(s, 2) != 0)
-                json_array_append_new(gone, json_integer(db_col_i64(s, 0)));
-            else
-                json_array_append_new(bad, json_pack("{s:I, s:I}", "version",
-                                                     (json_int_t)db_col_i64(s, 0), "generation",
-                                                     (json_int_t)db_col_i64(s, 1)));
-        }
-        return rc;
-    }
     if (aid != 0) {
         s = db_prepare(c, sql_bad);
         db_bind_i64(s, 1, aid);
@@ -428,10 +385,8 @@ static enum mg_code bad_and_gone(struct db_conn *c, int64_t mid, int64_t aid, bo
     return rc;
 }
 
-/* store_alias_facts_in; when !full (an LKG read) without what only a change decides on:
- * the alias's own routes, match and shadow stay empty, protected false, promotion null (two
- * queries and three JSON parses fewer), and in 3 statements instead of 6. */
-static enum mg_code alias_facts(struct db_conn *c, const char *model, const char *alias, bool full,
+/* store_alias_facts_in. */
+static enum mg_code alias_facts(struct db_conn *c, const char *model, const char *alias,
                                 json_t **out, struct mg_error *err)
 {
     static const char sql_hist[] =
@@ -445,13 +400,13 @@ static enum mg_code alias_facts(struct db_conn *c, const char *model, const char
     bool deleted = false, prot = false, row;
     enum mg_code rc;
 
-    if ((rc = alias_row(c, model, alias, full, &mid, &aid, &gen, &deleted, &routes, &match, &shadow,
+    if ((rc = alias_row(c, model, alias, &mid, &aid, &gen, &deleted, &routes, &match, &shadow,
                         err)) != MG_OK)
         goto out;
     if (aid != 0) {
         s = db_prepare(c, sql_hist);
         db_bind_i64(s, 1, aid);
-        db_bind_i64(s, 2, FACTS_HISTORY_MAX);
+        db_bind_i64(s, 2, STORE_FACTS_HISTORY_MAX);
         while ((rc = db_step(s, &row, err)) == MG_OK && row)
             json_array_append_new(
                 hist, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "generation",
@@ -462,11 +417,9 @@ static enum mg_code alias_facts(struct db_conn *c, const char *model, const char
             goto out;
     }
     /* Archived and deleted versions: never a last-known-good or rollback target. */
-    if ((rc = bad_and_gone(c, mid, aid, full, bad, gone, err)) != MG_OK)
+    if ((rc = bad_and_gone(c, mid, aid, bad, gone, err)) != MG_OK)
         goto out;
-    if (!full)
-        promo = json_null();
-    else if ((rc = alias_guard(c, mid, alias, &prot, &promo, err)) != MG_OK)
+    if ((rc = alias_guard(c, mid, alias, &prot, &promo, err)) != MG_OK)
         goto out;
     *out = json_pack(
         "{s:b, s:b, s:I, s:o, s:o, s:o, s:b, s:o, s:O, s:O, s:O}", "exists", aid != 0 && !deleted,
@@ -489,7 +442,7 @@ out:
 enum mg_code store_alias_facts_in(struct db_conn *c, const char *model, const char *alias,
                                   json_t **out, struct mg_error *err)
 {
-    return alias_facts(c, model, alias, true, out, err);
+    return alias_facts(c, model, alias, out, err);
 }
 
 enum mg_code store_alias_facts(struct store *st, const char *model, const char *alias, json_t **out,
@@ -498,25 +451,6 @@ enum mg_code store_alias_facts(struct store *st, const char *model, const char *
     struct db_conn *c = store_read_begin(st);
     enum mg_code rc = store_alias_facts_in(c, model, alias, out, err);
 
-    store_read_end(st, c);
-    return rc;
-}
-
-enum mg_code store_alias_facts_pick(struct store *st, const char *model, const char *alias,
-                                    int64_t (*pick)(const json_t *facts, void *arg), void *arg,
-                                    json_t **facts, int64_t *version, json_t **brief,
-                                    struct mg_error *err)
-{
-    struct db_conn *c = store_read_begin(st);
-    enum mg_code rc = alias_facts(c, model, alias, false, facts, err);
-
-    *version = 0;
-    *brief = NULL;
-    if (rc == MG_OK && (*version = pick(*facts, arg)) != 0 &&
-        (rc = store_version_brief_in(c, model, *version, brief, err)) != MG_OK) {
-        json_decref(*facts);
-        *facts = NULL;
-    }
     store_read_end(st, c);
     return rc;
 }

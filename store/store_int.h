@@ -17,6 +17,8 @@
 #define STORE_EPOCH_SLOTS 4096
 /* A replica id: 16 hex digits. */
 #define STORE_REPLICA_ID_LEN 16
+/* Longest alias history handed to decision code (LKG looks back this far). */
+#define STORE_FACTS_HISTORY_MAX 10000
 
 struct store_coherence;
 struct store_token_cache;

@@ -16,6 +16,7 @@
 
 #include "../base/mg.h"
 #include "../model/alias.h"
+#include "../model/history.h"
 #include "../model/promotion.h"
 #include "store_models.h"
 
@@ -52,18 +53,25 @@ enum mg_code store_alias_facts(struct store *st, const char *model, const char *
                                struct mg_error *err);
 
 /*
- * store_alias_facts, and in the same read transaction (one snapshot, one BEGIN) the
- * store_version_brief of the version pick(facts, arg) names. The facts are what an LKG
- * choice reads: exists, deleted, generation, history, bad, unavailable; the alias's own
- * routes and match are [], shadow and promotion null, protected false (not read; use
- * store_alias_facts to decide a change). *facts NEW on MG_OK; *version
- * is pick's answer, and *brief (NEW) is loaded only when that is not 0. A missing version
- * is MG_ENOTFOUND, as from store_version_brief. pick must not keep facts.
+ * An alias's last-known-good, read in one transaction: its history newest first (at most the
+ * newest 10 000 entries, as store_alias_facts reads) is handed one entry at a time to test,
+ * with the alias's rollback marks and the model's archived and deleted versions as bad
+ * (generation INT64_MAX), until test passes (gates/rollout.h lkg_entry_holds). Then *out holds
+ * that entry's version, generation and time, and the version's artifact and image (NEW;
+ * image NULL when none). out->version is 0 when no entry passes or the alias does not exist;
+ * a missing model is MG_ENOTFOUND, as from store_model_id. Clear it with store_lkg_clear.
  */
-enum mg_code store_alias_facts_pick(struct store *st, const char *model, const char *alias,
-                                    int64_t (*pick)(const json_t *facts, void *arg), void *arg,
-                                    json_t **facts, int64_t *version, json_t **brief,
-                                    struct mg_error *err);
+struct store_lkg {
+    int64_t version, generation;
+    char at[64];
+    char *artifact, *image;
+};
+typedef bool (*store_lkg_test)(const struct lkg_entry *e, const struct lkg_bad *bad, size_t nbad,
+                               void *arg);
+enum mg_code store_alias_lkg_find(struct store *st, const char *model, const char *alias,
+                                  store_lkg_test test, void *arg, struct store_lkg *out,
+                                  struct mg_error *err);
+void store_lkg_clear(struct store_lkg *p);
 
 /* One change to an alias, decided by the caller on the state it read. */
 struct store_alias_change {

@@ -11,9 +11,10 @@
 
 #include "../base/text.h"
 #include "../base/util.h"
+#include "version_text.h"
 
 /* Columns of the main version row, joined with its model and blob; the last one (28) is 1
- * when an alias was rolled back from the version (else load_bad_for has nothing to find and
+ * when an alias was rolled back from the version (else put_bad_for has nothing to find and
  * is skipped: an index probe here instead of a statement, a round trip on PostgreSQL). */
 #define VERSION_SELECT                                                                             \
     "SELECT v.id, m.name, v.version, v.artifact, b.size, b.media_type, b.files, v.image, "         \
@@ -25,206 +26,25 @@
     "FROM versions v JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "    \
     "LEFT JOIN version_signatures sg ON sg.version_id = v.id "
 
-static void set_json_or_skip(json_t *obj, const char *key, json_t *v)
-{
-    if (v == NULL || json_is_null(v)) {
-        json_decref(v);
-        return;
-    }
-    json_object_set_new(obj, key, v);
-}
-
-/* The version's datasets; *lineage set when one of them is withdrawn (in any owner's record)
- * or derived from another (in any owner's lineage): only then can load_withdrawn find
- * anything. Both are index lookups (datasets' key starts with digest; dataset_parents_child). */
-static enum mg_code load_datasets(struct db_conn *c, int64_t vid, json_t *ver, bool *lineage,
-                                  struct mg_error *err)
-{
-    static const char sql[] =
-        "SELECT vd.digest, vd.name, vd.uri, vd.role, CASE WHEN EXISTS (SELECT 1 FROM datasets d "
-        "WHERE d.digest = vd.digest AND d.withdrawn_at IS NOT NULL) OR EXISTS (SELECT 1 FROM "
-        "dataset_parents p WHERE p.child = vd.digest) THEN 1 ELSE 0 END "
-        "FROM version_datasets vd WHERE vd.version_id = ? ORDER BY vd.ord";
-    struct db_stmt *s = db_prepare(c, sql);
-    json_t *arr = json_array();
-    enum mg_code rc;
-    bool row;
-
-    *lineage = false;
-    db_bind_i64(s, 1, vid);
-    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        json_t *d = json_pack("{s:o, s:o}", "digest", store_col_json_string(s, 0), "role",
-                              store_col_json_string(s, 3));
-        set_json_or_skip(d, "name", store_col_json_string(s, 1));
-        set_json_or_skip(d, "uri", store_col_json_string(s, 2));
-        json_array_append_new(arr, d);
-        if (db_col_i64(s, 4) != 0)
-            *lineage = true;
-    }
-    json_object_set_new(ver, "datasets", arr);
-    return rc;
-}
-
-static enum mg_code load_metrics(struct db_conn *c, int64_t vid, json_t *ver, struct mg_error *err)
-{
-    static const char sql[] = "SELECT name, value, by, at FROM version_metrics "
-                              "WHERE version_id = ? ORDER BY seq";
-    struct db_stmt *s = db_prepare(c, sql);
-    json_t *metrics = json_object(), *hist = json_array();
-    enum mg_code rc;
-    bool row;
-
-    db_bind_i64(s, 1, vid);
-    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        const char *name = db_col_text(s, 0);
-        double value = db_col_double(s, 1);
-        json_object_set_new(metrics, name, json_real(value));
-        json_array_append_new(hist, json_pack("{s:s, s:f, s:o, s:o}", "name", name, "value", value,
-                                              "by", store_col_json_string(s, 2), "at",
-                                              store_col_json_string(s, 3)));
-    }
-    json_object_set_new(ver, "metrics", metrics);
-    json_object_set_new(ver, "metrics_history", hist);
-    return rc;
-}
-
-/* The aliases this version was rolled back from ([] without a query when !any). */
-static enum mg_code load_bad_for(struct db_conn *c, int64_t vid, json_t *ver, bool any,
-                                 struct mg_error *err)
-{
-    static const char sql[] = "SELECT a.name FROM versions v "
-                              "JOIN aliases a ON a.model_id = v.model_id "
-                              "JOIN alias_bad b ON b.alias_id = a.id AND b.version = v.version "
-                              "WHERE v.id = ? ORDER BY a.name";
-    struct db_stmt *s;
-    json_t *arr = json_array();
-    enum mg_code rc;
-    bool row;
-
-    if (!any) {
-        json_object_set_new(ver, "bad_for", arr);
-        return MG_OK;
-    }
-    s = db_prepare(c, sql);
-    db_bind_i64(s, 1, vid);
-    while ((rc = db_step(s, &row, err)) == MG_OK && row)
-        json_array_append_new(arr, store_col_json_string(s, 0));
-    json_object_set_new(ver, "bad_for", arr);
-    return rc;
-}
-
-/* The withdrawn datasets the version was trained on, directly or through the data sets
- * those were derived from (docs/contract.md "Lifecycle"). Only records its model's owners
- * registered, or global ones, count (docs/contract.md "Tenancy"): another team's record of the same
- * digest, its derivations and its withdrawal never reach it. */
-static enum mg_code load_withdrawn(struct db_conn *c, int64_t vid, json_t *ver, bool lineage,
-                                   struct mg_error *err)
-{
-    static const char sql[] =
-        "WITH RECURSIVE own(team) AS ("
-        " SELECT j.value FROM versions v JOIN models m ON m.id = v.model_id, "
-        " json_each(m.owners) j WHERE v.id = ?1 UNION SELECT ''), "
-        "anc(digest) AS ("
-        " SELECT digest FROM version_datasets WHERE version_id = ?1"
-        " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"
-        " WHERE p.owner IN (SELECT team FROM own)) "
-        "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
-        "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
-        "ORDER BY d.digest";
-    static const char sql_pg[] =
-        "WITH RECURSIVE own(team) AS ("
-        " SELECT jsonb_array_elements_text(m.owners::jsonb) FROM versions v "
-        " JOIN models m ON m.id = v.model_id WHERE v.id = ?1 UNION SELECT ''), "
-        "anc(digest) AS ("
-        " SELECT digest FROM version_datasets WHERE version_id = ?1"
-        " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"
-        " WHERE p.owner IN (SELECT team FROM own)) "
-        "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
-        "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
-        "ORDER BY d.digest";
-    struct db_stmt *s;
-    json_t *arr = json_array();
-    enum mg_code rc = MG_OK;
-    bool row;
-
-    /* Lineage starts at the version's own datasets (load_datasets ran first): when none
-     * of them is withdrawn or derived from another, nothing can be, and the recursive
-     * query is skipped. It was a fifth of a version read's instructions, and its ephemeral
-     * tables' page caches (~80 KiB each, allocated and trimmed back per read) cost ~40 page
-     * faults a read. */
-    if (!lineage) {
-        json_object_set_new(ver, "withdrawn_datasets", arr);
-        return MG_OK;
-    }
-    s = db_prepare(c, DB_SQL(c, sql, sql_pg));
-    db_bind_i64(s, 1, vid);
-    while ((rc = db_step(s, &row, err)) == MG_OK && row)
-        json_array_append_new(arr, store_col_json_string(s, 0));
-    json_object_set_new(ver, "withdrawn_datasets", arr);
-    return rc;
-}
-
-/* Build the Version object from the current row of a VERSION_SELECT statement. */
-static json_t *version_row(struct db_stmt *s)
-{
-    json_t *files = db_col_null(s, 6) ? json_null() : json_integer(db_col_i64(s, 6));
-    json_t *v = json_pack(
-        "{s:o, s:I, s:{s:o, s:I, s:o, s:o}, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:n, s:[]}", "model",
-        store_col_json_string(s, 1), "version", (json_int_t)db_col_i64(s, 2), "artifact", "digest",
-        store_col_json_string(s, 3), "size", (json_int_t)db_col_i64(s, 4), "media_type",
-        store_col_json_string(s, 5), "files", files, "params", store_col_json(s, 10), "tags",
-        store_col_json(s, 11), "description", store_col_json_string(s, 14), "created_at",
-        store_col_json_string(s, 15), "created_by", store_col_json_string(s, 16), "image",
-        store_col_json_string(s, 7), "status", db_col_text(s, 18), "signature", "bad_for");
-
-    if (v == NULL)
-        return NULL;
-    set_json_or_skip(v, "run_id", store_col_json_string(s, 8));
-    set_json_or_skip(v, "source", store_col_json(s, 9));
-    set_json_or_skip(v, "smoke", store_col_json(s, 12));
-    set_json_or_skip(v, "resources", store_col_json(s, 13));
-    set_json_or_skip(v, "archived_at", store_col_json_string(s, 19));
-    set_json_or_skip(v, "archived_by", store_col_json_string(s, 20));
-    set_json_or_skip(v, "deleted_at", store_col_json_string(s, 21));
-    set_json_or_skip(v, "deleted_by", store_col_json_string(s, 22));
-    set_json_or_skip(v, "deletion_reason", store_col_json_string(s, 23));
-    set_json_or_skip(v, "introspection", store_col_json(s, 24));
-    set_json_or_skip(v, "io_schema", store_col_json(s, 25));
-    set_json_or_skip(v, "publisher", store_col_json(s, 26));
-    set_json_or_skip(v, "scan", store_col_json(s, 27));
-    if (!db_col_null(s, 17)) {
-        char url[256];
-        snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature", db_col_text(s, 1),
-                 (long long)db_col_i64(s, 2));
-        json_object_set_new(
-            v, "signature",
-            json_pack("{s:o, s:s}", "keyid", store_col_json_string(s, 17), "url", url));
-    }
-    return v;
-}
-
 /* The full Version whose VERSION_SELECT row s is on (stepped; reset here), in its
- * transaction: the row, then its datasets, metrics, rollbacks and withdrawn lineage. */
+ * transaction, as json_t: version_text_write's text, parsed (one writer for the document). */
 static enum mg_code version_from_row(struct db_conn *c, struct db_stmt *s, json_t **out,
                                      struct mg_error *err)
 {
-    int64_t vid = db_col_i64(s, 0);
-    bool bad = db_col_i64(s, 28) != 0, lineage = false;
-    json_t *v = version_row(s);
-    enum mg_code rc;
+    struct mg_jw w = {0};
+    enum mg_code rc = version_text_write(c, s, &w, NULL, NULL, err);
+    size_t len;
+    char *text;
 
-    db_reset(s);
-    if (v == NULL)
-        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    if ((rc = load_datasets(c, vid, v, &lineage, err)) != MG_OK ||
-        (rc = load_metrics(c, vid, v, err)) != MG_OK ||
-        (rc = load_bad_for(c, vid, v, bad, err)) != MG_OK ||
-        (rc = load_withdrawn(c, vid, v, lineage, err)) != MG_OK) {
-        json_decref(v);
+    if (rc != MG_OK) {
+        mg_jw_free(&w);
         return rc;
     }
-    *out = v;
-    return MG_OK;
+    if ((text = mg_jw_done(&w, &len)) == NULL ||
+        (*out = json_loadb(text, len, JSON_ALLOW_NUL, NULL)) == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    free(text);
+    return rc;
 }
 
 /* Load a full Version by row id, in any open transaction. */
@@ -636,6 +456,43 @@ enum mg_code store_version_get(struct store *st, const char *model, int64_t vers
     }
     store_read_end(st, c);
     return rc;
+}
+
+enum mg_code store_version_get_text(struct store *st, const char *model, int64_t version,
+                                    struct store_version_text *out, struct mg_error *err)
+{
+    static const char sql[] = VERSION_SELECT "WHERE m.name = ? AND v.version = ?";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql);
+    struct mg_jw w = {0};
+    int64_t vid;
+    enum mg_code rc;
+    bool row;
+
+    *out = (struct store_version_text){0};
+    db_bind_text(s, 1, model);
+    db_bind_i64(s, 2, version);
+    if ((rc = db_step(s, &row, err)) == MG_OK) {
+        if (row)
+            rc = version_text_write(c, s, &w, &out->resources, &out->introspection, err);
+        else if ((rc = store_version_id(c, model, version, &vid, err)) == MG_OK)
+            rc = mg_fail(err, MG_ENOTFOUND, NULL, "version does not exist");
+    }
+    store_read_end(st, c);
+    if (rc == MG_OK && (out->text = mg_jw_done(&w, &out->len)) == NULL)
+        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    mg_jw_free(&w);
+    if (rc != MG_OK)
+        store_version_text_clear(out);
+    return rc;
+}
+
+void store_version_text_clear(struct store_version_text *v)
+{
+    free(v->text);
+    json_decref(v->resources);
+    json_decref(v->introspection);
+    *v = (struct store_version_text){0};
 }
 
 enum mg_code store_version_brief_in(struct db_conn *c, const char *model, int64_t version,

@@ -104,12 +104,146 @@ static void test_invalid_utf8(void **state)
     json_decref(v);
 }
 
+/* mg_jw_raw of a stored document (json_dumps, sorted keys, 17 digits) gives what
+ * mg_json_text gives for the parsed document: the Version's stored members are copied so. */
+static void test_writer_raw(void **state)
+{
+    static const char *const docs[] = {
+        "{}",
+        "[]",
+        "{\"a\":1,\"b\":[true,false,null],\"c\":{\"d\":\"e\"},\"z\":-9223372036854775807}",
+        "{\"auc\":0.942,\"lr\":0.001,\"n\":7000000000,\"p95\":41.5,\"x\":3.0,\"y\":-0.0}",
+        "[0.1,0.30000000000000004,1e22,1e-7,-2.5e-7,5e-324,1.7976931348623157e308,100.0]",
+        "{\"s\":\"quote \\\" backslash \\\\ 0.5 -1e3 \\\"9.5\\\" tab \\t\",\"t\":\"\\\\\",\"u\":2.50}",
+        "{\"ctl\":\"\\u0001\\u001f\",\"uni\":\"\\u00e9\\u4e2d\\ud83d\\ude00\",\"e\":1E+2}",
+        "\"only 0.1 a string\"",
+        "-0.25",
+    };
+    json_error_t e;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+        json_t *v = json_loads(docs[i], JSON_DECODE_ANY, &e);
+        char *stored, *want, *got;
+        struct mg_jw w = {0};
+        size_t len = 0;
+
+        assert_non_null(v);
+        stored = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+        assert_non_null(stored);
+        json_decref(v);
+        v = json_loads(stored, JSON_DECODE_ANY, &e); /* the stored order is the parsed order */
+        want = mg_json_text(v, NULL);
+        mg_jw_raw(&w, stored, strlen(stored));
+        got = mg_jw_done(&w, &len);
+        assert_non_null(got);
+        assert_string_equal(got, want);
+        assert_int_equal(len, strlen(want));
+        free(stored);
+        free(want);
+        free(got);
+        json_decref(v);
+    }
+}
+
+/* Members and elements written one by one: commas, nesting, strings, numbers, null; a
+ * reopened object; what mg_json_text gives for the same value. */
+static void test_writer_members(void **state)
+{
+    json_t *e = json_pack("{s:f, s:[i, s]}", "gib", 1.5, "parts", 2, "x");
+    json_t *want_v = json_pack("{s:s, s:I, s:{s:n, s:[]}, s:[f, s, {s:s}], s:O, s:o}", "a\"b", "c\nd",
+                               "n", (json_int_t)-42, "o", "z", "e", "arr", 0.1, "s", "k",
+                               "v", "doc", e, "nul", json_null());
+    struct mg_jw w = {0}, re = {0};
+    char *want = mg_json_text(want_v, NULL), *got, *again;
+    size_t len;
+
+    (void)state;
+    mg_jw_obj(&w);
+    mg_jw_key(&w, "a\"b");
+    mg_jw_str(&w, "c\nd", 3);
+    mg_jw_key(&w, "n");
+    mg_jw_int(&w, -42);
+    mg_jw_key(&w, "o");
+    mg_jw_obj(&w);
+    mg_jw_key(&w, "z");
+    mg_jw_null(&w);
+    mg_jw_key(&w, "e");
+    mg_jw_arr(&w);
+    mg_jw_arr_end(&w);
+    mg_jw_obj_end(&w);
+    mg_jw_key(&w, "arr");
+    mg_jw_arr(&w);
+    mg_jw_real(&w, 0.1);
+    mg_jw_str(&w, "s", 1);
+    mg_jw_obj(&w);
+    mg_jw_key(&w, "k");
+    mg_jw_str(&w, "v", 1);
+    mg_jw_obj_end(&w);
+    mg_jw_arr_end(&w);
+    mg_jw_key(&w, "doc");
+    mg_jw_value(&w, e);
+    mg_jw_key(&w, "nul");
+    mg_jw_str(&w, NULL, 0);
+    mg_jw_obj_end(&w);
+    got = mg_jw_done(&w, &len);
+    assert_non_null(got);
+    assert_string_equal(got, want);
+    assert_int_equal(len, strlen(want));
+
+    /* Reopened: members go before the closing brace, after a comma; none for "{}". */
+    mg_jw_reopen(&re, got, len);
+    mg_jw_key(&re, "more");
+    mg_jw_int(&re, 1);
+    mg_jw_obj_end(&re);
+    again = mg_jw_done(&re, NULL);
+    json_object_set_new(want_v, "more", json_integer(1));
+    free(want);
+    want = mg_json_text(want_v, NULL);
+    assert_string_equal(again, want);
+    free(again);
+    mg_jw_reopen(&re, "{}", 2);
+    mg_jw_key(&re, "k");
+    mg_jw_int(&re, 2);
+    mg_jw_obj_end(&re);
+    again = mg_jw_done(&re, NULL);
+    assert_string_equal(again, "{\"k\":2}");
+    free(again);
+    free(got);
+    free(want);
+    json_decref(want_v);
+    json_decref(e);
+}
+
+/* Failures end in NULL: invalid UTF-8, nesting past 63, reopening what is not an object. */
+static void test_writer_failures(void **state)
+{
+    struct mg_jw w = {0};
+    int i;
+
+    (void)state;
+    mg_jw_arr(&w);
+    mg_jw_str(&w, "\xff\xfe", 2);
+    mg_jw_arr_end(&w);
+    assert_null(mg_jw_done(&w, NULL));
+    for (i = 0; i < 64; i++)
+        mg_jw_arr(&w);
+    assert_null(mg_jw_done(&w, NULL));
+    mg_jw_reopen(&w, "[1]", 3);
+    assert_null(mg_jw_done(&w, NULL));
+    mg_jw_int(&w, 1);
+    mg_jw_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shapes),
         cmocka_unit_test(test_reals),
         cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_writer_raw),
+        cmocka_unit_test(test_writer_members),
+        cmocka_unit_test(test_writer_failures),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "control/release_int.h"
 #include "ctl_fixture.h"
 
 static json_t *routes_of(int64_t version)
@@ -306,6 +307,79 @@ static void test_lkg(void **state)
     json_decref(l);
 }
 
+/* rel_lkg (history read newest first, only until an entry holds) agrees with the choice made
+ * on the whole facts (rel_facts_lkg over store_alias_facts), with that entry's generation and
+ * time. */
+static void expect_lkg_as_facts(struct cfx *c, const char *alias)
+{
+    json_t *facts = NULL, *entry = NULL, *l = NULL;
+    int64_t want;
+    enum mg_code rc;
+
+    assert_int_equal(store_alias_facts(c->ctl.store, "m", alias, &facts, &c->fx->err), MG_OK);
+    want = rel_facts_lkg(facts, 0, &entry);
+    rc = rel_lkg(&c->ctl, "m", alias, &l, &c->fx->err);
+    if (want == 0) {
+        assert_int_equal(rc, MG_ENOLKG);
+        assert_null(l);
+    } else {
+        assert_int_equal(rc, MG_OK);
+        assert_int_equal(json_integer_value(json_object_get(l, "version")), want);
+        assert_int_equal(json_integer_value(json_object_get(l, "generation")),
+                         json_integer_value(json_object_get(entry, "generation")));
+        assert_string_equal(json_string_value(json_object_get(l, "since")),
+                            json_string_value(json_object_get(entry, "at")));
+    }
+    json_decref(l);
+    json_decref(facts);
+}
+
+static void test_lkg_reads_history_as_facts_do(void **state)
+{
+    struct cfx *c = *state;
+    const int64_t two[] = {2};
+    struct store_status_change ch = {"m", two, 1, "archived", NULL, NULL, "version.archive", NULL};
+    json_t *out = NULL, *gens = NULL;
+    int i;
+
+    cfx_model(c, "m", 4, NULL);
+    expect_lkg_as_facts(c, "prod");
+    for (i = 0; i < 40; i++) /* a long history: v1, v2, v3, v1, ... */
+        cfx_alias_to(c, "m", "prod", 1 + i % 3);
+    expect_lkg_as_facts(c, "prod");
+    assert_int_equal(cfx_lkg(c, "m", "prod"), 1);
+    /* Rolled back: v1 is bad from now on, the one before it (v3) is the LKG. */
+    assert_int_equal(rel_rollback(&c->ctl, "dep", "m", "prod", "bad", &out, &c->fx->err), MG_OK);
+    json_decref(out);
+    expect_lkg_as_facts(c, "prod");
+    assert_int_equal(cfx_lkg(c, "m", "prod"), 3);
+    cfx_alias_to(c, "m", "prod", 2);
+    cfx_alias_to(c, "m", "prod", 4);
+    cfx_alias_to(c, "m", "prod", 1);
+    expect_lkg_as_facts(c, "prod");
+    /* Archived: v2 is never the LKG again; deeper in history v3 still is one. */
+    gens = json_pack("{s:I}", "prod", (json_int_t)cfx_generation(c, "m", "prod"));
+    ch.generations = gens;
+    cfx_alias_to(c, "m", "prod", 2);
+    json_object_set_new(gens, "prod", json_integer(cfx_generation(c, "m", "prod")));
+    cfx_alias_to(c, "m", "prod", 4);
+    json_object_set_new(gens, "prod", json_integer(cfx_generation(c, "m", "prod")));
+    assert_int_equal(store_version_set_status(c->ctl.store, "alice", &ch, &c->fx->err), MG_OK);
+    json_decref(gens);
+    expect_lkg_as_facts(c, "prod");
+    assert_int_equal(cfx_lkg(c, "m", "prod"), 4);
+    /* v4 rolled back: past the rollback entry, v4 (bad) and v2 (archived), to v1. */
+    assert_int_equal(rel_rollback(&c->ctl, "dep", "m", "prod", "bad", &out, &c->fx->err), MG_OK);
+    json_decref(out);
+    out = NULL;
+    expect_lkg_as_facts(c, "prod");
+    assert_int_equal(cfx_lkg(c, "m", "prod"), 1);
+    /* No alias: no LKG; no model: the model's not-found. */
+    expect_lkg_as_facts(c, "canary");
+    assert_int_equal(rel_lkg(&c->ctl, "nope", "prod", &out, &c->fx->err), MG_ENOTFOUND);
+    assert_null(out);
+}
+
 static void woke(void *arg)
 {
     (*(int *)arg)++;
@@ -426,6 +500,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_protected_alias_refuses_direct_changes, cfx_setup,
                                         cfx_teardown),
         cmocka_unit_test_setup_teardown(test_rollback_to_last_known_good, cfx_setup, cfx_teardown),
+        cmocka_unit_test_setup_teardown(test_lkg_reads_history_as_facts_do, cfx_setup, cfx_teardown),
         cmocka_unit_test_setup_teardown(test_lkg, cfx_setup, cfx_teardown),
         cmocka_unit_test_setup_teardown(test_empty_worker_tables, cfx_setup, cfx_teardown),
         cmocka_unit_test_setup_teardown(test_registered_tables_are_called, cfx_setup, cfx_teardown),

@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "base/json.h"
 #include "store_fixture.h"
 
 static void test_version_numbers(void **state)
@@ -412,6 +413,61 @@ static void test_version_introspection_kept(void **state)
     json_decref(v);
 }
 
+/* The reply text (store_version_get_text) is what mg_json_text makes of store_version_get's
+ * value, byte for byte, for a version with every kind of member: stored documents with reals
+ * shortened, datasets with and without a name, metrics in the order they came, the
+ * documents the decorations read. A missing version is an error with nothing kept. */
+static void test_version_text(void **state)
+{
+    struct fx *fx = *state;
+    struct store_version_text vt;
+    char art[72], d1[72], d2[72], *want;
+    json_t *v = NULL, *metrics;
+
+    fx_put_blob(fx, "weights", art);
+    fx_digest("dataset one", 11, d1);
+    fx_digest("dataset two", 11, d2);
+    fx_model(fx, "llm");
+    fx_version(fx, "llm",
+               json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:{s:f, s:I}, s:{s:s}, s:{s:I, s:s}, "
+                         "s:[{s:s, s:s, s:s}, {s:s, s:s, s:s, s:s}], s:{s:f}, s:s}",
+                         "artifact", art, "image", "registry.example/serve@sha256:ab",
+                         "run_id", "train-1", "source", "repo", "https://git.example/x",
+                         "commit", "9f2c", "params", "lr", 0.1, "epochs", (json_int_t)12,
+                         "tags", "team", "risk", "resources", "parameters",
+                         (json_int_t)7000000000, "precision", "fp16", "datasets", "digest", d1,
+                         "role", "train", "uri", "s3://b/t/", "digest", d2, "role", "eval", "name",
+                         "holdout", "uri", "s3://b/e/", "metrics", "auc", 0.942, "description",
+                         "tab\there \"quoted\""));
+    metrics = json_pack("{s:f}", "p95_latency_ms", 41.5);
+    assert_int_equal(add_metrics(fx, 1, metrics, &v), MG_OK);
+    json_decref(metrics);
+    json_decref(v);
+
+    assert_int_equal(store_version_get(fx->st, "llm", 1, &v, &fx->err), MG_OK);
+    want = mg_json_text(v, NULL);
+    assert_non_null(want);
+    assert_int_equal(store_version_get_text(fx->st, "llm", 1, &vt, &fx->err), MG_OK);
+    assert_string_equal(vt.text, want);
+    assert_int_equal(vt.len, strlen(want));
+    assert_non_null(strstr(vt.text, "\"params\":{\"epochs\":12,\"lr\":0.1}"));
+    assert_non_null(strstr(vt.text, "\"metrics\":{\"auc\":0.942,\"p95_latency_ms\":41.5}"));
+    assert_non_null(strstr(vt.text, "\"role\":\"train\",\"uri\":\"s3://b/t/\"},{"));
+    assert_non_null(strstr(vt.text, "\"withdrawn_datasets\":[]}"));
+    assert_int_equal(json_integer_value(json_object_get(vt.resources, "parameters")), 7000000000);
+    assert_null(vt.introspection);
+    store_version_text_clear(&vt);
+    assert_null(vt.text);
+    free(want);
+    json_decref(v);
+
+    assert_int_equal(store_version_get_text(fx->st, "llm", 2, &vt, &fx->err), MG_ENOTFOUND);
+    assert_null(vt.text);
+    assert_null(vt.resources);
+    assert_int_equal(store_version_get_text(fx->st, "nope", 1, &vt, &fx->err), MG_ENOTFOUND);
+    assert_null(vt.text);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
@@ -423,6 +479,7 @@ int main(void)
         T(test_version_patch),
         T(test_version_brief),
         T(test_version_introspection_kept),
+        T(test_version_text),
     };
 #undef T
 

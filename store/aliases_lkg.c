@@ -1,0 +1,178 @@
+/*
+ * aliases_lkg.c - an alias's last-known-good read from its rows (store_release.h
+ * store_alias_lkg_find): the model and alias in one statement, the rollback marks and the
+ * versions that can no longer take traffic in another, then the history newest first, one
+ * entry at a time, only until the caller's test (gates/rollout.h lkg_entry_holds) passes.
+ *
+ * Typically that is the newest entry or the one before it, so a read costs the same for an
+ * alias with ten thousand generations as for one with two; nothing is built as json_t.
+ */
+#include "store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The rollback marks and the archived and deleted versions (generation INT64_MAX: never
+ * again), into *bad (NEW). */
+static enum mg_code lkg_bad_marks(struct db_conn *c, int64_t mid, int64_t aid,
+                                  struct lkg_bad **bad, size_t *n, struct mg_error *err)
+{
+    static const char sql[] =
+        "SELECT version, generation, 0 FROM alias_bad WHERE alias_id = ?1 UNION ALL "
+        "SELECT version, 0, 1 FROM versions WHERE model_id = ?2 AND status <> 'ready'";
+    struct db_stmt *s = db_prepare(c, sql);
+    size_t cap = 0;
+    enum mg_code rc;
+    bool row;
+
+    *bad = NULL;
+    *n = 0;
+    db_bind_i64(s, 1, aid);
+    db_bind_i64(s, 2, mid);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        if (*n == cap) {
+            struct lkg_bad *grown = realloc(*bad, (cap ? cap * 2 : 8) * sizeof(**bad));
+
+            if (grown == NULL) {
+                db_reset(s);
+                return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+            }
+            *bad = grown;
+            cap = cap ? cap * 2 : 8;
+        }
+        (*bad)[*n].version = db_col_i64(s, 0);
+        (*bad)[*n].generation = db_col_i64(s, 2) != 0 ? INT64_MAX : db_col_i64(s, 1);
+        (*n)++;
+    }
+    return rc;
+}
+
+/* One history row's entry: its routes, the versions its match rules pin and its shadow,
+ * from their stored JSON ([{"version","weight"}], [{"header","value","version"}], and
+ * {"version","percent"} or null), into the caller's arrays. */
+static void lkg_entry_read(struct db_stmt *s, struct lkg_entry *e,
+                           struct promo_route routes[MG_ROUTES_MAX], int64_t pinned[MG_MATCH_MAX])
+{
+    json_t *r = store_col_json(s, 2), *m = store_col_json(s, 4), *sh = store_col_json(s, 5), *x;
+    size_t i;
+
+    memset(e, 0, sizeof(*e));
+    e->generation = db_col_i64(s, 0);
+    e->kind = mg_lkg_kind(db_col_text(s, 1));
+    e->routes = routes;
+    e->pinned = pinned;
+    json_array_foreach(r, i, x)
+    {
+        if (i >= MG_ROUTES_MAX)
+            break;
+        routes[i].version = json_integer_value(json_object_get(x, "version"));
+        routes[i].weight = (int)json_integer_value(json_object_get(x, "weight"));
+        e->nroutes = i + 1;
+    }
+    json_array_foreach(m, i, x)
+    {
+        if (i >= MG_MATCH_MAX)
+            break;
+        pinned[i] = json_integer_value(json_object_get(x, "version"));
+        e->npinned = i + 1;
+    }
+    e->shadow = json_integer_value(json_object_get(sh, "version"));
+    json_decref(r);
+    json_decref(m);
+    json_decref(sh);
+}
+
+/* The chosen version's artifact and image (NEW; image NULL when it has none). */
+static enum mg_code lkg_brief(struct db_conn *c, int64_t mid, const char *model, int64_t v,
+                              struct store_lkg *out, struct mg_error *err)
+{
+    static const char sql[] = "SELECT artifact, image FROM versions WHERE model_id = ? AND "
+                              "version = ?";
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    db_bind_i64(s, 1, mid);
+    db_bind_i64(s, 2, v);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        return rc;
+    if (!row)
+        return mg_fail(err, MG_ENOTFOUND, NULL, "version %lld of model '%s' does not exist",
+                       (long long)v, model);
+    out->artifact = store_col_strdup(s, 0);
+    out->image = store_col_strdup(s, 1);
+    rc = out->artifact == NULL || (out->image == NULL && !db_col_null(s, 1))
+             ? mg_fail(err, MG_ENOMEM, NULL, "out of memory")
+             : MG_OK;
+    db_reset(s);
+    return rc;
+}
+
+enum mg_code store_alias_lkg_find(struct store *st, const char *model, const char *alias,
+                                  store_lkg_test test, void *arg, struct store_lkg *out,
+                                  struct mg_error *err)
+{
+    static const char sql_alias[] =
+        "SELECT m.id, a.id FROM models m "
+        "LEFT JOIN aliases a ON a.model_id = m.id AND a.name = ? WHERE m.name = ?";
+    static const char sql_hist[] =
+        "SELECT generation, kind, routes, at, match_rules, shadow FROM alias_history "
+        "WHERE alias_id = ? ORDER BY generation DESC LIMIT ?";
+    struct db_conn *c = store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, sql_alias);
+    struct lkg_bad *bad = NULL;
+    size_t nbad = 0;
+    int64_t mid = 0, aid = 0;
+    enum mg_code rc;
+    bool row;
+
+    memset(out, 0, sizeof(*out));
+    db_bind_text(s, 1, alias);
+    db_bind_text(s, 2, model);
+    if ((rc = db_step(s, &row, err)) != MG_OK)
+        goto done;
+    if (!row) { /* no such model: store_model_id's answer */
+        rc = store_model_id(c, model, &mid, err);
+        goto done;
+    }
+    mid = db_col_i64(s, 0);
+    aid = db_col_null(s, 1) ? 0 : db_col_i64(s, 1);
+    db_reset(s);
+    if (aid == 0) /* no such alias: no last-known-good */
+        goto done;
+    if ((rc = lkg_bad_marks(c, mid, aid, &bad, &nbad, err)) != MG_OK)
+        goto done;
+    s = db_prepare(c, sql_hist);
+    db_bind_i64(s, 1, aid);
+    db_bind_i64(s, 2, STORE_FACTS_HISTORY_MAX);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        struct promo_route routes[MG_ROUTES_MAX];
+        int64_t pinned[MG_MATCH_MAX];
+        struct lkg_entry e;
+
+        lkg_entry_read(s, &e, routes, pinned);
+        if (!test(&e, bad, nbad, arg))
+            continue;
+        out->version = e.routes[0].version;
+        out->generation = e.generation;
+        snprintf(out->at, sizeof(out->at), "%s", db_col_text(s, 3) ? db_col_text(s, 3) : "");
+        db_reset(s);
+        break;
+    }
+    if (rc == MG_OK && out->version != 0)
+        rc = lkg_brief(c, mid, model, out->version, out, err);
+done:
+    store_read_end(st, c);
+    free(bad);
+    if (rc != MG_OK)
+        store_lkg_clear(out);
+    return rc;
+}
+
+void store_lkg_clear(struct store_lkg *p)
+{
+    free(p->artifact);
+    free(p->image);
+    memset(p, 0, sizeof(*p));
+}

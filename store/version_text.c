@@ -1,0 +1,335 @@
+/*
+ * version_text.c - the Version document (docs/contract.md "Versions") written straight from
+ * its rows into one buffer (version_text.h).
+ *
+ * The stored documents (params, tags, source, smoke, resources, introspection, io_schema,
+ * publisher, scan) are JSON text that store_json_text wrote; they are copied with their reals
+ * shortened (mg_jw_raw) instead of being parsed into json_t and printed again. Members come
+ * in the order the json_t version always had, so the text is byte for byte what
+ * mg_json_text made of it: a read that misses the response cache allocates a handful of
+ * buffers instead of two hundred values.
+ */
+#include "version_text.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/json.h"
+#include "db.h"
+
+/* key: the column as a JSON string, or null when NULL. */
+static void put_col_str(struct mg_jw *w, const char *key, struct db_stmt *s, int i)
+{
+    mg_jw_key(w, key);
+    mg_jw_str(w, db_col_text(s, i), db_col_bytes(s, i));
+}
+
+/* key: the column's string, left out when NULL. */
+static void put_col_str_opt(struct mg_jw *w, const char *key, struct db_stmt *s, int i)
+{
+    if (!db_col_null(s, i))
+        put_col_str(w, key, s, i);
+}
+
+/* key: the column's stored document, or null when NULL. */
+static void put_col_doc(struct mg_jw *w, const char *key, struct db_stmt *s, int i)
+{
+    const char *t = db_col_text(s, i);
+
+    mg_jw_key(w, key);
+    if (t == NULL)
+        mg_jw_null(w);
+    else
+        mg_jw_raw(w, t, db_col_bytes(s, i));
+}
+
+/* key: the column's stored document, left out when NULL or null. */
+static void put_col_doc_opt(struct mg_jw *w, const char *key, struct db_stmt *s, int i)
+{
+    const char *t = db_col_text(s, i);
+
+    if (t != NULL && strcmp(t, "null") != 0)
+        put_col_doc(w, key, s, i);
+}
+
+/* The version's datasets; *lineage set when one of them is withdrawn (in any owner's record)
+ * or derived from another (in any owner's lineage): only then can put_withdrawn find
+ * anything. Both are index lookups (datasets' key starts with digest; dataset_parents_child). */
+static enum mg_code put_datasets(struct db_conn *c, int64_t vid, struct mg_jw *w, bool *lineage,
+                                 struct mg_error *err)
+{
+    static const char sql[] =
+        "SELECT vd.digest, vd.name, vd.uri, vd.role, CASE WHEN EXISTS (SELECT 1 FROM datasets d "
+        "WHERE d.digest = vd.digest AND d.withdrawn_at IS NOT NULL) OR EXISTS (SELECT 1 FROM "
+        "dataset_parents p WHERE p.child = vd.digest) THEN 1 ELSE 0 END "
+        "FROM version_datasets vd WHERE vd.version_id = ? ORDER BY vd.ord";
+    struct db_stmt *s = db_prepare(c, sql);
+    enum mg_code rc;
+    bool row;
+
+    *lineage = false;
+    db_bind_i64(s, 1, vid);
+    mg_jw_key(w, "datasets");
+    mg_jw_arr(w);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        mg_jw_obj(w);
+        put_col_str(w, "digest", s, 0);
+        put_col_str(w, "role", s, 3);
+        put_col_str_opt(w, "name", s, 1);
+        put_col_str_opt(w, "uri", s, 2);
+        mg_jw_obj_end(w);
+        if (db_col_i64(s, 4) != 0)
+            *lineage = true;
+    }
+    mg_jw_arr_end(w);
+    return rc;
+}
+
+/* "metrics" (each name once, where it first came, with its latest value) and
+ * "metrics_history" (every row, in order). */
+struct metric {
+    char *name;
+    double value;
+};
+
+static enum mg_code put_metrics(struct db_conn *c, int64_t vid, struct mg_jw *w,
+                                struct mg_error *err)
+{
+    static const char sql[] = "SELECT name, value, by, at FROM version_metrics "
+                              "WHERE version_id = ? ORDER BY seq";
+    struct db_stmt *s = db_prepare(c, sql);
+    struct mg_jw hist = {.depth = 1}; /* the history array's members, written as they come */
+    struct metric *m = NULL;
+    size_t n = 0, cap = 0, i;
+    enum mg_code rc;
+    bool row;
+
+    db_bind_i64(s, 1, vid);
+    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+        const char *name = db_col_text(s, 0);
+        double value = db_col_double(s, 1);
+
+        mg_jw_obj(&hist);
+        put_col_str(&hist, "name", s, 0);
+        mg_jw_key(&hist, "value");
+        mg_jw_real(&hist, value);
+        put_col_str(&hist, "by", s, 2);
+        put_col_str(&hist, "at", s, 3);
+        mg_jw_obj_end(&hist);
+        if (name == NULL)
+            continue;
+        for (i = 0; i < n && strcmp(m[i].name, name) != 0; i++)
+            ;
+        if (i < n) {
+            m[i].value = value;
+            continue;
+        }
+        if (n == cap) {
+            struct metric *grown = realloc(m, (cap ? cap * 2 : 8) * sizeof(*m));
+
+            if (grown == NULL) {
+                hist.failed = true;
+                break;
+            }
+            m = grown;
+            cap = cap ? cap * 2 : 8;
+        }
+        if ((m[n].name = strdup(name)) == NULL) {
+            hist.failed = true;
+            break;
+        }
+        m[n++].value = value;
+    }
+    if (rc == MG_OK) {
+        mg_jw_key(w, "metrics");
+        mg_jw_obj(w);
+        for (i = 0; i < n; i++) {
+            mg_jw_key(w, m[i].name);
+            mg_jw_real(w, m[i].value);
+        }
+        mg_jw_obj_end(w);
+        mg_jw_key(w, "metrics_history");
+        mg_jw_arr(w);
+        mg_jw_bytes(w, hist.p, hist.n);
+        mg_jw_arr_end(w);
+        if (hist.failed)
+            w->failed = true;
+    }
+    for (i = 0; i < n; i++)
+        free(m[i].name);
+    free(m);
+    mg_jw_free(&hist);
+    return rc;
+}
+
+/* "bad_for": the aliases this version was rolled back from ([] without a query when !any). */
+static enum mg_code put_bad_for(struct db_conn *c, int64_t vid, struct mg_jw *w, bool any,
+                                struct mg_error *err)
+{
+    static const char sql[] = "SELECT a.name FROM versions v "
+                              "JOIN aliases a ON a.model_id = v.model_id "
+                              "JOIN alias_bad b ON b.alias_id = a.id AND b.version = v.version "
+                              "WHERE v.id = ? ORDER BY a.name";
+    struct db_stmt *s;
+    enum mg_code rc = MG_OK;
+    bool row;
+
+    mg_jw_key(w, "bad_for");
+    mg_jw_arr(w);
+    if (any) {
+        s = db_prepare(c, sql);
+        db_bind_i64(s, 1, vid);
+        while ((rc = db_step(s, &row, err)) == MG_OK && row)
+            mg_jw_str(w, db_col_text(s, 0), db_col_bytes(s, 0));
+    }
+    mg_jw_arr_end(w);
+    return rc;
+}
+
+/* "withdrawn_datasets": the withdrawn datasets the version was trained on, directly or
+ * through the data sets those were derived from (docs/contract.md "Lifecycle"). Only records
+ * its model's owners registered, or global ones, count (docs/contract.md "Tenancy"): another
+ * team's record of the same digest, its derivations and its withdrawal never reach it. */
+static enum mg_code put_withdrawn(struct db_conn *c, int64_t vid, struct mg_jw *w, bool lineage,
+                                  struct mg_error *err)
+{
+    static const char sql[] =
+        "WITH RECURSIVE own(team) AS ("
+        " SELECT j.value FROM versions v JOIN models m ON m.id = v.model_id, "
+        " json_each(m.owners) j WHERE v.id = ?1 UNION SELECT ''), "
+        "anc(digest) AS ("
+        " SELECT digest FROM version_datasets WHERE version_id = ?1"
+        " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"
+        " WHERE p.owner IN (SELECT team FROM own)) "
+        "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
+        "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
+        "ORDER BY d.digest";
+    static const char sql_pg[] =
+        "WITH RECURSIVE own(team) AS ("
+        " SELECT jsonb_array_elements_text(m.owners::jsonb) FROM versions v "
+        " JOIN models m ON m.id = v.model_id WHERE v.id = ?1 UNION SELECT ''), "
+        "anc(digest) AS ("
+        " SELECT digest FROM version_datasets WHERE version_id = ?1"
+        " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"
+        " WHERE p.owner IN (SELECT team FROM own)) "
+        "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
+        "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
+        "ORDER BY d.digest";
+    struct db_stmt *s;
+    enum mg_code rc = MG_OK;
+    bool row;
+
+    mg_jw_key(w, "withdrawn_datasets");
+    mg_jw_arr(w);
+    /* Lineage starts at the version's own datasets (put_datasets ran first): when none
+     * of them is withdrawn or derived from another, nothing can be, and the recursive
+     * query is skipped. It was a fifth of a version read's instructions, and its ephemeral
+     * tables' page caches (~80 KiB each, allocated and trimmed back per read) cost ~40 page
+     * faults a read. */
+    if (lineage) {
+        s = db_prepare(c, DB_SQL(c, sql, sql_pg));
+        db_bind_i64(s, 1, vid);
+        while ((rc = db_step(s, &row, err)) == MG_OK && row)
+            mg_jw_str(w, db_col_text(s, 0), db_col_bytes(s, 0));
+    }
+    mg_jw_arr_end(w);
+    return rc;
+}
+
+/* A stored document as json_t, or NULL when absent, null or unreadable: what a member left
+ * out of the Version reads as. */
+static json_t *doc_or_null(const char *t)
+{
+    json_t *v = t ? json_loads(t, JSON_DECODE_ANY, NULL) : NULL;
+
+    if (json_is_null(v)) {
+        json_decref(v);
+        return NULL;
+    }
+    return v;
+}
+
+enum mg_code version_text_write(struct db_conn *c, struct db_stmt *s, struct mg_jw *w,
+                                json_t **resources, json_t **introspection, struct mg_error *err)
+{
+    int64_t vid = db_col_i64(s, 0);
+    bool bad = db_col_i64(s, 28) != 0, lineage = false;
+    /* The members after "bad_for", written before the row is let go (the nested queries
+     * run after db_reset) and spliced in after it: depth 1 with a member already there, so
+     * each starts with its comma. */
+    struct mg_jw tail = {.depth = 1, .more = 2};
+    enum mg_code rc;
+
+    mg_jw_obj(w);
+    put_col_str(w, "model", s, 1);
+    mg_jw_key(w, "version");
+    mg_jw_int(w, db_col_i64(s, 2));
+    mg_jw_key(w, "artifact");
+    mg_jw_obj(w);
+    put_col_str(w, "digest", s, 3);
+    mg_jw_key(w, "size");
+    mg_jw_int(w, db_col_i64(s, 4));
+    put_col_str(w, "media_type", s, 5);
+    mg_jw_key(w, "files");
+    if (db_col_null(s, 6))
+        mg_jw_null(w);
+    else
+        mg_jw_int(w, db_col_i64(s, 6));
+    mg_jw_obj_end(w);
+    put_col_doc(w, "params", s, 10);
+    put_col_doc(w, "tags", s, 11);
+    put_col_str(w, "description", s, 14);
+    put_col_str(w, "created_at", s, 15);
+    put_col_str(w, "created_by", s, 16);
+    put_col_str(w, "image", s, 7);
+    put_col_str(w, "status", s, 18);
+    mg_jw_key(w, "signature");
+    if (db_col_null(s, 17)) {
+        mg_jw_null(w);
+    } else {
+        char url[256];
+
+        snprintf(url, sizeof(url), "/api/v1/models/%s/versions/%lld/signature", db_col_text(s, 1),
+                 (long long)db_col_i64(s, 2));
+        mg_jw_obj(w);
+        put_col_str(w, "keyid", s, 17);
+        mg_jw_key(w, "url");
+        mg_jw_str(w, url, strlen(url));
+        mg_jw_obj_end(w);
+    }
+    put_col_str_opt(&tail, "run_id", s, 8);
+    put_col_doc_opt(&tail, "source", s, 9);
+    put_col_doc_opt(&tail, "smoke", s, 12);
+    put_col_doc_opt(&tail, "resources", s, 13);
+    put_col_str_opt(&tail, "archived_at", s, 19);
+    put_col_str_opt(&tail, "archived_by", s, 20);
+    put_col_str_opt(&tail, "deleted_at", s, 21);
+    put_col_str_opt(&tail, "deleted_by", s, 22);
+    put_col_str_opt(&tail, "deletion_reason", s, 23);
+    put_col_doc_opt(&tail, "introspection", s, 24);
+    put_col_doc_opt(&tail, "io_schema", s, 25);
+    put_col_doc_opt(&tail, "publisher", s, 26);
+    put_col_doc_opt(&tail, "scan", s, 27);
+    if (resources != NULL) {
+        *resources = doc_or_null(db_col_text(s, 13));
+        *introspection = doc_or_null(db_col_text(s, 24));
+    }
+    db_reset(s);
+    if ((rc = put_bad_for(c, vid, w, bad, err)) == MG_OK) {
+        mg_jw_bytes(w, tail.p, tail.n);
+        if (tail.failed)
+            w->failed = true;
+        if ((rc = put_datasets(c, vid, w, &lineage, err)) == MG_OK &&
+            (rc = put_metrics(c, vid, w, err)) == MG_OK)
+            rc = put_withdrawn(c, vid, w, lineage, err);
+    }
+    mg_jw_obj_end(w);
+    mg_jw_free(&tail);
+    if (rc != MG_OK && resources != NULL) {
+        json_decref(*resources);
+        json_decref(*introspection);
+        *resources = *introspection = NULL;
+    }
+    return rc;
+}
