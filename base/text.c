@@ -137,6 +137,16 @@ char *mg_log_escape(const char *s, char *out, size_t cap, bool for_json)
 
     if (cap == 0)
         return out;
+    /* Printable ASCII without '\\' (nearly every path and method): copied as it is. */
+    while (i < n && p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\')
+        i++;
+    if (i == n) {
+        o = n < cap ? n : cap - 1;
+        memcpy(out, p, o);
+        out[o] = '\0';
+        return out;
+    }
+    i = 0;
     while (i < n) {
         k = utf8_seq(p + i, n - i);
         if (k == 0 || p[i] == '\\' || (!for_json && k == 1 && is_control(p[i]))) {

@@ -97,11 +97,29 @@ bool mg_hex_decode(const char *hex, size_t n, uint8_t *out)
     return true;
 }
 
+/* SHA-256 fetched from the provider once: OpenSSL 3's SHA256() looks the algorithm up on
+ * every call, which cost more than hashing a token (a lookup on every authenticated
+ * request). */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void sha256_fetch(void)
+{
+    sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+void mg_sha256(const void *data, size_t n, uint8_t out[32])
+{
+    pthread_once(&sha256_once, sha256_fetch);
+    if (sha256_md == NULL || !EVP_Digest(data, n, out, NULL, sha256_md, NULL))
+        SHA256(data, n, out);
+}
+
 void mg_sha256_hex(const void *data, size_t n, char out[65])
 {
     uint8_t md[SHA256_DIGEST_LENGTH];
 
-    SHA256(data, n, md);
+    mg_sha256(data, n, md);
     mg_hex_encode(md, sizeof(md), out);
 }
 
@@ -200,6 +218,10 @@ int64_t mg_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static __thread time_t fmt_secs;
+static __thread char fmt_head[26];
+static __thread size_t fmt_len;
+
 void mg_time_format(int64_t ms, char out[32])
 {
     int64_t rem = ms % 1000;
@@ -210,9 +232,20 @@ void mg_time_format(int64_t ms, char out[32])
     if (rem < 0)
         rem += 1000; /* floor, for times before the epoch */
     secs = (time_t)((ms - rem) / 1000);
-    gmtime_r(&secs, &tm);
-    n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, 32 - n, ".%03dZ", (int)rem);
+    /* The seconds' text is kept per thread: every log line of a second formats the same. */
+    if (secs != fmt_secs || fmt_len == 0) {
+        gmtime_r(&secs, &tm);
+        fmt_len = strftime(fmt_head, sizeof(fmt_head), "%Y-%m-%dT%H:%M:%S", &tm);
+        fmt_secs = secs;
+    }
+    n = fmt_len;
+    memcpy(out, fmt_head, n);
+    out[n] = '.';
+    out[n + 1] = (char)('0' + rem / 100);
+    out[n + 2] = (char)('0' + rem / 10 % 10);
+    out[n + 3] = (char)('0' + rem % 10);
+    out[n + 4] = 'Z';
+    out[n + 5] = '\0';
 }
 
 bool mg_time_parse(const char *s, int64_t *ms)

@@ -45,6 +45,8 @@ void mg_hex_encode(const uint8_t *in, size_t n, char *out);
 bool mg_hex_decode(const char *hex, size_t n, uint8_t *out);
 
 /* SHA-256 of a buffer, as 64 lowercase hex chars + NUL. */
+/* SHA-256 of data (thread-safe; the algorithm is looked up once). */
+void mg_sha256(const void *data, size_t n, uint8_t out[32]);
 void mg_sha256_hex(const void *data, size_t n, char out[65]);
 
 /* Standard base64 with padding, no newlines. Returns a malloc'd string or NULL. */

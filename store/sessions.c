@@ -46,7 +46,7 @@ enum mg_code store_session_open(struct store *st, const char *secret, size_t n,
         return mg_fail(err, MG_EUNAUTH, "token", "that token is unknown or was revoked");
     if (!random_b64url(id_out) || !random_b64url(csrf_out))
         return mg_fail(err, MG_EIO, NULL, "the random number generator failed");
-    SHA256((const unsigned char *)id_out, STORE_SESSION_ID_LEN, hash);
+    mg_sha256(id_out, STORE_SESSION_ID_LEN, hash);
     if ((c = store_write_begin(st, err)) == NULL)
         return err->code;
     s = db_prepare(c, sql);
@@ -81,7 +81,7 @@ enum mg_code store_session_check(struct store *st, const char *id, size_t n, int
 
     if (n != STORE_SESSION_ID_LEN)
         return MG_EUNAUTH;
-    SHA256((const unsigned char *)id, n, hash);
+    mg_sha256(id, n, hash);
     c = store_read_begin(st);
     s = db_prepare(c, sql);
     db_bind_blob(s, 1, hash, sizeof(hash));
@@ -127,7 +127,7 @@ enum mg_code store_session_close(struct store *st, const char *id, size_t n, str
     struct db_stmt *s;
     uint8_t hash[32];
 
-    SHA256((const unsigned char *)id, n, hash);
+    mg_sha256(id, n, hash);
     if ((c = store_write_begin(st, err)) == NULL)
         return err->code;
     s = db_prepare(c, sql);

@@ -98,7 +98,7 @@ static bool new_secret(char out[STORE_TOKEN_SECRET_LEN + 1], uint8_t hash[32])
         out[4 + i] = b64url[(v >> (10 - off)) & 63];
     }
     out[STORE_TOKEN_SECRET_LEN] = '\0';
-    SHA256((const unsigned char *)out, STORE_TOKEN_SECRET_LEN, hash);
+    mg_sha256(out, STORE_TOKEN_SECRET_LEN, hash);
     return true;
 }
 
@@ -411,7 +411,7 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
 
     if (n == 0 || n > 256)
         return MG_EUNAUTH;
-    SHA256((const unsigned char *)secret, n, hash);
+    mg_sha256(secret, n, hash);
     if (cache_get(st, hash, out))
         return out->expires_ms != 0 && out->expires_ms <= mg_now_ms() ? MG_EUNAUTH : MG_OK;
     pthread_mutex_lock(&st->tokens->lock);

@@ -91,6 +91,9 @@ struct undo {
     "ALTER TABLE promotions DROP COLUMN creator_issuer; "                                          \
     "ALTER TABLE promotions DROP COLUMN creator_subject; "
 
+/* 024_metrics_order: the index a version read walks its metrics by. */
+#define UNDO_024 "DROP INDEX version_metrics_order; "
+
 static const struct undo undos[] = {
     {15, UNDO_015_SQLITE, UNDO_015_PG},
     {16, UNDO_016, NULL},
@@ -100,6 +103,7 @@ static const struct undo undos[] = {
     {21, UNDO_021, NULL},
     {22, UNDO_022, NULL},
     {23, UNDO_023, NULL},
+    {24, UNDO_024, NULL},
 };
 #define NUNDOS (sizeof(undos) / sizeof(undos[0]))
 

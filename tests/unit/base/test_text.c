@@ -117,6 +117,11 @@ static void test_log_escape(void **state)
     assert_string_equal(mg_log_escape("\xff\xff\xff", out, 9, false), "\\xff\\xff");
     assert_string_equal(mg_log_escape("a\xc3\xa9", out, 3, false), "a");
     assert_string_equal(mg_log_escape(NULL, out, sizeof(out), false), "");
+    /* plain ASCII (copied whole): cut to fit too */
+    assert_string_equal(mg_log_escape("/api/v1/models", out, 5, false), "/api");
+    assert_string_equal(mg_log_escape("/api", out, 5, true), "/api");
+    assert_string_equal(mg_log_escape("/a b~", out, sizeof(out), false), "/a b~");
+    assert_string_equal(mg_log_escape("/a\x7f", out, sizeof(out), false), "/a\\x7f");
 }
 
 static void test_prom_label(void **state)

@@ -655,6 +655,9 @@ static void test_time_format(void **state)
         {1795255200123LL, "2026-11-21T10:00:00.123Z"}, /* docs/contract.md's example */
         {951868799007LL, "2000-02-29T23:59:59.007Z"},  /* leap day */
         {4102444800000LL, "2100-01-01T00:00:00.000Z"}, /* past 2038 */
+        {4102444800001LL, "2100-01-01T00:00:00.001Z"}, /* the same second again (kept) */
+        {4102444801050LL, "2100-01-01T00:00:01.050Z"}, /* the next one */
+        {0, "1970-01-01T00:00:00.000Z"},               /* and back */
     };
     size_t i;
     char out[32];
