@@ -41,7 +41,7 @@ static bool grow(struct mg_jw *o, size_t more)
 
 static void put(struct mg_jw *o, const char *s, size_t n)
 {
-    if (grow(o, n)) {
+    if (n > 0 && grow(o, n)) {
         memcpy(o->p + o->n, s, n);
         o->n += n;
     }

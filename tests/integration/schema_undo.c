@@ -131,10 +131,13 @@ static void check_rows(void)
         for (i = 0; i < NUNDOS && undos[i].number != n; i++)
             ;
         if (i == NUNDOS) {
+            char name[256]; /* e is closedir's to free */
+
+            snprintf(name, sizeof(name), "%s", e->d_name);
             closedir(d);
             fail_msg("it_schema_back: migration %s has no undo row in "
                      "tests/integration/schema_undo.c",
-                     e->d_name);
+                     name);
         }
         found++;
     }
