@@ -227,8 +227,7 @@ void srv_reply_json_keep(struct srv_req *r, json_t *v, const char *key, uint64_t
     srv_reply_text_keep(r, text, len, key, epoch);
 }
 
-void srv_reply_text_keep(struct srv_req *r, char *text, size_t len, const char *key,
-                         uint64_t epoch)
+void srv_reply_text_keep(struct srv_req *r, char *text, size_t len, const char *key, uint64_t epoch)
 {
     if (epoch != SRV_CACHE_NO_EPOCH)
         srv_cache_put(r->srv->cache, key, epoch, text, len);

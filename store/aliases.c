@@ -328,10 +328,9 @@ out:
 
 /* The alias's row, for alias_facts: its model's id *mid, and when the alias has a row its
  * *aid, *gen, *deleted, and its routes, match and shadow (NEW). */
-static enum mg_code alias_row(struct db_conn *c, const char *model, const char *alias,
-                              int64_t *mid, int64_t *aid, int64_t *gen, bool *deleted,
-                              json_t **routes, json_t **match, json_t **shadow,
-                              struct mg_error *err)
+static enum mg_code alias_row(struct db_conn *c, const char *model, const char *alias, int64_t *mid,
+                              int64_t *aid, int64_t *gen, bool *deleted, json_t **routes,
+                              json_t **match, json_t **shadow, struct mg_error *err)
 {
     static const char sql_alias[] = "SELECT id, generation, routes, deleted, match_rules, shadow "
                                     "FROM aliases WHERE model_id = ? AND name = ?";

@@ -15,8 +15,8 @@
 
 /* The rollback marks and the archived and deleted versions (generation INT64_MAX: never
  * again), into *bad (NEW). */
-static enum mg_code lkg_bad_marks(struct db_conn *c, int64_t mid, int64_t aid,
-                                  struct lkg_bad **bad, size_t *n, struct mg_error *err)
+static enum mg_code lkg_bad_marks(struct db_conn *c, int64_t mid, int64_t aid, struct lkg_bad **bad,
+                                  size_t *n, struct mg_error *err)
 {
     static const char sql[] =
         "SELECT version, generation, 0 FROM alias_bad WHERE alias_id = ?1 UNION ALL "

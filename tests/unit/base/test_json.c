@@ -114,7 +114,8 @@ static void test_writer_raw(void **state)
         "{\"a\":1,\"b\":[true,false,null],\"c\":{\"d\":\"e\"},\"z\":-9223372036854775807}",
         "{\"auc\":0.942,\"lr\":0.001,\"n\":7000000000,\"p95\":41.5,\"x\":3.0,\"y\":-0.0}",
         "[0.1,0.30000000000000004,1e22,1e-7,-2.5e-7,5e-324,1.7976931348623157e308,100.0]",
-        "{\"s\":\"quote \\\" backslash \\\\ 0.5 -1e3 \\\"9.5\\\" tab \\t\",\"t\":\"\\\\\",\"u\":2.50}",
+        "{\"s\":\"quote \\\" backslash \\\\ 0.5 -1e3 \\\"9.5\\\" tab "
+        "\\t\",\"t\":\"\\\\\",\"u\":2.50}",
         "{\"ctl\":\"\\u0001\\u001f\",\"uni\":\"\\u00e9\\u4e2d\\ud83d\\ude00\",\"e\":1E+2}",
         "\"only 0.1 a string\"",
         "-0.25",
@@ -151,8 +152,8 @@ static void test_writer_raw(void **state)
 static void test_writer_members(void **state)
 {
     json_t *e = json_pack("{s:f, s:[i, s]}", "gib", 1.5, "parts", 2, "x");
-    json_t *want_v = json_pack("{s:s, s:I, s:{s:n, s:[]}, s:[f, s, {s:s}], s:O, s:o}", "a\"b", "c\nd",
-                               "n", (json_int_t)-42, "o", "z", "e", "arr", 0.1, "s", "k",
+    json_t *want_v = json_pack("{s:s, s:I, s:{s:n, s:[]}, s:[f, s, {s:s}], s:O, s:o}", "a\"b",
+                               "c\nd", "n", (json_int_t)-42, "o", "z", "e", "arr", 0.1, "s", "k",
                                "v", "doc", e, "nul", json_null());
     struct mg_jw w = {0}, re = {0};
     char *want = mg_json_text(want_v, NULL), *got, *again;
@@ -238,12 +239,9 @@ static void test_writer_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shapes),
-        cmocka_unit_test(test_reals),
-        cmocka_unit_test(test_invalid_utf8),
-        cmocka_unit_test(test_writer_raw),
-        cmocka_unit_test(test_writer_members),
-        cmocka_unit_test(test_writer_failures),
+        cmocka_unit_test(test_shapes),         cmocka_unit_test(test_reals),
+        cmocka_unit_test(test_invalid_utf8),   cmocka_unit_test(test_writer_raw),
+        cmocka_unit_test(test_writer_members), cmocka_unit_test(test_writer_failures),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

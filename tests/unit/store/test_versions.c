@@ -431,14 +431,13 @@ static void test_version_text(void **state)
     fx_version(fx, "llm",
                json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:{s:f, s:I}, s:{s:s}, s:{s:I, s:s}, "
                          "s:[{s:s, s:s, s:s}, {s:s, s:s, s:s, s:s}], s:{s:f}, s:s}",
-                         "artifact", art, "image", "registry.example/serve@sha256:ab",
-                         "run_id", "train-1", "source", "repo", "https://git.example/x",
-                         "commit", "9f2c", "params", "lr", 0.1, "epochs", (json_int_t)12,
-                         "tags", "team", "risk", "resources", "parameters",
-                         (json_int_t)7000000000, "precision", "fp16", "datasets", "digest", d1,
-                         "role", "train", "uri", "s3://b/t/", "digest", d2, "role", "eval", "name",
-                         "holdout", "uri", "s3://b/e/", "metrics", "auc", 0.942, "description",
-                         "tab\there \"quoted\""));
+                         "artifact", art, "image", "registry.example/serve@sha256:ab", "run_id",
+                         "train-1", "source", "repo", "https://git.example/x", "commit", "9f2c",
+                         "params", "lr", 0.1, "epochs", (json_int_t)12, "tags", "team", "risk",
+                         "resources", "parameters", (json_int_t)7000000000, "precision", "fp16",
+                         "datasets", "digest", d1, "role", "train", "uri", "s3://b/t/", "digest",
+                         d2, "role", "eval", "name", "holdout", "uri", "s3://b/e/", "metrics",
+                         "auc", 0.942, "description", "tab\there \"quoted\""));
     metrics = json_pack("{s:f}", "p95_latency_ms", 41.5);
     assert_int_equal(add_metrics(fx, 1, metrics, &v), MG_OK);
     json_decref(metrics);
