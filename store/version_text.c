@@ -54,7 +54,7 @@ static void put_col_doc_opt(struct mg_jw *w, const char *key, struct db_stmt *s,
 }
 
 /* The version's datasets; *lineage set when one of them is withdrawn (in any owner's record)
- * or derived from another (in any owner's lineage): only then can put_withdrawn find
+ * or derived from another (in any owner's lineage): only then can the withdrawn-datasets query find
  * anything. Both are index lookups (datasets' key starts with digest; dataset_parents_child). */
 static enum mg_code put_datasets(struct db_conn *c, int64_t vid, struct mg_jw *w, bool *lineage,
                                  struct mg_error *err)
@@ -163,21 +163,18 @@ static enum mg_code put_metrics(struct db_conn *c, int64_t vid, struct mg_jw *w,
     return rc;
 }
 
-/* "bad_for": the aliases this version was rolled back from ([] without a query when !any). */
-static enum mg_code put_bad_for(struct db_conn *c, int64_t vid, struct mg_jw *w, bool any,
-                                struct mg_error *err)
+/* key: the strings the first column of sql (its ?1 the version's id) gives; [] without a
+ * query when !run. */
+static enum mg_code put_strings(struct db_conn *c, int64_t vid, struct mg_jw *w, const char *key,
+                                const char *sql, bool run, struct mg_error *err)
 {
-    static const char sql[] = "SELECT a.name FROM versions v "
-                              "JOIN aliases a ON a.model_id = v.model_id "
-                              "JOIN alias_bad b ON b.alias_id = a.id AND b.version = v.version "
-                              "WHERE v.id = ? ORDER BY a.name";
     struct db_stmt *s;
     enum mg_code rc = MG_OK;
     bool row;
 
-    mg_jw_key(w, "bad_for");
+    mg_jw_key(w, key);
     mg_jw_arr(w);
-    if (any) {
+    if (run) {
         s = db_prepare(c, sql);
         db_bind_i64(s, 1, vid);
         while ((rc = db_step(s, &row, err)) == MG_OK && row)
@@ -187,55 +184,43 @@ static enum mg_code put_bad_for(struct db_conn *c, int64_t vid, struct mg_jw *w,
     return rc;
 }
 
+/* "bad_for": the aliases this version was rolled back from (no query unless the row says
+ * there are any). */
+static const char sql_bad_for[] = "SELECT a.name FROM versions v "
+                                  "JOIN aliases a ON a.model_id = v.model_id "
+                                  "JOIN alias_bad b ON b.alias_id = a.id AND b.version = v.version "
+                                  "WHERE v.id = ?1 ORDER BY a.name";
+
 /* "withdrawn_datasets": the withdrawn datasets the version was trained on, directly or
  * through the data sets those were derived from (docs/contract.md "Lifecycle"). Only records
  * its model's owners registered, or global ones, count (docs/contract.md "Tenancy"): another
- * team's record of the same digest, its derivations and its withdrawal never reach it. */
-static enum mg_code put_withdrawn(struct db_conn *c, int64_t vid, struct mg_jw *w, bool lineage,
-                                  struct mg_error *err)
-{
-    static const char sql[] =
-        "WITH RECURSIVE own(team) AS ("
-        " SELECT j.value FROM versions v JOIN models m ON m.id = v.model_id, "
-        " json_each(m.owners) j WHERE v.id = ?1 UNION SELECT ''), "
-        "anc(digest) AS ("
-        " SELECT digest FROM version_datasets WHERE version_id = ?1"
-        " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"
-        " WHERE p.owner IN (SELECT team FROM own)) "
-        "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
-        "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
-        "ORDER BY d.digest";
-    static const char sql_pg[] =
-        "WITH RECURSIVE own(team) AS ("
-        " SELECT jsonb_array_elements_text(m.owners::jsonb) FROM versions v "
-        " JOIN models m ON m.id = v.model_id WHERE v.id = ?1 UNION SELECT ''), "
-        "anc(digest) AS ("
-        " SELECT digest FROM version_datasets WHERE version_id = ?1"
-        " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"
-        " WHERE p.owner IN (SELECT team FROM own)) "
-        "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
-        "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
-        "ORDER BY d.digest";
-    struct db_stmt *s;
-    enum mg_code rc = MG_OK;
-    bool row;
-
-    mg_jw_key(w, "withdrawn_datasets");
-    mg_jw_arr(w);
-    /* Lineage starts at the version's own datasets (put_datasets ran first): when none
-     * of them is withdrawn or derived from another, nothing can be, and the recursive
-     * query is skipped. It was a fifth of a version read's instructions, and its ephemeral
-     * tables' page caches (~80 KiB each, allocated and trimmed back per read) cost ~40 page
-     * faults a read. */
-    if (lineage) {
-        s = db_prepare(c, DB_SQL(c, sql, sql_pg));
-        db_bind_i64(s, 1, vid);
-        while ((rc = db_step(s, &row, err)) == MG_OK && row)
-            mg_jw_str(w, db_col_text(s, 0), db_col_bytes(s, 0));
-    }
-    mg_jw_arr_end(w);
-    return rc;
-}
+ * team's record of the same digest, its derivations and its withdrawal never reach it.
+ * Lineage starts at the version's own datasets (put_datasets ran first): when none of them is
+ * withdrawn or derived from another, nothing can be, and the recursive query is skipped. It
+ * was a fifth of a version read's instructions, and its ephemeral tables' page caches (~80 KiB
+ * each, allocated and trimmed back per read) cost ~40 page faults a read. */
+static const char sql_withdrawn[] =
+    "WITH RECURSIVE own(team) AS ("
+    " SELECT j.value FROM versions v JOIN models m ON m.id = v.model_id, "
+    " json_each(m.owners) j WHERE v.id = ?1 UNION SELECT ''), "
+    "anc(digest) AS ("
+    " SELECT digest FROM version_datasets WHERE version_id = ?1"
+    " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"
+    " WHERE p.owner IN (SELECT team FROM own)) "
+    "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
+    "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
+    "ORDER BY d.digest";
+static const char sql_withdrawn_pg[] =
+    "WITH RECURSIVE own(team) AS ("
+    " SELECT jsonb_array_elements_text(m.owners::jsonb) FROM versions v "
+    " JOIN models m ON m.id = v.model_id WHERE v.id = ?1 UNION SELECT ''), "
+    "anc(digest) AS ("
+    " SELECT digest FROM version_datasets WHERE version_id = ?1"
+    " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"
+    " WHERE p.owner IN (SELECT team FROM own)) "
+    "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
+    "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
+    "ORDER BY d.digest";
 
 /* A stored document as json_t, or NULL when absent, null or unreadable: what a member left
  * out of the Version reads as. */
@@ -316,13 +301,14 @@ enum mg_code version_text_write(struct db_conn *c, struct db_stmt *s, struct mg_
         *introspection = doc_or_null(db_col_text(s, 24));
     }
     db_reset(s);
-    if ((rc = put_bad_for(c, vid, w, bad, err)) == MG_OK) {
+    if ((rc = put_strings(c, vid, w, "bad_for", sql_bad_for, bad, err)) == MG_OK) {
         mg_jw_bytes(w, tail.p, tail.n);
         if (tail.failed)
             w->failed = true;
         if ((rc = put_datasets(c, vid, w, &lineage, err)) == MG_OK &&
             (rc = put_metrics(c, vid, w, err)) == MG_OK)
-            rc = put_withdrawn(c, vid, w, lineage, err);
+            rc = put_strings(c, vid, w, "withdrawn_datasets",
+                             DB_SQL(c, sql_withdrawn, sql_withdrawn_pg), lineage, err);
     }
     mg_jw_obj_end(w);
     mg_jw_free(&tail);

@@ -14,7 +14,7 @@
 #include "version_text.h"
 
 /* Columns of the main version row, joined with its model and blob; the last one (28) is 1
- * when an alias was rolled back from the version (else put_bad_for has nothing to find and
+ * when an alias was rolled back from the version (else the bad_for query has nothing to find and
  * is skipped: an index probe here instead of a statement, a round trip on PostgreSQL). */
 #define VERSION_SELECT                                                                             \
     "SELECT v.id, m.name, v.version, v.artifact, b.size, b.media_type, b.files, v.image, "         \
@@ -26,25 +26,33 @@
     "FROM versions v JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "    \
     "LEFT JOIN version_signatures sg ON sg.version_id = v.id "
 
-/* The full Version whose VERSION_SELECT row s is on (stepped; reset here), in its
- * transaction, as json_t: version_text_write's text, parsed (one writer for the document). */
-static enum mg_code version_from_row(struct db_conn *c, struct db_stmt *s, json_t **out,
-                                     struct mg_error *err)
+/* The Version w holds (rc: how writing it went) as json_t, for callers that decide on it or
+ * add to it: version_text_write is the one writer of the document. */
+static enum mg_code version_parsed(enum mg_code rc, struct mg_jw *w, json_t **out,
+                                   struct mg_error *err)
 {
-    struct mg_jw w = {0};
-    enum mg_code rc = version_text_write(c, s, &w, NULL, NULL, err);
     size_t len;
     char *text;
 
     if (rc != MG_OK) {
-        mg_jw_free(&w);
+        mg_jw_free(w);
         return rc;
     }
-    if ((text = mg_jw_done(&w, &len)) == NULL ||
+    if ((text = mg_jw_done(w, &len)) == NULL ||
         (*out = json_loadb(text, len, JSON_ALLOW_NUL, NULL)) == NULL)
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     free(text);
     return rc;
+}
+
+/* The full Version whose VERSION_SELECT row s is on (stepped; reset here), in its
+ * transaction, as json_t. */
+static enum mg_code version_from_row(struct db_conn *c, struct db_stmt *s, json_t **out,
+                                     struct mg_error *err)
+{
+    struct mg_jw w = {0};
+
+    return version_parsed(version_text_write(c, s, &w, NULL, NULL, err), &w, out, err);
 }
 
 /* Load a full Version by row id, in any open transaction. */
@@ -434,11 +442,13 @@ done:
     return rc;
 }
 
-enum mg_code store_version_get(struct store *st, const char *model, int64_t version, json_t **out,
-                               struct mg_error *err)
+/* The Version (model, version) written into w, in a read transaction of its own: by name and
+ * number in one statement (was: the model's id, the version's id, then the row). With no
+ * row, store_version_id says what is missing, as it always did. */
+static enum mg_code version_get(struct store *st, const char *model, int64_t version,
+                                struct mg_jw *w, json_t **resources, json_t **introspection,
+                                struct mg_error *err)
 {
-    /* By name and number in one statement (was: the model's id, the version's id, then
-     * the row). With no row, store_version_id says what is missing, as it always did. */
     static const char sql[] = VERSION_SELECT "WHERE m.name = ? AND v.version = ?";
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s = db_prepare(c, sql);
@@ -450,7 +460,7 @@ enum mg_code store_version_get(struct store *st, const char *model, int64_t vers
     db_bind_i64(s, 2, version);
     if ((rc = db_step(s, &row, err)) == MG_OK) {
         if (row)
-            rc = version_from_row(c, s, out, err);
+            rc = version_text_write(c, s, w, resources, introspection, err);
         else if ((rc = store_version_id(c, model, version, &vid, err)) == MG_OK)
             rc = mg_fail(err, MG_ENOTFOUND, NULL, "version does not exist");
     }
@@ -458,27 +468,22 @@ enum mg_code store_version_get(struct store *st, const char *model, int64_t vers
     return rc;
 }
 
+enum mg_code store_version_get(struct store *st, const char *model, int64_t version, json_t **out,
+                               struct mg_error *err)
+{
+    struct mg_jw w = {0};
+
+    return version_parsed(version_get(st, model, version, &w, NULL, NULL, err), &w, out, err);
+}
+
 enum mg_code store_version_get_text(struct store *st, const char *model, int64_t version,
                                     struct store_version_text *out, struct mg_error *err)
 {
-    static const char sql[] = VERSION_SELECT "WHERE m.name = ? AND v.version = ?";
-    struct db_conn *c = store_read_begin(st);
-    struct db_stmt *s = db_prepare(c, sql);
     struct mg_jw w = {0};
-    int64_t vid;
     enum mg_code rc;
-    bool row;
 
     *out = (struct store_version_text){0};
-    db_bind_text(s, 1, model);
-    db_bind_i64(s, 2, version);
-    if ((rc = db_step(s, &row, err)) == MG_OK) {
-        if (row)
-            rc = version_text_write(c, s, &w, &out->resources, &out->introspection, err);
-        else if ((rc = store_version_id(c, model, version, &vid, err)) == MG_OK)
-            rc = mg_fail(err, MG_ENOTFOUND, NULL, "version does not exist");
-    }
-    store_read_end(st, c);
+    rc = version_get(st, model, version, &w, &out->resources, &out->introspection, err);
     if (rc == MG_OK && (out->text = mg_jw_done(&w, &out->len)) == NULL)
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     mg_jw_free(&w);
