@@ -199,28 +199,22 @@ static const char sql_bad_for[] = "SELECT a.name FROM versions v "
  * withdrawn or derived from another, nothing can be, and the recursive query is skipped. It
  * was a fifth of a version read's instructions, and its ephemeral tables' page caches (~80 KiB
  * each, allocated and trimmed back per read) cost ~40 page faults a read. */
-static const char sql_withdrawn[] =
-    "WITH RECURSIVE own(team) AS ("
-    " SELECT j.value FROM versions v JOIN models m ON m.id = v.model_id, "
-    " json_each(m.owners) j WHERE v.id = ?1 UNION SELECT ''), "
-    "anc(digest) AS ("
-    " SELECT digest FROM version_datasets WHERE version_id = ?1"
-    " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"
-    " WHERE p.owner IN (SELECT team FROM own)) "
-    "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
-    "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
-    "ORDER BY d.digest";
-static const char sql_withdrawn_pg[] =
-    "WITH RECURSIVE own(team) AS ("
-    " SELECT jsonb_array_elements_text(m.owners::jsonb) FROM versions v "
-    " JOIN models m ON m.id = v.model_id WHERE v.id = ?1 UNION SELECT ''), "
-    "anc(digest) AS ("
-    " SELECT digest FROM version_datasets WHERE version_id = ?1"
-    " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"
-    " WHERE p.owner IN (SELECT team FROM own)) "
-    "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "
-    "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "
-    "ORDER BY d.digest";
+#define WITHDRAWN_LINEAGE                                                                          \
+    "anc(digest) AS ("                                                                             \
+    " SELECT digest FROM version_datasets WHERE version_id = ?1"                                   \
+    " UNION SELECT p.parent FROM dataset_parents p JOIN anc ON p.child = anc.digest"               \
+    " WHERE p.owner IN (SELECT team FROM own)) "                                                   \
+    "SELECT DISTINCT d.digest FROM datasets d JOIN anc ON anc.digest = d.digest "                  \
+    "WHERE d.withdrawn_at IS NOT NULL AND d.owner IN (SELECT team FROM own) "                      \
+    "ORDER BY d.digest"
+static const char sql_withdrawn[] = "WITH RECURSIVE own(team) AS ("
+                                    " SELECT j.value FROM versions v JOIN models m ON "
+                                    "m.id = v.model_id, json_each(m.owners) j WHERE v.id = ?1 "
+                                    "UNION SELECT ''), " WITHDRAWN_LINEAGE;
+static const char sql_withdrawn_pg[] = "WITH RECURSIVE own(team) AS ("
+                                       " SELECT jsonb_array_elements_text(m.owners::jsonb) "
+                                       "FROM versions v JOIN models m ON m.id = v.model_id "
+                                       "WHERE v.id = ?1 UNION SELECT ''), " WITHDRAWN_LINEAGE;
 
 /* A stored document as json_t, or NULL when absent, null or unreadable: what a member left
  * out of the Version reads as. */
