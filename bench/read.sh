@@ -13,7 +13,7 @@
 #
 # Usage: bench/read.sh [--duration S] [--connections N] [--rounds N] [--tmp-dir DIR]
 #                      [--server-cpu N] [--client-cpu N] [--server-threads N]
-#                      [--pg-cpu N] [--no-postgresql]
+#                      [--pg-cpu N] [--no-postgresql] [--history N]
 # See bench/README.md.
 set -euo pipefail
 export LC_ALL=C
@@ -38,6 +38,9 @@ usage: $0 [--duration S] [--connections N] [--rounds N] [--tmp-dir DIR]
   --pg-cpu N       CPU the private PostgreSQL is pinned to (default 2, or wrk's CPU with
                    fewer than 3 CPUs)
   --no-postgresql  skip the cache-off reads on PostgreSQL
+  --history N      set the alias N more times (between a second version and the first,
+                   ending on the first) before measuring: an alias with a long history,
+                   which a cache-missing LKG read must not pay for (default 0)
 Environment: MODELGATED (default $root/build/modelgated), NGINX (default nginx), WRK
 (default wrk). Exit status: 0 when every step ran (a WARN is not a failure), 1 when a step
 failed, 2 on bad usage.
@@ -53,9 +56,10 @@ client_cpu=1
 server_threads=""
 pg_cpu=""
 with_pg=1
+history=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
-    --duration | --connections | --rounds | --server-cpu | --client-cpu | --server-threads | --pg-cpu)
+    --duration | --connections | --rounds | --server-cpu | --client-cpu | --server-threads | --pg-cpu | --history)
         [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || { usage >&2; exit 2; }
         case "$1" in
         --duration) duration=$2 ;;
@@ -65,6 +69,7 @@ while [[ $# -gt 0 ]]; do
         --client-cpu) client_cpu=$2 ;;
         --server-threads) server_threads=$2 ;;
         --pg-cpu) pg_cpu=$2 ;;
+        --history) history=$2 ;;
         esac
         shift 2
         ;;
@@ -177,6 +182,19 @@ populate() {
     api PUT /api/v1/models/fraud/aliases/production '{"version":1}' >/dev/null || bench_die "cannot set the alias"
 }
 populate
+# --history N: a second version, then the alias moved N times between the two, ending on the
+# first (its LKG is then the newest entry of a long history).
+add_history() {
+    local artifact i
+    [[ $history -gt 0 ]] || return 0
+    artifact=$(api GET /api/v1/models/fraud/versions/1 | sed -n 's/.*"artifact":{"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')
+    api POST /api/v1/models/fraud/versions "{\"artifact\":\"$artifact\"}" >/dev/null || bench_die "cannot create version 2"
+    for ((i = history; i >= 1; i--)); do
+        api PUT /api/v1/models/fraud/aliases/production "{\"version\":$((1 + (i + 1) % 2))}" >/dev/null ||
+            bench_die "cannot set the alias"
+    done
+}
+add_history
 
 lkg_path=/api/v1/models/fraud/aliases/production/last-known-good
 version_path=/api/v1/models/fraud/versions/1
@@ -334,7 +352,7 @@ if [[ -n $with_pg ]]; then
         bench_wait_for "modelgated on PostgreSQL" "$pg_server_pid" pg_ready || bench_die "modelgated on PostgreSQL did not start"
         pg_base="http://127.0.0.1:$(tr -d '[:space:]' <"$work/pgport")"
         pg_token=$(tr -d '[:space:]' <"$pgdata/admin.token")
-        (base=$pg_base token=$pg_token populate) || bench_die "cannot create the data on PostgreSQL"
+        (base=$pg_base token=$pg_token populate && base=$pg_base token=$pg_token add_history) || bench_die "cannot create the data on PostgreSQL"
         pg_note="PostgreSQL on CPU ${pin_pg_cpu:-any}"
         [[ $pin_pg_cpu != "$client_cpu" ]] || pg_note+=" (shared with wrk: only $cpus CPUs)"
     fi
@@ -357,7 +375,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }'
 verdict() { awk -v r="$1" -v op="$2" -v t="$3" 'BEGIN { ok = (op == ">=") ? r >= t : r <= t; print ok ? "PASS" : "WARN" }'; }
 
 echo
-echo "modelgate read benchmark: wrk $connections connections, ${duration}s x $rounds rounds (best kept), $pin_note, modelgated threads: ${server_threads:-default}, $cpus CPUs, load average $load_at_start at start"
+echo "modelgate read benchmark: wrk $connections connections, ${duration}s x $rounds rounds (best kept), alias history $((history + 1)) entries, $pin_note, modelgated threads: ${server_threads:-default}, $cpus CPUs, load average $load_at_start at start"
 print_row metric value ratio target result
 for ep in lkg version; do
     if [[ $ep == lkg ]]; then label="LKG"; else label="version"; fi

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define LKG_PAGE 8 /* history entries read by the first statement; each next reads 4 times more */
+
 /* The rollback marks and the archived and deleted versions (generation INT64_MAX: never
  * again), into *bad (NEW). */
 static enum mg_code lkg_bad_marks(struct db_conn *c, int64_t mid, int64_t aid, struct lkg_bad **bad,
@@ -116,9 +118,11 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
     static const char sql_alias[] =
         "SELECT m.id, a.id FROM models m "
         "LEFT JOIN aliases a ON a.model_id = m.id AND a.name = ? WHERE m.name = ?";
+    /* In pages, newest first: PostgreSQL sends a statement's whole result at once, so one
+     * statement over the whole history would move every entry however soon the walk ends. */
     static const char sql_hist[] =
         "SELECT generation, kind, routes, at, match_rules, shadow FROM alias_history "
-        "WHERE alias_id = ? ORDER BY generation DESC LIMIT ?";
+        "WHERE alias_id = ? AND generation < ? ORDER BY generation DESC LIMIT ?";
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s = db_prepare(c, sql_alias);
     struct lkg_bad *bad = NULL;
@@ -143,22 +147,35 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
         goto done;
     if ((rc = lkg_bad_marks(c, mid, aid, &bad, &nbad, err)) != MG_OK)
         goto done;
-    s = db_prepare(c, sql_hist);
-    db_bind_i64(s, 1, aid);
-    db_bind_i64(s, 2, STORE_FACTS_HISTORY_MAX);
-    while ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        struct promo_route routes[MG_ROUTES_MAX];
-        int64_t pinned[MG_MATCH_MAX];
-        struct lkg_entry e;
+    for (int64_t seen = 0, below = INT64_MAX, page = LKG_PAGE;
+         rc == MG_OK && out->version == 0 && seen < STORE_FACTS_HISTORY_MAX; page *= 4) {
+        int64_t got = 0;
 
-        lkg_entry_read(s, &e, routes, pinned);
-        if (!test(&e, bad, nbad, arg))
-            continue;
-        out->version = e.routes[0].version;
-        out->generation = e.generation;
-        snprintf(out->at, sizeof(out->at), "%s", db_col_text(s, 3) ? db_col_text(s, 3) : "");
-        db_reset(s);
-        break;
+        if (page > STORE_FACTS_HISTORY_MAX - seen)
+            page = STORE_FACTS_HISTORY_MAX - seen;
+        s = db_prepare(c, sql_hist);
+        db_bind_i64(s, 1, aid);
+        db_bind_i64(s, 2, below);
+        db_bind_i64(s, 3, page);
+        while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+            struct promo_route routes[MG_ROUTES_MAX];
+            int64_t pinned[MG_MATCH_MAX];
+            struct lkg_entry e;
+
+            got++;
+            lkg_entry_read(s, &e, routes, pinned);
+            below = e.generation;
+            if (!test(&e, bad, nbad, arg))
+                continue;
+            out->version = e.routes[0].version;
+            out->generation = e.generation;
+            snprintf(out->at, sizeof(out->at), "%s", db_col_text(s, 3) ? db_col_text(s, 3) : "");
+            db_reset(s);
+            break;
+        }
+        seen += got;
+        if (got < page)
+            break; /* the history's oldest entry was in this page */
     }
     if (rc == MG_OK && out->version != 0)
         rc = lkg_brief(c, mid, model, out->version, out, err);

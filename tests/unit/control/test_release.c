@@ -374,6 +374,22 @@ static void test_lkg_reads_history_as_facts_do(void **state)
     out = NULL;
     expect_lkg_as_facts(c, "prod");
     assert_int_equal(cfx_lkg(c, "m", "prod"), 1);
+    /* The LKG 46 entries deep (the read goes past its first pages): v3 and v4 set in turn,
+     * then both archived. */
+    for (i = 0; i < 45; i++)
+        cfx_alias_to(c, "m", "prod", 3 + i % 2);
+    {
+        const int64_t both[] = {3, 4};
+        struct store_status_change ch2 = {"m", both, 2, "archived", NULL, NULL, "version.archive",
+                                          NULL};
+
+        gens = json_pack("{s:I}", "prod", (json_int_t)cfx_generation(c, "m", "prod"));
+        ch2.generations = gens;
+        assert_int_equal(store_version_set_status(c->ctl.store, "alice", &ch2, &c->fx->err), MG_OK);
+        json_decref(gens);
+    }
+    expect_lkg_as_facts(c, "prod");
+    assert_int_equal(cfx_lkg(c, "m", "prod"), 1);
     /* No alias: no LKG; no model: the model's not-found. */
     expect_lkg_as_facts(c, "canary");
     assert_int_equal(rel_lkg(&c->ctl, "nope", "prod", &out, &c->fx->err), MG_ENOTFOUND);
