@@ -47,7 +47,7 @@ static bool lkg_view_init(struct lkg_view *v, const json_t *facts)
 {
     json_t *hist = json_object_get(facts, "history"), *bad = json_object_get(facts, "bad"), *h;
     json_t *gone = json_object_get(facts, "unavailable");
-    size_t i, j, nr = 0, np = 0, k = 0, q = 0, nbad = json_array_size(bad);
+    size_t i, nr = 0, np = 0, k = 0, q = 0, nbad = json_array_size(bad);
 
     memset(v, 0, sizeof(*v));
     json_array_foreach(hist, i, h)
@@ -68,23 +68,14 @@ static bool lkg_view_init(struct lkg_view *v, const json_t *facts)
     }
     json_array_foreach(hist, i, h)
     {
-        json_t *routes = json_object_get(h, "routes"), *match = json_object_get(h, "match"), *r;
+        json_t *routes = json_object_get(h, "routes"), *match = json_object_get(h, "match");
+
         v->e[i].generation = json_integer_value(json_object_get(h, "generation"));
         v->e[i].kind = mg_lkg_kind(json_string_value(json_object_get(h, "kind")));
-        v->e[i].routes = &v->r[k];
-        v->e[i].nroutes = json_array_size(routes);
-        json_array_foreach(routes, j, r)
-        {
-            v->r[k].version = json_integer_value(json_object_get(r, "version"));
-            v->r[k].weight = (int)json_integer_value(json_object_get(r, "weight"));
-            k++;
-        }
-        v->e[i].pinned = &v->p[q];
-        v->e[i].npinned = json_array_size(match);
-        json_array_foreach(match, j, r) v->p[q++] =
-            json_integer_value(json_object_get(r, "version"));
-        v->e[i].shadow =
-            json_integer_value(json_object_get(json_object_get(h, "shadow"), "version"));
+        mg_lkg_entry_routes(&v->e[i], routes, match, json_object_get(h, "shadow"), &v->r[k],
+                            json_array_size(routes), &v->p[q], json_array_size(match));
+        k += v->e[i].nroutes;
+        q += v->e[i].npinned;
     }
     for (i = 0; i < nbad; i++) {
         json_t *b = json_array_get(bad, i);

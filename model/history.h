@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <jansson.h>
+
 /* A weighted route of a promotion step or history entry. */
 struct promo_route {
     int64_t version;
@@ -60,5 +62,15 @@ static inline enum lkg_kind mg_lkg_kind(const char *k)
         return LKG_DELETE;
     return LKG_SET;
 }
+
+/*
+ * e's routes, pinned versions and shadow from an entry's stored JSON ([{"version","weight"}],
+ * [{"header","value","version"}], and {"version","percent"} or null; any may be NULL), into
+ * the caller's arrays routes (room for rcap) and pinned (room for pcap); entries past the room
+ * are left out. generation and kind are the caller's.
+ */
+void mg_lkg_entry_routes(struct lkg_entry *e, const json_t *routes, const json_t *match,
+                         const json_t *shadow, struct promo_route *r, size_t rcap, int64_t *pinned,
+                         size_t pcap);
 
 #endif

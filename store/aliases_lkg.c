@@ -9,77 +9,51 @@
  */
 #include "store_int.h"
 
+#include <stdint.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/util.h"
+
 #define LKG_PAGE 8 /* history entries read by the first statement; each next reads 4 times more */
 
 /* The rollback marks and the archived and deleted versions (generation INT64_MAX: never
- * again), into *bad (NEW). */
-static enum mg_code lkg_bad_marks(struct db_conn *c, int64_t mid, int64_t aid, struct lkg_bad **bad,
-                                  size_t *n, struct mg_error *err)
+ * again), as struct lkg_bad records in bad (mg_buf_init'd by the caller). */
+static enum mg_code lkg_bad_marks(struct db_conn *c, int64_t mid, int64_t aid, struct mg_buf *bad,
+                                  struct mg_error *err)
 {
     static const char sql[] =
         "SELECT version, generation, 0 FROM alias_bad WHERE alias_id = ?1 UNION ALL "
         "SELECT version, 0, 1 FROM versions WHERE model_id = ?2 AND status <> 'ready'";
     struct db_stmt *s = db_prepare(c, sql);
-    size_t cap = 0;
     enum mg_code rc;
     bool row;
 
-    *bad = NULL;
-    *n = 0;
     db_bind_i64(s, 1, aid);
     db_bind_i64(s, 2, mid);
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        if (*n == cap) {
-            struct lkg_bad *grown = realloc(*bad, (cap ? cap * 2 : 8) * sizeof(**bad));
+        struct lkg_bad b = {db_col_i64(s, 0), db_col_i64(s, 2) != 0 ? INT64_MAX : db_col_i64(s, 1)};
 
-            if (grown == NULL) {
-                db_reset(s);
-                return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-            }
-            *bad = grown;
-            cap = cap ? cap * 2 : 8;
+        if (mg_buf_append(bad, &b, sizeof(b)) != MG_OK) {
+            db_reset(s);
+            return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
         }
-        (*bad)[*n].version = db_col_i64(s, 0);
-        (*bad)[*n].generation = db_col_i64(s, 2) != 0 ? INT64_MAX : db_col_i64(s, 1);
-        (*n)++;
     }
     return rc;
 }
 
-/* One history row's entry: its routes, the versions its match rules pin and its shadow,
- * from their stored JSON ([{"version","weight"}], [{"header","value","version"}], and
- * {"version","percent"} or null), into the caller's arrays. */
+/* One history row's entry, its routes into the caller's arrays (stored JSON: history.h). */
 static void lkg_entry_read(struct db_stmt *s, struct lkg_entry *e,
                            struct promo_route routes[MG_ROUTES_MAX], int64_t pinned[MG_MATCH_MAX])
 {
-    json_t *r = store_col_json(s, 2), *m = store_col_json(s, 4), *sh = store_col_json(s, 5), *x;
-    size_t i;
+    json_t *r = store_col_json(s, 2), *m = store_col_json(s, 4), *sh = store_col_json(s, 5);
 
     memset(e, 0, sizeof(*e));
     e->generation = db_col_i64(s, 0);
     e->kind = mg_lkg_kind(db_col_text(s, 1));
-    e->routes = routes;
-    e->pinned = pinned;
-    json_array_foreach(r, i, x)
-    {
-        if (i >= MG_ROUTES_MAX)
-            break;
-        routes[i].version = json_integer_value(json_object_get(x, "version"));
-        routes[i].weight = (int)json_integer_value(json_object_get(x, "weight"));
-        e->nroutes = i + 1;
-    }
-    json_array_foreach(m, i, x)
-    {
-        if (i >= MG_MATCH_MAX)
-            break;
-        pinned[i] = json_integer_value(json_object_get(x, "version"));
-        e->npinned = i + 1;
-    }
-    e->shadow = json_integer_value(json_object_get(sh, "version"));
+    mg_lkg_entry_routes(e, r, m, sh, routes, MG_ROUTES_MAX, pinned, MG_MATCH_MAX);
     json_decref(r);
     json_decref(m);
     json_decref(sh);
@@ -125,13 +99,13 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
         "WHERE alias_id = ? AND generation < ? ORDER BY generation DESC LIMIT ?";
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s = db_prepare(c, sql_alias);
-    struct lkg_bad *bad = NULL;
-    size_t nbad = 0;
+    struct mg_buf bad;
     int64_t mid = 0, aid = 0;
     enum mg_code rc;
     bool row;
 
     memset(out, 0, sizeof(*out));
+    mg_buf_init(&bad, SIZE_MAX);
     db_bind_text(s, 1, alias);
     db_bind_text(s, 2, model);
     if ((rc = db_step(s, &row, err)) != MG_OK)
@@ -145,7 +119,7 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
     db_reset(s);
     if (aid == 0) /* no such alias: no last-known-good */
         goto done;
-    if ((rc = lkg_bad_marks(c, mid, aid, &bad, &nbad, err)) != MG_OK)
+    if ((rc = lkg_bad_marks(c, mid, aid, &bad, err)) != MG_OK)
         goto done;
     for (int64_t seen = 0, below = INT64_MAX, page = LKG_PAGE;
          rc == MG_OK && out->version == 0 && seen < STORE_FACTS_HISTORY_MAX; page *= 4) {
@@ -165,7 +139,7 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
             got++;
             lkg_entry_read(s, &e, routes, pinned);
             below = e.generation;
-            if (!test(&e, bad, nbad, arg))
+            if (!test(&e, (const struct lkg_bad *)bad.data, bad.len / sizeof(struct lkg_bad), arg))
                 continue;
             out->version = e.routes[0].version;
             out->generation = e.generation;
@@ -181,7 +155,7 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
         rc = lkg_brief(c, mid, model, out->version, out, err);
 done:
     store_read_end(st, c);
-    free(bad);
+    mg_buf_release(&bad);
     if (rc != MG_OK)
         store_lkg_clear(out);
     return rc;

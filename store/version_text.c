@@ -86,30 +86,27 @@ static enum mg_code put_datasets(struct db_conn *c, int64_t vid, struct mg_jw *w
     return rc;
 }
 
-/* "metrics" (each name once, where it first came, with its latest value) and
- * "metrics_history" (every row, in order). */
-struct metric {
-    char *name;
-    double value;
-};
-
+/* "metrics" and "metrics_history", from one pass over the rows in the order they came (a name
+ * is there once: version_metrics is UNIQUE (version_id, name)); the history is written aside
+ * and spliced in after the metrics. */
 static enum mg_code put_metrics(struct db_conn *c, int64_t vid, struct mg_jw *w,
                                 struct mg_error *err)
 {
     static const char sql[] = "SELECT name, value, by, at FROM version_metrics "
                               "WHERE version_id = ? ORDER BY seq";
     struct db_stmt *s = db_prepare(c, sql);
-    struct mg_jw hist = {.depth = 1}; /* the history array's members, written as they come */
-    struct metric *m = NULL;
-    size_t n = 0, cap = 0, i;
+    struct mg_jw hist = {.depth = 1}; /* the history array's members */
     enum mg_code rc;
     bool row;
 
     db_bind_i64(s, 1, vid);
+    mg_jw_key(w, "metrics");
+    mg_jw_obj(w);
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        const char *name = db_col_text(s, 0);
         double value = db_col_double(s, 1);
 
+        mg_jw_key(w, db_col_text(s, 0));
+        mg_jw_real(w, value);
         mg_jw_obj(&hist);
         put_col_str(&hist, "name", s, 0);
         mg_jw_key(&hist, "value");
@@ -117,48 +114,14 @@ static enum mg_code put_metrics(struct db_conn *c, int64_t vid, struct mg_jw *w,
         put_col_str(&hist, "by", s, 2);
         put_col_str(&hist, "at", s, 3);
         mg_jw_obj_end(&hist);
-        if (name == NULL)
-            continue;
-        for (i = 0; i < n && strcmp(m[i].name, name) != 0; i++)
-            ;
-        if (i < n) {
-            m[i].value = value;
-            continue;
-        }
-        if (n == cap) {
-            struct metric *grown = realloc(m, (cap ? cap * 2 : 8) * sizeof(*m));
-
-            if (grown == NULL) {
-                hist.failed = true;
-                break;
-            }
-            m = grown;
-            cap = cap ? cap * 2 : 8;
-        }
-        if ((m[n].name = strdup(name)) == NULL) {
-            hist.failed = true;
-            break;
-        }
-        m[n++].value = value;
     }
-    if (rc == MG_OK) {
-        mg_jw_key(w, "metrics");
-        mg_jw_obj(w);
-        for (i = 0; i < n; i++) {
-            mg_jw_key(w, m[i].name);
-            mg_jw_real(w, m[i].value);
-        }
-        mg_jw_obj_end(w);
-        mg_jw_key(w, "metrics_history");
-        mg_jw_arr(w);
-        mg_jw_bytes(w, hist.p, hist.n);
-        mg_jw_arr_end(w);
-        if (hist.failed)
-            w->failed = true;
-    }
-    for (i = 0; i < n; i++)
-        free(m[i].name);
-    free(m);
+    mg_jw_obj_end(w);
+    mg_jw_key(w, "metrics_history");
+    mg_jw_arr(w);
+    mg_jw_bytes(w, hist.p, hist.n);
+    mg_jw_arr_end(w);
+    if (hist.failed)
+        w->failed = true;
     mg_jw_free(&hist);
     return rc;
 }
@@ -229,6 +192,20 @@ static json_t *doc_or_null(const char *t)
     return v;
 }
 
+/* The members left out when NULL, after "bad_for", in the Version's order: a stored document
+ * (doc) or a string, and its VERSION_SELECT column. */
+static const struct {
+    const char *key;
+    int col;
+    bool doc;
+} optional[] = {
+    {"run_id", 8, false},        {"source", 9, true},        {"smoke", 12, true},
+    {"resources", 13, true},     {"archived_at", 19, false}, {"archived_by", 20, false},
+    {"deleted_at", 21, false},   {"deleted_by", 22, false},  {"deletion_reason", 23, false},
+    {"introspection", 24, true}, {"io_schema", 25, true},    {"publisher", 26, true},
+    {"scan", 27, true},
+};
+
 enum mg_code version_text_write(struct db_conn *c, struct db_stmt *s, struct mg_jw *w,
                                 json_t **resources, json_t **introspection, struct mg_error *err)
 {
@@ -277,19 +254,9 @@ enum mg_code version_text_write(struct db_conn *c, struct db_stmt *s, struct mg_
         mg_jw_str(w, url, strlen(url));
         mg_jw_obj_end(w);
     }
-    put_col_str_opt(&tail, "run_id", s, 8);
-    put_col_doc_opt(&tail, "source", s, 9);
-    put_col_doc_opt(&tail, "smoke", s, 12);
-    put_col_doc_opt(&tail, "resources", s, 13);
-    put_col_str_opt(&tail, "archived_at", s, 19);
-    put_col_str_opt(&tail, "archived_by", s, 20);
-    put_col_str_opt(&tail, "deleted_at", s, 21);
-    put_col_str_opt(&tail, "deleted_by", s, 22);
-    put_col_str_opt(&tail, "deletion_reason", s, 23);
-    put_col_doc_opt(&tail, "introspection", s, 24);
-    put_col_doc_opt(&tail, "io_schema", s, 25);
-    put_col_doc_opt(&tail, "publisher", s, 26);
-    put_col_doc_opt(&tail, "scan", s, 27);
+    for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++)
+        (optional[i].doc ? put_col_doc_opt : put_col_str_opt)(&tail, optional[i].key, s,
+                                                              optional[i].col);
     if (resources != NULL) {
         *resources = doc_or_null(db_col_text(s, 13));
         *introspection = doc_or_null(db_col_text(s, 24));
