@@ -1517,12 +1517,21 @@ struct it_resp *it_request_h(struct mg_server *s, const char *method, const char
 void it_request_parallel(struct mg_server *s, size_t n, const struct it_spec *specs,
                          struct it_resp **out)
 {
+    it_request_parallel_at(s, n, specs, NULL, out);
+}
+
+void it_request_parallel_at(struct mg_server *s, size_t n, const struct it_spec *specs,
+                            const int *start_ms, struct it_resp **out)
+{
     CURLM *m = curl_multi_init();
     CURL **handles = calloc(n, sizeof(*handles));
     struct curl_slist **lists = calloc(n, sizeof(*lists));
     int running = 1;
+    size_t pending = 0;
+    bool *added = calloc(n ? n : 1, sizeof(*added));
+    int64_t t0 = it_now_ms();
 
-    if (m == NULL || handles == NULL || lists == NULL)
+    if (m == NULL || handles == NULL || lists == NULL || added == NULL)
         fail_msg("out of memory");
     for (size_t i = 0; i < n; i++) {
         handles[i] = curl_easy_init();
@@ -1533,12 +1542,33 @@ void it_request_parallel(struct mg_server *s, size_t n, const struct it_spec *sp
         lists[i] = it_setup(handles[i], &specs[i], NULL);
         /* A connection each: the requests must really be in flight together. */
         curl_easy_setopt(handles[i], CURLOPT_FRESH_CONNECT, 1L);
-        curl_multi_add_handle(m, handles[i]);
+        if (start_ms != NULL && start_ms[i] > 0) {
+            pending++;
+        } else {
+            curl_multi_add_handle(m, handles[i]);
+            added[i] = true;
+        }
     }
-    while (running > 0) {
+    while (running > 0 || pending > 0) {
+        int wait_ms = 1000;
+
+        for (size_t i = 0; pending > 0 && i < n; i++) {
+            int64_t due = t0 + start_ms[i] - it_now_ms();
+
+            if (added[i])
+                continue;
+            if (due <= 0) {
+                curl_multi_add_handle(m, handles[i]);
+                added[i] = true;
+                pending--;
+                continue;
+            }
+            if (due < wait_ms)
+                wait_ms = (int)due;
+        }
         if (curl_multi_perform(m, &running) != CURLM_OK)
             fail_msg("curl_multi_perform failed");
-        if (running > 0 && curl_multi_poll(m, NULL, 0, 1000, NULL) != CURLM_OK)
+        if ((running > 0 || pending > 0) && curl_multi_poll(m, NULL, 0, wait_ms, NULL) != CURLM_OK)
             fail_msg("curl_multi_poll failed");
     }
     for (;;) {
@@ -1561,6 +1591,7 @@ void it_request_parallel(struct mg_server *s, size_t n, const struct it_spec *sp
     curl_multi_cleanup(m);
     free(handles);
     free(lists);
+    free(added);
 }
 
 struct it_resp *it_request(struct mg_server *s, const char *method, const char *path,

@@ -240,6 +240,11 @@ struct it_resp *it_request(struct mg_server *s, const char *method, const char *
 void it_request_parallel(struct mg_server *s, size_t n, const struct it_spec *specs,
                          struct it_resp **out);
 
+/* The same, with specs[i] sent start_ms[i] ms after the first ones (start_ms NULL: all at
+ * once), so a test can move a race's window onto the moment it is about. */
+void it_request_parallel_at(struct mg_server *s, size_t n, const struct it_spec *specs,
+                            const int *start_ms, struct it_resp **out);
+
 /* A JSON body given as text (NULL for none), Content-Type application/json. */
 struct it_resp *it_jreq(struct mg_server *s, const char *method, const char *path,
                         const char *token, const char *json_text);
