@@ -189,10 +189,24 @@ add_history() {
     [[ $history -gt 0 ]] || return 0
     artifact=$(api GET /api/v1/models/fraud/versions/1 | sed -n 's/.*"artifact":{"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')
     api POST /api/v1/models/fraud/versions "{\"artifact\":\"$artifact\"}" >/dev/null || bench_die "cannot create version 2"
+    local n=$((history < 100 ? history / 2 : 50)) t0 t1 t2=0 t3
+    t0=$(date +%s%N)
     for ((i = history; i >= 1; i--)); do
+        [[ $i -eq $((history - n)) ]] && t1=$(date +%s%N)
+        [[ $i -eq $n ]] && t2=$(date +%s%N)
         api PUT /api/v1/models/fraud/aliases/production "{\"version\":$((1 + (i + 1) % 2))}" >/dev/null ||
             bench_die "cannot set the alias"
     done
+    t3=$(date +%s%N)
+    # An alias write decides on the alias's history (its LKG, the version a rollback goes to):
+    # the same write, one curl each, on a young alias and after the long history.
+    if [[ $n -gt 0 ]]; then
+        put_ms_young=$(awk -v a="$t0" -v b="$t1" -v n="$n" 'BEGIN { printf "%.2f", (b - a) / n / 1e6 }')
+        put_ms_old=$(awk -v a="$t2" -v b="$t3" -v n="$n" 'BEGIN { printf "%.2f", (b - a) / n / 1e6 }')
+        put_note="alias PUT (curl, one at a time) on ${db_label:-SQLite}: first $n of the history ${put_ms_young} ms each, last $n ${put_ms_old} ms each"
+        echo "read: $put_note"
+        echo "$put_note" >>"$work/put_notes"
+    fi
 }
 add_history
 
@@ -352,7 +366,7 @@ if [[ -n $with_pg ]]; then
         bench_wait_for "modelgated on PostgreSQL" "$pg_server_pid" pg_ready || bench_die "modelgated on PostgreSQL did not start"
         pg_base="http://127.0.0.1:$(tr -d '[:space:]' <"$work/pgport")"
         pg_token=$(tr -d '[:space:]' <"$pgdata/admin.token")
-        (base=$pg_base token=$pg_token populate && base=$pg_base token=$pg_token add_history) || bench_die "cannot create the data on PostgreSQL"
+        (base=$pg_base token=$pg_token populate && base=$pg_base token=$pg_token db_label=PostgreSQL add_history) || bench_die "cannot create the data on PostgreSQL"
         pg_note="PostgreSQL on CPU ${pin_pg_cpu:-any}"
         [[ $pin_pg_cpu != "$client_cpu" ]] || pg_note+=" (shared with wrk: only $cpus CPUs)"
     fi
@@ -405,4 +419,5 @@ if [[ -n $pg_base ]]; then
     done
 fi
 [[ -z $pg_note ]] || echo "$pg_note; PostgreSQL ratios are to SQLite's cache-off figures"
+[[ ! -s $work/put_notes ]] || cat "$work/put_notes"
 [[ -z "$server_rss_kib" ]] || echo "modelgated peak RSS: $((server_rss_kib / 1024)) MiB"

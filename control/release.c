@@ -117,6 +117,27 @@ int64_t rel_facts_newest_routed(const json_t *facts)
     return ver;
 }
 
+/* store_alias_facts_until's test: do the history entries read so far decide the alias's LKG,
+ * its newest routed version and the LKG before that (gates/rollout.h lkg_history_decides)? */
+static bool facts_decide(const json_t *facts, void *arg)
+{
+    struct lkg_view v;
+    bool yes;
+
+    (void)arg;
+    if (!lkg_view_init(&v, facts))
+        return false; /* out of memory: read on; the whole history decides */
+    yes = lkg_history_decides(v.e, v.n, v.bad, v.nbad);
+    lkg_view_release(&v);
+    return yes;
+}
+
+enum mg_code rel_alias_facts(struct ctl *ctl, const char *model, const char *alias, json_t **out,
+                             struct mg_error *err)
+{
+    return store_alias_facts_until(ctl->store, model, alias, facts_decide, NULL, out, err);
+}
+
 /* The policy of (model, alias), or the empty one. */
 enum mg_code rel_load_policy(struct ctl *ctl, const char *model, const char *alias,
                              struct gate_policy *pol, json_t **snapshot, struct mg_error *err)

@@ -68,7 +68,7 @@ enum mg_code rel_alias_get(struct ctl *ctl, const char *model, const char *alias
 
     if (store_alias_get(ctl->store, model, alias, &a, err) != MG_OK)
         return err->code;
-    if (store_alias_facts(ctl->store, model, alias, &facts, err) != MG_OK) {
+    if (rel_alias_facts(ctl, model, alias, &facts, err) != MG_OK) {
         json_decref(a);
         return err->code;
     }
@@ -92,7 +92,7 @@ static enum mg_code written(struct ctl *ctl, const char *model, const char *alia
     }
     if (a == NULL) /* a delete, or no alias to read: answer what is there */
         return rel_alias_get(ctl, model, alias, out, err);
-    if (store_alias_facts(ctl->store, model, alias, &facts, err) != MG_OK) {
+    if (rel_alias_facts(ctl, model, alias, &facts, err) != MG_OK) {
         json_decref(a);
         return err->code;
     }
@@ -146,8 +146,8 @@ enum mg_code rel_alias_list(struct ctl *ctl, const char *model, json_t **out, st
     json_array_foreach(json_object_get(list, "items"), i, a)
     {
         json_t *facts = NULL;
-        if (store_alias_facts(ctl->store, model, json_string_value(json_object_get(a, "alias")),
-                              &facts, err) == MG_OK)
+        if (rel_alias_facts(ctl, model, json_string_value(json_object_get(a, "alias")), &facts,
+                            err) == MG_OK)
             rel_add_lkg(a, facts);
         json_decref(facts);
     }
@@ -168,7 +168,7 @@ static enum mg_code alias_change(struct ctl *ctl, const char *actor, const char 
     for (attempt = 0; attempt < RETRIES && rc == MG_ESTALE; attempt++) {
         json_decref(facts);
         facts = NULL;
-        if ((rc = store_alias_facts(ctl->store, model, alias, &facts, err)) != MG_OK)
+        if ((rc = rel_alias_facts(ctl, model, alias, &facts, err)) != MG_OK)
             break;
         if (strcmp(kind, "delete") == 0 && !json_is_true(json_object_get(facts, "exists"))) {
             rc = mg_fail(err, MG_ENOTFOUND, NULL, "model '%s' has no alias '%s'", model, alias);
@@ -269,7 +269,7 @@ enum mg_code rel_rollback(struct ctl *ctl, const char *actor, const char *model,
         bool has_promo = false;
         size_t i;
 
-        if ((rc = store_alias_facts(ctl->store, model, alias, &facts, err)) != MG_OK)
+        if ((rc = rel_alias_facts(ctl, model, alias, &facts, err)) != MG_OK)
             return rc;
         newest = rel_facts_newest_routed(facts);
         target = rel_facts_lkg(facts, newest, NULL);

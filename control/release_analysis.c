@@ -498,7 +498,7 @@ enum mg_code rel_analysis_dry_run(struct ctl *ctl, const char *model, const char
     if (pol == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     if ((rc = store_version_get(ctl->store, model, version, &ver, err)) != MG_OK ||
-        (rc = store_alias_facts(ctl->store, model, alias, &facts, err)) != MG_OK ||
+        (rc = rel_alias_facts(ctl, model, alias, &facts, err)) != MG_OK ||
         (rc = rel_load_policy(ctl, model, alias, pol, NULL, err)) != MG_OK)
         goto out;
     if (!pol->analysis.enabled) {

@@ -45,6 +45,12 @@ struct rel_decision {
 
 int64_t rel_facts_lkg(const json_t *facts, int64_t exclude, json_t **entry);
 
+/* The facts release control decides on (store_alias_facts), with only as much of the
+ * history, newest first, as rel_facts_lkg (nothing excluded, and the newest routed version
+ * excluded) and rel_facts_newest_routed need to answer as on the whole of it. */
+enum mg_code rel_alias_facts(struct ctl *ctl, const char *model, const char *alias, json_t **out,
+                             struct mg_error *err);
+
 int64_t rel_facts_newest_routed(const json_t *facts);
 
 enum mg_code rel_load_policy(struct ctl *ctl, const char *model, const char *alias,

@@ -183,7 +183,7 @@ enum mg_code rel_promotion_create(struct ctl *ctl, const struct store_principal 
 
     if ((rc = store_version_get(ctl->store, model, version, &ver, err)) != MG_OK)
         goto out;
-    if ((rc = store_alias_facts(ctl->store, model, alias, &facts, err)) != MG_OK)
+    if ((rc = rel_alias_facts(ctl, model, alias, &facts, err)) != MG_OK)
         goto out;
     if (!json_is_null(json_object_get(facts, "promotion"))) {
         rc = mg_fail(err, MG_EINPROGRESS, NULL,
@@ -433,7 +433,7 @@ enum mg_code rel_apply_event(struct ctl *ctl, const char *actor, const char *id,
         pc.approval_subject = d->approval_subject;
         pc.leader_epoch = d->leader_epoch;
         if (acts.set_routes) {
-            if ((rc = store_alias_facts(ctl->store, model, alias, &facts, err)) != MG_OK)
+            if ((rc = rel_alias_facts(ctl, model, alias, &facts, err)) != MG_OK)
                 goto next;
             memset(&a, 0, sizeof(a));
             a.model = model;
@@ -552,7 +552,7 @@ enum mg_code rel_gates_dry_run(struct ctl *ctl, const char *model, int64_t versi
     enum mg_code rc;
 
     if ((rc = store_version_get(ctl->store, model, version, &ver, err)) != MG_OK ||
-        (rc = store_alias_facts(ctl->store, model, alias, &facts, err)) != MG_OK ||
+        (rc = rel_alias_facts(ctl, model, alias, &facts, err)) != MG_OK ||
         (rc = rel_load_policy(ctl, model, alias, &pol, NULL, err)) != MG_OK)
         goto out;
     rc =

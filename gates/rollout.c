@@ -450,3 +450,49 @@ int64_t lkg_newest_routed(const struct lkg_entry *hist, size_t n)
     consider(hist, n, hist[0].shadow, &best, &best_since);
     return best;
 }
+
+/* The i-th version entry e names (its routes, then its pins, then its shadow; 0 for none). */
+static int64_t named_version(const struct lkg_entry *e, size_t i)
+{
+    if (i < e->nroutes)
+        return e->routes[i].version;
+    i -= e->nroutes;
+    return i < e->npinned ? e->pinned[i] : e->shadow;
+}
+
+bool lkg_history_decides(const struct lkg_entry *hist, size_t n, const struct lkg_bad *bad,
+                         size_t nbad)
+{
+    size_t names, reaching = 0, ending = 0;
+    int64_t newest;
+
+    if (n == 0)
+        return false;
+    /* lkg_newest_routed: a version routed through all n entries may have been routed
+     * further back still, so it ranks below any whose run began inside them (the winner is
+     * known), but two or more such versions and nothing else rank by what is older. */
+    names = hist[0].nroutes + hist[0].npinned + 1;
+    for (size_t i = 0; i < names; i++) {
+        int64_t v = named_version(&hist[0], i);
+        bool again = false;
+        size_t k = 1;
+
+        for (size_t j = 0; j < i && !again; j++)
+            again = named_version(&hist[0], j) == v;
+        if (again || v == 0 || !routes_version(&hist[0], v))
+            continue;
+        while (k < n && routes_version(&hist[k], v))
+            k++;
+        if (k == n)
+            reaching++;
+        else
+            ending++;
+    }
+    if (ending == 0 && reaching > 1)
+        return false;
+    /* lkg_select, with nothing excluded and with the newest routed version excluded: the
+     * first entry, newest first, that holds is among these n or the answer is further back. */
+    newest = lkg_newest_routed(hist, n);
+    return lkg_select(hist, n, bad, nbad, 0, NULL) != 0 &&
+           (newest == 0 || lkg_select(hist, n, bad, nbad, newest, NULL) != 0);
+}

@@ -162,4 +162,13 @@ bool lkg_entry_holds(const struct lkg_entry *e, const struct lkg_bad *bad, size_
  * recently became routed. 0 when nothing is routed. */
 int64_t lkg_newest_routed(const struct lkg_entry *hist, size_t n);
 
+/*
+ * Do the newest n entries of a history decide what the whole history would: lkg_newest_routed,
+ * and lkg_select with nothing excluded and with the newest routed version excluded (both
+ * found among them)? For a reader of history in pages, newest first (store_alias_facts_until):
+ * once this holds it can stop. False for n == 0.
+ */
+bool lkg_history_decides(const struct lkg_entry *hist, size_t n, const struct lkg_bad *bad,
+                         size_t nbad);
+
 #endif

@@ -384,13 +384,18 @@ static enum mg_code bad_and_gone(struct db_conn *c, int64_t mid, int64_t aid, js
     return rc;
 }
 
-/* store_alias_facts_in. */
+/* History entries alias_facts reads first when a caller decides as it goes; each next page
+ * is 4 times larger (PostgreSQL sends a statement's whole result at once). */
+#define FACTS_PAGE 8
+
+/* store_alias_facts_in, and store_alias_facts_until's history read in pages. */
 static enum mg_code alias_facts(struct db_conn *c, const char *model, const char *alias,
-                                json_t **out, struct mg_error *err)
+                                store_facts_enough enough, void *arg, json_t **out,
+                                struct mg_error *err)
 {
     static const char sql_hist[] =
         "SELECT generation, kind, routes, at, match_rules, shadow FROM alias_history "
-        "WHERE alias_id = ? ORDER BY generation DESC LIMIT ?";
+        "WHERE alias_id = ? AND generation < ? ORDER BY generation DESC LIMIT ?";
     struct db_stmt *s;
     int64_t mid = 0, aid = 0, gen = 0;
     json_t *routes = NULL, *hist = json_array(), *bad = json_array(), *promo = NULL;
@@ -399,22 +404,10 @@ static enum mg_code alias_facts(struct db_conn *c, const char *model, const char
     bool deleted = false, prot = false, row;
     enum mg_code rc;
 
+    *out = NULL;
     if ((rc = alias_row(c, model, alias, &mid, &aid, &gen, &deleted, &routes, &match, &shadow,
                         err)) != MG_OK)
         goto out;
-    if (aid != 0) {
-        s = db_prepare(c, sql_hist);
-        db_bind_i64(s, 1, aid);
-        db_bind_i64(s, 2, STORE_FACTS_HISTORY_MAX);
-        while ((rc = db_step(s, &row, err)) == MG_OK && row)
-            json_array_append_new(
-                hist, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "generation",
-                                (json_int_t)db_col_i64(s, 0), "kind", store_col_json_string(s, 1),
-                                "routes", store_col_json(s, 2), "at", store_col_json_string(s, 3),
-                                "match", col_match(s, 4), "shadow", col_shadow(s, 5)));
-        if (rc != MG_OK)
-            goto out;
-    }
     /* Archived and deleted versions: never a last-known-good or rollback target. */
     if ((rc = bad_and_gone(c, mid, aid, bad, gone, err)) != MG_OK)
         goto out;
@@ -426,9 +419,42 @@ static enum mg_code alias_facts(struct db_conn *c, const char *model, const char
         "match", match ? match : json_array(), "shadow", shadow ? shadow : json_null(), "protected",
         prot, "promotion", promo, "history", hist, "bad", bad, "unavailable", gone);
     routes = match = shadow = NULL;
-    if (*out == NULL)
+    if (*out == NULL) {
         rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    /* The history, newest first, into the facts' own array: all of it (up to the cap) in one
+     * statement, or page by page until enough says the entries so far decide. */
+    for (int64_t seen = 0, below = INT64_MAX, page = enough ? FACTS_PAGE : STORE_FACTS_HISTORY_MAX;
+         aid != 0 && seen < STORE_FACTS_HISTORY_MAX; page *= 4) {
+        int64_t got = 0;
+
+        if (page > STORE_FACTS_HISTORY_MAX - seen)
+            page = STORE_FACTS_HISTORY_MAX - seen;
+        s = db_prepare(c, sql_hist);
+        db_bind_i64(s, 1, aid);
+        db_bind_i64(s, 2, below);
+        db_bind_i64(s, 3, page);
+        while ((rc = db_step(s, &row, err)) == MG_OK && row) {
+            got++;
+            below = db_col_i64(s, 0);
+            json_array_append_new(
+                hist, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "generation", (json_int_t)below,
+                                "kind", store_col_json_string(s, 1), "routes", store_col_json(s, 2),
+                                "at", store_col_json_string(s, 3), "match", col_match(s, 4),
+                                "shadow", col_shadow(s, 5)));
+        }
+        if (rc != MG_OK)
+            goto out;
+        seen += got;
+        if (got < page || (enough && enough(*out, arg)))
+            break; /* the oldest entry was in this page, or the caller has what it needs */
+    }
 out:
+    if (rc != MG_OK) {
+        json_decref(*out);
+        *out = NULL;
+    }
     json_decref(routes);
     json_decref(match);
     json_decref(shadow);
@@ -441,14 +467,21 @@ out:
 enum mg_code store_alias_facts_in(struct db_conn *c, const char *model, const char *alias,
                                   json_t **out, struct mg_error *err)
 {
-    return alias_facts(c, model, alias, out, err);
+    return alias_facts(c, model, alias, NULL, NULL, out, err);
 }
 
 enum mg_code store_alias_facts(struct store *st, const char *model, const char *alias, json_t **out,
                                struct mg_error *err)
 {
+    return store_alias_facts_until(st, model, alias, NULL, NULL, out, err);
+}
+
+enum mg_code store_alias_facts_until(struct store *st, const char *model, const char *alias,
+                                     store_facts_enough enough, void *arg, json_t **out,
+                                     struct mg_error *err)
+{
     struct db_conn *c = store_read_begin(st);
-    enum mg_code rc = store_alias_facts_in(c, model, alias, out, err);
+    enum mg_code rc = alias_facts(c, model, alias, enough, arg, out, err);
 
     store_read_end(st, c);
     return rc;

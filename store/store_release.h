@@ -53,6 +53,18 @@ enum mg_code store_alias_facts(struct store *st, const char *model, const char *
                                struct mg_error *err);
 
 /*
+ * store_alias_facts with "history" read newest first in pages (8, 32, 128 … entries) only
+ * until enough(the facts so far, arg) is true (gates/rollout.h lkg_history_decides decides
+ * this for release control), or the history (up to its newest 10 000 entries) ends. Then
+ * "history" holds the entries read: the newest ones, maybe not all. enough NULL: all of it.
+ * A decision on an alias that has moved thousands of times costs what it does on a new one.
+ */
+typedef bool (*store_facts_enough)(const json_t *facts, void *arg);
+enum mg_code store_alias_facts_until(struct store *st, const char *model, const char *alias,
+                                     store_facts_enough enough, void *arg, json_t **out,
+                                     struct mg_error *err);
+
+/*
  * An alias's last-known-good, read in one transaction: its history newest first (at most the
  * newest 10 000 entries, as store_alias_facts reads) is handed one entry at a time to test,
  * with the alias's rollback marks and the model's archived and deleted versions as bad

@@ -310,6 +310,8 @@ static void test_lkg(void **state)
 /* rel_lkg (history read newest first, only until an entry holds) agrees with the choice made
  * on the whole facts (rel_facts_lkg over store_alias_facts), with that entry's generation and
  * time. */
+static size_t *last_partial; /* when set: how many entries rel_alias_facts read last */
+
 static void expect_lkg_as_facts(struct cfx *c, const char *alias)
 {
     json_t *facts = NULL, *entry = NULL, *l = NULL;
@@ -331,6 +333,28 @@ static void expect_lkg_as_facts(struct cfx *c, const char *alias)
                             json_string_value(json_object_get(entry, "at")));
     }
     json_decref(l);
+    /* The facts release control decides on read only the newest entries that decide, and
+     * decide as the whole history does. */
+    {
+        json_t *part = NULL, *pentry = NULL;
+        int64_t newest = rel_facts_newest_routed(facts);
+
+        assert_int_equal(rel_alias_facts(&c->ctl, "m", alias, &part, &c->fx->err), MG_OK);
+        assert_int_equal(rel_facts_lkg(part, 0, &pentry), want);
+        assert_ptr_equal(pentry == NULL, entry == NULL);
+        if (entry)
+            assert_int_equal(json_integer_value(json_object_get(pentry, "generation")),
+                             json_integer_value(json_object_get(entry, "generation")));
+        assert_int_equal(rel_facts_newest_routed(part), newest);
+        assert_int_equal(rel_facts_lkg(part, newest, NULL), rel_facts_lkg(facts, newest, NULL));
+        assert_int_equal(json_integer_value(json_object_get(part, "generation")),
+                         json_integer_value(json_object_get(facts, "generation")));
+        assert_true(json_array_size(json_object_get(part, "history")) <=
+                    json_array_size(json_object_get(facts, "history")));
+        if (last_partial != NULL)
+            *last_partial = json_array_size(json_object_get(part, "history"));
+        json_decref(part);
+    }
     json_decref(facts);
 }
 
@@ -346,7 +370,14 @@ static void test_lkg_reads_history_as_facts_do(void **state)
     expect_lkg_as_facts(c, "prod");
     for (i = 0; i < 40; i++) /* a long history: v1, v2, v3, v1, ... */
         cfx_alias_to(c, "m", "prod", 1 + i % 3);
-    expect_lkg_as_facts(c, "prod");
+    {
+        size_t read = 0;
+
+        last_partial = &read;
+        expect_lkg_as_facts(c, "prod");
+        last_partial = NULL;
+        assert_int_equal(read, 8); /* the first page decides */
+    }
     assert_int_equal(cfx_lkg(c, "m", "prod"), 1);
     /* Rolled back: v1 is bad from now on, the one before it (v3) is the LKG. */
     assert_int_equal(rel_rollback(&c->ctl, "dep", "m", "prod", "bad", &out, &c->fx->err), MG_OK);
@@ -388,7 +419,15 @@ static void test_lkg_reads_history_as_facts_do(void **state)
         assert_int_equal(store_version_set_status(c->ctl.store, "alice", &ch2, &c->fx->err), MG_OK);
         json_decref(gens);
     }
-    expect_lkg_as_facts(c, "prod");
+    {
+        size_t read = 0;
+
+        last_partial = &read;
+        expect_lkg_as_facts(c, "prod");
+        last_partial = NULL;
+        /* Past the first page (8) to the LKG 46 entries deep, not the 95 entries there are. */
+        assert_true(read > 8 && read < 95);
+    }
     assert_int_equal(cfx_lkg(c, "m", "prod"), 1);
     /* No alias: no LKG; no model: the model's not-found. */
     expect_lkg_as_facts(c, "canary");

@@ -985,13 +985,104 @@ static void test_lkg_newest_routed_table(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* Two versions split for a while, after a set: which became routed last is only known where
+ * one of them was not routed yet. */
+static const struct lkg_entry h_split_long[] = {
+    E(4, LKG_SET, r1_50_5_50),
+    E(3, LKG_SET, r1_50_5_50),
+    E(2, LKG_SET, r1),
+    E(1, LKG_SET, r2),
+};
+/* v7 shadowed beside v1 for two entries, after v7 held the alias: v1 became routed last,
+ * which the two newest entries alone cannot tell (both are routed through them). */
+static const struct lkg_entry h_shadow_long[] = {
+    ES(3, LKG_SET, r1, 7),
+    ES(2, LKG_SET, r1, 7),
+    E(1, LKG_SET, r7),
+};
+/* Set to v1 again and again: the version before it is further back. */
+static const struct lkg_entry h_same_again[] = {
+    E(4, LKG_SET, r1),
+    E(3, LKG_SET, r1),
+    E(2, LKG_SET, r1),
+    E(1, LKG_SET, r3),
+};
+
+/* lkg_history_decides: the fewest newest entries that decide (0: none do, the reader goes to
+ * the history's end), and wherever it says they decide, they give what the whole does. */
+static void test_lkg_history_decides_table(void **state)
+{
+    static const struct lkg_bad bad5[] = {{5, INT64_MAX}};
+    static const struct {
+        const char *what;
+        const struct lkg_entry *h;
+        size_t n;
+        const struct lkg_bad *bad;
+        size_t nbad;
+        size_t decides_at;
+    } cases[] = {
+        {"one set: nothing to roll back to", h_set, N_ELEMS(h_set), NULL, 0, 0},
+        {"two sets", h_two_sets, N_ELEMS(h_two_sets), NULL, 0, 2},
+        {"promoted: back to the set before the steps", h_promoted, N_ELEMS(h_promoted), NULL, 0, 4},
+        {"promoted, v5 bad", h_promoted, N_ELEMS(h_promoted), bad5, 1, 4},
+        {"rolling out: the LKG under the steps", h_rolling, N_ELEMS(h_rolling), NULL, 0, 3},
+        {"aborted", h_aborted, N_ELEMS(h_aborted), NULL, 0, 4},
+        {"rolled back", h_rolled_back, N_ELEMS(h_rolled_back), NULL, 0, 2},
+        {"only steps: no LKG anywhere", h_steps_only, N_ELEMS(h_steps_only), NULL, 0, 0},
+        {"deleted", h_deleted, N_ELEMS(h_deleted), NULL, 0, 2},
+        {"a new older route", h_new_route, N_ELEMS(h_new_route), NULL, 0, 2},
+        {"split for two entries: the third tells which came last", h_split_long,
+         N_ELEMS(h_split_long), NULL, 0, 3},
+        {"a shadow as long as the route: the entry before tells", h_shadow_long,
+         N_ELEMS(h_shadow_long), NULL, 0, 3},
+        {"the same version again and again", h_same_again, N_ELEMS(h_same_again), NULL, 0, 4},
+        {"a pin added to a set", h_pin_added, N_ELEMS(h_pin_added), NULL, 0, 2},
+        {"shadowed after a long pin", h_pin_then_shadow, N_ELEMS(h_pin_then_shadow), NULL, 0, 3},
+        {"empty", NULL, 0, NULL, 0, 0},
+    };
+    size_t i, bad = 0;
+
+    (void)state;
+    for (i = 0; i < N_ELEMS(cases); i++) {
+        const struct lkg_entry *h = cases[i].h;
+        size_t n = cases[i].n, first = 0, wi = 0, pi = 0;
+        int64_t newest = lkg_newest_routed(h, n);
+        int64_t whole = lkg_select(h, n, cases[i].bad, cases[i].nbad, 0, &wi);
+        int64_t before = lkg_select(h, n, cases[i].bad, cases[i].nbad, newest, NULL);
+
+        for (size_t k = 0; k <= n; k++) {
+            if (!lkg_history_decides(h, k, cases[i].bad, cases[i].nbad))
+                continue;
+            if (first == 0)
+                first = k;
+            if (lkg_newest_routed(h, k) != newest ||
+                lkg_select(h, k, cases[i].bad, cases[i].nbad, 0, &pi) != whole || pi != wi ||
+                lkg_select(h, k, cases[i].bad, cases[i].nbad, newest, NULL) != before) {
+                print_error("%s: %zu entries decide otherwise than all %zu\n", cases[i].what, k, n);
+                bad++;
+            }
+        }
+        if (first != cases[i].decides_at) {
+            print_error("%s: decided at %zu entries, want %zu\n", cases[i].what, first,
+                        cases[i].decides_at);
+            bad++;
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_promo_step_table),  cmocka_unit_test(test_promo_step_terminal),
-        cmocka_unit_test(test_promo_step_reason), cmocka_unit_test(test_promo_init),
-        cmocka_unit_test(test_promo_walk),        cmocka_unit_test(test_promo_state_names),
-        cmocka_unit_test(test_lkg_select_table),  cmocka_unit_test(test_lkg_newest_routed_table),
+        cmocka_unit_test(test_promo_step_table),
+        cmocka_unit_test(test_promo_step_terminal),
+        cmocka_unit_test(test_promo_step_reason),
+        cmocka_unit_test(test_promo_init),
+        cmocka_unit_test(test_promo_walk),
+        cmocka_unit_test(test_promo_state_names),
+        cmocka_unit_test(test_lkg_select_table),
+        cmocka_unit_test(test_lkg_newest_routed_table),
+        cmocka_unit_test(test_lkg_history_decides_table),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
