@@ -41,6 +41,9 @@ usage: $0 [--duration S] [--connections N] [--rounds N] [--tmp-dir DIR]
   --history N      set the alias N more times (between a second version and the first,
                    ending on the first) before measuring: an alias with a long history,
                    which a cache-missing LKG read must not pay for (default 0)
+  --archived N     create N more versions of the model and archive them before measuring:
+                   what a retention policy leaves behind, which neither a cache-missing LKG
+                   read nor an alias write must pay for (default 0)
 Environment: MODELGATED (default $root/build/modelgated), NGINX (default nginx), WRK
 (default wrk). Exit status: 0 when every step ran (a WARN is not a failure), 1 when a step
 failed, 2 on bad usage.
@@ -57,9 +60,10 @@ server_threads=""
 pg_cpu=""
 with_pg=1
 history=0
+archived=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
-    --duration | --connections | --rounds | --server-cpu | --client-cpu | --server-threads | --pg-cpu | --history)
+    --duration | --connections | --rounds | --server-cpu | --client-cpu | --server-threads | --pg-cpu | --history | --archived)
         [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || { usage >&2; exit 2; }
         case "$1" in
         --duration) duration=$2 ;;
@@ -70,6 +74,7 @@ while [[ $# -gt 0 ]]; do
         --server-threads) server_threads=$2 ;;
         --pg-cpu) pg_cpu=$2 ;;
         --history) history=$2 ;;
+        --archived) archived=$2 ;;
         esac
         shift 2
         ;;
@@ -208,7 +213,30 @@ add_history() {
         echo "$put_note" >>"$work/put_notes"
     fi
 }
+# --archived N: N more versions of the model, each archived (never the LKG, never routed).
+add_archived() {
+    local artifact i v t0 t1 n=50
+    [[ $archived -gt 0 ]] || return 0
+    artifact=$(api GET /api/v1/models/fraud/versions/1 | sed -n 's/.*"artifact":{"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')
+    for ((i = 0; i < archived; i++)); do
+        v=$(api POST /api/v1/models/fraud/versions "{\"artifact\":\"$artifact\"}" | sed -n 's/.*"version":\([0-9]*\).*/\1/p') ||
+            bench_die "cannot create a version to archive"
+        api POST "/api/v1/models/fraud/versions/$v/archive" >/dev/null || bench_die "cannot archive version $v"
+    done
+    # With a history (so version 2 exists): the same alias writes as add_history times, now.
+    [[ $history -gt 0 ]] || return 0
+    t0=$(date +%s%N)
+    for ((i = n; i >= 1; i--)); do
+        api PUT /api/v1/models/fraud/aliases/production "{\"version\":$((1 + (i + 1) % 2))}" >/dev/null ||
+            bench_die "cannot set the alias"
+    done
+    t1=$(date +%s%N)
+    put_note="alias PUT (curl, one at a time) on ${db_label:-SQLite} after $archived versions were archived: $(awk -v a="$t0" -v b="$t1" -v n="$n" 'BEGIN { printf "%.2f", (b - a) / n / 1e6 }') ms each"
+    echo "read: $put_note"
+    echo "$put_note" >>"$work/put_notes"
+}
 add_history
+add_archived
 
 lkg_path=/api/v1/models/fraud/aliases/production/last-known-good
 version_path=/api/v1/models/fraud/versions/1
@@ -366,7 +394,7 @@ if [[ -n $with_pg ]]; then
         bench_wait_for "modelgated on PostgreSQL" "$pg_server_pid" pg_ready || bench_die "modelgated on PostgreSQL did not start"
         pg_base="http://127.0.0.1:$(tr -d '[:space:]' <"$work/pgport")"
         pg_token=$(tr -d '[:space:]' <"$pgdata/admin.token")
-        (base=$pg_base token=$pg_token populate && base=$pg_base token=$pg_token db_label=PostgreSQL add_history) || bench_die "cannot create the data on PostgreSQL"
+        (base=$pg_base token=$pg_token populate && base=$pg_base token=$pg_token db_label=PostgreSQL add_history && base=$pg_base token=$pg_token db_label=PostgreSQL add_archived) || bench_die "cannot create the data on PostgreSQL"
         pg_note="PostgreSQL on CPU ${pin_pg_cpu:-any}"
         [[ $pin_pg_cpu != "$client_cpu" ]] || pg_note+=" (shared with wrk: only $cpus CPUs)"
     fi
@@ -389,7 +417,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }'
 verdict() { awk -v r="$1" -v op="$2" -v t="$3" 'BEGIN { ok = (op == ">=") ? r >= t : r <= t; print ok ? "PASS" : "WARN" }'; }
 
 echo
-echo "modelgate read benchmark: wrk $connections connections, ${duration}s x $rounds rounds (best kept), alias history $((history + 1)) entries, $pin_note, modelgated threads: ${server_threads:-default}, $cpus CPUs, load average $load_at_start at start"
+echo "modelgate read benchmark: wrk $connections connections, ${duration}s x $rounds rounds (best kept), alias history $((history + 1)) entries, $archived archived versions, $pin_note, modelgated threads: ${server_threads:-default}, $cpus CPUs, load average $load_at_start at start"
 print_row metric value ratio target result
 for ep in lkg version; do
     if [[ $ep == lkg ]]; then label="LKG"; else label="version"; fi

@@ -355,10 +355,10 @@ static enum mg_code alias_row(struct db_conn *c, const char *model, const char *
     return MG_OK;
 }
 
-/* Rollback marks ({"version","generation"} into bad) and the archived and deleted versions
- * (numbers into gone, in version order: the facts' documented shape), for alias_facts. */
+/* Rollback marks ({"version","generation"} into bad) and, when all_gone, every archived and
+ * deleted version of the model (numbers into gone, in version order), for alias_facts. */
 static enum mg_code bad_and_gone(struct db_conn *c, int64_t mid, int64_t aid, json_t *bad,
-                                 json_t *gone, struct mg_error *err)
+                                 json_t *gone, bool all_gone, struct mg_error *err)
 {
     static const char sql_bad[] = "SELECT version, generation FROM alias_bad WHERE alias_id = ?";
     static const char sql_gone[] = "SELECT version FROM versions WHERE model_id = ? AND "
@@ -377,10 +377,52 @@ static enum mg_code bad_and_gone(struct db_conn *c, int64_t mid, int64_t aid, js
         if (rc != MG_OK)
             return rc;
     }
+    if (!all_gone)
+        return MG_OK;
     s = db_prepare(c, sql_gone);
     db_bind_i64(s, 1, mid);
     while ((rc = db_step(s, &row, err)) == MG_OK && row)
         json_array_append_new(gone, json_integer(db_col_i64(s, 0)));
+    return rc;
+}
+
+/* For store_alias_facts_until: of the versions the history entries from index `from` route,
+ * those not yet looked up (in `checked`) that are archived or deleted, into gone. A model's
+ * lifecycle may have archived thousands of versions; only those the history read names
+ * matter to the decisions on it. */
+static enum mg_code gone_of_entries(struct db_conn *c, int64_t mid, const json_t *hist, size_t from,
+                                    json_t *checked, json_t *gone, struct mg_error *err)
+{
+    static const char sql[] = "SELECT 1 FROM versions WHERE model_id = ? AND version = ? AND "
+                              "status <> 'ready'";
+    enum mg_code rc = MG_OK;
+
+    for (size_t i = from; i < json_array_size(hist) && rc == MG_OK; i++) {
+        json_t *r;
+        size_t k;
+
+        json_array_foreach(json_object_get(json_array_get(hist, i), "routes"), k, r)
+        {
+            int64_t v = json_integer_value(json_object_get(r, "version"));
+            char key[24];
+            struct db_stmt *s;
+            bool row;
+
+            snprintf(key, sizeof(key), "%lld", (long long)v);
+            if (json_object_get(checked, key) != NULL)
+                continue;
+            json_object_set_new(checked, key, json_true());
+            s = db_prepare(c, sql);
+            db_bind_i64(s, 1, mid);
+            db_bind_i64(s, 2, v);
+            if ((rc = db_step(s, &row, err)) != MG_OK)
+                break;
+            if (row) {
+                json_array_append_new(gone, json_integer(v));
+                db_reset(s);
+            }
+        }
+    }
     return rc;
 }
 
@@ -399,7 +441,7 @@ static enum mg_code alias_facts(struct db_conn *c, const char *model, const char
     struct db_stmt *s;
     int64_t mid = 0, aid = 0, gen = 0;
     json_t *routes = NULL, *hist = json_array(), *bad = json_array(), *promo = NULL;
-    json_t *gone = json_array();
+    json_t *gone = json_array(), *checked = json_object();
     json_t *match = NULL, *shadow = NULL;
     bool deleted = false, prot = false, row;
     enum mg_code rc;
@@ -409,7 +451,7 @@ static enum mg_code alias_facts(struct db_conn *c, const char *model, const char
                         err)) != MG_OK)
         goto out;
     /* Archived and deleted versions: never a last-known-good or rollback target. */
-    if ((rc = bad_and_gone(c, mid, aid, bad, gone, err)) != MG_OK)
+    if ((rc = bad_and_gone(c, mid, aid, bad, gone, enough == NULL, err)) != MG_OK)
         goto out;
     if ((rc = alias_guard(c, mid, alias, &prot, &promo, err)) != MG_OK)
         goto out;
@@ -444,7 +486,8 @@ static enum mg_code alias_facts(struct db_conn *c, const char *model, const char
                                 "at", store_col_json_string(s, 3), "match", col_match(s, 4),
                                 "shadow", col_shadow(s, 5)));
         }
-        if (rc != MG_OK)
+        if (rc != MG_OK || (enough && (rc = gone_of_entries(c, mid, hist, (size_t)seen, checked,
+                                                            gone, err)) != MG_OK))
             goto out;
         seen += got;
         if (got < page || (enough && enough(*out, arg)))
@@ -461,6 +504,7 @@ out:
     json_decref(hist);
     json_decref(bad);
     json_decref(gone);
+    json_decref(checked);
     return rc;
 }
 

@@ -1,8 +1,9 @@
 /*
  * aliases_lkg.c - an alias's last-known-good read from its rows (store_release.h
- * store_alias_lkg_find): the model and alias in one statement, the rollback marks and the
- * versions that can no longer take traffic in another, then the history newest first, one
- * entry at a time, only until the caller's test (gates/rollout.h lkg_entry_holds) passes.
+ * store_alias_lkg_find): the model and alias in one statement, the rollback marks in
+ * another, then the history newest first, one entry at a time, only until the caller's test
+ * (gates/rollout.h lkg_entry_holds) passes and the version it names is still ready (one that
+ * was archived or deleted becomes a bad mark, and the walk goes on).
  *
  * Typically that is the newest entry or the one before it, so a read costs the same for an
  * alias with ten thousand generations as for one with two; nothing is built as json_t.
@@ -19,22 +20,21 @@
 
 #define LKG_PAGE 8 /* history entries read by the first statement; each next reads 4 times more */
 
-/* The rollback marks and the archived and deleted versions (generation INT64_MAX: never
- * again), as struct lkg_bad records in bad (mg_buf_init'd by the caller). */
-static enum mg_code lkg_bad_marks(struct db_conn *c, int64_t mid, int64_t aid, struct mg_buf *bad,
+/* The rollback marks, as struct lkg_bad records in bad (mg_buf_init'd by the caller). The
+ * archived and deleted versions (generation INT64_MAX: never again) join them as the walk
+ * meets them (lkg_brief): a model whose lifecycle archived thousands of versions would
+ * otherwise read them all on every read. */
+static enum mg_code lkg_bad_marks(struct db_conn *c, int64_t aid, struct mg_buf *bad,
                                   struct mg_error *err)
 {
-    static const char sql[] =
-        "SELECT version, generation, 0 FROM alias_bad WHERE alias_id = ?1 UNION ALL "
-        "SELECT version, 0, 1 FROM versions WHERE model_id = ?2 AND status <> 'ready'";
+    static const char sql[] = "SELECT version, generation FROM alias_bad WHERE alias_id = ?";
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
 
     db_bind_i64(s, 1, aid);
-    db_bind_i64(s, 2, mid);
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        struct lkg_bad b = {db_col_i64(s, 0), db_col_i64(s, 2) != 0 ? INT64_MAX : db_col_i64(s, 1)};
+        struct lkg_bad b = {db_col_i64(s, 0), db_col_i64(s, 1)};
 
         if (mg_buf_append(bad, &b, sizeof(b)) != MG_OK) {
             db_reset(s);
@@ -59,12 +59,13 @@ static void lkg_entry_read(struct db_stmt *s, struct lkg_entry *e,
     json_decref(sh);
 }
 
-/* The chosen version's artifact and image (NEW; image NULL when it has none). */
+/* The chosen version's artifact and image (NEW; image NULL when it has none), when it is
+ * ready (*ready; archived or deleted: nothing set). */
 static enum mg_code lkg_brief(struct db_conn *c, int64_t mid, const char *model, int64_t v,
-                              struct store_lkg *out, struct mg_error *err)
+                              struct store_lkg *out, bool *ready, struct mg_error *err)
 {
-    static const char sql[] = "SELECT artifact, image FROM versions WHERE model_id = ? AND "
-                              "version = ?";
+    static const char sql[] = "SELECT artifact, image, status = 'ready' FROM versions "
+                              "WHERE model_id = ? AND version = ?";
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
@@ -76,6 +77,10 @@ static enum mg_code lkg_brief(struct db_conn *c, int64_t mid, const char *model,
     if (!row)
         return mg_fail(err, MG_ENOTFOUND, NULL, "version %lld of model '%s' does not exist",
                        (long long)v, model);
+    if (!(*ready = db_col_i64(s, 2) != 0)) {
+        db_reset(s);
+        return MG_OK;
+    }
     out->artifact = store_col_strdup(s, 0);
     out->image = store_col_strdup(s, 1);
     rc = out->artifact == NULL || (out->image == NULL && !db_col_null(s, 1))
@@ -119,11 +124,12 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
     db_reset(s);
     if (aid == 0) /* no such alias: no last-known-good */
         goto done;
-    if ((rc = lkg_bad_marks(c, mid, aid, &bad, err)) != MG_OK)
+    if ((rc = lkg_bad_marks(c, aid, &bad, err)) != MG_OK)
         goto done;
     for (int64_t seen = 0, below = INT64_MAX, page = LKG_PAGE;
          rc == MG_OK && out->version == 0 && seen < STORE_FACTS_HISTORY_MAX; page *= 4) {
         int64_t got = 0;
+        bool held = false, ready = false;
 
         if (page > STORE_FACTS_HISTORY_MAX - seen)
             page = STORE_FACTS_HISTORY_MAX - seen;
@@ -141,6 +147,7 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
             below = e.generation;
             if (!test(&e, (const struct lkg_bad *)bad.data, bad.len / sizeof(struct lkg_bad), arg))
                 continue;
+            held = true;
             out->version = e.routes[0].version;
             out->generation = e.generation;
             snprintf(out->at, sizeof(out->at), "%s", db_col_text(s, 3) ? db_col_text(s, 3) : "");
@@ -148,11 +155,24 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
             break;
         }
         seen += got;
+        if (rc != MG_OK ||
+            (held && (rc = lkg_brief(c, mid, model, out->version, out, &ready, err)) != MG_OK))
+            break;
+        if (held && !ready) {
+            /* Archived or deleted since: never the LKG again; the walk goes on past it. */
+            struct lkg_bad b = {out->version, INT64_MAX};
+
+            if (mg_buf_append(&bad, &b, sizeof(b)) != MG_OK) {
+                rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+                break;
+            }
+            out->version = 0;
+            page /= 4; /* the same page size again, from the entry after this one */
+            continue;
+        }
         if (got < page)
             break; /* the history's oldest entry was in this page */
     }
-    if (rc == MG_OK && out->version != 0)
-        rc = lkg_brief(c, mid, model, out->version, out, err);
 done:
     store_read_end(st, c);
     mg_buf_release(&bad);

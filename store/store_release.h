@@ -56,7 +56,9 @@ enum mg_code store_alias_facts(struct store *st, const char *model, const char *
  * store_alias_facts with "history" read newest first in pages (8, 32, 128 … entries) only
  * until enough(the facts so far, arg) is true (gates/rollout.h lkg_history_decides decides
  * this for release control), or the history (up to its newest 10 000 entries) ends. Then
- * "history" holds the entries read: the newest ones, maybe not all. enough NULL: all of it.
+ * "history" holds the entries read: the newest ones, maybe not all, and "unavailable" only
+ * the archived and deleted versions those entries route (in the order met), not all of the
+ * model's. enough NULL: all of both, as store_alias_facts.
  * A decision on an alias that has moved thousands of times costs what it does on a new one.
  */
 typedef bool (*store_facts_enough)(const json_t *facts, void *arg);
@@ -67,8 +69,9 @@ enum mg_code store_alias_facts_until(struct store *st, const char *model, const 
 /*
  * An alias's last-known-good, read in one transaction: its history newest first (at most the
  * newest 10 000 entries, as store_alias_facts reads) is handed one entry at a time to test,
- * with the alias's rollback marks and the model's archived and deleted versions as bad
- * (generation INT64_MAX), until test passes (gates/rollout.h lkg_entry_holds). Then *out holds
+ * with the alias's rollback marks as bad, until test passes (gates/rollout.h
+ * lkg_entry_holds) for a version that is still ready; an archived or deleted one it passed
+ * for joins bad (generation INT64_MAX: never again) and the walk goes on. Then *out holds
  * that entry's version, generation and time, and the version's artifact and image (NEW;
  * image NULL when none). out->version is 0 when no entry passes or the alias does not exist;
  * a missing model is MG_ENOTFOUND, as from store_model_id. Clear it with store_lkg_clear.
