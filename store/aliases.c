@@ -1,6 +1,8 @@
 /*
  * aliases.c - aliases: routes, generations, history and bad marks; the alias
- * half of a release commit (store_alias_apply) with its gateway-name claims.
+ * half of a release commit (store_alias_apply) with its gateway-name claims. What
+ * decisions about an alias read is in aliases_facts.c, its last-known-good in
+ * aliases_lkg.c.
  *
  * Decisions (which routes) are made by the caller with gates/ on what it
  * read; the apply checks that what it read still holds (the generation) and
@@ -78,9 +80,7 @@ static enum mg_code shadow_enriched(struct db_conn *c, int64_t model_id, const j
     return MG_OK;
 }
 
-/* The stored match_rules column as an array ([] for NULL) and the shadow column as an
- * object or null: both NEW. */
-static json_t *col_match(struct db_stmt *s, int i)
+json_t *store_alias_col_match(struct db_stmt *s, int i)
 {
     json_t *v = store_col_json(s, i);
 
@@ -90,7 +90,7 @@ static json_t *col_match(struct db_stmt *s, int i)
     return json_array();
 }
 
-static json_t *col_shadow(struct db_stmt *s, int i)
+json_t *store_alias_col_shadow(struct db_stmt *s, int i)
 {
     json_t *v = store_col_json(s, i);
 
@@ -120,9 +120,8 @@ static enum mg_code active_promotion(struct db_conn *c, int64_t model_id, const 
     return MG_OK;
 }
 
-/* Both facts of an alias that its readers show: protected and promotion. */
-static enum mg_code alias_guard(struct db_conn *c, int64_t model_id, const char *alias,
-                                bool *protected_, json_t **promotion, struct mg_error *err)
+enum mg_code store_alias_guard(struct db_conn *c, int64_t model_id, const char *alias,
+                               bool *protected_, json_t **promotion, struct mg_error *err)
 {
     enum mg_code rc = store_policy_exists(c, model_id, alias, protected_, err);
 
@@ -170,7 +169,7 @@ enum mg_code store_alias_read(struct db_conn *c, const char *model, const char *
     enum mg_code rc;
 
     if ((rc = store_model_id(c, model, &mid, err)) != MG_OK ||
-        (rc = alias_guard(c, mid, alias, &prot, &promo, err)) != MG_OK)
+        (rc = store_alias_guard(c, mid, alias, &prot, &promo, err)) != MG_OK)
         return rc;
     s = db_prepare(c, sql);
     db_bind_i64(s, 1, mid);
@@ -189,8 +188,8 @@ enum mg_code store_alias_read(struct db_conn *c, const char *model, const char *
     gen = db_col_i64(s, 0);
     raw = store_col_json(s, 1);
     updated = store_col_json_string(s, 2);
-    raw_match = col_match(s, 4);
-    raw_shadow = col_shadow(s, 5);
+    raw_match = store_alias_col_match(s, 4);
+    raw_shadow = store_alias_col_shadow(s, 5);
     db_reset(s);
     if ((rc = enriched(c, mid, raw, &routes, err)) != MG_OK ||
         (rc = enriched(c, mid, raw_match, &match, err)) != MG_OK ||
@@ -295,8 +294,8 @@ static enum mg_code history_row(struct db_stmt *s, void *ctx, json_t **item, cha
     snprintf(cursor, 128, "%lld", (long long)gen);
     *item =
         json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "generation", (json_int_t)gen,
-                  "routes", store_col_json(s, 1), "match", col_match(s, 7), "shadow",
-                  col_shadow(s, 8), "at", store_col_json_string(s, 2), "by",
+                  "routes", store_col_json(s, 1), "match", store_alias_col_match(s, 7), "shadow",
+                  store_alias_col_shadow(s, 8), "at", store_col_json_string(s, 2), "by",
                   store_col_json_string(s, 3), "reason", store_col_json_string(s, 4), "promotion",
                   store_col_json_string(s, 5), "kind", store_col_json_string(s, 6));
     return *item ? MG_OK : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
@@ -322,211 +321,6 @@ enum mg_code store_alias_history(struct store *st, const char *model, const char
     db_bind_i64(s, 2, cursor);
     rc = store_page_rows(s, 3, page, history_row, NULL, out, err);
 out:
-    store_read_end(st, c);
-    return rc;
-}
-
-/* The alias's row, for alias_facts: its model's id *mid, and when the alias has a row its
- * *aid, *gen, *deleted, and its routes, match and shadow (NEW). */
-static enum mg_code alias_row(struct db_conn *c, const char *model, const char *alias, int64_t *mid,
-                              int64_t *aid, int64_t *gen, bool *deleted, json_t **routes,
-                              json_t **match, json_t **shadow, struct mg_error *err)
-{
-    static const char sql_alias[] = "SELECT id, generation, routes, deleted, match_rules, shadow "
-                                    "FROM aliases WHERE model_id = ? AND name = ?";
-    struct db_stmt *s;
-    enum mg_code rc;
-    bool row;
-
-    if ((rc = store_model_id(c, model, mid, err)) != MG_OK)
-        return rc;
-    s = db_prepare(c, sql_alias);
-    db_bind_i64(s, 1, *mid);
-    db_bind_text(s, 2, alias);
-    if ((rc = db_step(s, &row, err)) != MG_OK || !row)
-        return rc;
-    *aid = db_col_i64(s, 0);
-    *gen = db_col_i64(s, 1);
-    *routes = store_col_json(s, 2);
-    *deleted = db_col_i64(s, 3) != 0;
-    *match = col_match(s, 4);
-    *shadow = col_shadow(s, 5);
-    db_reset(s);
-    return MG_OK;
-}
-
-/* Rollback marks ({"version","generation"} into bad) and, when all_gone, every archived and
- * deleted version of the model (numbers into gone, in version order), for alias_facts. */
-static enum mg_code bad_and_gone(struct db_conn *c, int64_t mid, int64_t aid, json_t *bad,
-                                 json_t *gone, bool all_gone, struct mg_error *err)
-{
-    static const char sql_bad[] = "SELECT version, generation FROM alias_bad WHERE alias_id = ?";
-    static const char sql_gone[] = "SELECT version FROM versions WHERE model_id = ? AND "
-                                   "status <> 'ready' ORDER BY version";
-    struct db_stmt *s;
-    enum mg_code rc = MG_OK;
-    bool row;
-
-    if (aid != 0) {
-        s = db_prepare(c, sql_bad);
-        db_bind_i64(s, 1, aid);
-        while ((rc = db_step(s, &row, err)) == MG_OK && row)
-            json_array_append_new(bad,
-                                  json_pack("{s:I, s:I}", "version", (json_int_t)db_col_i64(s, 0),
-                                            "generation", (json_int_t)db_col_i64(s, 1)));
-        if (rc != MG_OK)
-            return rc;
-    }
-    if (!all_gone)
-        return MG_OK;
-    s = db_prepare(c, sql_gone);
-    db_bind_i64(s, 1, mid);
-    while ((rc = db_step(s, &row, err)) == MG_OK && row)
-        json_array_append_new(gone, json_integer(db_col_i64(s, 0)));
-    return rc;
-}
-
-/* For store_alias_facts_until: of the versions the history entries from index `from` route,
- * those not yet looked up (in `checked`) that are archived or deleted, into gone. A model's
- * lifecycle may have archived thousands of versions; only those the history read names
- * matter to the decisions on it. */
-static enum mg_code gone_of_entries(struct db_conn *c, int64_t mid, const json_t *hist, size_t from,
-                                    json_t *checked, json_t *gone, struct mg_error *err)
-{
-    static const char sql[] = "SELECT 1 FROM versions WHERE model_id = ? AND version = ? AND "
-                              "status <> 'ready'";
-    enum mg_code rc = MG_OK;
-
-    for (size_t i = from; i < json_array_size(hist) && rc == MG_OK; i++) {
-        json_t *r;
-        size_t k;
-
-        json_array_foreach(json_object_get(json_array_get(hist, i), "routes"), k, r)
-        {
-            int64_t v = json_integer_value(json_object_get(r, "version"));
-            char key[24];
-            struct db_stmt *s;
-            bool row;
-
-            snprintf(key, sizeof(key), "%lld", (long long)v);
-            if (json_object_get(checked, key) != NULL)
-                continue;
-            json_object_set_new(checked, key, json_true());
-            s = db_prepare(c, sql);
-            db_bind_i64(s, 1, mid);
-            db_bind_i64(s, 2, v);
-            if ((rc = db_step(s, &row, err)) != MG_OK)
-                break;
-            if (row) {
-                json_array_append_new(gone, json_integer(v));
-                db_reset(s);
-            }
-        }
-    }
-    return rc;
-}
-
-/* History entries alias_facts reads first when a caller decides as it goes; each next page
- * is 4 times larger (PostgreSQL sends a statement's whole result at once). */
-#define FACTS_PAGE 8
-
-/* store_alias_facts_in, and store_alias_facts_until's history read in pages. */
-static enum mg_code alias_facts(struct db_conn *c, const char *model, const char *alias,
-                                store_facts_enough enough, void *arg, json_t **out,
-                                struct mg_error *err)
-{
-    static const char sql_hist[] =
-        "SELECT generation, kind, routes, at, match_rules, shadow FROM alias_history "
-        "WHERE alias_id = ? AND generation < ? ORDER BY generation DESC LIMIT ?";
-    struct db_stmt *s;
-    int64_t mid = 0, aid = 0, gen = 0;
-    json_t *routes = NULL, *hist = json_array(), *bad = json_array(), *promo = NULL;
-    json_t *gone = json_array(), *checked = json_object();
-    json_t *match = NULL, *shadow = NULL;
-    bool deleted = false, prot = false, row;
-    enum mg_code rc;
-
-    *out = NULL;
-    if ((rc = alias_row(c, model, alias, &mid, &aid, &gen, &deleted, &routes, &match, &shadow,
-                        err)) != MG_OK)
-        goto out;
-    /* Archived and deleted versions: never a last-known-good or rollback target. */
-    if ((rc = bad_and_gone(c, mid, aid, bad, gone, enough == NULL, err)) != MG_OK)
-        goto out;
-    if ((rc = alias_guard(c, mid, alias, &prot, &promo, err)) != MG_OK)
-        goto out;
-    *out = json_pack(
-        "{s:b, s:b, s:I, s:o, s:o, s:o, s:b, s:o, s:O, s:O, s:O}", "exists", aid != 0 && !deleted,
-        "deleted", deleted, "generation", (json_int_t)gen, "routes", routes ? routes : json_array(),
-        "match", match ? match : json_array(), "shadow", shadow ? shadow : json_null(), "protected",
-        prot, "promotion", promo, "history", hist, "bad", bad, "unavailable", gone);
-    routes = match = shadow = NULL;
-    if (*out == NULL) {
-        rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    /* The history, newest first, into the facts' own array: all of it (up to the cap) in one
-     * statement, or page by page until enough says the entries so far decide. */
-    for (int64_t seen = 0, below = INT64_MAX, page = enough ? FACTS_PAGE : STORE_FACTS_HISTORY_MAX;
-         aid != 0 && seen < STORE_FACTS_HISTORY_MAX; page *= 4) {
-        int64_t got = 0;
-
-        if (page > STORE_FACTS_HISTORY_MAX - seen)
-            page = STORE_FACTS_HISTORY_MAX - seen;
-        s = db_prepare(c, sql_hist);
-        db_bind_i64(s, 1, aid);
-        db_bind_i64(s, 2, below);
-        db_bind_i64(s, 3, page);
-        while ((rc = db_step(s, &row, err)) == MG_OK && row) {
-            got++;
-            below = db_col_i64(s, 0);
-            json_array_append_new(
-                hist, json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "generation", (json_int_t)below,
-                                "kind", store_col_json_string(s, 1), "routes", store_col_json(s, 2),
-                                "at", store_col_json_string(s, 3), "match", col_match(s, 4),
-                                "shadow", col_shadow(s, 5)));
-        }
-        if (rc != MG_OK || (enough && (rc = gone_of_entries(c, mid, hist, (size_t)seen, checked,
-                                                            gone, err)) != MG_OK))
-            goto out;
-        seen += got;
-        if (got < page || (enough && enough(*out, arg)))
-            break; /* the oldest entry was in this page, or the caller has what it needs */
-    }
-out:
-    if (rc != MG_OK) {
-        json_decref(*out);
-        *out = NULL;
-    }
-    json_decref(routes);
-    json_decref(match);
-    json_decref(shadow);
-    json_decref(hist);
-    json_decref(bad);
-    json_decref(gone);
-    json_decref(checked);
-    return rc;
-}
-
-enum mg_code store_alias_facts_in(struct db_conn *c, const char *model, const char *alias,
-                                  json_t **out, struct mg_error *err)
-{
-    return alias_facts(c, model, alias, NULL, NULL, out, err);
-}
-
-enum mg_code store_alias_facts(struct store *st, const char *model, const char *alias, json_t **out,
-                               struct mg_error *err)
-{
-    return store_alias_facts_until(st, model, alias, NULL, NULL, out, err);
-}
-
-enum mg_code store_alias_facts_until(struct store *st, const char *model, const char *alias,
-                                     store_facts_enough enough, void *arg, json_t **out,
-                                     struct mg_error *err)
-{
-    struct db_conn *c = store_read_begin(st);
-    enum mg_code rc = alias_facts(c, model, alias, enough, arg, out, err);
-
     store_read_end(st, c);
     return rc;
 }
@@ -897,7 +691,8 @@ enum mg_code store_version_routed_in(struct db_conn *c, int64_t model_id, int64_
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
     db_bind_i64(s, 1, model_id);
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        json_t *routes = store_col_json(s, 1), *match = col_match(s, 2), *shadow = col_shadow(s, 3);
+        json_t *routes = store_col_json(s, 1), *match = store_alias_col_match(s, 2),
+               *shadow = store_alias_col_shadow(s, 3);
 
         if (store_generation_routes(routes, match, shadow, version))
             json_array_append_new(names, store_col_json_string(s, 0));
@@ -939,7 +734,8 @@ enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_err
     size_t i, k;
 
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        json_t *routes = store_col_json(s, 1), *match = col_match(s, 2), *shadow = col_shadow(s, 3);
+        json_t *routes = store_col_json(s, 1), *match = store_alias_col_match(s, 2),
+               *shadow = store_alias_col_shadow(s, 3);
         json_t *vs = store_generation_versions(routes, match, shadow), *v;
         const char *model = db_col_text(s, 0);
 
@@ -991,10 +787,10 @@ enum mg_code store_alias_strategies(struct store *st, json_t **out, struct mg_er
     bool row;
 
     while ((rc = db_step(s, &row, err)) == MG_OK && row)
-        json_array_append_new(items, json_pack("{s:o, s:o, s:o, s:o}", "model",
-                                               store_col_json_string(s, 0), "alias",
-                                               store_col_json_string(s, 1), "match",
-                                               col_match(s, 2), "shadow", col_shadow(s, 3)));
+        json_array_append_new(
+            items, json_pack("{s:o, s:o, s:o, s:o}", "model", store_col_json_string(s, 0), "alias",
+                             store_col_json_string(s, 1), "match", store_alias_col_match(s, 2),
+                             "shadow", store_alias_col_shadow(s, 3)));
     if (rc == MG_OK)
         *out = json_incref(items);
     json_decref(items);

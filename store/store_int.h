@@ -266,7 +266,15 @@ enum mg_code store_alias_read(struct db_conn *c, const char *model, const char *
 enum mg_code store_version_usable(struct db_conn *c, int64_t mid, const char *model,
                                   int64_t version, const char *use, struct mg_error *err);
 
-/* aliases.c: store_alias_facts in the caller's open transaction. */
+/* aliases.c, for aliases_facts.c: the stored match_rules column as an array ([] for NULL)
+ * and the shadow column as an object or null (both NEW); both facts of an alias that its
+ * readers show, protected and its active promotion (a json string or null, NEW). */
+json_t *store_alias_col_match(struct db_stmt *s, int i);
+json_t *store_alias_col_shadow(struct db_stmt *s, int i);
+enum mg_code store_alias_guard(struct db_conn *c, int64_t model_id, const char *alias,
+                               bool *protected_, json_t **promotion, struct mg_error *err);
+
+/* aliases_facts.c: store_alias_facts in the caller's open transaction. */
 enum mg_code store_alias_facts_in(struct db_conn *c, const char *model, const char *alias,
                                   json_t **out, struct mg_error *err);
 /* store_version_brief on an open connection (in its transaction). */
