@@ -339,11 +339,20 @@ void api_version_decorate(json_t *v)
  * text is taken from vt when there is nothing to add. */
 static char *decorated_text(struct store_version_text *vt, size_t *len)
 {
-    json_t *e = gate_vram_estimate(vt->resources, vt->introspection);
+    /* gate_vram_estimate takes resources first: the introspection (kilobytes, with GGUF
+     * metadata) is parsed only when the resources give no estimate. */
+    json_t *doc = vt->resources ? json_loads(vt->resources, JSON_DECODE_ANY, NULL) : NULL;
+    json_t *e = gate_vram_estimate(doc, NULL);
     struct mg_jw w = {0};
     char *text;
     double gib;
 
+    json_decref(doc);
+    if (e == NULL && vt->introspection != NULL) {
+        doc = json_loads(vt->introspection, JSON_DECODE_ANY, NULL);
+        e = gate_vram_estimate(NULL, doc);
+        json_decref(doc);
+    }
     if (e == NULL) {
         text = vt->text;
         *len = vt->len;

@@ -55,13 +55,14 @@ enum mg_code store_version_create(struct store *st, const char *actor, const cha
 
 /*
  * The Version as reply text: byte for byte mg_json_text of store_version_get's value, written
- * from the rows without building it. resources and introspection are those stored documents
- * (NULL when absent) for the reply's own members. Clear it with store_version_text_clear.
+ * from the rows without building it. resources and introspection are those stored documents'
+ * text (NULL when absent or null), for the reply's own members, to parse only when needed.
+ * Clear it with store_version_text_clear.
  */
 struct store_version_text {
     char *text;
     size_t len;
-    json_t *resources, *introspection;
+    char *resources, *introspection;
 };
 enum mg_code store_version_get_text(struct store *st, const char *model, int64_t version,
                                     struct store_version_text *out, struct mg_error *err);

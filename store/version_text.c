@@ -179,17 +179,18 @@ static const char sql_withdrawn_pg[] = "WITH RECURSIVE own(team) AS ("
                                        "FROM versions v JOIN models m ON m.id = v.model_id "
                                        "WHERE v.id = ?1 UNION SELECT ''), " WITHDRAWN_LINEAGE;
 
-/* A stored document as json_t, or NULL when absent, null or unreadable: what a member left
- * out of the Version reads as. */
-static json_t *doc_or_null(const char *t)
+/* A stored document's text (NEW), or NULL when absent or null: what a member left out of
+ * the Version reads as. Copied, not parsed: the caller parses it only when it needs it (an
+ * introspection with GGUF metadata runs to kilobytes). *failed when out of memory. */
+static char *doc_copy(const char *t, bool *failed)
 {
-    json_t *v = t ? json_loads(t, JSON_DECODE_ANY, NULL) : NULL;
+    char *c;
 
-    if (json_is_null(v)) {
-        json_decref(v);
+    if (t == NULL || strcmp(t, "null") == 0)
         return NULL;
-    }
-    return v;
+    if ((c = strdup(t)) == NULL)
+        *failed = true;
+    return c;
 }
 
 /* The members left out when NULL, after "bad_for", in the Version's order: a stored document
@@ -207,7 +208,7 @@ static const struct {
 };
 
 enum mg_code version_text_write(struct db_conn *c, struct db_stmt *s, struct mg_jw *w,
-                                json_t **resources, json_t **introspection, struct mg_error *err)
+                                char **resources, char **introspection, struct mg_error *err)
 {
     int64_t vid = db_col_i64(s, 0);
     bool bad = db_col_i64(s, 28) != 0, lineage = false;
@@ -258,8 +259,8 @@ enum mg_code version_text_write(struct db_conn *c, struct db_stmt *s, struct mg_
         (optional[i].doc ? put_col_doc_opt : put_col_str_opt)(&tail, optional[i].key, s,
                                                               optional[i].col);
     if (resources != NULL) {
-        *resources = doc_or_null(db_col_text(s, 13));
-        *introspection = doc_or_null(db_col_text(s, 24));
+        *resources = doc_copy(db_col_text(s, 13), &w->failed);
+        *introspection = doc_copy(db_col_text(s, 24), &w->failed);
     }
     db_reset(s);
     if ((rc = put_strings(c, vid, w, "bad_for", sql_bad_for, bad, err)) == MG_OK) {
@@ -274,8 +275,8 @@ enum mg_code version_text_write(struct db_conn *c, struct db_stmt *s, struct mg_
     mg_jw_obj_end(w);
     mg_jw_free(&tail);
     if (rc != MG_OK && resources != NULL) {
-        json_decref(*resources);
-        json_decref(*introspection);
+        free(*resources);
+        free(*introspection);
         *resources = *introspection = NULL;
     }
     return rc;

@@ -446,7 +446,7 @@ done:
  * number in one statement (was: the model's id, the version's id, then the row). With no
  * row, store_version_id says what is missing, as it always did. */
 static enum mg_code version_get(struct store *st, const char *model, int64_t version,
-                                struct mg_jw *w, json_t **resources, json_t **introspection,
+                                struct mg_jw *w, char **resources, char **introspection,
                                 struct mg_error *err)
 {
     static const char sql[] = VERSION_SELECT "WHERE m.name = ? AND v.version = ?";
@@ -495,8 +495,8 @@ enum mg_code store_version_get_text(struct store *st, const char *model, int64_t
 void store_version_text_clear(struct store_version_text *v)
 {
     free(v->text);
-    json_decref(v->resources);
-    json_decref(v->introspection);
+    free(v->resources);
+    free(v->introspection);
     *v = (struct store_version_text){0};
 }
 
