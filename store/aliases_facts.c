@@ -120,9 +120,6 @@ static enum mg_code alias_facts(struct db_conn *c, const char *model, const char
                                 store_facts_enough enough, void *arg, json_t **out,
                                 struct mg_error *err)
 {
-    static const char sql_hist[] =
-        "SELECT generation, kind, routes, at, match_rules, shadow FROM alias_history "
-        "WHERE alias_id = ? AND generation < ? ORDER BY generation DESC LIMIT ?";
     struct db_stmt *s;
     int64_t mid = 0, aid = 0, gen = 0;
     json_t *routes = NULL, *hist = json_array(), *bad = json_array(), *promo = NULL;
@@ -156,12 +153,7 @@ static enum mg_code alias_facts(struct db_conn *c, const char *model, const char
          aid != 0 && seen < STORE_FACTS_HISTORY_MAX; page *= 4) {
         int64_t got = 0;
 
-        if (page > STORE_FACTS_HISTORY_MAX - seen)
-            page = STORE_FACTS_HISTORY_MAX - seen;
-        s = db_prepare(c, sql_hist);
-        db_bind_i64(s, 1, aid);
-        db_bind_i64(s, 2, below);
-        db_bind_i64(s, 3, page);
+        s = store_alias_history_page(c, aid, below, seen, &page);
         while ((rc = db_step(s, &row, err)) == MG_OK && row) {
             got++;
             below = db_col_i64(s, 0);

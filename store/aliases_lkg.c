@@ -97,11 +97,6 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
     static const char sql_alias[] =
         "SELECT m.id, a.id FROM models m "
         "LEFT JOIN aliases a ON a.model_id = m.id AND a.name = ? WHERE m.name = ?";
-    /* In pages, newest first: PostgreSQL sends a statement's whole result at once, so one
-     * statement over the whole history would move every entry however soon the walk ends. */
-    static const char sql_hist[] =
-        "SELECT generation, kind, routes, at, match_rules, shadow FROM alias_history "
-        "WHERE alias_id = ? AND generation < ? ORDER BY generation DESC LIMIT ?";
     struct db_conn *c = store_read_begin(st);
     struct db_stmt *s = db_prepare(c, sql_alias);
     struct mg_buf bad;
@@ -131,12 +126,7 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
         int64_t got = 0;
         bool held = false, ready = false;
 
-        if (page > STORE_FACTS_HISTORY_MAX - seen)
-            page = STORE_FACTS_HISTORY_MAX - seen;
-        s = db_prepare(c, sql_hist);
-        db_bind_i64(s, 1, aid);
-        db_bind_i64(s, 2, below);
-        db_bind_i64(s, 3, page);
+        s = store_alias_history_page(c, aid, below, seen, &page);
         while ((rc = db_step(s, &row, err)) == MG_OK && row) {
             struct promo_route routes[MG_ROUTES_MAX];
             int64_t pinned[MG_MATCH_MAX];
@@ -179,6 +169,24 @@ done:
     if (rc != MG_OK)
         store_lkg_clear(out);
     return rc;
+}
+
+struct db_stmt *store_alias_history_page(struct db_conn *c, int64_t aid, int64_t below,
+                                         int64_t seen, int64_t *page)
+{
+    /* In pages, newest first: PostgreSQL sends a statement's whole result at once, so one
+     * statement over the whole history would move every entry however soon a walk ends. */
+    static const char sql[] =
+        "SELECT generation, kind, routes, at, match_rules, shadow FROM alias_history "
+        "WHERE alias_id = ? AND generation < ? ORDER BY generation DESC LIMIT ?";
+    struct db_stmt *s = db_prepare(c, sql);
+
+    if (*page > STORE_FACTS_HISTORY_MAX - seen)
+        *page = STORE_FACTS_HISTORY_MAX - seen;
+    db_bind_i64(s, 1, aid);
+    db_bind_i64(s, 2, below);
+    db_bind_i64(s, 3, *page);
+    return s;
 }
 
 void store_lkg_clear(struct store_lkg *p)

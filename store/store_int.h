@@ -274,6 +274,13 @@ json_t *store_alias_col_shadow(struct db_stmt *s, int i);
 enum mg_code store_alias_guard(struct db_conn *c, int64_t model_id, const char *alias,
                                bool *protected_, json_t **promotion, struct mg_error *err);
 
+/* aliases_lkg.c: the next page of alias aid's history, newest first (prepared and bound,
+ * not stepped): the entries below generation `below`, at most *page of them, *page first cut
+ * to what STORE_FACTS_HISTORY_MAX leaves after `seen`. Columns: generation, kind, routes,
+ * at, match_rules, shadow. */
+struct db_stmt *store_alias_history_page(struct db_conn *c, int64_t aid, int64_t below,
+                                         int64_t seen, int64_t *page);
+
 /* aliases_facts.c: store_alias_facts in the caller's open transaction. */
 enum mg_code store_alias_facts_in(struct db_conn *c, const char *model, const char *alias,
                                   json_t **out, struct mg_error *err);
