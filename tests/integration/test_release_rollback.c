@@ -4,7 +4,7 @@
  * mid-rollout (baseline at 100%, promotion rolled_back, candidate bad for
  * the alias), rollback after a success (back to the previous LKG; the
  * rolled-back version is never LKG again), rollback with nowhere to go
- * (409 no_known_good), and manual rollouts with auto_advance false
+ * (409 no_known_good), never to an archived version, and manual rollouts with auto_advance false
  * (advance step by step; advance on a finished promotion is 409).
  */
 #include "harness.h"
@@ -265,6 +265,37 @@ static void test_rollback_with_nowhere_to_go(void **state)
         it_expect_error(s, r, 409, "no_known_good");
 }
 
+/* An archived version is never where a rollback goes, however the alias's history is read
+ * (release control reads only its newest entries, and looks up only the versions they
+ * route): v1 archived, v3 rolled back to v2, then v2 has nowhere to go back to. */
+static void test_rollback_skips_archived(void **state)
+{
+    struct mg_server *s = *state;
+    struct it_resp *r;
+    json_int_t gen;
+
+    world("rbarch", 3, NULL);
+    it_alias_to(cx.s, cx.t.dep, "rbarch", "production", 2, 0);
+    it_alias_to(cx.s, cx.t.dep, "rbarch", "production", 3, 0);
+    r = it_jreq(cx.s, "POST", "/api/v1/models/rbarch/versions/1/archive", cx.t.pub, NULL);
+    it_expect_status(s, r, 200);
+    assert_int_equal(rel_lkg(&cx, "rbarch", "production"), 3);
+
+    r = rollback("rbarch", "production", "bad v3");
+    it_expect_status(s, r, 200);
+    rel_expect_routes(&cx, r, it_jarr(r->json, "routes"), 1, 2, 100);
+    assert_int_equal(rel_lkg(&cx, "rbarch", "production"), 2);
+
+    /* Back from v2: v3 was rolled back, v1 is archived. */
+    r = it_alias_get(cx.s, cx.t.rd, "rbarch", "production");
+    gen = it_jint(r->json, "generation");
+    r = rollback("rbarch", "production", "bad v2");
+    it_expect_error(s, r, 409, "no_known_good");
+    r = it_alias_get(cx.s, cx.t.rd, "rbarch", "production");
+    assert_int_equal(it_jint(r->json, "generation"), gen);
+    rel_expect_routes(&cx, r, it_jarr(r->json, "routes"), 1, 2, 100);
+}
+
 static void test_manual_advance(void **state)
 {
     struct mg_server *s = *state;
@@ -362,6 +393,7 @@ int main(void)
         cmocka_unit_test_teardown(test_rollback_mid_rollout, it_test_teardown),
         cmocka_unit_test_teardown(test_rollback_after_success, it_test_teardown),
         cmocka_unit_test_teardown(test_rollback_with_nowhere_to_go, it_test_teardown),
+        cmocka_unit_test_teardown(test_rollback_skips_archived, it_test_teardown),
         cmocka_unit_test_teardown(test_manual_advance, it_test_teardown),
         cmocka_unit_test_teardown(test_advance_skips_bake_with_auto_advance, it_test_teardown),
         cmocka_unit_test_teardown(test_audit_verifies, it_test_teardown),
