@@ -6,7 +6,8 @@
  * was archived or deleted becomes a bad mark, and the walk goes on).
  *
  * Typically that is the newest entry or the one before it, so a read costs the same for an
- * alias with ten thousand generations as for one with two; nothing is built as json_t.
+ * alias with ten thousand generations as for one with two; nothing is built as json_t. On
+ * PostgreSQL the common case is one statement (lkg_one), the walk only what it leaves.
  */
 #include "store_int.h"
 
@@ -44,15 +45,17 @@ static enum mg_code lkg_bad_marks(struct db_conn *c, int64_t aid, struct mg_buf 
     return rc;
 }
 
-/* One history row's entry, its routes into the caller's arrays (stored JSON: history.h). */
-static void lkg_entry_read(struct db_stmt *s, struct lkg_entry *e,
+/* One history row's entry (columns at..at+5: generation, kind, routes, at, match_rules,
+ * shadow), its routes into the caller's arrays (stored JSON: history.h). */
+static void lkg_entry_read(struct db_stmt *s, int at, struct lkg_entry *e,
                            struct promo_route routes[MG_ROUTES_MAX], int64_t pinned[MG_MATCH_MAX])
 {
-    json_t *r = store_col_json(s, 2), *m = store_col_json(s, 4), *sh = store_col_json(s, 5);
+    json_t *r = store_col_json(s, at + 2), *m = store_col_json(s, at + 4);
+    json_t *sh = store_col_json(s, at + 5);
 
     memset(e, 0, sizeof(*e));
-    e->generation = db_col_i64(s, 0);
-    e->kind = mg_lkg_kind(db_col_text(s, 1));
+    e->generation = db_col_i64(s, at);
+    e->kind = mg_lkg_kind(db_col_text(s, at + 1));
     mg_lkg_entry_routes(e, r, m, sh, routes, MG_ROUTES_MAX, pinned, MG_MATCH_MAX);
     json_decref(r);
     json_decref(m);
@@ -90,6 +93,93 @@ static enum mg_code lkg_brief(struct db_conn *c, int64_t mid, const char *model,
     return rc;
 }
 
+/* PostgreSQL: the read in one statement outside a transaction (DB_READ_ONE: one round trip,
+ * where BEGIN, four statements and COMMIT were six) for the common case, where the newest
+ * LKG_PAGE entries decide it: the model and alias (kind 0: the model's id, and the alias's
+ * in column 7, NULL when there is none), the rollback marks (kind 1: version, and generation
+ * in column 7), then the newest entries (kind 2, newest first: columns 1-6 as the history
+ * page's), each with the version its first route names (what the walk holds) joined through
+ * the routes' JSON: artifact, image and whether it is ready (columns 8-10). */
+static const char sql_lkg_one_pg[] =
+    "WITH a AS (SELECT m.id AS mid, al.id AS aid FROM models m LEFT JOIN aliases al "
+    "ON al.model_id = m.id AND al.name = ?1 WHERE m.name = ?2) "
+    "SELECT 0, a.mid, CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS TEXT), "
+    "CAST(NULL AS TEXT), CAST(NULL AS TEXT), a.aid, CAST(NULL AS TEXT), CAST(NULL AS TEXT), "
+    "CAST(NULL AS BOOLEAN) FROM a "
+    "UNION ALL SELECT 1, b.version, NULL, NULL, NULL, NULL, NULL, b.generation, NULL, NULL, "
+    "NULL FROM alias_bad b JOIN a ON b.alias_id = a.aid "
+    "UNION ALL (SELECT 2, h.generation, h.kind, h.routes, h.at, h.match_rules, h.shadow, NULL, "
+    "v.artifact, v.image, v.status = 'ready' FROM a JOIN alias_history h ON h.alias_id = a.aid "
+    "LEFT JOIN versions v ON v.model_id = a.mid AND "
+    "v.version = (h.routes::jsonb -> 0 ->> 'version')::bigint "
+    "ORDER BY h.generation DESC LIMIT ?3) ORDER BY 1, 2 DESC";
+
+/* sql_lkg_one_pg's answer into out, *decided when it is the walk's. Not decided (the walk
+ * reads again, in a transaction, and says it): no such model; the version an entry holds not
+ * ready any more, or gone; no entry holding among a full page. */
+static enum mg_code lkg_one(struct store *st, const char *model, const char *alias,
+                            store_lkg_test test, void *arg, struct store_lkg *out, bool *decided,
+                            struct mg_error *err)
+{
+    struct db_conn *c = store_read_one(st);
+    struct db_stmt *s = db_prepare(c, sql_lkg_one_pg);
+    struct mg_buf bad;
+    int64_t got = 0;
+    enum mg_code rc;
+    bool row;
+
+    *decided = false;
+    mg_buf_init(&bad, SIZE_MAX);
+    db_bind_text(s, 1, alias);
+    db_bind_text(s, 2, model);
+    db_bind_i64(s, 3, LKG_PAGE);
+    if ((rc = db_step(s, &row, err)) != MG_OK || !row)
+        goto done;
+    *decided = true;
+    if (db_col_null(s, 7)) /* no such alias: no last-known-good */
+        goto done;
+    while ((rc = db_step(s, &row, err)) == MG_OK && row && db_col_i64(s, 0) == 1) {
+        struct lkg_bad b = {db_col_i64(s, 1), db_col_i64(s, 7)};
+
+        if (mg_buf_append(&bad, &b, sizeof(b)) != MG_OK) {
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+            goto done;
+        }
+    }
+    for (; rc == MG_OK && row; rc = db_step(s, &row, err)) {
+        struct promo_route routes[MG_ROUTES_MAX];
+        int64_t pinned[MG_MATCH_MAX];
+        struct lkg_entry e;
+
+        got++;
+        lkg_entry_read(s, 1, &e, routes, pinned);
+        if (!test(&e, (const struct lkg_bad *)bad.data, bad.len / sizeof(struct lkg_bad), arg))
+            continue;
+        if (db_col_null(s, 10) || db_col_i64(s, 10) == 0) {
+            *decided = false; /* archived, deleted or gone: the walk goes on past it */
+            break;
+        }
+        out->version = e.routes[0].version;
+        out->generation = e.generation;
+        snprintf(out->at, sizeof(out->at), "%s", db_col_text(s, 4) ? db_col_text(s, 4) : "");
+        out->artifact = store_col_strdup(s, 8);
+        out->image = store_col_strdup(s, 9);
+        if (out->artifact == NULL || (out->image == NULL && !db_col_null(s, 9)))
+            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        break;
+    }
+    if (rc == MG_OK && out->version == 0 && got >= LKG_PAGE)
+        *decided = false; /* older entries may hold */
+done:
+    store_read_end(st, c); /* ends the statement if it is still stepping */
+    mg_buf_release(&bad);
+    if (rc != MG_OK || !*decided)
+        store_lkg_clear(out);
+    if (rc != MG_OK)
+        *decided = true;
+    return rc;
+}
+
 enum mg_code store_alias_lkg_find(struct store *st, const char *model, const char *alias,
                                   store_lkg_test test, void *arg, struct store_lkg *out,
                                   struct mg_error *err)
@@ -97,14 +187,22 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
     static const char sql_alias[] =
         "SELECT m.id, a.id FROM models m "
         "LEFT JOIN aliases a ON a.model_id = m.id AND a.name = ? WHERE m.name = ?";
-    struct db_conn *c = store_read_begin(st);
-    struct db_stmt *s = db_prepare(c, sql_alias);
+    struct db_conn *c;
+    struct db_stmt *s;
     struct mg_buf bad;
     int64_t mid = 0, aid = 0;
     enum mg_code rc;
     bool row;
 
     memset(out, 0, sizeof(*out));
+    if (db_dialect(st->writer) == DB_POSTGRES) {
+        bool decided;
+
+        if ((rc = lkg_one(st, model, alias, test, arg, out, &decided, err)) != MG_OK || decided)
+            return rc;
+    }
+    c = store_read_begin(st);
+    s = db_prepare(c, sql_alias);
     mg_buf_init(&bad, SIZE_MAX);
     db_bind_text(s, 1, alias);
     db_bind_text(s, 2, model);
@@ -133,7 +231,7 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
             struct lkg_entry e;
 
             got++;
-            lkg_entry_read(s, &e, routes, pinned);
+            lkg_entry_read(s, 0, &e, routes, pinned);
             below = e.generation;
             if (!test(&e, (const struct lkg_bad *)bad.data, bad.len / sizeof(struct lkg_bad), arg))
                 continue;

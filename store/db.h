@@ -81,7 +81,15 @@ enum mg_code db_exec_script(struct db_conn *c, const char *sql, struct mg_error 
  * process takes), so what it reads stays true until it commits. On
  * PostgreSQL a lost connection is re-established here, outside any
  * transaction; failing that, MG_EUNAVAIL. */
-enum db_txn { DB_READ, DB_WRITE };
+enum db_txn {
+    DB_READ,
+    DB_WRITE,
+    /* No transaction: each statement is its own read, with its own snapshot, so it suits a
+     * read of one statement (on PostgreSQL, two round trips fewer: no BEGIN, no COMMIT). A
+     * lost connection is re-established here as for DB_READ, and a first statement that finds
+     * the session gone (a restart ends idle sessions) runs once more on a new one. */
+    DB_READ_ONE
+};
 
 enum mg_code db_begin(struct db_conn *c, enum db_txn kind, struct mg_error *err) DB_MUST_CHECK;
 

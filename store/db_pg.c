@@ -65,7 +65,8 @@ struct pg_conn {
     unsigned generation; /* bumped when the connection is re-established */
     int64_t last_changes;
     struct pg_stmt failed;
-    bool lost; /* the last failure said the session is gone (class 08, 57P, or no answer) */
+    bool lost;     /* the last failure said the session is gone (class 08, 57P, or no answer) */
+    bool read_one; /* DB_READ_ONE: statements run outside a transaction and are reads */
 };
 
 static const struct db_ops pg_ops;
@@ -258,12 +259,19 @@ static enum mg_code pg_begin(struct db_conn *base, enum db_txn kind, struct mg_e
     struct pg_conn *c = PC(base);
     enum mg_code rc = MG_OK;
 
+    c->read_one = false;
     for (int attempt = 0; attempt < 2; attempt++) {
         if (PQstatus(c->pg) != CONNECTION_OK && (rc = connect_now(c, err)) != MG_OK)
             return rc;
         if (PQtransactionStatus(c->pg) != PQTRANS_IDLE)
             (void)run_simple(c, "ROLLBACK", NULL);
         c->lost = false;
+        if (kind == DB_READ_ONE) {
+            /* No BEGIN to find a session the server ended while it sat idle: pg_step runs
+             * the first statement once more on a new one instead. */
+            c->read_one = true;
+            return MG_OK;
+        }
         rc = run_simple(c,
                         kind == DB_WRITE ? "BEGIN ISOLATION LEVEL READ COMMITTED; "
                                            "SELECT pg_advisory_xact_lock(" WRITE_LOCK_KEY ")"
@@ -285,6 +293,7 @@ static void pg_rollback(struct db_conn *base)
     struct pg_conn *c = PC(base);
 
     end_statements(c);
+    c->read_one = false;
     if (c->pg && PQstatus(c->pg) == CONNECTION_OK && PQtransactionStatus(c->pg) != PQTRANS_IDLE)
         (void)run_simple(c, "ROLLBACK", NULL);
 }
@@ -296,6 +305,7 @@ static enum mg_code pg_commit(struct db_conn *base, struct mg_error *err)
     enum mg_code rc;
 
     end_statements(c);
+    c->read_one = false;
     if (PQstatus(c->pg) != CONNECTION_OK)
         return fail_res(c, NULL, err);
     ts = PQtransactionStatus(c->pg);
@@ -588,8 +598,17 @@ static enum mg_code pg_step(struct db_stmt *base, bool *row, struct mg_error *er
         stmt_clear_result(s);
         return rc;
     }
-    if (!s->ran && (rc = run(s, err)) != MG_OK)
-        return rc;
+    if (!s->ran && (rc = run(s, err)) != MG_OK) {
+        struct pg_conn *c = PC(base->conn);
+
+        /* A read outside a transaction that found the session gone: nothing was done, so
+         * once more on a new session (pg_begin's retry, for DB_READ_ONE). Once only. */
+        if (!c->read_one || !c->lost)
+            return rc;
+        c->read_one = false;
+        if ((rc = connect_now(c, err)) != MG_OK || (rc = run(s, err)) != MG_OK)
+            return rc;
+    }
     if (++s->row < s->nrows) {
         *row = true;
         return MG_OK;

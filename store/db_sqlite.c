@@ -154,6 +154,8 @@ static enum mg_code lite_begin(struct db_conn *c, enum db_txn kind, struct mg_er
     static const char sql_read[] = "BEGIN";
     static const char sql_write[] = "BEGIN IMMEDIATE";
 
+    if (kind == DB_READ_ONE)
+        return MG_OK; /* each statement reads in a transaction of its own */
     /* Cached statements: sqlite3_exec would parse "BEGIN" on every read. */
     return db_exec(db_prepare(c, kind == DB_WRITE ? sql_write : sql_read), err);
 }
@@ -183,9 +185,9 @@ static enum mg_code lite_commit(struct db_conn *c, struct mg_error *err)
     static const char sql_commit[] = "COMMIT";
     enum mg_code rc;
 
-    if (sqlite3_get_autocommit(LC(c)->db))
-        return MG_OK;
     end_statements(LC(c)->db);
+    if (sqlite3_get_autocommit(LC(c)->db))
+        return MG_OK; /* no transaction (DB_READ_ONE): a statement left stepping is ended */
     rc = db_exec(db_prepare(c, sql_commit), err);
     if (rc != MG_OK)
         lite_rollback(c);

@@ -471,6 +471,16 @@ struct db_conn *store_read_begin(struct store *st)
     return c;
 }
 
+struct db_conn *store_read_one(struct store *st)
+{
+    struct db_conn *c = store_read_borrow(st);
+
+    if (db_begin(c, DB_READ_ONE, NULL) != MG_OK) {
+        /* Not connected: the first statement says so. */
+    }
+    return c;
+}
+
 void store_read_end(struct store *st, struct db_conn *c)
 {
     /* Ends any statement left stepping, so the next borrower does not read

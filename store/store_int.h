@@ -77,6 +77,10 @@ struct store {
  * Blocks while all are busy. Never fails: a failure to BEGIN is reported by
  * the first statement. */
 struct db_conn *store_read_begin(struct store *st);
+
+/* Borrow a read connection outside any transaction (DB_READ_ONE), for a read of one
+ * statement: two round trips fewer on PostgreSQL. Ended by store_read_end. */
+struct db_conn *store_read_one(struct store *st);
 void store_read_end(struct store *st, struct db_conn *c);
 
 /* Take the writer inside a write transaction. NULL on failure (err filled). */

@@ -13,19 +13,6 @@
 #include "../base/util.h"
 #include "version_text.h"
 
-/* Columns of the main version row, joined with its model and blob; the last one (28) is 1
- * when an alias was rolled back from the version (else the bad_for query has nothing to find and
- * is skipped: an index probe here instead of a statement, a round trip on PostgreSQL). */
-#define VERSION_SELECT                                                                             \
-    "SELECT v.id, m.name, v.version, v.artifact, b.size, b.media_type, b.files, v.image, "         \
-    "v.run_id, v.source, v.params, v.tags, v.smoke, v.resources, v.description, "                  \
-    "v.created_at, v.created_by, sg.keyid, v.status, v.archived_at, v.archived_by, v.deleted_at, " \
-    "v.deleted_by, v.deletion_reason, v.introspection, v.io_schema, v.publisher, v.scan, "         \
-    "CASE WHEN EXISTS (SELECT 1 FROM aliases a JOIN alias_bad ab ON ab.alias_id = a.id "           \
-    "WHERE a.model_id = v.model_id AND ab.version = v.version) THEN 1 ELSE 0 END "                 \
-    "FROM versions v JOIN models m ON m.id = v.model_id JOIN blobs b ON b.digest = v.artifact "    \
-    "LEFT JOIN version_signatures sg ON sg.version_id = v.id "
-
 /* The Version w holds (rc: how writing it went) as json_t, for callers that decide on it or
  * add to it: version_text_write is the one writer of the document. */
 static enum mg_code version_parsed(enum mg_code rc, struct mg_jw *w, json_t **out,
@@ -45,7 +32,7 @@ static enum mg_code version_parsed(enum mg_code rc, struct mg_jw *w, json_t **ou
     return rc;
 }
 
-/* The full Version whose VERSION_SELECT row s is on (stepped; reset here), in its
+/* The full Version whose version_sql_by_* row s is on (stepped; reset here), in its
  * transaction, as json_t. */
 static enum mg_code version_from_row(struct db_conn *c, struct db_stmt *s, json_t **out,
                                      struct mg_error *err)
@@ -58,8 +45,7 @@ static enum mg_code version_from_row(struct db_conn *c, struct db_stmt *s, json_
 /* Load a full Version by row id, in any open transaction. */
 static enum mg_code version_load(struct db_conn *c, int64_t vid, json_t **out, struct mg_error *err)
 {
-    static const char sql[] = VERSION_SELECT "WHERE v.id = ?";
-    struct db_stmt *s = db_prepare(c, sql);
+    struct db_stmt *s = db_prepare(c, version_sql_by_id(c));
     enum mg_code rc;
     bool row;
 
@@ -442,29 +428,37 @@ done:
     return rc;
 }
 
-/* The Version (model, version) written into w, in a read transaction of its own: by name and
- * number in one statement (was: the model's id, the version's id, then the row). With no
+/* The Version (model, version) written into w: by name and number, where one statement holds
+ * it all (PostgreSQL) read on its own (DB_READ_ONE: no BEGIN or COMMIT, two round trips
+ * fewer) unless the version needs more statements (version_text_alone); otherwise in one
+ * read transaction. With no
  * row, store_version_id says what is missing, as it always did. */
 static enum mg_code version_get(struct store *st, const char *model, int64_t version,
                                 struct mg_jw *w, char **resources, char **introspection,
                                 struct mg_error *err)
 {
-    static const char sql[] = VERSION_SELECT "WHERE m.name = ? AND v.version = ?";
-    struct db_conn *c = store_read_begin(st);
-    struct db_stmt *s = db_prepare(c, sql);
-    int64_t vid;
-    enum mg_code rc;
-    bool row;
+    enum mg_code rc = MG_OK;
 
-    db_bind_text(s, 1, model);
-    db_bind_i64(s, 2, version);
-    if ((rc = db_step(s, &row, err)) == MG_OK) {
-        if (row)
-            rc = version_text_write(c, s, w, resources, introspection, err);
-        else if ((rc = store_version_id(c, model, version, &vid, err)) == MG_OK)
-            rc = mg_fail(err, MG_ENOTFOUND, NULL, "version does not exist");
+    for (int alone = version_text_one_statement(st->writer); alone >= 0; alone--) {
+        struct db_conn *c = alone ? store_read_one(st) : store_read_begin(st);
+        struct db_stmt *s = db_prepare(c, version_sql_by_name(c));
+        int64_t vid;
+        bool row, done = true;
+
+        db_bind_text(s, 1, model);
+        db_bind_i64(s, 2, version);
+        if ((rc = db_step(s, &row, err)) == MG_OK) {
+            if (row && alone && !version_text_alone(s))
+                done = false; /* again, in a transaction */
+            else if (row)
+                rc = version_text_write(c, s, w, resources, introspection, err);
+            else if ((rc = store_version_id(c, model, version, &vid, err)) == MG_OK)
+                rc = mg_fail(err, MG_ENOTFOUND, NULL, "version does not exist");
+        }
+        store_read_end(st, c);
+        if (done)
+            break;
     }
-    store_read_end(st, c);
     return rc;
 }
 

@@ -11,6 +11,7 @@
  * - last-known-good: a version that some requests bypass through a pin does not hold the
  *   whole alias; rollback moves to the last-known-good and drops the match rules and shadow
  *   of the rolled-back version only (which is the newest routed: shadow and pins count);
+ *   the LKG read answers the same past its first page of history and through rollback marks;
  * - the runner tests every routed version: weighted, pinned and shadow;
  * - a policy's rollout phases are validated (400 naming the field) and stored.
  */
@@ -347,6 +348,74 @@ static void test_lkg_and_rollback(void **state)
                 "[{\"header\":\"x-tenant\",\"value\":\"acme\",\"version\":1}]");
 }
 
+/* The LKG a GET answers, as "vN@G" (version at generation), or the error code. */
+static void lkg_text(const char *model, const char *alias, char *out, size_t cap)
+{
+    char path[256];
+    struct it_resp *r;
+
+    it_fmt(path, sizeof(path), "/api/v1/models/%s/aliases/%s/last-known-good", model, alias);
+    r = it_get(srv, path, srv->admin_token);
+    if (r->status == 200)
+        it_fmt(out, cap, "v%lld@%lld", (long long)it_jint(r->json, "version"),
+               (long long)it_jint(r->json, "generation"));
+    else
+        it_fmt(out, cap, "%ld %s", (long)r->status, it_jstr(it_jobj(r->json, "error"), "code"));
+}
+
+/* The LKG read past its first page of history and through rollback marks: on PostgreSQL the
+ * newest 8 entries come in one statement with the versions they hold, and anything they do
+ * not decide is read again by the walk; the answers are the walk's on both databases. */
+static void test_lkg_deep_history(void **state)
+{
+    struct mg_server *s = *state;
+    char lkg[64], body[160];
+    struct it_resp *r;
+
+    model_with_versions("deep", 3, NULL);
+    assert_int_equal(it_alias_set(s, s->admin_token, "deep", "production", "{\"version\":3}"), 1);
+    assert_int_equal(it_alias_set(s, s->admin_token, "deep", "production", "{\"version\":2}"), 2);
+    lkg_text("deep", "production", lkg, sizeof(lkg));
+    assert_string_equal(lkg, "v2@2");
+    /* Rolled back from v2: v2 is marked bad since generation 2, so v3 (generation 1) is the
+     * LKG; the rollback entry itself never is. */
+    r = it_jreq(s, "POST", "/api/v1/models/deep/aliases/production/rollback?wait=5", s->admin_token,
+                "{\"reason\":\"v2 misbehaves\"}");
+    it_expect_status(s, r, 200);
+    lkg_text("deep", "production", lkg, sizeof(lkg));
+    assert_string_equal(lkg, "v3@1");
+    /* Ten generations of v1 with a tenant pinned to v2 (none holds the whole alias): the LKG
+     * is 13 entries back, past the first page. */
+    for (int i = 0; i < 10; i++) {
+        it_fmt(body, sizeof(body),
+               "{\"version\":1,\"match\":[{\"header\":\"x-tenant\",\"value\":\"t%d\","
+               "\"version\":2}]}",
+               i);
+        assert_int_equal(it_alias_set(s, s->admin_token, "deep", "production", body), 4 + i);
+    }
+    lkg_text("deep", "production", lkg, sizeof(lkg));
+    assert_string_equal(lkg, "v3@1");
+    /* v2 set again after its mark holds again. */
+    assert_int_equal(it_alias_set(s, s->admin_token, "deep", "production", "{\"version\":2}"), 14);
+    lkg_text("deep", "production", lkg, sizeof(lkg));
+    assert_string_equal(lkg, "v2@14");
+
+    /* No entry holds: with a short history and with one past the first page. */
+    for (int i = 0; i < 10; i++) {
+        it_fmt(body, sizeof(body),
+               "{\"version\":1,\"match\":[{\"header\":\"x-tenant\",\"value\":\"t%d\","
+               "\"version\":3}]}",
+               i);
+        it_alias_set(s, s->admin_token, "deep", "canary", body);
+        lkg_text("deep", "canary", lkg, sizeof(lkg));
+        assert_string_equal(lkg, "404 no_known_good");
+    }
+    lkg_text("deep", "absent", lkg, sizeof(lkg));
+    assert_string_equal(lkg, "404 no_known_good");
+    lkg_text("absent", "production", lkg, sizeof(lkg));
+    assert_string_equal(lkg, "404 not_found");
+}
+
 /* Policy rollout phases: validated with a 400 naming the field, stored canonically. */
 static void test_policy_rollout_phases(void **state)
 {
@@ -545,6 +614,7 @@ int main(void)
         cmocka_unit_test_teardown(test_match_and_shadow_are_the_generation, it_test_teardown),
         cmocka_unit_test_teardown(test_bad_input_changes_nothing, it_test_teardown),
         cmocka_unit_test_teardown(test_lkg_and_rollback, it_test_teardown),
+        cmocka_unit_test_teardown(test_lkg_deep_history, it_test_teardown),
         cmocka_unit_test_teardown(test_runner_tests_every_routed_version, it_test_teardown),
         cmocka_unit_test_teardown(test_policy_rollout_phases, it_test_teardown),
         cmocka_unit_test_teardown(test_each_write_answers_its_own_generation, it_test_teardown),
