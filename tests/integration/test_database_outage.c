@@ -3,7 +3,8 @@
  * there: at start it exits with one line naming the database (never its
  * password); while serving, losing the database gives 503 unavailable (never
  * a wrong answer, nothing half-written), and the server recovers by itself
- * once the database is back, without a restart.
+ * once the database is back, without a restart; a restart of the database between reads
+ * costs no read a 503.
  *
  * Runs its own PostgreSQL (scripts/pg-test.sh), so killing it disturbs no
  * other test; skipped where PostgreSQL's server binaries are not installed
@@ -183,11 +184,52 @@ static void test_lost_while_serving(void **state)
     it_server_free(&s);
 }
 
+/* A restart of PostgreSQL between reads ends the readers' idle sessions. The next read
+ * answers from a new session at once, never 503: the version read and the LKG read (each one
+ * statement outside a transaction, DB_READ_ONE) run their statement once more on a new
+ * session, as a read transaction's BEGIN would have reconnected. */
+static void test_restart_between_reads(void **state)
+{
+    char url[IT_PATH_MAX + 64], arg[IT_PATH_MAX + 64], art[IT_DIGEST_LEN + 1];
+    const char *const paths[] = {"/api/v1/models/m/versions/1",
+                                 "/api/v1/models/m/aliases/production/last-known-good"};
+    struct mg_server *s;
+    struct it_resp *r;
+
+    (void)state;
+    need_pg();
+    if (pg("createdb", "restarts", url, sizeof(url)) != 0)
+        fail_msg("createdb failed");
+    it_fmt(arg, sizeof(arg), "%s", url);
+    s = it_server_start((const char *const[]){"--database", arg, "--response-cache", "off", NULL});
+    it_model_create(s, s->admin_token, "m");
+    r = it_upload(s, "restart bytes", 13, art);
+    it_resp_free(s, &r);
+    assert_int_equal(it_version_create(s, s->admin_token, "m", art, NULL), 1);
+    assert_int_equal(it_alias_set(s, s->admin_token, "m", "production", "{\"version\":1}"), 1);
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+            r = it_get(s, paths[i], s->admin_token); /* the readers' sessions, opened */
+            it_expect_status(s, r, 200);
+            it_resp_free(s, &r);
+            if (pg("restart", NULL, NULL, 0) != 0)
+                fail_msg("PostgreSQL did not come back");
+            r = it_get(s, paths[i], s->admin_token);
+            it_expect_status(s, r, 200);
+            assert_int_equal(it_jint(r->json, "version"), 1);
+            it_resp_free(s, &r);
+        }
+    }
+    it_server_stop(s);
+    it_server_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unreachable_at_start),
         cmocka_unit_test(test_lost_while_serving),
+        cmocka_unit_test(test_restart_between_reads),
     };
 
     return it_main_result(cmocka_run_group_tests(tests, setup, teardown));
