@@ -342,13 +342,42 @@ static char *decorated_text(struct store_version_text *vt, size_t *len)
     /* gate_vram_estimate takes resources first: the introspection (kilobytes, with GGUF
      * metadata) is parsed only when the resources give no estimate. */
     json_t *doc = vt->resources ? json_loads(vt->resources, JSON_DECODE_ANY, NULL) : NULL;
-    json_t *e = gate_vram_estimate(doc, NULL);
+    json_t *e = NULL;
+    struct gate_vram_resources res;
     struct mg_jw w = {0};
     char *text;
     double gib;
 
+    if (gate_vram_from_resources(doc, &res)) {
+        /* The common estimate written as its object would be (gates/vram.c from_resources,
+         * then the rounded gib), without building it. */
+        gib = round(res.gib * 1000.0) / 1000.0;
+        mg_jw_reopen(&w, vt->text, vt->len);
+        mg_jw_key(&w, "estimated_vram_gib");
+        mg_jw_real(&w, gib);
+        mg_jw_key(&w, "vram_estimate");
+        mg_jw_obj(&w);
+        mg_jw_key(&w, "source");
+        mg_jw_str(&w, "resources", strlen("resources"));
+        mg_jw_key(&w, "formula");
+        mg_jw_str(&w, gate_vram_resources_formula, strlen(gate_vram_resources_formula));
+        mg_jw_key(&w, "parameters");
+        mg_jw_int(&w, res.parameters);
+        mg_jw_key(&w, "precision");
+        mg_jw_str(&w, res.precision, strlen(res.precision));
+        mg_jw_key(&w, "bytes_per_parameter");
+        mg_jw_real(&w, res.bytes_per_parameter);
+        mg_jw_key(&w, "overhead");
+        mg_jw_real(&w, res.overhead);
+        mg_jw_key(&w, "gib");
+        mg_jw_real(&w, gib);
+        mg_jw_obj_end(&w);
+        mg_jw_obj_end(&w);
+        json_decref(doc);
+        return mg_jw_done(&w, len);
+    }
     json_decref(doc);
-    if (e == NULL && vt->introspection != NULL) {
+    if (vt->introspection != NULL) {
         doc = json_loads(vt->introspection, JSON_DECODE_ANY, NULL);
         e = gate_vram_estimate(NULL, doc);
         json_decref(doc);

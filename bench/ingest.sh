@@ -126,13 +126,6 @@ print_row() {
     printf '%-30s %10s %7s %7s  %-6s %s\n' "$1" "$2" "$3" "$4" "$5" "${6:-}"
 }
 
-# cpu_ticks PID: user + system clock ticks of the process, all its threads (empty if gone).
-# The fields after the command name, which may hold spaces; utime and stime are 14 and 15.
-cpu_ticks() {
-    [[ -n "${1:-}" ]] || return 0
-    awk '{ s = $0; sub(/^.*\) /, "", s); split(s, f, " "); print f[12] + f[13] }' "/proc/$1/stat" 2>/dev/null || true
-}
-
 # nginx_worker MASTER_PID: the pid of its (one) worker process, which moves the bytes.
 nginx_worker() {
     pgrep -P "$1" 2>/dev/null | head -n 1
@@ -277,11 +270,11 @@ else
     # -T streams the file from disk (curl never holds it in memory) and sends its length;
     # -X POST turns the default PUT into the API's POST. curl's time_total runs until the
     # response arrives, i.e. after the server has hashed, fsynced and renamed the blob.
-    t0_cpu=$(cpu_ticks "$server_pid")
+    t0_cpu=$(bench_cpu_ticks "$server_pid")
     out=$(curl -sS -T "$file" -X POST -o "$work/upload.json" -w '%{http_code} %{time_total}' \
         -H "Authorization: Bearer $token" -H 'Content-Type: application/octet-stream' \
         "$base/api/v1/blobs") || out="curl-error 0"
-    cpu_per_gib upload "$t0_cpu" "$(cpu_ticks "$server_pid")" "$size_bytes"
+    cpu_per_gib upload "$t0_cpu" "$(bench_cpu_ticks "$server_pid")" "$size_bytes"
     read -r code secs <<<"$out"
     if [[ "$code" != 201 && "$code" != 200 ]]; then
         tail -n 5 -- "$server_log" >&2 || true
@@ -384,10 +377,10 @@ declare -A cpu_pid=() cpu_ticks_sum=() cpu_bytes_sum=()
 download_once() {
     local metric=$1 round=$2 url=$3 out code got secs r pid=${cpu_pid[$1]:-} t0 t1
     shift 3
-    t0=$(cpu_ticks "$pid")
+    t0=$(bench_cpu_ticks "$pid")
     out=$(curl -sS -o /dev/null -w '%{http_code} %{size_download} %{time_total}' "$@" "$url") ||
         out="curl-error 0 0"
-    t1=$(cpu_ticks "$pid")
+    t1=$(bench_cpu_ticks "$pid")
     read -r code got secs <<<"$out"
     if [[ "$code" != 200 || "$got" != "$size_bytes" ]]; then
         step_error "$metric" "GET $url round $round: status $code, $got of $size_bytes bytes"
@@ -522,14 +515,14 @@ ref_push() {
     if [[ $kind == s3 ]]; then
         export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
         aws_e=(aws --endpoint-url "http://127.0.0.1:$port")
-        t0=$(cpu_ticks "$pid")
+        t0=$(bench_cpu_ticks "$pid")
         if secs=$(timed "${aws_e[@]}" s3 cp "$file" "s3://mgtest/$name/random.bin"); then
             rate[up_${name}_s3]=$(mb_per_s "$size_bytes" 0 "$secs")
-            cpu_per_gib "up_${name}_s3" "$t0" "$(cpu_ticks "$pid")" "$size_bytes"
+            cpu_per_gib "up_${name}_s3" "$t0" "$(bench_cpu_ticks "$pid")" "$size_bytes"
         else
             step_error "up_${name}_s3" "aws s3 cp through 127.0.0.1:$port failed"
         fi
-        t0=$(cpu_ticks "$pid")
+        t0=$(bench_cpu_ticks "$pid")
         for round in 1 2 3; do # best of three, as modelgated's downloads
             if secs=$(timed sh -c "$(printf '%q ' "${aws_e[@]}") s3 cp s3://mgtest/$name/random.bin - >/dev/null"); then
                 keep_best "down_${name}_s3" "$(mb_per_s "$size_bytes" 0 "$secs")"
@@ -543,14 +536,14 @@ ref_push() {
         reg="http://127.0.0.1:$port/v2/mg/$name"
         loc=$(curl -sS -D - -o /dev/null -X POST "$reg/blobs/uploads/" | awk 'tolower($1) == "location:" { print $2 }' | tr -d '\r')
         [[ $loc == /* ]] && loc="http://127.0.0.1:$port$loc"
-        t0=$(cpu_ticks "$pid")
+        t0=$(bench_cpu_ticks "$pid")
         if [[ -n $loc ]] && secs=$(timed curl -sS -f -T "$file" -H "Content-Type: application/octet-stream" "$loc&digest=sha256:$expected_hex"); then
             rate[up_${name}_oci]=$(mb_per_s "$size_bytes" 0 "$secs")
-            cpu_per_gib "up_${name}_oci" "$t0" "$(cpu_ticks "$pid")" "$size_bytes"
+            cpu_per_gib "up_${name}_oci" "$t0" "$(bench_cpu_ticks "$pid")" "$size_bytes"
         else
             step_error "up_${name}_oci" "the registry's monolithic PUT through 127.0.0.1:$port failed"
         fi
-        t0=$(cpu_ticks "$pid")
+        t0=$(bench_cpu_ticks "$pid")
         for round in 1 2 3; do
             if secs=$(timed curl -sS -f -o /dev/null "$reg/blobs/sha256:$expected_hex"); then
                 keep_best "down_${name}_oci" "$(mb_per_s "$size_bytes" 0 "$secs")"
@@ -562,7 +555,7 @@ ref_push() {
         done
     fi
     if [[ $rounds -gt 0 ]]; then
-        cpu_per_gib "down_${name}_$kind" "$t0" "$(cpu_ticks "$pid")" "$((size_bytes * rounds))"
+        cpu_per_gib "down_${name}_$kind" "$t0" "$(bench_cpu_ticks "$pid")" "$((size_bytes * rounds))"
     fi
 }
 
@@ -598,11 +591,11 @@ for kind in "${backends[@]}"; do
     fi
     bbase="http://127.0.0.1:$(tr -d '[:space:]' <"$bport_file")"
     btoken=$(tr -d '[:space:]' <"$bdata/admin.token")
-    t0_cpu=$(cpu_ticks "$bpid")
+    t0_cpu=$(bench_cpu_ticks "$bpid")
     out=$(curl -sS -T "$file" -X POST -o "$work/upload-$kind.json" -w '%{http_code} %{time_total}' \
         -H "Authorization: Bearer $btoken" -H "X-Content-Digest: sha256:$expected_hex" \
         "$bbase/api/v1/blobs") || out="curl-error 0"
-    cpu_per_gib "up_$kind" "$t0_cpu" "$(cpu_ticks "$bpid")" "$size_bytes"
+    cpu_per_gib "up_$kind" "$t0_cpu" "$(bench_cpu_ticks "$bpid")" "$size_bytes"
     read -r code secs <<<"$out"
     if [[ "$code" == 201 || "$code" == 200 ]]; then
         rate[up_$kind]=$(mb_per_s "$size_bytes" 0 "$secs")

@@ -80,3 +80,32 @@ bench_wait_for() {
         sleep 0.05
     done
 }
+
+# bench_cpu_ticks PID...: user + system clock ticks of these processes (all their threads),
+# summed; a process that is gone counts 0, and with none there it prints nothing. The fields
+# after the command name, which may hold spaces: utime and stime are the 12th and 13th.
+bench_cpu_ticks() {
+    local pid t="" f
+    for pid in "$@"; do
+        [[ -n $pid ]] || continue
+        f=$(cut -d')' -f2- "/proc/$pid/stat" 2>/dev/null) || continue
+        t=$((${t:-0} + $(awk '{ print $12 + $13 }' <<<"$f")))
+    done
+    echo "$t"
+}
+
+# bench_ticks_snapshot PID...: "pid:ticks ..." of these processes, so that with
+# bench_ticks_delta a process that started between two snapshots counts from zero (a
+# PostgreSQL backend forked during a run).
+bench_ticks_snapshot() {
+    local pid
+    for pid in "$@"; do printf '%s:%s ' "$pid" "$(bench_cpu_ticks "$pid")"; done
+}
+
+# bench_ticks_delta BEFORE AFTER: the ticks used between two bench_ticks_snapshot answers.
+bench_ticks_delta() {
+    awk -v b="$1" -v a="$2" 'BEGIN {
+        n = split(b, x, " "); for (i = 1; i <= n; i++) { split(x[i], kv, ":"); was[kv[1]] = kv[2] }
+        n = split(a, y, " "); for (i = 1; i <= n; i++) { split(y[i], kv, ":"); d += kv[2] - was[kv[1]] }
+        print d + 0 }'
+}

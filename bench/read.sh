@@ -314,13 +314,29 @@ to_ms() {
     }'
 }
 
+declare -A cpu_us=() pgcpu_us=() # key: the least CPU µs per request over the rounds
+clk_tck=$(getconf CLK_TCK)
+# us_per_req TICKS REQUESTS
+us_per_req() { awk -v t="$1" -v n="$2" -v hz="$clk_tck" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }'; }
+
 # run_wrk KEY URL SECONDS [warm]: one wrk run; keeps the best req/s (and that run's p99) per
-# KEY, unless it is a warm-up run.
+# KEY, unless it is a warm-up run; with cpu_of (PIDs: the server measured) the least CPU time
+# per request over the runs (utime + stime over the run / requests), and with count_pg set
+# PostgreSQL's (its postmaster and backends).
 # Both servers get the same request, Authorization header included.
 run_wrk() {
-    local key=$1 url=$2 secs=$3 warm=${4:-} out r p non2xx
+    local key=$1 url=$2 secs=$3 warm=${4:-} out r p non2xx n t0 t1 g0 g1 c
+    # shellcheck disable=SC2086
+    t0=$(bench_cpu_ticks ${cpu_of:-})
+    # shellcheck disable=SC2046
+    [[ -z ${count_pg:-} ]] || g0=$(bench_ticks_snapshot $(pg_pids))
     out=$("${pin_client[@]}" "$wrk_bin" -t1 -c"$connections" -d"${secs}s" --latency \
         -H "Authorization: Bearer ${wrk_token:-$token}" "$url" 2>&1) || bench_die "wrk failed on $url: $out"
+    # shellcheck disable=SC2086
+    t1=$(bench_cpu_ticks ${cpu_of:-})
+    # shellcheck disable=SC2046
+    [[ -z ${count_pg:-} ]] || g1=$(bench_ticks_snapshot $(pg_pids))
+    n=$(awk '/ requests in / { print $1; exit }' <<<"$out")
     non2xx=$(awk '/Non-2xx or 3xx responses:/ { print $NF }' <<<"$out")
     [[ -z "$non2xx" ]] || bench_die "$url: $non2xx responses were not 2xx"
     r=$(awk '/^Requests\/sec:/ { printf "%.1f", $2 }' <<<"$out")
@@ -328,6 +344,18 @@ run_wrk() {
     [[ -n "$r" && "$p" != - ]] || bench_die "cannot read wrk's output for $url: $out"
     [[ -z "$warm" ]] || return 0 # a warm-up run: not recorded
     echo "read: $key round: $r req/s, p99 $p ms"
+    if [[ -n $t0 && -n $t1 && $n =~ ^[0-9]+$ && $n -gt 0 ]]; then
+        c=$(us_per_req "$((t1 - t0))" "$n")
+        if [[ -z ${cpu_us[$key]:-} ]] || awk -v a="$c" -v b="${cpu_us[$key]}" 'BEGIN { exit !(a < b) }'; then
+            cpu_us[$key]=$c
+        fi
+        if [[ -n ${count_pg:-} ]]; then
+            c=$(us_per_req "$(bench_ticks_delta "$g0" "$g1")" "$n")
+            if [[ -z ${pgcpu_us[$key]:-} ]] || awk -v a="$c" -v b="${pgcpu_us[$key]}" 'BEGIN { exit !(a < b) }'; then
+                pgcpu_us[$key]=$c
+            fi
+        fi
+    fi
     if [[ -z "${rps[$key]:-}" ]] || awk -v a="$r" -v b="${rps[$key]}" 'BEGIN { exit !(a > b) }'; then
         rps[$key]=$r
         p99[$key]=$p
@@ -404,9 +432,11 @@ for ep in lkg version; do
     run_wrk "${ep}_mgnc" "$sqlite_base$path" 1 warm
     [[ -z $pg_base ]] || { wrk_token=$pg_token run_wrk "${ep}_pgnc" "$pg_base$path" 1 warm; pin_pg; }
     for ((round = 1; round <= rounds; round++)); do
-        run_wrk "${ep}_nginxnc" "$ngx_base/$ep.json" "$duration" # the reference, in the same rounds
-        run_wrk "${ep}_mgnc" "$sqlite_base$path" "$duration"
-        [[ -z $pg_base ]] || wrk_token=$pg_token run_wrk "${ep}_pgnc" "$pg_base$path" "$duration"
+        # the reference, in the same rounds
+        cpu_of=$(pgrep -P "$nginx_pid" | tr '\n' ' ') run_wrk "${ep}_nginxnc" "$ngx_base/$ep.json" "$duration"
+        cpu_of=$server_pid run_wrk "${ep}_mgnc" "$sqlite_base$path" "$duration"
+        [[ -z $pg_base ]] ||
+            cpu_of=$pg_server_pid count_pg=1 wrk_token=$pg_token run_wrk "${ep}_pgnc" "$pg_base$path" "$duration"
     done
 done
 
@@ -447,5 +477,11 @@ if [[ -n $pg_base ]]; then
     done
 fi
 [[ -z $pg_note ]] || echo "$pg_note; PostgreSQL ratios are to SQLite's cache-off figures"
+# What each read costs the servers, apart from how this machine shares its CPUs among them.
+for ep in lkg version; do
+    line="$ep cache off, CPU µs per request (least of the rounds): nginx ${cpu_us[${ep}_nginxnc]:--}, modelgated on SQLite ${cpu_us[${ep}_mgnc]:--}"
+    [[ -z $pg_base ]] || line+=", modelgated on PostgreSQL ${cpu_us[${ep}_pgnc]:--} + PostgreSQL ${pgcpu_us[${ep}_pgnc]:--}"
+    echo "$line"
+done
 [[ ! -s $work/put_notes ]] || cat "$work/put_notes"
 [[ -z "$server_rss_kib" ]] || echo "modelgated peak RSS: $((server_rss_kib / 1024)) MiB"

@@ -93,27 +93,10 @@ pin_pg() {
     for pid in $(pg_pids); do taskset -a -c -p "$pg_cpu" "$pid" >/dev/null 2>&1 || true; done
 }
 pin_pg
-# cpu_ticks PID...: utime + stime of these processes, summed (clock ticks).
-cpu_ticks() {
-    local pid t=0 f
-    for pid in "$@"; do
-        f=$(cut -d')' -f2- "/proc/$pid/stat" 2>/dev/null) || continue
-        t=$((t + $(awk '{ print $12 + $13 }' <<<"$f")))
-    done
-    echo "$t"
-}
-# pg_ticks: PostgreSQL's processes, "pid:ticks ...", so a backend that started during the
-# run counts from zero.
+# pg_ticks: PostgreSQL's processes, "pid:ticks ...", for bench_ticks_delta.
 pg_ticks() {
-    local pid
-    for pid in $(pg_pids); do printf '%s:%s ' "$pid" "$(cpu_ticks "$pid")"; done
-}
-# pg_delta BEFORE AFTER: ticks PostgreSQL used between two pg_ticks snapshots.
-pg_delta() {
-    awk -v b="$1" -v a="$2" 'BEGIN {
-        n = split(b, x, " "); for (i = 1; i <= n; i++) { split(x[i], kv, ":"); was[kv[1]] = kv[2] }
-        n = split(a, y, " "); for (i = 1; i <= n; i++) { split(y[i], kv, ":"); d += kv[2] - was[kv[1]] }
-        print d + 0 }'
+    # shellcheck disable=SC2046
+    bench_ticks_snapshot $(pg_pids)
 }
 
 image="registry.example/serve@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -203,11 +186,11 @@ done = function(summary, latency, requests)
                          latency:percentile(99) / 1000, summary.requests))
 end
 EOF
-    for pid in "${mg_pids[@]}"; do before+=("$(cpu_ticks "$pid")"); done
+    for pid in "${mg_pids[@]}"; do before+=("$(bench_cpu_ticks "$pid")"); done
     pg0=$(pg_ticks)
     out=$(taskset -c "$client_cpu" "$wrk_bin" -t1 -c"$connections" -d"${duration}s" -s "$work/req.lua" \
         "$base$path" 2>/dev/null | awk '/^RESULT/ { print $2, $3, $4 }')
-    for pid in "${mg_pids[@]}"; do after+=("$(cpu_ticks "$pid")"); done
+    for pid in "${mg_pids[@]}"; do after+=("$(bench_cpu_ticks "$pid")"); done
     pg1=$(pg_ticks)
     reqs=${out##* }
     echo "- - -" >"$work/cpu.out"
@@ -217,7 +200,7 @@ EOF
             total=$((total + after[i] - before[i]))
             each+="$(awk -v t="$((after[i] - before[i]))" -v n="$reqs" -v hz="$clk_tck" 'BEGIN { printf "%.0f", t / hz * 1e6 / n }')/"
         done
-        awk -v t="$total" -v p="$(pg_delta "$pg0" "$pg1")" -v n="$reqs" -v hz="$clk_tck" -v e="${each%/}" \
+        awk -v t="$total" -v p="$(bench_ticks_delta "$pg0" "$pg1")" -v n="$reqs" -v hz="$clk_tck" -v e="${each%/}" \
             'BEGIN { printf "%.0f %s %.0f\n", t / hz * 1e6 / n, e, p / hz * 1e6 / n }' >"$work/cpu.out"
     fi
     echo "${out% *}"

@@ -38,19 +38,32 @@ bool gate_estimated_vram_gib(int64_t parameters, const char *precision, double *
     return true;
 }
 
-static json_t *from_resources(const json_t *res)
+const char gate_vram_resources_formula[] = "parameters × bytes_per_parameter × 1.3";
+
+bool gate_vram_from_resources(const json_t *res, struct gate_vram_resources *out)
 {
     const json_t *p = json_object_get(res, "parameters");
     const char *prec = json_string_value(json_object_get(res, "precision"));
-    double b, gib;
 
-    if (!json_is_integer(p) || !gate_precision_bytes(prec, &b) ||
-        !gate_estimated_vram_gib(json_integer_value(p), prec, &gib))
+    if (!json_is_integer(p) || !gate_precision_bytes(prec, &out->bytes_per_parameter) ||
+        !gate_estimated_vram_gib(json_integer_value(p), prec, &out->gib))
+        return false;
+    out->parameters = json_integer_value(p);
+    out->precision = prec;
+    out->overhead = VRAM_OVERHEAD;
+    return true;
+}
+
+static json_t *from_resources(const json_t *res)
+{
+    struct gate_vram_resources r;
+
+    if (!gate_vram_from_resources(res, &r))
         return NULL;
     return json_pack("{s:s, s:s, s:I, s:s, s:f, s:f, s:f}", "source", "resources", "formula",
-                     "parameters × bytes_per_parameter × 1.3", "parameters", json_integer_value(p),
-                     "precision", prec, "bytes_per_parameter", b, "overhead", VRAM_OVERHEAD, "gib",
-                     gib);
+                     gate_vram_resources_formula, "parameters", (json_int_t)r.parameters,
+                     "precision", r.precision, "bytes_per_parameter", r.bytes_per_parameter,
+                     "overhead", r.overhead, "gib", r.gib);
 }
 
 /* metadata["<arch>.<suffix>"] as a positive integer, or 0. */

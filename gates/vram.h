@@ -22,6 +22,20 @@ bool gate_estimated_vram_gib(int64_t parameters, const char *precision, double *
 /* Bytes per KV-cache element: llama.cpp and most servers keep the cache in f16. */
 #define GATE_VRAM_KV_BYTES 2
 
+/* The estimate from a version's resources as the members gate_vram_estimate's object holds,
+ * in its order, for a writer of JSON text that builds no json_t (the version read). precision
+ * points into resources. */
+struct gate_vram_resources {
+    int64_t parameters;
+    const char *precision;
+    double bytes_per_parameter, overhead, gib;
+};
+extern const char gate_vram_resources_formula[];
+
+/* resources' estimate into out; false when they give none (gate_vram_estimate then goes on to
+ * the introspection). */
+bool gate_vram_from_resources(const json_t *resources, struct gate_vram_resources *out);
+
 /*
  * A version's inference memory estimate (docs/contract.md "Artifact introspection"), from its
  * `resources` and `introspection` (either may be NULL):

@@ -139,6 +139,27 @@ static json_t *version_get(const char *model, json_int_t v)
     return j;
 }
 
+/* Create a version of model from body (JSON text): the create's answer (the Version built as
+ * json_t, decorated with its VRAM estimate, printed) and a GET of it (written from its rows
+ * without json_t) are the same bytes. */
+static void created_as_read(const char *model, const char *body)
+{
+    char path[256];
+    struct it_resp *c, *g;
+
+    c = it_jreq(cx.s, "POST", it_fmt(path, sizeof(path), "/api/v1/models/%s/versions", model),
+                cx.t.pub, body);
+    it_expect_status(cx.s, c, 201);
+    g = it_get(cx.s,
+               it_fmt(path, sizeof(path), "/api/v1/models/%s/versions/%lld", model,
+                      (long long)it_jint(c->json, "version")),
+               cx.t.rd);
+    it_expect_status(cx.s, g, 200);
+    assert_string_equal(g->body, c->body);
+    it_resp_free(cx.s, &c);
+    it_resp_free(cx.s, &g);
+}
+
 static void test_safetensors_version(void **state)
 {
     static const struct st_tensor t[] = {{"emb", "BF16", 2, 2, {1000, 64}},
@@ -177,6 +198,27 @@ static void test_safetensors_version(void **state)
     assert_string_equal(it_jstr(it_jobj(v, "vram_estimate"), "source"), "resources");
     assert_true(fabs(it_jnum(v, "estimated_vram_gib") - 7e9 * 2 * 1.3 / GIB) < 1e-3);
     json_decref(v);
+    /* The estimate a read writes is the create's, byte for byte: from the introspection, and
+     * from resources of every precision. */
+    {
+        static const char *const resources[] = {
+            "{\"parameters\":7000000001,\"precision\":\"bf16\"}",
+            "{\"parameters\":123456789,\"precision\":\"int4\"}",
+            "{\"parameters\":1000,\"precision\":\"fp32\"}",
+            "{\"parameters\":1,\"precision\":\"int8\"}",
+            "{\"parameters\":70000000000,\"precision\":\"fp16\"}",
+            "{\"parameters\":999999999999,\"precision\":\"fp16\"}",
+            NULL};
+        char body[512];
+
+        it_fmt(body, sizeof(body), "{\"artifact\":\"%s\",\"image\":\"%s\"}", digest, IT_IMAGE);
+        created_as_read("st", body);
+        for (size_t i = 0; resources[i] != NULL; i++) {
+            it_fmt(body, sizeof(body), "{\"artifact\":\"%s\",\"image\":\"%s\",\"resources\":%s}",
+                   digest, IT_IMAGE, resources[i]);
+            created_as_read("st", body);
+        }
+    }
     wb_free(&st);
     wb_free(&tar);
 }
