@@ -363,13 +363,26 @@ static void lkg_text(const char *model, const char *alias, char *out, size_t cap
         it_fmt(out, cap, "%ld %s", (long)r->status, it_jstr(it_jobj(r->json, "error"), "code"));
 }
 
+/* Set alias of model "deep" to v1 with tenant t<i> pinned to version pinned (such a generation
+ * never holds the whole alias); returns the generation. */
+static json_int_t set_pinned(const char *alias, int i, int pinned)
+{
+    char body[160];
+
+    it_fmt(body, sizeof(body),
+           "{\"version\":1,\"match\":[{\"header\":\"x-tenant\",\"value\":\"t%d\","
+           "\"version\":%d}]}",
+           i, pinned);
+    return it_alias_set(srv, srv->admin_token, "deep", alias, body);
+}
+
 /* The LKG read past its first page of history and through rollback marks: on PostgreSQL the
  * newest 8 entries come in one statement with the versions they hold, and anything they do
  * not decide is read again by the walk; the answers are the walk's on both databases. */
 static void test_lkg_deep_history(void **state)
 {
     struct mg_server *s = *state;
-    char lkg[64], body[160];
+    char lkg[64];
     struct it_resp *r;
 
     model_with_versions("deep", 3, NULL);
@@ -386,13 +399,8 @@ static void test_lkg_deep_history(void **state)
     assert_string_equal(lkg, "v3@1");
     /* Ten generations of v1 with a tenant pinned to v2 (none holds the whole alias): the LKG
      * is 13 entries back, past the first page. */
-    for (int i = 0; i < 10; i++) {
-        it_fmt(body, sizeof(body),
-               "{\"version\":1,\"match\":[{\"header\":\"x-tenant\",\"value\":\"t%d\","
-               "\"version\":2}]}",
-               i);
-        assert_int_equal(it_alias_set(s, s->admin_token, "deep", "production", body), 4 + i);
-    }
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(set_pinned("production", i, 2), 4 + i);
     lkg_text("deep", "production", lkg, sizeof(lkg));
     assert_string_equal(lkg, "v3@1");
     /* v2 set again after its mark holds again. */
@@ -402,11 +410,7 @@ static void test_lkg_deep_history(void **state)
 
     /* No entry holds: with a short history and with one past the first page. */
     for (int i = 0; i < 10; i++) {
-        it_fmt(body, sizeof(body),
-               "{\"version\":1,\"match\":[{\"header\":\"x-tenant\",\"value\":\"t%d\","
-               "\"version\":3}]}",
-               i);
-        it_alias_set(s, s->admin_token, "deep", "canary", body);
+        assert_int_equal(set_pinned("canary", i, 3), 1 + i);
         lkg_text("deep", "canary", lkg, sizeof(lkg));
         assert_string_equal(lkg, "404 no_known_good");
     }
