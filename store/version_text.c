@@ -65,7 +65,7 @@ static void put_col_doc_opt(struct mg_jw *w, const char *key, struct db_stmt *s,
  * the same statement's next rows (VERSION_ROWS: one round trip, where three statements in a
  * transaction were five). On SQLite they are two statements more by the version's id, the
  * datasets' last column saying each one's lineage as column 29 does (in-process statements
- * cost less than SQLite's merge of the union's rows: ~40 000 instructions a read). The typed
+ * cost less than SQLite's merge of the union's rows: ~25 000 instructions more a read). The typed
  * NULLs give PostgreSQL each column's type in the union's first branch. */
 #define VERSION_NULLS6 "NULL, NULL, NULL, NULL, NULL, NULL, "
 #define VERSION_NULLS30 VERSION_NULLS6 VERSION_NULLS6 VERSION_NULLS6 VERSION_NULLS6 VERSION_NULLS6

@@ -30,8 +30,8 @@ bool version_text_alone(struct db_stmt *s);
 /*
  * The whole Version (docs/contract.md "Versions") whose row s (a version_sql_by_* statement)
  * is on (stepped; reset here) into w, on c: the row, its datasets and metrics, then, unless
- * version_text_alone, its rollbacks and withdrawn lineage, each a
- * statement on c in its open transaction. With resources non-NULL, *resources and
+ * version_text_alone, its rollbacks and withdrawn lineage, each a statement on c in its open
+ * transaction. With resources non-NULL, *resources and
  * *introspection get those stored documents' text (NEW; NULL when absent or null), for the
  * reply's decorations; they are NULL again on failure.
  */

@@ -428,11 +428,11 @@ done:
     return rc;
 }
 
-/* The Version (model, version) written into w: by name and number, where one statement holds
- * it all (PostgreSQL) read on its own (DB_READ_ONE: no BEGIN or COMMIT, two round trips
- * fewer) unless the version needs more statements (version_text_alone); otherwise in one
- * read transaction. With no
- * row, store_version_id says what is missing, as it always did. */
+/* The Version (model, version) written into w, by name and number. Where one statement holds
+ * it all (PostgreSQL), that statement is read on its own (DB_READ_ONE: no BEGIN or COMMIT,
+ * two round trips fewer), unless the version needs more statements (version_text_alone);
+ * otherwise in one read transaction. With no row, store_version_id says what is missing, as
+ * it always did. */
 static enum mg_code version_get(struct store *st, const char *model, int64_t version,
                                 struct mg_jw *w, char **resources, char **introspection,
                                 struct mg_error *err)
