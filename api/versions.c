@@ -334,69 +334,75 @@ void api_version_decorate(json_t *v)
     json_object_set_new(v, "vram_estimate", e);
 }
 
+/* The estimate from resources (res) as the object gate_vram_estimate builds (gates/vram.c
+ * from_resources), with the reply's rounded gib, written without building it. */
+static void put_resources_estimate(struct mg_jw *w, const struct gate_vram_resources *res,
+                                   double gib)
+{
+    static const char source[] = "resources";
+
+    mg_jw_obj(w);
+    mg_jw_key(w, "source");
+    mg_jw_str(w, source, sizeof(source) - 1);
+    mg_jw_key(w, "formula");
+    mg_jw_str(w, gate_vram_resources_formula, strlen(gate_vram_resources_formula));
+    mg_jw_key(w, "parameters");
+    mg_jw_int(w, res->parameters);
+    mg_jw_key(w, "precision");
+    mg_jw_str(w, res->precision, strlen(res->precision));
+    mg_jw_key(w, "bytes_per_parameter");
+    mg_jw_real(w, res->bytes_per_parameter);
+    mg_jw_key(w, "overhead");
+    mg_jw_real(w, res->overhead);
+    mg_jw_key(w, "gib");
+    mg_jw_real(w, gib);
+    mg_jw_obj_end(w);
+}
+
 /* The Version's text with api_version_decorate's members (new; free it), or NULL when out
  * of memory: byte for byte mg_json_text of the decorated value, without building it. The
  * text is taken from vt when there is nothing to add. */
 static char *decorated_text(struct store_version_text *vt, size_t *len)
 {
     /* gate_vram_estimate takes resources first: the introspection (kilobytes, with GGUF
-     * metadata) is parsed only when the resources give no estimate. */
+     * metadata) is parsed only when the resources give no estimate. The common estimate, from
+     * resources, is written from its members; the introspection's is built as json_t. */
     json_t *doc = vt->resources ? json_loads(vt->resources, JSON_DECODE_ANY, NULL) : NULL;
     json_t *e = NULL;
     struct gate_vram_resources res;
+    bool from_res = gate_vram_from_resources(doc, &res);
     struct mg_jw w = {0};
     char *text;
     double gib;
 
-    if (gate_vram_from_resources(doc, &res)) {
-        /* The common estimate written as its object would be (gates/vram.c from_resources,
-         * then the rounded gib), without building it. */
-        gib = round(res.gib * 1000.0) / 1000.0;
-        mg_jw_reopen(&w, vt->text, vt->len);
-        mg_jw_key(&w, "estimated_vram_gib");
-        mg_jw_real(&w, gib);
-        mg_jw_key(&w, "vram_estimate");
-        mg_jw_obj(&w);
-        mg_jw_key(&w, "source");
-        mg_jw_str(&w, "resources", strlen("resources"));
-        mg_jw_key(&w, "formula");
-        mg_jw_str(&w, gate_vram_resources_formula, strlen(gate_vram_resources_formula));
-        mg_jw_key(&w, "parameters");
-        mg_jw_int(&w, res.parameters);
-        mg_jw_key(&w, "precision");
-        mg_jw_str(&w, res.precision, strlen(res.precision));
-        mg_jw_key(&w, "bytes_per_parameter");
-        mg_jw_real(&w, res.bytes_per_parameter);
-        mg_jw_key(&w, "overhead");
-        mg_jw_real(&w, res.overhead);
-        mg_jw_key(&w, "gib");
-        mg_jw_real(&w, gib);
-        mg_jw_obj_end(&w);
-        mg_jw_obj_end(&w);
-        json_decref(doc);
-        return mg_jw_done(&w, len);
+    if (!from_res && vt->introspection != NULL) {
+        json_t *in = json_loads(vt->introspection, JSON_DECODE_ANY, NULL);
+
+        e = gate_vram_estimate(NULL, in);
+        json_decref(in);
     }
-    json_decref(doc);
-    if (vt->introspection != NULL) {
-        doc = json_loads(vt->introspection, JSON_DECODE_ANY, NULL);
-        e = gate_vram_estimate(NULL, doc);
+    if (!from_res && e == NULL) {
         json_decref(doc);
-    }
-    if (e == NULL) {
         text = vt->text;
         *len = vt->len;
         vt->text = NULL;
         return text;
     }
-    gib = round(json_number_value(json_object_get(e, "gib")) * 1000.0) / 1000.0;
-    json_object_set_new(e, "gib", json_real(gib));
+    gib = round((from_res ? res.gib : json_number_value(json_object_get(e, "gib"))) * 1000.0) /
+          1000.0;
     mg_jw_reopen(&w, vt->text, vt->len);
     mg_jw_key(&w, "estimated_vram_gib");
     mg_jw_real(&w, gib);
     mg_jw_key(&w, "vram_estimate");
-    mg_jw_value(&w, e);
+    if (from_res) {
+        put_resources_estimate(&w, &res, gib);
+    } else {
+        json_object_set_new(e, "gib", json_real(gib));
+        mg_jw_value(&w, e);
+    }
     mg_jw_obj_end(&w);
     json_decref(e);
+    json_decref(doc); /* res.precision points into it */
     return mg_jw_done(&w, len);
 }
 

@@ -21,6 +21,17 @@
 
 #define LKG_PAGE 8 /* history entries read by the first statement; each next reads 4 times more */
 
+/* A mark that version v does not hold since generation (INT64_MAX: never again) into bad. */
+static enum mg_code lkg_bad_add(struct mg_buf *bad, int64_t v, int64_t generation,
+                                struct mg_error *err)
+{
+    struct lkg_bad b = {v, generation};
+
+    return mg_buf_append(bad, &b, sizeof(b)) == MG_OK
+               ? MG_OK
+               : mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+}
+
 /* The rollback marks, as struct lkg_bad records in bad (mg_buf_init'd by the caller). The
  * archived and deleted versions (generation INT64_MAX: never again) join them as the walk
  * meets them (lkg_brief): a model whose lifecycle archived thousands of versions would
@@ -35,12 +46,8 @@ static enum mg_code lkg_bad_marks(struct db_conn *c, int64_t aid, struct mg_buf 
 
     db_bind_i64(s, 1, aid);
     while ((rc = db_step(s, &row, err)) == MG_OK && row) {
-        struct lkg_bad b = {db_col_i64(s, 0), db_col_i64(s, 1)};
-
-        if (mg_buf_append(bad, &b, sizeof(b)) != MG_OK) {
-            db_reset(s);
-            return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-        }
+        if ((rc = lkg_bad_add(bad, db_col_i64(s, 0), db_col_i64(s, 1), err)) != MG_OK)
+            break; /* the statement left stepping ends with the read */
     }
     return rc;
 }
@@ -62,8 +69,31 @@ static void lkg_entry_read(struct db_stmt *s, int at, struct lkg_entry *e,
     json_decref(sh);
 }
 
-/* The chosen version's artifact and image (NEW; image NULL when it has none), when it is
- * ready (*ready; archived or deleted: nothing set). */
+/* The entry e that holds, from its row s (its "at" in column at_col), as the answer. */
+static void lkg_held(struct store_lkg *out, const struct lkg_entry *e, struct db_stmt *s,
+                     int at_col)
+{
+    const char *at = db_col_text(s, at_col);
+
+    out->version = e->routes[0].version;
+    out->generation = e->generation;
+    snprintf(out->at, sizeof(out->at), "%s", at ? at : "");
+}
+
+/* The held version's artifact and image (NEW; image NULL when it has none) from columns col
+ * and col + 1 of s. */
+static enum mg_code lkg_files(struct store_lkg *out, struct db_stmt *s, int col,
+                              struct mg_error *err)
+{
+    out->artifact = store_col_strdup(s, col);
+    out->image = store_col_strdup(s, col + 1);
+    return out->artifact == NULL || (out->image == NULL && !db_col_null(s, col + 1))
+               ? mg_fail(err, MG_ENOMEM, NULL, "out of memory")
+               : MG_OK;
+}
+
+/* The chosen version's artifact and image (lkg_files), when it is ready (*ready; archived or
+ * deleted: nothing set). */
 static enum mg_code lkg_brief(struct db_conn *c, int64_t mid, const char *model, int64_t v,
                               struct store_lkg *out, bool *ready, struct mg_error *err)
 {
@@ -84,11 +114,7 @@ static enum mg_code lkg_brief(struct db_conn *c, int64_t mid, const char *model,
         db_reset(s);
         return MG_OK;
     }
-    out->artifact = store_col_strdup(s, 0);
-    out->image = store_col_strdup(s, 1);
-    rc = out->artifact == NULL || (out->image == NULL && !db_col_null(s, 1))
-             ? mg_fail(err, MG_ENOMEM, NULL, "out of memory")
-             : MG_OK;
+    rc = lkg_files(out, s, 0, err);
     db_reset(s);
     return rc;
 }
@@ -139,12 +165,8 @@ static enum mg_code lkg_one(struct store *st, const char *model, const char *ali
     if (db_col_null(s, 7)) /* no such alias: no last-known-good */
         goto done;
     while ((rc = db_step(s, &row, err)) == MG_OK && row && db_col_i64(s, 0) == 1) {
-        struct lkg_bad b = {db_col_i64(s, 1), db_col_i64(s, 7)};
-
-        if (mg_buf_append(&bad, &b, sizeof(b)) != MG_OK) {
-            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        if ((rc = lkg_bad_add(&bad, db_col_i64(s, 1), db_col_i64(s, 7), err)) != MG_OK)
             goto done;
-        }
     }
     for (; rc == MG_OK && row; rc = db_step(s, &row, err)) {
         struct promo_route routes[MG_ROUTES_MAX];
@@ -159,13 +181,8 @@ static enum mg_code lkg_one(struct store *st, const char *model, const char *ali
             *decided = false; /* archived, deleted or gone: the walk goes on past it */
             break;
         }
-        out->version = e.routes[0].version;
-        out->generation = e.generation;
-        snprintf(out->at, sizeof(out->at), "%s", db_col_text(s, 4) ? db_col_text(s, 4) : "");
-        out->artifact = store_col_strdup(s, 8);
-        out->image = store_col_strdup(s, 9);
-        if (out->artifact == NULL || (out->image == NULL && !db_col_null(s, 9)))
-            rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+        lkg_held(out, &e, s, 4);
+        rc = lkg_files(out, s, 8, err);
         break;
     }
     if (rc == MG_OK && out->version == 0 && got >= LKG_PAGE)
@@ -236,9 +253,7 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
             if (!test(&e, (const struct lkg_bad *)bad.data, bad.len / sizeof(struct lkg_bad), arg))
                 continue;
             held = true;
-            out->version = e.routes[0].version;
-            out->generation = e.generation;
-            snprintf(out->at, sizeof(out->at), "%s", db_col_text(s, 3) ? db_col_text(s, 3) : "");
+            lkg_held(out, &e, s, 3);
             db_reset(s);
             break;
         }
@@ -248,12 +263,8 @@ enum mg_code store_alias_lkg_find(struct store *st, const char *model, const cha
             break;
         if (held && !ready) {
             /* Archived or deleted since: never the LKG again; the walk goes on past it. */
-            struct lkg_bad b = {out->version, INT64_MAX};
-
-            if (mg_buf_append(&bad, &b, sizeof(b)) != MG_OK) {
-                rc = mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+            if ((rc = lkg_bad_add(&bad, out->version, INT64_MAX, err)) != MG_OK)
                 break;
-            }
             out->version = 0;
             page /= 4; /* the same page size again, from the entry after this one */
             continue;

@@ -64,6 +64,11 @@ void db_rollback(struct db_conn *c)
     c->ops->rollback(c);
 }
 
+bool db_in_transaction(struct db_conn *c)
+{
+    return c->ops->in_transaction(c);
+}
+
 struct db_stmt *db_prepare(struct db_conn *c, const char *sql)
 {
     return c->ops->prepare(c, sql);

@@ -102,6 +102,10 @@ enum mg_code db_commit(struct db_conn *c, struct mg_error *err) DB_MUST_CHECK;
  * the caller could act on. */
 void db_rollback(struct db_conn *c);
 
+/* Whether a transaction is open on c (not so under DB_READ_ONE): for a read of several
+ * statements that must share one snapshot to check that they do. */
+bool db_in_transaction(struct db_conn *c);
+
 /* ---- statements ----------------------------------------------------------- */
 
 /*

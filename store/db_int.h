@@ -16,6 +16,7 @@ struct db_ops {
     enum mg_code (*begin)(struct db_conn *c, enum db_txn kind, struct mg_error *err);
     enum mg_code (*commit)(struct db_conn *c, struct mg_error *err);
     void (*rollback)(struct db_conn *c);
+    bool (*in_transaction)(struct db_conn *c);
     struct db_stmt *(*prepare)(struct db_conn *c, const char *sql);
     void (*bind_text)(struct db_stmt *s, int i, const char *text);
     void (*bind_i64)(struct db_stmt *s, int i, int64_t v);

@@ -298,6 +298,13 @@ static void pg_rollback(struct db_conn *base)
         (void)run_simple(c, "ROLLBACK", NULL);
 }
 
+static bool pg_in_transaction(struct db_conn *base)
+{
+    struct pg_conn *c = PC(base);
+
+    return c->pg && PQstatus(c->pg) == CONNECTION_OK && PQtransactionStatus(c->pg) != PQTRANS_IDLE;
+}
+
 static enum mg_code pg_commit(struct db_conn *base, struct mg_error *err)
 {
     struct pg_conn *c = PC(base);
@@ -792,6 +799,7 @@ static const struct db_ops pg_ops = {
     .begin = pg_begin,
     .commit = pg_commit,
     .rollback = pg_rollback,
+    .in_transaction = pg_in_transaction,
     .prepare = pg_prepare,
     .bind_text = pg_bind_text,
     .bind_i64 = pg_bind_i64,

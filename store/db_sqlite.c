@@ -194,6 +194,11 @@ static enum mg_code lite_commit(struct db_conn *c, struct mg_error *err)
     return rc;
 }
 
+static bool lite_in_transaction(struct db_conn *c)
+{
+    return !sqlite3_get_autocommit(LC(c)->db);
+}
+
 /* ---- statements ----------------------------------------------------------- */
 
 static struct db_stmt *failed_stmt(struct lite_conn *c, int rc, const char *msg)
@@ -433,6 +438,7 @@ static const struct db_ops lite_ops = {
     .begin = lite_begin,
     .commit = lite_commit,
     .rollback = lite_rollback,
+    .in_transaction = lite_in_transaction,
     .prepare = lite_prepare,
     .bind_text = lite_bind_text,
     .bind_i64 = lite_bind_i64,

@@ -89,19 +89,21 @@ static void put_col_doc_opt(struct mg_jw *w, const char *key, struct db_stmt *s,
     " UNION ALL SELECT " VERSION_NULLS30                                                           \
     "2, vm.seq, vm.name, vm.by, vm.at, NULL, vm.value " VERSION_OF                                 \
     "JOIN version_metrics vm ON vm.version_id = v.id WHERE " KEY " ORDER BY 31, 32"
-#define VERSION_LINEAGE                                                                            \
-    "CASE WHEN EXISTS (SELECT 1 FROM version_datasets vd WHERE vd.version_id = v.id AND "          \
+/* Dataset vd is withdrawn (in any owner's record) or derived from another (in any owner's
+ * lineage): two index probes (datasets' key starts with digest; dataset_parents_child). */
+#define DATASET_LINEAGE                                                                            \
     "(EXISTS (SELECT 1 FROM datasets d WHERE d.digest = vd.digest AND d.withdrawn_at IS NOT "      \
-    "NULL) OR EXISTS (SELECT 1 FROM dataset_parents p WHERE p.child = vd.digest))) "               \
-    "THEN 1 ELSE 0 END"
+    "NULL) OR EXISTS (SELECT 1 FROM dataset_parents p WHERE p.child = vd.digest))"
+#define VERSION_LINEAGE                                                                            \
+    "CASE WHEN EXISTS (SELECT 1 FROM version_datasets vd WHERE vd.version_id = v.id "              \
+    "AND " DATASET_LINEAGE ") THEN 1 ELSE 0 END"
 #define VERSION_KEY_NAME "m.name = ?1 AND v.version = ?2"
 #define VERSION_KEY_ID "v.id = ?1"
 
-static const char sql_datasets[] =
-    "SELECT 1, vd.ord, vd.digest, vd.name, vd.uri, vd.role, CASE WHEN EXISTS (SELECT 1 FROM "
-    "datasets d WHERE d.digest = vd.digest AND d.withdrawn_at IS NOT NULL) OR EXISTS (SELECT 1 "
-    "FROM dataset_parents p WHERE p.child = vd.digest) THEN 1 ELSE 0 END "
-    "FROM version_datasets vd WHERE vd.version_id = ?1 ORDER BY vd.ord";
+static const char sql_datasets[] = "SELECT 1, vd.ord, vd.digest, vd.name, vd.uri, vd.role, "
+                                   "CASE WHEN " DATASET_LINEAGE " THEN 1 ELSE 0 END "
+                                   "FROM version_datasets vd WHERE vd.version_id = ?1 "
+                                   "ORDER BY vd.ord";
 static const char sql_metrics[] = "SELECT 2, seq, name, by, at, NULL, value FROM version_metrics "
                                   "WHERE version_id = ?1 ORDER BY seq";
 
@@ -284,6 +286,13 @@ enum mg_code version_text_write(struct db_conn *c, struct db_stmt *s, struct mg_
     struct mg_jw tail = {.depth = 1, .more = 2}, rows = {.depth = 1, .more = 2};
     enum mg_code rc;
 
+    if ((!version_text_one_statement(c) || bad || lineage) && !db_in_transaction(c)) {
+        /* The statements after the row would each read a snapshot of their own. */
+        db_reset(s);
+        return mg_fail(err, MG_EIO, NULL,
+                       "internal error: a Version of several statements read outside a "
+                       "transaction");
+    }
     mg_jw_obj(w);
     put_col_str(w, "model", s, 1);
     mg_jw_key(w, "version");

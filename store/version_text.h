@@ -31,9 +31,9 @@ bool version_text_alone(struct db_stmt *s);
  * The whole Version (docs/contract.md "Versions") whose row s (a version_sql_by_* statement)
  * is on (stepped; reset here) into w, on c: the row, its datasets and metrics, then, unless
  * version_text_alone, its rollbacks and withdrawn lineage, each a statement on c in its open
- * transaction. With resources non-NULL, *resources and
- * *introspection get those stored documents' text (NEW; NULL when absent or null), for the
- * reply's decorations; they are NULL again on failure.
+ * transaction (MG_EIO, nothing written, when more than one statement would run outside one). With
+ * resources non-NULL, *resources and *introspection get those stored documents' text (NEW; NULL
+ * when absent or null), for the reply's decorations; they are NULL again on failure.
  */
 enum mg_code version_text_write(struct db_conn *c, struct db_stmt *s, struct mg_jw *w,
                                 char **resources, char **introspection, struct mg_error *err);

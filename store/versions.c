@@ -428,38 +428,52 @@ done:
     return rc;
 }
 
-/* The Version (model, version) written into w, by name and number. Where one statement holds
- * it all (PostgreSQL), that statement is read on its own (DB_READ_ONE: no BEGIN or COMMIT,
- * two round trips fewer), unless the version needs more statements (version_text_alone);
- * otherwise in one read transaction. With no row, store_version_id says what is missing, as
- * it always did. */
+/* The Version (model, version) written into w by name and number, read alone (one:
+ * DB_READ_ONE) or in a read transaction of its own. Alone, a version that needs more
+ * statements (version_text_alone) sets *again and nothing is written. With no row,
+ * store_version_id says what is missing, as it always did. */
+static enum mg_code version_read(struct store *st, bool one, struct mg_jw *w, const char *model,
+                                 int64_t version, char **resources, char **introspection,
+                                 bool *again, struct mg_error *err)
+{
+    struct db_conn *c = one ? store_read_one(st) : store_read_begin(st);
+    struct db_stmt *s = db_prepare(c, version_sql_by_name(c));
+    int64_t vid;
+    enum mg_code rc;
+    bool row;
+
+    *again = false;
+    db_bind_text(s, 1, model);
+    db_bind_i64(s, 2, version);
+    if ((rc = db_step(s, &row, err)) == MG_OK) {
+        if (row && one && !version_text_alone(s))
+            *again = true;
+        else if (row)
+            rc = version_text_write(c, s, w, resources, introspection, err);
+        else if ((rc = store_version_id(c, model, version, &vid, err)) == MG_OK)
+            rc = mg_fail(err, MG_ENOTFOUND, NULL, "version does not exist");
+    }
+    store_read_end(st, c);
+    return rc;
+}
+
+/* Where one statement holds the Version (PostgreSQL), it is read on its own (DB_READ_ONE: no
+ * BEGIN or COMMIT, two round trips fewer) unless it needs more statements; otherwise in one
+ * read transaction. */
 static enum mg_code version_get(struct store *st, const char *model, int64_t version,
                                 struct mg_jw *w, char **resources, char **introspection,
                                 struct mg_error *err)
 {
-    enum mg_code rc = MG_OK;
+    bool again = false;
 
-    for (int alone = version_text_one_statement(st->writer); alone >= 0; alone--) {
-        struct db_conn *c = alone ? store_read_one(st) : store_read_begin(st);
-        struct db_stmt *s = db_prepare(c, version_sql_by_name(c));
-        int64_t vid;
-        bool row, done = true;
+    if (version_text_one_statement(st->writer)) {
+        enum mg_code rc =
+            version_read(st, true, w, model, version, resources, introspection, &again, err);
 
-        db_bind_text(s, 1, model);
-        db_bind_i64(s, 2, version);
-        if ((rc = db_step(s, &row, err)) == MG_OK) {
-            if (row && alone && !version_text_alone(s))
-                done = false; /* again, in a transaction */
-            else if (row)
-                rc = version_text_write(c, s, w, resources, introspection, err);
-            else if ((rc = store_version_id(c, model, version, &vid, err)) == MG_OK)
-                rc = mg_fail(err, MG_ENOTFOUND, NULL, "version does not exist");
-        }
-        store_read_end(st, c);
-        if (done)
-            break;
+        if (rc != MG_OK || !again)
+            return rc;
     }
-    return rc;
+    return version_read(st, false, w, model, version, resources, introspection, &again, err);
 }
 
 enum mg_code store_version_get(struct store *st, const char *model, int64_t version, json_t **out,

@@ -37,6 +37,21 @@ static struct it_resp *rollback(const char *model, const char *alias, const char
         body);
 }
 
+/* A rollback of model's alias with nowhere to go: 409 no_known_good, and the alias is as it
+ * was (its generation, and version at 100%). */
+static void rollback_refused(const char *model, const char *alias, const char *reason,
+                             json_int_t version)
+{
+    struct it_resp *r = it_alias_get(cx.s, cx.t.rd, model, alias);
+    json_int_t gen = it_jint(r->json, "generation");
+
+    r = rollback(model, alias, reason);
+    it_expect_error(cx.s, r, 409, "no_known_good");
+    r = it_alias_get(cx.s, cx.t.rd, model, alias);
+    assert_int_equal(it_jint(r->json, "generation"), gen);
+    rel_expect_routes(&cx, r, it_jarr(r->json, "routes"), 1, version, 100);
+}
+
 /* Model with v1 set directly on production (LKG v1), v2.. for candidates. */
 static void world(const char *model, int versions, const char *policy)
 {
@@ -233,17 +248,10 @@ static void test_rollback_with_nowhere_to_go(void **state)
     struct mg_server *s = *state;
     char id[64];
     struct it_resp *p, *r;
-    json_int_t gen;
 
     /* Only v1 was ever known good, and it is what is routed. */
     world("rbnone", 2, NULL);
-    r = it_alias_get(cx.s, cx.t.rd, "rbnone", "production");
-    gen = it_jint(r->json, "generation");
-    r = rollback("rbnone", "production", "nothing to go to");
-    it_expect_error(s, r, 409, "no_known_good");
-    r = it_alias_get(cx.s, cx.t.rd, "rbnone", "production");
-    assert_int_equal(it_jint(r->json, "generation"), gen);
-    rel_expect_routes(&cx, r, it_jarr(r->json, "routes"), 1, 1, 100);
+    rollback_refused("rbnone", "production", "nothing to go to", 1);
     assert_false(rel_bad_for(&cx, "rbnone", 1, "production"));
 
     /* A rollout on an alias with no baseline has nowhere to go either. */
@@ -272,7 +280,6 @@ static void test_rollback_skips_archived(void **state)
 {
     struct mg_server *s = *state;
     struct it_resp *r;
-    json_int_t gen;
 
     world("rbarch", 3, NULL);
     it_alias_to(cx.s, cx.t.dep, "rbarch", "production", 2, 0);
@@ -287,13 +294,7 @@ static void test_rollback_skips_archived(void **state)
     assert_int_equal(rel_lkg(&cx, "rbarch", "production"), 2);
 
     /* Back from v2: v3 was rolled back, v1 is archived. */
-    r = it_alias_get(cx.s, cx.t.rd, "rbarch", "production");
-    gen = it_jint(r->json, "generation");
-    r = rollback("rbarch", "production", "bad v2");
-    it_expect_error(s, r, 409, "no_known_good");
-    r = it_alias_get(cx.s, cx.t.rd, "rbarch", "production");
-    assert_int_equal(it_jint(r->json, "generation"), gen);
-    rel_expect_routes(&cx, r, it_jarr(r->json, "routes"), 1, 2, 100);
+    rollback_refused("rbarch", "production", "bad v2", 2);
 }
 
 static void test_manual_advance(void **state)
