@@ -375,7 +375,7 @@ enum mg_code store_signing_key_current(struct store *st, char keyid[65], char **
 {
     static const char sql[] = "SELECT keyid, private_pem FROM signing_keys "
                               "WHERE private_pem IS NOT NULL " CLUSTER_KEY_ORDER;
-    struct db_conn *c = store_read_borrow(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
@@ -390,7 +390,7 @@ enum mg_code store_signing_key_current(struct store *st, char keyid[65], char **
     } else if (rc == MG_OK) {
         rc = mg_fail(err, MG_ENOTFOUND, NULL, "the database holds no signing key to share");
     }
-    store_read_return(st, c);
+    store_read_end(st, c);
     return rc;
 }
 

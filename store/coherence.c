@@ -273,13 +273,13 @@ void store_cache_sync(struct store *st, int64_t seq)
         bool row, done;
 
         /* Who holds a live lease and has not acknowledged seq, by the database's clock. */
-        c = store_read_borrow(st);
+        c = store_read_one(st);
         s = db_prepare(c, sql);
         db_bind_text(s, 1, st->replica_id);
         db_bind_i64(s, 2, seq);
         while ((rc = db_step(s, &row, &err)) == MG_OK && row)
             snprintf(ids[n++], sizeof(ids[0]), "%s", db_col_text(s, 0));
-        store_read_return(st, c);
+        store_read_end(st, c);
         if ((rc == MG_OK && n == 0) || (now = boot_ms()) >= until)
             break; /* at until, every lease alive was renewed after the commit */
         /* Their acknowledgements as the listener hears them; the database again after a
@@ -312,7 +312,7 @@ void store_cache_sync(struct store *st, int64_t seq)
 static enum mg_code refresh_epochs(struct store *st, struct mg_error *err)
 {
     static const char sql[] = "SELECT model, seq FROM model_epochs WHERE seq > ? ORDER BY seq";
-    struct db_conn *c = store_read_borrow(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     int64_t top = 0;
     enum mg_code rc;
@@ -326,7 +326,7 @@ static enum mg_code refresh_epochs(struct store *st, struct mg_error *err)
         if (seq > top)
             top = seq;
     }
-    store_read_return(st, c);
+    store_read_end(st, c);
     if (rc == MG_OK)
         atomic_max(&st->coh->ep_seen, top);
     return rc;

@@ -425,7 +425,7 @@ enum mg_code store_storage_bytes(struct store *st, int64_t *bytes, int64_t *blob
 {
     static const char sql[] =
         "SELECT coalesce(sum(size), 0), count(*) FROM blobs WHERE state = 'live'";
-    struct db_conn *c = store_read_borrow(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
@@ -435,7 +435,7 @@ enum mg_code store_storage_bytes(struct store *st, int64_t *bytes, int64_t *blob
         *blobs = db_col_i64(s, 1);
     }
     db_reset(s);
-    store_read_return(st, c);
+    store_read_end(st, c);
     return rc;
 }
 
