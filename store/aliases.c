@@ -726,7 +726,7 @@ enum mg_code store_routed_versions(struct store *st, json_t **out, struct mg_err
     static const char sql[] = "SELECT m.name, a.routes, a.match_rules, a.shadow FROM aliases a "
                               "JOIN models m ON m.id = a.model_id WHERE a.deleted = 0 "
                               "ORDER BY m.name";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     json_t *items = json_array(), *x;
     enum mg_code rc;
@@ -780,7 +780,7 @@ enum mg_code store_alias_strategies(struct store *st, json_t **out, struct mg_er
                               "JOIN models m ON m.id = a.model_id WHERE a.deleted = 0 AND "
                               "(a.match_rules IS NOT NULL OR a.shadow IS NOT NULL) "
                               "ORDER BY m.name, a.name";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     json_t *items = json_array();
     enum mg_code rc;

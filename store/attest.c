@@ -242,7 +242,7 @@ enum mg_code store_alias_attestation(struct store *st, const char *model, const 
     static const char sql[] =
         "SELECT t.bundle FROM alias_attestations t JOIN aliases a ON a.id = t.alias_id "
         "JOIN models m ON m.id = a.model_id WHERE m.name = ? AND a.name = ? AND t.generation = ?";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
@@ -273,7 +273,7 @@ enum mg_code store_version_attestations(struct store *st, const char *model, int
         "JOIN models m ON m.id = v.model_id JOIN aliases a ON a.id = v.alias_id "
         "JOIN alias_attestations t ON t.alias_id = v.alias_id AND t.generation = v.generation "
         "WHERE m.name = ? AND v.version = ? ORDER BY a.name, t.generation";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     json_t *items = json_array();
     char digest[72];

@@ -154,7 +154,7 @@ enum mg_code store_audit_list(struct store *st, int64_t after, unsigned limit, j
 {
     static const char sql[] = "SELECT seq, at, actor, action, target, detail, prev_hash, hash "
                               "FROM audit WHERE seq > ? ORDER BY seq LIMIT ?";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     struct store_page page = {.limit = limit};
     enum mg_code rc;
@@ -170,7 +170,7 @@ enum mg_code store_audit_list_desc(struct store *st, int64_t after, int64_t befo
 {
     static const char sql[] = "SELECT seq, at, actor, action, target, detail, prev_hash, hash "
                               "FROM audit WHERE seq > ? AND seq < ? ORDER BY seq DESC LIMIT ?";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     struct store_page page = {.limit = limit};
     enum mg_code rc;

@@ -295,7 +295,7 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 static enum mg_code verify_blobs(struct store *st, size_t *n, struct mg_error *err)
 {
     static const char sql[] = "SELECT digest, size FROM blobs WHERE state = 'live'";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     struct mg_error why;
     enum mg_code rc;

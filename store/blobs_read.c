@@ -22,7 +22,7 @@ enum mg_code store_blob_get(struct store *st, const char *digest, json_t **out,
 {
     static const char sql[] = "SELECT size, media_type, files, created_at, created_by, formats, "
                               "scan FROM blobs WHERE digest = ? AND state = 'live'";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s;
     enum mg_code rc;
     bool row;
@@ -51,7 +51,7 @@ enum mg_code store_blob_expanded_size(struct store *st, const char *digest, uint
     static const char sql[] = "SELECT b.size, b.files, "
                               "(SELECT COALESCE(SUM(f.size), 0) FROM blob_files f "
                               "WHERE f.digest = b.digest) FROM blobs b WHERE b.digest = ?";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s;
     enum mg_code rc;
     bool row;

@@ -485,7 +485,7 @@ enum mg_code store_signing_keys(struct store *st, const char *signing_keyid, jso
 {
     static const char sql[] = "SELECT keyid, hint, public_pem, created_at "
                               "FROM signing_keys ORDER BY created_at DESC, keyid";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     json_t *items = json_array();
     enum mg_code rc;
@@ -515,7 +515,7 @@ enum mg_code store_signing_key_by_hint(struct store *st, const char *hint, char 
                                        struct mg_error *err)
 {
     static const char sql[] = "SELECT public_pem FROM signing_keys WHERE hint = ?";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;

@@ -319,7 +319,7 @@ enum mg_code store_gateway_configs(struct store *st, json_t **out, struct mg_err
 {
     static const char sql[] = "SELECT name, kind, config, models, aliases, disabled_reason "
                               "FROM gateways ORDER BY name";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s;
     json_t *items = json_array();
     enum mg_code rc = MG_OK;

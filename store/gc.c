@@ -220,7 +220,7 @@ static enum mg_code gc_dry(struct store *st, int64_t cutoff_ms, struct store_gc_
 {
     static const char sql[] =
         "SELECT count(*), coalesce(sum(b.size), 0) FROM blobs b WHERE " GC_UNREFERENCED;
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
@@ -295,7 +295,7 @@ static enum mg_code gc_leftovers(struct store *st, int64_t grace_ms, int64_t *re
     struct leftovers l = {st, json_object(), json_array(), grace_ms};
     json_t *dead = json_array(), *h;
     char started[32];
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql_rows);
     enum mg_code rc;
     size_t i;

@@ -85,7 +85,7 @@ enum mg_code store_identity_group_list(struct store *st, json_t **out, struct mg
 {
     static const char sql[] = "SELECT name, roles, teams, aliases, updated_at, updated_by "
                               "FROM identity_groups ORDER BY name";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     json_t *items = json_array();
     enum mg_code rc;
@@ -176,7 +176,7 @@ enum mg_code store_identity_resolve(struct store *st, const char *const *groups,
     who->nteams = who->naliases = 0;
     if (ngroups == 0)
         return MG_OK;
-    c = store_read_begin(st);
+    c = store_read_one(st);
     for (i = 0; i < ngroups && rc == MG_OK; i++) {
         s = db_prepare(c, sql);
         db_bind_text(s, 1, groups[i]);
@@ -289,7 +289,7 @@ enum mg_code store_trusted_publisher_get(struct store *st, const char *name, jso
 {
     static const char sql[] = "SELECT name, config, created_at, created_by "
                               "FROM trusted_publishers WHERE name = ?";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
@@ -314,7 +314,7 @@ enum mg_code store_trusted_publisher_list(struct store *st, const char *issuer, 
                                   "FROM trusted_publishers ORDER BY name";
     static const char sql_iss[] = "SELECT name, config, created_at, created_by "
                                   "FROM trusted_publishers WHERE issuer = ? ORDER BY name";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, issuer ? sql_iss : sql_all);
     json_t *items = json_array(), *row_j;
     enum mg_code rc;

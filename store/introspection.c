@@ -27,7 +27,7 @@ enum mg_code store_blob_introspection(struct store *st, const char *digest, json
                                       struct mg_error *err)
 {
     static const char sql[] = "SELECT introspection FROM blobs WHERE digest = ?";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;

@@ -243,7 +243,7 @@ enum mg_code store_model_owners(struct store *st, const char *model, json_t **ou
                                 struct mg_error *err)
 {
     static const char sql[] = "SELECT owners FROM models WHERE name = ?";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s;
     enum mg_code rc;
     bool row;

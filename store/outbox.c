@@ -342,7 +342,7 @@ enum mg_code store_outbox_fence(struct store *st, const struct store_delivery *d
     bool row;
 
     *held = false;
-    if ((c = store_read_begin(st)) == NULL)
+    if ((c = store_read_one(st)) == NULL)
         return mg_fail(err, MG_EDB, NULL, "no database connection");
     s = db_prepare(c, sql);
     db_bind_text(s, 1, d->gateway);
@@ -392,7 +392,7 @@ enum mg_code store_outbox_synced(struct store *st, const char *model, const char
 {
     static const char sql[] = "SELECT count(*) FROM outbox WHERE model = ? AND alias = ? AND "
                               "NOT (state = 'in_sync' AND generation >= ?)";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;

@@ -58,7 +58,7 @@ enum mg_code store_blob_scan(struct store *st, const char *digest, json_t **out,
                              struct mg_error *err)
 {
     static const char sql[] = "SELECT scan FROM blobs WHERE digest = ?";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
@@ -201,7 +201,7 @@ enum mg_code store_blob_rescan(struct store *st, const char *actor, const char *
 enum mg_code store_scan_unscanned_count(struct store *st, int64_t *n, struct mg_error *err)
 {
     static const char sql[] = "SELECT count(*) FROM blobs WHERE state = 'live' AND scan IS NULL";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
@@ -219,7 +219,7 @@ enum mg_code store_scan_unscanned(struct store *st, const char *after, int64_t l
 {
     static const char sql[] = "SELECT digest FROM blobs WHERE state = 'live' AND scan IS NULL "
                               "AND digest > ? ORDER BY digest LIMIT ?";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
@@ -285,7 +285,7 @@ enum mg_code store_oci_scan_find(struct store *st, const char *model, const char
         "SELECT r.body FROM oci_scan_refs r JOIN versions v ON v.id = r.version_id JOIN models m "
         "ON m.id = v.model_id WHERE r.digest = ? AND r.kind = ? AND m.name = ? AND "
         "v.status <> 'deleted' LIMIT 1";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;

@@ -82,7 +82,7 @@ enum mg_code store_session_check(struct store *st, const char *id, size_t n, int
     if (n != STORE_SESSION_ID_LEN)
         return MG_EUNAUTH;
     mg_sha256(id, n, hash);
-    c = store_read_begin(st);
+    c = store_read_one(st);
     s = db_prepare(c, sql);
     db_bind_blob(s, 1, hash, sizeof(hash));
     if ((rc = db_step(s, &row, NULL)) == MG_OK) {

@@ -408,7 +408,7 @@ enum mg_code store_smoke_counts(struct store *st, int64_t *queued, int64_t *runn
                               "coalesce(sum(CASE WHEN state = 'running' THEN 1 END), 0) "
                               "FROM smoke_tests "
                               "WHERE state IN ('queued', 'running')";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;

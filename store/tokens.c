@@ -303,7 +303,7 @@ enum mg_code store_token_list(struct store *st, json_t **out, struct mg_error *e
 {
     static const char sql[] = "SELECT id, name, roles, created_at, created_by, teams, aliases "
                               "FROM tokens WHERE revoked_at IS NULL ORDER BY created_at, id";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s;
     json_t *items = json_array();
     enum mg_code rc = MG_OK;
@@ -417,7 +417,7 @@ enum mg_code store_token_authenticate(struct store *st, const char *secret, size
     pthread_mutex_lock(&st->tokens->lock);
     epoch = st->tokens->epoch;
     pthread_mutex_unlock(&st->tokens->lock);
-    c = store_read_begin(st);
+    c = store_read_one(st);
     s = db_prepare(c, sql);
     db_bind_blob(s, 1, hash, sizeof(hash));
     /* A database error is that error (the server answers 500/503), never
@@ -525,7 +525,7 @@ enum mg_code store_token_publisher(struct store *st, const char *id, json_t **ou
                                    struct mg_error *err)
 {
     static const char sql[] = "SELECT publisher FROM tokens WHERE id = ?";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s = db_prepare(c, sql);
     enum mg_code rc;
     bool row;
@@ -593,7 +593,7 @@ out:
 enum mg_code store_team_list(struct store *st, json_t **out, struct mg_error *err)
 {
     static const char sql[] = "SELECT name, created_at FROM teams ORDER BY name";
-    struct db_conn *c = store_read_begin(st);
+    struct db_conn *c = store_read_one(st);
     struct db_stmt *s;
     json_t *items = json_array();
     enum mg_code rc = MG_OK;
