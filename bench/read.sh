@@ -187,6 +187,15 @@ populate() {
     api PUT /api/v1/models/fraud/aliases/production '{"version":1}' >/dev/null || bench_die "cannot set the alias"
 }
 populate
+# team_token: on the server at $base, team "risk" owns model fraud; prints a reader token of
+# that team. A team-scoped token is what a tenant's CI and services hold (docs/contract.md
+# "Teams"): each read of a model then also reads the model's owners to authorise it.
+team_token() {
+    api POST /api/v1/teams '{"name":"risk"}' >/dev/null || bench_die "cannot create the team"
+    api PUT /api/v1/models/fraud/owners '{"teams":["risk"]}' >/dev/null || bench_die "cannot set the owners"
+    api POST /api/v1/tokens '{"name":"bench-team","roles":["reader"],"teams":["risk"]}' |
+        sed -n 's/.*"token":"\([^"]*\)".*/\1/p'
+}
 # --history N: a second version, then the alias moved N times between the two, ending on the
 # first (its LKG is then the newest entry of a long history).
 add_history() {
@@ -385,6 +394,8 @@ wait "$server_pid" 2>/dev/null || true
 server_pid=""
 start_server --response-cache off
 sqlite_base=$base
+team=$(team_token)
+[[ -n $team ]] || bench_die "cannot create the team's token"
 
 pg_note=""
 pg_pids() {
@@ -423,6 +434,8 @@ if [[ -n $with_pg ]]; then
         pg_base="http://127.0.0.1:$(tr -d '[:space:]' <"$work/pgport")"
         pg_token=$(tr -d '[:space:]' <"$pgdata/admin.token")
         (base=$pg_base token=$pg_token populate && base=$pg_base token=$pg_token db_label=PostgreSQL add_history && base=$pg_base token=$pg_token db_label=PostgreSQL add_archived) || bench_die "cannot create the data on PostgreSQL"
+        pg_team=$(base=$pg_base token=$pg_token team_token)
+        [[ -n $pg_team ]] || bench_die "cannot create the team's token on PostgreSQL"
         pg_note="PostgreSQL on CPU ${pin_pg_cpu:-any}"
         [[ $pin_pg_cpu != "$client_cpu" ]] || pg_note+=" (shared with wrk: only $cpus CPUs)"
     fi
@@ -437,6 +450,10 @@ for ep in lkg version; do
         cpu_of=$server_pid run_wrk "${ep}_mgnc" "$sqlite_base$path" "$duration"
         [[ -z $pg_base ]] ||
             cpu_of=$pg_server_pid count_pg=1 wrk_token=$pg_token run_wrk "${ep}_pgnc" "$pg_base$path" "$duration"
+        # the same reads with a team's token
+        cpu_of=$server_pid wrk_token=$team run_wrk "${ep}_mgteam" "$sqlite_base$path" "$duration"
+        [[ -z $pg_base ]] ||
+            cpu_of=$pg_server_pid count_pg=1 wrk_token=$pg_team run_wrk "${ep}_pgteam" "$pg_base$path" "$duration"
     done
 done
 
@@ -476,11 +493,23 @@ if [[ -n $pg_base ]]; then
             "$(ratio "${p99[${ep}_pgnc]}" "${p99[${ep}_mgnc]}")" - -
     done
 fi
+# A team's token: the same goals, against the same references.
+for ep in lkg version; do
+    if [[ $ep == lkg ]]; then label="LKG"; else label="version"; fi
+    rr=$(ratio "${rps[${ep}_mgteam]}" "${rps[${ep}_nginxnc]}")
+    print_row "$label cache off, team token req/s" "${rps[${ep}_mgteam]}" "$rr" ">=0.5" "$(verdict "$rr" ">=" 0.5)"
+    [[ -z $pg_base ]] && continue
+    rr=$(ratio "${rps[${ep}_pgteam]}" "${rps[${ep}_mgteam]}")
+    print_row "$label cache off, team, PostgreSQL" "${rps[${ep}_pgteam]}" "$rr" ">=0.8" "$(verdict "$rr" ">=" 0.8)"
+done
 [[ -z $pg_note ]] || echo "$pg_note; PostgreSQL ratios are to SQLite's cache-off figures"
 # What each read costs the servers, apart from how this machine shares its CPUs among them.
 for ep in lkg version; do
     line="$ep cache off, CPU µs per request (least of the rounds): nginx ${cpu_us[${ep}_nginxnc]:--}, modelgated on SQLite ${cpu_us[${ep}_mgnc]:--}"
     [[ -z $pg_base ]] || line+=", modelgated on PostgreSQL ${cpu_us[${ep}_pgnc]:--} + PostgreSQL ${pgcpu_us[${ep}_pgnc]:--}"
+    echo "$line"
+    line="$ep cache off with a team's token: modelgated on SQLite ${cpu_us[${ep}_mgteam]:--}"
+    [[ -z $pg_base ]] || line+=", modelgated on PostgreSQL ${cpu_us[${ep}_pgteam]:--} + PostgreSQL ${pgcpu_us[${ep}_pgteam]:--}"
     echo "$line"
 done
 [[ ! -s $work/put_notes ]] || cat "$work/put_notes"
