@@ -246,6 +246,8 @@ add_archived() {
 }
 add_history
 add_archived
+team=$(team_token)
+[[ -n $team ]] || bench_die "cannot create the team's token"
 
 lkg_path=/api/v1/models/fraud/aliases/production/last-known-good
 version_path=/api/v1/models/fraud/versions/1
@@ -380,7 +382,8 @@ for ep in lkg version; do
     # Alternating spreads any drift of a shared machine over both sides.
     for ((round = 1; round <= rounds; round++)); do
         run_wrk "${ep}_nginx" "$ng_url" "$duration"
-        run_wrk "${ep}_mg" "$mg_url" "$duration"
+        cpu_of=$server_pid run_wrk "${ep}_mg" "$mg_url" "$duration"
+        cpu_of=$server_pid wrk_token=$team run_wrk "${ep}_mgteamc" "$mg_url" "$duration"
     done
 done
 server_rss_kib=$(awk '/^VmHWM:/ { print $2 }' "/proc/$server_pid/status" 2>/dev/null || true)
@@ -394,8 +397,6 @@ wait "$server_pid" 2>/dev/null || true
 server_pid=""
 start_server --response-cache off
 sqlite_base=$base
-team=$(team_token)
-[[ -n $team ]] || bench_die "cannot create the team's token"
 
 pg_note=""
 pg_pids() {
@@ -474,6 +475,8 @@ for ep in lkg version; do
     print_row "$label modelgated req/s" "${rps[${ep}_mg]}" "$rr" ">=0.5" "$(verdict "$rr" ">=" 0.5)"
     print_row "$label nginx static p99 ms" "${p99[${ep}_nginx]}" - - -
     print_row "$label modelgated p99 ms" "${p99[${ep}_mg]}" "$pr" "<=2" "$(verdict "$pr" "<=" 2)"
+    rr=$(ratio "${rps[${ep}_mgteamc]}" "${rps[${ep}_nginx]}")
+    print_row "$label modelgated, team token req/s" "${rps[${ep}_mgteamc]}" "$rr" ">=0.5" "$(verdict "$rr" ">=" 0.5)"
 done
 for ep in lkg version; do
     if [[ $ep == lkg ]]; then label="LKG"; else label="version"; fi
@@ -505,6 +508,7 @@ done
 [[ -z $pg_note ]] || echo "$pg_note; PostgreSQL ratios are to SQLite's cache-off figures"
 # What each read costs the servers, apart from how this machine shares its CPUs among them.
 for ep in lkg version; do
+    echo "$ep cached, CPU µs per request (least of the rounds): modelgated ${cpu_us[${ep}_mg]:--}, with a team's token ${cpu_us[${ep}_mgteamc]:--}"
     line="$ep cache off, CPU µs per request (least of the rounds): nginx ${cpu_us[${ep}_nginxnc]:--}, modelgated on SQLite ${cpu_us[${ep}_mgnc]:--}"
     [[ -z $pg_base ]] || line+=", modelgated on PostgreSQL ${cpu_us[${ep}_pgnc]:--} + PostgreSQL ${pgcpu_us[${ep}_pgnc]:--}"
     echo "$line"

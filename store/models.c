@@ -3,6 +3,8 @@
  */
 #include "store_int.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,16 +241,113 @@ out:
     return rc;
 }
 
+/* A model's owners as last read, by a slot of its name, kept with the model's epoch
+ * (coherence.c) at that read: every request of a token with teams is authorised by them
+ * (http/authz.c), and only a write that moves the epoch changes them (store_model_set_owners
+ * names the model to its audit append; creating or deleting a model does too). An entry
+ * serves while the epoch is still the one it was read under, and only while the epochs in
+ * memory are current (store_cache_leased: SQLite, or PostgreSQL under a cache lease): the
+ * promise a cached response keeps. */
+#define OWNERS_SLOTS 64
+#define OWNERS_NAME_MAX 127
+
+struct store_owners_memo {
+    pthread_mutex_t lock;
+    struct {
+        char model[OWNERS_NAME_MAX + 1]; /* "" when empty */
+        uint64_t epoch;
+        char *owners; /* the JSON array's text */
+    } e[OWNERS_SLOTS];
+};
+
+enum mg_code store_owners_memo_open(struct store *st, struct mg_error *err)
+{
+    struct store_owners_memo *m = calloc(1, sizeof(*m));
+
+    if (m == NULL)
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    pthread_mutex_init(&m->lock, NULL);
+    st->owners = m;
+    return MG_OK;
+}
+
+void store_owners_memo_close(struct store *st)
+{
+    if (st->owners == NULL)
+        return;
+    for (size_t i = 0; i < OWNERS_SLOTS; i++)
+        free(st->owners->e[i].owners);
+    pthread_mutex_destroy(&st->owners->lock);
+    free(st->owners);
+    st->owners = NULL;
+}
+
+static size_t owners_slot(const char *model)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+
+    for (; *model; model++)
+        h = (h ^ (uint8_t)*model) * 16777619u;
+    return h % OWNERS_SLOTS;
+}
+
+/* The model's owners under epoch, into *out, when the memo has them. */
+static bool owners_recall(struct store *st, const char *model, uint64_t epoch, json_t **out)
+{
+    struct store_owners_memo *m = st->owners;
+    size_t i = owners_slot(model);
+    char *text = NULL;
+
+    pthread_mutex_lock(&m->lock);
+    if (m->e[i].owners != NULL && m->e[i].epoch == epoch && strcmp(m->e[i].model, model) == 0)
+        text = strdup(m->e[i].owners);
+    pthread_mutex_unlock(&m->lock);
+    if (text == NULL)
+        return false;
+    *out = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    free(text);
+    if (json_is_array(*out))
+        return true;
+    json_decref(*out);
+    *out = NULL;
+    return false;
+}
+
+static void owners_remember(struct store *st, const char *model, uint64_t epoch,
+                            const json_t *owners)
+{
+    struct store_owners_memo *m = st->owners;
+    size_t i = owners_slot(model);
+    char *text;
+
+    if (strlen(model) > OWNERS_NAME_MAX || (text = store_json_text(owners)) == NULL)
+        return;
+    pthread_mutex_lock(&m->lock);
+    free(m->e[i].owners);
+    m->e[i].owners = text;
+    m->e[i].epoch = epoch;
+    snprintf(m->e[i].model, sizeof(m->e[i].model), "%s", model);
+    pthread_mutex_unlock(&m->lock);
+}
+
 enum mg_code store_model_owners(struct store *st, const char *model, json_t **out,
                                 struct mg_error *err)
 {
     static const char sql[] = "SELECT owners FROM models WHERE name = ?";
-    struct db_conn *c = store_read_one(st);
+    struct db_conn *c;
     struct db_stmt *s;
+    struct mg_error ignored;
+    uint64_t epoch = 0;
     enum mg_code rc;
-    bool row;
+    bool row, memo;
 
     *out = NULL;
+    /* The epoch before the read: a write that lands after it moves the epoch past the
+     * entry this read leaves. */
+    memo = store_cache_leased(st) && store_model_epoch(st, model, &epoch, &ignored) == MG_OK;
+    if (memo && owners_recall(st, model, epoch, out))
+        return MG_OK;
+    c = store_read_one(st);
     s = db_prepare(c, sql);
     db_bind_text(s, 1, model);
     if ((rc = db_step(s, &row, err)) == MG_OK && row) {
@@ -263,6 +362,8 @@ enum mg_code store_model_owners(struct store *st, const char *model, json_t **ou
     if (rc != MG_OK) {
         json_decref(*out);
         *out = NULL;
+    } else if (memo) {
+        owners_remember(st, model, epoch, *out);
     }
     return rc;
 }

@@ -338,7 +338,8 @@ enum mg_code store_open(const struct store_options *opt, struct store **out, str
     st->nreaders = opt->read_conns ? opt->read_conns : 4;
     st->data_dir = strdup(opt->data_dir);
     st->started_ms = mg_now_ms();
-    if (store_coherence_open(st, err) != MG_OK || store_token_cache_open(st, err) != MG_OK)
+    if (store_coherence_open(st, err) != MG_OK || store_token_cache_open(st, err) != MG_OK ||
+        store_owners_memo_open(st, err) != MG_OK)
         goto fail; /* rc is MG_ENOMEM, their only failure */
     if (opt->database && (st->database = strdup(opt->database)) == NULL)
         goto fail;
@@ -444,6 +445,7 @@ void store_close(struct store **stp)
     pthread_mutex_destroy(&st->wlock);
     pthread_mutex_destroy(&st->rlock);
     store_token_cache_close(st);
+    store_owners_memo_close(st);
     pthread_mutex_destroy(&st->gc_lock);
     pthread_cond_destroy(&st->rcond);
     store_coherence_close(st);

@@ -22,10 +22,15 @@
 
 struct store_coherence;
 struct store_token_cache;
+struct store_owners_memo;
 
 /* Set up st->tokens (tokens.c), and free it: from store_open and store_close. */
 enum mg_code store_token_cache_open(struct store *st, struct mg_error *err);
 void store_token_cache_close(struct store *st);
+
+/* Set up st->owners (models.c), and free it: from store_open and store_close. */
+enum mg_code store_owners_memo_open(struct store *st, struct mg_error *err);
+void store_owners_memo_close(struct store *st);
 
 /* Set up st->coh (coherence.c), and free it: from store_open and store_close. */
 enum mg_code store_coherence_open(struct store *st, struct mg_error *err);
@@ -63,6 +68,7 @@ struct store {
     _Atomic int hash_threads; /* uploads hashed on a thread of their own now (blobs.c) */
 
     struct store_token_cache *tokens; /* recently authenticated tokens (tokens.c) */
+    struct store_owners_memo *owners; /* models' owners by epoch (models.c) */
     pthread_mutex_t gc_lock;          /* one garbage collection sweep at a time (gc.c) */
 
     pthread_mutex_t rlock;

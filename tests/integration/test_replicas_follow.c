@@ -11,6 +11,7 @@
  *   - a replica SIGSTOPped while it holds a lease delays writes on the other by no
  *     more than its lease, and after SIGCONT it does not answer from what it had
  *     cached before;
+ *   - a model's owners changed on one replica apply to the next request on the other;
  *   - a replica that just started answers fresh from its first read;
  *   - a signing-key rotation through replica 1 (modelgated keys rotate --database)
  *     reaches the running replicas: a version created on replica 2 is signed with
@@ -495,6 +496,64 @@ static void test_stopped_replica(void **state)
     write_then_read(0, 1, "ws", 200);
 }
 
+/* ---- 3b. owners changed on one replica, at once on the other --------------------------- */
+
+static void team_req(struct mg_server *s, const char *method, const char *path, const char *token,
+                     const char *body, long status)
+{
+    struct it_resp *r = body ? it_jreq(s, method, path, token, body) : it_get(s, path, token);
+
+    it_expect_status(s, r, status);
+    it_resp_free(s, &r);
+}
+
+/* A replica keeps a model's owners while the model's epoch stands (store/models.c), as it
+ * keeps cached answers: owners changed on the other replica apply to the next request here,
+ * also for a token whose last request here read the old owners. */
+static void test_owners_change_reaches_the_other_replica(void **state)
+{
+    const char *v1 = "/api/v1/models/wo/versions/1", *own = "/api/v1/models/wo/owners";
+    const char *patch = "{\"description\":\"owned\"}";
+    char *risk, *ads;
+    struct it_resp *r;
+
+    (void)state;
+    need_pg();
+    team_req(cl.r[0], "POST", "/api/v1/teams", cl.r[0]->admin_token, "{\"name\":\"wo-risk\"}", 201);
+    team_req(cl.r[0], "POST", "/api/v1/teams", cl.r[0]->admin_token, "{\"name\":\"wo-ads\"}", 201);
+    r = it_jreq(cl.r[0], "POST", "/api/v1/tokens", cl.r[0]->admin_token,
+                "{\"name\":\"wo-r\",\"roles\":[\"publisher\"],\"teams\":[\"wo-risk\"]}");
+    it_expect_status(cl.r[0], r, 201);
+    risk = strdup(it_jstr(r->json, "token"));
+    it_resp_free(cl.r[0], &r);
+    r = it_jreq(cl.r[0], "POST", "/api/v1/tokens", cl.r[0]->admin_token,
+                "{\"name\":\"wo-a\",\"roles\":[\"publisher\"],\"teams\":[\"wo-ads\"]}");
+    it_expect_status(cl.r[0], r, 201);
+    ads = strdup(it_jstr(r->json, "token"));
+    it_resp_free(cl.r[0], &r);
+    it_model_create(cl.r[0], cl.r[0]->admin_token, "wo");
+    it_version_create(cl.r[0], cl.r[0]->admin_token, "wo", cl.art, NULL);
+    team_req(cl.r[0], "PUT", own, cl.r[0]->admin_token, "{\"teams\":[\"wo-risk\"]}", 200);
+    wait_leased(cl.r[0], "replica 1");
+    wait_leased(cl.r[1], "replica 2");
+    for (int round = 0; round < 10; round++) {
+        struct mg_server *w = cl.r[round % NREP], *rd = cl.r[(round + 1) % NREP];
+
+        team_req(rd, "GET", v1, risk, NULL, 200); /* the owners read here: wo-risk */
+        team_req(rd, "GET", v1, risk, NULL, 200);
+        team_req(w, "PUT", own, w->admin_token, "{\"teams\":[\"wo-ads\"]}", 200);
+        team_req(rd, "PATCH", v1, risk, patch, 403);
+        team_req(rd, "GET", v1, ads, NULL, 200); /* wo-ads */
+        team_req(w, "PUT", own, w->admin_token, "{\"teams\":[\"wo-risk\"]}", 200);
+        team_req(rd, "PATCH", v1, ads, patch, 403);
+        team_req(rd, "PATCH", v1, risk, patch, 200);
+        it_release(cl.r[0]);
+        it_release(cl.r[1]);
+    }
+    free(risk);
+    free(ads);
+}
+
 /* ---- 4. a replica just started -------------------------------------------------------- */
 
 static void test_new_replica_fresh_from_the_start(void **state)
@@ -691,6 +750,7 @@ int main(void)
         cmocka_unit_test_teardown(test_write_here_read_there, test_teardown),
         cmocka_unit_test_teardown(test_listener_killed_stays_fresh, test_teardown),
         cmocka_unit_test_teardown(test_stopped_replica, test_teardown),
+        cmocka_unit_test_teardown(test_owners_change_reaches_the_other_replica, test_teardown),
         cmocka_unit_test_teardown(test_new_replica_fresh_from_the_start, test_teardown),
         cmocka_unit_test_teardown(test_key_rotation_reaches_running_replicas, test_teardown),
     };

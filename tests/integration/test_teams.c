@@ -19,12 +19,18 @@ static struct mg_server *srv;
 static char *risk_pub, *ads_ci, *risk_dep, *stage_dep, *ml1, *ml2, *risk_rev, *global_pub;
 static char art[IT_DIGEST_LEN + 1];
 
-static void post_ok(const char *path, const char *token, const char *body, long status)
+static void expect(const char *method, const char *path, const char *token, const char *body,
+                   long status)
 {
-    struct it_resp *r = it_jreq(srv, "POST", path, token, body);
+    struct it_resp *r = body ? it_jreq(srv, method, path, token, body) : it_get(srv, path, token);
 
     it_expect_status(srv, r, status);
     it_resp_free(srv, &r);
+}
+
+static void post_ok(const char *path, const char *token, const char *body, long status)
+{
+    expect("POST", path, token, body, status);
 }
 
 static char *token(const char *name, const char *roles, const char *teams, const char *aliases)
@@ -386,6 +392,28 @@ static void test_approval_groups(void **state)
     assert_string_not_equal(promotion_state(id, detail, sizeof(detail)), "awaiting_approval");
 }
 
+/* A model's owners are read once per model epoch (store/models.c): a change of owners
+ * applies to the very next request, also for a token whose last request read the old ones. */
+static void test_owners_change_applies_at_once(void **state)
+{
+    const char *v1 = "/api/v1/models/fraud/versions/1", *own = "/api/v1/models/fraud/owners";
+    const char *patch = "{\"description\":\"owned\"}";
+
+    (void)state;
+    for (int round = 0; round < 3; round++) {
+        expect("GET", v1, risk_pub, NULL, 200); /* reads the owners: risk */
+        expect("GET", v1, risk_pub, NULL, 200);
+        expect("PUT", own, srv->admin_token, "{\"teams\":[\"ads\"]}", 200);
+        expect("PATCH", v1, risk_pub, patch, 403);
+        expect("GET", v1, ads_ci, NULL, 200); /* reads the owners: ads */
+        expect("PATCH", v1, ads_ci, patch, 200);
+        expect("GET", v1, ads_ci, NULL, 200);
+        expect("PUT", own, srv->admin_token, "{\"teams\":[\"risk\"]}", 200);
+        expect("PATCH", v1, ads_ci, patch, 403);
+        expect("PATCH", v1, risk_pub, patch, 200);
+    }
+}
+
 static void test_read_scope_team(void **state)
 {
     struct mg_server *t = it_server_start((const char *const[]){"--read-scope", "team", NULL});
@@ -560,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_owners_and_token_validation),
         cmocka_unit_test(test_alias_scoped_deployer),
         cmocka_unit_test(test_approval_groups),
+        cmocka_unit_test(test_owners_change_applies_at_once),
         cmocka_unit_test(test_read_scope_team),
         cmocka_unit_test(test_migration_keeps_old_tokens_global),
         cmocka_unit_test(test_audit_names_the_team),
