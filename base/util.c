@@ -536,3 +536,12 @@ bool mg_ct_equal(const void *a, const void *b, size_t n)
 {
     return CRYPTO_memcmp(a, b, n) == 0;
 }
+
+uint32_t mg_fnv1a(const char *s)
+{
+    uint32_t h = 2166136261u;
+
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}

@@ -92,4 +92,7 @@ bool mg_parse_size(const char *s, uint64_t *out);
 /* Constant-time comparison of two equal-length byte strings. */
 bool mg_ct_equal(const void *a, const void *b, size_t n);
 
+/* FNV-1a of a NUL-terminated string: a slot for a name in a fixed table (not for secrets). */
+uint32_t mg_fnv1a(const char *s);
+
 #endif

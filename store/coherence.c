@@ -149,11 +149,7 @@ static void slot_max(_Atomic uint64_t *slot, uint64_t x)
 
 static unsigned epoch_slot(const char *model)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-
-    for (; *model; model++)
-        h = (h ^ (uint8_t)*model) * 16777619u;
-    return h % STORE_EPOCH_SLOTS;
+    return mg_fnv1a(model) % STORE_EPOCH_SLOTS;
 }
 
 /* ---- writes ------------------------------------------------------------------ */

@@ -284,11 +284,7 @@ void store_owners_memo_close(struct store *st)
 
 static size_t owners_slot(const char *model)
 {
-    uint32_t h = 2166136261u; /* FNV-1a */
-
-    for (; *model; model++)
-        h = (h ^ (uint8_t)*model) * 16777619u;
-    return h % OWNERS_SLOTS;
+    return mg_fnv1a(model) % OWNERS_SLOTS;
 }
 
 /* The model's owners under epoch, into *out, when the memo has them. */
