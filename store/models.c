@@ -244,7 +244,7 @@ out:
 /* A model's owners as last read, by a slot of its name, kept with the model's epoch
  * (coherence.c) at that read: every request of a token with teams is authorised by them
  * (http/authz.c), and only a write that moves the epoch changes them (store_model_set_owners
- * names the model to its audit append; creating or deleting a model does too). An entry
+ * names the model to its audit append; creating a model does too, and none is deleted). An entry
  * serves while the epoch is still the one it was read under, and only while the epochs in
  * memory are current (store_cache_leased: SQLite, or PostgreSQL under a cache lease): the
  * promise a cached response keeps. */
