@@ -292,21 +292,13 @@ static bool owners_recall(struct store *st, const char *model, uint64_t epoch, j
 {
     struct store_owners_memo *m = st->owners;
     size_t i = owners_slot(model);
-    char *text = NULL;
 
+    *out = NULL;
     pthread_mutex_lock(&m->lock);
     if (m->e[i].owners != NULL && m->e[i].epoch == epoch && strcmp(m->e[i].model, model) == 0)
-        text = strdup(m->e[i].owners);
+        *out = json_loads(m->e[i].owners, 0, NULL); /* written by store_json_text: an array */
     pthread_mutex_unlock(&m->lock);
-    if (text == NULL)
-        return false;
-    *out = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
-    free(text);
-    if (json_is_array(*out))
-        return true;
-    json_decref(*out);
-    *out = NULL;
-    return false;
+    return *out != NULL;
 }
 
 static void owners_remember(struct store *st, const char *model, uint64_t epoch,
