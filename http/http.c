@@ -29,6 +29,7 @@
 #include "../gates/authz.h"
 #include "../base/util.h"
 #include "cache.h"
+#include "reqlog.h"
 #include "../os/metrics.h"
 
 /* Bytes of an oversize chunked body we drain before closing the connection. */
@@ -311,10 +312,11 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 static void log_request(const struct srv *srv, const struct srv_req *r)
 {
     double ms = (double)(mg_mono_ms() - r->start_ms);
-    char ts[32], path[1024], method[80];
+    char ts[32], path[1024], method[80], line[1536];
     const char *who = r->authenticated ? r->who.name : "-";
     const char *p = r->raw_path ? r->raw_path : (r->path ? r->path : "");
     bool json = srv->cfg->log_json;
+    int n;
 
     mg_time_format(mg_now_ms(), ts);
     mg_log_escape(p, path, sizeof(path), json);
@@ -324,17 +326,31 @@ static void log_request(const struct srv *srv, const struct srv_req *r)
                               "path", path, "status", (int)r->status, "bytes",
                               (json_int_t)r->resp_bytes, "duration_ms", ms, "token", who);
         char *text = l ? json_dumps(l, JSON_COMPACT) : NULL;
-        if (text)
-            fprintf(stderr, "%s\n", text);
-        else
-            fprintf(stderr, "{\"ts\":\"%s\",\"status\":%u,\"error\":\"log line not encodable\"}\n",
-                    ts, r->status);
-        free(text);
+        size_t tl = text ? strlen(text) : 0;
+        char *t = text ? realloc(text, tl + 2) : NULL;
+
         json_decref(l);
+        if (t != NULL) { /* the whole object, however long: a cut one is no JSON */
+            t[tl] = '\n';
+            srv_reqlog_line(srv->reqlog, t, tl + 1);
+            free(t);
+            return;
+        }
+        free(text);
+        n = snprintf(line, sizeof(line),
+                     "{\"ts\":\"%s\",\"status\":%u,\"error\":\"log line not encodable\"}\n", ts,
+                     r->status);
     } else {
-        fprintf(stderr, "%s %s %s %u %lluB %.1fms token=%s\n", ts, method, path, r->status,
-                (unsigned long long)r->resp_bytes, ms, who);
+        n = snprintf(line, sizeof(line), "%s %s %s %u %lluB %.1fms token=%s\n", ts, method, path,
+                     r->status, (unsigned long long)r->resp_bytes, ms, who);
     }
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof(line)) { /* cut short: still one line */
+        n = (int)sizeof(line) - 1;
+        line[n - 1] = '\n';
+    }
+    srv_reqlog_line(srv->reqlog, line, (size_t)n);
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -682,10 +698,15 @@ enum mg_code srv_start(struct srv *srv, struct mg_error *err)
 
     if (parse_listen(srv->cfg->listen, &ss, &v6, err) != MG_OK)
         return err->code;
-    if (reaper_start(srv, err) != MG_OK)
+    if (srv_reqlog_start(&srv->reqlog, STDERR_FILENO, err) != MG_OK)
         return err->code;
+    if (reaper_start(srv, err) != MG_OK) {
+        srv_reqlog_stop(&srv->reqlog);
+        return err->code;
+    }
     if (workers_start(srv, err) != MG_OK) {
         reaper_stop(srv);
+        srv_reqlog_stop(&srv->reqlog);
         return err->code;
     }
     flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
@@ -711,6 +732,7 @@ enum mg_code srv_start(struct srv *srv, struct mg_error *err)
     if (srv->daemon == NULL) {
         workers_stop(srv);
         reaper_stop(srv);
+        srv_reqlog_stop(&srv->reqlog);
         return mg_fail(err, MG_EIO, "listen", "cannot listen on %s (in use, or not permitted)",
                        srv->cfg->listen);
     }
@@ -743,4 +765,5 @@ void srv_stop(struct srv *srv, int grace_ms)
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
     reaper_stop(srv);
+    srv_reqlog_stop(&srv->reqlog); /* every request has completed: its line is written */
 }

@@ -148,6 +148,7 @@ struct srv {
     struct srv_cache *cache;         /* hot read bodies (cache.c); NULL caches nothing */
     struct srv_oci_cache *oci_cache; /* files of per-file OCI layers (api/oci_cache.c) */
     struct srv_reaper *reaper;       /* per-request deadlines (http.c) */
+    struct srv_reqlog *reqlog;       /* the request log's batches (reqlog.c) */
     struct MHD_Daemon *daemon;
     uint16_t port;
     volatile int inflight;          /* requests not yet completed (atomic ops) */

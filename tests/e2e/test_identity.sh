@@ -385,6 +385,8 @@ if [ -z "${MG_IDENTITY_DATABASE-}" ]; then
 fi
 
 # ---- nothing logged a token ---------------------------------------------------------------
+# Stopped first: request lines are written in batches, the last one when the server stops.
+mg_stop
 for t in $ALICE $ALICE2 $BOB $BOT $BOBBOT $CAROL $(cat "$W/refused.tokens"); do
     for f in "${t##*.}" "${t%%.*}"; do [ -z "$f" ] || printf '%s\n' "$f" >>"$W/fragments"; done
 done

@@ -84,6 +84,7 @@ MG_CHROMIUM=$CHROMIUM node "$ID_DIR/sso_browser.mjs" "$MG_URL" mallory >"$W/mall
 check "a user in no mapped group gets no session" jqf '.session.status == 401' "$W/mallory.json"
 check "the audit names rita's sign-in" sh -c "curl -sS -H 'Authorization: Bearer $MG_TOKEN' \
     '$MG_URL/api/v1/audit?limit=100' | grep -q 'rita@example.com'"
+mg_stop # its last request lines are written as it stops
 refute "the client secret never reaches the server's log" grep -qF -- "$(head -1 "$W/client.secret")" "$MG_TMP/server.log"
 
 mg_summary

@@ -326,6 +326,42 @@ static void test_cluster_leader(void **state)
     }
 }
 
+/* Each request's line reaches the log while the server runs, in order: lines are written
+ * in batches (http/reqlog.h), and the last batch must not wait for more requests or a stop. */
+static void test_request_lines_reach_the_log(void **state)
+{
+    struct mg_server *s = S(state);
+    int64_t deadline;
+    char path[96], want[128];
+    int i = 0, tag = (int)getpid(), lines = 40;
+
+    for (i = 0; i < lines; i++) {
+        struct it_resp *r;
+
+        it_fmt(path, sizeof(path), "/api/v1/models/logline-%d-%d", tag, i);
+        r = it_get(s, path, s->admin_token);
+        it_expect_status(s, r, 404);
+        it_resp_free(s, &r);
+    }
+    deadline = it_now_ms() + it_scaled_ms(10000);
+    for (;;) {
+        char *log = it_read_file(s->log_path, NULL);
+        const char *p = log;
+
+        for (i = 0; p != NULL && i < lines; i++) {
+            it_fmt(want, sizeof(want), " GET /api/v1/models/logline-%d-%d 404 ", tag, i);
+            if ((p = strstr(p, want)) != NULL)
+                p += strlen(want);
+        }
+        free(log);
+        if (p != NULL)
+            break;
+        if (it_now_ms() > deadline)
+            fail_msg("the log has no line for request %d of %d (or not in order)", i, lines);
+        it_pause_ms(20);
+    }
+}
+
 /* The start log names the UI's URL, and it serves the UI. */
 static void test_start_log_names_ui(void **state)
 {
@@ -347,6 +383,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_numbers_shortest),
+        cmocka_unit_test(test_request_lines_reach_the_log),
         cmocka_unit_test(test_repeated_filters),
         cmocka_unit_test(test_signing_keys_after_rotation),
         cmocka_unit_test(test_audit_newest_first),
