@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include <jansson.h>
+#include <pthread.h>
+#include <sqlite3.h>
 
 #include "base/json.h"
 #include "store_fixture.h"
@@ -472,6 +474,93 @@ static void test_version_text(void **state)
     assert_null(vt.text);
 }
 
+/* A second writer on the database file: WRITES transactions, each setting version 1's
+ * description to "gen N" and adding its metric "mN" together. */
+#define WRITES 300
+
+struct gen_writer {
+    char path[256];
+    int64_t vid;
+    int done;
+};
+
+static void *gen_writer_main(void *arg)
+{
+    struct gen_writer *g = arg;
+    sqlite3 *db = NULL;
+    char sql[512];
+
+    assert_int_equal(sqlite3_open_v2(g->path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000);
+    for (int i = 1; i <= WRITES; i++) {
+        snprintf(sql, sizeof(sql),
+                 "BEGIN IMMEDIATE; UPDATE versions SET description = 'gen %d' WHERE id = %lld; "
+                 "INSERT INTO version_metrics (version_id, name, value, by, at) VALUES "
+                 "(%lld, 'm%d', %d, 'w', '2026-11-28T00:00:00.000Z'); COMMIT;",
+                 i, (long long)g->vid, (long long)g->vid, i, i);
+        if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+            fail_msg("write %d: %s", i, sqlite3_errmsg(db));
+    }
+    sqlite3_close(db);
+    __atomic_store_n(&g->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* On SQLite the Version is several statements outside BEGIN (the row, then its datasets and
+ * metrics while the row's statement is active): each read sees one snapshot. A write that
+ * changes the row and adds a metric at once is seen whole or not at all by every read made
+ * while such writes land. */
+static void test_version_text_one_snapshot(void **state)
+{
+    struct fx *fx = *state;
+    struct gen_writer g = {.vid = 0};
+    struct store_version_text vt;
+    pthread_t t;
+    int reads = 0, between = 0;
+    char bad[256] = "";
+
+    fx_model_versions(fx, "snap", 1);
+    fx_path(fx, "modelgate.db", g.path, sizeof(g.path));
+    g.vid = fx_db_int(fx, "SELECT v.id FROM versions v JOIN models m ON m.id = v.model_id "
+                          "WHERE m.name = 'snap' AND v.version = 1");
+    assert_true(g.vid > 0);
+    assert_int_equal(pthread_create(&t, NULL, gen_writer_main, &g), 0);
+    while (!__atomic_load_n(&g.done, __ATOMIC_ACQUIRE) || reads == 0) {
+        json_t *v, *metrics;
+        const char *d;
+        int gen = 0;
+
+        assert_int_equal(store_version_get_text(fx->st, "snap", 1, &vt, &fx->err), MG_OK);
+        v = json_loads(vt.text, 0, NULL);
+        assert_non_null(v);
+        d = json_string_value(json_object_get(v, "description"));
+        assert_non_null(d);
+        if (strncmp(d, "gen ", 4) == 0)
+            gen = atoi(d + 4);
+        metrics = json_object_get(v, "metrics");
+        if ((int)json_object_size(metrics) != gen ||
+            (gen > 0 && json_object_get(metrics, "m1") == NULL)) {
+            /* Failed once the writer is joined: it still uses the directory. */
+            snprintf(bad, sizeof(bad), "read %d: the row says '%s' but there are %zu metrics",
+                     reads, d, json_object_size(metrics));
+            json_decref(v);
+            store_version_text_clear(&vt);
+            break;
+        }
+        if (gen > 0 && gen < WRITES)
+            between++;
+        json_decref(v);
+        store_version_text_clear(&vt);
+        reads++;
+    }
+    pthread_join(t, NULL);
+    if (bad[0] != '\0')
+        fail_msg("%s", bad);
+    /* The reads overlapped the writes (else they proved nothing). */
+    if (between == 0)
+        fail_msg("none of %d reads landed while the writes ran", reads);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
@@ -484,6 +573,7 @@ int main(void)
         T(test_version_brief),
         T(test_version_introspection_kept),
         T(test_version_text),
+        T(test_version_text_one_snapshot),
     };
 #undef T
 
