@@ -353,9 +353,24 @@ static void test_request_lines_reach_the_log(void **state)
             if ((p = strstr(p, want)) != NULL)
                 p += strlen(want);
         }
-        free(log);
-        if (p != NULL)
+        if (p != NULL) {
+            /* The last one whole: "<ts> GET <path> 404 <bytes>B <ms>.0ms token=<name>". */
+            const char *start = p - strlen(want);
+            unsigned long long bytes = 0, ms = 0;
+            char ts[40] = "", tenth[4] = "", who[64] = "", end = 0;
+
+            while (start > log && start[-1] != '\n')
+                start--;
+            if (sscanf(start,
+                       "%39s GET /api/v1/models/logline-%*d-%*d 404 %lluB %llu.%1[0]ms "
+                       "token=%63s%c",
+                       ts, &bytes, &ms, tenth, who, &end) != 6 ||
+                end != '\n' || strcmp(who, "admin") != 0 || bytes == 0 || !strchr(ts, 'T'))
+                fail_msg("a request line of another shape: %.200s", start);
+            free(log);
             break;
+        }
+        free(log);
         if (it_now_ms() > deadline)
             fail_msg("the log has no line for request %d of %d (or not in order)", i, lines);
         it_pause_ms(20);

@@ -72,6 +72,54 @@ static void test_shapes(void **state)
 }
 
 /* Many doubles, from every part of the range: the shortest text is the same both ways. */
+/* Strings with a byte to escape, or a UTF-8 sequence, at every offset of every length up to
+ * 40, so each lands in every position of the 8-byte words the writer tests at once, and
+ * after them: the same text as jansson's, through a value and through mg_jw_str. */
+static void test_strings_every_offset(void **state)
+{
+    static const char *const odd[] = {"\"",
+                                      "\\",
+                                      "\n",
+                                      "\t",
+                                      "\x01",
+                                      "\x1f",
+                                      "\x7f",
+                                      " ",
+                                      "\xc3\xa9",
+                                      "\xe2\x82\xac",
+                                      "\xf0\x9f\x98\x80",
+                                      "/"};
+    char buf[64];
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(odd) / sizeof(odd[0]); k++) {
+        size_t w = strlen(odd[k]);
+
+        for (size_t len = 0; len <= 40; len++) {
+            for (size_t at = 0; at <= len; at++) {
+                struct mg_jw jw = {0};
+                json_t *v;
+                char *want, *got;
+
+                memset(buf, 'a', len);
+                memcpy(buf + at, odd[k], w);
+                memset(buf + at + w, 'b', len - at);
+                v = json_stringn(buf, len + w);
+                assert_non_null(v);
+                same(v);
+                want = old_text(v);
+                mg_jw_str(&jw, buf, len + w);
+                got = mg_jw_done(&jw, NULL);
+                assert_non_null(got);
+                assert_string_equal(got, want);
+                free(got);
+                free(want);
+                json_decref(v);
+            }
+        }
+    }
+}
+
 static void test_reals(void **state)
 {
     uint64_t x = 0x9E3779B97F4A7C15u;
@@ -239,9 +287,10 @@ static void test_writer_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shapes),         cmocka_unit_test(test_reals),
-        cmocka_unit_test(test_invalid_utf8),   cmocka_unit_test(test_writer_raw),
-        cmocka_unit_test(test_writer_members), cmocka_unit_test(test_writer_failures),
+        cmocka_unit_test(test_shapes),          cmocka_unit_test(test_strings_every_offset),
+        cmocka_unit_test(test_reals),           cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_writer_raw),      cmocka_unit_test(test_writer_members),
+        cmocka_unit_test(test_writer_failures),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
