@@ -9,6 +9,7 @@
 #include "reqlog.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -53,7 +54,32 @@ static void write_all(int fd, const char *p, size_t n)
     }
 }
 
-static void flush(struct srv_reqlog *l)
+/* n bytes of whole lines, in writes of at most PIPE_BUF bytes where the lines allow (a longer
+ * line goes in one write): on a pipe such a write is never split by another thread's message,
+ * as a line written alone never was. */
+static void write_lines(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        size_t k = n;
+
+        if (k > PIPE_BUF) {
+            k = PIPE_BUF;
+            while (k > 0 && p[k - 1] != '\n')
+                k--;
+            if (k == 0) { /* one line past PIPE_BUF: to its end */
+                const char *nl = memchr(p + PIPE_BUF, '\n', n - PIPE_BUF);
+
+                k = nl ? (size_t)(nl - p) + 1 : n;
+            }
+        }
+        write_all(fd, p, k);
+        p += k;
+        n -= k;
+    }
+}
+
+/* Write what is waiting, then extra (extra_n bytes; none when 0), in one flush's turn. */
+static void flush_with(struct srv_reqlog *l, const char *extra, size_t extra_n)
 {
     char *full;
     size_t n;
@@ -66,18 +92,27 @@ static void flush(struct srv_reqlog *l)
     l->spare = full;
     l->len = 0;
     pthread_mutex_unlock(&l->lock);
-    write_all(l->fd, full, n);
+    write_lines(l->fd, full, n);
+    if (extra_n > 0)
+        write_lines(l->fd, extra, extra_n);
     pthread_mutex_unlock(&l->out);
+}
+
+static void flush(struct srv_reqlog *l)
+{
+    flush_with(l, NULL, 0);
 }
 
 void srv_reqlog_line(struct srv_reqlog *l, const char *line, size_t n)
 {
     bool first;
 
-    if (l == NULL || n > SRV_REQLOG_CAP) {
-        if (l != NULL)
-            flush(l); /* what came before it goes first */
-        write_all(l ? l->fd : 2, line, n);
+    if (l == NULL) {
+        write_lines(2, line, n);
+        return;
+    }
+    if (n > SRV_REQLOG_CAP) { /* after what came before it */
+        flush_with(l, line, n);
         return;
     }
     pthread_mutex_lock(&l->lock);

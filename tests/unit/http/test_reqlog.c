@@ -24,6 +24,7 @@
 
 /* A pipe whose read end a thread drains into memory until end of file. */
 struct sink {
+    size_t chunk; /* bytes a read takes: small, so a writer often finds the pipe full */
     int fd[2];
     pthread_t thread;
     pthread_mutex_t lock;
@@ -37,7 +38,7 @@ static void *drain(void *arg)
     char buf[8192];
     ssize_t n;
 
-    while ((n = read(k->fd[0], buf, sizeof(buf))) != 0) {
+    while ((n = read(k->fd[0], buf, k->chunk ? k->chunk : sizeof(buf))) != 0) {
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -241,6 +242,70 @@ static void test_threads_at_once(void **state)
     free(got);
 }
 
+struct other {
+    int fd;
+};
+
+static void *other_main(void *arg)
+{
+    struct other *o = arg;
+    char line[64];
+
+    for (int i = 0; i < PER_THREAD * 2; i++) {
+        int n = snprintf(line, sizeof(line), "modelgated: another message %05d\n", i);
+
+        assert_int_equal(write(o->fd, line, (size_t)n), n);
+    }
+    return NULL;
+}
+
+/* Messages written to the same pipe by another thread, as fprintf(stderr) writes them, while
+ * batches go out through a pipe that is often full: no line of either is split by the other
+ * (a batch goes in writes of at most PIPE_BUF bytes, of whole lines). */
+static void test_other_writers_split_no_line(void **state)
+{
+    struct sink *k = sink_open();
+    struct srv_reqlog *l;
+    struct adder a = {0};
+    struct other o;
+    pthread_t ta, to;
+    int ours = 0, theirs = 0;
+    size_t len;
+    char *got, *p, *end;
+
+    (void)state;
+    k->chunk = 100;
+    o.fd = k->fd[1];
+    assert_int_equal(srv_reqlog_start(&l, k->fd[1], NULL), 0);
+    a.l = l;
+    assert_int_equal(pthread_create(&ta, NULL, adder_main, &a), 0);
+    assert_int_equal(pthread_create(&to, NULL, other_main, &o), 0);
+    pthread_join(ta, NULL);
+    pthread_join(to, NULL);
+    got = sink_close(k, &l, &len);
+    for (p = got; p < got + len; p = end + 1) {
+        int id, n, used = 0;
+
+        end = memchr(p, '\n', (size_t)(got + len - p));
+        assert_non_null(end);
+        if (sscanf(p, "thread %d line %d of the request log%n", &id, &n, &used) == 2 &&
+            p + used == end && n == ours) {
+            ours++;
+            continue;
+        }
+        used = 0;
+        if (sscanf(p, "modelgated: another message %d%n", &n, &used) == 1 && p + used == end &&
+            n == theirs) {
+            theirs++;
+            continue;
+        }
+        fail_msg("a split line: '%.*s'", (int)(end - p), p);
+    }
+    assert_int_equal(ours, PER_THREAD);
+    assert_int_equal(theirs, PER_THREAD * 2);
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_order_across_full_batches),
         cmocka_unit_test(test_a_line_longer_than_a_batch),
         cmocka_unit_test(test_threads_at_once),
+        cmocka_unit_test(test_other_writers_split_no_line),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
