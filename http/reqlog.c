@@ -149,30 +149,34 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+/* What srv_reqlog_start made, its thread aside (joined, or never started). */
+static void reqlog_free(struct srv_reqlog *l)
+{
+    pthread_mutex_destroy(&l->lock);
+    pthread_mutex_destroy(&l->out);
+    mg_wait_release(&l->wake);
+    free(l->fill);
+    free(l->spare);
+    free(l);
+}
+
 enum mg_code srv_reqlog_start(struct srv_reqlog **out, int fd, struct mg_error *err)
 {
     struct srv_reqlog *l = calloc(1, sizeof(*l));
 
     *out = NULL;
-    if (l == NULL || (l->fill = malloc(SRV_REQLOG_CAP)) == NULL ||
-        (l->spare = malloc(SRV_REQLOG_CAP)) == NULL) {
-        if (l != NULL) {
-            free(l->fill);
-            free(l);
-        }
+    if (l == NULL)
         return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
-    }
     l->fd = fd;
     pthread_mutex_init(&l->lock, NULL);
     pthread_mutex_init(&l->out, NULL);
     mg_wait_init(&l->wake);
+    if ((l->fill = malloc(SRV_REQLOG_CAP)) == NULL || (l->spare = malloc(SRV_REQLOG_CAP)) == NULL) {
+        reqlog_free(l);
+        return mg_fail(err, MG_ENOMEM, NULL, "out of memory");
+    }
     if (pthread_create(&l->thread, NULL, writer_main, l) != 0) {
-        pthread_mutex_destroy(&l->lock);
-        pthread_mutex_destroy(&l->out);
-        mg_wait_release(&l->wake);
-        free(l->fill);
-        free(l->spare);
-        free(l);
+        reqlog_free(l);
         return mg_fail(err, MG_EIO, NULL, "cannot start the request log's thread");
     }
     *out = l;
@@ -191,11 +195,6 @@ void srv_reqlog_stop(struct srv_reqlog **lp)
     pthread_mutex_unlock(&l->lock);
     pthread_join(l->thread, NULL);
     flush(l);
-    pthread_mutex_destroy(&l->lock);
-    pthread_mutex_destroy(&l->out);
-    mg_wait_release(&l->wake);
-    free(l->fill);
-    free(l->spare);
-    free(l);
+    reqlog_free(l);
     *lp = NULL;
 }
