@@ -306,9 +306,6 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
     return queue(r);
 }
 
-/* One line per request, whatever the client sent: the path as sent (or decoded when the
- * target was not seen) and the method are escaped (mg_log_escape), so a line can neither
- * be forged with CR/LF nor dropped for bytes that are not UTF-8. */
 /* A request log line being written into a fixed buffer, cut short (never past its last
  * byte, kept for the newline) rather than overrun. */
 struct log_line {
@@ -342,6 +339,9 @@ static void line_u64(struct log_line *l, unsigned long long v)
     line_put(l, num + k, sizeof(num) - k);
 }
 
+/* One line per request, whatever the client sent: the path as sent (or decoded when the
+ * target was not seen) and the method are escaped (mg_log_escape), so a line can neither
+ * be forged with CR/LF nor dropped for bytes that are not UTF-8. */
 static void log_request(const struct srv *srv, const struct srv_req *r)
 {
     int64_t ms = mg_mono_ms() - r->start_ms;
