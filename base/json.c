@@ -155,20 +155,13 @@ static void put_string(struct mg_jw *o, const char *s, size_t n)
         o->failed = true; /* json_dumps refuses such a string too */
 }
 
-/* As %lld: without snprintf, which is most of an integer's cost. */
 static void put_integer(struct mg_jw *o, json_int_t v)
 {
-    char num[24];
-    size_t k = sizeof(num);
-    unsigned long long m = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    char num[MG_FMT_INT_LEN];
+    size_t n;
+    const char *d = mg_fmt_i64(v, num, &n);
 
-    do {
-        num[--k] = (char)('0' + m % 10);
-        m /= 10;
-    } while (m != 0);
-    if (v < 0)
-        num[--k] = '-';
-    put(o, num + k, sizeof(num) - k);
+    put(o, d, n);
 }
 
 /* The shortest text that reads back as v (mg_fmt_double), with ".0" when it has neither

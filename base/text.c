@@ -255,6 +255,21 @@ static bool fmt_short_decimal(double v, char *out, size_t cap)
     return false;
 }
 
+const char *mg_fmt_i64(int64_t v, char out[MG_FMT_INT_LEN], size_t *len)
+{
+    size_t k = MG_FMT_INT_LEN;
+    uint64_t m = v < 0 ? 0ull - (uint64_t)v : (uint64_t)v;
+
+    do {
+        out[--k] = (char)('0' + m % 10);
+        m /= 10;
+    } while (m != 0);
+    if (v < 0)
+        out[--k] = '-';
+    *len = MG_FMT_INT_LEN - k;
+    return out + k;
+}
+
 char *mg_fmt_double(double v, char *out, size_t cap)
 {
     if (fmt_short_decimal(v, out, cap))

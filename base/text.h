@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* n bytes at s are well-formed UTF-8 (no overlong forms, no surrogates, ≤ U+10FFFF). */
 bool mg_utf8_valid(const char *s, size_t n);
@@ -44,6 +45,12 @@ char *mg_log_escape(const char *s, char *out, size_t cap, bool for_json);
  * become '?'. Cut (on a character boundary) to fit. Returns out.
  */
 char *mg_prom_label(const char *value, char *out, size_t cap);
+
+/* v in decimal, as %lld writes it, without snprintf (most of an integer's cost there): the
+ * digits are written to end at out's last byte; returns where they start, *len their count
+ * (no NUL). */
+#define MG_FMT_INT_LEN 24
+const char *mg_fmt_i64(int64_t v, char out[MG_FMT_INT_LEN], size_t *len);
 
 /* The shortest decimal text (%.15g, %.16g or %.17g) that reads back as the same double,
  * into out (cap bytes, 32 is always enough). Returns out. */

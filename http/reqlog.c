@@ -8,15 +8,14 @@
  */
 #include "reqlog.h"
 
-#include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../os/file.h"
 #include "../os/wait.h"
 
 struct srv_reqlog {
@@ -29,30 +28,6 @@ struct srv_reqlog {
     bool stop;
     pthread_t thread;
 };
-
-/* All n bytes to fd, unless it fails for good (then the rest is dropped, as a failed
- * fprintf to stderr drops its line). A non-blocking descriptor that is full is waited for,
- * a second at most each time. */
-static void write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-
-        if (w > 0) {
-            p += w;
-            n -= (size_t)w;
-        } else if (w < 0 && errno == EINTR) {
-            continue;
-        } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-
-            if (poll(&pfd, 1, 1000) <= 0)
-                return;
-        } else {
-            return;
-        }
-    }
-}
 
 /* n bytes of whole lines, in writes of at most PIPE_BUF bytes where the lines allow (a longer
  * line goes in one write): on a pipe such a write is never split by another thread's message,
@@ -72,7 +47,7 @@ static void write_lines(int fd, const char *p, size_t n)
                 k = nl ? (size_t)(nl - p) + 1 : n;
             }
         }
-        write_all(fd, p, k);
+        (void)mg_write_all(fd, p, k, "the request log", NULL); /* as fprintf, drops on failure */
         p += k;
         n -= k;
     }

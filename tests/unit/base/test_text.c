@@ -265,10 +265,29 @@ static void test_json_short_reals(void **state)
     }
 }
 
+/* mg_fmt_i64 writes what %lld does, the ends of the range included. */
+static void test_fmt_i64(void **state)
+{
+    static const int64_t cases[] = {0,       7,          -1,        10,        -10,          499,
+                                    1000000, 7000000000, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+    char num[MG_FMT_INT_LEN], want[32];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t n;
+        const char *d = mg_fmt_i64(cases[i], num, &n);
+
+        snprintf(want, sizeof(want), "%lld", (long long)cases[i]);
+        assert_int_equal(n, strlen(want));
+        assert_memory_equal(d, want, n);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_fmt_i64),
         cmocka_unit_test(test_request_target),
         cmocka_unit_test(test_methods),
         cmocka_unit_test(test_log_escape),
