@@ -13,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <pthread.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -429,6 +431,11 @@ struct srv_conn {
     int fd;
     int64_t since_ms;  /* the current request's first byte could come from now */
     struct srv_req *r; /* set once the headers are in, NULL between requests */
+    /* peer_gone's last look: when, what it saw, and whether the peer had gone then */
+    int64_t seen_ms, seen_since;
+    const struct srv_req *seen_r;
+    uint64_t seen_bytes;
+    bool gone;
     struct srv_conn *prev, *next;
 };
 
@@ -531,6 +538,37 @@ static bool too_slow(const struct srv_reaper *rp, const struct srv_conn *c, int6
                                           rp->min_rate * (uint64_t)elapsed;
 }
 
+/* How often peer_gone looks at a connection, and how long one stays stuck before it ends. */
+#define GONE_MS 1000
+
+/* With epoll (edge-triggered), libmicrohttpd 0.9.75 takes a short read for "nothing more to
+ * read": when the peer's FIN came in with its last bytes, no later event comes, and the
+ * connection would wait out the whole timeout (an upload cut off by a cancelled CI job kept
+ * its temp file that long). It is stuck when the peer has closed its side, nothing is left
+ * to read, and nothing moved (no body byte, no request begun or ended) between two looks
+ * GONE_MS apart: no request can come of it. A request being answered is never stuck. */
+static bool peer_gone(struct srv_conn *c, int64_t now)
+{
+    struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
+    const struct srv_req *r = c->r;
+    uint64_t bytes = r ? __atomic_load_n(&r->body_bytes, __ATOMIC_RELAXED) : 0;
+    bool was = c->gone, same;
+    int unread = -1;
+
+    if (r != NULL && __atomic_load_n(&r->body_done, __ATOMIC_ACQUIRE))
+        return c->gone = false;
+    if (now - c->seen_ms < GONE_MS)
+        return false;
+    same = c->seen_r == r && c->seen_bytes == bytes && c->seen_since == c->since_ms;
+    c->seen_ms = now;
+    c->seen_r = r;
+    c->seen_bytes = bytes;
+    c->seen_since = c->since_ms;
+    c->gone = poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0 &&
+              ioctl(c->fd, FIONREAD, &unread) == 0 && unread == 0;
+    return was && c->gone && same;
+}
+
 static void *reaper_main(void *arg)
 {
     struct srv_reaper *rp = arg;
@@ -541,7 +579,7 @@ static void *reaper_main(void *arg)
         struct srv_conn *c;
 
         for (c = rp->conns; c; c = c->next) {
-            if (c->fd >= 0 && too_slow(rp, c, now)) {
+            if (c->fd >= 0 && (too_slow(rp, c, now) || peer_gone(c, now))) {
                 /* libmicrohttpd sees the socket end and closes it. */
                 shutdown(c->fd, SHUT_RDWR);
                 c->fd = -1;
@@ -750,7 +788,11 @@ enum mg_code srv_start(struct srv *srv, struct mg_error *err)
         srv_reqlog_stop(&srv->reqlog);
         return err->code;
     }
-    flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
+    /* MHD_USE_AUTO: epoll on Linux (poll elsewhere). With poll, a connection whose next
+     * request came in just after a round's poll() waited that whole round too: ~1 request in
+     * every round's worth took two rounds, the p99 of 32 connections at twice the median
+     * (bench/reads-M25.md, eighth pass). epoll's ready list takes it in the same round. */
+    flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC |
             MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0) | (srv->tls ? MHD_USE_TLS : 0);
     {
         struct MHD_OptionItem tls[] = {
