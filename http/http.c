@@ -229,10 +229,9 @@ static void *target_seen(void *cls, const char *uri, struct MHD_Connection *conn
     return req_new(cls, conn, uri);
 }
 
-static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
-                                      const char *method, const char *version,
-                                      const char *upload_data, size_t *upload_data_size,
-                                      void **con_cls)
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **con_cls)
 {
     struct srv *srv = cls;
     struct srv_req *r = *con_cls;
@@ -306,6 +305,25 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
         return MHD_YES;
     }
     return queue(r);
+}
+
+/* libmicrohttpd's access handler: handle(), counted in r->calls, so that peer_gone never
+ * takes a request whose handler is busy (a token's lookup, a backend's slow write) for a
+ * stuck one. The request was made in target_seen; handle() never frees it. */
+static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                                      const char *method, const char *version,
+                                      const char *upload_data, size_t *upload_data_size,
+                                      void **con_cls)
+{
+    struct srv_req *r = *con_cls;
+    enum MHD_Result ret;
+
+    if (r != NULL)
+        __atomic_add_fetch(&r->calls, 1, __ATOMIC_RELEASE);
+    ret = handle(cls, conn, url, method, version, upload_data, upload_data_size, con_cls);
+    if (r != NULL)
+        __atomic_add_fetch(&r->calls, 1, __ATOMIC_RELEASE);
+    return ret;
 }
 
 /* A request log line being written into a fixed buffer, cut short (never past its last
@@ -431,11 +449,10 @@ struct srv_conn {
     int fd;
     int64_t since_ms;  /* the current request's first byte could come from now */
     struct srv_req *r; /* set once the headers are in, NULL between requests */
-    /* peer_gone's last look: when, what it saw, and whether the peer had gone then */
+    uint64_t requests; /* requests begun on the connection */
+    /* peer_gone's last look: when, and the progress it saw */
     int64_t seen_ms, seen_since;
-    const struct srv_req *seen_r;
-    uint64_t seen_bytes;
-    bool gone;
+    uint64_t seen_requests, seen_bytes, seen_calls;
     struct srv_conn *prev, *next;
 };
 
@@ -507,6 +524,7 @@ static void conn_request_begins(struct srv *srv, struct srv_req *r)
         return;
     pthread_mutex_lock(&srv->reaper->lock);
     c->r = r;
+    c->requests++;
     pthread_mutex_unlock(&srv->reaper->lock);
 }
 
@@ -538,35 +556,44 @@ static bool too_slow(const struct srv_reaper *rp, const struct srv_conn *c, int6
                                           rp->min_rate * (uint64_t)elapsed;
 }
 
-/* How often peer_gone looks at a connection, and how long one stays stuck before it ends. */
+/* The least time a connection must make no progress before peer_gone ends it. */
 #define GONE_MS 1000
 
 /* With epoll (edge-triggered), libmicrohttpd 0.9.75 takes a short read for "nothing more to
- * read": when the peer's FIN came in with its last bytes, no later event comes, and the
+ * read": when the peer's FIN came in with its last bytes no later event comes, and the
  * connection would wait out the whole timeout (an upload cut off by a cancelled CI job kept
- * its temp file that long). It is stuck when the peer has closed its side, nothing is left
- * to read, and nothing moved (no body byte, no request begun or ended) between two looks
- * GONE_MS apart: no request can come of it. A request being answered is never stuck. */
+ * its temp file that long). It is stuck when nothing moved for GONE_MS (no request begun or
+ * ended, no body byte, no call of the handler), the peer has closed its side and nothing is
+ * left to read: no request can come of it. A request whose handler is running, or whose body
+ * is all in (being answered), is never taken for stuck; the system calls are made only for a
+ * connection that made no progress since the last look, at most once a GONE_MS. */
 static bool peer_gone(struct srv_conn *c, int64_t now)
 {
     struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
     const struct srv_req *r = c->r;
-    uint64_t bytes = r ? __atomic_load_n(&r->body_bytes, __ATOMIC_RELAXED) : 0;
-    bool was = c->gone, same;
+    uint64_t bytes = 0, calls = 0;
+    bool same;
     int unread = -1;
 
-    if (r != NULL && __atomic_load_n(&r->body_done, __ATOMIC_ACQUIRE))
-        return c->gone = false;
+    if (r != NULL) {
+        if (__atomic_load_n(&r->body_done, __ATOMIC_ACQUIRE))
+            return false;
+        bytes = __atomic_load_n(&r->body_bytes, __ATOMIC_RELAXED);
+        calls = __atomic_load_n(&r->calls, __ATOMIC_ACQUIRE);
+        if (calls % 2 == 1)
+            return false;
+    }
     if (now - c->seen_ms < GONE_MS)
         return false;
-    same = c->seen_r == r && c->seen_bytes == bytes && c->seen_since == c->since_ms;
+    same = c->seen_requests == c->requests && c->seen_since == c->since_ms &&
+           c->seen_bytes == bytes && c->seen_calls == calls;
     c->seen_ms = now;
-    c->seen_r = r;
-    c->seen_bytes = bytes;
+    c->seen_requests = c->requests;
     c->seen_since = c->since_ms;
-    c->gone = poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0 &&
-              ioctl(c->fd, FIONREAD, &unread) == 0 && unread == 0;
-    return was && c->gone && same;
+    c->seen_bytes = bytes;
+    c->seen_calls = calls;
+    return same && poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0 &&
+           ioctl(c->fd, FIONREAD, &unread) == 0 && unread == 0;
 }
 
 static void *reaper_main(void *arg)

@@ -93,6 +93,7 @@ struct srv_req {
     struct mg_buf raw;   /* JSON body bytes while reading */
     uint64_t body_bytes; /* bytes received (atomic: the reaper reads it) */
     bool body_done;      /* the whole body is in (atomic) */
+    uint64_t calls;      /* entries into and exits from the handler: odd inside (atomic) */
     int64_t body_start_ms;
     uint64_t drained; /* bytes discarded after an error mid-body */
     void *stream;     /* route-private state (SRV_BODY_STREAM, deferred work) */
