@@ -449,10 +449,10 @@ struct srv_conn {
     int fd;
     int64_t since_ms;  /* the current request's first byte could come from now */
     struct srv_req *r; /* set once the headers are in, NULL between requests */
-    uint64_t requests; /* requests begun on the connection */
-    /* peer_gone's last look: when, and the progress it saw */
-    int64_t seen_ms, seen_since;
-    uint64_t seen_requests, seen_bytes, seen_calls;
+    uint64_t changes;  /* requests begun or ended on the connection */
+    /* peer_gone's last look: when, and the progress it saw (changes, r's calls) */
+    int64_t seen_ms;
+    uint64_t seen_changes, seen_calls;
     struct srv_conn *prev, *next;
 };
 
@@ -524,7 +524,7 @@ static void conn_request_begins(struct srv *srv, struct srv_req *r)
         return;
     pthread_mutex_lock(&srv->reaper->lock);
     c->r = r;
-    c->requests++;
+    c->changes++;
     pthread_mutex_unlock(&srv->reaper->lock);
 }
 
@@ -538,6 +538,7 @@ static void conn_request_ends(struct srv *srv, struct srv_req *r)
     pthread_mutex_lock(&srv->reaper->lock);
     if (c->r == r)
         c->r = NULL;
+    c->changes++;
     c->since_ms = mg_mono_ms();
     pthread_mutex_unlock(&srv->reaper->lock);
 }
@@ -563,34 +564,31 @@ static bool too_slow(const struct srv_reaper *rp, const struct srv_conn *c, int6
  * read": when the peer's FIN came in with its last bytes no later event comes, and the
  * connection would wait out the whole timeout (an upload cut off by a cancelled CI job kept
  * its temp file that long). It is stuck when nothing moved for GONE_MS (no request begun or
- * ended, no body byte, no call of the handler), the peer has closed its side and nothing is
- * left to read: no request can come of it. A request whose handler is running, or whose body
- * is all in (being answered), is never taken for stuck; the system calls are made only for a
- * connection that made no progress since the last look, at most once a GONE_MS. */
+ * ended, no call of the handler, which is where every body byte comes in), the peer has closed
+ * its side and nothing is left to read: no request can come of it. A request whose handler is
+ * running, or whose body is all in (being answered), is never taken for stuck; the system
+ * calls are made only for a connection that made no progress since the last look, at most
+ * once a GONE_MS. */
 static bool peer_gone(struct srv_conn *c, int64_t now)
 {
     struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
     const struct srv_req *r = c->r;
-    uint64_t bytes = 0, calls = 0;
+    uint64_t calls = 0;
     bool same;
     int unread = -1;
 
     if (r != NULL) {
         if (__atomic_load_n(&r->body_done, __ATOMIC_ACQUIRE))
             return false;
-        bytes = __atomic_load_n(&r->body_bytes, __ATOMIC_RELAXED);
         calls = __atomic_load_n(&r->calls, __ATOMIC_ACQUIRE);
         if (calls % 2 == 1)
             return false;
     }
     if (now - c->seen_ms < GONE_MS)
         return false;
-    same = c->seen_requests == c->requests && c->seen_since == c->since_ms &&
-           c->seen_bytes == bytes && c->seen_calls == calls;
+    same = c->seen_changes == c->changes && c->seen_calls == calls;
     c->seen_ms = now;
-    c->seen_requests = c->requests;
-    c->seen_since = c->since_ms;
-    c->seen_bytes = bytes;
+    c->seen_changes = c->changes;
     c->seen_calls = calls;
     return same && poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0 &&
            ioctl(c->fd, FIONREAD, &unread) == 0 && unread == 0;
@@ -817,8 +815,9 @@ enum mg_code srv_start(struct srv *srv, struct mg_error *err)
     }
     /* MHD_USE_AUTO: epoll on Linux (poll elsewhere). With poll, a connection whose next
      * request came in just after a round's poll() waited that whole round too: ~1 request in
-     * every round's worth took two rounds, the p99 of 32 connections at twice the median
-     * (bench/reads-M25.md, eighth pass). epoll's ready list takes it in the same round. */
+     * every round's worth took two rounds, the p99 of 32 connections at twice the median.
+     * With epoll that tail is gone, req/s and CPU unchanged (bench/reads-M25.md, eighth pass,
+     * where the likely cause is). */
     flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC |
             MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0) | (srv->tls ? MHD_USE_TLS : 0);
     {
