@@ -32,7 +32,8 @@ usage: $0 [--duration S] [--connections N] [--rounds N] [--tmp-dir DIR]
   --rounds N       measured runs per server and endpoint, alternating; best kept (default 2)
   --tmp-dir DIR    where the data dir and nginx live (default $root/build/bench-tmp)
   --server-cpu N   CPU that modelgated and nginx are pinned to (default 0)
-  --client-cpu N   CPU that wrk is pinned to (default 1)
+  --client-cpu N   CPU that wrk is pinned to (default 1); it may be --server-cpu, which
+                   with --pg-cpu on another CPU gives PostgreSQL a CPU of its own on 2 CPUs
   --server-threads N  modelgated --threads N (default: modelgated's own default); nginx
                    always runs one worker
   --pg-cpu N       CPU the private PostgreSQL is pinned to (default 2, or wrk's CPU with
@@ -118,7 +119,8 @@ pin_client=(taskset -c "$client_cpu")
 pin_note="servers on CPU $server_cpu, wrk on CPU $client_cpu"
 [[ -n $pg_cpu ]] || pg_cpu=$((cpus >= 3 ? 2 : client_cpu))
 pin_pg_cpu=$pg_cpu
-if [[ $server_cpu -ge $cpus || $client_cpu -ge $cpus || $server_cpu -eq $client_cpu ]]; then
+[[ $server_cpu -ne $client_cpu ]] || pin_note="servers and wrk on CPU $server_cpu"
+if [[ $server_cpu -ge $cpus || $client_cpu -ge $cpus ]]; then
     echo "read: cannot pin to CPUs $server_cpu and $client_cpu with $cpus CPUs; running unpinned" >&2
     pin_server=()
     pin_client=()
