@@ -635,7 +635,8 @@ out:
     rel_timer_stop(&ctl);
     ctl_lifecycle_stop(&ctl);
     runner_stop(&ctl);
-    ctl_cluster_stop(&ctl);
+    ctl_cluster_stop(&ctl); /* its heartbeat kicks the runner and the pool: freed after it */
+    runner_free(&ctl);
     push_free(&ctl);
     srv_metrics_free(&srv.metrics);
     srv_cache_free(&srv.cache);

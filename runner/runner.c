@@ -714,7 +714,7 @@ enum mg_code runner_start(struct ctl *ctl, const struct runner_options *o, struc
     if (o->interval_s > 0 && pthread_create(&rn->periodic, NULL, periodic_main, rn) == 0)
         rn->periodic_started = true;
     if (rn->nthreads == 0) {
-        runner_stop(ctl);
+        runner_free(ctl);
         return mg_fail(err, MG_EIO, NULL, "cannot start the runner threads");
     }
     fprintf(stderr, "modelgated: runner: %u worker(s), %u profile(s), NVML %s%s%s\n", rn->nthreads,
@@ -747,6 +747,17 @@ void runner_stop(struct ctl *ctl)
         pthread_join(rn->threads[i], NULL);
     if (rn->periodic_started)
         pthread_join(rn->periodic, NULL);
+    rn->nthreads = 0;
+    rn->periodic_started = false;
+}
+
+void runner_free(struct ctl *ctl)
+{
+    struct runner *rn = ctl->rn.impl;
+
+    if (rn == NULL)
+        return;
+    runner_stop(ctl);
     runner_nvml_close(&rn->nvml);
     pthread_mutex_destroy(&rn->cache_lock);
     pthread_mutex_destroy(&rn->lock);

@@ -59,7 +59,11 @@ void runner_register(struct ctl *ctl);
 
 /* Start (ctl->rn.impl is set); tests left running by a crash are requeued. */
 enum mg_code runner_start(struct ctl *ctl, const struct runner_options *o, struct mg_error *err);
+/* Stop the workers and the periodic thread; a kick after this is harmless (the cluster's
+ * heartbeat kicks until ctl_cluster_stop). runner_free() then releases everything and
+ * empties ctl->rn.impl. */
 void runner_stop(struct ctl *ctl);
+void runner_free(struct ctl *ctl);
 
 /* Queue a test (trigger: route, promotion, periodic, manual). *out (may be
  * NULL) is the SmokeTest. leader_epoch > 0: queued by leader-only work, only while this
