@@ -33,11 +33,11 @@ usage: $0 [--duration S] [--connections N] [--rounds N] [--tmp-dir DIR]
   --tmp-dir DIR    where the data dir and nginx live (default $root/build/bench-tmp)
   --server-cpu N   CPU that modelgated and nginx are pinned to (default 0)
   --client-cpu N   CPU that wrk is pinned to (default 1); it may be --server-cpu, which
-                   with --pg-cpu on another CPU gives PostgreSQL a CPU of its own on 2 CPUs
+                   gives PostgreSQL a CPU of its own on 2 CPUs (see --pg-cpu)
   --server-threads N  modelgated --threads N (default: modelgated's own default); nginx
                    always runs one worker
-  --pg-cpu N       CPU the private PostgreSQL is pinned to (default 2, or wrk's CPU with
-                   fewer than 3 CPUs)
+  --pg-cpu N       CPU the private PostgreSQL is pinned to (default 2; with fewer than 3
+                   CPUs wrk's CPU, or the other CPU when the servers share wrk's)
   --no-postgresql  skip the cache-off reads on PostgreSQL
   --history N      set the alias N more times (between a second version and the first,
                    ending on the first) before measuring: an alias with a long history,
@@ -117,7 +117,10 @@ cpus=$(nproc)
 pin_server=(taskset -c "$server_cpu")
 pin_client=(taskset -c "$client_cpu")
 pin_note="servers on CPU $server_cpu, wrk on CPU $client_cpu"
-[[ -n $pg_cpu ]] || pg_cpu=$((cpus >= 3 ? 2 : client_cpu))
+if [[ -z $pg_cpu ]]; then
+    pg_cpu=$((cpus >= 3 ? 2 : client_cpu))
+    [[ $cpus -lt 2 || $cpus -ge 3 || $server_cpu -ne $client_cpu ]] || pg_cpu=$((server_cpu == 0 ? 1 : 0))
+fi
 pin_pg_cpu=$pg_cpu
 [[ $server_cpu -ne $client_cpu ]] || pin_note="servers and wrk on CPU $server_cpu"
 if [[ $server_cpu -ge $cpus || $client_cpu -ge $cpus ]]; then
