@@ -12,7 +12,8 @@
  * Checked besides memory safety (and leaks: ASan's leak checker runs at exit
  * and on -detect_leaks inputs):
  * - accepted: *config is an object without a "secret" member; a webhook gets
- *   its secret back separately and its stored config is {"url"} alone;
+ *   its secret back separately and its stored config is {"url"}, with the body's
+ *   "events" when it named any (the event types it also wants);
  * - refused: the code is MG_EINVAL with a message, *config stays NULL and
  *   *secret NULL.
  */
@@ -61,10 +62,15 @@ static void validate(const json_t *body, const char *kind)
     FUZZ_CHECK(json_object_get(config, "secret") == NULL, "kind %s: config keeps 'secret'", kind);
     FUZZ_CHECK((strcmp(kind, "webhook") == 0) == (secret != NULL), "kind %s: secret %s", kind,
                secret ? "returned" : "missing");
-    /* A webhook's stored config is its URL and nothing else. */
-    if (secret)
-        FUZZ_CHECK(json_object_size(config) == 1 && json_is_string(json_object_get(config, "url")),
-                   "a webhook config holds more than its url");
+    /* A webhook's stored config is its URL and the events the body named, nothing else. */
+    if (secret) {
+        const json_t *events = json_object_get(body, "events");
+
+        FUZZ_CHECK(json_object_size(config) == 1 + (events != NULL) &&
+                       json_is_string(json_object_get(config, "url")) &&
+                       json_equal(json_object_get(config, "events"), events) == (events != NULL),
+                   "a webhook config holds more than its url and events");
+    }
     text = json_dumps(config, JSON_COMPACT);
     FUZZ_CHECK(text != NULL, "kind %s: config does not serialise", kind);
     free(text);
